@@ -1,0 +1,21 @@
+# The two quick-start commands (README): `make demo` and `make test`. Both set up first (idempotent).
+SHELL := /bin/bash
+VENV ?= .venv
+SAMPLE ?= ../shared/data/chestxray14
+
+.PHONY: setup setup-docker demo test
+
+setup:
+	scripts/setup
+
+setup-docker:
+	scripts/setup --docker
+
+# Train 2 Horovod ranks (CPU) on the real 800-image ChestX-ray14 sample; prints 14 AUROCs and images/s.
+demo: setup
+	$(VENV)/bin/invoke train --gpus 0 --np 2 --images $(SAMPLE)/images-64 \
+	  --labels $(SAMPLE)/Data_Entry_2017_v2020.csv.gz --image-size 64 --epochs 2 --output runs/demo
+
+# Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap), then the whole suite.
+test: setup-docker
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,32 @@
+"""chexstack's command line: thin invoke glue over envs/, images/, validate/, trainer/, launch/ and bench/.
+
+Each task parses its options, calls one function of an area module and turns a ``ChexstackError`` into a clear
+message and an exit code (no traceback). Run ``invoke --list`` for the tasks, ``invoke --help TASK`` for options.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+from invoke import Exit, task
+
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+
+
+def user_errors(fn):
+    """Print a ChexstackError as one red message and exit with its code, instead of a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ChexstackError as e:
+            console.print("[bold red]error:[/] %s" % e, soft_wrap=True)
+            raise Exit(code=e.exit_code) from None
+
+    return wrapper
+
+
+def _csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]

@@ -1,0 +1,97 @@
+"""The Horovod build gate: is the Horovod in this interpreter built with what the stack needs?
+
+Run by scripts/setup after building Horovod and inside images after their Horovod step::
+
+    python -m validate.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo
+
+Two checks (../shared/cases/01 and 02):
+
+1. ``horovodrun --check-build`` lists every required component as ``[X]`` (its exit status means nothing).
+2. ``import horovod.tensorflow`` works and the TensorFlow Horovod was compiled against (``horovod/metadata.json``,
+   written by Horovod's build) equals the ``tensorflow.__version__`` imported now.
+
+Exit status: 0 fit, 1 not fit (the message lists exactly what is missing), 2 could not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from validate.parsers.horovod import format_missing, parse_check_build, parse_requirements
+
+_IMPORT_PROBE = r"""
+import json, os, sys
+import tensorflow as tf
+import horovod
+import horovod.tensorflow as hvd
+meta = os.path.join(os.path.dirname(horovod.__file__), "metadata.json")
+built_for = None
+if os.path.exists(meta):
+    with open(meta) as f:
+        built_for = json.load(f).get("tensorflow")
+print(json.dumps({"tensorflow": tf.__version__, "horovod": horovod.__version__, "built_for": built_for}))
+"""
+
+
+def check_build_text() -> str:
+    """Run ``horovodrun --check-build`` (the one next to this interpreter first) and return its stdout."""
+    exe = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    if not os.path.exists(exe):
+        exe = shutil.which("horovodrun") or ""
+    if not exe:
+        raise FileNotFoundError("horovodrun not found next to %s or on PATH" % sys.executable)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([exe, "--check-build"], capture_output=True, text=True, env=env, timeout=300).stdout
+
+
+def import_probe() -> dict:
+    """Import TensorFlow + Horovod in a fresh interpreter; return versions or ``{"error": text}``."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    p = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m validate.horovod_gate", description=__doc__.split("\n")[0])
+    ap.add_argument("--require", default="framework=TensorFlow,controller=MPI,controller=Gloo",
+                    help="comma-separated KIND=NAME (KIND: framework, controller, tensor_op)")
+    ap.add_argument("--quiet", action="store_true", help="print nothing, only set the exit status")
+    args = ap.parse_args(argv)
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
+    try:
+        required = parse_requirements(args.require)
+        text = check_build_text()
+    except (ValueError, FileNotFoundError, subprocess.SubprocessError) as e:
+        say("horovod gate: cannot run: %s" % e)
+        return 2
+    build = parse_check_build(text)
+    if build.problems:
+        say("horovod gate: FAIL: could not read `horovodrun --check-build`: %s" % "; ".join(build.problems))
+        return 1
+    missing = build.missing(required)
+    if missing:
+        say("horovod gate: FAIL: Horovod v%s built without what this stack needs: %s" % (build.version, format_missing(missing)))
+        say("  fix: rebuild with HOROVOD_WITH_<COMPONENT>=1 set for each (the build then fails loudly instead of "
+            "silently skipping a component), e.g. HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1")
+        return 1
+    probe = import_probe()
+    if "error" in probe:
+        say("horovod gate: FAIL: `import horovod.tensorflow` failed: %s" % probe["error"])
+        return 1
+    if probe["built_for"] and probe["built_for"] != probe["tensorflow"]:
+        say("horovod gate: FAIL: horovod built for tensorflow %s, runtime tensorflow %s — reinstall horovod "
+            "(--no-cache-dir) after the final TensorFlow install" % (probe["built_for"], probe["tensorflow"]))
+        return 1
+    say("horovod gate: PASS: Horovod v%s with %s; TensorFlow %s" % (
+        build.version, ", ".join("%s=%s" % kn for kn in required), probe["tensorflow"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Parse ``horovodrun --check-build`` output.
+
+``horovodrun --check-build`` exits 0 whatever Horovod was built with (``sys.exit(0)`` in
+horovod/runner/launch.py; ../shared/cases/01, fixtures 41-42), so the ``[X]`` marks are the only truth.
+The command exists from Horovod 0.17.0 (older releases: import + ``hvd.init()`` instead).
+
+Sections, as printed by Horovod 0.17-0.28::
+
+    Horovod v0.27.0:
+
+    Available Frameworks:
+        [ ] TensorFlow
+        [X] PyTorch
+    Available Controllers:
+        [ ] MPI
+        [X] Gloo
+    Available Tensor Operations:
+        [ ] NCCL ...
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+#: Section heading -> the key used in requirements (``framework=TensorFlow``).
+SECTIONS = {
+    "Available Frameworks": "framework",
+    "Available Controllers": "controller",
+    "Available Tensor Operations": "tensor_op",
+}
+
+_VERSION = re.compile(r"^Horovod v(\S+?):?\s*$")
+_MARK = re.compile(r"^\s*\[([ xX])\]\s+(\S.*?)\s*$")
+
+
+@dataclass
+class CheckBuild:
+    """What one ``horovodrun --check-build`` printed.
+
+    ``built[kind][name]`` is True for ``[X]``, False for ``[ ]``; kind is one of ``SECTIONS`` values.
+    ``problems`` lists what could not be read (no version line, a missing section).
+    """
+
+    version: str | None = None
+    built: dict[str, dict[str, bool]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def has(self, kind: str, name: str) -> bool:
+        return self.built.get(kind, {}).get(name, False)
+
+    def missing(self, required: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (kind, name) pairs of ``required`` that are not marked ``[X]``, in the given order."""
+        return [(k, n) for k, n in required if not self.has(k, n)]
+
+
+def parse_check_build(text: str) -> CheckBuild:
+    """Parse the text of ``horovodrun --check-build``; lines outside the three sections are ignored."""
+    out = CheckBuild()
+    kind = None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        m = _VERSION.match(line.strip())
+        if m:
+            out.version = m.group(1)
+            continue
+        heading = line.strip().rstrip(":")
+        if heading in SECTIONS:
+            kind = SECTIONS[heading]
+            out.built.setdefault(kind, {})
+            continue
+        m = _MARK.match(line)
+        if m and kind is not None:
+            out.built[kind][m.group(2)] = m.group(1) in "xX"
+    if out.version is None:
+        out.problems.append("no 'Horovod vX.Y.Z:' line")
+    for heading, kind in SECTIONS.items():
+        if kind not in out.built:
+            out.problems.append("section '%s:' missing" % heading)
+    return out
+
+
+def parse_requirements(spec: str) -> list[tuple[str, str]]:
+    """``"framework=TensorFlow,controller=MPI"`` -> ``[("framework", "TensorFlow"), ("controller", "MPI")]``.
+
+    Raises ValueError naming the bad item and the kinds expected.
+    """
+    pairs = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        kind, sep, name = item.partition("=")
+        if not sep or kind not in SECTIONS.values() or not name:
+            raise ValueError(
+                "bad Horovod requirement %r: expected KIND=NAME with KIND one of %s"
+                % (item, ", ".join(SECTIONS.values()))
+            )
+        pairs.append((kind, name))
+    return pairs
+
+
+def format_missing(missing: list[tuple[str, str]]) -> str:
+    """The message of ../shared/cases/01: ``missing: framework=TensorFlow, controller=MPI, tensor_op=NCCL``."""
+    return "missing: " + ", ".join("%s=%s" % kn for kn in missing)
