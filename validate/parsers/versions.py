@@ -124,6 +124,6 @@ def os_release(files: dict[str, str]) -> tuple[str | None, str | None]:
     if rh:
         version = rh.group(1)
     deb = (files.get("/etc/debian_version") or "").strip()
-    if name and name.startswith("Debian") and re.match(r"^" + _DOTTED + "$|^\d+$", deb):
+    if name and name.startswith("Debian") and re.match(r"^(?:" + _DOTTED + r"|\d+)$", deb):
         version = deb
     return name, version
