@@ -32,6 +32,46 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+# --- envs: stacks (Table 1, manifests, consistency) and conda locks ------------------------------------------------
+
+@task(help={"check": "list every inconsistency with its source; exit 1 only for blocking ones (this repository's "
+                     "files), never for Table 1's own facts",
+            "json": "print JSON for machines instead of tables"})
+@user_errors
+def stacks(c, check=False, json=False):
+    """Print Table 1 exactly as published, beside it what each stack ships, and every stack's versions."""
+    from envs.check import all_findings, stack_order
+    from envs.show import findings_renderable, stacks_json, stacks_renderable, table1_renderable
+
+    findings = all_findings() if check else None
+    if json:
+        sys.stdout.write(stacks_json(stack_order(), findings))
+    else:
+        console.print(table1_renderable())
+        console.print(stacks_renderable(stack_order()))
+        if findings is not None:
+            console.print(findings_renderable(findings))
+    if findings and any(f.blocking for f in findings):
+        raise Exit(code=1)
+
+
+@task(iterable=["platform"],
+      help={"stack": "stack with envs/conda/<stack>/environment.yml (conda, cpu)",
+            "platform": "platform to lock (repeatable; default: the environment file's platforms)",
+            "check": "compare the lock's content hash with the current inputs; exit 1 naming what changed",
+            "kind": "lock (unified, default) or explicit (refused when the environment has pip requirements)",
+            "conda": "conda/mamba/micromamba executable for the solver (default: $CONDA_EXE, then PATH)",
+            "installed": "post-install check: a `conda list --json` (or `pip list --format=json`) output file"})
+@user_errors
+def lock(c, stack, platform=None, check=False, kind="lock", conda=None, installed=None):
+    """Lock a stack's conda environment for its target (explicit virtual packages), check drift, or check an
+    installed environment against the lock."""
+    from envs.lockflow import lock_stack
+
+    raise Exit(code=lock_stack(stack, platforms=platform or None, check=check, kind=kind, conda_exe=conda,
+                               installed=installed))
+
+
 # --- images: render, build, convert (images/) -------------------------------------------------------------------
 
 
