@@ -130,15 +130,26 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+        "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine",
+        "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
+        "image": "with --stack: this image reference or SIF path instead of the stack's verified tag",
+        "network": "with --stack and docker: host (default) or none (loopback only: the MPI controller is used)",
     }
 )
 @user_errors
 def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", resume=False, controller=None):
+          image_size=224, output="runs/train", resume=False, controller=None, stack=None, runtime="docker",
+          image=None, network="host"):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
-    train_local(TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
-                             labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
-                             image_size=int(image_size), output=output, resume=resume, controller=controller))
+    request = TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
+                           labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
+                           image_size=int(image_size), output=output, resume=resume, controller=controller)
+    if stack:
+        from launch.container import train_in_image
+
+        train_in_image(request, stack, runtime=runtime, image=image, network=network)
+    else:
+        train_local(request)

@@ -1,6 +1,6 @@
 """Horovod in an image: built LAST against the installed TensorFlow, then gated inside the build.
 
-Facts (Horovod release notes / CHANGELOG, https://github.com/horovod/horovod/releases):
+Facts (with their sources in envs/rules.yaml, queried through ``envs.rules``):
 - ``horovodrun --check-build`` and ``hvd.nccl_built()``/``mpi_built()``/``gloo_built()`` exist from 0.17.0;
   before that the only proof is ``import horovod.tensorflow`` + ``hvd.init()``.
 - ``horovod/metadata.json`` (the TensorFlow version Horovod was compiled against) exists in the 0.2x releases;
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import shlex
 
+from chexstack.errors import ChexstackError
 from envs.manifest import Stack
+from envs.rules import horovod_env_feature, horovod_feature_source, horovod_has
 from images import parts
 from images.parts import Part
 
-CHECK_BUILD_SINCE = (0, 17, 0)
 GATE_DIR = "/usr/local/share/chexstack-build/gate"
 #: Open MPI refuses to run as root without these (the build runs as root; ``hvd.init()`` starts MPI).
 MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -30,24 +31,25 @@ _GATE_FILES = ("validate/__init__.py", "validate/horovod_gate.py", "validate/par
 # Horovod < 0.17: no --check-build; the import + init is the whole proof (Python >= 3.5 syntax).
 _IMPORT_INIT_CHECK = (
     "import tensorflow as tf, horovod, horovod.tensorflow as hvd; hvd.init(); "
-    "print('horovod gate: PASS: Horovod %s import + hvd.init() (size %d) with TensorFlow %s' "
+    'print("horovod gate: PASS: Horovod %s import + hvd.init() (size %d) with TensorFlow %s" '
     "% (horovod.__version__, hvd.size(), tf.__version__))"
 )
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"0.16.1"`` -> ``(0, 16, 1)``; non-numeric parts stop the tuple (``"0.28.1rc1"`` -> ``(0, 28)``)."""
-    out = []
-    for piece in version.split("."):
-        if not piece.isdigit():
-            break
-        out.append(int(piece))
-    return tuple(out)
-
-
 def has_check_build(horovod_version: str) -> bool:
-    """Whether ``horovodrun --check-build`` exists in this Horovod release (0.17.0 and later)."""
-    return version_tuple(horovod_version) >= CHECK_BUILD_SINCE
+    """Whether ``horovodrun --check-build`` exists in this Horovod release (envs/rules.yaml: from 0.17.0)."""
+    return horovod_has(horovod_version, "check_build")
+
+
+def check_build_flags(stack: Stack) -> None:
+    """Refuse build variables the stack's Horovod does not know (``HOROVOD_GPU_OPERATIONS`` before 0.20.0 is
+    silently ignored by the build: the image would lack NCCL). ChexstackError naming the manifest field."""
+    version = stack.version("horovod")
+    for variable in sorted(stack.build.horovod_env):
+        feature = horovod_env_feature(variable)
+        if version and feature and not horovod_has(version, feature):
+            raise ChexstackError("envs/stacks/%s.yaml: field build.horovod_env.%s: Horovod %s does not read it (%s)"
+                                 % (stack.name, variable, version, horovod_feature_source(feature)))
 
 
 def required_components(horovod_env: dict[str, str]) -> list[tuple[str, str]]:
@@ -69,6 +71,7 @@ def pip_install(stack: Stack, pip: str) -> Part:
     """``<flags> pip install --no-cache-dir --no-build-isolation --no-deps horovod==<manifest version>``: compiled
     against the TensorFlow already installed (no build isolation), never from a cached wheel. Its dependencies
     are pinned in the manifest's python_packages and installed before."""
+    check_build_flags(stack)
     flags = parts.horovod_env_prefix(stack.build.horovod_env)
     return parts.run("%s %s install --no-cache-dir --no-build-isolation --no-deps horovod==%s"
                      % (flags, pip, stack.version("horovod")), name="horovod")

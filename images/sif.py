@@ -39,13 +39,18 @@ def definition(ref: str, image_id: str) -> str:
     return "Bootstrap: docker-daemon\nFrom: %s\n\n%%labels\n    %s %s\n" % (ref, DOCKER_IMAGE_ID, image_id)
 
 
+def sif_path(ref: str, out_dir: Path) -> Path:
+    """Where the SIF of the Docker image ``ref`` is written: ``<out_dir>/chexstack_cpu_<tag>.sif``."""
+    return out_dir / ("%s.sif" % ref.replace("/", "_").replace(":", "_"))
+
+
 def build_sif(ref: str, image_id: str, out_dir: Path) -> Path:
     """Build ``<out_dir>/<name>_<tag>.sif`` from the Docker image ``ref``; returns its path."""
     require_tool()
     from spython.main import Client
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    sif = out_dir / ("%s.sif" % ref.replace("/", "_").replace(":", "_"))
+    sif = sif_path(ref, out_dir)
     with tempfile.TemporaryDirectory(prefix="chexstack-sif-") as tmp:
         recipe = Path(tmp) / "from-docker.def"
         recipe.write_text(definition(ref, image_id))

@@ -21,7 +21,9 @@ import docker.errors
 from rich.table import Table
 
 from chexstack.console import console
+from chexstack.errors import ChexstackError
 from envs.manifest import COMPONENTS, Stack
+from envs.rules import same_release
 from images import horovod
 from images.naming import IN_IMAGE_HOME
 from validate.parsers.horovod import format_missing, parse_check_build
@@ -70,10 +72,13 @@ def probe_image(client: docker.DockerClient, image: str) -> dict:
         return {"error": "probe printed no JSON: %s" % out[-500:]}
 
 
-def same_release(expected: str, found: str) -> bool:
-    """The manifest's rule: expected "3.11" matches found "3.11.2"; compared part by part."""
-    e, f = expected.split("."), found.split(".")
-    return len(e) <= len(f) and f[: len(e)] == e
+def matches(expected: str, found: str) -> bool:
+    """The manifest's rule: expected "3.11" matches found "3.11.2" (``envs.rules.same_release``), never the
+    reverse: a found "10.1" does not prove an expected "10.1.168"."""
+    try:
+        return len(found.split(".")) >= len(expected.split(".")) and same_release(expected, found)
+    except ChexstackError:
+        return False
 
 
 def _version_row(stack: Stack, row: str, obs: Observed) -> Row:
@@ -86,7 +91,7 @@ def _version_row(stack: Stack, row: str, obs: Observed) -> Row:
     if comp.version is None:
         verdict = MATCH if obs.version is None else MISMATCH
     else:
-        verdict = MATCH if obs.version and same_release(comp.version, obs.version) else MISMATCH
+        verdict = MATCH if obs.version and matches(comp.version, obs.version) else MISMATCH
     return Row(row, expected, found, evidence, verdict)
 
 
@@ -129,6 +134,6 @@ def print_table(stack: Stack, image: str, result: Verification) -> None:
     for r in result.rows:
         style = "green" if r.verdict == MATCH else "bold red" if r.verdict == MISMATCH else "dim"
         table.add_row(r.row, r.expected, r.found, r.evidence, "[%s]%s[/]" % (style, r.verdict))
-    console.print(table)
+    console.print(table, width=None if console.is_terminal else 160)
     if result.probe_error:
         console.print("[bold red]the probe could not run in the image:[/] %s" % result.probe_error)

@@ -92,3 +92,20 @@ def test_context_has_what_the_dockerfile_copies():
     copied = set(re.findall(r"^COPY (?!--from)(\S+) ", docker, re.M))
     assert copied == {c for c in copied if any(k == c or k.startswith(c + "/") for k in ctx)}
     assert all(any(k == c or k.startswith(c + "/") for c in copied) for k in ctx)
+
+
+def test_render_does_not_depend_on_what_was_rendered_before():
+    """hpccm keeps the distro in global state; every recipe sets its own before its building blocks read it."""
+    first = {n: render(load_stack(n), "docker") for n in STACKS}
+    again = {n: render(load_stack(n), "docker") for n in reversed(STACKS)}
+    assert first == again
+
+
+def test_conda_installs_from_the_lock_then_horovod_with_its_era_flags():
+    docker = render(load_stack("conda"), "docker")
+    devel = docker.split("\nFROM ")[1]
+    lock, hvd = devel.index("micromamba create -y -p /opt/conda-env -f "), devel.index("horovod==0.16.1")
+    assert lock < hvd and "conda install" not in devel and "conda env create" not in devel
+    assert "HOROVOD_GPU_ALLREDUCE=NCCL" in devel and "HOROVOD_GPU_OPERATIONS" not in devel
+    assert "--check-build" not in devel and "hvd.init()" in devel[hvd:]
+    assert "yum install" in devel and "apt-get" not in docker

@@ -71,9 +71,10 @@ def _horovod(stack: Stack) -> Part:
 
 
 def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
+    devel_base = parts.base(base, distro, "devel")  # first: hpccm's blocks read the distro it sets
     mpi, verbs = _mpi(stack), ofed()
     devel = [
-        parts.base(base, distro, "devel"),
+        devel_base,
         parts.os_packages(DEVEL_PACKAGES),
         parts.build_ca(),
         Part("ofed", [verbs]),

@@ -25,8 +25,7 @@ _PYTHON_ALIAS = ('if ! python -c "import sys; sys.exit(sys.version_info[0] != 3)
 
 
 def _if_python(command: str) -> str:
-    return ('if command -v python >/dev/null; then %s; else echo "no python in the base image: skipped: %s"; fi'
-            % (command, command.split(" &&")[0].replace('"', "'")))
+    return 'if command -v python >/dev/null; then %s; else echo "no python in the base image: skipped"; fi' % command
 
 
 def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
