@@ -10,7 +10,8 @@ Input is the pipeline's gray image (float32 [B, S, S, 1], 0..255). The first lay
 is a frozen 1x1 convolution with 3 filters: channel c = x / (255·std_c) − mean_c / std_c — the gray value copied
 to R, G, B (as CheXNet feeds X-rays to an ImageNet network) and normalised with the ImageNet statistics that
 "torch"-mode ImageNet weights, DenseNet-121's included, expect (Keras ``imagenet_utils.preprocess_input``, mode
-"torch"). A built-in layer, so the HDF5 file loads in every Keras without custom objects.
+"torch"). A built-in layer, so the HDF5 file loads in every Keras without custom objects. The backbone is a
+nested model with its own 3-channel input, so a backbone weights file loads into it unchanged.
 """
 import os
 
@@ -45,9 +46,9 @@ def build(name, image_size, weights="none"):
     gray = tf.keras.layers.Input(shape=(image_size, image_size, 1), name="gray")
     normalise = tf.keras.layers.Conv2D(3, 1, trainable=False, dtype="float32", name=NORMALISATION)
     backbone = getattr(tf.keras.applications, BACKBONES[name])(
-        include_top=False, weights=None if weights in (None, "none") else weights, input_tensor=normalise(gray),
+        include_top=False, weights=None if weights in (None, "none") else weights,
         input_shape=(image_size, image_size, 3), pooling="avg")
     outputs = tf.keras.layers.Dense(len(CLASSES), activation="sigmoid", dtype="float32",
-                                    name="pathologies")(backbone.output)
+                                    name="pathologies")(backbone(normalise(gray)))
     normalise.set_weights(list(normalisation_weights()))
     return tf.keras.models.Model(inputs=gray, outputs=outputs, name="chexnet_" + name)
