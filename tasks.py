@@ -36,7 +36,7 @@ def _csv(value: str | None) -> list[str]:
 @task(
     help={
         "gpus": "GPUs to use, one rank each (0: CPU ranks)",
-        "np": "number of ranks (default: --gpus, or 1 with --gpus 0)",
+        "np": "number of ranks (0, the default: one per GPU, or 1 with --gpus 0)",
         "data": "dataset folder (Data_Entry_2017*.csv[.gz] + PNGs below it), or 'synthetic'",
         "images": "folder with the PNGs (searched recursively); use with --labels",
         "labels": "label file Data_Entry_2017*.csv or .csv.gz; use with --images",
@@ -50,12 +50,12 @@ def _csv(value: str | None) -> list[str]:
     }
 )
 @user_errors
-def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
+def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
-    train_local(TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
+    train_local(TrainRequest(gpus=int(gpus), np=int(np) or None, data=data, images=images,
                              labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
                              image_size=int(image_size), output=output, resume=resume, controller=controller))
