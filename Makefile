@@ -12,7 +12,9 @@ setup-docker:
 	scripts/setup --docker
 
 # Train 2 Horovod ranks (CPU) on the real 800-image ChestX-ray14 sample; prints 14 AUROCs and images/s.
+# Starts afresh each time (the trainer refuses to overwrite a checkpoint without --resume).
 demo: setup
+	rm -rf runs/demo
 	$(VENV)/bin/invoke train --gpus 0 --np 2 --images $(SAMPLE)/images-64 \
 	  --labels $(SAMPLE)/Data_Entry_2017_v2020.csv.gz --image-size 64 --epochs 2 --output runs/demo
 

@@ -5,12 +5,17 @@ Ours: ``trainer.runtime.compile_model`` (Adam inside Horovod's DistributedOptimi
 the trainer's fit callbacks (broadcast, metric averaging, LR warm-up, step timer, rank-0 progress events), world
 size 1. Bare: the same architecture with the same initial weights, the same Adam class without Horovod's wrapper
 (``trainer.compat.adam``: in TF >= 2.11 ``tf.keras.optimizers.legacy.Adam``; Keras' new default Adam is a
-different optimizer implementation, not overhead), Keras' ``binary_crossentropy``, no callbacks. Both read one in-memory batch repeated (the input pipeline has its own
-benchmark), run ``--steps`` steps per ``fit`` call, alternate for ``--rounds`` rounds after one warm-up call each
-(tracing). Goal: median ratio >= 0.97.
+different optimizer implementation, not overhead), Keras' ``binary_crossentropy``, and only a timestamp callback.
+Both read one in-memory batch repeated (the input pipeline has its own benchmark), run ``--steps`` steps per
+``fit`` call, alternate for ``--rounds`` rounds after one warm-up call each (tracing).
+
+steps/s = 1 / median step time, a step being the gap between the ends of consecutive steps — so it contains every
+callback hook of the step; the same with this process's CPU time per step (robust to other load on shared cores).
+Whole ``fit`` calls are not timed: Keras' per-call set-up and tear-down varies by seconds from call to call on this
+CPU (same for both variants) and would swamp the step. Goal: median ratio >= 0.97.
 
     .venv/bin/python bench/trainer_overhead.py [--model densenet121] [--image-size 64] [--batch-size 16]
-                                               [--steps 20] [--rounds 7]
+                                               [--steps 15] [--rounds 11]
 """
 from __future__ import annotations
 
@@ -28,8 +33,24 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench.sidebyside import Rates, alternate, measure, report  # noqa: E402
+from bench.sidebyside import Rates, alternate, cpu_seconds, report  # noqa: E402
 from trainer import callbacks, compat, loss, model as model_mod, runtime  # noqa: E402
+
+
+class CpuStepTimer(callbacks.StepTimer):
+    """The trainer's StepTimer, also noting this process's CPU seconds at the end of every step."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        self.cpu = []
+
+    def on_batch_end(self, batch, logs=None):
+        super().on_batch_end(batch, logs)
+        self.cpu.append(cpu_seconds())
+
+    def rates(self) -> Rates:
+        """(1 / median wall seconds per step, 1 / median CPU seconds per step), the first step left out."""
+        return Rates(1.0 / float(np.median(self.step_times()[1:])), 1.0 / float(np.median(np.diff(self.cpu))))
 
 
 def main() -> None:
@@ -37,8 +58,8 @@ def main() -> None:
     ap.add_argument("--model", default="densenet121", choices=sorted(model_mod.BACKBONES))
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=11)
     args = ap.parse_args()
 
     rt = runtime.start(seed=0)
@@ -53,16 +74,18 @@ def main() -> None:
     bare_model.set_weights(ours_model.get_weights())
     runtime.compile_model(ours_model, rt.hvd, lr, loss.weighted_bce(*loss.class_weights(labels)))
     bare_model.compile(optimizer=compat.adam(lr), loss="binary_crossentropy")
-    timer, progress = callbacks.StepTimer(), callbacks.Progress(args.steps)
-    ours_callbacks = runtime.horovod_callbacks(rt.hvd, lr, 5, args.steps) + [timer, progress]
+    ours_timer, bare_timer = CpuStepTimer(), CpuStepTimer()
+    ours_callbacks = runtime.horovod_callbacks(rt.hvd, lr, 5, args.steps) + [
+        ours_timer, callbacks.Progress(args.steps)]
 
     def ours() -> Rates:
         with contextlib.redirect_stdout(io.StringIO()):  # the progress events a launcher would read
-            return measure(lambda: ours_model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0,
-                                                  callbacks=ours_callbacks), args.steps)
+            ours_model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=ours_callbacks)
+        return ours_timer.rates()
 
     def bare() -> Rates:
-        return measure(lambda: bare_model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0), args.steps)
+        bare_model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[bare_timer])
+        return bare_timer.rates()
 
     ours(), bare()  # warm-up: tracing, first allocations
     print("%s, %dx%d, batch %d, %d steps per round, %s, TF %s, %d cores"
