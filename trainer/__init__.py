@@ -19,7 +19,9 @@ Modules, one job each:
 - ``evaluation``  pooled validation predictions (allgather) and per-pathology AUROC
 - ``checkpoint``  atomic per-epoch checkpoint and resume
 - ``outputs``     metrics.json, predictions.csv, throughput.json
-- ``callbacks``   Keras callbacks: progress, images/s, evaluation
+- ``callbacks``   Keras callbacks: step timing (images/s), rank-0 progress events
 - ``events``      rank-0 log lines and machine-readable progress events for the launcher
-- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options
+- ``runtime``     Horovod set-up: init, device pinning, LR scaling, DistributedOptimizer, Horovod callbacks
+- ``compat``      every TensorFlow / Keras / Horovod version difference
+- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options; ``errors``
 """
