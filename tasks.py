@@ -47,15 +47,19 @@ def _csv(value: str | None) -> list[str]:
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+        "val-fraction": "share of patients in the validation split (trainer default 0.1)",
+        "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
     }
 )
 @user_errors
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", resume=False, controller=None):
+          image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
     train_local(TrainRequest(gpus=int(gpus), np=int(np) or None, data=data, images=images,
                              labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
-                             image_size=int(image_size), output=output, resume=resume, controller=controller))
+                             image_size=int(image_size), output=output, resume=resume, controller=controller,
+                             val_fraction=None if val_fraction is None else float(val_fraction),
+                             test_fraction=None if test_fraction is None else float(test_fraction)))

@@ -76,6 +76,14 @@ def test_plan_cpu_ranks():
     assert "CUDA_VISIBLE_DEVICES='' " in p.command_line()
 
 
+def test_trainer_args_of_a_request():
+    request = TrainRequest(images="imgs", labels="labels.csv", epochs=3, val_fraction=0.2, test_fraction=0.0,
+                           resume=True)
+    assert request.trainer_args() == ["--images", "imgs", "--labels", "labels.csv", "--model", "densenet121",
+                                      "--epochs", "3", "--batch-size", "16", "--image-size", "224", "--output",
+                                      "runs/train", "--val-fraction", "0.2", "--test-fraction", "0.0", "--resume"]
+
+
 def test_plan_more_gpus_than_the_machine_has():
     with pytest.raises(ChexstackError, match="--gpus 8: this machine has 0 GPUs"):
         plan(TrainRequest(gpus=8, data="synthetic"), gpus_here=0, interfaces=["eth0"])
