@@ -119,7 +119,7 @@ def convert(c, dockerfile, build_arg=None, output=None):
 @task(
     help={
         "gpus": "GPUs to use, one rank each (0: CPU ranks)",
-        "np": "number of ranks (default: --gpus, or 1 with --gpus 0)",
+        "np": "number of ranks (0, the default: one per GPU, or 1 with --gpus 0)",
         "data": "dataset folder (Data_Entry_2017*.csv[.gz] + PNGs below it), or 'synthetic'",
         "images": "folder with the PNGs (searched recursively); use with --labels",
         "labels": "label file Data_Entry_2017*.csv or .csv.gz; use with --images",
@@ -130,6 +130,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+        "val-fraction": "share of patients in the validation split (trainer default 0.1)",
+        "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
         "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine",
         "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
         "image": "with --stack: this image reference or SIF path instead of the stack's verified tag",
@@ -137,16 +139,18 @@ def convert(c, dockerfile, build_arg=None, output=None):
     }
 )
 @user_errors
-def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", resume=False, controller=None, stack=None, runtime="docker",
-          image=None, network="host"):
+def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
+          image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
+          stack=None, runtime="docker", image=None, network="host"):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
-    request = TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
+    request = TrainRequest(gpus=int(gpus), np=int(np) or None, data=data, images=images,
                            labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
-                           image_size=int(image_size), output=output, resume=resume, controller=controller)
+                           image_size=int(image_size), output=output, resume=resume, controller=controller,
+                           val_fraction=None if val_fraction is None else float(val_fraction),
+                           test_fraction=None if test_fraction is None else float(test_fraction))
     if stack:
         from launch.container import train_in_image
 

@@ -27,6 +27,8 @@ class TrainRequest:
     output: str = "runs/train"
     resume: bool = False
     controller: str | None = None
+    val_fraction: float | None = None
+    test_fraction: float | None = None
 
     def ranks(self) -> int:
         """World size: ``np``, else one rank per GPU, else 1 (a CPU rank)."""
@@ -65,6 +67,9 @@ class TrainRequest:
             args += ["--images", self.images, "--labels", self.labels]
         args += ["--model", self.model, "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
                  "--image-size", str(self.image_size), "--output", self.output]
+        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction)):
+            if value is not None:
+                args += [option, repr(value)]
         if self.resume:
             args.append("--resume")
         return args

@@ -13,13 +13,15 @@ Modules, one job each:
 - ``pngcheck``    O(1) structural check of each PNG (signature, IHDR, IEND)
 - ``split``       official lists or a seeded patient-level train/val/test split
 - ``data``        the above assembled into the examples of each split, with a report of what was left out
-- ``pipeline``    tf.data: decode, resize, flip, normalise, shard by rank, batch, prefetch
-- ``model``       DenseNet-121 / ResNet-50 with 14 sigmoid outputs
+- ``pipeline``    tf.data: decode, resize, flip, shard by rank, batch, prefetch
+- ``model``       ImageNet normalisation layer, DenseNet-121 / ResNet-50, 14 sigmoid outputs
 - ``loss``        class-weighted binary cross-entropy (CheXNet)
 - ``evaluation``  pooled validation predictions (allgather) and per-pathology AUROC
 - ``checkpoint``  atomic per-epoch checkpoint and resume
 - ``outputs``     metrics.json, predictions.csv, throughput.json
-- ``callbacks``   Keras callbacks: progress, images/s, evaluation
+- ``callbacks``   Keras callbacks: step timing (images/s), rank-0 progress events
 - ``events``      rank-0 log lines and machine-readable progress events for the launcher
-- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options
+- ``runtime``     Horovod set-up: init, device pinning, LR scaling, DistributedOptimizer, Horovod callbacks
+- ``compat``      every TensorFlow / Keras / Horovod version difference
+- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options; ``errors``
 """
