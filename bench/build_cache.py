@@ -1,7 +1,7 @@
 """Layer-cache benchmark: a full build of the cpu image vs a rebuild after a trainer-only change, side by side in
 one run, printed as a ratio.
 
-    .venv/bin/python -m bench.build_cache [--base IMAGE] [--skip-full]
+    .venv/bin/python bench/build_cache.py [--base IMAGE] [--skip-full]
 
 1. full build: every layer rebuilt (``nocache``): apt, TensorFlow, Horovod compiled, gate, runtime stage, code.
 2. trainer-only rebuild: the same context with one trainer file changed (a comment appended in a temporary copy;
@@ -10,15 +10,19 @@ one run, printed as a ratio.
 Goal (issue 3): the heavy layers are reused and the trainer-only rebuild takes <= 20 s. ``--skip-full`` times only
 the rebuild (the full build is then the last cached one's steps, not a measurement, and no ratio is printed).
 Needs a Docker engine; the local Debian base is made when missing (``images.local_base``). Images are built
-untagged (no verification: this measures the build).
+untagged; the rebuilt one is then verified (timed apart: the ratio is about the build). One round of each, not
+alternated rounds as in ``bench/sidebyside.py``: a full build takes many minutes and the gap is orders of magnitude.
 """
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chexstack.console import console
 from envs.manifest import load_stack
@@ -48,7 +52,7 @@ def with_changed_trainer(ctx: dict, tmp: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.build_cache", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python bench/build_cache.py", description=__doc__.split("\n")[0])
     ap.add_argument("--base", default=None, help="base image (default: the local Debian base, made when missing)")
     ap.add_argument("--skip-full", action="store_true", help="time only the trainer-only rebuild")
     args = ap.parse_args(argv)
