@@ -70,3 +70,90 @@ def lock(c, stack, platform=None, check=False, kind="lock", conda=None, installe
 
     raise Exit(code=lock_stack(stack, platforms=platform or None, check=check, kind=kind, conda_exe=conda,
                                installed=installed))
+
+
+# --- images: render, build, convert (images/) -------------------------------------------------------------------
+
+
+@task(help={"stack": "stack name (envs/stacks/<name>.yaml)", "format": "docker | singularity",
+            "base": "base image reference instead of the manifest's (a local stand-in)"})
+@user_errors
+def render(c, stack, format="docker", base=None):
+    """Print the stack's Dockerfile or Singularity definition (rendered by hpccm from the manifest)."""
+    from envs.manifest import load_stack
+    from images.render import render as render_recipe
+
+    sys.stdout.write(render_recipe(load_stack(stack), format, base))
+
+
+@task(help={"stack": "stack name", "runtime": "docker | singularity | all (a SIF from the verified Docker image)",
+            "tag": "REPOSITORY:TAG instead of chexstack/<stack>:<version>",
+            "base": "base image reference instead of the manifest's (e.g. a local stand-in)",
+            "no-cache": "rebuild every layer", "dry-run": "print the Dockerfile, context and labels; build nothing",
+            "allow-mismatch": "tag even when verification finds mismatches (listed in an image label)"})
+@user_errors
+def build(c, stack, runtime="docker", tag=None, base=None, no_cache=False, dry_run=False, allow_mismatch=False):
+    """Build the stack's image (docker SDK), verify it inside, tag it only when it matches its manifest."""
+    from images.build import build as build_image
+
+    build_image(stack, runtime=runtime, tag=tag, base=base, no_cache=no_cache, dry_run=dry_run,
+                allow_mismatch=allow_mismatch)
+
+
+@task(help={"dockerfile": "path of the Dockerfile", "build-arg": "NAME=VALUE for an ARG without default (repeatable)",
+            "output": "write the definition here instead of stdout"}, iterable=["build_arg"])
+@user_errors
+def convert(c, dockerfile, build_arg=None, output=None):
+    """Convert a Dockerfile to a Singularity definition (spython) and repair what it gets wrong."""
+    from images.convert import convert_file
+
+    text = convert_file(dockerfile, dict(a.split("=", 1) for a in build_arg or [] if "=" in a))
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+# --- train (launch/, trainer/) ---------------------------------------------------------------------------------
+@task(
+    help={
+        "gpus": "GPUs to use, one rank each (0: CPU ranks)",
+        "np": "number of ranks (0, the default: one per GPU, or 1 with --gpus 0)",
+        "data": "dataset folder (Data_Entry_2017*.csv[.gz] + PNGs below it), or 'synthetic'",
+        "images": "folder with the PNGs (searched recursively); use with --labels",
+        "labels": "label file Data_Entry_2017*.csv or .csv.gz; use with --images",
+        "model": "densenet121 (CheXNet) or resnet50",
+        "epochs": "total epochs (also when resuming)",
+        "batch-size": "images per rank per step",
+        "image-size": "input side in pixels",
+        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
+        "resume": "continue from the last complete checkpoint in --output",
+        "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+        "val-fraction": "share of patients in the validation split (trainer default 0.1)",
+        "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
+        "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine",
+        "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
+        "image": "with --stack: this image reference or SIF path instead of the stack's verified tag",
+        "network": "with --stack and docker: host (default) or none (loopback only: the MPI controller is used)",
+    }
+)
+@user_errors
+def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
+          image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
+          stack=None, runtime="docker", image=None, network="host"):
+    """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
+    from launch.local import train as train_local
+    from launch.request import TrainRequest
+
+    request = TrainRequest(gpus=int(gpus), np=int(np) or None, data=data, images=images,
+                           labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
+                           image_size=int(image_size), output=output, resume=resume, controller=controller,
+                           val_fraction=None if val_fraction is None else float(val_fraction),
+                           test_fraction=None if test_fraction is None else float(test_fraction))
+    if stack:
+        from launch.container import train_in_image
+
+        train_in_image(request, stack, runtime=runtime, image=image, network=network)
+    else:
+        train_local(request)
