@@ -12,7 +12,9 @@ Both read one in-memory batch repeated (the input pipeline has its own benchmark
 steps/s = 1 / median step time, a step being the gap between the ends of consecutive steps — so it contains every
 callback hook of the step; the same with this process's CPU time per step (robust to other load on shared cores).
 Whole ``fit`` calls are not timed: Keras' per-call set-up and tear-down varies by seconds from call to call on this
-CPU (same for both variants) and would swamp the step. Goal: median ratio >= 0.97.
+CPU (same for both variants) and would swamp the step. Goal: median ratio >= 0.97. Afterwards one more call
+measures the time spent inside the trainer's callback hooks directly (the only per-step work the bare fit lacks
+besides the loss and the optimizer wrapper).
 
     .venv/bin/python bench/trainer_overhead.py [--model densenet121] [--image-size 64] [--batch-size 16]
                                                [--steps 15] [--rounds 11]
@@ -24,6 +26,7 @@ import contextlib
 import io
 import os
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +54,17 @@ class CpuStepTimer(callbacks.StepTimer):
     def rates(self) -> Rates:
         """(1 / median wall seconds per step, 1 / median CPU seconds per step), the first step left out."""
         return Rates(1.0 / float(np.median(self.step_times()[1:])), 1.0 / float(np.median(np.diff(self.cpu))))
+
+
+def time_hooks(hooks: list, seconds: list[float]) -> None:
+    """Wrap the per-step Keras entry points of ``hooks`` so the time spent in them is appended to ``seconds``."""
+    for callback in hooks:
+        for name in ("on_train_batch_begin", "on_train_batch_end"):
+            def wrapped(*args, _hook=getattr(callback, name), **kwargs):
+                start = time.perf_counter()
+                _hook(*args, **kwargs)
+                seconds.append(time.perf_counter() - start)
+            setattr(callback, name, wrapped)
 
 
 def main() -> None:
@@ -91,8 +105,14 @@ def main() -> None:
     print("%s, %dx%d, batch %d, %d steps per round, %s, TF %s, %d cores"
           % (args.model, args.image_size, args.image_size, args.batch_size, args.steps, rt.device,
              tf.__version__, os.cpu_count()))
-    report("training step: steps/s of the trainer vs bare model.fit", "steps/s",
-           alternate(ours, bare, args.rounds), goal=0.97)
+    ratio = report("training step: steps/s of the trainer vs bare model.fit", "steps/s",
+                   alternate(ours, bare, args.rounds), goal=0.97)
+    hook_seconds: list[float] = []
+    time_hooks(ours_callbacks, hook_seconds)
+    step = 1.0 / ours()[0]
+    per_step = sum(hook_seconds) / args.steps
+    print("trainer callback hooks: %.0f us per step = %.3f %% of a %.0f ms step (steps/s ratio %.3f)"
+          % (per_step * 1e6, 100 * per_step / step, step * 1e3, ratio.wall))
 
 
 if __name__ == "__main__":
