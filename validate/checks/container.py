@@ -89,7 +89,7 @@ def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckR
         return warned(cid, measured + "; no nvidia runtime", "the nvidia runtime for --runtime=nvidia",
                       "--gpus still works through the toolkit hook; for --runtime=nvidia: nvidia-ctk runtime "
                       "configure --runtime=docker && systemctl restart docker", "NVIDIA_RUNTIME_NOT_REGISTERED")
-    return passed(cid, measured + ("" if gpu_node else "; no GPU here, NVIDIA runtime not needed"),
+    return passed(cid, measured + ("" if gpu_node else "; not a GPU node: NVIDIA runtime not needed"),
                   "a running dockerd")
 
 

@@ -12,14 +12,18 @@ controller can run over this node's network interfaces.
 """
 from __future__ import annotations
 
-import glob
-import os
+import fcntl
+import socket
+import struct
 
 from validate import horovod_gate
 from validate.checks.container import stack_image
 from validate.checks.registry import Context, check
 from validate.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
 from validate.result import CheckResult, failed, passed, skipped, warned
+
+#: linux/sockios.h and linux/if.h
+SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
 
 #: The build variable that makes Horovod's build fail loudly instead of silently skipping a component.
 _WITH = {("framework", "TensorFlow"): "HOROVOD_WITH_TENSORFLOW=1", ("framework", "PyTorch"): "HOROVOD_WITH_PYTORCH=1",
@@ -125,17 +129,19 @@ def image(ctx: Context) -> CheckResult:
     return passed(cid, "%s: %s" % (img.tags[0], summary), "the stack's Horovod build")
 
 
-def up_interfaces(root: str = "/sys/class/net") -> list[str]:
-    """Names of network interfaces whose operstate is up (``lo`` reports ``unknown`` and is listed as ``lo``)."""
+def up_interfaces() -> list[str]:
+    """Interfaces of this process's network namespace that are administratively up and running (IFF_UP and
+    IFF_RUNNING from SIOCGIFFLAGS), ``lo`` included when it is up. Namespace-aware, unlike /sys/class/net."""
     out = []
-    for dev in sorted(glob.glob(os.path.join(root, "*"))):
-        try:
-            with open(os.path.join(dev, "operstate")) as f:
-                state = f.read().strip()
-        except OSError:
-            continue
-        if state == "up" or os.path.basename(dev) == "lo":
-            out.append(os.path.basename(dev))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _index, name in socket.if_nameindex():
+            try:
+                req = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            flags = struct.unpack("H", req[16:18])[0]
+            if flags & IFF_UP and flags & IFF_RUNNING:
+                out.append(name)
     return out
 
 

@@ -84,6 +84,11 @@ def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, sou
     if warn:
         return warned(cid, "%s; %s" % (measured, warn[0]), expected,
                       "cable the port or ignore it if it is not a rail", "IB_PORT_DOWN", warn[1:] + details)
+    eth_down = [p.name for p in eth if not p.up]
+    if eth_down:
+        return warned(cid, "%s; Ethernet port(s) down: %s" % (measured, ", ".join(eth_down)), expected,
+                      "not IB rails: ignore them if unused (front-end/management); a RoCE rail must be up",
+                      "ETH_PORT_DOWN", details)
     if report.problems:
         return warned(cid, measured, expected, "output incomplete: %s" % report.problems[0], details=details)
     return passed(cid, measured, expected, details)

@@ -53,7 +53,7 @@ def judge_nvlink(topo: Topology, model: str | None) -> CheckResult:
         return failed(cid, "could not read nvidia-smi topo -m: %s" % "; ".join(topo.problems), "a GPU matrix",
                       "run nvidia-smi topo -m by hand")
     if n < 2:
-        return skipped(cid, "%d GPU: no GPU pairs to link" % n)
+        return skipped(cid, "%d GPU on this node: no pair to link" % n)
     want = nvlink_expectation(model, n)
     peers = {g: topo.nvlinks(g) for g in topo.gpus}
     linked_pairs = sum(1 for a, b in combinations(topo.gpus, 2) if b in peers[a])
