@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from envs.manifest import load_stack
+from launch.controller import local_interfaces
 from tests.conftest import FIXTURES, REPO
 from validate import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
@@ -133,7 +134,7 @@ def test_real_horovodrun_check_build_agrees_with_the_fast_probe():
 
 def test_real_loopback_only_namespace_is_reported_for_gloo():
     """../shared/cases/23 for real: in a network namespace with only ``lo`` (as ``docker run --network none``)."""
-    code = "from validate.checks.horovod import up_interfaces; import json; print(json.dumps(up_interfaces()))"
+    code = "from launch.controller import local_interfaces; import json; print(json.dumps(local_interfaces()))"
     p = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up && %s -c '%s'" % (sys.executable, code)],
                        capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
@@ -141,7 +142,7 @@ def test_real_loopback_only_namespace_is_reported_for_gloo():
     interfaces = json.loads(p.stdout)
     assert interfaces == ["lo"]
     assert horovod.judge_controller(interfaces, gloo=True, mpi=True).diagnosis == "GLOO_LOOPBACK_ONLY"
-    assert horovod.judge_controller(horovod.up_interfaces(), gloo=True, mpi=True).status == Status.PASS
+    assert horovod.judge_controller(local_interfaces(), gloo=True, mpi=True).status == Status.PASS
 
 
 def _invoke(*args: str, tmp_path=None) -> subprocess.CompletedProcess:
@@ -173,3 +174,18 @@ def test_invoke_validate_cannot_run_exits_2():
     assert p.returncode == 2 and "--only nosuch: no such check" in p.stdout
     p = _invoke("--stack", "nosuch")
     assert p.returncode == 2 and "unknown stack 'nosuch'" in p.stdout
+
+
+@pytest.mark.docker
+def test_horovod_inside_the_cpu_stack_image():
+    """The in-image probe through the docker SDK when ``chexstack/cpu`` is built; otherwise the SKIP names the
+    command that builds it."""
+    ctx = Context(stack=load_stack("cpu"))
+    image, why = container.stack_image(ctx)
+    result = horovod.image(ctx)
+    if image is None:
+        assert result.status == Status.SKIP and ("invoke build --stack cpu" in result.measured
+                                                 or "not reachable" in result.measured)
+        return
+    assert result.status == Status.PASS, result
+    assert "horovod build: all [X]" in result.measured and "horovod built for TF: 2.15.1" in result.measured

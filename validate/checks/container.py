@@ -199,9 +199,12 @@ def singularity_nv(ctx: Context) -> CheckResult:
     image, why = stack_image(ctx)
     if image is None:
         return skipped(cid, why)
-    sif = "%s.sif" % image.tags[0].replace("/", "_").replace(":", "_")
+    from images.build import SIF_DIR
+    from images.sif import sif_path
+
+    sif = str(sif_path(image.tags[0], SIF_DIR))
     if not os.path.exists(sif):
-        return skipped(cid, "no %s here: convert the image to a SIF first" % sif)
+        return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity" % (sif, ctx.stack.name))
     res = ctx.tool(tool, "exec", "--nv", sif, "sh", "-c", "ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH",
                    timeout=60)
     if not res.ok:

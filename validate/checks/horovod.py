@@ -12,18 +12,12 @@ controller can run over this node's network interfaces.
 """
 from __future__ import annotations
 
-import fcntl
-import socket
-import struct
-
+from launch.controller import local_interfaces, pick_controller
 from validate import horovod_gate
 from validate.checks.container import stack_image
 from validate.checks.registry import Context, check
 from validate.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
 from validate.result import CheckResult, failed, passed, skipped, warned
-
-#: linux/sockios.h and linux/if.h
-SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
 
 #: The build variable that makes Horovod's build fail loudly instead of silently skipping a component.
 _WITH = {("framework", "TensorFlow"): "HOROVOD_WITH_TENSORFLOW=1", ("framework", "PyTorch"): "HOROVOD_WITH_PYTORCH=1",
@@ -129,39 +123,24 @@ def image(ctx: Context) -> CheckResult:
     return passed(cid, "%s: %s" % (img.tags[0], summary), "the stack's Horovod build")
 
 
-def up_interfaces() -> list[str]:
-    """Interfaces of this process's network namespace that are administratively up and running (IFF_UP and
-    IFF_RUNNING from SIOCGIFFLAGS), ``lo`` included when it is up. Namespace-aware, unlike /sys/class/net."""
-    out = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _index, name in socket.if_nameindex():
-            try:
-                req = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("256s", name.encode()[:15]))
-            except OSError:
-                continue
-            flags = struct.unpack("H", req[16:18])[0]
-            if flags & IFF_UP and flags & IFF_RUNNING:
-                out.append(name)
-    return out
-
-
 def judge_controller(interfaces: list[str], gloo: bool, mpi: bool) -> CheckResult:
-    """Gloo needs a non-loopback interface (../shared/cases/23); MPI runs over loopback."""
+    """The controller ``launch.controller.pick_controller`` chooses on these interfaces, against what Horovod was
+    built with: Gloo needs a non-loopback interface (../shared/cases/23); MPI runs over loopback."""
     cid = "horovod.controller"
-    real = [i for i in interfaces if i != "lo"]
     built = ", ".join(n for n, b in (("Gloo", gloo), ("MPI", mpi)) if b) or "none"
-    if real:
-        return passed(cid, "controllers %s; interfaces up: %s" % (built, ", ".join(real)),
-                      "a non-loopback interface for Gloo")
-    if gloo and mpi:
-        return warned(cid, "only loopback is up; controllers %s" % built, "a non-loopback interface for Gloo",
-                      "use the MPI controller (horovodrun --mpi): Gloo ranks segfault (exit 139) with only lo; or "
-                      "give the container a network (--network host)", "GLOO_LOOPBACK_ONLY")
-    if gloo:
-        return failed(cid, "only loopback is up and Gloo is the only controller", "a non-loopback interface for Gloo",
-                      "give the container a network (--network host) or rebuild Horovod with MPI "
-                      "(HOROVOD_WITH_MPI=1)", "GLOO_LOOPBACK_ONLY")
-    return passed(cid, "only loopback is up; controller MPI works over it", "MPI or a non-loopback interface")
+    chosen, reason = pick_controller(interfaces, None)
+    if chosen == "gloo" and gloo:
+        return passed(cid, "controllers %s; Gloo usable (%s)" % (built, reason), "a controller that can run here")
+    if chosen == "gloo" or (mpi and not gloo):
+        return passed(cid, "controllers %s; MPI runs here" % built, "a controller that can run here")
+    if mpi:
+        return warned(cid, "only loopback is up (%s); controllers %s" % (", ".join(interfaces) or "none", built),
+                      "a non-loopback interface for Gloo", "use the MPI controller (invoke train --controller mpi, "
+                      "horovodrun --mpi): Gloo ranks segfault (exit 139) with only lo; or give the container a "
+                      "network (--network host)", "GLOO_LOOPBACK_ONLY")
+    return failed(cid, "only loopback is up and Gloo is the only controller", "a non-loopback interface for Gloo",
+                  "give the container a network (--network host) or rebuild Horovod with MPI (HOROVOD_WITH_MPI=1)",
+                  "GLOO_LOOPBACK_ONLY")
 
 
 @check("horovod.controller", "Horovod controller vs this node's network interfaces")
@@ -171,4 +150,4 @@ def controller(ctx: Context) -> CheckResult:
     if "error" in probe:
         return skipped(cid, "Horovod not importable here (see horovod.env)")
     built = probe.get("built") or {}
-    return judge_controller(up_interfaces(), bool(built.get("gloo_built")), bool(built.get("mpi_built", True)))
+    return judge_controller(local_interfaces(), bool(built.get("gloo_built")), bool(built.get("mpi_built", True)))
