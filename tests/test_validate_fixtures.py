@@ -108,7 +108,8 @@ VERDICTS = [
     ("ibstat-h100-ndr400-all-active.txt", lambda t: judge_ports(ib.parse_ibstat(t)), "PASS",
      "8/8 IB ports Active/LinkUp at 400 Gb/s; 1 Ethernet port(s) not counted"),
     ("ibstat-h100-mixed-some-down-disabled.txt", lambda t: judge_ports(ib.parse_ibstat(t)), "WARN",
-     "8/8 IB ports Active/LinkUp at 400 Gb/s; 4 Ethernet port(s) not counted; Ethernet port(s) down: mlx5_2:1, mlx5_7:1, mlx5_8:1"),
+     "8/8 IB ports Active/LinkUp at 400 Gb/s; 4 Ethernet port(s) not counted; "
+     "Ethernet port(s) down: mlx5_2:1, mlx5_7:1, mlx5_8:1"),
     ("ibstat-a100-hdr200-all-active.txt", lambda t: judge_ports(ib.parse_ibstat(t)), "PASS",
      "8/8 IB ports Active/LinkUp at 200 Gb/s; 1 Ethernet port(s) not counted"),
     ("ibstat-a100-ibpanic-exit255.txt", lambda t: judge_ports(ib.parse_ibstat(t)), "FAIL",

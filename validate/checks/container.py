@@ -132,6 +132,11 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | N
     return passed(cid, "%d GPUs visible in the container%s" % (seen, tk), "all GPUs")
 
 
+def no_stack_image(ctx: Context) -> str | None:
+    """Why the stack's image is not there (no --stack, not built, no engine), for ``requires``."""
+    return stack_image(ctx)[1]
+
+
 def stack_image(ctx: Context):
     """(image, None) for the stack's built image, or (None, why not) — names the command that builds it."""
 
@@ -151,15 +156,10 @@ def stack_image(ctx: Context):
     return ctx.memo("stack.image", find)
 
 
-@check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)")
+@check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
+       requires=(no_gpu_reason, no_stack_image))
 def container_gpus(ctx: Context) -> CheckResult:
-    cid = "container.gpus"
-    why = no_gpu_reason(ctx)
-    if why:
-        return skipped(cid, why)
-    image, why = stack_image(ctx)
-    if image is None:
-        return skipped(cid, why)
+    image = stack_image(ctx)[0]
     tk = ctx.tool("nvidia-container-runtime", "--version")
     res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image.tags[0], "nvidia-smi", "-L",
                    timeout=60)
@@ -187,24 +187,25 @@ def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
                   "--nv binds the host driver libraries")
 
 
-@check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries")
+def _no_singularity(ctx: Context) -> str | None:
+    if all(ctx.tool(t, "version").missing for t in ("apptainer", "singularity")):
+        return "neither apptainer nor singularity on PATH"
+    return None
+
+
+@check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
+       requires=(_no_singularity, no_gpu_reason, no_stack_image))
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
-    tool = next((t for t in ("apptainer", "singularity") if not ctx.tool(t, "version").missing), None)
-    if tool is None:
-        return skipped(cid, "neither apptainer nor singularity on PATH")
-    why = no_gpu_reason(ctx)
-    if why:
-        return skipped(cid, why)
-    image, why = stack_image(ctx)
-    if image is None:
-        return skipped(cid, why)
+    tool = next(t for t in ("apptainer", "singularity") if not ctx.tool(t, "version").missing)
+    image = stack_image(ctx)[0]
     from images.build import SIF_DIR
     from images.sif import sif_path
 
     sif = str(sif_path(image.tags[0], SIF_DIR))
     if not os.path.exists(sif):
-        return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity" % (sif, ctx.stack.name))
+        return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity"
+                       % (sif, ctx.stack.name))
     res = ctx.tool(tool, "exec", "--nv", sif, "sh", "-c", "ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH",
                    timeout=60)
     if not res.ok:

@@ -226,24 +226,20 @@ def inventory(ctx: Context) -> CheckResult:
     return judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu))
 
 
-@check("gpu.persistence", "persistence mode")
+@check("gpu.persistence", "persistence mode", requires=(no_gpu_reason,))
 def persistence(ctx: Context) -> CheckResult:
-    why = no_gpu_reason(ctx)
-    return skipped("gpu.persistence", why) if why else judge_persistence(snapshot(ctx).report.gpus)
+    return judge_persistence(snapshot(ctx).report.gpus)
 
 
-@check("gpu.ecc", "ECC errors, retired pages, remapped rows")
+@check("gpu.ecc", "ECC errors, retired pages, remapped rows", requires=(no_gpu_reason,))
 def ecc(ctx: Context) -> CheckResult:
-    why = no_gpu_reason(ctx)
-    return skipped("gpu.ecc", why) if why else judge_ecc(snapshot(ctx).report.gpus)
+    return judge_ecc(snapshot(ctx).report.gpus)
 
 
-@check("gpu.driver_cuda", "driver vs the CUDA the stack (or this node's toolkit) needs")
+@check("gpu.driver_cuda", "driver vs the CUDA the stack (or this node's toolkit) needs",
+       requires=(no_gpu_reason,))
 def driver_cuda(ctx: Context) -> CheckResult:
     cid = "gpu.driver_cuda"
-    why = no_gpu_reason(ctx)
-    if why:
-        return skipped(cid, why)
     report = snapshot(ctx).report
     if not report.driver_version:
         return skipped(cid, "driver version unknown (see gpu.inventory)")
@@ -279,11 +275,8 @@ def judge_xid(events: list[XidEvent]) -> CheckResult:
     return passed(cid, "no NVRM Xid/SXid in the kernel log", "no Xid since boot")
 
 
-@check("gpu.xid", "NVRM Xid / fallen-off-the-bus events in the kernel log")
+@check("gpu.xid", "NVRM Xid / fallen-off-the-bus events in the kernel log", requires=(no_gpu_reason,))
 def xid(ctx: Context) -> CheckResult:
-    why = no_gpu_reason(ctx)
-    if why:
-        return skipped("gpu.xid", why)
     log = ctx.tool("dmesg")
     if not log.ok:
         return skipped("gpu.xid", "cannot read the kernel log: %s" % log.why_not())
@@ -308,11 +301,8 @@ def judge_dcgm(diag: Diag) -> CheckResult:
     return passed(cid, "%d diagnostics Pass" % len(tested), "every diagnostic Pass")
 
 
-@check("gpu.dcgm", "DCGM quick diagnostic (dcgmi diag -r 1)")
+@check("gpu.dcgm", "DCGM quick diagnostic (dcgmi diag -r 1)", requires=(no_gpu_reason,))
 def dcgm(ctx: Context) -> CheckResult:
-    why = no_gpu_reason(ctx)
-    if why:
-        return skipped("gpu.dcgm", why)
     res = ctx.tool("dcgmi", "diag", "-r", "1", timeout=120)
     if res.missing:
         return skipped("gpu.dcgm", "dcgmi not on PATH (DCGM not installed)")

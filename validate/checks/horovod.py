@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from launch.controller import local_interfaces, pick_controller
 from validate import horovod_gate
-from validate.checks.container import stack_image
+from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
 from validate.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -92,14 +92,10 @@ def env(ctx: Context) -> CheckResult:
     return judge_build(build, required_for(ctx), probe.get("tensorflow"), probe.get("built_for"))
 
 
-@check("horovod.image", "Horovod inside the stack's image (era-aware)")
+@check("horovod.image", "Horovod inside the stack's image (era-aware)", requires=(no_stack_image,))
 def image(ctx: Context) -> CheckResult:
     cid = "horovod.image"
-    if ctx.stack is None:
-        return skipped(cid, "no --stack given")
-    img, why = stack_image(ctx)
-    if img is None:
-        return skipped(cid, why)
+    img = stack_image(ctx)[0]
     try:
         from images.verify import MISMATCH, compare, probe_image
     except ImportError:

@@ -170,9 +170,6 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
     """One all_reduce_perf run for this context, or why it cannot run."""
 
     def go() -> ToolRun | str:
-        why = no_gpu_reason(ctx)
-        if why:
-            return why
         if ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
             return "all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests " \
                    "(MPI=1 for --hosts) and put its build/ on PATH"
@@ -192,7 +189,8 @@ def _expected_ranks(ctx: Context) -> int:
     return (len(snapshot(ctx).report.gpus) or 1) * max(1, len(ctx.hosts))
 
 
-@check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor")
+@check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor",
+       requires=(no_gpu_reason,))
 def busbw(ctx: Context) -> CheckResult:
     res = _run_allreduce(ctx)
     if isinstance(res, str):
@@ -208,7 +206,7 @@ def busbw(ctx: Context) -> CheckResult:
     return judge_busbw(result, floor, _expected_ranks(ctx))
 
 
-@check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)")
+@check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)", requires=(no_gpu_reason,))
 def transport(ctx: Context) -> CheckResult:
     res = _run_allreduce(ctx)
     if isinstance(res, str):

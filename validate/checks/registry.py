@@ -6,13 +6,14 @@ run once per ``Context`` through ``ctx.tool`` / ``ctx.memo``.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
 from envs.manifest import Stack
 from validate.checks.runner import DEFAULT_TIMEOUT_S, ToolRun, run
-from validate.result import CheckResult
+from validate.result import CheckResult, skipped
 
 
 @dataclass
@@ -52,13 +53,23 @@ class Check:
 CHECKS: dict[str, Check] = {}
 
 
-def check(id: str, title: str):
-    """Register ``fn(ctx) -> CheckResult`` under ``id``."""
+def check(id: str, title: str, requires: tuple[Callable[[Context], str | None], ...] = ()):
+    """Register ``fn(ctx) -> CheckResult`` under ``id``. Each of ``requires`` returns why the check does not apply
+    on this node (e.g. "not a GPU node …") or None; the first reason makes the check a SKIP without running it."""
 
     def register(fn: Callable[[Context], CheckResult]) -> Callable[[Context], CheckResult]:
         if id in CHECKS:
             raise ValueError("check %s registered twice" % id)
-        CHECKS[id] = Check(id, title, fn)
-        return fn
+
+        @functools.wraps(fn)
+        def guarded(ctx: Context) -> CheckResult:
+            for requirement in requires:
+                why = requirement(ctx)
+                if why:
+                    return skipped(id, why)
+            return fn(ctx)
+
+        CHECKS[id] = Check(id, title, guarded)
+        return guarded
 
     return register

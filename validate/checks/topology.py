@@ -133,9 +133,6 @@ def judge_nvlink_links(links: dict[int, dict[int, float | None]]) -> CheckResult
 
 
 def _topo(ctx: Context) -> tuple[Topology | None, str | None]:
-    why = no_gpu_reason(ctx)
-    if why:
-        return None, why
     res = ctx.tool("nvidia-smi", "topo", "-m")
     if not res.ok:
         return None, res.why_not()
@@ -147,23 +144,20 @@ def _model(ctx: Context) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-@check("topo.nvlink", "NVLink between GPUs where the platform has it")
+@check("topo.nvlink", "NVLink between GPUs where the platform has it", requires=(no_gpu_reason,))
 def nvlink(ctx: Context) -> CheckResult:
     topo, why = _topo(ctx)
     return skipped("topo.nvlink", why) if topo is None else judge_nvlink(topo, _model(ctx))
 
 
-@check("topo.gpu_nic", "GPU–NIC affinity (GPUDirect RDMA path)")
+@check("topo.gpu_nic", "GPU–NIC affinity (GPUDirect RDMA path)", requires=(no_gpu_reason,))
 def gpu_nic(ctx: Context) -> CheckResult:
     topo, why = _topo(ctx)
     return skipped("topo.gpu_nic", why) if topo is None else judge_gpu_nic(topo)
 
 
-@check("gpu.nvlink_links", "every NVLink link active")
+@check("gpu.nvlink_links", "every NVLink link active", requires=(no_gpu_reason,))
 def nvlink_links(ctx: Context) -> CheckResult:
-    why = no_gpu_reason(ctx)
-    if why:
-        return skipped("gpu.nvlink_links", why)
     res = ctx.tool("nvidia-smi", "nvlink", "--status")
     if not res.ok:
         return skipped("gpu.nvlink_links", res.why_not())

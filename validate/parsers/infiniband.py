@@ -78,6 +78,26 @@ def _lid(raw: str | None) -> int | None:
         return None
 
 
+_READERS = {"state": _state, "phys_state": _phys, "rate_gbps": _rate, "link_layer": lambda v: v.strip() or None,
+            "base_lid": _lid, "sm_lid": _lid}
+
+
+def _set(port: IbPort, fields: dict[str, str], key: str, value: str) -> None:
+    """Set the IbPort field that ``key`` (in a tool's own spelling, mapped by ``fields``) names."""
+    name = fields.get(key)
+    if name is not None:
+        setattr(port, name, _READERS[name](value))
+
+
+_IBSTAT = {"State": "state", "Physical state": "phys_state", "Rate": "rate_gbps", "Link layer": "link_layer",
+           "Base lid": "base_lid", "SM lid": "sm_lid"}
+_IBSTATUS = {"state": "state", "phys state": "phys_state", "rate": "rate_gbps", "link_layer": "link_layer",
+             "base lid": "base_lid", "sm lid": "sm_lid"}
+_DEVINFO = {"state": "state", "link_layer": "link_layer", "port_lid": "base_lid", "sm_lid": "sm_lid"}
+_SYSFS_FIELDS = {"state": "state", "phys_state": "phys_state", "rate": "rate_gbps", "link_layer": "link_layer",
+                 "lid": "base_lid", "sm_lid": "sm_lid"}
+
+
 _IBPANIC = re.compile(r"ibpanic:.*?IB device '([^']+)'.*?:\s*(.*)$", re.M)
 
 
@@ -96,21 +116,8 @@ def parse_ibstat(text: str) -> IbReport:
             out.ports.append(port)
             continue
         key, sep, value = line.strip().partition(":")
-        if not sep or port is None:
-            continue
-        value = value.strip()
-        if key == "State":
-            port.state = _state(value)
-        elif key == "Physical state":
-            port.phys_state = _phys(value)
-        elif key == "Rate":
-            port.rate_gbps = _rate(value)
-        elif key == "Link layer":
-            port.link_layer = value
-        elif key == "Base lid":
-            port.base_lid = _lid(value)
-        elif key == "SM lid":
-            port.sm_lid = _lid(value)
+        if sep and port is not None:
+            _set(port, _IBSTAT, key, value)
     for dev, why in _IBPANIC.findall(text or ""):
         out.missing_hcas.append(dev)
         out.problems.append("ibstat stopped at %s: %s" % (dev, why.strip()))
@@ -129,21 +136,8 @@ def parse_ibstatus(text: str) -> IbReport:
             out.ports.append(port)
             continue
         key, sep, value = line.strip().partition(":")
-        if not sep or port is None:
-            continue
-        value = value.strip()
-        if key == "state":
-            port.state = _state(value)
-        elif key == "phys state":
-            port.phys_state = _phys(value)
-        elif key == "rate":
-            port.rate_gbps = _rate(value)
-        elif key == "link_layer":
-            port.link_layer = value
-        elif key == "base lid":
-            port.base_lid = _lid(value)
-        elif key == "sm lid":
-            port.sm_lid = _lid(value)
+        if sep and port is not None:
+            _set(port, _IBSTATUS, key, value)
     _note_gaps(out)
     return out
 
@@ -168,17 +162,10 @@ def parse_ibv_devinfo(text: str, device: str | None = None) -> IbReport:
         elif key == "port" and hca:
             port = IbPort(hca, int(value))
             out.ports.append(port)
-        elif port is None:
-            continue
-        elif key == "state":
-            port.state = _state(value)
-            port.phys_state = "LinkUp" if port.state == "Active" else None
-        elif key == "link_layer":
-            port.link_layer = value
-        elif key == "port_lid":
-            port.base_lid = _lid(value)
-        elif key == "sm_lid":
-            port.sm_lid = _lid(value)
+        elif port is not None:
+            _set(port, _DEVINFO, key, value)
+            if key == "state":
+                port.phys_state = "LinkUp" if port.state == "Active" else None
     return out
 
 
@@ -196,19 +183,7 @@ def parse_sysfs(text: str) -> IbReport:
             continue
         key = (m.group(1), int(m.group(2)))
         port = ports.setdefault(key, IbPort(*key))
-        what, value = m.group(3), m.group(4).strip()
-        if what == "state":
-            port.state = _state(value)
-        elif what == "phys_state":
-            port.phys_state = _phys(value)
-        elif what == "rate":
-            port.rate_gbps = _rate(value)
-        elif what == "link_layer":
-            port.link_layer = value
-        elif what == "lid":
-            port.base_lid = _lid(value)
-        elif what == "sm_lid":
-            port.sm_lid = _lid(value)
+        _set(port, _SYSFS_FIELDS, m.group(3), m.group(4))
     out.ports = [ports[k] for k in sorted(ports)]
     return out
 

@@ -64,8 +64,8 @@ _MISMATCH = re.compile(r"Failed to initialize NVML: Driver/library version misma
 _LIBVER = re.compile(r"NVML library version:\s*(\S+)")
 _NO_DRIVER = re.compile(r"couldn't communicate with the NVIDIA driver|NVIDIA driver is not loaded")
 # "for GPU0000:07:00.0" (newer drivers, fixture 55) and "for GPU 0000:0B:00.0" (older, fixture 56)
-_LOST = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
-                   r"\.[0-9A-Fa-f]):\s*(.*)")
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+_LOST = re.compile(r"Unable to determine the device handle for GPU ?(" + _BUS_ID + r"):\s*(.*)")
 _GPU_IS_LOST = re.compile(r"GPU is lost|has fallen off the bus")
 _NVML_OTHER = re.compile(r"Failed to initialize NVML: (.*)")
 _NO_DEVICES = re.compile(r"^No devices were found", re.M)
@@ -96,7 +96,7 @@ def classify_error(text: str) -> NvmlError | None:
 
 
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s*(\S+)\s+CUDA Version:\s*([\d.]+|N/A)")
-_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*(" + _BUS_ID + ")")
 _MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
 
 

@@ -138,6 +138,7 @@ def nvidia_container_runtime(text: str) -> str | None:
 
 
 def singularity(text: str) -> str | None:
-    """``singularity version`` / ``apptainer version`` (``3.4.2-1.1.el7``, ``apptainer version 1.2.5``) -> ``"3.4.2"``."""
+    """``singularity version`` / ``apptainer version`` (``3.4.2-1.1.el7``, ``apptainer version 1.2.5``)
+    -> ``"3.4.2"``."""
     m = re.search(r"(?:^|version\s+)(" + _DOTTED + ")", (text or "").strip())
     return m.group(1) if m else None
