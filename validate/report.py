@@ -21,6 +21,8 @@ from validate.checks import CHECKS, Context
 from validate.result import CheckResult, Status, failed
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
+#: Report order: the node's hardware first, then what runs on it.
+AREAS = ("gpu", "topo", "nccl", "mpi", "ib", "container", "horovod")
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
 
@@ -58,7 +60,8 @@ def select(only: list[str], skip: list[str]) -> list[str]:
 
     chosen = expand(only, "--only") if only else set(CHECKS)
     dropped = expand(skip, "--skip")
-    return [c for c in CHECKS if c in chosen and c not in dropped]
+    ids = [c for c in CHECKS if c in chosen and c not in dropped]
+    return sorted(ids, key=lambda c: AREAS.index(c.split(".")[0]) if c.split(".")[0] in AREAS else len(AREAS))
 
 
 def _run_one(check_id: str, ctx: Context) -> CheckResult:
