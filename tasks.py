@@ -157,3 +157,19 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
         train_in_image(request, stack, runtime=runtime, image=image, network=network)
     else:
         train_local(request)
+
+
+# --- validate (node fitness checks) -------------------------------------------------------------------------------
+@task(help={"stack": "stack to validate against (envs/stacks/<name>.yaml): its CUDA floor, image and Horovod build",
+            "hosts": "comma-separated hosts of a multi-node run (mpirun, NCCL and ib_write_bw across them)",
+            "json": "also write the report as JSON to this file",
+            "only": "comma-separated check ids or areas to run (e.g. gpu,ib.ports)",
+            "skip": "comma-separated check ids or areas to leave out"})
+@user_errors
+def validate(c, stack=None, hosts=None, json=None, only=None, skip=None):
+    """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run."""
+    from validate.report import validate as run_validate
+
+    code = run_validate(stack, _csv(hosts), json, _csv(only), _csv(skip))
+    if code:
+        raise Exit(code=code)

@@ -33,8 +33,17 @@ built_for = None
 if os.path.exists(meta):
     with open(meta) as f:
         built_for = json.load(f).get("tensorflow")
-print(json.dumps({"tensorflow": tf.__version__, "horovod": horovod.__version__, "built_for": built_for}))
+built = {}
+for name in ("mpi_built", "gloo_built", "nccl_built", "ddl_built", "ccl_built"):
+    fn = getattr(hvd, name, None)  # Horovod >= 0.17
+    if fn is not None:
+        built[name] = bool(fn())
+print(json.dumps({"tensorflow": tf.__version__, "horovod": horovod.__version__, "built_for": built_for,
+                  "built": built}))
 """
+
+#: What the project's own environment needs (scripts/setup builds Horovod with TensorFlow, MPI and Gloo).
+DEFAULT_REQUIRE = "framework=TensorFlow,controller=MPI,controller=Gloo"
 
 
 def check_build_text() -> str:
@@ -49,7 +58,8 @@ def check_build_text() -> str:
 
 
 def import_probe() -> dict:
-    """Import TensorFlow + Horovod in a fresh interpreter; return versions or ``{"error": text}``."""
+    """Import TensorFlow + Horovod in a fresh interpreter: ``{"tensorflow", "horovod", "built_for",
+    "built": {"mpi_built": bool, …}}`` (``built`` empty before Horovod 0.17), or ``{"error": text}``."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     p = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, env=env, timeout=300)
     if p.returncode != 0:
@@ -59,7 +69,7 @@ def import_probe() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m validate.horovod_gate", description=__doc__.split("\n")[0])
-    ap.add_argument("--require", default="framework=TensorFlow,controller=MPI,controller=Gloo",
+    ap.add_argument("--require", default=DEFAULT_REQUIRE,
                     help="comma-separated KIND=NAME (KIND: framework, controller, tensor_op)")
     ap.add_argument("--quiet", action="store_true", help="print nothing, only set the exit status")
     args = ap.parse_args(argv)

@@ -127,3 +127,18 @@ def os_release(files: dict[str, str]) -> tuple[str | None, str | None]:
     if name and name.startswith("Debian") and re.match(r"^(?:" + _DOTTED + r"|\d+)$", deb):
         version = deb
     return name, version
+
+
+def nvidia_container_runtime(text: str) -> str | None:
+    """``nvidia-container-runtime --version``: the first line only (``NVIDIA Container Runtime version 1.13.5``;
+    the runc block that follows has versions of its own, fixture 63) -> ``"1.13.5"``."""
+    first = (text or "").strip().splitlines()[:1]
+    m = re.search(r"NVIDIA Container Runtime version (" + _DOTTED + ")", first[0]) if first else None
+    return m.group(1) if m else None
+
+
+def singularity(text: str) -> str | None:
+    """``singularity version`` / ``apptainer version`` (``3.4.2-1.1.el7``, ``apptainer version 1.2.5``)
+    -> ``"3.4.2"``."""
+    m = re.search(r"(?:^|version\s+)(" + _DOTTED + ")", (text or "").strip())
+    return m.group(1) if m else None

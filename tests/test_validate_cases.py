@@ -1,0 +1,134 @@
+"""The validation cases of ../shared/cases give the outcome written beside them (NN-*.expected.md)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import CASES
+from validate.checks.container import judge_nv_libs, judge_shm
+from validate.checks.gpu import judge_driver
+from validate.checks.horovod import judge_build, judge_controller
+from validate.checks.nccl import judge_transport
+from validate.parsers import container, infiniband, nccl, nvidia_smi, versions
+from validate.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
+
+
+def case(prefix: str) -> str:
+    return next(CASES.glob(prefix + "-*.txt")).read_text()
+
+
+def test_01_partial_horovod_build_lists_exactly_what_is_missing():
+    required = [("framework", "TensorFlow"), ("controller", "MPI"), ("tensor_op", "NCCL")]
+    result = judge_build(parse_check_build(case("01")), required)
+    assert result.status.value == "FAIL" and result.diagnosis == "HOROVOD_BUILD_INCOMPLETE"
+    assert result.measured.endswith("missing: framework=TensorFlow, controller=MPI, tensor_op=NCCL")
+    assert "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_GPU_OPERATIONS=NCCL pip install --no-cache-dir" \
+        in result.remedy
+    assert "--check-build as a RUN step" in result.remedy
+
+
+def test_02_horovod_built_for_another_tensorflow():
+    observed = ("horovod.common.exceptions.HorovodVersionMismatchError: Framework tensorflow installed with "
+                "version 2.3.0 but found version 2.4.1.")
+    framework, built_for, found = version_mismatch(observed)
+    assert (framework, built_for, found) == ("tensorflow", "2.3.0", "2.4.1")
+    build = CheckBuild("0.21.3", {"framework": {"TensorFlow": True}, "controller": {"MPI": True},
+                                  "tensor_op": {"NCCL": True}})
+    result = judge_build(build, [("framework", "TensorFlow")], tf_version=found, built_for=built_for)
+    assert result.status.value == "FAIL" and result.diagnosis == "HOROVOD_TF_MISMATCH"
+    assert result.measured == "horovod built for tensorflow 2.3.0, runtime tensorflow 2.4.1"
+    assert "reinstall horovod" in result.remedy and "after the final TF install" in result.remedy
+
+
+def test_04_shm_64mib_with_4_local_ranks():
+    text = case("04")
+    size = container.df_size(text)
+    assert size == 64 * 2 ** 20
+    result = judge_shm(size, local_ranks=4, container=True)
+    assert result.status.value == "FAIL"
+    assert "%s; %s" % (result.measured, result.remedy) == \
+        'shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g'
+    assert any("emptyDir {medium: Memory}" in d for d in result.details)
+    # the log classifier names the root cause instead of "unhandled system error"
+    log = nccl.parse_nccl_log(text)
+    assert nccl.classify_nccl_failure(log) == "NCCL_SHM_EXHAUSTED"
+    verdict = judge_transport(log)
+    assert verdict.status.value == "FAIL" and verdict.diagnosis == "NCCL_SHM_EXHAUSTED"
+    assert "size 9637888" in verdict.measured and "NCCL_SHM_DISABLE=1 only as a slower workaround" in verdict.remedy
+
+
+def test_04_big_shm_or_one_rank_passes():
+    assert judge_shm(2 ** 30, 4, True).status.value == "PASS"
+    assert judge_shm(64 * 2 ** 20, 1, True).status.value == "PASS"
+
+
+def test_05_socket_fallback_although_host_hca_is_active():
+    text = case("05")
+    host = text.split("# Container started")[0]
+    ports = infiniband.parse_ibv_devinfo(host, device="mlx5_bond_0").ports
+    assert [(p.name, p.state, p.link_layer) for p in ports] == [("mlx5_bond_0:1", "Active", "Ethernet")]
+    result = judge_transport(nccl.parse_nccl_log(text), ports, multi_node=True)
+    assert result.status.value == "FAIL"
+    assert result.measured == "NCCL using Socket transport although host HCA mlx5_bond_0 is ACTIVE"
+    assert result.diagnosis == "NCCL_IB_DEVICE_NOT_VISIBLE"
+    assert "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1" in result.remedy
+    assert "--net=host" in result.remedy  # link_layer Ethernet: RoCE needs the host network
+    assert "NCCL_IB_DISABLE=0 alone does nothing" in result.remedy
+
+
+def test_06_driver_too_old_for_the_image_cuda():
+    pytest.importorskip("envs.rules")
+    text = case("06")
+    rows, _ = nvidia_smi.parse_query_csv(text.split("$ nvidia-smi")[1].split("\n", 1)[1].split("# Image")[0],
+                                          fields=["driver_version", "name"])
+    assert rows == [{"driver_version": "390.48", "name": "Tesla K80"}]
+    cuda = re.search(r"^CUDA_VERSION=(\S+)", text, re.M).group(1)
+    result = judge_driver(rows[0]["driver_version"], None, cuda, "image nvidia/cuda:9.2-runtime-ubuntu18.04")
+    assert result.status.value == "FAIL" and result.diagnosis == "CUDA_DRIVER_TOO_OLD"
+    assert result.measured == "driver 390.48 too old for CUDA 9.2.88 (needs >= 396.26)"
+    assert "pick an image with CUDA <= 9.1" in result.remedy
+
+
+def test_06_both_error_spellings_map_to_one_diagnosis():
+    lines = [l for l in case("06").splitlines() if "unsatisfied condition" in l or "insufficient" in l]
+    assert len(lines) == 2
+    assert [container.classify_runtime_error(l) for l in lines] == [["CUDA_DRIVER_TOO_OLD"]] * 2
+
+
+def test_08_cuda_version_of_nvidia_smi_is_the_drivers_maximum():
+    text = case("08")
+    report = nvidia_smi.parse_table(text)
+    assert (report.driver_version, report.driver_max_cuda) == ("535.216.03", "12.2")
+    assert not hasattr(report, "cuda_version") and not hasattr(report, "toolkit_version")
+    toolkit = versions.nvcc(text)
+    assert toolkit == "12.4.131"
+    pytest.importorskip("envs.rules")
+    result = judge_driver(report.driver_version, report.driver_max_cuda, toolkit, "nvcc")
+    assert result.status.value == "WARN" and result.diagnosis == "CUDA_MINOR_VERSION_COMPAT"
+    assert "minor-version compatibility" in result.measured and "max CUDA 12.2" in " ".join(result.details)
+
+
+def test_21_singularity_nv_did_not_bind_libcuda():
+    text = case("21")
+    inside = container.nv_libs(text.split("$ ls /usr/lib64")[0])
+    assert inside["libcuda"] == 0 and "/.singularity.d/libs" in inside["ld_library_path"]
+    host_has_libcuda = "libcuda.so.1" in text.split("$ ls /usr/lib64")[1]
+    result = judge_nv_libs(inside, host_has_libcuda)
+    assert result.status.value == "FAIL" and result.diagnosis == "NV_LIBS_NOT_BOUND"
+    assert "--bind /usr/lib64/libcuda.so.1:/.singularity.d/libs/libcuda.so.1" in result.remedy
+    assert versions.singularity(text.split("$ singularity version\n")[1]) == "3.4.2"
+
+
+def test_21_reset_ld_library_path_is_its_own_diagnosis():
+    result = judge_nv_libs({"libcuda": 1, "libs": ["libcuda.so.1"], "ld_library_path": "/opt/conda/lib"}, True)
+    assert result.status.value == "FAIL" and result.diagnosis == "NV_LD_PATH_RESET"
+
+
+def test_23_gloo_with_loopback_only():
+    both = judge_controller(["lo"], gloo=True, mpi=True)
+    assert both.status.value == "WARN" and both.diagnosis == "GLOO_LOOPBACK_ONLY"
+    assert "horovodrun --mpi" in both.remedy and "--network host" in both.remedy
+    gloo_only = judge_controller(["lo"], gloo=True, mpi=False)
+    assert gloo_only.status.value == "FAIL"
+    assert judge_controller(["lo", "eth0"], gloo=True, mpi=True).status.value == "PASS"

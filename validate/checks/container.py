@@ -1,0 +1,215 @@
+"""Container checks: the docker engine and its NVIDIA runtime, GPUs inside a container, Singularity ``--nv`` library
+binding, /dev/shm size, the memlock limit.
+
+/dev/shm: NCCL's intra-node SHM transport allocates its segments there; Docker's default is 64 MiB, which fails
+``ncclCommInitRank`` with "unhandled system error" as soon as several ranks share a node (NVIDIA/nccl#290, #342,
+#525; ../shared/cases/04). The floor is the 1 GiB the remedy asks for.
+
+memlock: RDMA registers (pins) memory; with a limit below unlimited ``ibv_reg_mr`` fails or NCCL falls back
+(NCCL and Mellanox docs: ``--ulimit memlock=-1`` / ``ulimited memlock`` in limits.conf).
+"""
+from __future__ import annotations
+
+import os
+import resource
+
+from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.infiniband import hcas
+from validate.checks.registry import Context, check
+from validate.parsers import versions
+from validate.parsers.container import classify_runtime_error, nv_libs
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+SHM_FLOOR_BYTES = 1 << 30
+MiB = 1 << 20
+
+
+def in_container() -> bool:
+    return os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv") or \
+        os.environ.get("container") is not None or os.path.exists("/.singularity.d")
+
+
+def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> CheckResult:
+    """``shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g`` (case 04)."""
+    cid = "container.shm"
+    if size_bytes is None:
+        return failed(cid, "/dev/shm missing or unreadable", "a tmpfs /dev/shm >= 1 GiB",
+                      "mount a tmpfs at /dev/shm")
+    size = "%dMiB" % (size_bytes // MiB) if size_bytes < 10 * 1024 * MiB else "%.0fGiB" % (size_bytes / (1024 * MiB))
+    expected = ">= 1GiB for %d local ranks" % local_ranks
+    if local_ranks > 1 and size_bytes < SHM_FLOOR_BYTES:
+        remedy = ('start the container with ipc_mode="host" or shm_size>=1g' if container
+                  else "mount -o remount,size=1g /dev/shm (and in /etc/fstab)")
+        return failed(cid, "shm too small for NCCL (%s)" % size, expected, remedy, "NCCL_SHM_TOO_SMALL",
+                      ['docker SDK: containers.run(..., ipc_mode="host") or shm_size="1g"; Kubernetes/MPIJob: an '
+                       "emptyDir {medium: Memory} volume at /dev/shm; NCCL_SHM_DISABLE=1 only as a slower "
+                       "workaround"])
+    return passed(cid, "/dev/shm %s" % size, expected)
+
+
+@check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport")
+def shm(ctx: Context) -> CheckResult:
+    try:
+        st = os.statvfs("/dev/shm")
+        size = st.f_frsize * st.f_blocks
+    except OSError:
+        size = None
+    return judge_shm(size, len(snapshot(ctx).report.gpus) or 2, in_container())
+
+
+def judge_memlock(soft: int, rdma: bool) -> CheckResult:
+    cid = "container.memlock"
+    shown = "unlimited" if soft == resource.RLIM_INFINITY else "%d KiB" % (soft // 1024)
+    if soft == resource.RLIM_INFINITY:
+        return passed(cid, "memlock %s" % shown, "unlimited for RDMA")
+    if rdma:
+        return failed(cid, "memlock %s with an RDMA device present" % shown, "unlimited for RDMA (memory pinning)",
+                      "docker run --ulimit memlock=-1; bare metal: '* - memlock unlimited' in "
+                      "/etc/security/limits.conf (and the batch system's limits)", "MEMLOCK_LIMITED")
+    return passed(cid, "memlock %s (no RDMA device here: not used)" % shown, "unlimited where RDMA is used")
+
+
+@check("container.memlock", "locked-memory limit for RDMA")
+def memlock(ctx: Context) -> CheckResult:
+    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return judge_memlock(soft, bool(hcas()))
+
+
+def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckResult:
+    """The engine answers; on a GPU node the ``nvidia`` runtime is registered (only ``--runtime=nvidia`` needs it:
+    ``--gpus`` goes through the toolkit hook/CDI, fixture 61)."""
+    cid = "container.docker"
+    if info is None:
+        return failed(cid, "docker engine not reachable: %s" % error, "a running dockerd",
+                      "start it (scripts/start-dockerd) or check DOCKER_HOST")
+    runtimes = sorted(info.get("Runtimes") or {})
+    measured = "Docker %s, runtimes %s (default %s)" % (info.get("ServerVersion", "?"), ", ".join(runtimes) or "?",
+                                                         info.get("DefaultRuntime", "?"))
+    if gpu_node and "nvidia" not in runtimes:
+        return warned(cid, measured + "; no nvidia runtime", "the nvidia runtime for --runtime=nvidia",
+                      "--gpus still works through the toolkit hook; for --runtime=nvidia: nvidia-ctk runtime "
+                      "configure --runtime=docker && systemctl restart docker", "NVIDIA_RUNTIME_NOT_REGISTERED")
+    return passed(cid, measured + ("" if gpu_node else "; not a GPU node: NVIDIA runtime not needed"),
+                  "a running dockerd")
+
+
+def docker_client():
+    import docker
+
+    return docker.from_env(timeout=10)
+
+
+@check("container.docker", "docker engine and its NVIDIA runtime")
+def docker_engine(ctx: Context) -> CheckResult:
+    if not os.path.exists("/var/run/docker.sock") and not os.environ.get("DOCKER_HOST") and \
+            ctx.tool("docker", "--version").missing:
+        return skipped("container.docker", "docker not installed (no CLI, no /var/run/docker.sock)")
+    try:
+        info, error = docker_client().info(), None
+    except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
+        info, error = None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+    return judge_docker(info, error, no_gpu_reason(ctx) is None)
+
+
+def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | None) -> CheckResult:
+    cid = "container.gpus"
+    codes = classify_runtime_error(output)
+    seen = sum(1 for line in output.splitlines() if line.startswith("GPU "))
+    tk = " (NVIDIA Container Toolkit %s)" % toolkit if toolkit else ""
+    if not ok or codes:
+        remedy = {"NVIDIA_CONTAINER_TOOLKIT_MISSING": "install the NVIDIA Container Toolkit and run nvidia-ctk "
+                                                      "runtime configure --runtime=docker (not docker from snap)",
+                  "NVIDIA_RUNTIME_NOT_REGISTERED": "nvidia-ctk runtime configure --runtime=docker; restart docker",
+                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
+                  }.get(codes[0] if codes else "", "run the docker command by hand")
+        last = [l for l in output.strip().splitlines() if l.strip()]
+        return failed(cid, "docker run --gpus all failed%s: %s" % (tk, last[-1] if last else "no output"),
+                      "nvidia-smi -L inside a container lists %d GPUs" % host_gpus, remedy,
+                      codes[0] if codes else "CONTAINER_GPU_FAILED")
+    if seen != host_gpus:
+        return failed(cid, "%d of %d GPUs visible in the container%s" % (seen, host_gpus, tk), "all GPUs",
+                      "check NVIDIA_VISIBLE_DEVICES and the toolkit's configuration", "CONTAINER_GPU_FAILED")
+    return passed(cid, "%d GPUs visible in the container%s" % (seen, tk), "all GPUs")
+
+
+def no_stack_image(ctx: Context) -> str | None:
+    """Why the stack's image is not there (no --stack, not built, no engine), for ``requires``."""
+    return stack_image(ctx)[1]
+
+
+def stack_image(ctx: Context):
+    """(image, None) for the stack's built image, or (None, why not) — names the command that builds it."""
+
+    def find():
+        if ctx.stack is None:
+            return None, "no --stack given"
+        from images.naming import image_ref
+
+        ref = image_ref(ctx.stack)
+        try:
+            return docker_client().images.get(ref), None
+        except Exception as e:
+            if type(e).__name__ == "ImageNotFound":
+                return None, "image %s not built: invoke build --stack %s" % (ref, ctx.stack.name)
+            return None, "docker engine not reachable (%s)" % type(e).__name__
+
+    return ctx.memo("stack.image", find)
+
+
+@check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
+       requires=(no_gpu_reason, no_stack_image))
+def container_gpus(ctx: Context) -> CheckResult:
+    image = stack_image(ctx)[0]
+    tk = ctx.tool("nvidia-container-runtime", "--version")
+    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image.tags[0], "nvidia-smi", "-L",
+                   timeout=60)
+    return judge_container_gpus(res.output, res.ok, len(snapshot(ctx).report.gpus),
+                                versions.nvidia_container_runtime(tk.stdout) if tk.ok else None)
+
+
+def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
+    """``singularity exec --nv``: libcuda.so.1 bound into /.singularity.d/libs and on LD_LIBRARY_PATH
+    (../shared/cases/21). Missing while the host has it: ``NV_LIBS_NOT_BOUND`` — TensorFlow would list no GPU
+    and train on the CPU."""
+    cid = "container.singularity_nv"
+    ld = inside.get("ld_library_path")
+    if host_has_libcuda and not inside.get("libcuda"):
+        return failed(cid, "no libcuda.so.1 in /.singularity.d/libs although the host has it",
+                      "--nv binds the host driver libraries (libcuda, libnvidia-ml)",
+                      "upgrade Singularity/Apptainer or check nvliblist.conf / nvidia-container-cli; workaround: "
+                      "--bind /usr/lib64/libcuda.so.1:/.singularity.d/libs/libcuda.so.1", "NV_LIBS_NOT_BOUND")
+    if ld is not None and "/.singularity.d/libs" not in ld.split(":"):
+        return failed(cid, "LD_LIBRARY_PATH lacks /.singularity.d/libs: %s" % (ld or "(empty)"),
+                      "/.singularity.d/libs on LD_LIBRARY_PATH",
+                      "an activation script or env -i reset LD_LIBRARY_PATH: append /.singularity.d/libs",
+                      "NV_LD_PATH_RESET")
+    return passed(cid, "libcuda bound (%d file(s)), LD_LIBRARY_PATH has /.singularity.d/libs" % inside["libcuda"],
+                  "--nv binds the host driver libraries")
+
+
+def _no_singularity(ctx: Context) -> str | None:
+    if all(ctx.tool(t, "version").missing for t in ("apptainer", "singularity")):
+        return "neither apptainer nor singularity on PATH"
+    return None
+
+
+@check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
+       requires=(_no_singularity, no_gpu_reason, no_stack_image))
+def singularity_nv(ctx: Context) -> CheckResult:
+    cid = "container.singularity_nv"
+    tool = next(t for t in ("apptainer", "singularity") if not ctx.tool(t, "version").missing)
+    image = stack_image(ctx)[0]
+    from images.build import SIF_DIR
+    from images.sif import sif_path
+
+    sif = str(sif_path(image.tags[0], SIF_DIR))
+    if not os.path.exists(sif):
+        return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity"
+                       % (sif, ctx.stack.name))
+    res = ctx.tool(tool, "exec", "--nv", sif, "sh", "-c", "ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH",
+                   timeout=60)
+    if not res.ok:
+        return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
+    host = any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
+               ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib"))
+    return judge_nv_libs(nv_libs(res.stdout), host)

@@ -1,0 +1,312 @@
+"""GPU checks: inventory, persistence mode, ECC / retired pages, the driver vs the stack's CUDA, kernel Xid events,
+DCGM diagnostics.
+
+Each ``judge_*`` function is pure (parsed facts in, ``CheckResult`` out) and is what the tests run on the recorded
+outputs of ../shared/fixtures; each ``@check`` function runs the tools and calls its judge.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+
+from chexstack.errors import ChexstackError
+from validate.checks.registry import Context, check
+from validate.parsers import versions
+from validate.parsers.dcgm import Diag, parse_dcgmi_diag
+from validate.parsers.kernel import XidEvent, parse_dmesg
+from validate.parsers.nvidia_smi import Gpu, SmiReport, gpus_from_query, parse_query_csv, parse_table
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+#: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
+#: whole query ("… is not a valid field to query"), so ``BASIC_FIELDS`` is the fallback.
+QUERY_FIELDS = ["index", "name", "pci.bus_id", "memory.total", "driver_version", "persistence_mode",
+                "ecc.mode.current", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
+                "remapped_rows.pending", "remapped_rows.failure"]
+BASIC_FIELDS = QUERY_FIELDS[:6]
+NOT_GPU_NODE = "not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)"
+
+REMEDY = {
+    "NVML_DRIVER_LIBRARY_MISMATCH": "the user-space driver was upgraded while the old kernel module is still loaded: "
+                                    "reboot (or unload and reload the nvidia kernel modules)",
+    "NVIDIA_DRIVER_NOT_LOADED": "install the NVIDIA driver / load its kernel module (modprobe nvidia; check dmesg "
+                                "for NVRM errors)",
+    "GPU_LOST": "drain the node, reset the GPU (nvidia-smi -r -i <id>) or reboot; if it recurs (Xid 79) the GPU "
+                "needs service",
+    "NO_DEVICES": "the driver sees no GPU: check dmesg for NVRM errors and the PCI device (lspci -d 10de:)",
+    "NVML_ERROR": "check the driver installation (dmesg, nvidia-bug-report.sh)",
+}
+
+
+@dataclass
+class GpuSnapshot:
+    """nvidia-smi's view of this node once per run: ``report`` (table + query CSV merged), ``pci_gpus`` (NVIDIA
+    display/3D controllers on the PCI bus, from sysfs), ``smi_missing``."""
+
+    report: SmiReport = field(default_factory=SmiReport)
+    pci_gpus: list[str] = field(default_factory=list)
+    smi_missing: bool = False
+
+
+def pci_nvidia_gpus(root: str = "/sys/bus/pci/devices") -> list[str]:
+    """PCI addresses of NVIDIA GPUs (vendor 0x10de, class 0x0300xx VGA or 0x0302xx 3D controller), from sysfs;
+    NVSwitches (class 0x0680) are not GPUs."""
+    found = []
+    for dev in sorted(glob.glob(os.path.join(root, "*"))):
+        try:
+            with open(os.path.join(dev, "vendor")) as f:
+                vendor = f.read().strip()
+            with open(os.path.join(dev, "class")) as f:
+                cls = f.read().strip()
+        except OSError:
+            continue
+        if vendor == "0x10de" and cls.startswith(("0x0300", "0x0302")):
+            found.append(os.path.basename(dev))
+    return found
+
+
+def snapshot(ctx: Context) -> GpuSnapshot:
+    return ctx.memo("gpu.snapshot", lambda: _snapshot(ctx))
+
+
+def _snapshot(ctx: Context) -> GpuSnapshot:
+    snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus())
+    table = ctx.tool("nvidia-smi")
+    if table.missing:
+        snap.smi_missing = True
+        return snap
+    snap.report = parse_table(table.output)
+    query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
+    if not query.ok and "not a valid field" in query.output:
+        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
+    if query.ok:
+        rows, problems = parse_query_csv(query.stdout)
+        if rows:
+            snap.report.gpus = gpus_from_query(rows)
+        snap.report.problems.extend(problems)
+    return snap
+
+
+def no_gpu_reason(ctx: Context) -> str | None:
+    """Why GPU checks do not apply on this node, or None when there are NVIDIA GPUs (working or not)."""
+    snap = snapshot(ctx)
+    if snap.smi_missing and not snap.pci_gpus:
+        return NOT_GPU_NODE
+    return None
+
+
+def judge_inventory(report: SmiReport, pci_gpus: list[str] | None = None, smi_missing: bool = False,
+                    stack_needs_gpu: bool = False) -> CheckResult:
+    """Count, model, memory and driver; a classified NVML failure or fewer GPUs than on the PCI bus is FAIL."""
+    cid = "gpu.inventory"
+    pci = len(pci_gpus or [])
+    if smi_missing:
+        if pci:
+            return failed(cid, "%d NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed" % pci,
+                          "the NVIDIA driver (kernel module + nvidia-smi)", REMEDY["NVIDIA_DRIVER_NOT_LOADED"],
+                          "NVIDIA_DRIVER_NOT_LOADED")
+        if stack_needs_gpu:
+            return failed(cid, "no NVIDIA GPU on the PCI bus, nvidia-smi not on PATH", "NVIDIA GPUs for this stack",
+                          "run this stack on a GPU node")
+        return skipped(cid, NOT_GPU_NODE)
+    err = report.error
+    if err is not None and (err.code != "GPU_LOST" or not report.gpus):
+        measured = err.message + ("" if not pci else " (%d NVIDIA GPU(s) on the PCI bus)" % pci)
+        return failed(cid, measured, "nvidia-smi lists every GPU", REMEDY[err.code], err.code, err.detail)
+    gpus = report.gpus
+    if not gpus:
+        return failed(cid, "nvidia-smi printed no GPU table (%s)" % "; ".join(report.problems or ["empty output"]),
+                      "one row per GPU", "run nvidia-smi by hand and check dmesg for NVRM errors")
+    names = sorted({g.name or "?" for g in gpus})
+    mem = sorted({g.memory_total_mib for g in gpus if g.memory_total_mib})
+    measured = "%d× %s%s, driver %s" % (len(gpus), " + ".join(names),
+                                          ", %s MiB each" % "/".join(map(str, mem)) if mem else "",
+                                          report.driver_version or "?")
+    if err is not None:  # GPU_LOST with other GPUs still listed (fixture 55)
+        return failed(cid, "%s; %s" % (measured, err.message), "every GPU answers", REMEDY["GPU_LOST"], "GPU_LOST",
+                      err.detail)
+    if pci and len(gpus) < pci:
+        return failed(cid, "%s; %d NVIDIA GPU(s) on the PCI bus" % (measured, pci), "%d GPUs in nvidia-smi" % pci,
+                      REMEDY["GPU_LOST"], "GPU_LOST")
+    if report.problems:
+        return warned(cid, measured, "a readable nvidia-smi output", "could not read: %s" % "; ".join(report.problems))
+    return passed(cid, measured, "every GPU listed by nvidia-smi")
+
+
+def judge_persistence(gpus: list[Gpu]) -> CheckResult:
+    """Persistence mode off: WARN (driver state torn down between jobs; DCGM's Deployment test fails, fixture 10)."""
+    cid = "gpu.persistence"
+    known = [g for g in gpus if g.persistence is not None]
+    if not known:
+        return skipped(cid, "persistence mode not reported")
+    off = [str(g.index) for g in known if not g.persistence]
+    if off:
+        return warned(cid, "persistence mode off on GPU %s" % ",".join(off), "on for every GPU",
+                      "nvidia-smi -pm 1 as root, or enable the nvidia-persistenced service")
+    return passed(cid, "on for %d GPU(s)" % len(known), "on for every GPU")
+
+
+def judge_ecc(gpus: list[Gpu]) -> CheckResult:
+    """ECC on; no uncorrectable volatile errors; no retired page / row remap pending (needs a GPU reset) or failed."""
+    cid = "gpu.ecc"
+    fields = [(g.ecc_enabled, g.ecc_uncorrected_volatile, g.retired_pages_pending, g.remapped_rows_pending,
+               g.remapped_rows_failure) for g in gpus]
+    if not any(v is not None for row in fields for v in row):
+        return skipped(cid, "ECC and page retirement not reported by this GPU/driver")
+    bad = ["GPU %s: row remapping failed" % g.index for g in gpus if g.remapped_rows_failure]
+    bad += ["GPU %s: %d uncorrectable ECC errors" % (g.index, g.ecc_uncorrected_volatile) for g in gpus
+            if g.ecc_uncorrected_volatile]
+    pending = ["GPU %s: %s pending" % (g.index, "row remap" if g.remapped_rows_pending else "page retirement")
+               for g in gpus if g.remapped_rows_pending or g.retired_pages_pending]
+    off = ["GPU %s" % g.index for g in gpus if g.ecc_enabled is False]
+    expected = "ECC on, 0 uncorrectable errors, nothing pending"
+    if bad:
+        return failed(cid, "; ".join(bad), expected, "drain the node; reset the GPU; replace it if errors recur",
+                      "GPU_MEMORY_ERRORS", pending)
+    if pending:
+        return warned(cid, "; ".join(pending), expected, "reset the GPU (nvidia-smi -r) or reboot to apply it")
+    if off:
+        return warned(cid, "ECC disabled on %s" % ", ".join(off), expected, "nvidia-smi -e 1 and reboot")
+    return passed(cid, "ECC on, no uncorrectable errors or pending retirements on %d GPU(s)" % len(gpus), expected)
+
+
+def _rules():
+    """``envs.rules`` (CUDA ↔ driver tables with their sources), or None while it is not part of this tree."""
+    try:
+        from envs import rules
+    except ImportError:
+        return None
+    return rules
+
+
+def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str) -> CheckResult:
+    """Can this driver run CUDA ``cuda`` (``what``: where that CUDA comes from, e.g. "stack ngc", "nvcc")?
+
+    PASS natively, WARN through CUDA ≥ 11 minor-version compatibility (../shared/cases/08), FAIL below the floor
+    with both numbers (../shared/cases/06). ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's
+    maximum), shown as such; the rules are ``envs.rules.check_driver``.
+    """
+    cid = "gpu.driver_cuda"
+    rules = _rules()
+    measured_driver = "driver %s (max CUDA %s per nvidia-smi)" % (driver, driver_max_cuda or "?")
+    if rules is None:
+        return skipped(cid, "%s; no CUDA/driver rules (envs.rules) in this tree" % measured_driver)
+    try:
+        verdict = rules.check_driver(driver, cuda)
+    except ChexstackError as e:
+        return warned(cid, measured_driver, "CUDA %s (%s)" % (cuda, what), "no rule to judge it: %s" % e)
+    message, _, ways = verdict.message.partition("; ")
+    expected = "a driver that runs CUDA %s (%s) — %s" % (cuda, what, verdict.source)
+    if verdict.status == "FAIL":
+        return failed(cid, message, expected, ways, "CUDA_DRIVER_TOO_OLD", [measured_driver])
+    if verdict.status == "WARN":
+        return warned(cid, message, expected, "upgrade the driver for CUDA %s's full feature set" % cuda,
+                      "CUDA_MINOR_VERSION_COMPAT", [measured_driver])
+    return passed(cid, message, expected, [measured_driver])
+
+
+def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
+    nvcc = ctx.tool("nvcc", "--version")
+    if nvcc.ok and versions.nvcc(nvcc.stdout):
+        return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
+    for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
+        try:
+            with open(path) as f:
+                v = versions.cuda_version_file(f.read())
+        except OSError:
+            continue
+        if v:
+            return v, "toolkit on this node (%s)" % path
+    return None, ""
+
+
+@check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)")
+def inventory(ctx: Context) -> CheckResult:
+    snap = snapshot(ctx)
+    return judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu))
+
+
+@check("gpu.persistence", "persistence mode", requires=(no_gpu_reason,))
+def persistence(ctx: Context) -> CheckResult:
+    return judge_persistence(snapshot(ctx).report.gpus)
+
+
+@check("gpu.ecc", "ECC errors, retired pages, remapped rows", requires=(no_gpu_reason,))
+def ecc(ctx: Context) -> CheckResult:
+    return judge_ecc(snapshot(ctx).report.gpus)
+
+
+@check("gpu.driver_cuda", "driver vs the CUDA the stack (or this node's toolkit) needs",
+       requires=(no_gpu_reason,))
+def driver_cuda(ctx: Context) -> CheckResult:
+    cid = "gpu.driver_cuda"
+    report = snapshot(ctx).report
+    if not report.driver_version:
+        return skipped(cid, "driver version unknown (see gpu.inventory)")
+    if ctx.stack is not None:
+        cuda, what = ctx.stack.version("cuda"), "stack %s" % ctx.stack.name
+        if cuda is None:
+            return skipped(cid, "stack %s has no CUDA" % ctx.stack.name)
+    else:
+        cuda, what = _local_toolkit(ctx)
+        if cuda is None:
+            return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)")
+    return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what)
+
+
+def judge_xid(events: list[XidEvent]) -> CheckResult:
+    """Hardware Xids (79 fallen off the bus, 48 DBE, 74 NVLink, …) or fatal NVSwitch SXids: FAIL; other Xids
+    (usually application faults: 13, 31, 43): WARN."""
+    cid = "gpu.xid"
+    fatal = [e for e in events if e.fatal]
+    other = [e for e in events if not e.fatal]
+
+    def line(e: XidEvent) -> str:
+        return "%s %d on %s: %s" % ("SXid" if e.sxid else "Xid", e.xid, e.device, e.text)
+
+    if fatal:
+        return failed(cid, line(fatal[0]) + ("" if len(fatal) == 1 else " (+%d more)" % (len(fatal) - 1)),
+                      "no hardware Xid/SXid since boot",
+                      "drain the node; reset the GPU or reboot; a repeated Xid 79/48/74 needs service "
+                      "(NVIDIA Xid catalog)", "GPU_XID", [line(e) for e in events])
+    if other:
+        return warned(cid, line(other[-1]), "no Xid since boot", "see the NVIDIA Xid catalog for this Xid",
+                      "GPU_XID", [line(e) for e in other])
+    return passed(cid, "no NVRM Xid/SXid in the kernel log", "no Xid since boot")
+
+
+@check("gpu.xid", "NVRM Xid / fallen-off-the-bus events in the kernel log", requires=(no_gpu_reason,))
+def xid(ctx: Context) -> CheckResult:
+    log = ctx.tool("dmesg")
+    if not log.ok:
+        return skipped("gpu.xid", "cannot read the kernel log: %s" % log.why_not())
+    return judge_xid(parse_dmesg(log.stdout))
+
+
+def judge_dcgm(diag: Diag) -> CheckResult:
+    """Every row of ``dcgmi diag`` counts: "Successfully ran diagnostic" with a Fail row is a FAIL (fixture 10)."""
+    cid = "gpu.dcgm"
+    if not diag.rows:
+        return failed(cid, "could not read dcgmi diag: %s" % "; ".join(diag.problems), "a result table",
+                      "run dcgmi diag -r 1 by hand")
+    fails, warns = diag.with_result("Fail"), diag.with_result("Warn")
+    details = ["%s: %s" % (r.name, r.error) for r in fails + warns if r.error]
+    tested = [r for r in diag.rows if r.result in ("Pass", "Fail", "Warn", "Skip")]
+    if fails:
+        return failed(cid, "%s: Fail" % ", ".join(r.name for r in fails), "every diagnostic Pass",
+                      (fails[0].error[:200] or "see dcgmi diag -r 1"), "DCGM_DIAG_FAIL", details)
+    if warns:
+        return warned(cid, "%s: Warn" % ", ".join(r.name for r in warns), "every diagnostic Pass",
+                      warns[0].error[:200] or "see dcgmi diag -r 1", details=details)
+    return passed(cid, "%d diagnostics Pass" % len(tested), "every diagnostic Pass")
+
+
+@check("gpu.dcgm", "DCGM quick diagnostic (dcgmi diag -r 1)", requires=(no_gpu_reason,))
+def dcgm(ctx: Context) -> CheckResult:
+    res = ctx.tool("dcgmi", "diag", "-r", "1", timeout=120)
+    if res.missing:
+        return skipped("gpu.dcgm", "dcgmi not on PATH (DCGM not installed)")
+    if res.timed_out:
+        return failed("gpu.dcgm", res.why_not(), "dcgmi diag -r 1 within 120 s", "check nv-hostengine")
+    return judge_dcgm(parse_dcgmi_diag(res.output))
+

@@ -1,0 +1,149 @@
+"""Horovod checks: what the Horovod of this environment and of the stack's image was built with (frameworks,
+controllers, tensor operations; era-aware), whether it was built for the TensorFlow it imports, and whether the
+controller can run over this node's network interfaces.
+
+* ``horovod.env``: this project's environment (the interpreter running chexstack). It asks Horovod's Python API in
+  one interpreter (``validate.horovod_gate.import_probe``) — ``horovodrun --check-build`` gives the same marks but
+  starts one interpreter per framework and controller (~20 s here); the tests run it for real.
+* ``horovod.image``: the stack's built image, through ``images.verify`` (the in-image probe; ``--check-build``
+  from 0.17.0, import + ``hvd.init()`` before). The image must exist; otherwise the SKIP names ``invoke build``.
+* ``horovod.controller``: Gloo needs a non-loopback interface; with only ``lo`` its ranks die with SIGSEGV
+  (exit 139) while MPI works (../shared/cases/23).
+"""
+from __future__ import annotations
+
+from launch.controller import local_interfaces, pick_controller
+from validate import horovod_gate
+from validate.checks.container import no_stack_image, stack_image
+from validate.checks.registry import Context, check
+from validate.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+#: The build variable that makes Horovod's build fail loudly instead of silently skipping a component.
+_WITH = {("framework", "TensorFlow"): "HOROVOD_WITH_TENSORFLOW=1", ("framework", "PyTorch"): "HOROVOD_WITH_PYTORCH=1",
+         ("controller", "MPI"): "HOROVOD_WITH_MPI=1", ("controller", "Gloo"): "HOROVOD_WITH_GLOO=1",
+         ("tensor_op", "NCCL"): "HOROVOD_GPU_OPERATIONS=NCCL"}
+
+
+def rebuild_hint(missing: list[tuple[str, str]]) -> str:
+    flags = " ".join(dict.fromkeys(_WITH.get(kn, "") for kn in missing if kn in _WITH))
+    return ("rebuild with %s pip install --no-cache-dir horovod (HOROVOD_WITH_* make the build fail loudly instead "
+            "of skipping a component; before 0.20 use HOROVOD_GPU_ALLREDUCE=NCCL) and run horovodrun "
+            "--check-build as a RUN step of the image" % flags)
+
+
+def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: str | None = None,
+                built_for: str | None = None, where: str = "this environment") -> CheckResult:
+    """Every required component marked built (../shared/cases/01: the message lists exactly what is missing;
+    ``[X]`` on other components does not count) and Horovod built for the TensorFlow imported (case 02)."""
+    cid = "horovod.env"
+    want = ", ".join("%s=%s" % kn for kn in required)
+    if build.problems:
+        return failed(cid, "could not read Horovod's build in %s: %s" % (where, "; ".join(build.problems)),
+                      want, "run horovodrun --check-build by hand")
+    missing = build.missing(required)
+    if missing:
+        return failed(cid, "Horovod v%s in %s: %s" % (build.version, where, format_missing(missing)), want,
+                      rebuild_hint(missing), "HOROVOD_BUILD_INCOMPLETE")
+    if built_for and tf_version and built_for != tf_version:
+        return failed(cid, "horovod built for tensorflow %s, runtime tensorflow %s" % (built_for, tf_version),
+                      "Horovod built against the TensorFlow it imports",
+                      "reinstall horovod (--no-cache-dir) after the final TF install", "HOROVOD_TF_MISMATCH")
+    return passed(cid, "Horovod v%s: %s%s" % (build.version, want, ", built for TensorFlow %s" % built_for
+                                              if built_for else ""), want)
+
+
+def required_for(ctx: Context) -> list[tuple[str, str]]:
+    """The stack's requirement (from its Horovod build flags, ``images.horovod``), else the project default."""
+    if ctx.stack is not None:
+        try:
+            from images.horovod import required_components
+        except ImportError:
+            required_components = None
+        if required_components is not None:
+            req = required_components(ctx.stack.build.horovod_env)
+            if ctx.stack.gpu and ("tensor_op", "NCCL") not in req:
+                req.append(("tensor_op", "NCCL"))
+            if req:
+                return req
+    return parse_requirements(horovod_gate.DEFAULT_REQUIRE)
+
+
+def env_probe(ctx: Context) -> dict:
+    def go() -> dict:
+        try:
+            return horovod_gate.import_probe()
+        except Exception as e:  # TimeoutExpired, bad JSON: reported, never raised
+            return {"error": "%s: %s" % (type(e).__name__, e)}
+
+    return ctx.memo("horovod.env.probe", go)
+
+
+@check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for")
+def env(ctx: Context) -> CheckResult:
+    cid = "horovod.env"
+    if ctx.stack is not None and ctx.stack.family != "cpu":
+        return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name)
+    probe = env_probe(ctx)
+    if "error" in probe:
+        return failed(cid, "import horovod.tensorflow failed: %s" % probe["error"][:300], "Horovod with TensorFlow",
+                      "run scripts/setup (it builds Horovod against the installed TensorFlow)", "HOROVOD_IMPORT")
+    build = build_from_api(probe.get("horovod"), ["TensorFlow"], probe.get("built") or {})
+    return judge_build(build, required_for(ctx), probe.get("tensorflow"), probe.get("built_for"))
+
+
+@check("horovod.image", "Horovod inside the stack's image (era-aware)", requires=(no_stack_image,))
+def image(ctx: Context) -> CheckResult:
+    cid = "horovod.image"
+    img = stack_image(ctx)[0]
+    try:
+        from images.verify import MISMATCH, compare, probe_image
+    except ImportError:
+        return skipped(cid, "images.verify is not part of this tree")
+    from validate.checks.container import docker_client
+
+    probe = ctx.memo("horovod.image.probe", lambda: probe_image(docker_client(), img.tags[0]))
+    if "error" in probe:
+        return failed(cid, "probe in %s failed: %s" % (img.tags[0], probe["error"]), "the in-image probe runs",
+                      "invoke build --stack %s (rebuild)" % ctx.stack.name)
+    rows = [r for r in compare(ctx.stack, probe).rows if r.row.startswith("horovod ")]
+    bad = [r for r in rows if r.verdict == MISMATCH]
+    summary = "; ".join("%s: %s" % (r.row, r.found) for r in rows) or "no Horovod rows"
+    if bad:
+        found = bad[0].found
+        if bad[0].row == "horovod built for TF":
+            found = "horovod built for tensorflow %s, runtime %s" % (bad[0].found, bad[0].expected.lstrip("= "))
+        return failed(cid, "%s: %s" % (img.tags[0], found), bad[0].expected,
+                      "rebuild: invoke build --stack %s" % ctx.stack.name, "HOROVOD_BUILD_INCOMPLETE"
+                      if bad[0].row == "horovod build" else "HOROVOD_TF_MISMATCH")
+    return passed(cid, "%s: %s" % (img.tags[0], summary), "the stack's Horovod build")
+
+
+def judge_controller(interfaces: list[str], gloo: bool, mpi: bool) -> CheckResult:
+    """The controller ``launch.controller.pick_controller`` chooses on these interfaces, against what Horovod was
+    built with: Gloo needs a non-loopback interface (../shared/cases/23); MPI runs over loopback."""
+    cid = "horovod.controller"
+    built = ", ".join(n for n, b in (("Gloo", gloo), ("MPI", mpi)) if b) or "none"
+    chosen, reason = pick_controller(interfaces, None)
+    if chosen == "gloo" and gloo:
+        return passed(cid, "controllers %s; Gloo usable (%s)" % (built, reason), "a controller that can run here")
+    if chosen == "gloo" or (mpi and not gloo):
+        return passed(cid, "controllers %s; MPI runs here" % built, "a controller that can run here")
+    if mpi:
+        return warned(cid, "only loopback is up (%s); controllers %s" % (", ".join(interfaces) or "none", built),
+                      "a non-loopback interface for Gloo", "use the MPI controller (invoke train --controller mpi, "
+                      "horovodrun --mpi): Gloo ranks segfault (exit 139) with only lo; or give the container a "
+                      "network (--network host)", "GLOO_LOOPBACK_ONLY")
+    return failed(cid, "only loopback is up and Gloo is the only controller", "a non-loopback interface for Gloo",
+                  "give the container a network (--network host) or rebuild Horovod with MPI (HOROVOD_WITH_MPI=1)",
+                  "GLOO_LOOPBACK_ONLY")
+
+
+@check("horovod.controller", "Horovod controller vs this node's network interfaces")
+def controller(ctx: Context) -> CheckResult:
+    cid = "horovod.controller"
+    probe = env_probe(ctx)
+    if "error" in probe:
+        return skipped(cid, "Horovod not importable here (see horovod.env)")
+    built = probe.get("built") or {}
+    return judge_controller(local_interfaces(), bool(built.get("gloo_built")), bool(built.get("mpi_built", True)))

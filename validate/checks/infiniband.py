@@ -1,0 +1,245 @@
+"""InfiniBand checks: the device files a process (or container) needs, port state and rate, IPoIB, and
+``ib_write_bw`` between two hosts.
+
+Port rule (per HCA, InfiniBand link layer only; Ethernet ports are RoCE/front-end NICs, never IB rails): a port is
+up when State is Active AND Physical state is LinkUp; its rate must be at least ``EXPECTED_RATE_GBPS`` (the seed's
+EDR). An HCA with no port up is FAIL; a down port on an HCA that has another port up is WARN (often an uncabled
+second port, fixture 28). A down port's rate is not judged (a Polling port reports a meaningless ``Rate: 10``,
+fixture 25). Down + LinkUp + LID 65535 means the cable is fine but no subnet manager configured the port
+(fixture 24).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import subprocess
+import time
+
+from validate.checks.registry import Context, check
+from validate.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_write_bw, parse_ibstat, parse_ibstatus,
+                                         parse_ibv_devinfo, parse_sysfs)
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+#: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR).
+EXPECTED_RATE_GBPS = 100.0
+#: ib_write_bw must reach this share of the port's line rate (fixture 64: 98.01 Gb/s on a 100G port passes;
+#: Azure's NHC asks 78 Gb/s non-GDR on EDR, conf/nd40rs_v2.conf, so 90 % is the stricter of the two).
+WRITE_BW_SHARE = 0.9
+SYSFS = "/sys/class/infiniband"
+DOCKER_RDMA_FLAGS = "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1"
+
+
+def _down_hint(p: IbPort) -> str:
+    if p.phys_state == "LinkUp" and p.state == "Down" and p.base_lid in (65535, 0, None):
+        return "%s: State Down but Physical state LinkUp, LID %s: no subnet manager / port not initialized " \
+               "(not a cable fault)" % (p.name, p.base_lid if p.base_lid is not None else "?")
+    if p.phys_state == "Polling":
+        return "%s: Physical state Polling: no link partner (cable or switch port)" % p.name
+    if p.phys_state == "Disabled":
+        return "%s: port disabled" % p.name
+    if p.state in ("Init", "Armed"):
+        return "%s: State %s: waiting for the subnet manager" % (p.name, p.state)
+    return "%s: State %s, Physical state %s" % (p.name, p.state or "?", p.phys_state or "?")
+
+
+def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, source: str = "ibstat") -> CheckResult:
+    cid = "ib.ports"
+    rails = [p for p in report.ports if p.link_layer != "Ethernet"]
+    eth = [p for p in report.ports if p.link_layer == "Ethernet"]
+    details = ["%s: Ethernet (RoCE/front-end), not an IB rail" % p.name for p in eth]
+    details += report.problems
+    if not rails and not report.missing_hcas:
+        if eth and any(p.up for p in eth):
+            return passed(cid, "no InfiniBand port; %d Ethernet RDMA port(s) up (RoCE)" % sum(p.up for p in eth),
+                          "IB ports Active/LinkUp", details)
+        return failed(cid, "no InfiniBand port found by %s" % source, "IB ports Active/LinkUp",
+                      "check the HCA driver (mlx5_core, ib_core) and `ibstat`", "IB_NO_PORT", details)
+    fail, warn = [], []
+    by_hca: dict[str, list[IbPort]] = {}
+    for p in rails:
+        by_hca.setdefault(p.hca, []).append(p)
+    for hca, ports in by_hca.items():
+        up = [p for p in ports if p.up]
+        for p in ports:
+            if p.up:
+                if p.rate_gbps is not None and p.rate_gbps < expected_rate:
+                    fail.append("%s: %g Gb/s < %g Gb/s" % (p.name, p.rate_gbps, expected_rate))
+            else:
+                (warn if up else fail).append(_down_hint(p))
+    for hca in report.missing_hcas:
+        fail.append("%s: %s could not read it (device vanished / driver problem)" % (hca, source))
+    rates = sorted({p.rate_gbps for p in rails if p.up and p.rate_gbps is not None})
+    n_up = sum(p.up for p in rails)
+    measured = "%d/%d IB ports Active/LinkUp%s" % (n_up, len(rails), " at %s Gb/s" % "/".join("%g" % r for r in rates)
+                                                   if rates else " (rate not reported by %s)" % source)
+    if eth:
+        measured += "; %d Ethernet port(s) not counted" % len(eth)
+    expected = "every HCA's IB ports Active + LinkUp, rate >= %g Gb/s (EDR)" % expected_rate
+    if fail:
+        diagnosis = "IB_NO_SM" if any("subnet manager" in f for f in fail) else "IB_PORT_DOWN"
+        remedy = ("start/check the subnet manager (opensm/UFM) for that port" if diagnosis == "IB_NO_SM"
+                  else "check cable, switch port and HCA (ibstat, dmesg mlx5_core); expected HCAs must be up")
+        return failed(cid, "%s; %s" % (measured, fail[0]), expected, remedy, diagnosis, fail[1:] + warn + details)
+    if warn:
+        return warned(cid, "%s; %s" % (measured, warn[0]), expected,
+                      "cable the port or ignore it if it is not a rail", "IB_PORT_DOWN", warn[1:] + details)
+    eth_down = [p.name for p in eth if not p.up]
+    if eth_down:
+        return warned(cid, "%s; Ethernet port(s) down: %s" % (measured, ", ".join(eth_down)), expected,
+                      "not IB rails: ignore them if unused (front-end/management); a RoCE rail must be up",
+                      "ETH_PORT_DOWN", details)
+    if report.problems:
+        return warned(cid, measured, expected, "output incomplete: %s" % report.problems[0], details=details)
+    return passed(cid, measured, expected, details)
+
+
+def read_sysfs_ports(root: str = SYSFS) -> str:
+    """The text of ``grep "" <root>/*/ports/*/{state,rate,phys_state,link_layer,lid,sm_lid}`` (for
+    ``parse_sysfs``), read directly."""
+    lines = []
+    for path in sorted(glob.glob(os.path.join(root, "*", "ports", "*", "*"))):
+        if os.path.basename(path) in ("state", "rate", "phys_state", "link_layer", "lid", "sm_lid"):
+            try:
+                with open(path) as f:
+                    value = f.read().strip()
+            except OSError:
+                continue
+            rel = os.path.relpath(path, root)
+            lines.append("/sys/class/infiniband/%s:%s" % (rel, value))
+    return "\n".join(lines)
+
+
+def hcas(root: str = SYSFS) -> list[str]:
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+def ports_report(ctx: Context) -> tuple[IbReport, str]:
+    """Port state from the first source that answers: ibstat, ibstatus, ibv_devinfo, then sysfs (no tool)."""
+
+    def read() -> tuple[IbReport, str]:
+        for argv, parse in ((("ibstat",), parse_ibstat), (("ibstatus",), parse_ibstatus),
+                            (("ibv_devinfo",), parse_ibv_devinfo)):
+            res = ctx.tool(*argv)
+            if res.missing:
+                continue
+            report = parse(res.output)
+            if report.ports or report.missing_hcas:
+                return report, argv[0]
+        return parse_sysfs(read_sysfs_ports()), "sysfs"
+
+    return ctx.memo("ib.ports", read)
+
+
+@check("ib.devices", "RDMA devices visible to this process (/dev/infiniband)")
+def devices(ctx: Context) -> CheckResult:
+    cid = "ib.devices"
+    found = hcas()
+    uverbs = sorted(glob.glob("/dev/infiniband/uverbs*"))
+    if not found:
+        if len(ctx.hosts) > 1:
+            return warned(cid, "no RDMA device (%s is empty)" % SYSFS, "an IB/RoCE HCA for a multi-node run",
+                          "NCCL will fall back to TCP sockets between nodes", "NO_RDMA")
+        return skipped(cid, "no RDMA device on this node (%s missing or empty)" % SYSFS)
+    if not uverbs:
+        return failed(cid, "HCAs %s present but /dev/infiniband/uverbs* missing" % ", ".join(found),
+                      "/dev/infiniband/uverbs* for every HCA",
+                      "in a container: docker run %s (+ --net=host for RoCE); on the host: modprobe ib_uverbs"
+                      % DOCKER_RDMA_FLAGS, "NCCL_IB_DEVICE_NOT_VISIBLE")
+    return passed(cid, "%d HCA(s) %s; %d uverbs device(s)" % (len(found), ", ".join(found), len(uverbs)),
+                  "/dev/infiniband/uverbs* for every HCA")
+
+
+@check("ib.ports", "IB port state Active + LinkUp, rate, link layer")
+def ports(ctx: Context) -> CheckResult:
+    if not hcas() and not ctx.tool("ibstat").ok:
+        return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS)
+    report, source = ports_report(ctx)
+    return judge_ports(report, source=source)
+
+
+def ipoib_interfaces(root: str = "/sys/class/net") -> dict[str, str]:
+    """``{name: operstate}`` of IPoIB interfaces (``type`` 32 = ARPHRD_INFINIBAND)."""
+    out = {}
+    for dev in sorted(glob.glob(os.path.join(root, "*"))):
+        try:
+            with open(os.path.join(dev, "type")) as f:
+                if f.read().strip() != "32":
+                    continue
+            with open(os.path.join(dev, "operstate")) as f:
+                out[os.path.basename(dev)] = f.read().strip()
+        except OSError:
+            continue
+    return out
+
+
+@check("ib.ipoib", "IPoIB interface up (optional)")
+def ipoib(ctx: Context) -> CheckResult:
+    """Optional: NCCL moves data over verbs, IPoIB only helps bootstrap/OOB; fabrics without IPoIB are normal
+    (imbue-ai/cluster-health#4)."""
+    cid = "ib.ipoib"
+    ifaces = ipoib_interfaces()
+    if not ifaces:
+        return skipped(cid, "no IPoIB interface (optional: NCCL uses verbs, not IPoIB)")
+    down = ["%s %s" % kv for kv in ifaces.items() if kv[1] != "up"]
+    if down:
+        return warned(cid, "IPoIB down: %s" % ", ".join(down), "IPoIB interfaces up (if used for bootstrap)",
+                      "ip link set <iface> up, or set NCCL_SOCKET_IFNAME to another interface")
+    return passed(cid, "IPoIB up: %s" % ", ".join(ifaces), "IPoIB interfaces up")
+
+
+def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
+    cid = "ib.write_bw"
+    if wb.bw_avg_gbps is None:
+        return failed(cid, "no ib_write_bw result: %s" % "; ".join(wb.problems), "a BW average row",
+                      "run ib_write_bw by hand between the two hosts")
+    measured = "%.2f Gb/s average at %d B on %s (%s)" % (wb.bw_avg_gbps, wb.msg_bytes, wb.device or "?",
+                                                           wb.link_type or "?")
+    if wb.problems:
+        return warned(cid, measured, "Gb/s figures", "; ".join(wb.problems))
+    if wb.msg_bytes < 65536:
+        return warned(cid, measured, "a message of >= 64 KiB", "run with -s 65536 (or -a and read the largest size)")
+    if line_rate_gbps is None:
+        return warned(cid, measured, "the port's line rate", "port rate unknown: compare by hand")
+    floor = WRITE_BW_SHARE * line_rate_gbps
+    if wb.bw_avg_gbps < floor:
+        return failed(cid, measured, ">= %.0f Gb/s (%d %% of %g Gb/s)" % (floor, WRITE_BW_SHARE * 100, line_rate_gbps),
+                      "check link rate/width (ibstat), PCIe width of the HCA, and the switch port",
+                      "IB_BANDWIDTH_LOW")
+    return passed(cid, measured, ">= %.0f Gb/s (%d %% of %g Gb/s)" % (floor, WRITE_BW_SHARE * 100, line_rate_gbps))
+
+
+@check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)")
+def write_bw(ctx: Context) -> CheckResult:
+    cid = "ib.write_bw"
+    me = {socket.gethostname(), socket.getfqdn(), "localhost"}
+    peers = [h for h in ctx.hosts if h.split(":")[0] not in me]
+    if not peers:
+        return skipped(cid, "needs a second host: pass --hosts this,other")
+    report, _ = ports_report(ctx)
+    up = [p for p in report.ports if p.up]
+    if not up:
+        return skipped(cid, "no RDMA port up on this node (see ib.ports)")
+    peer, dev = peers[0].split(":")[0], up[0].hca
+    args = ["ib_write_bw", "-d", dev, "--report_gbits", "-s", "65536", "-D", "5", "-q", "4"]
+    server = ctx.memo("ib.write_bw.server", lambda: _start_server(peer, args))
+    if server is not None:
+        return skipped(cid, server)
+    client = ctx.tool(*(args + [peer]), timeout=40)
+    if client.missing:
+        return skipped(cid, "ib_write_bw not on PATH (perftest)")
+    if not client.ok:
+        return failed(cid, client.why_not(), "ib_write_bw to %s" % peer, "check that both hosts reach each other "
+                      "over %s (ibstat, GID/LID)" % dev)
+    return judge_write_bw(parse_ib_write_bw(client.output), up[0].rate_gbps)
+
+
+def _start_server(peer: str, args: list[str]) -> str | None:
+    """Start the ib_write_bw server on ``peer`` over ssh (it exits after one test); None or why it could not."""
+    try:
+        subprocess.Popen(["ssh", "-o", "BatchMode=yes", peer] + args, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        return "cannot start the ib_write_bw server on %s over ssh: %s" % (peer, e)
+    time.sleep(2)
+    return None

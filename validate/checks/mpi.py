@@ -1,0 +1,135 @@
+"""MPI checks: which MPI ``mpirun`` is, and a real launch of N ranks (on ``--hosts`` when given) that joins
+MPI_COMM_WORLD and allreduces (``data/mpi_allreduce.c``, compiled with ``mpicc`` once and cached).
+
+As root, Open MPI refuses to start without ``--allow-run-as-root`` (Open MPI FAQ "running as root"); the flag is
+added only for Open MPI and only for root.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from validate.checks.gpu import snapshot
+from validate.checks.registry import Context, check
+from validate.checks.runner import run
+from validate.parsers import versions
+from validate.parsers.mpi import parse_mpi_test, world_problems
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "chexstack"
+
+
+def judge_mpi_version(impl: str | None, version: str | None, cuda_support: bool | None,
+                      gpu_stack: bool = False) -> CheckResult:
+    """``mpirun --version`` (+ ``ompi_info``'s built_with_cuda_support, never the extension list: fixture 45).
+    Not CUDA-aware on a GPU stack: WARN (NCCL allreduce does not need it; MPI ops on GPU tensors do)."""
+    cid = "mpi.version"
+    if not version:
+        return failed(cid, "mpirun --version printed no known MPI", "Open MPI, MPICH, Intel MPI or Spectrum MPI",
+                      "check which mpirun is first on PATH")
+    measured = "%s %s%s" % (impl, version, {True: ", CUDA-aware", False: ", not CUDA-aware", None: ""}[cuda_support])
+    if gpu_stack and cuda_support is False:
+        return warned(cid, measured, "a CUDA-aware MPI for MPI operations on GPU tensors",
+                      "fine for NCCL allreduce (Horovod's GPU path); rebuild Open MPI --with-cuda for MPI ops on "
+                      "GPU memory", "MPI_NOT_CUDA_AWARE")
+    return passed(cid, measured, "a working mpirun")
+
+
+def _impl(ctx: Context) -> tuple[str | None, str | None]:
+    res = ctx.tool("mpirun", "--version")
+    return versions.mpirun(res.output) if res.ok else (None, None)
+
+
+@check("mpi.version", "mpirun implementation and version")
+def mpi_version(ctx: Context) -> CheckResult:
+    res = ctx.tool("mpirun", "--version")
+    if res.missing:
+        return skipped("mpi.version", "mpirun not on PATH")
+    impl, version = versions.mpirun(res.output)
+    cuda = None
+    if impl == "Open MPI":
+        info = ctx.tool("ompi_info", "--parsable", "--all")
+        cuda = versions.ompi_info(info.stdout)["cuda_support"] if info.ok else None
+    return judge_mpi_version(impl, version, cuda, bool(ctx.stack and ctx.stack.gpu))
+
+
+def mpirun_argv(ctx: Context, np: int, hosts: list[str], per_host: int, env_names: tuple[str, ...] = ()) -> list[str]:
+    """``mpirun`` with the root flag (Open MPI as root), ``-np``, ``-H a:k,b:k`` for hosts (``--oversubscribe``
+    on one node, where slots default to cores) and ``-x NAME`` for each environment variable to forward."""
+    impl, _ = _impl(ctx)
+    argv = ["mpirun"]
+    if impl == "Open MPI" and os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    if hosts:
+        argv += ["-H", ",".join("%s:%d" % (h.split(":")[0], per_host) for h in hosts)]
+    elif impl == "Open MPI":
+        argv.append("--oversubscribe")
+    argv += ["-np", str(np)]
+    for name in env_names:
+        argv += ["-x", name]
+    return argv
+
+
+def ranks_per_host(ctx: Context) -> int:
+    """One rank per GPU on GPU nodes, else 2 (the CPU reference run's ``--np 2``)."""
+    return len(snapshot(ctx).report.gpus) or 2
+
+
+def mpi_test_program(ctx: Context) -> tuple[str | None, str]:
+    """Path of the compiled MPI test (built once per mpicc/source), or (None, why not)."""
+
+    def build() -> tuple[str | None, str]:
+        show = run(["mpicc", "--showme"]) if run(["mpicc", "--version"]).ok else None
+        if show is None:
+            return None, "mpicc not found: MPI_Init/allreduce not exercised, launch only"
+        key = hashlib.sha256(TEST_SOURCE.read_bytes() + show.stdout.encode()).hexdigest()[:12]
+        exe = CACHE / ("mpi_allreduce-%s" % key)
+        if exe.exists():
+            return str(exe), ""
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = exe.with_suffix(".tmp%d" % os.getpid())
+        res = run(["mpicc", "-O1", "-o", str(tmp), str(TEST_SOURCE)], timeout=60)
+        if not res.ok:
+            return None, "mpicc could not build the MPI test: %s" % res.why_not()
+        os.replace(tmp, exe)
+        return str(exe), ""
+
+    return ctx.memo("mpi.test_program", build)
+
+
+def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = "") -> CheckResult:
+    cid = "mpi.launch"
+    where = "on %s" % ",".join(hosts) if hosts else "on this node"
+    if launch_only_why:
+        got = [l for l in text.splitlines() if l.strip()]
+        if len(got) != np:
+            return failed(cid, "%d of %d ranks ran %s" % (len(got), np, where), "%d ranks" % np,
+                          "run the mpirun line by hand; check ssh between hosts and the hostfile")
+        return passed(cid, "%d ranks launched %s (%s)" % (np, where, launch_only_why), "%d ranks" % np)
+    lines = parse_mpi_test(text)
+    problems = world_problems(lines, np)
+    if problems:
+        return failed(cid, "; ".join(problems), "%d ranks in one MPI_COMM_WORLD, allreduce sum %d"
+                      % (np, np * (np + 1) // 2), "run the mpirun line by hand; check ssh, the hostfile and "
+                      "firewalls between hosts (Open MPI: --mca btl_tcp_if_include <iface>)", "MPI_WORLD_BROKEN")
+    hosts_seen = sorted({l.host for l in lines})
+    return passed(cid, "%d ranks on %s joined one world, allreduce sum %d" % (np, ",".join(hosts_seen),
+                                                                              np * (np + 1) // 2),
+                  "%d ranks in one MPI_COMM_WORLD" % np)
+
+
+@check("mpi.launch", "a real mpirun of N ranks (MPI_Init + allreduce)")
+def launch(ctx: Context) -> CheckResult:
+    cid = "mpi.launch"
+    if ctx.tool("mpirun", "--version").missing:
+        return skipped(cid, "mpirun not on PATH")
+    per_host = ranks_per_host(ctx)
+    np = per_host * max(1, len(ctx.hosts))
+    exe, why = mpi_test_program(ctx)
+    argv = mpirun_argv(ctx, np, ctx.hosts, per_host) + ([exe] if exe else ["hostname"])
+    res = run(argv, timeout=90)
+    if not res.ok:
+        return failed(cid, res.why_not(), "%d ranks" % np, "run `%s` by hand" % " ".join(argv), "MPI_LAUNCH_FAILED")
+    return judge_launch(res.stdout, np, ctx.hosts, why)

@@ -1,0 +1,242 @@
+"""NCCL checks: the NCCL library on this node, all-reduce bus bandwidth from nccl-tests against a floor for the
+interconnect, and the transport NCCL chose (RDMA vs the TCP Socket fallback, ../shared/cases/05).
+
+One ``all_reduce_perf`` run (``NCCL_DEBUG=INFO``, 1 GiB messages) feeds both ``nccl.busbw`` and
+``nccl.transport``. On one node it runs ``-g <GPUs>`` in one process; with ``--hosts`` it runs under mpirun with
+one rank per GPU (``-g 1``), which needs nccl-tests built with ``MPI=1``.
+
+busbw floors (GB/s), each with its source:
+
+* single node, 8× H100 SXM: 460 — Azure NHC ``conf/nd96isr_h100_v5.conf`` (``check_nccl_allreduce 460.0``);
+* single node, 8× H200: 431 — Azure NHC ``conf/nd96isr_h200_v5.conf`` (``check_nccl_allreduce 431.0``);
+* single node, 8× A100 SXM4: 228 — Azure NHC test table (nd96asr_v4 / nd96amsr_a100_v4);
+* several nodes: 80 % of one node's RDMA line rate (sum of its active IB/RoCE ports / 8 bits). busbw of a
+  bandwidth-bound all-reduce approaches the slowest link — the NICs between nodes (nccl-tests
+  doc/PERFORMANCE.md); fixture 31 reaches 94 % over RoCE and an EDR node ~12 of 12.5 GB/s (fixture 23).
+
+Other platforms have no sourced floor: the run is reported as a WARN with the number, never a silent PASS.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
+from validate.checks.mpi import mpirun_argv
+from validate.checks.registry import Context, check
+from validate.checks.runner import ToolRun, run
+from validate.parsers import versions
+from validate.parsers.infiniband import IbPort
+from validate.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+MULTI_NODE_SHARE = 0.8
+#: Interfaces NCCL should not use for its socket transport: tunnels, container bridges, veths, loopback.
+VIRTUAL_IFACES = ("lo", "tunl", "docker", "cali", "flannel", "veth", "virbr", "cni", "weave", "vxlan")
+SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
+              "Kubernetes: an emptyDir {medium: Memory} volume at /dev/shm); NCCL_SHM_DISABLE=1 only as a slower "
+              "workaround")
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A busbw floor in GB/s, what it applies to, and where the number comes from."""
+
+    gbps: float
+    applies_to: str
+    source: str
+
+
+_NODE_FLOORS = (
+    (("H100",), 8, 460.0, "Azure NHC conf/nd96isr_h100_v5.conf: check_nccl_allreduce 460.0"),
+    (("H200",), 8, 431.0, "Azure NHC conf/nd96isr_h200_v5.conf: check_nccl_allreduce 431.0"),
+    (("A100", "SXM4"), 8, 228.0, "Azure NHC test table (nd96asr_v4, nd96amsr_a100_v4): 228 GB/s"),
+)
+
+
+def busbw_floor(model: str | None, gpus_per_node: int, nodes: int, rdma_gbits_per_node: float | None) -> Floor | None:
+    """The floor for this run, or None when no source gives one."""
+    if nodes > 1:
+        if not rdma_gbits_per_node:
+            return None
+        return Floor(MULTI_NODE_SHARE * rdma_gbits_per_node / 8, "%d nodes, %g Gb/s RDMA per node"
+                     % (nodes, rdma_gbits_per_node), "80 %% of the NIC line rate (nccl-tests doc/PERFORMANCE.md: "
+                     "busbw approaches the bottleneck link)")
+    for words, n, gbps, source in _NODE_FLOORS:
+        if model and gpus_per_node == n and all(w in model for w in words):
+            return Floor(gbps, "%d× %s" % (n, model), source)
+    return None
+
+
+def judge_busbw(result: PerfResult, floor: Floor | None, expected_ranks: int | None = None) -> CheckResult:
+    """Judge an all_reduce_perf run: one communicator, correct results, busbw consistent with algbw, ≥ floor."""
+    cid = "nccl.busbw"
+    if not result.rows:
+        return failed(cid, "could not read all_reduce_perf output: %s" % "; ".join(result.problems),
+                      "the size/count/…/busbw table", "run all_reduce_perf by hand")
+    n = result.world_size()
+    split = result.interleaved or (expected_ranks is not None and result.ranks and result.ranks != expected_ranks)
+    if split:
+        why = "size column goes back/repeats (several independent runs in one stream)" if result.interleaved \
+            else "%d '# Rank' lines for %d expected ranks" % (result.ranks, expected_ranks)
+        return failed(cid, "ranks did not form one communicator: %s" % why, "one NCCL communicator over all ranks",
+                      "build nccl-tests with MPI=1 and launch it with mpirun, one rank per GPU (-g 1)",
+                      "NCCL_SPLIT_WORLD")
+    if result.out_of_bounds:
+        return failed(cid, "%d out-of-bounds (wrong) values" % result.out_of_bounds, "0 wrong values",
+                      "drain the node: the all-reduce produced wrong data (GPU/NVLink fault)", "NCCL_WRONG_RESULTS")
+    big = max(result.rows, key=lambda r: r.size)
+    busbw = result.avg_busbw if result.avg_busbw is not None else max(big.busbw, big.ip_busbw)
+    measured = "busbw %.2f GB/s (%s), %s" % (busbw, "# Avg bus bandwidth" if result.avg_busbw is not None else
+                                             "largest message, no Avg line", "%d ranks" % n if n else "world size ?")
+    details = ["largest message %d B: algbw %.2f, busbw %.2f GB/s" % (big.size, big.algbw, big.busbw)]
+    if n and n > 1 and big.algbw > 0:
+        want = big.algbw * 2 * (n - 1) / n
+        if abs(big.busbw - want) > max(0.02 * want, 0.02):
+            details.append("busbw %.2f != algbw × 2(n−1)/n = %.2f for n=%d" % (big.busbw, want, n))
+    if result.problems:
+        details += result.problems
+    if floor is None:
+        return warned(cid, measured, "no sourced busbw floor for this platform",
+                      "compare with a healthy node of the same kind", details=details)
+    expected = ">= %g GB/s (%s; %s)" % (floor.gbps, floor.applies_to, floor.source)
+    if busbw < floor.gbps:
+        return failed(cid, measured, expected, "check nccl.transport, topo.nvlink, ib.ports; rerun to rule out "
+                      "other jobs", "NCCL_BUSBW_LOW", details)
+    return passed(cid, measured, expected, details)
+
+
+def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_node: bool = False) -> CheckResult:
+    """Which transport NCCL picked, given the host's RDMA ports.
+
+    Socket while a host HCA is ACTIVE is FAIL (``NCCL using Socket transport although host HCA X is ACTIVE``,
+    ../shared/cases/05, fixtures 35-36); IB, IBext and other net plugins count as RDMA and RoCE devices are named
+    as RoCE (fixtures 37-39); IB and RoCE ports mixed in one device set is WARN (fixture 40); a shared-memory
+    segment NCCL could not create is ``NCCL_SHM_EXHAUSTED`` (../shared/cases/04).
+    """
+    cid = "nccl.transport"
+    active = [p for p in host_ports or [] if p.up]
+    cause = classify_nccl_failure(log)
+    sockets_virtual = [i for i in log.socket_ifaces if i.startswith(VIRTUAL_IFACES)]
+    details = ["channels: %s" % ", ".join(log.channels)] if log.channels else []
+    if log.socket_ifaces:
+        details.append("socket interfaces: %s" % ", ".join(log.socket_ifaces))
+    if sockets_virtual:
+        details.append("NCCL picked virtual interface(s) %s: set NCCL_SOCKET_IFNAME" % ", ".join(sockets_virtual))
+    if cause == "NCCL_SHM_EXHAUSTED":
+        seg = " (segment %s, size %d)" % log.shm_segment if log.shm_segment else ""
+        return failed(cid, "NCCL could not create a shared-memory segment%s: No space left on device in /dev/shm"
+                      % seg, "/dev/shm large enough for NCCL", SHM_REMEDY, cause, details)
+    transport = log.transport
+    if transport == "Socket":
+        if active:
+            roce = any(p.link_layer == "Ethernet" for p in active)
+            remedy = {"NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
+                      }.get(cause or "", "docker run %s%s; Kubernetes: request the RDMA device-plugin resource and "
+                                          "IPC_LOCK (NCCL_IB_DISABLE=0 alone does nothing)"
+                            % (DOCKER_RDMA_FLAGS, " --net=host (RoCE needs the host network for GIDs)" if roce else ""))
+            return failed(cid, "NCCL using Socket transport although host HCA %s is ACTIVE"
+                          % ", ".join(sorted({p.hca for p in active})), "RDMA (IB/RoCE) between nodes", remedy,
+                          cause or "NCCL_SOCKET_FALLBACK", details)
+        if multi_node:
+            return warned(cid, "NCCL over TCP sockets (no RDMA device on this node)", "RDMA between nodes",
+                          "multi-node throughput will be a fraction of an RDMA fabric's", "NCCL_SOCKET_FALLBACK",
+                          details)
+        return passed(cid, "single node: %s; no RDMA device (Socket only matters between nodes)"
+                      % (", ".join(log.channels) or "intra-node"), "intra-node P2P/SHM", details)
+    if transport == "RDMA":
+        links = log.rdma_links
+        kinds = "/".join(links) or "IB"
+        nets = "/".join(log.networks) or "NET/IB"
+        if len(links) > 1:
+            eth = [d.name for d in log.ib_devices if d.link == "RoCE"]
+            return warned(cid, "RDMA over mixed %s devices: %s is Ethernet (RoCE)" % (kinds, ", ".join(eth)),
+                          "only the IB rails in NCCL's device set", "pin the rails with NCCL_IB_HCA=<IB HCAs>",
+                          "NCCL_MIXED_RAILS", details)
+        gdr = any("GDRDMA" in c for c in log.channels)
+        details.append("GPUDirect RDMA %s in channel lines" % ("seen" if gdr else "not seen"))
+        return passed(cid, "RDMA (%s) via %s on %s" % (kinds, nets, ", ".join("%s:%d" % (d.name, d.port)
+                                                                             for d in log.ib_devices) or "?"),
+                      "RDMA (IB/RoCE) between nodes", details)
+    if multi_node:
+        return failed(cid, "no network transport in the NCCL log", "RDMA between nodes",
+                      "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_NO_TRANSPORT", details)
+    return passed(cid, "single node: %s" % (", ".join(log.channels) or "no network needed"), "intra-node P2P/SHM",
+                  details)
+
+
+def _run_allreduce(ctx: Context) -> ToolRun | str:
+    """One all_reduce_perf run for this context, or why it cannot run."""
+
+    def go() -> ToolRun | str:
+        if ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
+            return "all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests " \
+                   "(MPI=1 for --hosts) and put its build/ on PATH"
+        gpus = len(snapshot(ctx).report.gpus) or 1
+        env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        args = ["all_reduce_perf", "-b", "1G", "-e", "1G", "-f", "2", "-w", "5", "-n", "20"]
+        if len(ctx.hosts) > 1:
+            argv = mpirun_argv(ctx, gpus * len(ctx.hosts), ctx.hosts, gpus, tuple(env)) + args + ["-g", "1"]
+        else:
+            argv = args + ["-g", str(gpus)]
+        return run(argv, timeout=180, env=env)
+
+    return ctx.memo("nccl.allreduce", go)
+
+
+def _expected_ranks(ctx: Context) -> int:
+    return (len(snapshot(ctx).report.gpus) or 1) * max(1, len(ctx.hosts))
+
+
+@check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor",
+       requires=(no_gpu_reason,))
+def busbw(ctx: Context) -> CheckResult:
+    res = _run_allreduce(ctx)
+    if isinstance(res, str):
+        return skipped("nccl.busbw", res)
+    result = parse_all_reduce_perf(res.output)
+    if not res.ok and not result.rows:
+        return failed("nccl.busbw", res.why_not(), "all_reduce_perf completes", "see nccl.transport",
+                      classify_nccl_failure(parse_nccl_log(res.output)))
+    gpus = snapshot(ctx).report.gpus
+    model = gpus[0].name if gpus else None
+    rdma = sum(p.rate_gbps or 0 for p in ports_report(ctx)[0].ports if p.up) if hcas() else None
+    floor = busbw_floor(model, len(gpus), max(1, len(ctx.hosts)), rdma)
+    return judge_busbw(result, floor, _expected_ranks(ctx))
+
+
+@check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)", requires=(no_gpu_reason,))
+def transport(ctx: Context) -> CheckResult:
+    res = _run_allreduce(ctx)
+    if isinstance(res, str):
+        return skipped("nccl.transport", res)
+    ports = ports_report(ctx)[0].ports if hcas() else []
+    return judge_transport(parse_nccl_log(res.output), ports, len(ctx.hosts) > 1)
+
+
+def host_nccl(ldconfig_text: str) -> tuple[str | None, str | None]:
+    """(version, path) of the libnccl in ``ldconfig -p`` output; the version from the resolved file name."""
+    for line in ldconfig_text.splitlines():
+        if "libnccl.so" in line and "=>" in line:
+            path = line.split("=>")[-1].strip()
+            real = os.path.realpath(path)
+            return versions.library_file([real, path], "libnccl"), path
+    return None, None
+
+
+@check("nccl.version", "NCCL library on this node")
+def version(ctx: Context) -> CheckResult:
+    cid = "nccl.version"
+    ld = ctx.tool("ldconfig", "-p")
+    if not ld.ok:
+        return skipped(cid, "cannot list shared libraries: %s" % ld.why_not())
+    found, path = host_nccl(ld.stdout)
+    want = ctx.stack.version("nccl") if ctx.stack else None
+    if path is None:
+        return skipped(cid, "no libnccl on this node's library path (a container stack brings its own NCCL)")
+    measured = "NCCL %s (%s)" % (found or "?", path)
+    if want and found and not found.startswith(want):
+        return warned(cid, measured, "NCCL %s (stack %s)" % (want, ctx.stack.name),
+                      "bare-metal runs use this NCCL: install the stack's version (containers use their own)")
+    return passed(cid, measured, "NCCL %s" % want if want else "a NCCL library")

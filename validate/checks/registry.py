@@ -1,0 +1,75 @@
+"""The check registry and the context every check reads.
+
+A check is ``fn(ctx) -> CheckResult`` registered with ``@check("area.name", "what it checks")``. Checks run
+concurrently (``validate.report.run_checks``); tools they share (``nvidia-smi``, ``ibstat``, the NCCL test run) are
+run once per ``Context`` through ``ctx.tool`` / ``ctx.memo``.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from envs.manifest import Stack
+from validate.checks.runner import DEFAULT_TIMEOUT_S, ToolRun, run
+from validate.result import CheckResult, skipped
+
+
+@dataclass
+class Context:
+    """What the checks know: the ``stack`` to validate against (None: node-only checks), the ``hosts`` of a
+    multi-node run (empty: this node only)."""
+
+    stack: Stack | None = None
+    hosts: list[str] = field(default_factory=list)
+    _memo: dict = field(default_factory=dict, repr=False)
+    _locks: dict = field(default_factory=dict, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def memo(self, key, compute: Callable[[], object]):
+        """``compute()`` once per key for this context, even when several checks ask at the same time."""
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._memo:
+                self._memo[key] = compute()
+            return self._memo[key]
+
+    def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ToolRun:
+        """``runner.run(argv)`` once per distinct argv/env for this context."""
+        key = ("tool", argv, tuple(sorted((env or {}).items())))
+        return self.memo(key, lambda: run(list(argv), timeout=timeout, env=env))
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    fn: Callable[[Context], CheckResult]
+
+
+#: Every registered check, in registration order (the order of the report).
+CHECKS: dict[str, Check] = {}
+
+
+def check(id: str, title: str, requires: tuple[Callable[[Context], str | None], ...] = ()):
+    """Register ``fn(ctx) -> CheckResult`` under ``id``. Each of ``requires`` returns why the check does not apply
+    on this node (e.g. "not a GPU node …") or None; the first reason makes the check a SKIP without running it."""
+
+    def register(fn: Callable[[Context], CheckResult]) -> Callable[[Context], CheckResult]:
+        if id in CHECKS:
+            raise ValueError("check %s registered twice" % id)
+
+        @functools.wraps(fn)
+        def guarded(ctx: Context) -> CheckResult:
+            for requirement in requires:
+                why = requirement(ctx)
+                if why:
+                    return skipped(id, why)
+            return fn(ctx)
+
+        CHECKS[id] = Check(id, title, guarded)
+        return guarded
+
+    return register

@@ -1,0 +1,77 @@
+"""The one way checks run tools: argv in, a ``ToolRun`` out, never an exception.
+
+A missing tool, a timeout or a permission error is recorded in the ``ToolRun`` (``missing``, ``timed_out``,
+``error``) so that a check can turn it into a SKIP or FAIL with a reason.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+#: Default seconds a tool may run; node-local tools answer in well under a second when the node is healthy.
+DEFAULT_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """What one tool run gave: ``rc`` (None if it did not finish), ``stdout``, ``stderr`` (decoded, errors
+    replaced), ``missing`` (not on PATH), ``timed_out``, ``error`` (why it did not run, one line)."""
+
+    argv: tuple[str, ...]
+    rc: int | None
+    stdout: str = ""
+    stderr: str = ""
+    missing: bool = False
+    timed_out: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr: tools such as nvidia-smi print their errors on stdout, others on stderr."""
+        return self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
+                              if self.stderr else "")
+
+    def why_not(self) -> str:
+        """One line saying why the run gave no usable output: missing, timed out, exit status + last line."""
+        if self.missing:
+            return "%s not found on PATH" % self.argv[0]
+        if self.timed_out:
+            return "`%s` timed out" % " ".join(self.argv)
+        if self.error:
+            return "`%s` could not run: %s" % (" ".join(self.argv), self.error)
+        last = [line for line in self.output.strip().splitlines() if line.strip()]
+        return "`%s` exited %s%s" % (" ".join(self.argv), self.rc, (": " + last[-1].strip()) if last else "")
+
+
+def which(name: str) -> str | None:
+    """``name`` next to this interpreter (a venv's horovodrun, invoke) first, then on PATH."""
+    local = os.path.join(os.path.dirname(sys.executable), name)
+    return local if os.access(local, os.X_OK) else shutil.which(name)
+
+
+def run(argv: list[str], timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+        cwd: str | None = None) -> ToolRun:
+    """Run ``argv`` with a timeout; ``env`` entries are added to the current environment."""
+    exe = which(argv[0])
+    if exe is None:
+        return ToolRun(tuple(argv), None, missing=True)
+    full_env = dict(os.environ, **(env or {}))
+    try:
+        p = subprocess.run([exe] + list(argv[1:]), capture_output=True, timeout=timeout, env=full_env, cwd=cwd,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        return ToolRun(tuple(argv), None, _text(e.stdout), _text(e.stderr), timed_out=True)
+    except OSError as e:
+        return ToolRun(tuple(argv), None, error="%s: %s" % (type(e).__name__, e.strerror or e))
+    return ToolRun(tuple(argv), p.returncode, _text(p.stdout), _text(p.stderr))
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", "replace")

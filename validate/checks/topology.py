@@ -1,0 +1,164 @@
+"""Topology checks from ``nvidia-smi topo -m`` and ``nvidia-smi nvlink --status``: NVLink where the platform has it,
+GPU–NIC affinity, every NVLink link up.
+
+What "where the platform has it" means (by GPU model and count):
+
+* 2–4 SXM GPUs (Dell C4140 with 4× V100-SXM2, HGX 4-GPU boards): every pair directly linked (fixture 13).
+* 8× V100-SXM2 (DGX-1V, hybrid cube mesh): each GPU has NVLinks to 4 of the 7 others and reaches the rest over
+  PCIe/SYS; all pairs must NOT be required (NVIDIA DGX-1 with Tesla V100 System Architecture, WP-08437-002;
+  fixture 12).
+* 8 newer SXM GPUs (A100/H100/H200 on NVSwitch): every pair (NV12/NV18…, fixture 14).
+* PCIe GPUs: NVLink optional (bridges); none means allreduce crosses PCIe/the CPU — a WARN, not a FAIL
+  (fixtures 17, 18).
+* Model unknown: every GPU needs at least one NVLink peer once any GPU has one (fixture 16).
+"""
+from __future__ import annotations
+
+import re
+from itertools import combinations
+
+from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.registry import Context, check
+from validate.parsers.nvidia_smi import parse_nvlink_status
+from validate.parsers.topology import Topology, parse_topo
+from validate.result import CheckResult, failed, passed, skipped, warned
+
+#: NVLinks per GPU in a DGX-1V hybrid cube mesh: 4 peers (WP-08437-002).
+CUBE_MESH_PEERS = 4
+#: NCCL uses GPUDirect RDMA only for a NIC within NCCL_NET_GDR_LEVEL of the GPU; the default allows a path
+#: through PCIe switches (PIX/PXB) but not through the CPU (NCCL env docs, NCCL_NET_GDR_LEVEL).
+GDR_CODES = ("PIX", "PXB")
+
+
+def _sxm(model: str | None) -> bool:
+    """SXM parts: names with "SXM", and the SXM-only H100/H200 names ("NVIDIA H100 80GB HBM3", "NVIDIA H200")."""
+    return bool(model) and bool(re.search(r"SXM|HBM3|^NVIDIA H200$", model))
+
+
+def nvlink_expectation(model: str | None, n: int) -> str:
+    """``"all-pairs"``, ``"cube-mesh"``, ``"optional"`` (PCIe parts) or ``"each-has-peer"`` (model unknown)."""
+    if model is None:
+        return "each-has-peer"
+    if not _sxm(model):
+        return "optional"
+    if "V100" in model and n == 8:
+        return "cube-mesh"
+    return "all-pairs"
+
+
+def judge_nvlink(topo: Topology, model: str | None) -> CheckResult:
+    cid = "topo.nvlink"
+    n = len(topo.gpus)
+    if topo.problems and not topo.gpus:
+        return failed(cid, "could not read nvidia-smi topo -m: %s" % "; ".join(topo.problems), "a GPU matrix",
+                      "run nvidia-smi topo -m by hand")
+    if n < 2:
+        return skipped(cid, "%d GPU on this node: no pair to link" % n)
+    want = nvlink_expectation(model, n)
+    peers = {g: topo.nvlinks(g) for g in topo.gpus}
+    linked_pairs = sum(1 for a, b in combinations(topo.gpus, 2) if b in peers[a])
+    measured = "%d of %d GPU pairs NVLinked" % (linked_pairs, n * (n - 1) // 2)
+    platform = "%d× %s" % (n, model) if model else "%d GPUs" % n
+    details = ["%s: %s" % (g, ", ".join("%s NV%d" % kv for kv in p.items()) or "no NVLink") for g, p in peers.items()]
+    if topo.problems:
+        details += topo.problems
+    if want == "all-pairs":
+        missing = ["%s–%s (%s)" % (a, b, topo.link.get((a, b), "?")) for a, b in combinations(topo.gpus, 2)
+                   if b not in peers[a]]
+        if missing:
+            return failed(cid, "%s; no NVLink %s" % (measured, ", ".join(missing[:4])),
+                          "NVLink between every GPU pair (%s)" % platform,
+                          "reseat/replace the GPU baseboard links; check nvidia-smi nvlink --status and Xid 74",
+                          "NVLINK_DEGRADED", details)
+        return passed(cid, measured, "every pair (%s)" % platform, details)
+    if want == "cube-mesh":
+        short = ["%s has %d NVLink peers" % (g, len(p)) for g, p in peers.items() if len(p) < CUBE_MESH_PEERS]
+        if short:
+            return failed(cid, "; ".join(short), "%d NVLink peers per GPU (hybrid cube mesh, %s)"
+                          % (CUBE_MESH_PEERS, platform), "check nvidia-smi nvlink --status and Xid 74",
+                          "NVLINK_DEGRADED", details)
+        return passed(cid, "%s; %d peers per GPU" % (measured, CUBE_MESH_PEERS),
+                      "hybrid cube mesh (%s): 4 NVLink peers per GPU, not all pairs" % platform, details)
+    if linked_pairs == 0:
+        worst = "SYS" if any(c == "SYS" for (a, b), c in topo.link.items() if a in topo.gpus and b in topo.gpus) \
+            else "PCIe"
+        return warned(cid, "%s: PCIe only%s" % (measured, ", GPU pairs across NUMA nodes (SYS)" if worst == "SYS"
+                                                else ""),
+                      "NVLink between GPUs for full single-node allreduce speed" if want != "optional"
+                      else "NVLink (optional on PCIe GPUs)",
+                      "expect low single-node busbw (allreduce over PCIe / host memory); keep ranks of a job on "
+                      "one NUMA node where possible", "NO_NVLINK", details)
+    lonely = [g for g, p in peers.items() if not p]
+    if lonely:
+        return warned(cid, "%s; %s has no NVLink peer" % (measured, ", ".join(lonely)),
+                      "every GPU with an NVLink peer", "a job across all GPUs is limited by the PCIe hop of %s"
+                      % ", ".join(lonely), "NVLINK_PARTIAL", details)
+    return passed(cid, measured, "every GPU with an NVLink peer", details)
+
+
+def judge_gpu_nic(topo: Topology) -> CheckResult:
+    cid = "topo.gpu_nic"
+    if not topo.gpus:
+        return failed(cid, "could not read nvidia-smi topo -m: %s" % "; ".join(topo.problems), "a GPU matrix",
+                      "run nvidia-smi topo -m by hand")
+    if not topo.nics:
+        return skipped(cid, "no NIC in nvidia-smi topo -m (no RDMA NIC on this node)")
+    nearest = {g: topo.nearest_nic(g) for g in topo.gpus}
+    details = ["%s: nearest NIC %s (%s)" % (g, n, c) for g, (n, c) in nearest.items()]
+    far = ["%s→%s %s" % (g, n, c) for g, (n, c) in nearest.items() if c not in GDR_CODES]
+    if far:
+        return warned(cid, "no NIC behind a PCIe switch for %d of %d GPUs (%s)" % (len(far), len(topo.gpus),
+                                                                                ", ".join(far[:4])),
+                      "a NIC at PIX/PXB for every GPU (GPUDirect RDMA)",
+                      "inter-node traffic of those GPUs goes through the CPU (no GPUDirect RDMA by default); "
+                      "pin NCCL_IB_HCA per rank or accept the lower busbw", "GPU_NIC_AFFINITY", details)
+    return passed(cid, "every GPU has a NIC at PIX/PXB", "GPUDirect RDMA path for every GPU", details)
+
+
+def judge_nvlink_links(links: dict[int, dict[int, float | None]]) -> CheckResult:
+    """``nvidia-smi nvlink --status``: every link listed must report a speed; ``<inactive>`` is degraded NVLink."""
+    cid = "gpu.nvlink_links"
+    if not links or not any(links.values()):
+        return skipped(cid, "no NVLink links reported")
+    inactive = ["GPU%d link %d" % (g, l) for g, ls in links.items() for l, speed in ls.items() if speed is None]
+    counts = sorted({len(ls) for ls in links.values()})
+    speeds = sorted({s for ls in links.values() for s in ls.values() if s is not None})
+    measured = "%d GPUs × %s links at %s GB/s" % (len(links), "/".join(map(str, counts)),
+                                                  "/".join("%g" % s for s in speeds) or "?")
+    if inactive or len(counts) > 1:
+        return failed(cid, "%s; inactive: %s" % (measured, ", ".join(inactive[:6]) or "unequal link counts"),
+                      "every link active", "check Xid 74 in dmesg; reset the GPU; service the baseboard",
+                      "NVLINK_DEGRADED")
+    return passed(cid, measured, "every link active")
+
+
+def _topo(ctx: Context) -> tuple[Topology | None, str | None]:
+    res = ctx.tool("nvidia-smi", "topo", "-m")
+    if not res.ok:
+        return None, res.why_not()
+    return parse_topo(res.stdout), None
+
+
+def _model(ctx: Context) -> str | None:
+    names = {g.name for g in snapshot(ctx).report.gpus if g.name}
+    return names.pop() if len(names) == 1 else None
+
+
+@check("topo.nvlink", "NVLink between GPUs where the platform has it", requires=(no_gpu_reason,))
+def nvlink(ctx: Context) -> CheckResult:
+    topo, why = _topo(ctx)
+    return skipped("topo.nvlink", why) if topo is None else judge_nvlink(topo, _model(ctx))
+
+
+@check("topo.gpu_nic", "GPU–NIC affinity (GPUDirect RDMA path)", requires=(no_gpu_reason,))
+def gpu_nic(ctx: Context) -> CheckResult:
+    topo, why = _topo(ctx)
+    return skipped("topo.gpu_nic", why) if topo is None else judge_gpu_nic(topo)
+
+
+@check("gpu.nvlink_links", "every NVLink link active", requires=(no_gpu_reason,))
+def nvlink_links(ctx: Context) -> CheckResult:
+    res = ctx.tool("nvidia-smi", "nvlink", "--status")
+    if not res.ok:
+        return skipped("gpu.nvlink_links", res.why_not())
+    return judge_nvlink_links(parse_nvlink_status(res.stdout))

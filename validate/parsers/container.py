@@ -1,0 +1,74 @@
+"""Container runtime output: docker's GPU errors and runtimes, ``df`` of /dev/shm, what ``singularity exec --nv``
+shows inside the container.
+
+Error codes (one per diagnosis, several spellings each):
+
+* ``NVIDIA_CONTAINER_TOOLKIT_MISSING``: ``could not select device driver "" with capabilities: [[gpu]]`` (docker
+  ``--gpus``, fixture 59) or ``… "nvidia" …`` (compose, fixture 60): the NVIDIA Container Toolkit is not
+  installed/registered (nvidia-docker#1352).
+* ``NVIDIA_RUNTIME_NOT_REGISTERED``: ``unknown or invalid runtime name: nvidia`` (fixture 62): daemon.json lost
+  the runtime (nvidia-container-toolkit#653); fix ``nvidia-ctk runtime configure --runtime=docker``.
+* ``CUDA_DRIVER_TOO_OLD``: ``unsatisfied condition: cuda >= X`` (nvidia-container-cli) and ``CUDA driver version
+  is insufficient for CUDA runtime version`` (cudaError 35) (../shared/cases/06).
+"""
+from __future__ import annotations
+
+import re
+
+_ERRORS = (
+    ("NVIDIA_CONTAINER_TOOLKIT_MISSING", re.compile(r'could not select device driver "[^"]*" with capabilities')),
+    ("NVIDIA_RUNTIME_NOT_REGISTERED", re.compile(r"unknown or invalid runtime name: nvidia")),
+    ("CUDA_DRIVER_TOO_OLD", re.compile(r"unsatisfied condition: cuda ?>= ?[\d.]+|CUDA driver version is "
+                                       r"insufficient for CUDA runtime version")),
+)
+
+
+def classify_runtime_error(text: str) -> list[str]:
+    """Diagnosis codes found in a docker/nvidia-container-cli/CUDA error text, in the order above."""
+    return [code for code, rx in _ERRORS if rx.search(text or "")]
+
+
+def docker_runtimes(text: str) -> tuple[list[str], str | None]:
+    """``docker info`` text (fixture 61): (``Runtimes:`` names, ``Default Runtime:``)."""
+    runtimes = re.search(r"^\s*Runtimes:\s*(.*)$", text or "", re.M)
+    default = re.search(r"^\s*Default Runtime:\s*(\S+)", text or "", re.M)
+    return (runtimes.group(1).split() if runtimes else [], default.group(1) if default else None)
+
+
+_SIZE = re.compile(r"^([\d.]+)([KMGTP]?)i?B?$", re.I)
+
+
+def human_bytes(size: str) -> int | None:
+    """``df -h`` sizes (``64M``, ``1.0G``, powers of 1024) -> bytes."""
+    m = _SIZE.match(size.strip())
+    if not m:
+        return None
+    return int(float(m.group(1)) * 1024 ** " KMGTP".index(m.group(2).upper() or " "))
+
+
+def df_size(text: str, mount: str = "/dev/shm") -> int | None:
+    """Size in bytes of ``mount`` in ``df -h`` / ``df -k`` output (../shared/cases/04: ``shm 64M … /dev/shm``)."""
+    block_1k = re.search(r"1K-blocks", text or "")
+    for line in (text or "").splitlines():
+        cells = line.split()
+        if len(cells) >= 6 and cells[-1] == mount:
+            return int(cells[1]) * 1024 if block_1k else human_bytes(cells[1])
+    return None
+
+
+def nv_libs(text: str) -> dict:
+    """What ``singularity exec --nv IMAGE sh -c 'ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH'`` printed
+    (or the ``grep -c libcuda`` form of ../shared/cases/21): ``{"libcuda": count, "libs": [...],
+    "ld_library_path": str|None}``."""
+    libs, count, ld = [], None, None
+    for line in (text or "").splitlines():
+        s = line.strip()
+        if s.startswith("LD="):
+            ld = s[3:]
+        elif s.isdigit():
+            count = int(s)
+        elif s.startswith("lib") and ".so" in s:
+            libs.append(s)
+    if count is None:
+        count = sum(1 for l in libs if l.startswith("libcuda.so"))
+    return {"libcuda": count, "libs": libs, "ld_library_path": ld}

@@ -1,0 +1,233 @@
+"""InfiniBand port state from ``ibstat``, ``ibstatus``, ``ibv_devinfo`` and sysfs, and ``ib_write_bw`` results.
+
+All four sources become the same ``IbPort`` list, so one judge decides. Port states, as the kernel names them
+(``/sys/class/infiniband/*/ports/*/state``): 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE; physical states: 2 Polling,
+3 Disabled, 5 LinkUp (https://kb.advancedclustering.com/kb/InfiniBand-Port-States.1074725608.html).
+
+Partial or cut-off output is parsed as far as it goes: a block without ``Rate``/``Link layer`` keeps None there
+(fixture 26), and ``ibpanic`` lines name the HCA that vanished (fixture 22). Fixture numbers: SOURCES.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class IbPort:
+    """One HCA port. ``state``: ``Active``/``Down``/``Init``/``Armed`` (capitalised as ibstat prints them);
+    ``phys_state``: ``LinkUp``/``Polling``/``Disabled``…; ``rate_gbps``: signalling rate in Gb/s (meaningless
+    when the port is down); ``link_layer``: ``InfiniBand`` or ``Ethernet`` (RoCE); ``base_lid``: 65535 (0xffff)
+    means no subnet manager assigned one."""
+
+    hca: str
+    port: int
+    state: str | None = None
+    phys_state: str | None = None
+    rate_gbps: float | None = None
+    link_layer: str | None = None
+    base_lid: int | None = None
+    sm_lid: int | None = None
+
+    @property
+    def name(self) -> str:
+        return "%s:%d" % (self.hca, self.port)
+
+    @property
+    def up(self) -> bool:
+        return self.state == "Active" and self.phys_state == "LinkUp"
+
+
+@dataclass
+class IbReport:
+    """Ports found, plus ``missing_hcas`` named by an error (ibpanic) and ``problems`` (what could not be read)."""
+
+    ports: list[IbPort] = field(default_factory=list)
+    missing_hcas: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+_STATE_WORDS = {"ACTIVE": "Active", "DOWN": "Down", "INIT": "Init", "ARMED": "Armed"}
+
+
+def _state(raw: str | None) -> str | None:
+    """``Active``, ``4: ACTIVE``, ``PORT_ACTIVE (4)`` -> ``Active``."""
+    if not raw:
+        return None
+    m = re.search(r"(ACTIVE|DOWN|INIT|ARMED)", raw.upper())
+    return _STATE_WORDS[m.group(1)] if m else raw.strip()
+
+
+def _phys(raw: str | None) -> str | None:
+    """``LinkUp``, ``5: LinkUp`` -> ``LinkUp``."""
+    return re.sub(r"^\d+:\s*", "", raw.strip()) if raw else None
+
+
+def _rate(raw: str | None) -> float | None:
+    m = re.match(r"\s*([\d.]+)", raw or "")
+    return float(m.group(1)) if m else None
+
+
+def _lid(raw: str | None) -> int | None:
+    if not raw:
+        return None
+    raw = raw.strip()
+    try:
+        return int(raw, 16) if raw.lower().startswith("0x") else int(raw)
+    except ValueError:
+        return None
+
+
+_READERS = {"state": _state, "phys_state": _phys, "rate_gbps": _rate, "link_layer": lambda v: v.strip() or None,
+            "base_lid": _lid, "sm_lid": _lid}
+
+
+def _set(port: IbPort, fields: dict[str, str], key: str, value: str) -> None:
+    """Set the IbPort field that ``key`` (in a tool's own spelling, mapped by ``fields``) names."""
+    name = fields.get(key)
+    if name is not None:
+        setattr(port, name, _READERS[name](value))
+
+
+_IBSTAT = {"State": "state", "Physical state": "phys_state", "Rate": "rate_gbps", "Link layer": "link_layer",
+           "Base lid": "base_lid", "SM lid": "sm_lid"}
+_IBSTATUS = {"state": "state", "phys state": "phys_state", "rate": "rate_gbps", "link_layer": "link_layer",
+             "base lid": "base_lid", "sm lid": "sm_lid"}
+_DEVINFO = {"state": "state", "link_layer": "link_layer", "port_lid": "base_lid", "sm_lid": "sm_lid"}
+_SYSFS_FIELDS = {"state": "state", "phys_state": "phys_state", "rate": "rate_gbps", "link_layer": "link_layer",
+                 "lid": "base_lid", "sm_lid": "sm_lid"}
+
+
+_IBPANIC = re.compile(r"ibpanic:.*?IB device '([^']+)'.*?:\s*(.*)$", re.M)
+
+
+def parse_ibstat(text: str) -> IbReport:
+    """``ibstat`` (tab or space indented, fixtures 19-26): ``CA 'mlx5_0'`` blocks with ``Port N:`` sections."""
+    out = IbReport()
+    hca, port = None, None
+    for line in (text or "").splitlines():
+        m = re.match(r"^CA '([^']+)'", line.strip())
+        if m:
+            hca, port = m.group(1), None
+            continue
+        m = re.match(r"^Port (\d+):$", line.strip())
+        if m and hca:
+            port = IbPort(hca, int(m.group(1)))
+            out.ports.append(port)
+            continue
+        key, sep, value = line.strip().partition(":")
+        if sep and port is not None:
+            _set(port, _IBSTAT, key, value)
+    for dev, why in _IBPANIC.findall(text or ""):
+        out.missing_hcas.append(dev)
+        out.problems.append("ibstat stopped at %s: %s" % (dev, why.strip()))
+    _note_gaps(out)
+    return out
+
+
+def parse_ibstatus(text: str) -> IbReport:
+    """``ibstatus`` (fixture 27): ``Infiniband device 'mlx5_0' port 1 status:`` then ``state: 4: ACTIVE``…"""
+    out = IbReport()
+    port = None
+    for line in (text or "").splitlines():
+        m = re.match(r"^Infiniband device '([^']+)' port (\d+) status:", line.strip())
+        if m:
+            port = IbPort(m.group(1), int(m.group(2)))
+            out.ports.append(port)
+            continue
+        key, sep, value = line.strip().partition(":")
+        if sep and port is not None:
+            _set(port, _IBSTATUS, key, value)
+    _note_gaps(out)
+    return out
+
+
+def parse_ibv_devinfo(text: str, device: str | None = None) -> IbReport:
+    """``ibv_devinfo`` without ``-v`` (fixtures 28-29): ``hca_id:`` blocks with ``port:`` sections. It prints no
+    physical state and no rate: an ACTIVE port implies LinkUp; the rate stays None (not a failure).
+
+    ``device``: the HCA of ``ibv_devinfo -d DEV | egrep 'state|link_layer'`` output, which has no ``hca_id``/``port``
+    lines (../shared/cases/05); its lines are then port 1 of ``device``.
+    """
+    out = IbReport()
+    hca, port = device, None
+    for line in (text or "").splitlines():
+        key, sep, value = line.strip().partition(":")
+        value = value.strip()
+        if key == "state" and port is None and device is not None:
+            port = IbPort(device, 1)
+            out.ports.append(port)
+        if key == "hca_id":
+            hca, port = value, None
+        elif key == "port" and hca:
+            port = IbPort(hca, int(value))
+            out.ports.append(port)
+        elif port is not None:
+            _set(port, _DEVINFO, key, value)
+            if key == "state":
+                port.phys_state = "LinkUp" if port.state == "Active" else None
+    return out
+
+
+_SYSFS = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(state|rate|phys_state|link_layer|lid|sm_lid):(.*)$")
+
+
+def parse_sysfs(text: str) -> IbReport:
+    """``grep "" /sys/class/infiniband/*/ports/*/{state,rate,phys_state,link_layer}`` (fixture 30; what NHC's
+    check_hw_ib reads). ``validate.checks.infiniband`` produces the same text by reading the files."""
+    out = IbReport()
+    ports: dict[tuple[str, int], IbPort] = {}
+    for line in (text or "").splitlines():
+        m = _SYSFS.match(line.strip())
+        if not m:
+            continue
+        key = (m.group(1), int(m.group(2)))
+        port = ports.setdefault(key, IbPort(*key))
+        _set(port, _SYSFS_FIELDS, m.group(3), m.group(4))
+    out.ports = [ports[k] for k in sorted(ports)]
+    return out
+
+
+def _note_gaps(report: IbReport) -> None:
+    for p in report.ports:
+        gaps = [name for name, v in (("State", p.state), ("Physical state", p.phys_state), ("Rate", p.rate_gbps),
+                                     ("Link layer", p.link_layer)) if v is None]
+        if gaps:
+            report.problems.append("%s: no %s line (output cut off?)" % (p.name, "/".join(gaps)))
+
+
+@dataclass
+class WriteBw:
+    """``ib_write_bw --report_gbits`` result: ``device``, ``link_type`` (``IB``/``Ethernet``), ``bw_avg_gbps`` of
+    the last (largest) message size, ``msg_bytes``; ``problems`` when no result row was found."""
+
+    device: str | None = None
+    link_type: str | None = None
+    msg_bytes: int | None = None
+    bw_peak_gbps: float | None = None
+    bw_avg_gbps: float | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def parse_ib_write_bw(text: str) -> WriteBw:
+    """perftest ``ib_write_bw`` (fixtures 64-65): header fields and the ``#bytes … BW average[Gb/sec]`` table
+    (tab-padded rows); the last row wins (run with a fixed ``-s``, or ``-a`` and take the largest size)."""
+    out = WriteBw()
+    dev = re.search(r"Device\s*:\s*(\S+)", text or "")
+    out.device = dev.group(1) if dev else None
+    lt = re.search(r"Link type\s*:\s*(\S+)", text or "")
+    out.link_type = lt.group(1) if lt else None
+    gbits = "Gb/sec" in (text or "")
+    in_table = False
+    for line in (text or "").splitlines():
+        if line.strip().startswith("#bytes"):
+            in_table = True
+            continue
+        cells = line.split()
+        if in_table and len(cells) >= 4 and cells[0].isdigit():
+            out.msg_bytes, out.bw_peak_gbps, out.bw_avg_gbps = int(cells[0]), float(cells[2]), float(cells[3])
+    if out.bw_avg_gbps is None:
+        out.problems.append("no '#bytes … BW average' result row")
+    elif not gbits:
+        out.problems.append("bandwidth not in Gb/sec (run with --report_gbits)")
+    return out

@@ -1,0 +1,57 @@
+"""Kernel log (``dmesg``) lines of the NVIDIA driver: NVRM Xid events, "fallen off the bus", NVSwitch SXid.
+
+Xid meanings: NVIDIA's Xid catalog (https://docs.nvidia.com/deploy/xid-errors/). Newer drivers report a GPU
+that fell off the bus at probe time as a multi-line message with no Xid number (fixture 53, the multi-line form
+gpud matches with RegexNVRMFallenOffBusMultiline); it is recorded as Xid 79.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Xids that need a GPU reset, node reboot or RMA (not an application bug): 48 double-bit ECC, 61/62 internal
+#: micro-controller error, 63/64 row-remapping event/failure, 74 NVLink error, 79 fallen off the bus, 92 high
+#: single-bit ECC rate, 94/95 contained/uncontained ECC error, 119/120 GSP error, 140 unrecovered ECC error.
+#: Source: NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors), "Recommended action" column.
+HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One driver event: ``device`` (PCI address or nvswitch name), ``xid`` number, ``sxid`` (True for NVSwitch
+    SXid), ``fatal`` (hardware Xid, or an SXid marked Fatal), ``text`` (the message)."""
+
+    device: str
+    xid: int
+    text: str
+    fatal: bool
+    sxid: bool = False
+
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+), (.*)$")
+_SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+), (.*)$")
+_OFF_BUS = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f:.]+)\s.{0,200}?fallen off the bus", re.S)
+
+
+def parse_dmesg(text: str) -> list[XidEvent]:
+    """Every Xid/SXid/fallen-off-bus event in ``text``, in order; an SXid's detail lines (``Severity``,
+    ``Data``) are folded into the event they belong to."""
+    events: list[XidEvent] = []
+    for line in (text or "").splitlines():
+        m = _XID.search(line)
+        if m:
+            xid = int(m.group(2))
+            events.append(XidEvent(m.group(1), xid, m.group(3).strip(), xid in HARDWARE_XIDS))
+            continue
+        m = _SXID.search(line)
+        if m:
+            if not m.group(4).startswith(("Fatal", "Non-fatal")):
+                continue  # detail lines of an SXid already recorded (Severity …, Data {…})
+            events.append(XidEvent(m.group(1), int(m.group(3)), m.group(4).strip(), m.group(4).startswith("Fatal"),
+                                   sxid=True))
+    lost = {e.device.lower() for e in events if e.xid == 79 and not e.sxid}
+    for m in _OFF_BUS.finditer(text or ""):
+        bus = m.group(1)
+        if not any(bus.lower().startswith(d) or d.startswith(bus.lower()) for d in lost):
+            events.append(XidEvent(bus, 79, "fallen off the bus (no Xid number printed)", True))
+    return events

@@ -1,0 +1,223 @@
+"""NCCL output: the nccl-tests ``all_reduce_perf`` table and the ``NCCL_DEBUG=INFO`` log.
+
+Launcher prefixes are stripped first: Open MPI's ``[1,0]<stdout>:`` (``--tag-output``, horovodrun), Gloo
+horovodrun's ``[0]<stdout>:`` and a bare rank prefix ``[155] `` (fixtures 35, 40; aws/aws-k8s-tester#503).
+
+nccl-tests columns (new layout): size count type redop root | time algbw busbw #wrong (out-of-place) | the same
+in-place; the old layout (fixture 34) has no redop/root and an ``error`` column like ``0e+00``. Rows are read
+from the right so both layouts work. busbw = algbw × 2(n−1)/n for all-reduce (nccl-tests doc/PERFORMANCE.md).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_PREFIX = re.compile(r"^\[\d+(?:,\d+)?\](?:<std(?:out|err)>:|\s)")
+
+
+def strip_prefixes(text: str) -> list[str]:
+    """Lines of ``text`` without launcher prefixes."""
+    return [_PREFIX.sub("", line, count=1) for line in (text or "").splitlines()]
+
+
+@dataclass
+class PerfRow:
+    """One nccl-tests row: ``size`` (bytes), ``count`` (elements), out-of-place / in-place time (µs), algbw and
+    busbw (GB/s)."""
+
+    size: int
+    count: int
+    time_us: float
+    algbw: float
+    busbw: float
+    ip_time_us: float
+    ip_algbw: float
+    ip_busbw: float
+
+
+@dataclass
+class PerfResult:
+    """An ``all_reduce_perf`` run: ``rows``; ``avg_busbw`` from ``# Avg bus bandwidth`` (GB/s); ``ranks``: the
+    ``#  Rank N`` lines; ``nccl_version``; ``out_of_bounds`` (``# Out of bounds values : N``);
+    ``interleaved``: the size column goes back or repeats (several runs writing into one stream, fixture 33);
+    ``problems``: what could not be read."""
+
+    rows: list[PerfRow] = field(default_factory=list)
+    avg_busbw: float | None = None
+    ranks: int = 0
+    nccl_version: str | None = None
+    out_of_bounds: int | None = None
+    interleaved: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def peak_busbw(self) -> float | None:
+        return max((max(r.busbw, r.ip_busbw) for r in self.rows), default=None)
+
+    def world_size(self) -> int | None:
+        """``ranks`` when the ``# Rank`` lines were printed, else n solved from busbw/algbw = 2(n−1)/n on the
+        largest row (None when algbw is 0 or the ratio is not of that form)."""
+        if self.ranks:
+            return self.ranks
+        big = max(self.rows, key=lambda r: r.size, default=None)
+        if big is None or big.algbw <= 0:
+            return None
+        factor = big.busbw / big.algbw
+        if not 0.0 <= factor < 2.0:
+            return None
+        return round(2.0 / (2.0 - factor))
+
+
+def _float(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def parse_all_reduce_perf(text: str) -> PerfResult:
+    """Parse nccl-tests output (any layout, prefixed or not, with surrounding noise such as ssh warnings)."""
+    out = PerfResult()
+    for line in strip_prefixes(text):
+        s = line.strip()
+        if re.match(r"^#\s+Rank\s+\d+", s):
+            out.ranks += 1
+            continue
+        m = re.match(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)", s)
+        if m:
+            out.avg_busbw = float(m.group(1))
+            continue
+        m = re.match(r"^#\s*Out of bounds values\s*:\s*(\d+)", s)
+        if m:
+            out.out_of_bounds = int(m.group(1))
+            continue
+        m = re.search(r"NCCL version (\d+\.\d+\.\d+)", s)
+        if m:
+            out.nccl_version = m.group(1)
+            continue
+        cells = s.split()
+        if len(cells) < 10 or not cells[0].isdigit() or not cells[1].isdigit():
+            continue
+        nums = [_float(c) for c in cells[-8:]]
+        t, a, b, t2, a2, b2 = nums[0], nums[1], nums[2], nums[4], nums[5], nums[6]
+        if None in (t, a, b, t2, a2, b2):
+            out.problems.append("row %r: unreadable time/algbw/busbw" % s[:40])
+            continue
+        out.rows.append(PerfRow(int(cells[0]), int(cells[1]), t, a, b, t2, a2, b2))
+    sizes = [r.size for r in out.rows]
+    out.interleaved = any(b <= a for a, b in zip(sizes, sizes[1:]))
+    if not out.rows:
+        out.problems.append("no result rows (size count type … busbw)")
+    if out.avg_busbw is None:
+        out.problems.append("no '# Avg bus bandwidth' line (run cut off?)")
+    return out
+
+
+@dataclass
+class NetDevice:
+    """A device of ``NET/IB : Using [0]mlx5_0:1/IB/SHARP``: ``name`` mlx5_0, ``port`` 1, ``link`` IB or RoCE,
+    ``flags`` (SHARP…)."""
+
+    name: str
+    port: int
+    link: str
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NcclLog:
+    """What an ``NCCL_DEBUG=INFO`` log says about transport.
+
+    ``networks``: names of ``Using network X`` (``IB``, ``IBext``, ``Socket``, plugin names); ``ib_devices``:
+    ``NET/IB : Using`` devices; ``ib_no_device``: ``NET/IB : No device found``; ``ibverbs_missing``:
+    libibverbs could not be opened; ``ib_open_failed``: HCAs NCCL could not open; ``socket_ifaces``: interfaces
+    of ``NET/Socket : Using``; ``channels``: transports of ``via …`` channel lines (``NET/IB/0/GDRDMA``,
+    ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size) of a shared-memory
+    segment NCCL failed to create after ``posix_fallocate … No space left on device``."""
+
+    version: str | None = None
+    networks: list[str] = field(default_factory=list)
+    ib_devices: list[NetDevice] = field(default_factory=list)
+    ib_no_device: bool = False
+    ibverbs_missing: bool = False
+    ib_open_failed: list[str] = field(default_factory=list)
+    socket_ifaces: list[str] = field(default_factory=list)
+    channels: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)
+    shm_fallocate_failed: bool = False
+    shm_segment: tuple[str, int] | None = None
+
+    @property
+    def transport(self) -> str | None:
+        """``RDMA`` (IB, IBext and other net plugins), ``Socket`` (TCP fallback), or None (no network chosen:
+        a single-node run never needs one)."""
+        if any(n == "Socket" for n in self.networks) or any("NET/Socket" in c for c in self.channels):
+            return "Socket"
+        if self.networks or self.ib_devices or any("NET/IB" in c for c in self.channels):
+            return "RDMA"
+        if self.ib_no_device or self.ibverbs_missing:
+            return "Socket" if self.socket_ifaces else None
+        return None
+
+    @property
+    def rdma_links(self) -> list[str]:
+        """Sorted link layers of the RDMA devices in use: ``["IB"]``, ``["RoCE"]``, ``["IB", "RoCE"]``."""
+        return sorted({d.link for d in self.ib_devices})
+
+
+_DEV = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)((?:/[\w-]+)*)")
+
+
+def parse_nccl_log(text: str) -> NcclLog:
+    """Parse an ``NCCL_DEBUG=INFO`` log (any NCCL 2.x; fixtures 35-40, cases 04-05)."""
+    log = NcclLog()
+    for line in strip_prefixes(text):
+        m = re.search(r"NCCL version (\d+\.\d+\.\d+)", line)
+        if m and log.version is None:
+            log.version = m.group(1)
+        m = re.search(r"NCCL INFO Using network (\S+)", line)
+        if m and m.group(1) not in log.networks:
+            log.networks.append(m.group(1))
+        m = re.search(r"NET/IB\s*:\s*Using (.*)", line)
+        if m:
+            for name, port, link, flags in _DEV.findall(m.group(1)):
+                if not any(d.name == name and d.port == int(port) for d in log.ib_devices):
+                    log.ib_devices.append(NetDevice(name, int(port), link, [f for f in flags.split("/") if f]))
+        if re.search(r"NET/IB\s*:\s*No device found", line):
+            log.ib_no_device = True
+        if re.search(r"Failed to open libibverbs", line):
+            log.ibverbs_missing = True
+        m = re.search(r"NET/IB\s*:\s*Unable to open device (\S+)", line)
+        if m and m.group(1) not in log.ib_open_failed:
+            log.ib_open_failed.append(m.group(1))
+        m = re.search(r"NET/Socket\s*:\s*Using (.*)", line)
+        if m:
+            for iface in re.findall(r"\[\d+\]([\w.-]+):", m.group(1)):
+                if iface not in log.socket_ifaces:
+                    log.socket_ifaces.append(iface)
+        m = re.search(r"\bvia (NET/\S+|P2P/\S+|SHM\S*|direct shared memory|direct pointer)", line)
+        if m and m.group(1) not in log.channels:
+            log.channels.append(m.group(1))
+        m = re.search(r"Loaded (?:net|collnet) plugin (.*?) \(", line)
+        if m and m.group(1) not in log.plugins:
+            log.plugins.append(m.group(1))
+        if re.search(r"posix_fallocate failed\s*:\s*No space left on device", line):
+            log.shm_fallocate_failed = True
+        m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
+        if m:
+            log.shm_segment = (m.group(1), int(m.group(2)))
+    return log
+
+
+def classify_nccl_failure(log: NcclLog) -> str | None:
+    """The root cause code behind a generic ``ncclCommInitRank failed: unhandled system error``:
+    ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm segment: /dev/shm too small, ../shared/cases/04),
+    ``NCCL_NO_LIBIBVERBS`` (rdma-core user space missing, fixture 36), ``NCCL_IB_DEVICE_NOT_VISIBLE`` (an HCA
+    NCCL could not open, ../shared/cases/05), or None."""
+    if log.shm_fallocate_failed or log.shm_segment:
+        return "NCCL_SHM_EXHAUSTED"
+    if log.ibverbs_missing:
+        return "NCCL_NO_LIBIBVERBS"
+    if log.ib_open_failed:
+        return "NCCL_IB_DEVICE_NOT_VISIBLE"
+    return None

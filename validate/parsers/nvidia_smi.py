@@ -1,0 +1,322 @@
+"""nvidia-smi output -> typed GPU facts: the default table, ``--query-gpu ... --format=csv``, ``--version``,
+``-q`` (text), ``-q -x`` (XML), ``nvlink --status``, and the NVML error lines it prints instead of a table.
+
+``driver_max_cuda`` is the "CUDA Version" nvidia-smi prints: the newest CUDA the **driver** supports, never the
+installed toolkit (NVIDIA engineer in tensorflow/docs#1616; ../shared/cases/08). No field here is called
+``cuda_version``.
+
+Fixture numbers refer to ../shared/fixtures/SOURCES.md.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Gpu:
+    """One GPU as reported; every field may be None when the source does not report it.
+
+    ``memory_total_mib`` in MiB; ``persistence``/``ecc_enabled`` True/False for Enabled/On vs Disabled/Off;
+    ``ecc_uncorrected_volatile``: uncorrectable ECC errors since the driver loaded; ``retired_pages_pending``
+    (pre-A100 page retirement) and ``remapped_rows_pending``/``remapped_rows_failure`` (A100+ row remapping).
+    """
+
+    index: int | None = None
+    name: str | None = None
+    bus_id: str | None = None
+    memory_total_mib: int | None = None
+    persistence: bool | None = None
+    ecc_enabled: bool | None = None
+    ecc_uncorrected_volatile: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+
+
+@dataclass
+class NvmlError:
+    """A classified nvidia-smi/NVML failure: ``code`` is one of ``NVML_DRIVER_LIBRARY_MISMATCH`` (user-space
+    driver upgraded, old kernel module loaded), ``NVIDIA_DRIVER_NOT_LOADED``, ``GPU_LOST`` (a device handle could
+    not be obtained / fell off the bus), ``NO_DEVICES`` (driver loaded, nvidia-smi sees no device),
+    ``NVML_ERROR`` (another NVML failure). ``message`` is the tool's own line; ``detail`` the library version or
+    the lost GPUs' bus ids."""
+
+    code: str
+    message: str
+    detail: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SmiReport:
+    """What one nvidia-smi output said: driver, the driver's max CUDA, GPUs, a classified error, what could not
+    be read (``problems``)."""
+
+    driver_version: str | None = None
+    driver_max_cuda: str | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    error: NvmlError | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+_MISMATCH = re.compile(r"Failed to initialize NVML: Driver/library version mismatch")
+_LIBVER = re.compile(r"NVML library version:\s*(\S+)")
+_NO_DRIVER = re.compile(r"couldn't communicate with the NVIDIA driver|NVIDIA driver is not loaded")
+# "for GPU0000:07:00.0" (newer drivers, fixture 55) and "for GPU 0000:0B:00.0" (older, fixture 56)
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+_LOST = re.compile(r"Unable to determine the device handle for GPU ?(" + _BUS_ID + r"):\s*(.*)")
+_GPU_IS_LOST = re.compile(r"GPU is lost|has fallen off the bus")
+_NVML_OTHER = re.compile(r"Failed to initialize NVML: (.*)")
+_NO_DEVICES = re.compile(r"^No devices were found", re.M)
+
+
+def classify_error(text: str) -> NvmlError | None:
+    """The NVML failure in nvidia-smi's output, or None. Never says "no GPU": a failing driver is not absence."""
+    text = text or ""
+    if _MISMATCH.search(text):
+        lib = _LIBVER.search(text)
+        return NvmlError("NVML_DRIVER_LIBRARY_MISMATCH", _MISMATCH.search(text).group(0),
+                         ["NVML library version %s" % lib.group(1)] if lib else [])
+    if _NO_DRIVER.search(text):
+        line = next(l for l in text.splitlines() if _NO_DRIVER.search(l))
+        return NvmlError("NVIDIA_DRIVER_NOT_LOADED", line.strip())
+    lost = _LOST.findall(text)
+    if lost:
+        return NvmlError("GPU_LOST", "Unable to determine the device handle for %s" % ", ".join(b for b, _ in lost),
+                         ["%s: %s" % (b, why.strip()) for b, why in lost])
+    if _GPU_IS_LOST.search(text):
+        return NvmlError("GPU_LOST", next(l for l in text.splitlines() if _GPU_IS_LOST.search(l)).strip())
+    other = _NVML_OTHER.search(text)
+    if other:
+        return NvmlError("NVML_ERROR", other.group(0).strip())
+    if _NO_DEVICES.search(text):
+        return NvmlError("NO_DEVICES", "No devices were found")
+    return None
+
+
+_HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s*(\S+)\s+CUDA Version:\s*([\d.]+|N/A)")
+_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*(" + _BUS_ID + ")")
+_MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+
+
+def parse_table(text: str) -> SmiReport:
+    """The default ``nvidia-smi`` output (old and new layouts, fixtures 1-3): header + one block per GPU.
+
+    A GPU whose name nvidia-smi truncated keeps the truncation ("Tesla V100-SXM2..."); the query CSV has
+    the full name.
+    """
+    out = SmiReport(error=classify_error(text))
+    head = _HEADER.search(text or "")
+    if head:
+        out.driver_version = head.group(2)
+        out.driver_max_cuda = None if head.group(3) == "N/A" else head.group(3)
+    for line in (text or "").splitlines():
+        row = _ROW.match(line)
+        if row:
+            out.gpus.append(Gpu(index=int(row.group(1)), name=row.group(2).strip(), bus_id=row.group(4),
+                                persistence=row.group(3) == "On"))
+            continue
+        mem = _MEM.search(line)
+        if mem and out.gpus and out.gpus[-1].memory_total_mib is None:
+            out.gpus[-1].memory_total_mib = int(mem.group(2))
+    if not head and out.error is None:
+        out.problems.append("no 'NVIDIA-SMI … Driver Version … CUDA Version' header")
+    return out
+
+
+def parse_version(text: str) -> SmiReport:
+    """``nvidia-smi --version`` (key/value form of driver ≥ 5xx, fixture 9): DRIVER version and CUDA Version."""
+    kv = dict((k.strip(), v.strip()) for k, _, v in
+              (line.partition(":") for line in (text or "").splitlines() if ":" in line))
+    out = SmiReport(driver_version=kv.get("DRIVER version"), driver_max_cuda=kv.get("CUDA Version"),
+                    error=classify_error(text))
+    if out.driver_version is None and out.error is None:
+        out.problems.append("no 'DRIVER version' line")
+    return out
+
+
+#: nvidia-smi's placeholders for "no value": ``[N/A]``, ``[Not Supported]``, ``[Requested functionality has been
+#: deprecated]`` (fixture 7), ``N/A``.
+def _value(raw: str, unit: str | None) -> str | None:
+    v = raw.strip()
+    if not v or v == "N/A" or (v.startswith("[") and v.endswith("]")):
+        return None
+    if unit and v.endswith(" " + unit):
+        v = v[: -len(unit) - 1].strip()
+    return v
+
+
+def parse_query_csv(text: str, fields: list[str] | None = None) -> tuple[list[dict[str, str | None]], list[str]]:
+    """``--query-gpu=… --format=csv[,noheader][,nounits]`` -> (one dict per GPU keyed by field name, problems).
+
+    Units are dropped from header names (``memory.total [MiB]`` -> ``memory.total``) and from values
+    (``143771 MiB`` -> ``143771``, fixture 8). ``fields`` names the columns of ``noheader`` output; when the first
+    line is a header it wins. A row with the wrong number of cells is reported in problems and skipped.
+    """
+    lines = [l for l in (text or "").splitlines() if l.strip()]
+    problems: list[str] = []
+    if not lines:
+        return [], ["no output"]
+    head = [c.strip() for c in lines[0].split(", ")]
+    names = [re.sub(r"\s*\[.*\]$", "", h) for h in head]
+    if fields is None or names == list(fields):
+        units = [(re.search(r"\[(.*)\]$", h) or [None, None])[1] for h in head]
+        body = lines[1:]
+    else:
+        names, units, body = list(fields), [None] * len(fields), lines
+    rows = []
+    for n, line in enumerate(body, start=2 if body is not lines else 1):
+        cells = line.split(", ")
+        if len(cells) != len(names):
+            problems.append("line %d: %d values for %d fields" % (n, len(cells), len(names)))
+            continue
+        rows.append({name: _value(c, u) for name, c, u in zip(names, cells, units)})
+    return rows, problems
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(float(v)) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _flag(v: str | None) -> bool | None:
+    if v is None:
+        return None
+    v = v.strip().lower()
+    if v in ("enabled", "on", "yes", "true"):
+        return True
+    if v in ("disabled", "off", "no", "false"):
+        return False
+    return None
+
+
+def gpus_from_query(rows: list[dict[str, str | None]]) -> list[Gpu]:
+    """Typed GPUs from ``parse_query_csv`` rows (whatever subset of the fields was queried)."""
+    return [Gpu(index=_int(r.get("index")), name=r.get("name"), bus_id=r.get("pci.bus_id"),
+                memory_total_mib=_int(r.get("memory.total")), persistence=_flag(r.get("persistence_mode")),
+                ecc_enabled=_flag(r.get("ecc.mode.current")),
+                ecc_uncorrected_volatile=_int(r.get("ecc.errors.uncorrected.volatile.total")),
+                retired_pages_pending=_flag(r.get("retired_pages.pending")),
+                remapped_rows_pending=_flag(r.get("remapped_rows.pending")),
+                remapped_rows_failure=_flag(r.get("remapped_rows.failure")))
+            for r in rows]
+
+
+def parse_q_tree(text: str) -> dict:
+    """``nvidia-smi -q`` text -> nested dict by indentation: ``"Key : Value"`` leaves, bare ``"Key"`` sections.
+
+    Top-level ``GPU 00000000:53:00.0`` sections keep their heading as key. Fixture 4.
+    """
+    root: dict = {}
+    stack: list[tuple[int, dict]] = [(-1, root)]
+    for line in (text or "").splitlines():
+        if not line.strip() or line.startswith("====="):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, sep, value = line.strip().partition(" : ")
+        if not sep and line.rstrip().endswith(":"):
+            key, sep, value = line.strip()[:-1], ":", ""
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if sep and value.strip():
+            parent[key.strip()] = value.strip()
+        else:
+            child: dict = {}
+            parent[key.strip()] = child
+            stack.append((indent, child))
+    return root
+
+
+def _get(tree: dict, *path: str):
+    for p in path:
+        if not isinstance(tree, dict) or p not in tree:
+            return None
+        tree = tree[p]
+    return tree
+
+
+def parse_q_text(text: str) -> SmiReport:
+    """``nvidia-smi -q`` text (fixture 4) -> SmiReport with persistence, ECC and retirement/remap state."""
+    tree = parse_q_tree(text)
+    out = SmiReport(driver_version=_get(tree, "Driver Version"), driver_max_cuda=_get(tree, "CUDA Version"),
+                    error=classify_error(text))
+    for key, sec in tree.items():
+        if not key.startswith("GPU ") or not isinstance(sec, dict):
+            continue
+        dram = [_int(_get(sec, "ECC Errors", "Volatile", k)) for k in ("DRAM Uncorrectable", "Double Bit")]
+        sram = [_int(v) for k, v in (_get(sec, "ECC Errors", "Volatile") or {}).items()
+                if isinstance(v, str) and k.startswith("SRAM Uncorrectable")]
+        counts = [c for c in dram + sram if c is not None]
+        out.gpus.append(Gpu(
+            index=_int(_get(sec, "Minor Number")), name=_get(sec, "Product Name"), bus_id=key[4:].strip(),
+            memory_total_mib=_int((_get(sec, "FB Memory Usage", "Total") or "").split(" ")[0] or None),
+            persistence=_flag(_get(sec, "Persistence Mode")), ecc_enabled=_flag(_get(sec, "ECC Mode", "Current")),
+            ecc_uncorrected_volatile=sum(counts) if counts else None,
+            retired_pages_pending=_flag(_get(sec, "Retired Pages", "Pending Page Blacklist")
+                                        or _get(sec, "Retired Pages", "Pending Page Retirement")),
+            remapped_rows_pending=_flag(_get(sec, "Remapped Rows", "Pending")),
+            remapped_rows_failure=_flag(_get(sec, "Remapped Rows", "Remapping Failure Occurred"))))
+    if out.driver_version is None and out.error is None:
+        out.problems.append("no 'Driver Version' line")
+    return out
+
+
+def parse_q_xml(text: str) -> SmiReport:
+    """``nvidia-smi -q -x`` (DTD nvsmi_device_v11/v12…, fixtures 5-6) -> SmiReport.
+
+    Field names differ between DTD versions (``clocks_throttle_reasons`` → ``clocks_event_reasons``); the ones
+    read here exist in both. Unreadable XML is a problem, not an exception.
+    """
+    out = SmiReport()
+    try:
+        root = ET.fromstring((text or "").encode())
+    except ET.ParseError as e:
+        out.error = classify_error(text)
+        out.problems.append("not XML: %s" % e)
+        return out
+    dtd = re.search(r"nvsmi_device_v(\d+)\.dtd", text)
+    if dtd:
+        out.problems.extend([] if int(dtd.group(1)) >= 10 else ["old DTD v%s: fields may be missing" % dtd.group(1)])
+    out.driver_version = root.findtext("driver_version")
+    out.driver_max_cuda = root.findtext("cuda_version")
+    for g in root.findall("gpu"):
+        vol = g.find("ecc_errors/volatile")
+        # v11+: sram_/dram_uncorrectable; older DTDs: double_bit/total
+        cells = [] if vol is None else [e.text for e in vol if e.tag.endswith("_uncorrectable")]
+        cells += [vol.findtext("double_bit/total")] if vol is not None else []
+        counts = [c for c in map(_int, cells) if c is not None]
+        remap = g.find("remapped_rows")
+        out.gpus.append(Gpu(
+            index=_int(g.findtext("minor_number")), name=g.findtext("product_name"), bus_id=g.get("id"),
+            memory_total_mib=_int((g.findtext("fb_memory_usage/total") or "").split(" ")[0] or None),
+            persistence=_flag(g.findtext("persistence_mode")), ecc_enabled=_flag(g.findtext("ecc_mode/current_ecc")),
+            ecc_uncorrected_volatile=sum(counts) if counts else None,
+            retired_pages_pending=_flag(g.findtext("retired_pages/pending_retirement")),
+            remapped_rows_pending=_flag(remap.findtext("remapped_row_pending")) if remap is not None else None,
+            remapped_rows_failure=_flag(remap.findtext("remapped_row_failure")) if remap is not None else None))
+    return out
+
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: .*\))?\s*$")
+_NVLINK_LINK = re.compile(r"^\s+Link (\d+): (.*?)\s*$")
+
+
+def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
+    """``nvidia-smi nvlink --status`` (fixture 11) -> ``{gpu: {link: GB/s or None when <inactive>}}``."""
+    out: dict[int, dict[int, float | None]] = {}
+    gpu = None
+    for line in (text or "").splitlines():
+        m = _NVLINK_GPU.match(line)
+        if m:
+            gpu = int(m.group(1))
+            out[gpu] = {}
+            continue
+        m = _NVLINK_LINK.match(line)
+        if m and gpu is not None:
+            speed = re.match(r"([\d.]+) GB/s", m.group(2))
+            out[gpu][int(m.group(1))] = float(speed.group(1)) if speed else None
+    return out
