@@ -62,7 +62,8 @@ def _comment(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _directives(spec: JobSpec, opts: SlurmOptions) -> str:
+def directives(spec: JobSpec, opts: SlurmOptions) -> str:
+    """The ``#SBATCH`` lines: nodes, tasks (and GPUs) per node, scheduler options; each value checked."""
     pairs = [("job-name", spec.name), ("nodes", spec.nodes), ("ntasks-per-node", spec.ranks_per_node)]
     if spec.gpus:
         pairs.append(("gpus-per-node", spec.ranks_per_node))
@@ -81,7 +82,8 @@ def _directives(spec: JobSpec, opts: SlurmOptions) -> str:
     return "\n".join(lines)
 
 
-def _exports(spec: JobSpec) -> str:
+def exports(spec: JobSpec) -> str:
+    """``export NAME=value`` lines (NCCL_DEBUG=INFO plus the spec's environment), values shell-quoted."""
     env = dict(DEFAULT_ENV, **spec.env)
     for name in env:
         if not _ENV_NAME.match(name):
@@ -104,9 +106,14 @@ def _command_lines(*segments: list[str]) -> str:
     return " \\\n    ".join(shlex.join(s) for s in segments if s)
 
 
-def pyxis_srun_argv(spec: JobSpec) -> tuple[list[str], list[str]]:
-    """(srun + pyxis options, trainer command) for ``spec``."""
-    srun = ["srun", "--mpi=pmix", "--container-image=" + enroot_uri(spec.image)]
+def pyxis_srun_argv(spec: JobSpec, geometry: bool = False) -> tuple[list[str], list[str]]:
+    """(srun + pyxis options, trainer command) for ``spec``; ``geometry`` adds the step's nodes and tasks (a job
+    step smaller than its allocation, as in a sweep)."""
+    srun = ["srun", "--mpi=pmix"]
+    if geometry:
+        srun += ["--nodes=%d" % spec.nodes, "--ntasks=%d" % spec.world_size,
+                 "--ntasks-per-node=%d" % spec.ranks_per_node]
+    srun.append("--container-image=" + enroot_uri(spec.image))
     if spec.mounts:
         srun.append("--container-mounts=" + _mount_list(spec.mounts, "%s:%s"))
     srun += ["--container-workdir=" + spec.workdir, "--no-container-mount-home"]
@@ -124,34 +131,49 @@ def singularity_exec_argv(spec: JobSpec) -> list[str]:
 
 
 def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
-    srun, command = pyxis_srun_argv(spec)
     note = ("enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
             "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % enroot_uri(spec.image))
     return Template((TEMPLATES / "slurm-pyxis.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), rank_unit="GPU" if spec.gpus else "CPU rank",
-        image_note=_comment(note), directives=_directives(spec, opts), exports=_exports(spec),
-        srun=_command_lines(srun, command))
+        image_note=_comment(note), directives=directives(spec, opts), exports=exports(spec),
+        srun=pyxis_lines(spec))
 
 
-def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = SlurmOptions(),
-                  render_host: str | None = None) -> str:
-    """Hybrid-model script. Raises ChexstackError when ``compat`` says host and image MPI are incompatible."""
+def hybrid_guard(spec: JobSpec, compat: MpiCompatibility, render_host: str | None = None) -> str:
+    """Shell lines that stop the job when its host mpirun is not the image's MPI release series. Raises
+    ChexstackError when ``compat`` already says host and image MPI are incompatible."""
     if not compat.compatible:
         raise ChexstackError("hybrid model refused: %s (%s). Load the host MPI module of the image's release "
                              "series, or use the pyxis model (srun --mpi=pmix)." % (compat.reason, compat.source))
     row = spec.stack.components["mpi"]
     series = ".".join(row.version.split(".")[:2])
+    return Template((TEMPLATES / "hybrid-mpi-guard.sh").read_text()).substitute(
+        render_host=_comment(render_host or socket.gethostname()), mpi_reason=_comment(compat.reason),
+        image_mpi=shlex.quote("%s %s.x" % (row.name or "MPI", series)),
+        mpi_pattern=shlex.quote("(Open MPI) %s." % series if compat.host.startswith("Open MPI") else series)).rstrip()
+
+
+def hybrid_lines(spec: JobSpec) -> str:
+    """``mpirun … singularity exec … python -m trainer …`` for ``spec``, one segment per line."""
     container = singularity_exec_argv(spec)
     full = mpirun_argv(spec.world_size, container + spec.command,
                        exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
     launcher = full[:len(full) - len(container) - len(spec.command)]
+    return _command_lines(launcher, container, spec.command)
+
+
+def pyxis_lines(spec: JobSpec, geometry: bool = False) -> str:
+    """``srun --mpi=pmix --container-image=… python -m trainer …`` for ``spec``, one segment per line."""
+    return _command_lines(*pyxis_srun_argv(spec, geometry))
+
+
+def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = SlurmOptions(),
+                  render_host: str | None = None) -> str:
+    """Hybrid-model script. Raises ChexstackError when ``compat`` says host and image MPI are incompatible."""
     return Template((TEMPLATES / "slurm-hybrid.sbatch").read_text()).substitute(
-        stack=spec.stack.name, title=_comment(spec.stack.title), mpi_rule="same major.minor; %s" % compat.source,
-        render_host=_comment(render_host or socket.gethostname()), mpi_reason=_comment(compat.reason),
-        directives=_directives(spec, opts), exports=_exports(spec),
-        image_mpi=shlex.quote("%s %s.x" % (row.name or "MPI", series)),
-        mpi_pattern=shlex.quote("(Open MPI) %s." % series if compat.host.startswith("Open MPI") else series),
-        mpirun=_command_lines(launcher, container, spec.command))
+        stack=spec.stack.name, title=_comment(spec.stack.title), mpi_source=compat.source,
+        directives=directives(spec, opts), exports=exports(spec),
+        mpi_guard=hybrid_guard(spec, compat, render_host), mpirun=hybrid_lines(spec))
 
 
 def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOptions(),
