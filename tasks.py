@@ -30,3 +30,65 @@ def user_errors(fn):
 
 def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+# --- bench: scaling sweep, Figure 1, launchers (issue 6) -------------------------------------------------------
+@task(help={
+    "gpus": "rank counts, e.g. 1,2,3,4,8 (GPUs; CPU ranks on a host without GPUs)",
+    "stack": "stack whose image runs the trainer (required for slurm/k8s)",
+    "launcher": "local (horovodrun here), mpirun (horovodrun's MPI across --hosts), slurm, k8s",
+    "hosts": "for mpirun: host:slots,... (Horovod's -H)",
+    "model": "densenet121 (CheXNet, the seed's Figure 1) or resnet50",
+    "batch_size": "images per rank per step",
+    "image_size": "input side in pixels",
+    "steps": "timed steps per count (after the warm-up)",
+    "warmup_steps": "untimed steps before them",
+    "data": "'synthetic' or a ChestX-ray14 folder",
+    "amp": "mixed precision (float16 compute) in the trainer's throughput mode",
+    "label": "name of this system in the figure and the result file (default STACK-LAUNCHER)",
+    "output": "folder of the sweep JSON (default bench/results)",
+    "per_node": "slurm/k8s: GPUs (or CPU ranks) per node",
+    "image": "slurm/k8s: image reference or .sqsh/.sif path (default: the stack's verified tag)",
+    "slurm_model": "pyxis (srun --mpi=pmix --container-image) or hybrid (host mpirun + singularity exec)",
+    "results": "slurm: shared results folder (default runs/bench); k8s: ReadWriteMany PVC claim name",
+    "rdma_resource": "k8s: RDMA device plugin resource, e.g. rdma/hca_shared_devices_a",
+    "render": "slurm/k8s: print the batch script / MPIJobs",
+    "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",
+    "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
+})
+@user_errors
+def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
+          image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
+          per_node=4, image=None, slurm_model="pyxis", results=None, rdma_resource=None, render=False, submit=False,
+          collect=None):
+    """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
+    from pathlib import Path
+
+    from bench import main
+
+    if collect:
+        return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
+    req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
+                            launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
+                            batch_size=int(batch_size), image_size=int(image_size), steps=int(steps),
+                            warmup_steps=int(warmup_steps), data=data, amp=amp)
+    opts = main.Scheduled(per_node=int(per_node), image=image, slurm_model=slurm_model, results=results,
+                          rdma_resource=rdma_resource, render=render, submit=submit)
+    main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)
+
+
+@task(help={
+    "results": "result JSON files, comma-separated or globs; the first is the baseline of the % differences "
+               "(more after `--`)",
+    "output": "PNG path; the .csv and .md tables are written beside it",
+    "title": "figure title",
+})
+@user_errors
+def bench_report(c, results, output="bench/results/figure1.png", title=None):
+    """The seed's Figure 1: images/s vs count per system, % difference, scaling efficiency (PNG + CSV + Markdown)."""
+    import shlex
+    from pathlib import Path
+
+    from bench import main
+
+    main.report([results] + shlex.split(c.remainder or ""), Path(output), title)

@@ -1,0 +1,210 @@
+"""The scaling sweep behind ``invoke bench``: the trainer's throughput mode at each rank count, one JSON per sweep.
+
+For each count N: start N Horovod ranks of ``python -m trainer --throughput`` (``throughput_args``), read the
+``throughput.json`` rank 0 writes (CONTRIBUTING.md contract) and make it a ``Point``; then the ``Sweep`` with its
+run record is written to ``<output>/<label>-<UTC time>.json``. Per-count run folders (trainer output + launch log)
+stay under ``runs/bench/<label>-<UTC time>/np-<N>/``.
+
+Launchers that run here and wait: ``local`` (horovodrun on this host) and ``mpirun`` (horovodrun's MPI controller
+across ``--hosts``). ``slurm`` and ``k8s`` go through a scheduler instead: ``bench.batch`` renders the jobs and
+``collect`` turns their output folder into the same JSON.
+
+Counts are GPUs where the host has GPUs, else CPU ranks (the record's ``count_unit`` says which). A count larger
+than the slots available is an error before anything runs — a sweep with a silently missing point would draw a
+misleading figure; run the counts that fit (``--gpus 1,2``) or add hosts.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import sysinfo
+from bench.results import Point, RunRecord, Sweep, point_from_throughput, save_sweep
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+
+LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
+MODELS = ("densenet121", "resnet50")
+THROUGHPUT_FILE = "throughput.json"
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What ``invoke bench`` asked for. ``counts``: rank counts (GPUs, or CPU ranks without GPUs);
+    ``batch_size``: per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``."""
+
+    counts: tuple[int, ...]
+    label: str
+    launcher: str = "local"
+    hosts: tuple[str, ...] = ()
+    stack: str | None = None
+    model: str = "densenet121"
+    batch_size: int = 32
+    image_size: int = 224
+    steps: int = 50
+    warmup_steps: int = 10
+    data: str = "synthetic"
+    amp: bool = False
+
+    def check(self) -> "SweepRequest":
+        """Raise ChexstackError naming the option that cannot work."""
+        if not self.counts or any(n < 1 for n in self.counts) or len(set(self.counts)) != len(self.counts):
+            raise ChexstackError("--gpus %s: expected distinct counts >= 1, e.g. 1,2,3,4,8"
+                                 % ",".join(map(str, self.counts)))
+        if not _LABEL.match(self.label):
+            raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
+                                 % self.label)
+        if self.launcher not in LAUNCHERS:
+            raise ChexstackError("--launcher %r: expected one of %s" % (self.launcher, ", ".join(LAUNCHERS)))
+        if self.model not in MODELS:
+            raise ChexstackError("--model %r: expected one of %s" % (self.model, ", ".join(MODELS)))
+        for name in ("batch_size", "image_size", "steps"):
+            if getattr(self, name) < 1:
+                raise ChexstackError("--%s %d: expected >= 1" % (name.replace("_", "-"), getattr(self, name)))
+        if self.warmup_steps < 0:
+            raise ChexstackError("--warmup-steps %d: expected >= 0" % self.warmup_steps)
+        if self.data != "synthetic" and not Path(self.data).is_dir():
+            raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
+        if self.launcher == "mpirun" and not self.hosts:
+            raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
+        return self
+
+
+def throughput_args(req: SweepRequest, output: str) -> list[str]:
+    """``python -m trainer`` options of one throughput run (trainer/cli.py)."""
+    args = ["--data", req.data, "--model", req.model, "--batch-size", str(req.batch_size),
+            "--image-size", str(req.image_size), "--throughput", "--steps", str(req.steps),
+            "--warmup-steps", str(req.warmup_steps), "--output", output]
+    return args + (["--amp"] if req.amp else [])
+
+
+def check_slots(counts: tuple[int, ...], slots: int, where: str) -> None:
+    """Raise ChexstackError when a count needs more slots than ``where`` has."""
+    too_big = [n for n in counts if n > slots]
+    if too_big:
+        fits = [n for n in counts if n <= slots]
+        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; run %s or add hosts (--hosts)" % (
+            ",".join(map(str, too_big)), slots, where,
+            "--gpus %s" % ",".join(map(str, fits)) if fits else "fewer ranks"))
+
+
+def stamp(now: datetime | None = None) -> str:
+    """UTC time for file names: 20240131T120501Z."""
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def request_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
+    """The record fields that do not depend on where the ranks run: time, git state, the request."""
+    rev, dirty = sysinfo.git_state(repo)
+    return RunRecord(time=now.isoformat(timespec="seconds"), git_revision=rev, git_dirty=dirty, stack=req.stack,
+                     launcher=req.launcher, hosts=list(req.hosts), model=req.model,
+                     batch_size_per_rank=req.batch_size, image_size=req.image_size, steps=req.steps,
+                     warmup_steps=req.warmup_steps, amp=req.amp, data=req.data)
+
+
+def with_gpus(record: RunRecord, gpus: list[tuple[str, str]], where: str) -> RunRecord:
+    """``record`` with device, count unit, GPU model, count and driver from ``gpus`` [(model, driver)]."""
+    notes = record.notes if gpus else record.notes + ["no GPU on %s: counts are CPU ranks" % where]
+    return record.model_copy(update={
+        "device": "gpu" if gpus else "cpu", "count_unit": "GPUs" if gpus else "CPU ranks",
+        "gpu_model": gpus[0][0] if gpus else None, "gpu_count": len(gpus), "driver": gpus[0][1] if gpus else None,
+        "notes": notes})
+
+
+def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
+    """The record of a sweep that runs from this host: the request plus this host's GPUs, interconnect, cores."""
+    link = sysinfo.interconnect()
+    gpus = sysinfo.gpus()
+    record = with_gpus(request_record(req, repo, now), gpus, sysinfo.hostname())
+    return record.model_copy(update={
+        "hosts": list(req.hosts) or ["%s:%d" % (sysinfo.hostname(), len(gpus) or sysinfo.cpu_slots())],
+        "interconnect": link.summary, "interconnect_ports": link.ports, "hostname": sysinfo.hostname(),
+        "cpu_count": sysinfo.cpu_slots()})
+
+
+def read_point(count: int, run_dir: Path) -> tuple[Point, str | None]:
+    """(Point, device) from ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
+    path = run_dir / THROUGHPUT_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ChexstackError("%s: expected the trainer's throughput result (%s)" % (path, e)) from None
+    return point_from_throughput(count, data, str(path))
+
+
+def run_logged(argv: list[str], env: dict[str, str], log: Path, what: str) -> float:
+    """Run ``argv`` with its output in ``log``; return the wall time (s). Raises ChexstackError with the end of the
+    log when it fails."""
+    import os
+
+    console.print("[dim]$ %s[/]" % " ".join(argv), soft_wrap=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log.open("w") as out, console.status(what):
+        proc = subprocess.run(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise ChexstackError("%s failed (exit %d); end of %s:\n%s" % (what, proc.returncode, log, tail),
+                             exit_code=1)
+    return time.monotonic() - start
+
+
+def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
+    """(slots, where) for the synchronous launchers: this host's GPUs (else CPU cores), or the ``--hosts``."""
+    if req.launcher == "mpirun":
+        from launch.horovodrun import _slots
+        return sum(_slots(h) for h in req.hosts), "hosts %s" % ",".join(req.hosts)
+    if record.gpu_count:
+        return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
+    return sysinfo.cpu_slots(), "this host (no GPU; %d CPU cores for CPU ranks)" % sysinfo.cpu_slots()
+
+
+def launch_argv(req: SweepRequest, count: int, run_dir: Path) -> tuple[list[str], dict[str, str]]:
+    """(argv, extra environment) that runs ``count`` ranks of the throughput run writing into ``run_dir``:
+    horovodrun on this host with the controller its network allows (``local``), or horovodrun's MPI controller
+    across ``--hosts`` (``mpirun``)."""
+    from launch.controller import local_interfaces, pick_controller
+    from launch.horovodrun import horovodrun_argv
+
+    args = throughput_args(req, str(run_dir.resolve()))
+    if req.launcher == "mpirun":
+        return horovodrun_argv(count, args, hosts=list(req.hosts), controller="mpi")
+    controller, _ = pick_controller(local_interfaces(), None)
+    return horovodrun_argv(count, args, controller=controller)
+
+
+def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
+    """Run every count (smallest first), then write the sweep JSON; returns it and its path. Raises
+    ChexstackError before anything runs when a count does not fit, and with the log's end when a run fails."""
+    req.check()
+    if req.launcher not in ("local", "mpirun"):
+        raise ChexstackError("--launcher %s runs through its scheduler: use --render/--submit, then --collect"
+                             % req.launcher)
+    now = datetime.now(timezone.utc)
+    tag = "%s-%s" % (req.label, stamp(now))
+    record = host_record(req, repo, now)
+    slots, where = available_slots(req, record)
+    check_slots(req.counts, slots, where)
+    points, devices = [], set()
+    for n in sorted(req.counts):
+        run_dir = runs / tag / ("np-%d" % n)
+        argv, env = launch_argv(req, n, run_dir)
+        wall = run_logged(argv, env, run_dir / "launch.log", "%s: %d %s, %s throughput" % (
+            req.label, n, record.count_unit, req.model))
+        point, device = read_point(n, run_dir)
+        points.append(point)
+        devices.add(device)
+        console.print("  %2d %s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
+            n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
+            wall))
+    if devices == {"CPU"} and record.device == "gpu":
+        record = record.model_copy(update={"device": "cpu", "count_unit": "CPU ranks", "notes": record.notes + [
+            "GPUs on the host, but the trainer ran on CPU (a CPU-only TensorFlow?)"]})
+    sweep = Sweep(label=req.label, record=record, points=points)
+    return sweep, save_sweep(sweep, output / (tag + ".json"))
