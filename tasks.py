@@ -32,6 +32,35 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+# --- train (launch/, trainer/) ---------------------------------------------------------------------------------
+@task(
+    help={
+        "gpus": "GPUs to use, one rank each (0: CPU ranks)",
+        "np": "number of ranks (default: --gpus, or 1 with --gpus 0)",
+        "data": "dataset folder (Data_Entry_2017*.csv[.gz] + PNGs below it), or 'synthetic'",
+        "images": "folder with the PNGs (searched recursively); use with --labels",
+        "labels": "label file Data_Entry_2017*.csv or .csv.gz; use with --images",
+        "model": "densenet121 (CheXNet) or resnet50",
+        "epochs": "total epochs (also when resuming)",
+        "batch-size": "images per rank per step",
+        "image-size": "input side in pixels",
+        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
+        "resume": "continue from the last complete checkpoint in --output",
+        "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+    }
+)
+@user_errors
+def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
+          image_size=224, output="runs/train", resume=False, controller=None):
+    """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
+    from launch.local import train as train_local
+    from launch.request import TrainRequest
+
+    train_local(TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
+                             labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
+                             image_size=int(image_size), output=output, resume=resume, controller=controller))
+
+
 # --- bench: scaling sweep, Figure 1, launchers (issue 6) -------------------------------------------------------
 @task(help={
     "gpus": "rank counts, e.g. 1,2,3,4,8 (GPUs; CPU ranks on a host without GPUs)",

@@ -1,0 +1,25 @@
+"""The Horovod CheXNet trainer: ``python -m trainer`` (options in ``trainer/cli.py``).
+
+It runs inside the stack images, alone: Python 3.5 syntax, TensorFlow 1.12 … 2.15 (tf.keras), Horovod 0.15 …
+0.28, and no import of other chexstack packages. Every framework-version difference lives in ``trainer.compat``.
+
+Messages are ASCII (Python 3.5 in a C locale cannot print more to stdout); ``tests/test_py35.py`` checks the
+syntax with vermin and that string literals outside docstrings are ASCII.
+
+Modules, one job each:
+
+- ``labels``      parse NIH's ``Data_Entry_2017*.csv[.gz]`` into 14-label vectors (CheXNet order)
+- ``sources``     find the label file, the PNGs below a folder and the official split lists
+- ``pngcheck``    O(1) structural check of each PNG (signature, IHDR, IEND)
+- ``split``       official lists or a seeded patient-level train/val/test split
+- ``data``        the above assembled into the examples of each split, with a report of what was left out
+- ``pipeline``    tf.data: decode, resize, flip, normalise, shard by rank, batch, prefetch
+- ``model``       DenseNet-121 / ResNet-50 with 14 sigmoid outputs
+- ``loss``        class-weighted binary cross-entropy (CheXNet)
+- ``evaluation``  pooled validation predictions (allgather) and per-pathology AUROC
+- ``checkpoint``  atomic per-epoch checkpoint and resume
+- ``outputs``     metrics.json, predictions.csv, throughput.json
+- ``callbacks``   Keras callbacks: progress, images/s, evaluation
+- ``events``      rank-0 log lines and machine-readable progress events for the launcher
+- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options
+"""

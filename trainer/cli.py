@@ -1,0 +1,85 @@
+"""``python -m trainer`` options — the reference for the trainer's command line (CONTRIBUTING.md, "Contracts").
+
+Run it under ``horovodrun`` (``invoke train`` builds that command); a plain ``python -m trainer`` is world size 1.
+
+Data (one of):
+  --data DIR                  Data_Entry_2017*.csv[.gz] in DIR, PNGs anywhere below it; train_val_list.txt and
+                              test_list.txt in DIR are honoured
+  --images DIR --labels FILE  PNGs anywhere below DIR, labels in FILE
+  --data synthetic            random images and labels (no files)
+"""
+import argparse
+
+from trainer import events
+from trainer.errors import TrainerError
+from trainer.model import BACKBONES
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m trainer", description="Horovod CheXNet trainer (run it under horovodrun).",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = p.add_argument_group("data")
+    data.add_argument("--data", metavar="DIR|synthetic", help="dataset folder, or 'synthetic'")
+    data.add_argument("--images", metavar="DIR", help="folder with the PNGs (searched recursively)")
+    data.add_argument("--labels", metavar="FILE", help="label file Data_Entry_2017*.csv or .csv.gz")
+    data.add_argument("--train-val-list", metavar="FILE", help="official train_val_list.txt")
+    data.add_argument("--test-list", metavar="FILE", help="official test_list.txt")
+    data.add_argument("--val-fraction", type=float, default=0.1, help="share of patients for validation (0.1)")
+    data.add_argument("--test-fraction", type=float, default=0.2,
+                      help="share of patients held out for test without official lists (0.2)")
+    data.add_argument("--synthetic-images", type=int, default=1024, help="training images of --data synthetic")
+    run = p.add_argument_group("model and run")
+    run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES))
+    run.add_argument("--weights", default="none", metavar="none|PATH", help="local backbone weights (.h5)")
+    run.add_argument("--epochs", type=int, default=1, help="total epochs (also with --resume)")
+    run.add_argument("--batch-size", type=int, default=16, help="images per rank per step")
+    run.add_argument("--image-size", type=int, default=224, help="input side in pixels (>= 32)")
+    run.add_argument("--lr", type=float, default=1e-3, help="base learning rate, times world size (CheXNet: 0.001)")
+    run.add_argument("--warmup-epochs", type=float, default=5,
+                     help="LR warm-up from lr to lr x world size (Goyal et al. 2017: 5)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--output", default="runs/train", metavar="DIR")
+    run.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
+    tp = p.add_argument_group("throughput mode")
+    tp.add_argument("--throughput", action="store_true", help="time steps only: writes throughput.json")
+    tp.add_argument("--steps", type=int, default=50, help="timed steps")
+    tp.add_argument("--warmup-steps", type=int, default=10, help="untimed steps before them")
+    tp.add_argument("--amp", action="store_true", help="mixed precision (float16 compute, loss scaling)")
+    return p
+
+
+def check(options):
+    """Raise a TrainerError for option combinations that cannot run."""
+    explicit = options.images is not None or options.labels is not None
+    if options.data and explicit:
+        raise TrainerError("give either --data or --images with --labels, not both")
+    if not options.data and not (options.images and options.labels):
+        raise TrainerError("no data: give --data DIR, --data synthetic, or --images DIR with --labels FILE")
+    if options.data == "synthetic" and (options.train_val_list or options.test_list):
+        raise TrainerError("--train-val-list/--test-list do not apply to --data synthetic")
+    for name in ("epochs", "batch_size", "synthetic_images", "steps"):
+        if getattr(options, name) < 1:
+            raise TrainerError("--%s must be at least 1" % name.replace("_", "-"))
+    if options.warmup_steps < 0 or options.warmup_epochs < 0:
+        raise TrainerError("--warmup-steps and --warmup-epochs cannot be negative")
+    if options.image_size < 32:
+        raise TrainerError("--image-size %d: the Keras backbones need at least 32" % options.image_size)
+    if options.amp and not options.throughput:
+        raise TrainerError("--amp is a throughput-mode option (use it with --throughput)")
+    if options.resume and options.throughput:
+        raise TrainerError("--resume does not apply to --throughput")
+    return options
+
+
+def main(argv=None):
+    options = parser().parse_args(argv)
+    try:
+        check(options)
+        if options.throughput:
+            from trainer import throughput
+            return throughput.run(options)
+        from trainer import train
+        return train.run(options)
+    except TrainerError as e:
+        events.error(str(e))
+        return TrainerError.exit_code

@@ -1,0 +1,267 @@
+"""Every TensorFlow / tf.keras / Horovod version difference the trainer meets, and nothing else.
+
+The trainer runs in stacks from 2019 (TF 1.12 / 1.13 graph mode, Keras optimizers with ``lr``, Horovod 0.15 / 0.16)
+to today (TF 2.15 eager, Keras 2.15 with ``tf.keras.optimizers.legacy``, Horovod 0.28). Each function below picks
+the API that exists by looking for it (``hasattr``/signature), never by parsing version numbers, and says which
+versions differ and where that is documented.
+"""
+import inspect
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.errors import TrainerError
+
+K = tf.keras.backend
+
+
+def tf_version():
+    return tf.__version__
+
+
+def _has(obj, dotted):
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return False
+    return True
+
+
+def _params(fn):
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def executing_eagerly():
+    """TF 2.x runs eagerly (``model.fit`` compiles a tf.function); TF 1.x builds a graph run by Keras' session."""
+    return bool(getattr(tf, "executing_eagerly", lambda: False)())
+
+
+# --- Horovod ---------------------------------------------------------------------------------------------------
+
+def import_horovod():
+    """``horovod.tensorflow.keras`` (present from Horovod 0.13 to 0.28), or a TrainerError saying what is missing."""
+    try:
+        import horovod.tensorflow.keras as hvd
+    except ImportError as e:
+        raise TrainerError("cannot import horovod.tensorflow.keras (%s): this environment has no Horovod built "
+                           "with TensorFlow; run the trainer inside a chexstack stack" % e)
+    return hvd
+
+
+def horovod_version():
+    import horovod
+    return getattr(horovod, "__version__", "unknown")
+
+
+def allgather(hvd, array, name):
+    """Concatenate ``array`` (shape [n_rank, ...], n_rank may differ per rank) from all ranks in rank order.
+
+    ``hvd.allgather`` of horovod.tensorflow.keras returns a numpy array under TF 1.x (it runs the op in Keras'
+    session) and an EagerTensor under TF 2.x; both become numpy here.
+    """
+    return np.asarray(hvd.allgather(np.ascontiguousarray(array), name=name))
+
+
+def warmup_callback(hvd, initial_lr, warmup_epochs, steps_per_epoch):
+    """Horovod's LR warm-up (Goyal et al. 2017, https://arxiv.org/abs/1706.02677) from ``initial_lr / size``.
+
+    Horovod ≤ 0.20 reads the initial LR from the optimizer at ``on_train_begin`` and has no ``initial_lr``
+    argument; Horovod ≥ 0.21 requires it (horovod/_keras/callbacks.py: "Parameter `initial_lr` is required").
+    Momentum correction is off: Adam has no ``momentum``.
+    """
+    cls = hvd.callbacks.LearningRateWarmupCallback
+    kwargs = {"warmup_epochs": warmup_epochs, "steps_per_epoch": steps_per_epoch, "verbose": 0,
+              "momentum_correction": False}
+    if "initial_lr" in _params(cls.__init__):
+        kwargs["initial_lr"] = initial_lr
+    return cls(**kwargs)
+
+
+def load_model(hvd, path, custom_objects):
+    """``hvd.load_model``: the Keras HDF5 model with its optimizer state, optimizer wrapped for Horovod.
+
+    Horovod 0.28 looks up optimizer classes among ``tf.keras.optimizers.legacy`` only with ``legacy_opts=True``;
+    older Horovod has no such argument (and no legacy optimizers exist before TF 2.11).
+    """
+    kwargs = {"custom_objects": custom_objects}
+    if "legacy_opts" in _params(hvd.load_model) and _legacy_adam() is not None:
+        kwargs["legacy_opts"] = True
+    return hvd.load_model(path, **kwargs)
+
+
+# --- optimizer -------------------------------------------------------------------------------------------------
+
+def _legacy_adam():
+    legacy = getattr(tf.keras.optimizers, "legacy", None)
+    return getattr(legacy, "Adam", None)
+
+
+def adam(learning_rate):
+    """Adam (β1 0.9, β2 0.999, CheXNet's optimizer) of the generation Horovod's DistributedOptimizer wraps.
+
+    TF ≥ 2.11 (Keras 2.11+) made ``tf.keras.optimizers.Adam`` the new optimizer and kept the OptimizerV2 one as
+    ``tf.keras.optimizers.legacy.Adam`` (TF 2.11 release notes); we use the legacy one there so that checkpoints,
+    LR callbacks and ``hvd.load_model`` behave as in TF 2.0–2.10. The keyword is ``lr`` in TF 1.12/1.13 (Keras
+    v1 optimizers) and ``learning_rate`` from TF 1.14 on.
+    """
+    cls = _legacy_adam() or tf.keras.optimizers.Adam
+    key = "learning_rate" if "learning_rate" in _params(cls.__init__) else "lr"
+    return cls(**{key: float(learning_rate)})
+
+
+def set_learning_rate(optimizer, value):
+    """Set the optimizer's LR variable; ``optimizer.lr`` exists in every version (an alias from TF 1.14 on)."""
+    K.set_value(optimizer.lr, float(value))
+
+
+def get_learning_rate(optimizer):
+    return float(K.get_value(optimizer.lr))
+
+
+def enable_mixed_precision():
+    """Turn on float16 compute with dynamic loss scaling; returns a function that wraps the optimizer.
+
+    - TF ≥ 2.4: ``tf.keras.mixed_precision.set_global_policy('mixed_float16')`` before the model is built;
+      ``Model.compile`` then wraps the optimizer in a LossScaleOptimizer itself (TF 2.4 release notes).
+    - TF 1.14 … 2.3: ``tf.train.experimental.enable_mixed_precision_graph_rewrite(optimizer)`` (TF 1.14 release
+      notes), which also adds loss scaling.
+    - TF 1.12/1.13: no API; NVIDIA's NGC 19.03+ builds of TF 1.13 have ``TF_ENABLE_AUTO_MIXED_PRECISION=1``
+      instead (NGC release notes) — a TrainerError says so.
+    """
+    mp = getattr(tf.keras, "mixed_precision", None)
+    if mp is not None and hasattr(mp, "set_global_policy"):
+        mp.set_global_policy("mixed_float16")
+        return lambda optimizer: optimizer
+    rewrite = getattr(getattr(getattr(tf, "train", None), "experimental", None),
+                      "enable_mixed_precision_graph_rewrite", None)
+    if rewrite is not None:
+        return rewrite
+    raise TrainerError("--amp: TensorFlow %s has no mixed-precision API (needs TF >= 1.14; NGC TF 1.13 "
+                       "builds use the environment variable TF_ENABLE_AUTO_MIXED_PRECISION=1 instead)"
+                       % tf.__version__)
+
+
+# --- devices, threads, seeds -----------------------------------------------------------------------------------
+
+def _gpu_count_from_driver():
+    """GPUs visible to this process without initialising CUDA (for TF 1.x): CUDA_VISIBLE_DEVICES, else
+    /proc/driver/nvidia/gpus (one folder per GPU, NVIDIA driver README)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([v for v in visible.split(",") if v.strip() and not v.strip().startswith("-")])
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def configure_devices(local_rank, local_size):
+    """Pin one GPU per local rank (memory growth on); without GPUs, share the CPU cores among local ranks.
+
+    Returns "GPU" or "CPU". TF ≥ 1.14/2.x: ``tf.config.experimental.set_visible_devices``; TF 1.12/1.13: a
+    Keras session whose ConfigProto has ``gpu_options.visible_device_list`` (Horovod's TF1 Keras examples).
+    """
+    cores = max(1, (os.cpu_count() or 1) // max(1, local_size))
+    if _has(tf, "config.experimental.list_physical_devices"):
+        gpus = tf.config.experimental.list_physical_devices("GPU")
+        if gpus:
+            if local_rank >= len(gpus):
+                raise TrainerError("local rank %d has no GPU: this host has %d GPUs for %d local ranks"
+                                   % (local_rank, len(gpus), local_size))
+            for gpu in gpus:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            tf.config.experimental.set_visible_devices(gpus[local_rank], "GPU")
+            return "GPU"
+        if _has(tf, "config.threading.set_intra_op_parallelism_threads"):
+            tf.config.threading.set_intra_op_parallelism_threads(cores)
+            tf.config.threading.set_inter_op_parallelism_threads(max(2, cores))
+        return "CPU"
+    config = tf.ConfigProto()
+    device = "CPU"
+    if tf.test.is_built_with_cuda() and _gpu_count_from_driver() > local_rank:
+        config.gpu_options.allow_growth = True
+        config.gpu_options.visible_device_list = str(local_rank)
+        device = "GPU"
+    else:
+        config.intra_op_parallelism_threads = cores
+        config.inter_op_parallelism_threads = max(2, cores)
+    K.set_session(tf.Session(config=config))
+    return device
+
+
+def set_seed(seed):
+    """Graph-level seed: ``tf.random.set_seed`` (TF 2.x) or ``tf.set_random_seed`` (TF 1.x)."""
+    if _has(tf, "random.set_seed"):
+        tf.random.set_seed(seed)
+    else:
+        tf.set_random_seed(seed)
+    np.random.seed(seed)
+
+
+# --- tf.data and images ----------------------------------------------------------------------------------------
+
+def autotune():
+    """``tf.data.experimental.AUTOTUNE`` (TF 1.13+; ``tf.contrib.data.AUTOTUNE`` in 1.12), else a fixed count."""
+    for path in ("data.experimental.AUTOTUNE", "data.AUTOTUNE"):
+        obj = tf
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            return obj
+    contrib = getattr(getattr(tf, "contrib", None), "data", None)
+    return getattr(contrib, "AUTOTUNE", None) or max(1, os.cpu_count() or 1)
+
+
+def ignore_errors(dataset):
+    """Drop elements whose map raised (a PNG that fails to decode) instead of failing the run.
+
+    TF ≥ 2.11: ``Dataset.ignore_errors(log_warning=True)`` logs each dropped element's error; TF 1.13 … 2.10:
+    ``tf.data.experimental.ignore_errors()``; TF 1.12: ``tf.contrib.data.ignore_errors()``.
+    """
+    method = getattr(dataset, "ignore_errors", None)
+    if method is not None:
+        return method(log_warning=True)
+    experimental = getattr(tf.data, "experimental", None)
+    fn = getattr(experimental, "ignore_errors", None) or tf.contrib.data.ignore_errors
+    return dataset.apply(fn())
+
+
+def read_file(path):
+    fn = getattr(getattr(tf, "io", None), "read_file", None) or tf.read_file
+    return fn(path)
+
+
+def resize(image, size):
+    """Bilinear resize to [size, size] (float32): ``tf.image.resize`` (TF 2.x) / ``resize_images`` (TF 1.x)."""
+    if _has(tf, "image.resize_images"):
+        return tf.image.resize_images(image, [size, size])
+    return tf.image.resize(image, [size, size])
+
+
+def random_uniform(shape, maxval):
+    fn = getattr(getattr(tf, "random", None), "uniform", None) or tf.random_uniform
+    return fn(shape, minval=0.0, maxval=maxval, dtype=tf.float32)
+
+
+def iterate_numpy(dataset):
+    """Yield the elements of a finite dataset as numpy values (eager iteration, or a one-shot iterator run in
+    Keras' session under TF 1.x)."""
+    if executing_eagerly():
+        for element in dataset:
+            yield tuple(np.asarray(t) for t in element)
+        return
+    make = getattr(getattr(tf.compat, "v1", None), "data", None) if hasattr(tf, "compat") else None
+    if make is not None and hasattr(make, "make_one_shot_iterator"):
+        next_element = make.make_one_shot_iterator(dataset).get_next()
+    else:
+        next_element = dataset.make_one_shot_iterator().get_next()
+    session = K.get_session()
+    while True:
+        try:
+            yield session.run(next_element)
+        except tf.errors.OutOfRangeError:
+            return

@@ -1,0 +1,132 @@
+"""The examples of each split: label rows joined to the PNGs on disk, checked, split by patient.
+
+``load(options)`` returns a ``Data`` whose ``report`` says what was left out and why (rows without an image,
+images without a row, files failing the PNG check, images outside the official lists); rank 0 prints it and
+metrics.json keeps it. Every rank computes the same ``Data`` deterministically (same files, same seed).
+"""
+import os
+
+import numpy as np
+
+from trainer import events, labels, pngcheck, sources, split
+from trainer.errors import TrainerError
+
+SYNTHETIC = "synthetic"
+_SHOWN = 20
+
+
+class Subset(object):
+    """One split: ``names`` (N image names), ``paths`` (N file paths, or N synthetic keys), ``labels``
+    (uint8 [N, 14]), ``patients`` (N IDs)."""
+
+    def __init__(self, names, paths, labels_, patients):
+        self.names = list(names)
+        self.paths = list(paths)
+        self.labels = np.asarray(labels_, dtype=np.uint8).reshape(-1, len(labels.CLASSES))
+        self.patients = list(patients)
+
+    def __len__(self):
+        return len(self.names)
+
+
+class Data(object):
+    """``train``/``val``/``test`` Subsets, the label file and its content hash, and the ``report`` dict."""
+
+    def __init__(self, subsets, label_file, label_sha256, report):
+        self.train, self.val, self.test = subsets
+        self.label_file = label_file
+        self.label_sha256 = label_sha256
+        self.report = report
+
+
+def _take(table, paths, codes, code):
+    keep = [i for i, c in enumerate(codes) if c == code]
+    return Subset([table.names[i] for i in keep], [paths[i] for i in keep], table.labels[keep],
+                  [table.patients[i] for i in keep])
+
+
+def _locate(options):
+    """(label file, images folder, option name for messages, train_val list, test list)."""
+    train_val, test = options.train_val_list, options.test_list
+    if options.data:
+        label_file = sources.find_label_file(options.data)
+        found_train_val, found_test = sources.find_split_lists(options.data)
+        return (label_file, options.data, "--data", train_val or found_train_val, test or found_test)
+    return options.labels, options.images, "--images", train_val, test
+
+
+def _warn_list(what, items):
+    shown = ["%s (%s)" % item for item in items[:_SHOWN]]
+    more = " ... and %d more (all listed in metrics.json)" % (len(items) - _SHOWN) if len(items) > _SHOWN else ""
+    events.warn("%d %s skipped: %s%s" % (len(items), what, "; ".join(shown), more))
+
+
+def load(options):
+    """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``)."""
+    label_file, images_dir, option, train_val_list, test_list = _locate(options)
+    table = labels.read_label_file(label_file)
+    on_disk = sources.index_images(images_dir, option)
+    with_image = [i for i, n in enumerate(table.names) if n in on_disk]
+    report = {"label_rows": len(table), "images_found": len(on_disk),
+              "rows_without_image": len(table) - len(with_image),
+              "images_without_row": len(set(on_disk) - set(table.names))}
+    if not with_image:
+        raise TrainerError("none of the %d rows of %s has an image below %s %s (%d PNGs there; names must be the "
+                           "'Image Index' values, e.g. %s)" % (len(table), label_file, option, images_dir,
+                                                                 len(on_disk), table.names[0]))
+    problems = pngcheck.find_problems([on_disk[table.names[i]] for i in with_image])
+    report["skipped_images"] = [{"path": on_disk[table.names[with_image[k]]], "reason": r}
+                                for k, r in sorted(problems.items())]
+    if problems:
+        _warn_list("image files failed the PNG check and are",
+                   [(s["path"], s["reason"]) for s in report["skipped_images"]])
+    usable = [i for k, i in enumerate(with_image) if k not in problems]
+    if not usable:
+        raise TrainerError("no usable image below %s %s: all %d failed the PNG check"
+                           % (option, images_dir, len(with_image)))
+    if report["rows_without_image"]:
+        events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
+                    % (report["rows_without_image"], len(table), images_dir, len(with_image)))
+    if report["images_without_row"]:
+        events.warn("%d PNGs below %s have no row in %s (not used)"
+                    % (report["images_without_row"], images_dir, os.path.basename(label_file)))
+
+    sub = labels.LabelTable(label_file, [table.names[i] for i in usable], [table.patients[i] for i in usable],
+                            table.labels[usable], table.sha256)
+    paths = [on_disk[n] for n in sub.names]
+    if train_val_list or test_list:
+        if not (train_val_list and test_list):
+            raise TrainerError("official split: need both train_val_list.txt and test_list.txt (got only %s)"
+                               % (train_val_list or test_list))
+        codes = split.official_split(sub.names, sub.patients, sources.read_name_list(train_val_list),
+                                     sources.read_name_list(test_list), options.seed, options.val_fraction)
+        report["split_source"] = "official lists %s, %s (+ seeded patient split of train/val)" % (
+            train_val_list, test_list)
+    else:
+        codes = split.patient_split(sub.patients, options.seed, options.val_fraction, options.test_fraction)
+        report["split_source"] = "seeded patient split (seed %d)" % options.seed
+    split.check_patient_disjoint(sub.names, sub.patients, codes)
+    subsets = tuple(_take(sub, paths, codes, code) for code in split.SPLITS)
+    report["split"] = dict((code, len(s)) for code, s in zip(split.SPLITS, subsets))
+    report["split"]["unlisted"] = codes.count(split.UNLISTED)
+    report["patients"] = dict((code, len(set(s.patients))) for code, s in zip(split.SPLITS, subsets))
+    for code, s in zip(split.SPLITS[:2], subsets[:2]):
+        if not len(s):
+            raise TrainerError("the %s split is empty (%s); more images or another --val-fraction are needed"
+                               % (code, report["split_source"]))
+    return Data(subsets, label_file, table.sha256, report)
+
+
+def synthetic(n_train, n_val, seed, prevalence=0.1):
+    """Random labels (Bernoulli(``prevalence``) per class) for ``--data synthetic``; images are made by the
+    pipeline. Keys are the integers 0..N-1."""
+    rng = np.random.RandomState(seed)
+
+    def subset(prefix, n, offset):
+        return Subset(["%s_%06d" % (prefix, i) for i in range(n)], list(range(offset, offset + n)),
+                      (rng.rand(n, len(labels.CLASSES)) < prevalence).astype(np.uint8),
+                      ["%s%d" % (prefix, i) for i in range(n)])
+
+    report = {"split": {"train": n_train, "val": n_val, "test": 0}, "split_source": "synthetic"}
+    return Data((subset("train", n_train, 0), subset("val", n_val, n_train), subset("test", 0, 0)),
+                SYNTHETIC, None, report)

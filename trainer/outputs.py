@@ -1,0 +1,107 @@
+"""Files under ``--output``, each replaced atomically (temp file + fsync + ``os.replace`` + fsync of the folder),
+so a crash leaves the previous complete version, never a torn one. Rank 0 writes them all.
+
+- ``metrics.json``     ``{"run": {...}, "epochs": [{epoch, loss, auroc{class: float|null}, mean_auroc,
+                       images_per_sec{per_rank, total}, world_size, label_sha256, n_train, n_val, val_rows, ...}]}``
+- ``predictions.csv``  pooled validation predictions of the last epoch: ``Image Index``, ``label_<class>`` ×14
+                       (0/1), ``score_<class>`` ×14 (float32 written with 9 significant digits: exact round trip)
+- ``throughput.json``  throughput mode: ``{images_per_sec{total, per_rank}, step_times_s, world_size, model,
+                       batch_size, amp, device, ...}``
+"""
+import csv
+import json
+import os
+import warnings
+
+from trainer.errors import TrainerError
+from trainer.labels import CLASSES
+
+METRICS = "metrics.json"
+PREDICTIONS = "predictions.csv"
+THROUGHPUT = "throughput.json"
+MODEL = "model.h5"
+
+
+def _fsync_dir(folder):
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_atomically(path, write, suffix=""):
+    """Call ``write(tmp_path)`` to write a temp file next to ``path``, fsync it and rename it onto ``path``.
+
+    ``suffix`` keeps an extension the writer looks at (Keras picks HDF5 for names ending in ``.h5``).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+    tmp = os.path.join(folder, ".tmp-%d-%s%s" % (os.getpid(), os.path.basename(path), suffix))
+    try:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    _fsync_dir(folder)
+
+
+def write_json(path, value):
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(value, f, indent=2)
+            f.write("\n")
+    replace_atomically(path, write)
+
+
+def read_json(path):
+    """The JSON value in ``path``, or None if the file does not exist."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError) as e:
+        raise TrainerError("cannot read %s: %s" % (path, e))
+
+
+def write_metrics(output, run, epochs):
+    write_json(os.path.join(output, METRICS), {"run": run, "epochs": epochs})
+
+
+def read_metric_epochs(output):
+    """The epoch entries of an existing metrics.json (for --resume), or []."""
+    value = read_json(os.path.join(output, METRICS))
+    return list(value.get("epochs", [])) if isinstance(value, dict) else []
+
+
+def write_predictions(output, names, labels, scores):
+    """``names`` [N], ``labels`` {0,1} [N, 14], ``scores`` [N, 14] → predictions.csv."""
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["Image Index"] + ["label_" + c for c in CLASSES] + ["score_" + c for c in CLASSES])
+            for name, y, p in zip(names, labels, scores):
+                out.writerow([name] + [int(v) for v in y] + ["%.9g" % v for v in p])
+    replace_atomically(os.path.join(output, PREDICTIONS), write)
+
+
+def save_model(model, path, include_optimizer):
+    """Keras HDF5 file, written atomically (the temp name ends in .h5 so every Keras version picks HDF5)."""
+    def write(tmp):
+        with warnings.catch_warnings():  # Keras >= 2.13 calls HDF5 "legacy"; it is the format every version reads
+            warnings.filterwarnings("ignore", message=".*HDF5 file.*")
+            model.save(tmp, include_optimizer=include_optimizer)
+    replace_atomically(path, write, suffix=".h5")

@@ -1,0 +1,50 @@
+"""Throughput mode (``--throughput --steps N --warmup-steps W [--amp]``): time training steps, no evaluation.
+
+Runs W + N steps of the real training step (same model, loss, DistributedOptimizer, input pipeline; synthetic or
+real data) and reports the MEDIAN step time of the N timed steps after the W warm-up steps (tracing, autotuning
+and cuDNN algorithm search happen in the warm-up). images/s per rank = batch / median step time; total = sum over
+ranks. Rank 0 writes ``throughput.json``.
+"""
+import os
+from collections import OrderedDict
+
+import numpy as np
+
+from trainer import callbacks, compat, events, loss, model as model_mod, outputs, runtime
+from trainer.train import load_data, training_dataset, versions
+
+
+def run(options):
+    rt = runtime.start(options.seed)
+    wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
+    data = load_data(options, rt)
+    total_steps = options.warmup_steps + options.steps
+    learning_rate = options.lr * rt.size
+    model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights), rt.hvd,
+                                  learning_rate, loss.weighted_bce(*loss.class_weights(data.train.labels)),
+                                  wrap_optimizer)
+    events.emit("run", world_size=rt.size, epochs=1, initial_epoch=0, steps_per_epoch=total_steps,
+                n_train=len(data.train), n_val=0, device=rt.device, model=options.model, output=options.output)
+    timer = callbacks.StepTimer()
+    model.fit(training_dataset(data, options, rt), steps_per_epoch=total_steps, epochs=1, verbose=0,
+              callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)
+              + [timer, callbacks.Progress(total_steps)])
+    timed = timer.step_times()[options.warmup_steps:]
+    per_rank = compat.allgather(rt.hvd, np.array([options.batch_size / float(np.median(timed))]),
+                                "chexstack_throughput")
+    if rt.chief:
+        result = OrderedDict([
+            ("images_per_sec", OrderedDict([("total", float(np.sum(per_rank))),
+                                            ("per_rank", [float(v) for v in per_rank])])),
+            ("step_times_s", [float(t) for t in timer.step_times()]), ("warmup_steps", options.warmup_steps),
+            ("timed_steps", options.steps), ("world_size", rt.size), ("model", options.model),
+            ("batch_size", options.batch_size), ("image_size", options.image_size), ("amp", bool(options.amp)),
+            ("device", rt.device), ("data", "synthetic" if data.label_sha256 is None else data.label_file),
+            ("versions", versions()),
+        ])
+        outputs.write_json(os.path.join(options.output, outputs.THROUGHPUT), result)
+        events.info("throughput: %.1f images/s total (%s per rank), median of %d steps after %d warm-up steps"
+                    % (result["images_per_sec"]["total"], ", ".join("%.1f" % v for v in per_rank),
+                       options.steps, options.warmup_steps))
+        events.emit("done", output=options.output)
+    return 0
