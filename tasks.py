@@ -47,18 +47,34 @@ def _csv(value: str | None) -> list[str]:
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+        "launcher": "local (default), slurm (batch script) or k8s (MPIJob); slurm/k8s need --render or --submit",
+        "stack": "slurm/k8s: the stack whose image runs the trainer",
+        "image": "slurm/k8s: image reference, .sqsh or (hybrid) .sif path (default: the stack's verified tag)",
+        "per-node": "slurm/k8s: GPUs (or CPU ranks) per node",
+        "slurm-model": "slurm: pyxis (srun --mpi=pmix --container-image) or hybrid (host mpirun + singularity exec)",
+        "rdma-resource": "k8s: RDMA device plugin resource per worker, e.g. rdma/hca_shared_devices_a",
+        "render": "slurm/k8s: print the batch script / MPIJob",
+        "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
     }
 )
 @user_errors
 def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", resume=False, controller=None):
+          image_size=224, output="runs/train", resume=False, controller=None, launcher="local", stack=None,
+          image=None, per_node=4, slurm_model="pyxis", rdma_resource=None, render=False, submit=False):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
-    train_local(TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
-                             labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
-                             image_size=int(image_size), output=output, resume=resume, controller=controller))
+    request = TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
+                           labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
+                           image_size=int(image_size), output=output, resume=resume, controller=controller)
+    if launcher != "local":
+        from launch import cluster
+
+        return cluster.train(request, cluster.ClusterOptions(
+            launcher=launcher, stack=stack, image=image, per_node=int(per_node), slurm_model=slurm_model,
+            rdma_resource=rdma_resource, render=render, submit=submit))
+    train_local(request)
 
 
 # --- bench: scaling sweep, Figure 1, launchers (issue 6) -------------------------------------------------------

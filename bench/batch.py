@@ -127,9 +127,10 @@ def collect(folder: Path, output: Path, label: str | None = None, launcher: str 
     record = record.model_copy(update=updates)
     points, devices = [], set()
     for n, run_dir in runs:
-        point, device = read_point(n, run_dir)
+        point, device, versions = read_point(n, run_dir)
         points.append(point)
         devices.add(device)
+        record = record.model_copy(update={"versions": record.versions or versions})
     record = with_gpus(record, _collected_gpus(folder), "the job's nodes")
     if "GPU" not in devices:
         record = with_gpus(record, [], "the job's nodes")

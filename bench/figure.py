@@ -114,12 +114,15 @@ def rows(cmp: Comparison) -> list[list[str]]:
 
 
 def rich_table(cmp: Comparison, title: str = "Throughput vs count") -> Table:
-    """The rows with short headers (the title names the baseline) so the table fits a terminal."""
+    """The rows with short headers (the title names the baseline) so the table fits a terminal; one system: no
+    difference column."""
     table = Table(title=title)
     per = columns(cmp)[3].replace("images/s ", "")
-    for i, col in enumerate([cmp.count_axis, "system", "images/s", per, "eff. (%)", "Δ vs base (%)"]):
+    headers = [cmp.count_axis, "system", "images/s", per, "eff. (%)", "Δ vs base (%)"]
+    width = len(headers) if len(cmp.labels) > 1 else len(headers) - 1
+    for i, col in enumerate(headers[:width]):
         table.add_column(col, justify="left" if i == 1 else "right", no_wrap=i == 1)
-    body = rows(cmp)
+    body = [row[:width] for row in rows(cmp)]
     for i, row in enumerate(body):
         last_of_count = i + 1 == len(body) or body[i + 1][0] != row[0]
         table.add_row(*row, end_section=last_of_count)

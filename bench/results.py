@@ -16,7 +16,7 @@ import os
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -69,6 +69,7 @@ class RunRecord(_Model):
     warmup_steps: int | None = None
     amp: bool | None = None
     data: str | None = None
+    versions: dict[str, str | None] = Field(default_factory=dict)
     hostname: str | None = None
     cpu_count: int | None = None
     notes: list[str] = Field(default_factory=list)
@@ -107,11 +108,19 @@ class Sweep(_Model):
         return self.record.count_unit or "GPUs"
 
 
-def point_from_throughput(count: int, data: dict, source: str) -> tuple[Point, str | None]:
-    """(Point, the trainer's device "GPU"/"CPU") from the trainer's ``throughput.json`` content (CONTRIBUTING.md:
-    ``images_per_sec {total, per_rank}``, ``step_times_s`` of all steps, ``warmup_steps``, ``world_size``,
-    ``device``). The trainer's total is the sum over ranks of batch / median timed step time. Raises
-    ChexstackError naming ``source`` when the data does not describe ``count`` ranks or lacks timed steps."""
+class Reading(NamedTuple):
+    """One count's result as the trainer reported it: the point, its device ("GPU"/"CPU"), software versions."""
+
+    point: Point
+    device: str | None
+    versions: dict
+
+
+def point_from_throughput(count: int, data: dict, source: str) -> Reading:
+    """The ``Reading`` of the trainer's ``throughput.json`` content (CONTRIBUTING.md: ``images_per_sec {total,
+    per_rank}``, ``step_times_s`` of all steps, ``warmup_steps``, ``world_size``, ``device``, ``versions``). The
+    trainer's total is the sum over ranks of batch / median timed step time. Raises ChexstackError naming
+    ``source`` when the data does not describe ``count`` ranks or lacks timed steps."""
     if data.get("world_size") != count:
         raise ChexstackError("%s: world_size %r, expected %d" % (source, data.get("world_size"), count))
     warmup = int(data.get("warmup_steps") or 0)
@@ -121,9 +130,11 @@ def point_from_throughput(count: int, data: dict, source: str) -> tuple[Point, s
         raise ChexstackError("%s: expected images_per_sec.total and positive step_times_s after %d warm-up steps"
                              % (source, warmup))
     total = float(ips["total"])
-    return Point(count=count, images_per_sec=total, images_per_sec_per_rank=total / count,
+    point = Point(count=count, images_per_sec=total, images_per_sec_per_rank=total / count,
                  images_per_sec_by_rank=[float(v) for v in ips.get("per_rank") or []],
-                 median_step_time_s=statistics.median(timed), step_times_s=timed), data.get("device")
+                 median_step_time_s=statistics.median(timed), step_times_s=timed)
+    return Reading(point, data.get("device"), {k: None if v is None else str(v)
+                                               for k, v in (data.get("versions") or {}).items()})
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
+import shlex
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import sysinfo
-from bench.results import Point, RunRecord, Sweep, point_from_throughput, save_sweep
+from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+from launch import stream
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
 MODELS = ("densenet121", "resnet50")
@@ -128,31 +129,14 @@ def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
         "cpu_count": sysinfo.cpu_slots()})
 
 
-def read_point(count: int, run_dir: Path) -> tuple[Point, str | None]:
-    """(Point, device) from ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
+def read_point(count: int, run_dir: Path) -> Reading:
+    """The ``Reading`` of ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
     path = run_dir / THROUGHPUT_FILE
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ChexstackError("%s: expected the trainer's throughput result (%s)" % (path, e)) from None
     return point_from_throughput(count, data, str(path))
-
-
-def run_logged(argv: list[str], env: dict[str, str], log: Path, what: str) -> float:
-    """Run ``argv`` with its output in ``log``; return the wall time (s). Raises ChexstackError with the end of the
-    log when it fails."""
-    import os
-
-    console.print("[dim]$ %s[/]" % " ".join(argv), soft_wrap=True)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    with log.open("w") as out, console.status(what):
-        proc = subprocess.run(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        raise ChexstackError("%s failed (exit %d); end of %s:\n%s" % (what, proc.returncode, log, tail),
-                             exit_code=1)
-    return time.monotonic() - start
 
 
 def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
@@ -165,18 +149,24 @@ def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
     return sysinfo.cpu_slots(), "this host (no GPU; %d CPU cores for CPU ranks)" % sysinfo.cpu_slots()
 
 
-def launch_argv(req: SweepRequest, count: int, run_dir: Path) -> tuple[list[str], dict[str, str]]:
-    """(argv, extra environment) that runs ``count`` ranks of the throughput run writing into ``run_dir``:
-    horovodrun on this host with the controller its network allows (``local``), or horovodrun's MPI controller
-    across ``--hosts`` (``mpirun``)."""
+def launch_argv(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> tuple[list[str], dict[str, str], str]:
+    """(argv, extra environment, controller) that run ``count`` ranks of the throughput run writing into
+    ``run_dir``: horovodrun on this host with the controller its network allows (``local``, as ``invoke train``),
+    or horovodrun's MPI controller across ``--hosts`` (``mpirun``). Without GPUs the ranks see none."""
     from launch.controller import local_interfaces, pick_controller
     from launch.horovodrun import horovodrun_argv
 
     args = throughput_args(req, str(run_dir.resolve()))
     if req.launcher == "mpirun":
-        return horovodrun_argv(count, args, hosts=list(req.hosts), controller="mpi")
-    controller, _ = pick_controller(local_interfaces(), None)
-    return horovodrun_argv(count, args, controller=controller)
+        controller = "mpi"
+        argv, env = horovodrun_argv(count, args, hosts=list(req.hosts), controller=controller)
+    else:
+        controller, _ = pick_controller(local_interfaces(), None)
+        argv, env = horovodrun_argv(count, args, controller=controller)
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    return argv, env, controller
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
@@ -194,12 +184,19 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     points, devices = [], set()
     for n in sorted(req.counts):
         run_dir = runs / tag / ("np-%d" % n)
-        argv, env = launch_argv(req, n, run_dir)
-        wall = run_logged(argv, env, run_dir / "launch.log", "%s: %d %s, %s throughput" % (
-            req.label, n, record.count_unit, req.model))
-        point, device = read_point(n, run_dir)
+        argv, env, controller = launch_argv(req, n, run_dir, record.device == "gpu")
+        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(argv)), soft_wrap=True,
+                      highlight=False)
+        start = time.monotonic()
+        outcome = stream.run(argv, env, str(run_dir / "launch.log"), console, cwd=str(repo))
+        if outcome.returncode != 0:
+            raise ChexstackError("throughput run with %d ranks: %s" % (n, stream.explain_failure(outcome, controller)),
+                                 exit_code=1)
+        wall = time.monotonic() - start
+        point, device, versions = read_point(n, run_dir)
         points.append(point)
         devices.add(device)
+        record = record.model_copy(update={"versions": record.versions or versions})
         console.print("  %2d %s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
             n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))
