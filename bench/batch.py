@@ -21,7 +21,8 @@ from string import Template
 
 from bench import sysinfo
 from bench.results import RunRecord, Sweep, save_sweep
-from bench.sweep import SweepRequest, read_point, request_record, stamp, throughput_args, with_gpus
+from bench.sweep import (SweepRequest, read_point, request_record, settle_device, stamp, throughput_args,
+                         with_gpus)
 from chexstack.errors import ChexstackError
 from envs.manifest import load_stack
 from launch import k8s, slurm
@@ -131,9 +132,8 @@ def collect(folder: Path, output: Path, label: str | None = None, launcher: str 
         points.append(point)
         devices.add(device)
         record = record.model_copy(update={"versions": record.versions or versions})
-    record = with_gpus(record, _collected_gpus(folder), "the job's nodes")
-    if "GPU" not in devices:
-        record = with_gpus(record, [], "the job's nodes")
+    gpus = _collected_gpus(folder)
+    record = settle_device(with_gpus(record, gpus, "the job's nodes") if gpus else record, devices)
     label = label or folder.name.rsplit("-", 1)[0]
     sweep = Sweep(label=label, record=record, points=points)
     when = datetime.fromisoformat(record.time) if record.time else datetime.now(timezone.utc)

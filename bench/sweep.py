@@ -129,6 +129,19 @@ def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
         "cpu_count": sysinfo.cpu_slots()})
 
 
+def settle_device(record: RunRecord, devices: set) -> RunRecord:
+    """The trainer's own device ("GPU"/"CPU" in throughput.json) decides what the counts are; a disagreement with
+    the GPUs the host listed is kept as a note."""
+    if devices == {"CPU"} and record.device != "cpu":
+        notes = record.notes + (["%d GPU(s) listed, but the trainer ran on CPU (a CPU-only TensorFlow?)"
+                                 % (record.gpu_count or 0)] if record.device == "gpu" else [])
+        return record.model_copy(update={"device": "cpu", "count_unit": "CPU ranks", "notes": notes})
+    if devices == {"GPU"} and record.device != "gpu":
+        return record.model_copy(update={"device": "gpu", "count_unit": "GPUs", "notes": [
+            n for n in record.notes if not n.startswith("no GPU")] + ["GPU model and driver not recorded"]})
+    return record
+
+
 def read_point(count: int, run_dir: Path) -> Reading:
     """The ``Reading`` of ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
     path = run_dir / THROUGHPUT_FILE
@@ -200,8 +213,5 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
         console.print("  %2d %s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
             n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))
-    if devices == {"CPU"} and record.device == "gpu":
-        record = record.model_copy(update={"device": "cpu", "count_unit": "CPU ranks", "notes": record.notes + [
-            "GPUs on the host, but the trainer ran on CPU (a CPU-only TensorFlow?)"]})
-    sweep = Sweep(label=req.label, record=record, points=points)
+    sweep = Sweep(label=req.label, record=settle_device(record, devices), points=points)
     return sweep, save_sweep(sweep, output / (tag + ".json"))
