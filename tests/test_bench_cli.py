@@ -76,3 +76,17 @@ def test_train_renders_a_slurm_script_and_submit_needs_sbatch():
     assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stdout
     neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
     assert neither.returncode == 2 and "--render" in neither.stdout
+
+
+def test_gpu_check_script_is_clean_and_dry_runs():
+    script = REPO / "bench" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    dry = subprocess.run([str(script), "--dry-run"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    commands = [line for line in dry.stdout.splitlines() if line.startswith("+ ")]
+    bench = [c for c in commands if " bench --gpus 1 --model resnet50 --data synthetic" in c]
+    assert len(bench) == 2 and bench[1].endswith("--amp") and "tensorflow\\[and-cuda\\]==2.15.1" in dry.stdout
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in dry.stdout and "bench-report" in commands[-1]
+    if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
+        real = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert real.returncode == 2 and "an NVIDIA GPU and driver" in real.stderr and "nothing was run" in real.stderr
