@@ -45,7 +45,8 @@ RESULTS=bench/results
 say() { printf '\033[1m[gpu_check]\033[0m %s\n' "$*"; }
 warn() { printf '\033[1;33m[gpu_check] missing:\033[0m %s\n' "$*" >&2; missing=$((missing + 1)); }
 run() {  # print the command; run it unless --dry-run
-  printf '+ %s\n' "$(printf '%q ' "$@")"
+  local line; line=$(printf '%q ' "$@")
+  printf '+ %s\n' "${line% }"
   if [ "$dry" = 0 ]; then "$@"; fi
 }
 
