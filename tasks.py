@@ -32,6 +32,89 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+# --- envs: stacks (Table 1, manifests, consistency) and conda locks ------------------------------------------------
+
+@task(help={"check": "list every inconsistency with its source; exit 1 only for blocking ones (this repository's "
+                     "files), never for Table 1's own facts",
+            "json": "print JSON for machines instead of tables"})
+@user_errors
+def stacks(c, check=False, json=False):
+    """Print Table 1 exactly as published, beside it what each stack ships, and every stack's versions."""
+    from envs.check import all_findings, stack_order
+    from envs.show import findings_renderable, stacks_json, stacks_renderable, table1_renderable
+
+    findings = all_findings() if check else None
+    if json:
+        sys.stdout.write(stacks_json(stack_order(), findings))
+    else:
+        console.print(table1_renderable())
+        console.print(stacks_renderable(stack_order()))
+        if findings is not None:
+            console.print(findings_renderable(findings))
+    if findings and any(f.blocking for f in findings):
+        raise Exit(code=1)
+
+
+@task(iterable=["platform"],
+      help={"stack": "stack with envs/conda/<stack>/environment.yml (conda, cpu)",
+            "platform": "platform to lock (repeatable; default: the environment file's platforms)",
+            "check": "compare the lock's content hash with the current inputs; exit 1 naming what changed",
+            "kind": "lock (unified, default) or explicit (refused when the environment has pip requirements)",
+            "conda": "conda/mamba/micromamba executable for the solver (default: $CONDA_EXE, then PATH)",
+            "installed": "post-install check: a `conda list --json` (or `pip list --format=json`) output file"})
+@user_errors
+def lock(c, stack, platform=None, check=False, kind="lock", conda=None, installed=None):
+    """Lock a stack's conda environment for its target (explicit virtual packages), check drift, or check an
+    installed environment against the lock."""
+    from envs.lockflow import lock_stack
+
+    raise Exit(code=lock_stack(stack, platforms=platform or None, check=check, kind=kind, conda_exe=conda,
+                               installed=installed))
+
+
+# --- images: render, build, convert (images/) -------------------------------------------------------------------
+
+
+@task(help={"stack": "stack name (envs/stacks/<name>.yaml)", "format": "docker | singularity",
+            "base": "base image reference instead of the manifest's (a local stand-in)"})
+@user_errors
+def render(c, stack, format="docker", base=None):
+    """Print the stack's Dockerfile or Singularity definition (rendered by hpccm from the manifest)."""
+    from envs.manifest import load_stack
+    from images.render import render as render_recipe
+
+    sys.stdout.write(render_recipe(load_stack(stack), format, base))
+
+
+@task(help={"stack": "stack name", "runtime": "docker | singularity | all (a SIF from the verified Docker image)",
+            "tag": "REPOSITORY:TAG instead of chexstack/<stack>:<version>",
+            "base": "base image reference instead of the manifest's (e.g. a local stand-in)",
+            "no-cache": "rebuild every layer", "dry-run": "print the Dockerfile, context and labels; build nothing",
+            "allow-mismatch": "tag even when verification finds mismatches (listed in an image label)"})
+@user_errors
+def build(c, stack, runtime="docker", tag=None, base=None, no_cache=False, dry_run=False, allow_mismatch=False):
+    """Build the stack's image (docker SDK), verify it inside, tag it only when it matches its manifest."""
+    from images.build import build as build_image
+
+    build_image(stack, runtime=runtime, tag=tag, base=base, no_cache=no_cache, dry_run=dry_run,
+                allow_mismatch=allow_mismatch)
+
+
+@task(help={"dockerfile": "path of the Dockerfile", "build-arg": "NAME=VALUE for an ARG without default (repeatable)",
+            "output": "write the definition here instead of stdout"}, iterable=["build_arg"])
+@user_errors
+def convert(c, dockerfile, build_arg=None, output=None):
+    """Convert a Dockerfile to a Singularity definition (spython) and repair what it gets wrong."""
+    from images.convert import convert_file
+
+    text = convert_file(dockerfile, dict(a.split("=", 1) for a in build_arg or [] if "=" in a))
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
 # --- train (launch/, trainer/) ---------------------------------------------------------------------------------
 @task(
     help={
@@ -47,20 +130,25 @@ def _csv(value: str | None) -> list[str]:
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
+        "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine; with "
+                 "--launcher slurm/k8s: the stack whose image the cluster runs",
+        "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
+        "image": "with --stack: this image reference, .sqsh or SIF path instead of the stack's verified tag",
+        "network": "with --stack and docker: host (default) or none (loopback only: the MPI controller is used)",
         "launcher": "local (default), slurm (batch script) or k8s (MPIJob); slurm/k8s need --render or --submit",
-        "stack": "slurm/k8s: the stack whose image runs the trainer",
-        "image": "slurm/k8s: image reference, .sqsh or (hybrid) .sif path (default: the stack's verified tag)",
         "per-node": "slurm/k8s: GPUs (or CPU ranks) per node",
-        "slurm-model": "slurm: pyxis (srun --mpi=pmix --container-image) or hybrid (host mpirun + singularity exec)",
-        "rdma-resource": "k8s: RDMA device plugin resource per worker, e.g. rdma/hca_shared_devices_a",
+        "hybrid": "slurm: the hybrid model (host mpirun + singularity exec of the SIF) instead of srun --mpi=pmix "
+                  "with pyxis --container-image",
+        "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
         "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
     }
 )
 @user_errors
 def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", resume=False, controller=None, launcher="local", stack=None,
-          image=None, per_node=4, slurm_model="pyxis", rdma_resource=None, render=False, submit=False):
+          image_size=224, output="runs/train", resume=False, controller=None, stack=None, runtime="docker",
+          image=None, network="host", launcher="local", per_node=4, hybrid=False, rdma=None,
+          render=False, submit=False):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
@@ -72,8 +160,13 @@ def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densen
         from launch import cluster
 
         return cluster.train(request, cluster.ClusterOptions(
-            launcher=launcher, stack=stack, image=image, per_node=int(per_node), slurm_model=slurm_model,
-            rdma_resource=rdma_resource, render=render, submit=submit))
+            launcher=launcher, stack=stack, image=image, per_node=int(per_node),
+            slurm_model="hybrid" if hybrid else "pyxis",
+            rdma_resource=rdma, render=render, submit=submit))
+    if stack:
+        from launch.container import train_in_image
+
+        return train_in_image(request, stack, runtime=runtime, image=image, network=network)
     train_local(request)
 
 
@@ -94,9 +187,9 @@ def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densen
     "output": "folder of the sweep JSON (default bench/results)",
     "per_node": "slurm/k8s: GPUs (or CPU ranks) per node",
     "image": "slurm/k8s: image reference or .sqsh/.sif path (default: the stack's verified tag)",
-    "slurm_model": "pyxis (srun --mpi=pmix --container-image) or hybrid (host mpirun + singularity exec)",
+    "hybrid": "slurm: hybrid model (host mpirun + singularity exec) instead of srun --mpi=pmix with pyxis",
     "results": "slurm: shared results folder (default runs/bench); k8s: ReadWriteMany PVC claim name",
-    "rdma_resource": "k8s: RDMA device plugin resource, e.g. rdma/hca_shared_devices_a",
+    "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
     "render": "slurm/k8s: print the batch script / MPIJobs",
     "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",
     "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
@@ -104,7 +197,7 @@ def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densen
 @user_errors
 def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
           image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
-          per_node=4, image=None, slurm_model="pyxis", results=None, rdma_resource=None, render=False, submit=False,
+          per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
           collect=None):
     """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
     from pathlib import Path
@@ -117,8 +210,9 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
                             launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
                             batch_size=int(batch_size), image_size=int(image_size), steps=int(steps),
                             warmup_steps=int(warmup_steps), data=data, amp=amp)
-    opts = main.Scheduled(per_node=int(per_node), image=image, slurm_model=slurm_model, results=results,
-                          rdma_resource=rdma_resource, render=render, submit=submit)
+    opts = main.Scheduled(per_node=int(per_node), image=image, slurm_model="hybrid" if hybrid else "pyxis",
+                          results=results,
+                          rdma_resource=rdma, render=render, submit=submit)
     main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)
 
 

@@ -119,8 +119,8 @@ def _field_path(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
-def parse_stack(text: str, path: Path) -> Stack:
-    """Parse and validate one manifest's YAML text; ``path`` is only used in error messages."""
+def yaml_mapping(text: str, path: Path, what: str = "stack fields") -> dict:
+    """Parse YAML text whose top level must be a mapping; ChexstackError naming ``path`` (and line) otherwise."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -128,12 +128,23 @@ def parse_stack(text: str, path: Path) -> Stack:
         where = "%s:%d" % (path, mark.line + 1) if mark else str(path)
         raise ChexstackError("%s: not valid YAML: %s" % (where, getattr(e, "problem", e))) from None
     if not isinstance(data, dict):
-        raise ChexstackError("%s: expected a mapping of stack fields at the top level" % path)
+        raise ChexstackError("%s: expected a mapping of %s at the top level" % (path, what))
+    return data
+
+
+def validation_error(path: Path, err: ValidationError) -> ChexstackError:
+    """One ChexstackError line per pydantic error: ``<path>: field <a.b.c>: <what was expected>``."""
+    lines = ["%s: field %s: %s" % (path, _field_path(e["loc"]), e["msg"]) for e in err.errors()]
+    return ChexstackError("\n".join(lines))
+
+
+def parse_stack(text: str, path: Path) -> Stack:
+    """Parse and validate one manifest's YAML text; ``path`` is only used in error messages."""
+    data = yaml_mapping(text, path)
     try:
         stack = Stack.model_validate(data)
     except ValidationError as e:
-        lines = ["%s: field %s: %s" % (path, _field_path(err["loc"]), err["msg"]) for err in e.errors()]
-        raise ChexstackError("\n".join(lines)) from None
+        raise validation_error(path, e) from None
     if stack.name != path.stem:
         raise ChexstackError("%s: field name: expected %r (the file's name), got %r" % (path, path.stem, stack.name))
     return stack

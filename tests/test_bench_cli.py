@@ -57,7 +57,7 @@ def test_counts_beyond_the_slots_stop_before_running():
 
 def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     run = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
-                 "synthetic", "--rdma-resource", "rdma/hca_shared_devices_a", "--render")
+                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--render")
     assert run.returncode == 0, run.stderr
     job = yaml.safe_load(run.stdout)
     validate_mpijob(job)

@@ -1,0 +1,259 @@
+"""Compatibility rules with their sources: CUDA ↔ Linux driver, TensorFlow's tested builds, Horovod features.
+
+The facts live in ``envs/rules.yaml`` (each table with its source URL); this module loads them once and answers
+questions. Versions compare with ``packaging.version`` (driver "535.216.03" and toolkit "10.1.168" both parse).
+
+Queries (stable API; ``validate`` uses the driver ones):
+
+- ``min_driver_for_cuda("10.2") -> DriverFloor(driver="440.33", ...)``: the oldest Linux driver that runs a toolkit
+  at all. Before CUDA 11 that is the toolkit release's own driver (Table 3 of NVIDIA's release notes); from CUDA 11
+  on it is the family's minor-version-compatibility floor (11.x 450.80.02, 12.x 525.60.13, 13.x 580), and
+  ``native_driver`` says which driver gives the full feature set.
+- ``max_cuda_for_driver("535.216.03") -> DriverCeiling(cuda="12.2", ...)``: the newest toolkit release that driver
+  supports natively — what ``nvidia-smi`` prints as "CUDA Version" (../shared/cases/08), not an installed toolkit.
+- ``check_driver(driver, cuda) -> Verdict``: PASS, WARN (runs only through minor-version compatibility) or FAIL
+  (../shared/cases/06: 390.48 vs 9.2.88 → FAIL, needs >= 396.26).
+- ``horovod_has(version, feature) -> bool`` for ``horovodrun``, ``check_build``, ``nccl_built``,
+  ``gpu_allreduce_env``, ``gpu_operations_env``.
+- ``tf_tested(version) -> TfTested | None``: tensorflow.org's tested build configuration of that release.
+- ``glibc_for_os(name, version) -> str | None``: the base OS's glibc (the ``__glibc`` a conda lock must declare).
+
+Errors: a malformed version string raises ``ChexstackError`` naming the argument and what was expected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+from chexstack.errors import ChexstackError
+
+RULES_FILE = Path(__file__).resolve().parent / "rules.yaml"
+
+Status = Literal["PASS", "WARN", "FAIL"]
+
+
+def parse_version(text: str, what: str = "version") -> Version:
+    """``packaging`` Version of a dotted version ("418.40.04", "10.1"); ChexstackError naming ``what`` if not one."""
+    try:
+        return Version(str(text).strip())
+    except InvalidVersion:
+        raise ChexstackError("%s: expected a dotted version like 10.1.168, got %r" % (what, text)) from None
+
+
+def same_release(a: str, b: str) -> bool:
+    """True when the shorter of two dotted versions is a leading part of the longer ("3.5" vs "3.5.2")."""
+    pa, pb = parse_version(a).release, parse_version(b).release
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def _major_minor(v: str) -> tuple[int, int]:
+    rel = parse_version(v).release + (0,)
+    return rel[0], rel[1]
+
+
+@dataclass(frozen=True)
+class DriverFloor:
+    """Minimum Linux x86_64 driver for a CUDA toolkit version.
+
+    ``driver``: oldest driver that runs it at all; ``native_driver``: the driver its release ships with (full
+    feature set), None when the release is not in the table; ``via``: "release" (before CUDA 11) or
+    "minor-version-compatibility"; ``source``: where the numbers come from.
+    """
+
+    cuda: str
+    driver: str
+    native_driver: str | None
+    via: Literal["release", "minor-version-compatibility"]
+    source: str
+
+
+@dataclass(frozen=True)
+class DriverCeiling:
+    """Newest CUDA toolkit release a driver supports natively: ``cuda`` as major.minor, ``release`` in full."""
+
+    driver: str
+    cuda: str
+    release: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of a driver/toolkit check: ``status`` PASS, WARN or FAIL, a one-line ``message``, its ``source``."""
+
+    status: Status
+    message: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TfTested:
+    """One row of tensorflow.org's tested GPU build configurations."""
+
+    tensorflow: str
+    python: tuple[str, ...]
+    compiler: str
+    cudnn: str
+    cuda: str
+    source: str
+    note: str | None = None
+
+    def python_ok(self, python: str) -> bool:
+        """True when ``python`` (e.g. "3.6.8") falls in one of the tested ranges ("2.7", "3.3-3.6")."""
+        mm = _major_minor(python)
+        for rng in self.python:
+            lo, _, hi = rng.partition("-")
+            if _major_minor(lo) <= mm <= _major_minor(hi or lo):
+                return True
+        return False
+
+
+@lru_cache(maxsize=None)
+def _rules() -> dict:
+    return yaml.safe_load(RULES_FILE.read_text())
+
+
+def _releases() -> list[tuple[Version, dict]]:
+    rows = _rules()["cuda_driver"]["releases"]
+    return sorted(((Version(r["cuda"]), r) for r in rows), key=lambda t: t[0])
+
+
+def _table3_source() -> str:
+    return _rules()["cuda_driver"]["source"]
+
+
+def _release_row(cuda: str) -> dict | None:
+    """The Table 3 row for this toolkit: the newest release of the same major.minor not newer than it (9.2.148 →
+    the 9.2.148 row, 10.1.168 → 10.1.105), else the first release of that major.minor (9.2 → 9.2.88)."""
+    v = parse_version(cuda, "CUDA version")
+    same = [(rv, r) for rv, r in _releases() if rv.release[:2] == (v.release + (0,))[:2]]
+    if not same:
+        return None
+    older = [t for t in same if t[0] <= v]
+    return (older[-1] if older else same[0])[1]
+
+
+def _family_floor(major: int) -> dict | None:
+    for fam in _rules()["cuda_driver"]["minor_version_compatibility"]["families"]:
+        if fam["major"] == major:
+            return fam
+    return None
+
+
+def min_driver_for_cuda(cuda: str) -> DriverFloor:
+    """Oldest Linux driver that can run CUDA toolkit ``cuda`` ("10.2", "9.2.88", "12.4.1").
+
+    Raises ChexstackError when the version is malformed or outside the rules (listing what is known).
+    """
+    v = parse_version(cuda, "CUDA version")
+    row = _release_row(cuda)
+    native = row["driver"] if row else None
+    fam = _family_floor(v.release[0]) if v.release[0] >= 11 else None
+    if fam is not None:
+        mvc = _rules()["cuda_driver"]["minor_version_compatibility"]
+        return DriverFloor(cuda, fam["driver"], native, "minor-version-compatibility", mvc["source"])
+    if row is None:
+        known = ", ".join(sorted({"%d.%d" % rv.release[:2] for rv, _ in _releases()}, key=Version))
+        raise ChexstackError("CUDA version %r: no driver rule; known toolkits: %s" % (cuda, known))
+    return DriverFloor(cuda, row["driver"], native, "release", _table3_source())
+
+
+def max_cuda_for_driver(driver: str) -> DriverCeiling:
+    """Newest toolkit release whose own driver is not newer than ``driver`` (390.48 → 9.1, 535.216.03 → 12.2).
+
+    Raises ChexstackError for a malformed driver or one older than every release in the table.
+    """
+    d = parse_version(driver, "driver version")
+    fitting = [(rv, r) for rv, r in _releases() if Version(r["driver"]) <= d]
+    if not fitting:
+        raise ChexstackError("driver %s: older than every CUDA release in the rules (oldest needs %s)"
+                             % (driver, _releases()[0][1]["driver"]))
+    rv, row = fitting[-1]
+    return DriverCeiling(driver, "%d.%d" % rv.release[:2], row["cuda"], _table3_source())
+
+
+def check_driver(driver: str, cuda: str) -> Verdict:
+    """Can a host with Linux driver ``driver`` run a CUDA ``cuda`` toolkit (image, conda env, wheel)?
+
+    PASS: the driver supports that release natively. WARN: only through CUDA >= 11 minor-version compatibility
+    (same major family, driver at or above the family floor): PTX JIT of newer PTX and features that need the
+    newer driver fail. FAIL: below the floor (the message says which driver is needed, and the ways out).
+    """
+    floor = min_driver_for_cuda(cuda)
+    d = parse_version(driver, "driver version")
+    ceiling = max_cuda_for_driver(driver) if d >= Version(_releases()[0][1]["driver"]) else None
+    if floor.native_driver is not None:
+        native_ok = d >= Version(floor.native_driver)
+    else:  # a release missing from Table 3 (e.g. 12.7): compare with what the driver supports natively
+        native_ok = ceiling is not None and _major_minor(cuda) <= _major_minor(ceiling.cuda)
+    if native_ok:
+        return Verdict("PASS", "driver %s supports CUDA %s (needs >= %s)"
+                       % (driver, cuda, floor.native_driver or floor.driver), floor.source)
+    if floor.via == "minor-version-compatibility" and d >= Version(floor.driver):
+        newer = "driver >= %s" % floor.native_driver if floor.native_driver else "a newer driver"
+        return Verdict("WARN", "driver %s (max CUDA %s) runs CUDA %s only through minor-version compatibility "
+                               "(>= %s): PTX JIT of newer PTX and features that need %s will fail"
+                       % (driver, ceiling.cuda if ceiling else "?", cuda, floor.driver, newer), floor.source)
+    ways = "upgrade the driver to >= %s, or pick an image with CUDA <= %s" % (
+        floor.driver, ceiling.cuda) if ceiling else "upgrade the driver to >= %s" % floor.driver
+    if floor.via == "minor-version-compatibility":
+        ways += ", or use the cuda-compat forward-compatibility package (data-center GPUs only)"
+    return Verdict("FAIL", "driver %s too old for CUDA %s (needs >= %s); %s" % (driver, cuda, floor.driver, ways),
+                   floor.source)
+
+
+def horovod_feature_names() -> list[str]:
+    """Names ``horovod_has`` knows."""
+    return [f["feature"] for f in _rules()["horovod_features"]]
+
+
+def _horovod_feature(feature: str) -> dict:
+    for f in _rules()["horovod_features"]:
+        if f["feature"] == feature:
+            return f
+    raise ChexstackError("unknown Horovod feature %r; known: %s" % (feature, ", ".join(horovod_feature_names())))
+
+
+def horovod_has(version: str, feature: str) -> bool:
+    """True when Horovod ``version`` has ``feature`` (see ``horovod_feature_names``)."""
+    return parse_version(version, "Horovod version") >= Version(_horovod_feature(feature)["since"])
+
+
+def horovod_feature_source(feature: str) -> str:
+    """Source and first release of a Horovod feature, for messages."""
+    f = _horovod_feature(feature)
+    return "%s (since %s)" % (f["source"], f["since"])
+
+
+def horovod_env_feature(variable: str) -> str | None:
+    """The feature a build-time ``HOROVOD_*`` variable needs (HOROVOD_GPU_OPERATIONS → gpu_operations_env)."""
+    return _rules()["horovod_env_features"].get(variable)
+
+
+def tf_tested(version: str) -> TfTested | None:
+    """tensorflow.org's tested GPU build for TensorFlow ``version`` (same major.minor), or None if not listed."""
+    mm = _major_minor(version)
+    table = _rules()["tensorflow_tested"]
+    for b in table["builds"]:
+        if _major_minor(b["tensorflow"]) == mm:
+            return TfTested(b["tensorflow"], tuple(b["python"]), b["compiler"], str(b["cudnn"]), str(b["cuda"]),
+                            table["source"], b.get("note"))
+    return None
+
+
+def glibc_for_os(name: str, version: str) -> str | None:
+    """glibc of OS ``name`` ``version`` ("CentOS", "7" → "2.17"), matched on the leading version parts."""
+    for s in _rules()["os_glibc"]["systems"]:
+        if s["os"].lower() == name.lower() and same_release(s["version"], version):
+            return s["glibc"]
+    return None
+
+
+def glibc_source() -> str:
+    return _rules()["os_glibc"]["source"]

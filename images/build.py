@@ -1,0 +1,117 @@
+"""``invoke build``: render -> Docker build (untagged) -> verify inside the image -> tag -> optional SIF.
+
+A failed build or verification leaves no tag: the image is built untagged and ``images.naming.image_ref(stack)``
+(or ``--tag``) is applied only after every row matched. ``--allow-mismatch`` tags anyway, with the mismatches in
+the image label ``org.chexstack.verification.mismatches``. Exit codes (``ChexstackError.exit_code``): 1 build or
+verification failed, 2 bad input, 3 a required tool is missing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
+from images import context, labels, sif
+from images.docker_build import docker_build, docker_client
+from images.naming import image_ref
+from images.render import build_context, render
+from images.verify import Verification, compare, print_table, probe_image
+
+RUNTIMES = {"docker": ("docker",), "singularity": ("docker", "singularity"), "all": ("docker", "singularity")}
+SIF_DIR = Path("build") / "sif"
+
+
+@dataclass
+class BuildResult:
+    image_id: str | None
+    ref: str
+    tagged: bool
+    verification: Verification | None = None
+    sif: Path | None = None
+
+
+def _base_digest(client: docker.DockerClient, base_ref: str, pinned: str | None) -> str | None:
+    """The manifest's pin, else the local base image's registry digest, else its image ID (None if absent)."""
+    if pinned:
+        return pinned
+    try:
+        img = client.images.get(base_ref)
+    except docker.errors.ImageNotFound:
+        console.print("[yellow]warning:[/] base image %s is not present locally; the engine will try to pull it"
+                      % base_ref)
+        return None
+    digests = img.attrs.get("RepoDigests") or []
+    return digests[0].split("@", 1)[1] if digests else img.id
+
+
+def _tag(client: docker.DockerClient, image_id: str, ref: str) -> None:
+    repo, _, tag = ref.rpartition(":")
+    client.api.tag(image_id, repo, tag)
+
+
+def _with_mismatches(client: docker.DockerClient, image_id: str, result: Verification) -> str:
+    """The image plus a label listing the mismatches (a metadata-only build ``FROM`` the image ID)."""
+    tar = context.context_tar("FROM %s\n" % image_id, {})
+    return docker_build(client, tar, labels={labels.MISMATCHES: json.dumps(result.mismatches())}, quiet=True)
+
+
+def _dry_run(dockerfile: str, ctx: dict, lab: dict, ref: str, runtimes: tuple[str, ...]) -> BuildResult:
+    console.print("[bold]Dockerfile[/]\n%s" % dockerfile, markup=False, highlight=False)
+    console.print("[bold]build context[/]")
+    for name, size in context.listing(ctx):
+        console.print("  %-60s %9d bytes" % (name, size), markup=False)
+    console.print("[bold]labels[/]")
+    for k, v in sorted(lab.items()):
+        console.print("  %s=%s" % (k, v if len(v) < 100 else v[:97] + "..."), markup=False)
+    console.print("[bold]would build[/] untagged, verify inside, then tag %s%s"
+                  % (ref, "; then make a SIF" if "singularity" in runtimes else ""))
+    return BuildResult(None, ref, False)
+
+
+def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, base: str | None = None,
+          no_cache: bool = False, dry_run: bool = False, allow_mismatch: bool = False,
+          sif_dir: Path = SIF_DIR) -> BuildResult:
+    """Build, verify and tag the image of ``stack_name`` (see the module docstring)."""
+    stack = load_stack(stack_name)
+    if runtime not in RUNTIMES:
+        raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
+    runtimes = RUNTIMES[runtime]
+    if "singularity" in runtimes:
+        sif.require_tool()  # before minutes of Docker build
+    base_ref = base or stack.base.reference
+    ref = tag or image_ref(stack)
+    if ":" not in ref.rsplit("/", 1)[-1]:
+        raise ChexstackError("--tag %r: expected REPOSITORY:TAG" % ref)
+    dockerfile, ctx = render(stack, "docker", base_ref), build_context(stack, base_ref)
+    if dry_run:
+        return _dry_run(dockerfile, ctx, labels.image_labels(stack, base_ref, stack.base.digest), ref, runtimes)
+
+    client = docker_client()
+    lab = labels.image_labels(stack, base_ref, _base_digest(client, base_ref, stack.base.digest))
+    console.print("[bold]building[/] stack %s FROM %s (untagged until verified)" % (stack.name, base_ref))
+    image_id = docker_build(client, context.context_tar(dockerfile, ctx), labels=lab, nocache=no_cache)
+    console.print("[bold]built[/] %s; verifying inside the image" % image_id)
+
+    result = compare(stack, probe_image(client, image_id))
+    print_table(stack, ref, result)
+    if not result.ok and not allow_mismatch:
+        raise ChexstackError("verification failed: %d row(s) differ from envs/stacks/%s.yaml; image %s left "
+                             "untagged (--allow-mismatch keeps it, tagged, with the mismatches in a label)"
+                             % (len(result.mismatches()) or 1, stack.name, image_id[:19]), exit_code=1)
+    if not result.ok:
+        image_id = _with_mismatches(client, image_id, result)
+        console.print("[yellow]kept despite mismatches[/] (label %s)" % labels.MISMATCHES)
+    _tag(client, image_id, ref)
+    console.print("[bold green]tagged[/] %s (%s)" % (ref, image_id[:19]))
+
+    out = BuildResult(image_id, ref, True, result)
+    if "singularity" in runtimes:
+        out.sif = sif.build_sif(ref, image_id, sif_dir)
+        console.print("[bold green]SIF[/] %s (label %s=%s)" % (out.sif, labels.DOCKER_IMAGE_ID, image_id))
+    return out

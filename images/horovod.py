@@ -1,0 +1,94 @@
+"""Horovod in an image: built LAST against the installed TensorFlow, then gated inside the build.
+
+Facts (with their sources in envs/rules.yaml, queried through ``envs.rules``):
+- ``horovodrun --check-build`` and ``hvd.nccl_built()``/``mpi_built()``/``gloo_built()`` exist from 0.17.0;
+  before that the only proof is ``import horovod.tensorflow`` + ``hvd.init()``.
+- ``horovod/metadata.json`` (the TensorFlow version Horovod was compiled against) exists in the 0.2x releases;
+  where it is absent the TF-built-for check is skipped, not failed.
+- ``HOROVOD_GPU_OPERATIONS`` exists from 0.20.0; ``HOROVOD_GPU_ALLREDUCE`` (+ ``_ALLGATHER``/``_BROADCAST``) before.
+
+Why last and with ``--no-cache-dir``: a later layer that changes TensorFlow, or a cached wheel compiled for
+another TensorFlow, breaks every rank at import (../shared/cases/02); the gate makes the build itself fail.
+"""
+from __future__ import annotations
+
+import shlex
+
+from chexstack.errors import ChexstackError
+from envs.manifest import Stack
+from envs.rules import horovod_env_feature, horovod_feature_source, horovod_has
+from images import parts
+from images.parts import Part
+
+GATE_DIR = "/usr/local/share/chexstack-build/gate"
+#: Open MPI refuses to run as root without these (the build runs as root; ``hvd.init()`` starts MPI).
+MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+# The files ``python -m validate.horovod_gate`` needs (standard library + these).
+_GATE_FILES = ("validate/__init__.py", "validate/horovod_gate.py", "validate/parsers/__init__.py",
+               "validate/parsers/horovod.py")
+
+# Horovod < 0.17: no --check-build; the import + init is the whole proof (Python >= 3.5 syntax).
+_IMPORT_INIT_CHECK = (
+    "import tensorflow as tf, horovod, horovod.tensorflow as hvd; hvd.init(); "
+    'print("horovod gate: PASS: Horovod %s import + hvd.init() (size %d) with TensorFlow %s" '
+    "% (horovod.__version__, hvd.size(), tf.__version__))"
+)
+
+
+def has_check_build(horovod_version: str) -> bool:
+    """Whether ``horovodrun --check-build`` exists in this Horovod release (envs/rules.yaml: from 0.17.0)."""
+    return horovod_has(horovod_version, "check_build")
+
+
+def check_build_flags(stack: Stack) -> None:
+    """Refuse build variables the stack's Horovod does not know (``HOROVOD_GPU_OPERATIONS`` before 0.20.0 is
+    silently ignored by the build: the image would lack NCCL). ChexstackError naming the manifest field."""
+    version = stack.version("horovod")
+    for variable in sorted(stack.build.horovod_env):
+        feature = horovod_env_feature(variable)
+        if version and feature and not horovod_has(version, feature):
+            raise ChexstackError("envs/stacks/%s.yaml: field build.horovod_env.%s: Horovod %s does not read it (%s)"
+                                 % (stack.name, variable, version, horovod_feature_source(feature)))
+
+
+def required_components(horovod_env: dict[str, str]) -> list[tuple[str, str]]:
+    """What ``horovodrun --check-build`` must mark ``[X]``, from the stack's build flags:
+    ``HOROVOD_WITH_TENSORFLOW`` -> framework=TensorFlow, ``HOROVOD_WITH_MPI``/``_GLOO`` -> controller=MPI/Gloo,
+    ``HOROVOD_GPU_OPERATIONS``/``HOROVOD_GPU_ALLREDUCE`` = NCCL -> tensor_op=NCCL."""
+    on = {k for k, v in horovod_env.items() if v not in ("", "0")}
+    req = []
+    if "HOROVOD_WITH_TENSORFLOW" in on:
+        req.append(("framework", "TensorFlow"))
+    req += [("controller", name) for flag, name in (("HOROVOD_WITH_MPI", "MPI"), ("HOROVOD_WITH_GLOO", "Gloo"))
+            if flag in on]
+    if "NCCL" in (horovod_env.get("HOROVOD_GPU_OPERATIONS"), horovod_env.get("HOROVOD_GPU_ALLREDUCE")):
+        req.append(("tensor_op", "NCCL"))
+    return req
+
+
+def pip_install(stack: Stack, pip: str) -> Part:
+    """``<flags> pip install --no-cache-dir --no-build-isolation --no-deps horovod==<manifest version>``: compiled
+    against the TensorFlow already installed (no build isolation), never from a cached wheel. Its dependencies
+    are pinned in the manifest's python_packages and installed before."""
+    check_build_flags(stack)
+    flags = parts.horovod_env_prefix(stack.build.horovod_env)
+    return parts.run("%s %s install --no-cache-dir --no-build-isolation --no-deps horovod==%s"
+                     % (flags, pip, stack.version("horovod")), name="horovod")
+
+
+def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> Part:
+    """The build fails unless Horovod is usable as the stack requires (era-aware):
+    >= 0.17: ``python -m validate.horovod_gate --require ...`` (``--check-build`` marks + TF-built-for check);
+    older: ``import horovod.tensorflow`` + ``hvd.init()``. ``python`` may be a command (``micromamba run ...
+    python``); ``extra_env`` is set for the check only (e.g. CUDA stubs)."""
+    root = parts.horovod_env_prefix({**MPI_AS_ROOT, **(extra_env or {})})
+    if not has_check_build(stack.version("horovod")):
+        return parts.run("%s %s -c %s" % (root, python, shlex.quote(_IMPORT_INIT_CHECK)), name="horovod-gate")
+    require = ",".join("%s=%s" % kn for kn in required_components(stack.build.horovod_env))
+    files = {rel: parts.REPO / rel for rel in _GATE_FILES}
+    return parts.combine(
+        "horovod-gate",
+        parts.copy_dir("build-only/gate", files, GATE_DIR),
+        parts.run("cd %s" % GATE_DIR, "%s %s -m validate.horovod_gate --require %s" % (root, python, require)),
+    )

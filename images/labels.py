@@ -1,0 +1,59 @@
+"""Image labels: the OCI annotations (https://github.com/opencontainers/image-spec/blob/main/annotations.md) and
+chexstack's bill of materials (BOM: the stack manifest as JSON).
+
+``image_labels(stack, base_ref, base_digest, when)`` -> ``{label: value}``. Verification adds
+``org.chexstack.verification.mismatches`` (JSON list) to an image kept with ``--allow-mismatch``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+
+from envs.manifest import Stack
+from images.naming import chexstack_version, image_ref, manifest_digest
+from images.parts import REPO
+
+BOM = "org.chexstack.bom"
+STACK = "org.chexstack.stack"
+MISMATCHES = "org.chexstack.verification.mismatches"
+DOCKER_IMAGE_ID = "org.chexstack.docker.image.id"
+
+
+def _git(*args: str) -> str:
+    try:
+        p = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return p.stdout.strip() if p.returncode == 0 else ""
+
+
+def revision() -> str:
+    """The git commit of this checkout, ``-dirty`` appended when tracked files differ from it ("" outside git)."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return commit + ("-dirty" if commit and dirty else "")
+
+
+def source() -> str:
+    """Where the recipe's source lives: the ``origin`` remote, else the local checkout."""
+    return _git("remote", "get-url", "origin") or "file://%s" % REPO
+
+
+def image_labels(stack: Stack, base_ref: str, base_digest: str | None, when: dt.datetime | None = None) -> dict:
+    """OCI labels + BOM for an image of ``stack`` built FROM ``base_ref`` (its digest when known)."""
+    when = when or dt.datetime.now(dt.timezone.utc)
+    labels = {
+        "org.opencontainers.image.created": when.replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        "org.opencontainers.image.revision": revision(),
+        "org.opencontainers.image.version": image_ref(stack).rsplit(":", 1)[1],
+        "org.opencontainers.image.source": source(),
+        "org.opencontainers.image.title": "chexstack/%s: %s" % (stack.name, stack.title),
+        "org.opencontainers.image.base.name": base_ref,
+        "org.opencontainers.image.base.digest": base_digest or "",
+        STACK: stack.name,
+        "org.chexstack.version": chexstack_version(),
+        "org.chexstack.manifest.sha256": manifest_digest(stack),
+        BOM: json.dumps(stack.model_dump(mode="json"), sort_keys=True, separators=(",", ":")),
+    }
+    return {k: v for k, v in labels.items() if v}

@@ -1,0 +1,42 @@
+"""cpu family: Debian + Open MPI + a venv with the pinned TensorFlow, Horovod compiled last, in two stages.
+
+devel:   base + compilers + Open MPI dev + venv (manifest's python_packages) -> Horovod (manifest's horovod_env,
+         --no-cache-dir) -> Horovod gate (the build fails when Horovod lacks a required part or was built for
+         another TensorFlow: ../shared/cases/01, 02). The proxy CA is given to this stage only.
+runtime: base + Python + Open MPI runtime + the venv copied from devel + our code (last).
+"""
+from __future__ import annotations
+
+from envs.manifest import Stack
+from images import horovod, parts
+from images.parts import Stage
+
+VENV = "/opt/venv"
+
+# Debian 12 package names; their versions are the distribution's (manifest rows mpi, python, gcc say which).
+DEVEL_PACKAGES = ["python3", "python3-venv", "python3-dev", "g++", "make", "libopenmpi-dev", "openmpi-bin"]
+# gcc: the manifest's GCC row is checked inside the final image. openssh-client: Open MPI's launcher needs it.
+RUNTIME_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "gcc"]
+
+
+def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
+    python, pip = "%s/bin/python" % VENV, "%s/bin/pip" % VENV
+    venv_first = parts.env({"PATH": "%s/bin:$PATH" % VENV})
+    devel = [
+        parts.base(base, distro, "devel"),
+        parts.os_packages(DEVEL_PACKAGES),
+        parts.build_ca(),
+        parts.run("python3 -m venv %s" % VENV,
+                  "%s install --no-cache-dir %s" % (pip, " ".join(stack.build.python_packages)), name="venv"),
+        venv_first,
+        horovod.pip_install(stack, pip),
+        horovod.gate(stack, python),
+    ]
+    runtime = [
+        parts.base(base, distro, "runtime"),
+        parts.os_packages(RUNTIME_PACKAGES),
+        parts.copy_from_stage("devel", VENV),
+        venv_first,
+        parts.chexstack_code(),
+    ]
+    return [Stage("devel", devel), Stage("runtime", runtime)]

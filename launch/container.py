@@ -1,0 +1,158 @@
+"""``invoke train --stack S``: the trainer inside the stack's built image (Docker) or SIF (Singularity/Apptainer).
+
+Docker: ``docker run --rm --network host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 [--gpus all]
+[--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output IMAGE horovodrun ... python -m trainer ...``.
+``--ipc=host``: NCCL's shared-memory transport needs more than Docker's 64 MiB /dev/shm (../shared/cases/04);
+``memlock=-1``: InfiniBand verbs pin memory; ``stack``: NVIDIA's recommended ulimit for its TF containers.
+Singularity: ``singularity exec --nv --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``.
+
+The controller (Gloo or MPI) is picked from the interfaces the container really has (``ls /sys/class/net`` in
+a throw-away container on the same network): with loopback only, Gloo segfaults every rank (exit 139,
+../shared/cases/23), so MPI is used, or a request for Gloo stops before launching with the cause and the fixes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import shutil
+
+from rich.text import Text
+
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
+from launch import report, stream
+from launch.controller import local_interfaces, pick_controller
+from launch.horovodrun import horovodrun_argv
+from launch.local import LOG, gpu_count, read_metrics
+from launch.request import SYNTHETIC, TrainRequest
+
+DATA, OUTPUT = "/data", "/output"
+RUNTIMES = ("docker", "singularity")
+NETWORKS = ("host", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerPlan:
+    argv: list[str]
+    controller: str
+    reason: str
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+
+def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainRequest]:
+    """(host path, container path, read-only) of the data and output, and the request with container paths."""
+    req = request.with_absolute_paths()
+    binds = [(req.output, OUTPUT, False)]
+    if req.data and req.data != SYNTHETIC:
+        binds.append((req.data, DATA, True))
+        inside = dataclasses.replace(req, data=DATA, output=OUTPUT)
+    elif req.images:
+        labels = "%s/labels/%s" % (DATA, os.path.basename(req.labels))
+        binds += [(req.images, "%s/images" % DATA, True), (req.labels, labels, True)]
+        inside = dataclasses.replace(req, images="%s/images" % DATA, labels=labels, output=OUTPUT)
+    else:
+        inside = dataclasses.replace(req, output=OUTPUT)
+    for host, _, _ in binds[1:]:
+        if not os.path.exists(host):
+            raise ChexstackError("%s does not exist (data for the container)" % host)
+    return binds, inside
+
+
+def docker_interfaces(image: str, network: str) -> list[str]:
+    """Network interfaces a container of ``image`` on ``network`` has (``ls /sys/class/net`` inside it)."""
+    import docker
+    import docker.errors
+
+    try:
+        out = docker.from_env().containers.run(image, ["ls", "/sys/class/net"], network_mode=network, remove=True)
+    except docker.errors.ImageNotFound:
+        raise ChexstackError("image %s is not built here; run: invoke build --stack <stack>" % image) from None
+    except docker.errors.DockerException as e:
+        raise ChexstackError("cannot start a container of %s: %s" % (image, e)) from None
+    return out.decode().split()
+
+
+def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list[str], dict[str, str], str, str]:
+    controller, reason = pick_controller(interfaces, request.controller)
+    argv, env = horovodrun_argv(request.ranks(), request.trainer_args(), controller=controller, python="python")
+    if request.gpus == 0:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    return argv, env, controller, reason
+
+
+def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpus_here: int | None = None,
+                interfaces: list[str] | None = None) -> ContainerPlan:
+    """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run)."""
+    request.check()
+    if network not in NETWORKS:
+        raise ChexstackError("--network %r: expected one of %s" % (network, ", ".join(NETWORKS)))
+    have = gpu_count() if gpus_here is None else gpus_here
+    if request.gpus > have:
+        raise ChexstackError("--gpus %d: this machine has %d GPU(s) (nvidia-smi -L)" % (request.gpus, have))
+    binds, inside = mounts(request)
+    os.makedirs(binds[0][0], exist_ok=True)
+    argv, env, controller, reason = _trainer_command(
+        inside, docker_interfaces(image, network) if interfaces is None else interfaces)
+    run = ["docker", "run", "--rm", "--network", network, "--ipc=host", "--ulimit", "memlock=-1",
+           "--ulimit", "stack=67108864", "-w", OUTPUT]
+    if request.gpus > 0:
+        run += ["--gpus", "all"]
+    if os.path.exists("/dev/infiniband"):
+        run += ["--device", "/dev/infiniband"]
+    for host, path, ro in binds:
+        run += ["-v", "%s:%s%s" % (host, path, ":ro" if ro else "")]
+    for k, v in sorted(env.items()):
+        run += ["-e", "%s=%s" % (k, v)]
+    return ContainerPlan(run + [image] + argv, controller, reason)
+
+
+def singularity_plan(request: TrainRequest, sif: str) -> ContainerPlan:
+    """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces)."""
+    from images.sif import require_tool
+
+    request.check()
+    exe = require_tool()
+    if not os.path.isfile(sif):
+        raise ChexstackError("%s does not exist; make it with: invoke build --stack <stack> --runtime singularity"
+                             % sif)
+    binds, inside = mounts(request)
+    os.makedirs(binds[0][0], exist_ok=True)
+    argv, env, controller, reason = _trainer_command(inside, local_interfaces())
+    run = [exe, "exec", "--nv", "--pwd", OUTPUT]
+    for host, path, ro in binds:
+        run += ["--bind", "%s:%s%s" % (host, path, ":ro" if ro else "")]
+    for k, v in sorted(env.items()):
+        run += ["--env", "%s=%s" % (k, v)]
+    return ContainerPlan(run + [sif] + argv, controller, reason)
+
+
+def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "docker", image: str | None = None,
+                   network: str = "host") -> dict:
+    """Run ``request`` inside the stack's image; print the exact command first; return metrics.json."""
+    from images.build import SIF_DIR
+    from images.naming import image_ref
+    from images.sif import sif_path
+
+    ref = image or image_ref(load_stack(stack_name))
+    if runtime == "docker":
+        if shutil.which("docker") is None:
+            raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
+        plan = docker_plan(request, ref, network=network)
+    elif runtime == "singularity":
+        plan = singularity_plan(request, image or str(sif_path(ref, SIF_DIR)))
+    else:
+        raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
+    output = request.with_absolute_paths().output
+    console.print(Text.assemble(("launch: ", "bold"), plan.command_line()), soft_wrap=True)
+    console.print("controller: %s (%s)" % (plan.controller, plan.reason), markup=False)
+    outcome = stream.run(plan.argv, {}, os.path.join(output, LOG), console, cwd=os.getcwd())
+    if outcome.returncode != 0:
+        raise ChexstackError(stream.explain_failure(outcome, plan.controller), exit_code=1)
+    metrics = read_metrics(output)
+    console.print(report.results_table(metrics))
+    return metrics

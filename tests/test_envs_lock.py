@@ -1,0 +1,245 @@
+"""Conda locks with conda-lock's own API: the lock specification from our files (virtual packages, platforms, pip
+section), the content hash and drift detection, GPU lock content (case 14), explicit refusal and the post-install
+check (case 15), and the CLI's clear errors where no solver or channel is reachable."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conda_lock.lockfile import write_conda_lock_file
+from conda_lock.lockfile.v1.models import HashModel, InputMeta, LockMeta
+from conda_lock.lockfile.v2prelim.models import LockedDependency, Lockfile
+
+from chexstack.errors import ChexstackError
+from envs import lock as L
+from envs.installed import check_installed, lock_pins, parse_installed_json, spec_pins
+from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
+from tests.golden import assert_golden
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "envs"
+CASES = ROOT.parent / "shared" / "cases"
+
+
+def case_files(name: str, tmp_path: Path) -> L.CondaFiles:
+    """CondaFiles for an environment file of ../shared/cases (read in place, never copied into the repo)."""
+    return L.CondaFiles("case", CASES / name, tmp_path / "virtual-packages.yml", tmp_path / "conda-lock.yml")
+
+
+@pytest.mark.parametrize("stack", ["conda", "cpu"])
+def test_lock_spec_golden(stack):
+    assert_golden("envs/lock-spec-%s.txt" % stack, L.spec_summary(L.conda_files(stack)))
+
+
+def test_conda_spec_targets_the_cluster():
+    files = L.conda_files("conda")
+    spec = L.lock_spec(files)
+    assert spec.platforms == ["linux-64"]
+    assert [c.url for c in spec.channels] == ["defaults", "conda-forge"]
+    deps = {(d.manager, d.name): d for d in spec.dependencies["linux-64"]}
+    assert deps[("pip", "horovod")].version == "==0.16.1"
+    assert deps[("conda", "python")].version == "3.6.8.*"
+    assert deps[("conda", "tensorflow-base")].build == "gpu_*"
+    assert {"cudnn", "nccl", "gcc_linux-64", "gxx_linux-64", "scikit-learn", "pillow"} <= {n for _, n in deps}
+    vp = L.read_virtual_packages(files.virtual_packages)["linux-64"]
+    assert (vp["__cuda"], vp["__glibc"]) == ("10.1", "2.17")  # driver 418.40.04's CUDA; RHEL 7.4's glibc
+    assert "__cuda" not in L.read_virtual_packages(L.conda_files("cpu").virtual_packages)["linux-64"]
+
+
+def test_platform_without_virtual_packages_is_refused():
+    with pytest.raises(ChexstackError, match=r"virtual-packages.yml: field subdirs: expected virtual packages for "
+                                             r"platform\(s\) osx-64"):
+        L.content_hashes(L.conda_files("conda"), ["osx-64"])
+
+
+def test_virtual_package_spec_is_what_changes_the_hash(tmp_path):
+    d = tmp_path / "conda"
+    shutil.copytree(L.CONDA_DIR / "conda", d)
+    files = L.conda_files("conda", tmp_path)
+    before = L.content_hashes(files)
+    vp = files.virtual_packages.read_text()
+    files.virtual_packages.write_text(vp.replace('__cuda: "10.1"', '__cuda: "10.0"'))
+    assert L.content_hashes(files) != before
+    files.virtual_packages.write_text(vp)
+    files.environment.write_text(files.environment.read_text() + "# a comment changes nothing\n")
+    assert L.content_hashes(files) == before
+
+
+def write_lock_for(files: L.CondaFiles) -> None:
+    """A lock whose metadata conda-lock's API computes from our real input files, as `invoke lock` records it."""
+    spec = L.lock_spec(files)
+    meta = LockMeta(content_hash=L.content_hashes(files), channels=spec.channels, platforms=spec.platforms,
+                    sources=[files.environment.name],
+                    inputs_metadata={files.environment.name: InputMeta(
+                        md5=InputMeta.get_input_md5(src_file=files.environment),
+                        sha256=L.file_sha256(files.environment))},
+                    custom_metadata={L.VP_SHA_KEY: L.file_sha256(files.virtual_packages)})
+    pkg = LockedDependency(name="python", version="3.6.8", manager="conda", platform="linux-64", dependencies={},
+                           url="https://repo.anaconda.com/pkgs/main/linux-64/python-3.6.8-h0371630_0.tar.bz2",
+                           hash=HashModel(md5="0" * 32), build="h0371630_0", categories={"main"})
+    write_conda_lock_file(Lockfile(package=[pkg], metadata=meta), files.lockfile, metadata_choices=set())
+
+
+@pytest.fixture
+def locked(tmp_path) -> L.CondaFiles:
+    shutil.copytree(L.CONDA_DIR / "conda", tmp_path / "conda")
+    files = L.conda_files("conda", tmp_path)
+    write_lock_for(files)
+    return files
+
+
+def test_fresh_lock_passes_check(locked):
+    r = L.check_lock(locked)
+    assert r.ok and r.messages == []
+
+
+def test_drift_names_the_environment_file(locked):
+    locked.environment.write_text(locked.environment.read_text().replace("pillow=6.0.0", "pillow=6.1.0"))
+    r = L.check_lock(locked)
+    assert r.status == "drift" and r.changed == [str(locked.environment)]
+    assert r.messages[0].startswith("platform linux-64: the lock's content hash")
+    assert "re-lock with `invoke lock --stack conda`" in r.messages[-1]
+
+
+def test_drift_names_the_virtual_packages_file(locked):
+    locked.virtual_packages.write_text(locked.virtual_packages.read_text().replace("2.17", "2.28"))
+    r = L.check_lock(locked)
+    assert r.status == "drift" and r.changed == [str(locked.virtual_packages)]
+
+
+def test_comment_only_edit_is_not_drift(locked):
+    locked.environment.write_text(locked.environment.read_text() + "# reviewed\n")
+    assert L.check_lock(locked).ok
+
+
+def test_missing_lock_is_a_clear_not_ok():
+    r = L.check_lock(L.conda_files("conda"))
+    assert r.status == "missing"
+    assert r.messages == ["no lock yet for stack conda (envs/conda/conda/conda-lock.yml): run `invoke lock --stack "
+                          "conda` where the conda channels are reachable (README, 'Conda locks')"]
+
+
+def test_not_a_lock_file(locked):
+    locked.lockfile.write_text("version: 2\nmetadata: {}\n")
+    with pytest.raises(ChexstackError, match="not a conda-lock unified lock file"):
+        L.check_lock(locked)
+
+
+def _gpu_lock() -> Lockfile:
+    return L.read_lock(DATA / "lock-case14-gpu.yml")
+
+
+def test_case14_gpu_lock_is_fit(tmp_path):
+    spec = L.lock_spec(case_files("14-conda-lock-cuda-virtual-packages.yml", tmp_path), ["linux-64"])
+    assert expected_cudatoolkit(spec, "linux-64") == "11.8"
+    assert gpu_lock_problems(_gpu_lock(), "linux-64", cuda_max="11.8", cudatoolkit="11.8") == []
+
+
+def test_case14_cpu_build_lock_fails():
+    problems = gpu_lock_problems(L.read_lock(DATA / "lock-case14-cpu-build.yml"), "linux-64", "11.8", "11.8")
+    assert problems == [
+        "linux-64: no CUDA runtime package (cudatoolkit or cuda-version)",
+        "linux-64: no cudnn",
+        "linux-64: no nccl",
+        "linux-64: tensorflow resolved to a CPU build (tensorflow cpu_py310hd1aba9c_1, "
+        "tensorflow-base cpu_py310h3da9b3d_1)",
+    ]
+
+
+def test_cudatoolkit_newer_than_the_drivers_cuda():
+    problems = gpu_lock_problems(_gpu_lock(), "linux-64", cuda_max="11.2", cudatoolkit="11.8")
+    assert problems == ["linux-64: cudatoolkit 11.8.0 is newer than the target driver's CUDA 11.2 (__cuda): the "
+                        "lock is valid but the environment will not start there"]
+    assert gpu_lock_problems(_gpu_lock(), "linux-64", None, "12.0") == ["linux-64: cudatoolkit 11.8.0, expected 12.0.*"]
+
+
+def test_conda_stack_has_no_exact_cudatoolkit_pin():
+    files = L.conda_files("conda")
+    assert expected_cudatoolkit(L.lock_spec(files), "linux-64") is None  # bounded by __cuda 10.1 instead
+
+
+def test_explicit_refused_with_pip_section(tmp_path):
+    with pytest.raises(ChexstackError, match=r"has pip requirements \(horovod==0.28.1, scikit-learn==1.3.2\): an "
+                                             r"explicit lock file only lists them as `# pip ...` comments"):
+        L.refuse_explicit(case_files("15-conda-lock-pip-explicit.yml", tmp_path))
+    with pytest.raises(ChexstackError, match=r"has pip requirements \(horovod==0.16.1\)"):
+        L.refuse_explicit(L.conda_files("conda"))
+
+
+def test_explicit_render_without_pip_section(tmp_path):
+    d = tmp_path / "nopip"
+    d.mkdir()
+    (d / "environment.yml").write_text("name: nopip\nchannels: [conda-forge]\nplatforms: [linux-64]\n"
+                                       "dependencies:\n  - python=3.6.8\n")
+    shutil.copy(L.CONDA_DIR / "conda" / "virtual-packages.yml", d)
+    files = L.conda_files("nopip", tmp_path)
+    write_lock_for(files)
+    from envs.lockflow import render_explicit
+    assert render_explicit(files, ["linux-64"]) == 0
+    text = (d / "conda-linux-64.lock").read_text()
+    assert "@EXPLICIT" in text and "python-3.6.8-h0371630_0.tar.bz2#" in text
+
+
+def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
+    spec = L.lock_spec(case_files("15-conda-lock-pip-explicit.yml", tmp_path), ["linux-64"])
+    installed, kind = parse_installed_json((DATA / "conda-list-case15.json").read_text())
+    assert kind == "conda" and installed["tensorflow"] == "2.12.1"
+    report = check_installed(spec_pins(spec, "linux-64"), installed)
+    assert report.lines() == ["FAIL missing: horovod, scikit-learn"]
+
+
+def test_post_install_check_against_lock_and_pip_list():
+    pins = lock_pins(_gpu_lock(), "linux-64")
+    installed = {p.name: p.spec for p in pins}
+    assert check_installed(pins, installed).ok
+    pip_installed, kind = parse_installed_json((DATA / "pip-list-horovod.json").read_text())
+    assert kind == "pip"
+    report = check_installed([p for p in pins if p.manager == "pip"], pip_installed)
+    assert report.lines() == ["FAIL wrong version: scikit-learn installed 1.3.1, pinned 1.3.2"]
+
+
+def test_installed_listing_must_be_json():
+    with pytest.raises(ChexstackError, match=r"x.json: not JSON \(line 1"):
+        parse_installed_json("{oops", "x.json")
+    with pytest.raises(ChexstackError, match="expected a JSON list of objects with name and version"):
+        parse_installed_json('{"name": "python"}', "x.json")
+
+
+def _invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS="200", **(env or {})), timeout=300)
+
+
+def test_invoke_lock_check_without_lock_is_nonzero_and_clear():
+    p = _invoke("lock", "--stack", "conda", "--check")
+    assert p.returncode == 1
+    assert "no lock yet for stack conda" in p.stdout and "Traceback" not in p.stdout + p.stderr
+
+
+def test_invoke_lock_without_solver_is_a_clear_error():
+    env = {"PATH": "%s:/usr/bin:/bin" % (ROOT / ".venv/bin"), "CONDA_EXE": ""}
+    p = _invoke("lock", "--stack", "conda", env=env)
+    assert p.returncode == 2
+    assert "no conda solver" in p.stdout and "Traceback" not in p.stdout + p.stderr
+
+
+def test_invoke_lock_when_the_solver_fails_is_a_clear_error():
+    # conda-lock runs for real; its solver exits non-zero at once, as an unusable conda would.
+    p = _invoke("lock", "--stack", "cpu", "--conda", "/bin/false")
+    assert p.returncode == 2
+    assert "conda-lock failed for stack cpu" in p.stdout and "conda-forge" in p.stdout
+    assert "Traceback" not in p.stdout
+
+
+def test_invoke_lock_explicit_is_refused():
+    p = _invoke("lock", "--stack", "conda", "--kind", "explicit")
+    assert p.returncode == 2 and "installs none of them" in p.stdout
+
+
+def test_invoke_lock_installed_case15_style(tmp_path):
+    p = _invoke("lock", "--stack", "cpu", "--installed", str(DATA / "conda-list-case15.json"))
+    assert p.returncode == 1
+    assert "FAIL missing:" in p.stdout and "horovod" in p.stdout and "tensorflow-cpu" in p.stdout

@@ -1,0 +1,105 @@
+"""envs.rules: each boundary of the CUDA/driver rules, the cases 06 and 08, TensorFlow and Horovod facts."""
+from __future__ import annotations
+
+import pytest
+
+from chexstack.errors import ChexstackError
+from envs import rules
+
+
+@pytest.mark.parametrize("cuda, driver", [
+    ("10.0", "410.48"), ("10.1", "418.39"), ("10.1.168", "418.39"), ("10.2", "440.33"), ("9.2.88", "396.26"),
+    ("9.2.148", "396.37"), ("9.2", "396.26"), ("11.0", "450.80.02"), ("11.8", "450.80.02"),
+    ("12.4", "525.60.13"), ("12.8", "525.60.13"), ("13.0", "580"),
+])
+def test_min_driver_for_cuda(cuda, driver):
+    floor = rules.min_driver_for_cuda(cuda)
+    assert floor.driver == driver
+    assert floor.source
+
+
+def test_min_driver_cuda11_plus_is_minor_version_compat_with_native_driver():
+    floor = rules.min_driver_for_cuda("12.4")
+    assert floor.via == "minor-version-compatibility"
+    assert floor.native_driver == "550.54.14"
+    assert "minor-version-compatibility" in floor.source
+
+
+def test_430_26_is_below_cuda_10_2_floor():
+    v = rules.check_driver("430.26", "10.2")
+    assert v.status == "FAIL"
+    assert v.message.startswith("driver 430.26 too old for CUDA 10.2 (needs >= 440.33)")
+    assert rules.check_driver("440.33", "10.2").status == "PASS"
+    assert rules.check_driver("430.26", "10.1.168").status == "PASS"
+
+
+def test_case06_driver_390_48_vs_cuda_9_2_88():
+    # ../shared/cases/06: driver 390.48 -> max CUDA 9.1; the image needs 9.2.88 -> >= 396.26.
+    assert rules.max_cuda_for_driver("390.48").cuda == "9.1"
+    v = rules.check_driver("390.48", "9.2.88")
+    assert v.status == "FAIL"
+    assert v.message.startswith("driver 390.48 too old for CUDA 9.2.88 (needs >= 396.26)")
+    assert "CUDA <= 9.1" in v.message
+    assert rules.check_driver("396.26", "9.2.148").status == "FAIL"  # Update 1 needs 396.37
+
+
+def test_case08_minor_version_compat_pass_with_warning():
+    # ../shared/cases/08: driver 535.216.03 (nvidia-smi "CUDA Version: 12.2"), toolkit 12.4.
+    assert rules.max_cuda_for_driver("535.216.03").cuda == "12.2"
+    v = rules.check_driver("535.216.03", "12.4")
+    assert v.status == "WARN"
+    assert "minor-version compatibility" in v.message and "525.60.13" in v.message
+
+
+def test_cuda13_toolkit_on_cuda12_driver_fails():
+    v = rules.check_driver("535.216.03", "13.0")
+    assert v.status == "FAIL"
+    assert "needs >= 580" in v.message and "cuda-compat" in v.message
+
+
+def test_newer_driver_runs_older_toolkit():
+    assert rules.check_driver("580.65.06", "11.8").status == "PASS"
+    assert rules.check_driver("418.40.04", "10.1").status == "PASS"
+
+
+@pytest.mark.parametrize("driver, cuda", [("418.40.04", "10.1"), ("430.26", "10.1"), ("440.33", "10.2"),
+                                          ("550.54.15", "12.4"), ("580.82.07", "13.0")])
+def test_max_cuda_for_driver(driver, cuda):
+    assert rules.max_cuda_for_driver(driver).cuda == cuda
+
+
+def test_malformed_versions_name_the_argument():
+    with pytest.raises(ChexstackError, match="driver version: expected a dotted version"):
+        rules.check_driver("r535", "12.4")
+    with pytest.raises(ChexstackError, match="no driver rule; known toolkits: 9.0, 9.1"):
+        rules.min_driver_for_cuda("8.0")
+    with pytest.raises(ChexstackError, match="older than every CUDA release"):
+        rules.max_cuda_for_driver("340.108")
+
+
+def test_horovod_features():
+    assert not rules.horovod_has("0.15.1", "horovodrun")
+    assert rules.horovod_has("0.16.1", "horovodrun")
+    assert not rules.horovod_has("0.16.2", "check_build") and rules.horovod_has("0.17.0", "check_build")
+    assert not rules.horovod_has("0.16.2", "nccl_built") and rules.horovod_has("0.17.0", "nccl_built")
+    assert not rules.horovod_has("0.19.5", "gpu_operations_env") and rules.horovod_has("0.20.0", "gpu_operations_env")
+    assert rules.horovod_has("0.16.1", "gpu_allreduce_env")
+    assert rules.horovod_env_feature("HOROVOD_GPU_OPERATIONS") == "gpu_operations_env"
+    with pytest.raises(ChexstackError, match="unknown Horovod feature 'elastic'; known: horovodrun"):
+        rules.horovod_has("0.28.1", "elastic")
+
+
+def test_tf_tested():
+    t = rules.tf_tested("1.12.0")
+    assert (t.cuda, t.cudnn) == ("9", "7") and "9.0" in t.note
+    assert t.python_ok("3.6.8") and not t.python_ok("3.7.3")
+    assert rules.tf_tested("1.13.1").cuda == "10.0"
+    assert rules.tf_tested("2.15.1").python_ok("3.11.2")
+    assert rules.tf_tested("0.12.0") is None
+
+
+def test_glibc_for_os():
+    assert rules.glibc_for_os("RHEL", "7.4") == "2.17"
+    assert rules.glibc_for_os("CentOS", "7") == "2.17"
+    assert rules.glibc_for_os("Debian", "12") == "2.36"
+    assert rules.glibc_for_os("Plan9", "4") is None

@@ -1,0 +1,187 @@
+"""Images with the real Docker engine: the cpu stack built end to end from a local Debian base (debootstrap +
+docker import), verified and tagged; the proxy CA in no layer and no history entry; training inside the image on
+the real ChestX-ray14 sample; the loopback-only container of ../shared/cases/23; an NGC stand-in that must fail
+verification and stay untagged; the SIF path without apptainer/singularity.
+
+One cpu build per session (``cpu_build``), shared by every test; a rerun reuses the engine's layer cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from envs.manifest import load_stack
+from images import labels
+from images.naming import image_ref
+from images.parts import HOST_CA_BUNDLE
+from tests.conftest import REPO, SAMPLE
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+INVOKE = str(REPO / ".venv" / "bin" / "invoke")
+LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
+IMAGES = SAMPLE / "images-64"
+
+
+def _invoke(*args: str, env: dict | None = None, timeout: int = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+@pytest.fixture(scope="session")
+def client():
+    import docker
+    try:
+        c = docker.from_env(timeout=900)
+        c.ping()
+    except docker.errors.DockerException as e:
+        if os.environ.get("CI"):
+            pytest.fail("no Docker engine in CI (scripts/setup --docker starts one): %s" % e)
+        pytest.skip("no Docker engine answers: %s" % e)
+    return c
+
+
+@pytest.fixture(scope="session")
+def debian_base(client) -> str:
+    from images.local_base import LOCAL_DEBIAN, ensure_debian_base
+    ensure_debian_base(LOCAL_DEBIAN, client)
+    return LOCAL_DEBIAN
+
+
+@pytest.fixture(scope="session")
+def cpu_build(client, debian_base):
+    from images.build import build
+    return build("cpu", base=debian_base)
+
+
+def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
+    stack = load_stack("cpu")
+    assert cpu_build.tagged and cpu_build.verification.ok
+    assert cpu_build.ref == image_ref(stack)
+    image = client.images.get(image_ref(stack))
+    assert image.id == cpu_build.image_id
+    lab = image.labels
+    assert json.loads(lab[labels.BOM]) == stack.model_dump(mode="json")
+    assert lab["org.opencontainers.image.base.name"] == debian_base
+    assert lab["org.opencontainers.image.base.digest"] == client.images.get(debian_base).id
+    assert lab["org.opencontainers.image.version"] == image_ref(stack).rsplit(":", 1)[1]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert lab["org.opencontainers.image.revision"].startswith(head)
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", lab["org.opencontainers.image.created"])
+    # python is the venv's, code under /opt/chexstack
+    out = client.containers.run(image.id, ["sh", "-c", "command -v python; ls /opt/chexstack/trainer/__main__.py"],
+                                remove=True, network_mode="host").decode()
+    assert out.split() == ["/opt/venv/bin/python", "/opt/chexstack/trainer/__main__.py"]
+
+
+def _pem_blocks(text: str) -> set[str]:
+    return set(re.findall(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----", text, re.S))
+
+
+def _proxy_cas() -> set[str]:
+    """PEM bodies in the host bundle that Debian's ca-certificates does not ship: the proxy's CA (if any)."""
+    mozilla = set()
+    for crt in Path("/usr/share/ca-certificates").rglob("*.crt"):
+        mozilla |= _pem_blocks(crt.read_text(errors="replace"))
+    return _pem_blocks(HOST_CA_BUNDLE.read_text(errors="replace")) - mozilla
+
+
+def test_proxy_ca_in_no_layer_and_no_history(client, cpu_build):
+    """Every file of every layer of the final image (docker save), and the image's history."""
+    if not HOST_CA_BUNDLE.is_file():
+        pytest.skip("no host CA bundle")
+    bundle_sha = hashlib.sha256(HOST_CA_BUNDLE.read_bytes()).hexdigest()
+    proxy = [b.replace("\n", "")[:200].encode() for b in _proxy_cas()]
+    found, layers, files = [], 0, 0
+    image_tar = io.BytesIO(b"".join(client.images.get(cpu_build.image_id).save(named=False)))
+    with tarfile.open(fileobj=image_tar) as outer:
+        for member in outer.getmembers():
+            if not member.name.endswith("layer.tar"):
+                continue
+            layers += 1
+            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                for f in layer:
+                    if not f.isfile():
+                        continue
+                    files += 1
+                    if "chexstack-build" in f.name:
+                        found.append("%s: %s" % (member.name, f.name))
+                        continue
+                    if f.size > 4 << 20:
+                        continue
+                    data = layer.extractfile(f).read()
+                    flat = data.replace(b"\n", b"")
+                    if hashlib.sha256(data).hexdigest() == bundle_sha or any(p in flat for p in proxy):
+                        found.append("%s: %s" % (member.name, f.name))
+    assert layers >= 5 and files > 1000
+    assert not found, found
+    history = " ".join(h.get("CreatedBy") or "" for h in client.api.history(cpu_build.image_id))
+    assert "chexstack-build" not in history and "PIP_CERT" not in history
+    assert "COPY" in history or "copy" in history  # the history is real, with the venv and code COPYs
+
+
+def _metrics(output: Path) -> dict:
+    return json.loads((output / "metrics.json").read_text())
+
+
+def test_train_inside_the_cpu_image(cpu_build, tmp_path):
+    out = tmp_path / "run"
+    p = _invoke("train", "--stack", "cpu", "--gpus", "0", "--np", "2", "--images", str(IMAGES), "--labels",
+                str(LABELS_FILE), "--image-size", "64", "--epochs", "1", "--batch-size", "16", "--output", str(out))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    first = p.stdout.split("launch: ", 1)[1].splitlines()[0]
+    assert first.startswith("docker run --rm --network host --ipc=host --ulimit memlock=-1")
+    assert "%s:/data/images:ro" % IMAGES in first and "%s:/output" % out in first
+    assert cpu_build.ref in first and "horovodrun -np 2" in first
+    metrics = _metrics(out)
+    epoch = metrics["epochs"][-1]
+    assert epoch["world_size"] == 2 and len(epoch["images_per_sec"]["per_rank"]) == 2
+    assert len(epoch["auroc"]) == 14 and isinstance(epoch["mean_auroc"], float)
+
+
+def test_loopback_only_container_picks_mpi_or_stops(cpu_build, tmp_path):
+    """../shared/cases/23: no bare exit 139 in a container whose only interface is lo."""
+    out = tmp_path / "none"
+    args = ["train", "--stack", "cpu", "--gpus", "0", "--np", "2", "--images", str(IMAGES), "--labels",
+            str(LABELS_FILE), "--image-size", "32", "--epochs", "1", "--batch-size", "32", "--network", "none"]
+    refused = _invoke(*args, "--controller", "gloo", "--output", str(out / "gloo"))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr + refused.stdout
+    assert "loopback" in refused.stdout and "--controller mpi" in refused.stdout
+    assert not (out / "gloo" / "metrics.json").exists()
+    p = _invoke(*args, "--output", str(out / "auto"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "controller: mpi (only loopback (lo)" in p.stdout
+    assert _metrics(out / "auto")["epochs"][-1]["world_size"] == 2
+
+
+def test_ngc_stand_in_fails_verification_and_stays_untagged(client, debian_base):
+    stack = load_stack("ngc")
+    client.images.get(debian_base).tag(*stack.base.image.rsplit(":", 1))
+    ref = image_ref(stack)
+    p = _invoke("build", "--stack", "ngc")
+    text = p.stdout + p.stderr
+    assert p.returncode == 1, text[-3000:]
+    assert "Traceback" not in text
+    assert re.search(r"tensorflow\s+│ 1\.13\.1\s+│ not found .*MISMATCH", text), text[-4000:]
+    assert re.search(r"os\s+│ Ubuntu 16\.04\S*\s+│ Debian GNU/Linux 12\S*.*MISMATCH", text), text[-4000:]
+    assert "verification failed" in text and "left untagged" in text
+    import docker
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.images.get(ref)
+
+
+def test_singularity_runtime_without_apptainer_is_a_clear_error():
+    if shutil.which("apptainer") or shutil.which("singularity"):
+        pytest.skip("apptainer/singularity is installed here")
+    p = _invoke("build", "--stack", "cpu", "--runtime", "singularity", timeout=120)
+    assert p.returncode == 3
+    assert "needs apptainer or singularity on PATH" in p.stdout and "Traceback" not in p.stdout + p.stderr

@@ -1,0 +1,115 @@
+"""Verification logic (no Docker): manifest vs probe, era-aware Horovod rows, the matching rule."""
+from __future__ import annotations
+
+from envs.manifest import load_stack
+from images import horovod
+from images.verify import MATCH, MISMATCH, NOT_JUDGED, compare, matches
+
+CHECK_BUILD_ALL = """Horovod v0.28.1:
+
+Available Frameworks:
+    [X] TensorFlow
+    [ ] PyTorch
+    [ ] MXNet
+
+Available Controllers:
+    [X] MPI
+    [X] Gloo
+
+Available Tensor Operations:
+    [ ] NCCL
+    [ ] DDL
+    [ ] CCL
+    [X] MPI
+    [X] Gloo
+"""
+
+
+def _probe(**over) -> dict:
+    """A probe JSON as validate/probe.py prints it inside the cpu image (values from a real run)."""
+    probe = {
+        "probe": 1,
+        "python": {"version": "3.11.2 (main, Apr 28 2025, 14:11:48) [GCC 12.2.0]", "executable": "/opt/venv/bin/python"},
+        "files": {"/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
+                                     'VERSION_ID="12"\n', "/etc/debian_version": "12.11\n"},
+        "commands": {
+            "mpirun --version": {"rc": 0, "out": "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/\n"},
+            "gcc --version": {"rc": 0, "out": "gcc (Debian 12.2.0-14+deb12u1) 12.2.0\n"},
+            "horovodrun --check-build": {"rc": 0, "out": CHECK_BUILD_ALL},
+            "nvcc --version": {"rc": None, "error": "FileNotFoundError: nvcc"},
+            "nvidia-smi": {"rc": None, "error": "FileNotFoundError: nvidia-smi"},
+        },
+        "env": {}, "libraries": ["/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4"],
+        "tensorflow": {"version": "2.15.1", "built_with_cuda": False},
+        "horovod": {"version": "0.28.1", "built_for": {"tensorflow": "2.15.1", "dummy": "none"},
+                    "init": {"size": 1, "rank": 0, "mpi_built": True, "gloo_built": True}},
+    }
+    probe.update(over)
+    return probe
+
+
+def test_cpu_probe_matches_every_row():
+    result = compare(load_stack("cpu"), _probe())
+    verdicts = {r.row: r.verdict for r in result.rows}
+    assert result.ok, result.rows
+    assert verdicts["cuda_driver"] == NOT_JUDGED
+    assert verdicts["horovod build"] == verdicts["horovod built for TF"] == verdicts["python"] == MATCH
+
+
+def test_missing_controller_and_tf_mismatch_fail():
+    partial = CHECK_BUILD_ALL.replace("[X] MPI\n    [X] Gloo\n\nAvailable Tensor", "[ ] MPI\n    [X] Gloo\n\nAvailable Tensor")
+    probe = _probe()
+    probe["commands"]["horovodrun --check-build"]["out"] = partial
+    probe["horovod"]["built_for"]["tensorflow"] = "2.14.0"  # ../shared/cases/02
+    rows = {r.row: r for r in compare(load_stack("cpu"), probe).rows}
+    assert rows["horovod build"].verdict == MISMATCH and rows["horovod build"].found == "missing: controller=MPI"
+    assert rows["horovod built for TF"].verdict == MISMATCH and rows["horovod built for TF"].found == "2.14.0"
+
+
+def test_unexpected_component_is_a_mismatch():
+    probe = _probe(env={"CUDA_VERSION": "11.8.0"})
+    rows = {r.row: r for r in compare(load_stack("cpu"), probe).rows}
+    assert rows["cuda"].verdict == MISMATCH and rows["cuda"].expected == "none"
+
+
+def test_probe_that_could_not_run():
+    result = compare(load_stack("cpu"), {"error": "exit 127: exec: \"python\": executable file not found"})
+    assert not result.ok and result.probe_error
+    assert {r.row for r in result.rows if r.verdict == MISMATCH} >= {"tensorflow", "horovod", "python", "os"}
+
+
+def test_pre_017_horovod_uses_import_and_init():
+    stack = load_stack("cpu")
+    old = stack.model_copy(update={"components": {**stack.components, "horovod": stack.components["horovod"]
+                                                  .model_copy(update={"version": "0.16.1"})}})
+    probe = _probe(horovod={"version": "0.16.1", "built_for": None, "init": {"size": 1, "rank": 0}})
+    probe["commands"]["horovodrun --check-build"] = {"rc": 2, "out": "unrecognized arguments: --check-build"}
+    rows = {r.row: r for r in compare(old, probe).rows}
+    assert rows["horovod build"].verdict == MATCH and rows["horovod build"].expected == "import + hvd.init()"
+    assert "horovod built for TF" not in rows  # 0.16 has no metadata.json: skipped, not failed
+    probe["horovod"] = {"error": "ImportError: undefined symbol: _ZN10tensorflow8OpKernel"}
+    rows = {r.row: r for r in compare(old, probe).rows}
+    assert rows["horovod build"].verdict == MISMATCH and "undefined symbol" in rows["horovod build"].found
+
+
+def test_matching_rule():
+    assert matches("3.11", "3.11.2") and matches("12", "12.11") and matches("4.1.4", "4.1.4")
+    assert not matches("3.1", "3.11.2") and not matches("10.1.168", "10.1") and not matches("1.0", "garbage!")
+
+
+def test_horovod_requirements_from_build_flags():
+    assert horovod.required_components(load_stack("cpu").build.horovod_env) == [
+        ("framework", "TensorFlow"), ("controller", "MPI"), ("controller", "Gloo")]
+    assert horovod.required_components({"HOROVOD_GPU_ALLREDUCE": "NCCL", "HOROVOD_WITH_TENSORFLOW": "1"}) == [
+        ("framework", "TensorFlow"), ("tensor_op", "NCCL")]
+    assert horovod.has_check_build("0.17.0") and not horovod.has_check_build("0.16.2")
+
+
+def test_gpu_operations_flag_refused_before_horovod_020():
+    import pytest
+    from chexstack.errors import ChexstackError
+    stack = load_stack("conda")
+    wrong = stack.model_copy(update={"build": stack.build.model_copy(update={"horovod_env": {
+        "HOROVOD_GPU_OPERATIONS": "NCCL"}})})
+    with pytest.raises(ChexstackError, match=r"build.horovod_env.HOROVOD_GPU_OPERATIONS: Horovod 0.16.1"):
+        horovod.check_build_flags(wrong)
