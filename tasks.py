@@ -173,7 +173,7 @@ def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densen
 # --- bench: scaling sweep, Figure 1, launchers (issue 6) -------------------------------------------------------
 @task(help={
     "gpus": "rank counts, e.g. 1,2,3,4,8 (GPUs; CPU ranks on a host without GPUs)",
-    "stack": "stack whose image runs the trainer (required for slurm/k8s)",
+    "stack": "run the trainer in this stack's image (local: docker, as invoke train --stack; required for slurm/k8s)",
     "launcher": "local (horovodrun here), mpirun (horovodrun's MPI across --hosts), slurm, k8s",
     "hosts": "for mpirun: host:slots,... (Horovod's -H)",
     "model": "densenet121 (CheXNet, the seed's Figure 1) or resnet50",
@@ -186,7 +186,8 @@ def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densen
     "label": "name of this system in the figure and the result file (default STACK-LAUNCHER)",
     "output": "folder of the sweep JSON (default bench/results)",
     "per_node": "slurm/k8s: GPUs (or CPU ranks) per node",
-    "image": "slurm/k8s: image reference or .sqsh/.sif path (default: the stack's verified tag)",
+    "image": "with --stack: image reference (local: Docker; slurm: registry ref or .sqsh, hybrid: .sif; k8s: "
+             "registry ref) instead of the stack's verified tag",
     "hybrid": "slurm: hybrid model (host mpirun + singularity exec) instead of srun --mpi=pmix with pyxis",
     "results": "slurm: shared results folder (default runs/bench); k8s: ReadWriteMany PVC claim name",
     "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
@@ -209,8 +210,8 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
     req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
                             batch_size=int(batch_size), image_size=int(image_size), steps=int(steps),
-                            warmup_steps=int(warmup_steps), data=data, amp=amp)
-    opts = main.Scheduled(per_node=int(per_node), image=image, slurm_model="hybrid" if hybrid else "pyxis",
+                            warmup_steps=int(warmup_steps), data=data, amp=amp, image=image)
+    opts = main.Scheduled(per_node=int(per_node), slurm_model="hybrid" if hybrid else "pyxis",
                           results=results,
                           rdma_resource=rdma, render=render, submit=submit)
     main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)

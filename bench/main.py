@@ -20,7 +20,6 @@ class Scheduled:
     """Options of a sweep that runs through Slurm or Kubernetes (``bench.batch``)."""
 
     per_node: int = 4
-    image: str | None = None
     slurm_model: str = "pyxis"
     results: str | None = None
     rdma_resource: str | None = None
@@ -56,7 +55,7 @@ def _target(req: SweepRequest, opts: Scheduled) -> batch.BatchTarget:
     if req.stack is None:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
     stack = load_stack(req.stack)
-    image = opts.image or image_ref(stack)
+    image = req.image or image_ref(stack)
     if req.launcher == "k8s" and not opts.results:
         raise ChexstackError("--launcher k8s: give --results CLAIM, a ReadWriteMany PersistentVolumeClaim where "
                              "every count's rank 0 writes its throughput.json")

@@ -15,6 +15,7 @@ misleading figure; run the counts that fit (``--gpus 1,2``) or add hosts.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -27,7 +28,9 @@ from bench import sysinfo
 from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
 from launch import stream
+from launch.request import TrainRequest
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
 MODELS = ("densenet121", "resnet50")
@@ -52,6 +55,7 @@ class SweepRequest:
     warmup_steps: int = 10
     data: str = "synthetic"
     amp: bool = False
+    image: str | None = None
 
     def check(self) -> "SweepRequest":
         """Raise ChexstackError naming the option that cannot work."""
@@ -74,15 +78,39 @@ class SweepRequest:
             raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
         if self.launcher == "mpirun" and not self.hosts:
             raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
+        if self.launcher == "mpirun" and self.stack:
+            raise ChexstackError("--stack with --launcher mpirun: containers across hosts run through a scheduler "
+                                 "(--launcher slurm or k8s); --stack with --launcher local runs one host's image")
         return self
 
 
+@dataclasses.dataclass(frozen=True)
+class ThroughputRequest(TrainRequest):
+    """One count of a sweep as a trainer run: a ``TrainRequest`` whose trainer options are the throughput mode's,
+    so every launcher of ``invoke train`` (``launch.local``, ``launch.container``) starts it unchanged."""
+
+    steps: int = 50
+    warmup_steps: int = 10
+    amp: bool = False
+
+    def trainer_args(self) -> list[str]:
+        """``python -m trainer`` options of the throughput run (trainer/cli.py)."""
+        args = ["--data", self.data, "--model", self.model, "--batch-size", str(self.batch_size),
+                "--image-size", str(self.image_size), "--throughput", "--steps", str(self.steps),
+                "--warmup-steps", str(self.warmup_steps), "--output", self.output]
+        return args + (["--amp"] if self.amp else [])
+
+
+def count_request(req: SweepRequest, count: int, output: str, gpus: bool) -> ThroughputRequest:
+    """The trainer run of ``count`` ranks (GPUs, or CPU ranks without GPUs) writing into ``output``."""
+    return ThroughputRequest(gpus=count if gpus else 0, np=None if gpus else count, data=req.data, model=req.model,
+                             batch_size=req.batch_size, image_size=req.image_size, output=output, steps=req.steps,
+                             warmup_steps=req.warmup_steps, amp=req.amp)
+
+
 def throughput_args(req: SweepRequest, output: str) -> list[str]:
-    """``python -m trainer`` options of one throughput run (trainer/cli.py)."""
-    args = ["--data", req.data, "--model", req.model, "--batch-size", str(req.batch_size),
-            "--image-size", str(req.image_size), "--throughput", "--steps", str(req.steps),
-            "--warmup-steps", str(req.warmup_steps), "--output", output]
-    return args + (["--amp"] if req.amp else [])
+    """``python -m trainer`` options of one throughput run writing into ``output`` (for cluster launchers)."""
+    return count_request(req, 1, output, False).trainer_args()
 
 
 def check_slots(counts: tuple[int, ...], slots: int, where: str) -> None:
@@ -123,6 +151,12 @@ def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
     link = sysinfo.interconnect()
     gpus = sysinfo.gpus()
     record = with_gpus(request_record(req, repo, now), gpus, sysinfo.hostname())
+    if req.stack:
+        from images.naming import image_ref
+
+        ref = req.image or image_ref(load_stack(req.stack))
+        image_id, digests = sysinfo.image_identity(ref)
+        record = record.model_copy(update={"image": ref, "image_id": image_id, "image_repo_digests": digests})
     return record.model_copy(update={
         "hosts": list(req.hosts) or ["%s:%d" % (sysinfo.hostname(), len(gpus) or sysinfo.cpu_slots())],
         "interconnect": link.summary, "interconnect_ports": link.ports, "hostname": sysinfo.hostname(),
@@ -162,24 +196,33 @@ def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
     return sysinfo.cpu_slots(), "this host (no GPU; %d CPU cores for CPU ranks)" % sysinfo.cpu_slots()
 
 
-def launch_argv(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> tuple[list[str], dict[str, str], str]:
-    """(argv, extra environment, controller) that run ``count`` ranks of the throughput run writing into
-    ``run_dir``: horovodrun on this host with the controller its network allows (``local``, as ``invoke train``),
-    or horovodrun's MPI controller across ``--hosts`` (``mpirun``). Without GPUs the ranks see none."""
-    from launch.controller import local_interfaces, pick_controller
-    from launch.horovodrun import horovodrun_argv
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    controller: str
 
-    args = throughput_args(req, str(run_dir.resolve()))
+
+def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Launch:
+    """How ``count`` ranks run: in the stack's image (``launch.container``, Docker, as ``invoke train --stack``),
+    horovodrun here (``launch.local``, as ``invoke train``), or horovodrun's MPI controller across ``--hosts``."""
+    treq = count_request(req, count, str(run_dir.resolve()), gpus)
+    if req.stack:
+        from images.naming import image_ref
+        from launch.container import docker_plan
+
+        plan = docker_plan(treq, req.image or image_ref(load_stack(req.stack)))
+        return Launch(plan.argv, {}, plan.controller)
     if req.launcher == "mpirun":
-        controller = "mpi"
-        argv, env = horovodrun_argv(count, args, hosts=list(req.hosts), controller=controller)
-    else:
-        controller, _ = pick_controller(local_interfaces(), None)
-        argv, env = horovodrun_argv(count, args, controller=controller)
-    if not gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    return argv, env, controller
+        from launch.horovodrun import horovodrun_argv
+
+        argv, env = horovodrun_argv(count, treq.with_absolute_paths().trainer_args(), hosts=list(req.hosts),
+                                    controller="mpi")
+        return Launch(argv, env, "mpi")
+    from launch.local import plan
+
+    p = plan(treq)
+    return Launch(p.argv, p.env, p.controller)
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
@@ -197,14 +240,14 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     points, devices = [], set()
     for n in sorted(req.counts):
         run_dir = runs / tag / ("np-%d" % n)
-        argv, env, controller = launch_argv(req, n, run_dir, record.device == "gpu")
-        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(argv)), soft_wrap=True,
+        launch = plan_count(req, n, run_dir, record.device == "gpu")
+        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(launch.argv)), soft_wrap=True,
                       highlight=False)
         start = time.monotonic()
-        outcome = stream.run(argv, env, str(run_dir / "launch.log"), console, cwd=str(repo))
+        outcome = stream.run(launch.argv, launch.env, str(run_dir / "launch.log"), console, cwd=str(repo))
         if outcome.returncode != 0:
-            raise ChexstackError("throughput run with %d ranks: %s" % (n, stream.explain_failure(outcome, controller)),
-                                 exit_code=1)
+            raise ChexstackError("throughput run with %d ranks: %s" % (
+                n, stream.explain_failure(outcome, launch.controller)), exit_code=1)
         wall = time.monotonic() - start
         point, device, versions = read_point(n, run_dir)
         points.append(point)

@@ -1,4 +1,4 @@
-"""Scheduled sweeps: the Slurm sweep script (golden, `bash -n`, its stored record), one MPIJob per count (schemas),
+"""Scheduled sweeps: the Slurm sweep script (`bash -n`, its stored record), one MPIJob per count (schemas),
 and collecting a result folder written by real trainer runs."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bench.sweep import SweepRequest
 from chexstack.errors import ChexstackError
 from tests.conftest import REPO
 from tests.test_launch_k8s import validate as validate_mpijob
+from tests.golden import assert_golden
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 CPU_SWEEP = REPO / "tests" / "data" / "bench" / "cpu-sweep"
@@ -32,10 +33,10 @@ def _bash_n(text):
     assert proc.returncode == 0, proc.stderr
 
 
-def test_slurm_pyxis_sweep_golden(golden, tmp_path):
+def test_slurm_pyxis_sweep_golden(tmp_path):
     target = batch.BatchTarget(image="nvcr.io/example/chexstack-ngc:1", per_node=4, gpus=True, results="/shared/bench")
     text = batch.render_slurm(_req(), target, tmp_path, "pyxis", now=NOW)  # tmp_path: no git -> stable record
-    golden("bench/slurm-sweep-pyxis.sbatch", text)
+    assert_golden("bench/slurm-sweep-pyxis.sbatch", text)
     _bash_n(text)
     assert "#SBATCH --nodes=2" in text and text.count("srun --mpi=pmix") == 5
     assert "srun --mpi=pmix --nodes=2 --ntasks=8 --ntasks-per-node=4" in text
@@ -43,20 +44,20 @@ def test_slurm_pyxis_sweep_golden(golden, tmp_path):
     assert RunRecord.model_validate_json(record).image == "nvcr.io/example/chexstack-ngc:1"
 
 
-def test_slurm_hybrid_sweep_golden(golden, tmp_path):
+def test_slurm_hybrid_sweep_golden(tmp_path):
     target = batch.BatchTarget(image="/shared/chexstack-cpu.sif", per_node=4, gpus=True, results="/shared/bench")
     text = batch.render_slurm(_req(label="cpu-hybrid"), target, tmp_path, "hybrid",
                               mpirun_version_output="mpirun (Open MPI) 4.1.4\n", now=NOW, render_host="login01")
-    golden("bench/slurm-sweep-hybrid.sbatch", text)
+    assert_golden("bench/slurm-sweep-hybrid.sbatch", text)
     _bash_n(text)
     assert text.count("singularity exec --nv") == 5 and "*'(Open MPI) 4.1.'*" in text
 
 
-def test_k8s_sweep_is_one_valid_mpijob_per_count(golden):
+def test_k8s_sweep_is_one_valid_mpijob_per_count():
     target = batch.BatchTarget(image="registry.example.com/chexstack/cpu:1", per_node=4, gpus=True,
                                results="bench-results")
     text = batch.render_k8s(_req(launcher="k8s", counts=(1, 8)), target, now=NOW)
-    golden("bench/k8s-sweep-1-8.yaml", text)
+    assert_golden("bench/k8s-sweep-1-8.yaml", text)
     docs = list(yaml.safe_load_all(text))
     assert [d["metadata"]["name"] for d in docs] == ["bench-ngc-pyxis-np1", "bench-ngc-pyxis-np8"]
     for doc in docs:

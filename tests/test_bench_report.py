@@ -11,6 +11,7 @@ from bench import figure
 from bench.results import REFERENCE_DIR, Point, RunRecord, Sweep, load_sweep, point_from_throughput, save_sweep
 from chexstack.errors import ChexstackError
 from tests.conftest import REPO
+from tests.golden import assert_golden
 
 SEED = REFERENCE_DIR / "seed-densenet121-baremetal.json"
 CPU_SWEEP = REPO / "tests" / "data" / "bench" / "cpu-sweep"
@@ -61,10 +62,10 @@ def test_other_device_kinds_are_not_compared(tmp_path):
     assert "not comparable" in figure.markdown_text(cmp)
 
 
-def test_tables_golden(golden):
+def test_tables_golden():
     cmp = figure.compare([load_sweep(SEED), _gpu_sweep("kubernetes", 0.92)])
-    golden("bench/figure1-seed-vs-kubernetes.csv", figure.csv_text(cmp))
-    golden("bench/figure1-seed-vs-kubernetes.md", figure.markdown_text(cmp))
+    assert_golden("bench/figure1-seed-vs-kubernetes.csv", figure.csv_text(cmp))
+    assert_golden("bench/figure1-seed-vs-kubernetes.md", figure.markdown_text(cmp))
     rows = list(csv.DictReader(io.StringIO(figure.csv_text(cmp))))
     assert rows[-1]["system"] == "kubernetes" and rows[-1]["vs seed: bare metal (conda) (%)"] == "-8.00"
 

@@ -15,6 +15,7 @@ from launch import k8s
 from launch.job import JobSpec, Mount
 from launch.submit import submit_k8s
 from tests.conftest import REPO
+from tests.golden import assert_golden
 
 SCHEMA = REPO / "tests" / "data" / "mpi-operator" / "mpijob-v2beta1.schema.yaml"
 #: CleanPodPolicy values in mpi-operator's pkg/apis/kubeflow/v2beta1/types.go (the CRD only says "string").
@@ -57,10 +58,10 @@ def _spec(gpus=True, nodes=2, per_node=4):
                    mounts=(Mount("/scratch/out", "/out"), Mount("pvc:chestxray14", "/data", read_only=True)))
 
 
-def test_gpu_rdma_mpijob_golden_and_valid(golden):
+def test_gpu_rdma_mpijob_golden_and_valid():
     opts = k8s.K8sOptions(namespace="ml", rdma_resource="rdma/hca_shared_devices_a")
     text = k8s.render(_spec(), opts)
-    golden("launch/mpijob-2x4gpu-rdma.yaml", text)
+    assert_golden("launch/mpijob-2x4gpu-rdma.yaml", text)
     obj = yaml.safe_load(text)
     validate(obj)
     spec = obj["spec"]
@@ -77,10 +78,10 @@ def test_gpu_rdma_mpijob_golden_and_valid(golden):
     assert "nvidia.com/gpu" not in str(launcher)
 
 
-def test_cpu_mpijob_without_rdma_golden_and_valid(golden):
+def test_cpu_mpijob_without_rdma_golden_and_valid():
     opts = k8s.K8sOptions(ssh_auth_mount_path="/home/mpiuser/.ssh", clean_pod_policy="None", shm_size="2Gi")
     text = k8s.render(_spec(gpus=False, nodes=1, per_node=2), opts)
-    golden("launch/mpijob-1x2cpu.yaml", text)
+    assert_golden("launch/mpijob-1x2cpu.yaml", text)
     obj = yaml.safe_load(text)
     validate(obj)
     container = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]

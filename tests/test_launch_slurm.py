@@ -11,6 +11,7 @@ from launch import slurm
 from launch.job import JobSpec, Mount, layout
 from launch.mpi_compat import check_hybrid
 from launch.submit import submit_slurm
+from tests.golden import assert_golden
 
 TRAINER_ARGS = ("--data", "/data/chestxray14", "--model", "densenet121", "--batch-size", "32", "--epochs", "5",
                 "--output", "/scratch/chexstack/run1")
@@ -34,26 +35,26 @@ def _bash_n(text: str) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_pyxis_script_golden_and_bash_clean(golden):
+def test_pyxis_script_golden_and_bash_clean():
     text = slurm.render(_spec(), "pyxis")
-    golden("launch/slurm-pyxis-2x4gpu.sbatch", text)
+    assert_golden("launch/slurm-pyxis-2x4gpu.sbatch", text)
     _bash_n(text)
     assert "srun --mpi=pmix '--container-image=registry.example.com:5000#chexstack/cpu:0.1.0-0123456789ab'" in text
     assert "#SBATCH --gpus-per-node=4" in text and "#SBATCH --ntasks-per-node=4" in text
 
 
-def test_pyxis_cpu_ranks_have_no_gpu_directive(golden):
+def test_pyxis_cpu_ranks_have_no_gpu_directive():
     text = slurm.render(_spec(gpus=False, nodes=1, per_node=2), "pyxis")
-    golden("launch/slurm-pyxis-1x2cpu.sbatch", text)
+    assert_golden("launch/slurm-pyxis-1x2cpu.sbatch", text)
     _bash_n(text)
     assert "gpus-per-node" not in text and "one task per CPU rank" in text
 
 
-def test_hybrid_script_golden_and_bash_clean(golden, fixture_text):
+def test_hybrid_script_golden_and_bash_clean(fixture_text):
     host = "mpirun (Open MPI) 4.1.2\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
     text = slurm.render(_spec(image="/shared/images/chexstack-cpu.sif"), "hybrid", mpirun_version_output=host,
                         render_host="login01")
-    golden("launch/slurm-hybrid-2x4gpu.sbatch", text)
+    assert_golden("launch/slurm-hybrid-2x4gpu.sbatch", text)
     _bash_n(text)
     assert "singularity exec --nv --bind /data/chestxray14:/data/chestxray14:ro" in text
     assert "mpirun -np 8 -bind-to none -map-by slot" in text
