@@ -1,0 +1,158 @@
+"""Finding the data (NIH layout, duplicates), PNG structural check, and corrupt images: skipped, counted, named."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.conftest import SAMPLE
+from trainer import data, pngcheck, sources
+from trainer.errors import TrainerError
+
+IMAGES = SAMPLE / "images-64"
+LABEL_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
+
+
+def _options(**kw):
+    base = dict(data=None, images=None, labels=None, train_val_list=None, test_list=None, seed=0,
+                val_fraction=0.1, test_fraction=0.2)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def _nih_layout(root, n=120):
+    """The first ``n`` sample images spread over NIH's images_0NN/images/ folders, plus the label file."""
+    names = sorted(os.listdir(IMAGES))[:n]
+    for i, name in enumerate(names):
+        folder = root / ("images_%03d" % (1 + i % 3)) / "images"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(IMAGES / name, folder / name)
+    shutil.copy(LABEL_FILE, root / LABEL_FILE.name)
+    return names
+
+
+@pytest.fixture
+def corrupt_dir(tmp_path):
+    """Sample images plus one truncated, one garbage, one unreadable (dangling link) and one with corrupt IDAT."""
+    names = _nih_layout(tmp_path, 60)
+    folder = tmp_path / "images_001" / "images"
+    raw = (IMAGES / names[0]).read_bytes()
+    bad = {"truncated": names[1], "garbage": names[2], "unreadable": names[3], "idat": names[4]}
+    paths = {}
+    for kind, name in bad.items():
+        target = paths[kind] = next(tmp_path.glob("images_*/images/" + name))
+        target.unlink()
+        if kind == "truncated":
+            target.write_bytes(raw[: len(raw) // 2])
+        elif kind == "garbage":
+            target.write_bytes(np.random.RandomState(0).bytes(3000))
+        elif kind == "unreadable":
+            os.symlink(str(tmp_path / "no-such-file"), str(target))
+        else:
+            data_ = bytearray(raw)
+            start = raw.find(b"IDAT") + 40
+            data_[start:start + 200] = bytes(b ^ 0x5A for b in data_[start:start + 200])
+            target.write_bytes(bytes(data_))
+    return tmp_path, bad, paths
+
+
+def test_png_check_reasons(corrupt_dir):
+    root, bad, paths = corrupt_dir
+    path = {kind: str(p) for kind, p in paths.items()}
+    assert pngcheck.problem(path["truncated"]).startswith("truncated")
+    assert pngcheck.problem(path["garbage"]) == "not a PNG (no PNG signature)"
+    assert pngcheck.problem(path["unreadable"]).startswith("unreadable")
+    assert pngcheck.problem(path["idat"]) is None  # passes: caught at decode time (see test_trainer_pipeline)
+    assert pngcheck.problem(str(IMAGES / "00000001_000.png")) is None
+    assert pngcheck.problem(str(SAMPLE / "images-1024" / "00000001_000.png")) is None
+
+
+def test_corrupt_files_are_skipped_counted_and_named(corrupt_dir, capsys):
+    root, bad, _ = corrupt_dir
+    d = data.load(_options(data=str(root)))
+    skipped = {os.path.basename(s["path"]): s["reason"] for s in d.report["skipped_images"]}
+    assert set(skipped) == {bad["truncated"], bad["garbage"], bad["unreadable"]}
+    assert len(d.train) + len(d.val) + len(d.test) == 60 - 3
+    assert bad["truncated"] in capsys.readouterr().err
+
+
+def test_nih_layout_with_official_lists(tmp_path):
+    names = _nih_layout(tmp_path)
+    (tmp_path / "test_list.txt").write_text("\n".join(n for n in names if n.startswith("0000000")) + "\n")
+    (tmp_path / "train_val_list.txt").write_text("\n".join(n for n in names if not n.startswith("0000000")) + "\n")
+    d = data.load(_options(data=str(tmp_path)))
+    assert d.report["split"]["test"] == sum(n.startswith("0000000") for n in names)
+    assert d.report["rows_without_image"] == 112120 - len(names)
+    assert d.report["split_source"].startswith("official lists")
+    assert not set(d.train.patients) & set(d.val.patients)
+    assert not (set(d.train.patients) | set(d.val.patients)) & set(d.test.patients)
+
+
+def test_same_image_name_twice_names_both_paths(tmp_path):
+    _nih_layout(tmp_path, 3)
+    name = sorted(os.listdir(IMAGES))[0]
+    (tmp_path / "images_009" / "images").mkdir(parents=True)
+    shutil.copy(IMAGES / name, tmp_path / "images_009" / "images" / name)
+    with pytest.raises(TrainerError) as err:
+        sources.index_images(str(tmp_path), "--data")
+    message = str(err.value)
+    assert "images_001/images/" + name in message and "images_009/images/" + name in message
+    assert "--images" in message
+
+
+def test_label_file_is_required_and_unique(tmp_path):
+    with pytest.raises(TrainerError, match="no label file"):
+        sources.find_label_file(str(tmp_path))
+    (tmp_path / "Data_Entry_2017.csv").write_text("x")
+    (tmp_path / "Data_Entry_2017_v2020.csv.gz").write_text("x")
+    with pytest.raises(TrainerError, match="2 label files"):
+        sources.find_label_file(str(tmp_path))
+
+
+def test_no_matching_image_is_a_clear_error(tmp_path):
+    (tmp_path / "img").mkdir()
+    shutil.copy(IMAGES / "00000001_000.png", tmp_path / "img" / "unrelated.png")
+    with pytest.raises(TrainerError, match="none of the 112120 rows"):
+        data.load(_options(images=str(tmp_path / "img"), labels=str(LABEL_FILE)))
+
+
+# --- the tf.data pipeline on the same files ---------------------------------------------------------------------
+
+def _tiny_model(size):
+    import tensorflow as tf
+    return tf.keras.Sequential([tf.keras.layers.GlobalAveragePooling2D(input_shape=(size, size, 3)),
+                                tf.keras.layers.Dense(14, activation="sigmoid")])
+
+
+def test_pipeline_decodes_gray_1024_and_rgb_64_to_normalised_3_channels():
+    from trainer import compat, pipeline
+    paths = [str(SAMPLE / "images-1024" / "00000001_000.png"), str(IMAGES / "00000001_000.png")]
+    (images, indices), = list(compat.iterate_numpy(pipeline.evaluation(paths, [0, 1], 2, pipeline.png_loader(96))))
+    assert images.shape == (2, 96, 96, 3) and images.dtype == np.float32 and indices.tolist() == [0, 1]
+    mean, std = np.array(pipeline.IMAGENET_MEAN), np.array(pipeline.IMAGENET_STD)
+    pixels = images * std + mean  # back to 0..1: the gray value replicated in R, G and B
+    assert np.allclose(pixels[..., 0], pixels[..., 1], atol=1e-5) and np.allclose(pixels[..., 0], pixels[..., 2],
+                                                                                  atol=1e-5)
+    assert -1e-6 <= pixels.min() and pixels.max() <= 1.0 + 1e-6 and pixels.std() > 0.05
+
+
+def test_corrupt_idat_is_dropped_and_named_by_the_evaluation_pass(corrupt_dir):
+    from trainer import evaluation, pipeline
+    _, _, paths = corrupt_dir
+    keys = [str(IMAGES / "00000001_000.png"), str(paths["idat"]), str(IMAGES / "00000001_001.png")]
+    ds = pipeline.evaluation(keys, [0, 1, 2], 2, pipeline.png_loader(64))
+    indices, scores = evaluation.predict_shard(_tiny_model(64), ds)
+    indices, scores, missing = evaluation.order_rows(indices, scores, 3)
+    assert indices.tolist() == [0, 2] and scores.shape == (2, 14) and missing.tolist() == [1]
+
+
+def test_training_stream_survives_corrupt_images(corrupt_dir):
+    from trainer import compat, pipeline
+    _, _, paths = corrupt_dir
+    keys = [str(IMAGES / "00000001_000.png"), str(paths["idat"]), str(paths["truncated"]), str(paths["garbage"])]
+    ds = pipeline.training(keys, np.zeros((4, 14), np.uint8), 3, pipeline.png_loader(64), seed=0)
+    batches = [b for _, b in zip(range(3), compat.iterate_numpy(ds))]
+    assert [b[0].shape for b in batches] == [(3, 64, 64, 3)] * 3

@@ -1,0 +1,62 @@
+"""Pooled AUROC (../shared/cases/16): per-rank AUROCs 1.0 and 1.0, their mean 1.0 — the pooled AUROC is 0.4375."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import CASES, REPO
+from trainer import evaluation
+from trainer.errors import TrainerError
+
+CASE16 = CASES / "16-horovod-auroc-allreduce-mean.csv"
+
+
+def _case16():
+    rows = list(csv.DictReader(open(CASE16)))
+    return (np.array([int(r["rank"]) for r in rows]), np.array([[int(r["label"])] for r in rows]),
+            np.array([[float(r["score"])] for r in rows]))
+
+
+def test_case16_pooled_auroc_is_not_the_mean_of_rank_aurocs():
+    ranks, labels, scores = _case16()
+    per_rank = [evaluation.auroc_per_class(labels[ranks == r], scores[ranks == r])[0] for r in (0, 1)]
+    assert per_rank == [1.0, 1.0]
+    assert evaluation.auroc_per_class(labels, scores) == [0.4375]
+
+
+def test_single_valued_class_is_undefined_not_half_and_left_out_of_the_mean():
+    labels = np.array([[0, 1, 1], [0, 0, 1], [0, 1, 1]])
+    scores = np.array([[0.1, 0.9, 0.3], [0.2, 0.1, 0.4], [0.3, 0.8, 0.5]])
+    values = evaluation.auroc_per_class(labels, scores)
+    assert values == [None, 1.0, None]
+    assert evaluation.mean_defined(values) == 1.0
+    assert evaluation.mean_defined([None, None]) is None
+
+
+def test_order_rows_checks_for_lost_and_duplicated_rows():
+    idx, scores, missing = evaluation.order_rows([3, 0, 1], np.arange(3)[:, None], 5)
+    assert idx.tolist() == [0, 1, 3] and scores[:, 0].tolist() == [1, 2, 0] and missing.tolist() == [2, 4]
+    with pytest.raises(TrainerError, match="more than one rank"):
+        evaluation.order_rows([0, 1, 1], np.zeros((3, 1)), 3)
+
+
+@pytest.mark.slow
+def test_case16_pooled_across_two_real_horovod_ranks(tmp_path):
+    out = tmp_path / "auroc.json"
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
+                    str(REPO / "tests" / "horovod_pool_case16.py"), str(CASE16), str(out)],
+                   cwd=REPO, check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""})
+    result = json.loads(out.read_text())
+    assert result["per_rank"] == [1.0, 1.0] and result["mean_of_ranks"] == 1.0
+    assert result["pooled"] == 0.4375
+    assert result["rows"] == list(range(8)) and result["missing"] == []
+    assert result["uneven_rows"] == list(range(8)) and result["uneven_missing"] == []
+    assert result["uneven_same_scores"]
