@@ -41,11 +41,17 @@ class _Progress:
     cached: bool = False
     tail: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     image_id: str | None = None
+    steps: list = field(default_factory=list)
 
     def _close_step(self) -> None:
-        if self.step and not self.quiet:
-            took = time.monotonic() - self.started
-            console.print("    [dim]%s %.1f s[/]" % ("cached" if self.cached else "done", took))
+        if not self.step:
+            return
+        took = time.monotonic() - self.started
+        self.steps.append((self.step, self.cached, took))
+        gate = [line for line in self.tail if "gate: " in line]
+        if not self.quiet:
+            console.print("    [dim]%s %.1f s[/]%s" % ("cached" if self.cached else "done", took,
+                                                     (" " + gate[-1].strip()) if gate else ""), soft_wrap=True)
 
     def feed(self, item: dict) -> None:
         if "errorDetail" in item or "error" in item:
@@ -86,9 +92,10 @@ def docker_client() -> docker.DockerClient:
 
 
 def docker_build(client: docker.DockerClient, tar, *, labels: dict[str, str] | None = None,
-                 nocache: bool = False, quiet: bool = False) -> str:
-    """Build the context ``tar`` (file object with a ``Dockerfile``) and return the image ID (``sha256:…``)."""
-    progress = _Progress(quiet=quiet)
+                 nocache: bool = False, quiet: bool = False, steps: list | None = None) -> str:
+    """Build the context ``tar`` (file object with a ``Dockerfile``) and return the image ID (``sha256:…``).
+    ``steps``, when given, receives one ``(step line, from cache, seconds)`` per step."""
+    progress = _Progress(quiet=quiet, steps=steps if steps is not None else [])
     stream = client.api.build(fileobj=tar, custom_context=True, rm=True, forcerm=True, pull=False,
                               nocache=nocache, network_mode="host", labels=labels or {}, decode=True)
     for item in stream:

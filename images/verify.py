@@ -27,6 +27,7 @@ from envs.rules import same_release
 from images import horovod
 from images.naming import IN_IMAGE_HOME
 from validate.parsers.horovod import format_missing, parse_check_build
+from validate.probe import FILES
 from validate.versions import Observed, observed_versions
 
 PROBE = "%s/validate/probe.py" % IN_IMAGE_HOME
@@ -56,20 +57,39 @@ class Verification:
         return [{"row": r.row, "expected": r.expected, "found": r.found} for r in self.rows if r.verdict == MISMATCH]
 
 
-def probe_image(client: docker.DockerClient, image: str) -> dict:
-    """The probe's JSON from inside ``image``, or ``{"error": why}`` when it could not run (no python, crash)."""
+def _run(client: docker.DockerClient, image: str, argv: list[str]) -> tuple[bytes | None, str | None]:
+    """(stdout, None) of ``argv`` in a throw-away container of ``image``, or (None, why it failed)."""
     try:
-        out = client.containers.run(image, ["python", PROBE], remove=True, network_mode="host",
-                                    stdout=True, stderr=False, environment={"TF_CPP_MIN_LOG_LEVEL": "3"})
+        return client.containers.run(image, argv, remove=True, network_mode="host", stdout=True, stderr=False,
+                                     environment={"TF_CPP_MIN_LOG_LEVEL": "3"}), None
     except docker.errors.ContainerError as e:
         err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        return {"error": "exit %s: %s" % (e.exit_status, err[-1] if err else "no output")}
+        return None, "exit %s: %s" % (e.exit_status, err[-1] if err else "no output")
     except docker.errors.APIError as e:
-        return {"error": str(e.explanation or e)}
-    try:
-        return json.loads(out.decode("utf-8", "replace"))
-    except ValueError:
-        return {"error": "probe printed no JSON: %s" % out[-500:]}
+        return None, str(e.explanation or e)
+
+
+def _release_files(client: docker.DockerClient, image: str) -> dict[str, str]:
+    """The probe's release files read with ``sh`` (for an image without Python: the table still names its OS)."""
+    script = 'for f in %s; do [ -f "$f" ] && printf "\\036%%s\\n" "$f" && cat "$f"; done; true' % " ".join(FILES)
+    out, _ = _run(client, image, ["sh", "-c", script])
+    files = {}
+    for chunk in (out or b"").decode("utf-8", "replace").split("\036")[1:]:
+        path, _, text = chunk.partition("\n")
+        files[path] = text
+    return files
+
+
+def probe_image(client: docker.DockerClient, image: str) -> dict:
+    """The probe's JSON from inside ``image``; when it cannot run (no python, a crash): ``{"error": why,
+    "files": release files read with sh}``."""
+    out, error = _run(client, image, ["python", PROBE])
+    if error is None:
+        try:
+            return json.loads(out.decode("utf-8", "replace"))
+        except ValueError:
+            error = "probe printed no JSON: %s" % out[-500:]
+    return {"error": error, "files": _release_files(client, image)}
 
 
 def matches(expected: str, found: str) -> bool:
@@ -122,7 +142,7 @@ def _horovod_rows(stack: Stack, probe: dict) -> list[Row]:
 
 def compare(stack: Stack, probe: dict) -> Verification:
     """Judge every Table 1 row and the Horovod build of ``stack`` against a probe JSON."""
-    observed = observed_versions(probe if "error" not in probe else {})
+    observed = observed_versions(probe)
     rows = [_version_row(stack, row, observed[row]) for row in COMPONENTS] + _horovod_rows(stack, probe)
     return Verification(rows, probe.get("error"))
 

@@ -3,7 +3,8 @@
 Docker: ``docker run --rm --network host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 [--gpus all]
 [--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output IMAGE horovodrun ... python -m trainer ...``.
 ``--ipc=host``: NCCL's shared-memory transport needs more than Docker's 64 MiB /dev/shm (../shared/cases/04);
-``memlock=-1``: InfiniBand verbs pin memory; ``stack``: NVIDIA's recommended ulimit for its TF containers.
+``memlock=-1``: InfiniBand verbs pin memory; ``stack``: NVIDIA's recommended ulimit for its TF containers; both
+capped at the host's hard limits (``ulimits``).
 Singularity: ``singularity exec --nv --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``.
 
 The controller (Gloo or MPI) is picked from the interfaces the container really has (``ls /sys/class/net`` in
@@ -30,6 +31,10 @@ from launch.request import SYNTHETIC, TrainRequest
 
 DATA, OUTPUT = "/data", "/output"
 RUNTIMES = ("docker", "singularity")
+#: Open MPI's shared-memory BTL copies between ranks with CMA (process_vm_readv), which a container without
+#: CAP_SYS_PTRACE may not use: every transfer fails ("Read -1, expected N, errno = 1") and falls back slowly
+#: (open-mpi/ompi#4948; measured here: 4 min 49 s vs 1 min 20 s for one epoch). Copy through shared memory instead.
+OMPI_IN_CONTAINER = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 NETWORKS = ("host", "none")
 
 
@@ -76,11 +81,31 @@ def docker_interfaces(image: str, network: str) -> list[str]:
     return out.decode().split()
 
 
+def ulimits() -> list[str]:
+    """``--ulimit`` options: memlock unlimited and stack 64 MiB, each capped at this host's hard limit (a
+    container cannot get more than the engine may grant; here, e.g., memlock is capped at 8 MiB), with a warning
+    when InfiniBand is present and memlock cannot be unlimited."""
+    import resource
+
+    out = []
+    for name, rlimit, wanted in (("memlock", resource.RLIMIT_MEMLOCK, -1), ("stack", resource.RLIMIT_STACK, 64 << 20)):
+        hard = resource.getrlimit(rlimit)[1]
+        if hard != resource.RLIM_INFINITY and (wanted == -1 or wanted > hard):
+            wanted = hard
+            if name == "memlock" and os.path.exists("/dev/infiniband"):
+                console.print("[yellow]warning:[/] memlock is limited to %d bytes here (hard limit); InfiniBand "
+                              "verbs need it unlimited (raise it for the Docker engine: LimitMEMLOCK=infinity)" % hard)
+        out += ["--ulimit", "%s=%d" % (name, wanted)]
+    return out
+
+
 def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list[str], dict[str, str], str, str]:
     controller, reason = pick_controller(interfaces, request.controller)
     argv, env = horovodrun_argv(request.ranks(), request.trainer_args(), controller=controller, python="python")
     if request.gpus == 0:
         env["CUDA_VISIBLE_DEVICES"] = ""
+    if controller == "mpi":
+        env.update(OMPI_IN_CONTAINER)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     return argv, env, controller, reason
 
@@ -98,8 +123,7 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
     os.makedirs(binds[0][0], exist_ok=True)
     argv, env, controller, reason = _trainer_command(
         inside, docker_interfaces(image, network) if interfaces is None else interfaces)
-    run = ["docker", "run", "--rm", "--network", network, "--ipc=host", "--ulimit", "memlock=-1",
-           "--ulimit", "stack=67108864", "-w", OUTPUT]
+    run = ["docker", "run", "--rm", "--network", network, "--ipc=host", *ulimits(), "-w", OUTPUT]
     if request.gpus > 0:
         run += ["--gpus", "all"]
     if os.path.exists("/dev/infiniband"):

@@ -95,14 +95,13 @@ def _proxy_cas() -> set[str]:
     return _pem_blocks(HOST_CA_BUNDLE.read_text(errors="replace")) - mozilla
 
 
-def test_proxy_ca_in_no_layer_and_no_history(client, cpu_build):
-    """Every file of every layer of the final image (docker save), and the image's history."""
-    if not HOST_CA_BUNDLE.is_file():
-        pytest.skip("no host CA bundle")
+def _ca_in_layers(client, image_id: str) -> tuple[list[str], int, int]:
+    """(hits, layers, files): every regular file of every layer of ``image_id`` (``docker save``) whose path is
+    under chexstack-build, whose bytes are the host CA bundle, or which holds one of the proxy's CA certificates."""
     bundle_sha = hashlib.sha256(HOST_CA_BUNDLE.read_bytes()).hexdigest()
     proxy = [b.replace("\n", "")[:200].encode() for b in _proxy_cas()]
     found, layers, files = [], 0, 0
-    image_tar = io.BytesIO(b"".join(client.images.get(cpu_build.image_id).save(named=False)))
+    image_tar = io.BytesIO(b"".join(client.images.get(image_id).save(named=False)))
     with tarfile.open(fileobj=image_tar) as outer:
         for member in outer.getmembers():
             if not member.name.endswith("layer.tar"):
@@ -115,18 +114,40 @@ def test_proxy_ca_in_no_layer_and_no_history(client, cpu_build):
                     files += 1
                     if "chexstack-build" in f.name:
                         found.append("%s: %s" % (member.name, f.name))
-                        continue
-                    if f.size > 4 << 20:
-                        continue
-                    data = layer.extractfile(f).read()
-                    flat = data.replace(b"\n", b"")
-                    if hashlib.sha256(data).hexdigest() == bundle_sha or any(p in flat for p in proxy):
-                        found.append("%s: %s" % (member.name, f.name))
+                    elif f.size <= 4 << 20:
+                        data = layer.extractfile(f).read()
+                        if hashlib.sha256(data).hexdigest() == bundle_sha or any(
+                                p in data.replace(b"\n", b"") for p in proxy):
+                            found.append("%s: %s" % (member.name, f.name))
+    return found, layers, files
+
+
+def test_proxy_ca_in_no_layer_and_no_history(client, cpu_build):
+    """Every file of every layer of the final image (docker save), and the image's history."""
+    if not HOST_CA_BUNDLE.is_file():
+        pytest.skip("no host CA bundle")
+    found, layers, files = _ca_in_layers(client, cpu_build.image_id)
     assert layers >= 5 and files > 1000
     assert not found, found
-    history = " ".join(h.get("CreatedBy") or "" for h in client.api.history(cpu_build.image_id))
-    assert "chexstack-build" not in history and "PIP_CERT" not in history
-    assert "COPY" in history or "copy" in history  # the history is real, with the venv and code COPYs
+    history = [h.get("CreatedBy") or "" for h in client.api.history(cpu_build.image_id)]
+    assert not [h for h in history if "chexstack-build" in h or "PIP_CERT" in h or "ca-certificates.crt" in h]
+    assert any("COPY" in h for h in history)  # the history is real: the venv and code COPYs are in it
+
+
+def test_ca_scan_finds_a_baked_in_ca(client, debian_base):
+    """Control: the scan above does find the CA in an image that has it in a layer."""
+    if not HOST_CA_BUNDLE.is_file():
+        pytest.skip("no host CA bundle")
+    from images.context import context_tar
+    from images.docker_build import docker_build
+    tar = context_tar("FROM %s\nCOPY bundle.crt /etc/ssl/certs/host-bundle.crt\n" % debian_base,
+                      {"bundle.crt": HOST_CA_BUNDLE})
+    image_id = docker_build(client, tar, quiet=True)
+    try:
+        found, _, _ = _ca_in_layers(client, image_id)
+        assert [h for h in found if h.endswith("etc/ssl/certs/host-bundle.crt")]
+    finally:
+        client.images.remove(image_id, noprune=True)
 
 
 def _metrics(output: Path) -> dict:
@@ -185,3 +206,42 @@ def test_singularity_runtime_without_apptainer_is_a_clear_error():
     p = _invoke("build", "--stack", "cpu", "--runtime", "singularity", timeout=120)
     assert p.returncode == 3
     assert "needs apptainer or singularity on PATH" in p.stdout and "Traceback" not in p.stdout + p.stderr
+
+
+def test_allow_mismatch_keeps_the_image_with_the_mismatches_in_a_label(client, debian_base):
+    stack = load_stack("ngc")
+    client.images.get(debian_base).tag(*stack.base.image.rsplit(":", 1))
+    tag = "chexstack-test/ngc-mismatch:1"
+    p = _invoke("build", "--stack", "ngc", "--allow-mismatch", "--tag", tag)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    try:
+        mismatches = json.loads(client.images.get(tag).labels[labels.MISMATCHES])
+        assert {"row": "tensorflow", "expected": "1.13.1", "found": "not found"} in mismatches
+        assert labels.BOM in client.images.get(tag).labels
+    finally:
+        client.images.remove(tag, noprune=True)
+
+
+def test_failed_build_names_the_step_shows_its_log_and_leaves_no_tag(client, debian_base):
+    from chexstack.errors import ChexstackError
+    from images.build import build
+    from images.context import context_tar
+    from images.docker_build import BuildFailed, docker_build
+
+    tar = context_tar("FROM %s\nRUN echo hello-from-the-step && exit 3\n" % debian_base, {})
+    with pytest.raises(BuildFailed) as e:
+        docker_build(client, tar, quiet=True)
+    assert e.value.step.startswith("Step 2/2 : RUN echo hello-from-the-step")
+    assert "hello-from-the-step" in e.value.tail and "returned a non-zero code: 3" in e.value.error
+    # the whole command: a base without apt-get fails the cpu build at its first RUN, and nothing is tagged
+    broken = "chexstack-test/no-apt:1"
+    image_id = docker_build(client, context_tar("FROM %s\nRUN rm /usr/bin/apt-get\n" % debian_base, {}), quiet=True)
+    client.api.tag(image_id, *broken.split(":"))
+    try:
+        with pytest.raises(ChexstackError, match=r"docker build failed at Step 2/\d+ : RUN apt-get update"):
+            build("cpu", base=broken, tag="chexstack-test/never:1")
+        import docker
+        with pytest.raises(docker.errors.ImageNotFound):
+            client.images.get("chexstack-test/never:1")
+    finally:
+        client.images.remove(broken, noprune=True)

@@ -113,3 +113,15 @@ def test_gpu_operations_flag_refused_before_horovod_020():
         "HOROVOD_GPU_OPERATIONS": "NCCL"}})})
     with pytest.raises(ChexstackError, match=r"build.horovod_env.HOROVOD_GPU_OPERATIONS: Horovod 0.16.1"):
         horovod.check_build_flags(wrong)
+
+
+def test_build_dry_run_prints_the_plan_without_docker():
+    import subprocess
+    from images.naming import image_ref
+    from tests.conftest import REPO
+    p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "cpu", "--dry-run"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "FROM docker.io/library/debian:bookworm AS devel" in p.stdout
+    assert "build-only/ca-certificates.crt" in p.stdout and "chexstack/trainer/__main__.py" in p.stdout
+    assert "would build untagged, verify inside, then tag %s" % image_ref(load_stack("cpu")) in p.stdout

@@ -3,8 +3,9 @@ from its lock, Horovod built last with its era's flags, in two stages.
 
 devel:   base (CUDA devel) + OFED verbs + Open MPI <manifest mpi version> (hpccm's ``openmpi`` block, --with-cuda
          --with-verbs) + micromamba -> ``micromamba create -f conda-lock.yml`` (installs exactly the lock's conda
-         packages: no solve at build time; micromamba skips the lock's pip section, which is Horovod) -> Horovod
-         <manifest version> compiled by pip in the activated environment (the lock's GCC toolchain, its NCCL as
+         packages: no solve at build time; micromamba skips the lock's pip section) -> the environment file's
+         other pip pins, then Horovod (the pip section must pin exactly the manifest's version), compiled by
+         pip in the activated environment (the lock's GCC toolchain, its NCCL as
          HOROVOD_NCCL_HOME) with the manifest's ``horovod_env`` (0.16.x: ``HOROVOD_GPU_ALLREDUCE=NCCL``;
          ``HOROVOD_GPU_OPERATIONS`` only exists from 0.20.0) against CUDA stubs (no GPU at build time), then the
          era's gate (import + ``hvd.init()``: 0.16 has no ``--check-build``). The proxy CA is given to it only.
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 from hpccm.building_blocks import ofed, openmpi
 
+from chexstack.errors import ChexstackError
+from envs.lock import conda_files, pip_requirements, shown
 from envs.manifest import Stack
 from images import horovod, parts
 from images.parts import Part, Stage
@@ -42,8 +45,21 @@ def _mpi(stack: Stack) -> openmpi:
     return openmpi(version=stack.version("mpi"), cuda=True, infiniband=True, prefix=MPI_PREFIX)
 
 
+def pip_section(stack: Stack) -> list[str]:
+    """The environment file's pip requirements other than Horovod (installed before it). Raises ChexstackError
+    unless the pip section pins Horovod to exactly the manifest's version."""
+    env_file = conda_files(stack.name).environment
+    reqs = pip_requirements(env_file)
+    hvd = [r for r in reqs if r.lower().replace("_", "-").startswith("horovod")]
+    want = "horovod==%s" % stack.version("horovod")
+    if hvd != [want]:
+        raise ChexstackError("%s: pip section: expected %s (envs/stacks/%s.yaml components.horovod), got %s"
+                             % (shown(env_file), want, stack.name, ", ".join(hvd) or "no horovod"))
+    return [r for r in reqs if r not in hvd]
+
+
 def _environment(stack: Stack) -> Part:
-    lock = parts.REPO / "envs" / "conda" / stack.name / "conda-lock.yml"
+    lock = conda_files(stack.name).lockfile
     return parts.combine(
         "conda-environment",
         parts.run("curl -fsSL --retry 3 -o /usr/local/bin/micromamba %s" % (MICROMAMBA_URL % MICROMAMBA),
@@ -60,9 +76,11 @@ def _environment(stack: Stack) -> Part:
 def _horovod(stack: Stack) -> Part:
     flags = dict(stack.build.horovod_env, HOROVOD_NCCL_HOME=ENV_PREFIX, HOROVOD_CUDA_HOME="/usr/local/cuda",
                  LD_LIBRARY_PATH="%s:%s/lib" % (STUBS, MPI_PREFIX))
+    others = pip_section(stack)
     return parts.combine(
         "horovod",
         parts.run("ln -sf %s/libcuda.so %s/libcuda.so.1" % (STUBS, STUBS),
+                  *([_in_env("pip install --no-cache-dir --no-deps %s" % " ".join(others))] if others else []),
                   "%s %s" % (parts.horovod_env_prefix(flags), _in_env(
                       "pip install --no-cache-dir --no-build-isolation --no-deps horovod==%s"
                       % stack.version("horovod"))), name="horovod"),
