@@ -88,7 +88,7 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     steps = []
     for job in jobs:
         lines = slurm.hybrid_lines(job) if model == "hybrid" else slurm.pyxis_lines(job, geometry=True)
-        steps.append("# %d %s on %d node(s)\n%s" % (job.world_size, "GPUs" if job.gpus else "CPU ranks", job.nodes,
+        steps.append("# %d %s on %d node(s)\n%s" % (job.world_size, "GPU(s)" if job.gpus else "CPU rank(s)", job.nodes,
                                                     lines))
     record = request_record(req, repo, now).model_copy(update={"image": target.image})
     return Template((TEMPLATES / "slurm-sweep.sbatch").read_text()).substitute(
