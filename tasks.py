@@ -119,7 +119,7 @@ def convert(c, dockerfile, build_arg=None, output=None):
 @task(
     help={
         "gpus": "GPUs to use, one rank each (0: CPU ranks)",
-        "np": "number of ranks (default: --gpus, or 1 with --gpus 0)",
+        "np": "number of ranks (0, the default: one per GPU, or 1 with --gpus 0)",
         "data": "dataset folder (Data_Entry_2017*.csv[.gz] + PNGs below it), or 'synthetic'",
         "images": "folder with the PNGs (searched recursively); use with --labels",
         "labels": "label file Data_Entry_2017*.csv or .csv.gz; use with --images",
@@ -145,7 +145,7 @@ def convert(c, dockerfile, build_arg=None, output=None):
     }
 )
 @user_errors
-def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
+def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, stack=None, runtime="docker",
           image=None, network="host", launcher="local", per_node=4, hybrid=False, rdma=None,
           render=False, submit=False):
@@ -153,7 +153,7 @@ def train(c, gpus=0, np=None, data=None, images=None, labels=None, model="densen
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
-    request = TrainRequest(gpus=int(gpus), np=None if np is None else int(np), data=data, images=images,
+    request = TrainRequest(gpus=int(gpus), np=int(np) or None, data=data, images=images,
                            labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
                            image_size=int(image_size), output=output, resume=resume, controller=controller)
     if launcher != "local":

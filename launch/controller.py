@@ -4,6 +4,8 @@ Fact (../shared/cases/23, observed with Horovod 0.28.1 + TF 2.15.1 on Debian 12)
 interface (a container started with ``--network none``) every rank of the Gloo controller dies with SIGSEGV
 (exit 139), even with ``--network-interface lo``; the MPI controller runs the same job. So: MPI when loopback is
 all there is; if the user insisted on Gloo there, stop BEFORE launching with the cause and both fixes.
+(In a bare network namespace with only ``lo`` — ``unshare -n`` — Gloo did not crash on the development host;
+the crash is seen in containers. MPI runs in both, so the rule does not try to tell them apart.)
 """
 from __future__ import annotations
 

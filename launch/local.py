@@ -58,8 +58,9 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     request.check()
     have = gpu_count() if gpus_here is None else gpus_here
     if request.gpus > have:
-        raise ChexstackError("--gpus %d: this machine has %d GPU%s (nvidia-smi -L); use --gpus %d, or --gpus 0 "
-                             "--np N for CPU ranks" % (request.gpus, have, "" if have == 1 else "s", have))
+        raise ChexstackError("--gpus %d: this machine has %d GPU%s (nvidia-smi -L); use %s--gpus 0 --np N for CPU "
+                             "ranks" % (request.gpus, have, "" if have == 1 else "s",
+                                        "--gpus %d, or " % have if have else ""))
     controller, reason = pick_controller(local_interfaces() if interfaces is None else interfaces,
                                          request.controller)
     if controller == "mpi" and shutil.which("mpirun") is None:

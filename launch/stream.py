@@ -115,8 +115,9 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
             if (event := events.parse(text)) is not None:
                 display.event(event)
             elif text.startswith(_ERROR):
+                if not any(e.endswith(text[len(_ERROR):]) for e in errors):  # each rank says it: show it once
+                    progress.console.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
                 errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
-                progress.console.print("[red]%s[/]" % text, markup=True, highlight=False, soft_wrap=True)
             elif text.startswith(_TRAINER) and rank in (0, None):
                 progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
         returncode = proc.wait()
@@ -139,7 +140,8 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
         rank, code = outcome.first_failure
         parts.append("rank %d exited first, with code %d%s" % (rank, code, _describe_code(code)))
     if outcome.errors:
-        parts.append(outcome.errors[0])
+        failing = [e for e in outcome.errors if outcome.first_failure and e.startswith("rank %d:" % rank)]
+        parts.append((failing or outcome.errors)[0])
     if controller == "gloo" and code in (139, -11):
         parts.append("exit 139 is a segmentation fault; Horovod's Gloo controller crashes this way when the only "
                      "network interface is loopback (../shared/cases/23): use --controller mpi, or give the "

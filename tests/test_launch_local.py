@@ -1,6 +1,9 @@
 """Launch side: controller choice (../shared/cases/23), horovodrun argv, GPU checks, failure messages."""
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -11,7 +14,7 @@ from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import plan
 from launch.request import TrainRequest
-from tests.conftest import CASES
+from tests.conftest import CASES, REPO
 
 SAMPLE_REQUEST = TrainRequest(gpus=0, np=2, data="synthetic", epochs=1, image_size=64, output="/tmp/out")
 
@@ -119,3 +122,28 @@ def test_mpi_failure_names_rank_and_trainer_error():
     message = stream.explain_failure(_outcome_of(text), "mpi")
     assert "rank 1 exited first, with code 2;" in message and "--data /x: no such directory" in message
     assert "loopback" not in message
+
+
+def _in_loopback_only_namespace(command: str) -> subprocess.CompletedProcess:
+    """Run ``command`` in a new network namespace that has only ``lo`` (up), as a container with
+    ``--network none`` has; skip where namespaces cannot be made (not root, no unshare)."""
+    unshare = shutil.which("unshare")
+    probe = subprocess.run([unshare, "-n", "true"], capture_output=True) if unshare else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("cannot create a network namespace here (unshare -n)")
+    return subprocess.run([unshare, "-n", "sh", "-c", "ip link set lo up && " + command], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
+    plan_mpi = _in_loopback_only_namespace(
+        "%s -c 'from launch.local import plan; from launch.request import TrainRequest; "
+        "p = plan(TrainRequest(np=2, data=\"synthetic\"), gpus_here=0); print(p.controller, p.argv[5:7])'"
+        % sys.executable)
+    assert plan_mpi.returncode == 0, plan_mpi.stderr
+    assert plan_mpi.stdout.strip() == "mpi ['--mpi', '--mpi-args=--allow-run-as-root']"
+    invoke = os.path.join(os.path.dirname(sys.executable), "invoke")
+    refused = _in_loopback_only_namespace("%s train --gpus 0 --np 2 --data synthetic --controller gloo" % invoke)
+    assert refused.returncode == 2
+    assert "only network interface is loopback (lo)" in refused.stdout and "--controller mpi" in refused.stdout
+    assert "launch:" not in refused.stdout  # stopped before horovodrun

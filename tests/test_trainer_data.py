@@ -123,20 +123,24 @@ def test_no_matching_image_is_a_clear_error(tmp_path):
 
 def _tiny_model(size):
     import tensorflow as tf
-    return tf.keras.Sequential([tf.keras.layers.GlobalAveragePooling2D(input_shape=(size, size, 3)),
+    return tf.keras.Sequential([tf.keras.layers.GlobalAveragePooling2D(input_shape=(size, size, 1)),
                                 tf.keras.layers.Dense(14, activation="sigmoid")])
 
 
-def test_pipeline_decodes_gray_1024_and_rgb_64_to_normalised_3_channels():
-    from trainer import compat, pipeline
+def test_pipeline_decodes_gray_1024_and_rgb_64_and_the_model_normalises_to_3_channels():
+    import tensorflow as tf
+    from trainer import compat, model, pipeline
     paths = [str(SAMPLE / "images-1024" / "00000001_000.png"), str(IMAGES / "00000001_000.png")]
     (images, indices), = list(compat.iterate_numpy(pipeline.evaluation(paths, [0, 1], 2, pipeline.png_loader(96))))
-    assert images.shape == (2, 96, 96, 3) and images.dtype == np.float32 and indices.tolist() == [0, 1]
-    mean, std = np.array(pipeline.IMAGENET_MEAN), np.array(pipeline.IMAGENET_STD)
-    pixels = images * std + mean  # back to 0..1: the gray value replicated in R, G and B
-    assert np.allclose(pixels[..., 0], pixels[..., 1], atol=1e-5) and np.allclose(pixels[..., 0], pixels[..., 2],
-                                                                                  atol=1e-5)
-    assert -1e-6 <= pixels.min() and pixels.max() <= 1.0 + 1e-6 and pixels.std() > 0.05
+    assert images.shape == (2, 96, 96, 1) and images.dtype == np.float32 and indices.tolist() == [0, 1]
+    assert 0 <= images.min() and images.max() <= 255 and images.std() > 10
+    net = model.build("densenet121", 96)
+    normalise = tf.keras.Model(net.input, net.get_layer(model.NORMALISATION).output)
+    rgb = normalise.predict_on_batch(images)
+    mean, std = np.array(model.IMAGENET_MEAN), np.array(model.IMAGENET_STD)
+    assert rgb.shape == (2, 96, 96, 3)
+    assert np.allclose(rgb, (images / 255.0 - mean) / std, atol=1e-5)  # gray copied to R, G, B, then normalised
+    assert not net.get_layer(model.NORMALISATION).trainable_weights
 
 
 def test_corrupt_idat_is_dropped_and_named_by_the_evaluation_pass(corrupt_dir):
@@ -155,4 +159,4 @@ def test_training_stream_survives_corrupt_images(corrupt_dir):
     keys = [str(IMAGES / "00000001_000.png"), str(paths["idat"]), str(paths["truncated"]), str(paths["garbage"])]
     ds = pipeline.training(keys, np.zeros((4, 14), np.uint8), 3, pipeline.png_loader(64), seed=0)
     batches = [b for _, b in zip(range(3), compat.iterate_numpy(ds))]
-    assert [b[0].shape for b in batches] == [(3, 64, 64, 3)] * 3
+    assert [b[0].shape for b in batches] == [(3, 64, 64, 1)] * 3

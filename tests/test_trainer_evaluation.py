@@ -60,3 +60,4 @@ def test_case16_pooled_across_two_real_horovod_ranks(tmp_path):
     assert result["rows"] == list(range(8)) and result["missing"] == []
     assert result["uneven_rows"] == list(range(8)) and result["uneven_missing"] == []
     assert result["uneven_same_scores"]
+    assert sorted(result["empty_rows"]) == list(range(8))

@@ -13,8 +13,8 @@ Modules, one job each:
 - ``pngcheck``    O(1) structural check of each PNG (signature, IHDR, IEND)
 - ``split``       official lists or a seeded patient-level train/val/test split
 - ``data``        the above assembled into the examples of each split, with a report of what was left out
-- ``pipeline``    tf.data: decode, resize, flip, normalise, shard by rank, batch, prefetch
-- ``model``       DenseNet-121 / ResNet-50 with 14 sigmoid outputs
+- ``pipeline``    tf.data: decode, resize, flip, shard by rank, batch, prefetch
+- ``model``       ImageNet normalisation layer, DenseNet-121 / ResNet-50, 14 sigmoid outputs
 - ``loss``        class-weighted binary cross-entropy (CheXNet)
 - ``evaluation``  pooled validation predictions (allgather) and per-pathology AUROC
 - ``checkpoint``  atomic per-epoch checkpoint and resume

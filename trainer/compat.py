@@ -57,13 +57,18 @@ def horovod_version():
     return getattr(horovod, "__version__", "unknown")
 
 
-def allgather(hvd, array, name):
+def allgather(array, name):
     """Concatenate ``array`` (shape [n_rank, ...], n_rank may differ per rank) from all ranks in rank order.
 
-    ``hvd.allgather`` of horovod.tensorflow.keras returns a numpy array under TF 1.x (it runs the op in Keras'
-    session) and an EagerTensor under TF 2.x; both become numpy here.
+    Uses ``horovod.tensorflow.allgather`` (present since Horovod 0.9) on a constant: evaluated eagerly under TF 2.x,
+    in Keras' session under TF 1.x (the ops get the same names on every rank because every rank builds them in
+    the same order).
     """
-    return np.asarray(hvd.allgather(np.ascontiguousarray(array), name=name))
+    import horovod.tensorflow as hvd_tf
+    gathered = hvd_tf.allgather(tf.constant(np.ascontiguousarray(array)), name=name)
+    if executing_eagerly():
+        return np.asarray(gathered)
+    return K.get_session().run(gathered)
 
 
 def warmup_callback(hvd, initial_lr, warmup_epochs, steps_per_epoch):

@@ -19,18 +19,19 @@ def predict_shard(model, dataset):
     """Run ``model`` over an evaluation dataset of (images, indices) batches.
 
     Returns (indices int64 [n], scores float32 [n, 14]); images that failed to decode are simply absent.
+    ``dataset`` None (a rank without validation rows) gives empty arrays.
     """
     indices, scores = [np.zeros((0,), np.int64)], [np.zeros((0, len(CLASSES)), np.float32)]
-    for images, batch_indices in compat.iterate_numpy(dataset):
+    for images, batch_indices in (compat.iterate_numpy(dataset) if dataset is not None else ()):
         scores.append(np.asarray(model.predict_on_batch(images), dtype=np.float32))
         indices.append(np.asarray(batch_indices, dtype=np.int64))
     return np.concatenate(indices), np.concatenate(scores)
 
 
-def pool(hvd, indices, scores, tag):
+def pool(indices, scores, tag):
     """Allgather (indices, scores) of every rank, in rank order; ``tag`` makes the collective names unique."""
-    return (compat.allgather(hvd, indices, "chexstack_eval_idx_%s" % tag),
-            compat.allgather(hvd, scores, "chexstack_eval_scores_%s" % tag))
+    return (compat.allgather(indices, "chexstack_eval_idx_%s" % tag),
+            compat.allgather(scores, "chexstack_eval_scores_%s" % tag))
 
 
 def order_rows(indices, scores, n_expected):

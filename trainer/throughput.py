@@ -30,7 +30,7 @@ def run(options):
               callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)
               + [timer, callbacks.Progress(total_steps)])
     timed = timer.step_times()[options.warmup_steps:]
-    per_rank = compat.allgather(rt.hvd, np.array([options.batch_size / float(np.median(timed))]),
+    per_rank = compat.allgather(np.array([options.batch_size / float(np.median(timed))]),
                                 "chexstack_throughput")
     if rt.chief:
         result = OrderedDict([

@@ -54,9 +54,9 @@ def versions():
 def _weights_checksum_in_sync(rt, model):
     """Every rank's sum of trainable weights must match rank 0's (cheap catch of a missing broadcast,
     ../shared/cases/17); BatchNorm moving statistics are per rank by design and not compared."""
-    total = np.array([sum(float(np.sum(w, dtype=np.float64)) for w in
-                          (tf.keras.backend.get_value(v) for v in model.trainable_weights))], dtype=np.float64)
-    sums = compat.allgather(rt.hvd, total, "chexstack_weight_checksum")
+    values = tf.keras.backend.batch_get_value(model.trainable_weights)
+    total = np.array([sum(float(np.sum(w, dtype=np.float64)) for w in values)], dtype=np.float64)
+    sums = compat.allgather(total, "chexstack_weight_checksum")
     if rt.chief and not np.allclose(sums, sums[0], rtol=1e-5, atol=1e-6):
         raise TrainerError("model weights differ between ranks after an epoch (checksums %s): the initial "
                            "broadcast from rank 0 did not happen" % sums.tolist())
@@ -71,18 +71,20 @@ class EpochEnd(tf.keras.callbacks.Callback):
         self.timer, self.identity = timer, identity
         indices = np.arange(len(data.val), dtype=np.int64)
         self.val_indices = pipeline.shard(indices, rt.rank, rt.size)
-        self.val_dataset = pipeline.evaluation(pipeline.shard(data.val.paths, rt.rank, rt.size),
-                                               self.val_indices, options.batch_size,
-                                               loader_for(data, options.image_size))
+        self.val_dataset = None  # a rank with no validation row (fewer rows than ranks) only joins the gather
+        if len(self.val_indices):
+            self.val_dataset = pipeline.evaluation(pipeline.shard(data.val.paths, rt.rank, rt.size),
+                                                   self.val_indices, options.batch_size,
+                                                   loader_for(data, options.image_size))
 
     def on_epoch_end(self, epoch, logs=None):
         number = epoch + 1
         started = time.time()
-        per_rank = compat.allgather(self.rt.hvd, np.array([self.timer.images_per_sec(self.options.batch_size)]),
+        per_rank = compat.allgather(np.array([self.timer.images_per_sec(self.options.batch_size)]),
                                     "chexstack_images_per_sec_%d" % number)
         _weights_checksum_in_sync(self.rt, self.model)
         indices, scores = evaluation.predict_shard(self.model, self.val_dataset)
-        indices, scores = evaluation.pool(self.rt.hvd, indices, scores, number)
+        indices, scores = evaluation.pool(indices, scores, number)
         if self.rt.chief:
             self._report(number, logs or {}, per_rank, indices, scores, time.time() - started)
 
@@ -142,7 +144,7 @@ def run(options):
                 "seed": options.seed, "n_train": len(data.train), "n_val": len(data.val)}
     state = _resume_state(options, identity)
     initial_epoch = state["epoch"] if state else 0
-    seen = compat.allgather(rt.hvd, np.array([initial_epoch], dtype=np.int64), "chexstack_resume_epoch")
+    seen = compat.allgather(np.array([initial_epoch], dtype=np.int64), "chexstack_resume_epoch")
     if (seen != initial_epoch).any():
         raise TrainerError("ranks see different checkpoints in %s (epochs by rank: %s): --output must be on a file "
                            "system shared by all ranks" % (options.output, seen.tolist()))
