@@ -26,15 +26,16 @@ from images.context import context_tar
 from images.docker_build import docker_build, docker_client
 from images.local_base import LOCAL_DEBIAN, ensure_debian_base
 from images.render import build_context, render
+from images.verify import compare, probe_image
 
 GOAL_S = 20.0
 
 
-def timed_build(client, dockerfile: str, ctx: dict, *, nocache: bool) -> tuple[float, list]:
+def timed_build(client, dockerfile: str, ctx: dict, *, nocache: bool) -> tuple[float, list, str]:
     steps: list = []
     start = time.monotonic()
-    docker_build(client, context_tar(dockerfile, ctx), nocache=nocache, quiet=True, steps=steps)
-    return time.monotonic() - start, steps
+    image_id = docker_build(client, context_tar(dockerfile, ctx), nocache=nocache, quiet=True, steps=steps)
+    return time.monotonic() - start, steps, image_id
 
 
 def with_changed_trainer(ctx: dict, tmp: Path) -> dict:
@@ -62,15 +63,21 @@ def main(argv: list[str] | None = None) -> int:
     full_s = None
     if not args.skip_full:
         console.print("full build of the cpu image (no cache): minutes")
-        full_s, full_steps = timed_build(client, dockerfile, ctx, nocache=True)
+        full_s, full_steps, _ = timed_build(client, dockerfile, ctx, nocache=True)
         console.print("  full build: %.1f s, %d steps" % (full_s, len(full_steps)))
     with tempfile.TemporaryDirectory(prefix="chexstack-bench-") as tmp:
-        rebuild_s, steps = timed_build(client, dockerfile, with_changed_trainer(ctx, Path(tmp)), nocache=False)
+        rebuild_s, steps, image_id = timed_build(client, dockerfile, with_changed_trainer(ctx, Path(tmp)),
+                                                 nocache=False)
+    start = time.monotonic()
+    verified = compare(stack, probe_image(client, image_id)).ok
+    verify_s = time.monotonic() - start
     rebuilt = [s for s in steps if not s[1] and not s[0].split(" : ", 1)[1].startswith(("FROM", "LABEL"))]
     cached = sum(1 for s in steps if s[1])
     console.print("  trainer-only rebuild: %.1f s; %d of %d steps from the cache; rebuilt: %s"
                   % (rebuild_s, cached, len(steps), "; ".join(s[0].split(" : ", 1)[1][:60] for s in rebuilt)),
                   soft_wrap=True)
+    console.print("  verification of the rebuilt image (probe inside, not part of the ratio): %.1f s, %s"
+                  % (verify_s, "all rows match" if verified else "MISMATCH"))
     if full_s is not None:
         console.print("[bold]ratio full / trainer-only: %.1fx[/] (%.1f s / %.1f s)" % (full_s / rebuild_s, full_s,
                                                                                      rebuild_s))

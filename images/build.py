@@ -68,7 +68,7 @@ def _dry_run(dockerfile: str, ctx: dict, lab: dict, ref: str, runtimes: tuple[st
         console.print("  %-60s %9d bytes" % (name, size), markup=False)
     console.print("[bold]labels[/]")
     for k, v in sorted(lab.items()):
-        console.print("  %s=%s" % (k, v if len(v) < 100 else v[:97] + "..."), markup=False)
+        console.print("  %s=%s" % (k, v if len(v) < 100 else v[:97] + "..."), markup=False, soft_wrap=True)
     console.print("[bold]would build[/] untagged, verify inside, then tag %s%s"
                   % (ref, "; then make a SIF" if "singularity" in runtimes else ""))
     return BuildResult(None, ref, False)
@@ -94,9 +94,10 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
 
     client = docker_client()
     lab = labels.image_labels(stack, base_ref, _base_digest(client, base_ref, stack.base.digest))
-    console.print("[bold]building[/] stack %s FROM %s (untagged until verified)" % (stack.name, base_ref))
+    console.print("[bold]building[/] stack %s FROM %s (untagged until verified)" % (stack.name, base_ref),
+                  soft_wrap=True)
     image_id = docker_build(client, context.context_tar(dockerfile, ctx), labels=lab, nocache=no_cache)
-    console.print("[bold]built[/] %s; verifying inside the image" % image_id)
+    console.print("[bold]built[/] %s; verifying inside the image" % image_id, soft_wrap=True)
 
     result = compare(stack, probe_image(client, image_id))
     print_table(stack, ref, result)

@@ -156,4 +156,4 @@ def print_table(stack: Stack, image: str, result: Verification) -> None:
         table.add_row(r.row, r.expected, r.found, r.evidence, "[%s]%s[/]" % (style, r.verdict))
     console.print(table, width=None if console.is_terminal else 160)
     if result.probe_error:
-        console.print("[bold red]the probe could not run in the image:[/] %s" % result.probe_error)
+        console.print("[bold red]the probe could not run in the image:[/] %s" % result.probe_error, soft_wrap=True)
