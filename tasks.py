@@ -132,16 +132,25 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
         "val-fraction": "share of patients in the validation split (trainer default 0.1)",
         "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
-        "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine",
+        "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine; with "
+                 "--launcher slurm/k8s: the stack whose image the cluster runs",
         "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
-        "image": "with --stack: this image reference or SIF path instead of the stack's verified tag",
+        "image": "with --stack: this image reference, .sqsh or SIF path instead of the stack's verified tag",
         "network": "with --stack and docker: host (default) or none (loopback only: the MPI controller is used)",
+        "launcher": "local (default), slurm (batch script) or k8s (MPIJob); slurm/k8s need --render or --submit",
+        "per-node": "slurm/k8s: GPUs (or CPU ranks) per node",
+        "hybrid": "slurm: the hybrid model (host mpirun + singularity exec of the SIF) instead of srun --mpi=pmix "
+                  "with pyxis --container-image",
+        "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
+        "render": "slurm/k8s: print the batch script / MPIJob",
+        "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
     }
 )
 @user_errors
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
-          stack=None, runtime="docker", image=None, network="host"):
+          stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
+          rdma=None, render=False, submit=False):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.request import TrainRequest
@@ -151,12 +160,18 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
                            image_size=int(image_size), output=output, resume=resume, controller=controller,
                            val_fraction=None if val_fraction is None else float(val_fraction),
                            test_fraction=None if test_fraction is None else float(test_fraction))
+    if launcher != "local":
+        from launch import cluster
+
+        return cluster.train(request, cluster.ClusterOptions(
+            launcher=launcher, stack=stack, image=image, per_node=int(per_node),
+            slurm_model="hybrid" if hybrid else "pyxis",
+            rdma_resource=rdma, render=render, submit=submit))
     if stack:
         from launch.container import train_in_image
 
-        train_in_image(request, stack, runtime=runtime, image=image, network=network)
-    else:
-        train_local(request)
+        return train_in_image(request, stack, runtime=runtime, image=image, network=network)
+    train_local(request)
 
 
 # --- validate (node fitness checks) -------------------------------------------------------------------------------
@@ -173,3 +188,67 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None):
     code = run_validate(stack, _csv(hosts), json, _csv(only), _csv(skip))
     if code:
         raise Exit(code=code)
+
+
+# --- bench: scaling sweep, Figure 1, launchers (issue 6) -------------------------------------------------------
+@task(help={
+    "gpus": "rank counts, e.g. 1,2,3,4,8 (GPUs; CPU ranks on a host without GPUs)",
+    "stack": "run the trainer in this stack's image (local: docker, as invoke train --stack; required for slurm/k8s)",
+    "launcher": "local (horovodrun here), mpirun (horovodrun's MPI across --hosts), slurm, k8s",
+    "hosts": "for mpirun: host:slots,... (Horovod's -H)",
+    "model": "densenet121 (CheXNet, the seed's Figure 1) or resnet50",
+    "batch_size": "images per rank per step",
+    "image_size": "input side in pixels",
+    "steps": "timed steps per count (after the warm-up)",
+    "warmup_steps": "untimed steps before them",
+    "data": "'synthetic' or a ChestX-ray14 folder",
+    "amp": "mixed precision (float16 compute) in the trainer's throughput mode",
+    "label": "name of this system in the figure and the result file (default STACK-LAUNCHER)",
+    "output": "folder of the sweep JSON (default bench/results)",
+    "per_node": "slurm/k8s: GPUs (or CPU ranks) per node",
+    "image": "with --stack: image reference (local: Docker; slurm: registry ref or .sqsh, hybrid: .sif; k8s: "
+             "registry ref) instead of the stack's verified tag",
+    "hybrid": "slurm: hybrid model (host mpirun + singularity exec) instead of srun --mpi=pmix with pyxis",
+    "results": "slurm: shared results folder (default runs/bench); k8s: ReadWriteMany PVC claim name",
+    "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
+    "render": "slurm/k8s: print the batch script / MPIJobs",
+    "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",
+    "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
+})
+@user_errors
+def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
+          image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
+          per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
+          collect=None):
+    """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
+    from pathlib import Path
+
+    from bench import main
+
+    if collect:
+        return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
+    req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
+                            launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
+                            batch_size=int(batch_size), image_size=int(image_size), steps=int(steps),
+                            warmup_steps=int(warmup_steps), data=data, amp=amp, image=image)
+    opts = main.Scheduled(per_node=int(per_node), slurm_model="hybrid" if hybrid else "pyxis",
+                          results=results,
+                          rdma_resource=rdma, render=render, submit=submit)
+    main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)
+
+
+@task(help={
+    "results": "result JSON files, comma-separated or globs; the first is the baseline of the % differences "
+               "(more after `--`)",
+    "output": "PNG path; the .csv and .md tables are written beside it",
+    "title": "figure title",
+})
+@user_errors
+def bench_report(c, results, output="bench/results/figure1.png", title=None):
+    """The seed's Figure 1: images/s vs count per system, % difference, scaling efficiency (PNG + CSV + Markdown)."""
+    import shlex
+    from pathlib import Path
+
+    from bench import main
+
+    main.report([results] + shlex.split(c.remainder or ""), Path(output), title)

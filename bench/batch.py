@@ -1,0 +1,140 @@
+"""Scaling sweeps through a scheduler (``invoke bench --launcher slurm|k8s``): render, submit, collect.
+
+- Slurm: ONE batch job for the whole sweep, sized for the largest count; each count is a job step (``srun
+  --mpi=pmix`` with pyxis, or the hybrid model's host ``mpirun`` + ``singularity exec``) writing
+  ``<results>/np-<N>/throughput.json`` on shared storage. The job also stores the node list, ``nvidia-smi``'s GPU
+  model and driver, and the render-time run record (git revision, stack, image, request) beside the results.
+- Kubernetes: one MPIJob per count (an MPIJob's worker count is fixed), all writing to a ReadWriteMany
+  PersistentVolumeClaim mounted at ``/results``; copy ``<tag>/`` off the claim (e.g. ``kubectl cp``).
+- ``collect(DIR)`` turns such a folder into the same sweep JSON as a run here (``bench.sweep``).
+
+Per count, ranks are laid out on as few nodes as possible with the same number on each (``launch.job.layout``).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from string import Template
+
+from bench import sysinfo
+from bench.results import RunRecord, Sweep, save_sweep
+from bench.sweep import (SweepRequest, read_point, request_record, settle_device, stamp, throughput_args,
+                         with_gpus)
+from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
+from launch import k8s, slurm
+from launch.job import JobSpec, Mount, layout
+from launch.mpi_compat import check_hybrid, host_mpirun_version
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+RECORD_FILE = "record.json"
+K8S_RESULTS = "/results"
+
+
+@dataclass(frozen=True)
+class BatchTarget:
+    """Where a scheduled sweep runs. ``per_node``: GPUs (or CPU ranks) per node; ``results``: the shared folder
+    (Slurm: a path every node sees; Kubernetes: the PVC claim name)."""
+
+    image: str
+    per_node: int
+    gpus: bool
+    results: str
+
+
+def job_name(label: str, count: int | None = None) -> str:
+    """An RFC 1123 label from the sweep label: ``bench-<label>[-np<N>]``, lower case, other characters -> '-'."""
+    base = "bench-" + re.sub(r"[^a-z0-9-]+", "-", label.lower()).strip("-")
+    suffix = "" if count is None else "-np%d" % count
+    return base[:63 - len(suffix)].rstrip("-") + suffix
+
+
+def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: tuple[Mount, ...]) -> list[JobSpec]:
+    """One JobSpec per count, smallest first, each writing ``<out_root>/np-<N>``."""
+    if req.stack is None:
+        raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
+    stack = load_stack(req.stack)
+    data_mounts = () if req.data == "synthetic" else (Mount(str(Path(req.data).resolve()), read_only=True),)
+    out = []
+    for n in sorted(req.counts):
+        nodes, per_node = layout(n, target.per_node)
+        out.append(JobSpec(name=job_name(req.label, n), stack=stack, image=target.image, nodes=nodes,
+                           ranks_per_node=per_node, gpus=target.gpus,
+                           trainer_args=tuple(throughput_args(req, "%s/np-%d" % (out_root, n))),
+                           mounts=extra_mounts + data_mounts))
+    return out
+
+
+def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str = "pyxis",
+                 opts: slurm.SlurmOptions = slurm.SlurmOptions(), mpirun_version_output: str | None = None,
+                 now: datetime | None = None, render_host: str | None = None) -> str:
+    """The sweep's batch script. Raises ChexstackError for a bad request or (hybrid) incompatible MPIs."""
+    req.check()
+    now = now or datetime.now(timezone.utc)
+    out_root = str(Path(target.results).resolve() / ("%s-%s" % (req.label, stamp(now))))
+    jobs = specs(req, target, out_root, (Mount(out_root),))
+    largest = max(jobs, key=lambda j: j.nodes)
+    sweep_spec = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
+                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=())
+    guard = ""
+    if model == "hybrid":
+        text = mpirun_version_output if mpirun_version_output is not None else host_mpirun_version()
+        guard = slurm.hybrid_guard(largest, check_hybrid(largest.stack, text), render_host)
+    elif model != "pyxis":
+        raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(slurm.MODELS)))
+    steps = []
+    for job in jobs:
+        lines = slurm.hybrid_lines(job) if model == "hybrid" else slurm.pyxis_lines(job, geometry=True)
+        steps.append("# %d %s on %d node(s)\n%s" % (job.world_size, "GPU(s)" if job.gpus else "CPU rank(s)", job.nodes,
+                                                    lines))
+    record = request_record(req, repo, now).model_copy(update={"image": target.image})
+    return Template((TEMPLATES / "slurm-sweep.sbatch").read_text()).substitute(
+        counts=",".join(map(str, sorted(req.counts))), unit="GPUs" if target.gpus else "CPU ranks",
+        stack=largest.stack.name, title=" ".join(largest.stack.title.split()), launch_model=model,
+        out=out_root, out_q=slurm.shlex.quote(out_root), directives=slurm.directives(sweep_spec, opts),
+        exports=slurm.exports(sweep_spec), mpi_guard=guard, steps="\n".join(steps),
+        record_json=record.model_dump_json(exclude_defaults=True))
+
+
+def render_k8s(req: SweepRequest, target: BatchTarget, opts: k8s.K8sOptions = k8s.K8sOptions(),
+               now: datetime | None = None) -> str:
+    """One MPIJob per count (YAML documents), results on the PVC ``target.results`` at ``/results/<tag>/``."""
+    req.check()
+    now = now or datetime.now(timezone.utc)
+    out_root = "%s/%s-%s" % (K8S_RESULTS, req.label, stamp(now))
+    jobs = specs(req, target, out_root, (Mount("pvc:" + target.results, K8S_RESULTS),))
+    return "---\n".join(k8s.render(job, opts) for job in jobs)
+
+
+def _collected_gpus(folder: Path) -> list[tuple[str, str]]:
+    path = folder / "nvidia-smi.csv"
+    return sysinfo.parse_gpu_query(path.read_text()) if path.is_file() else []
+
+
+def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:
+    """The sweep JSON from a scheduled sweep's result folder (``np-<N>/throughput.json`` + what the job stored).
+    Raises ChexstackError when the folder holds no results."""
+    runs = sorted((int(p.name[3:]), p) for p in folder.glob("np-*") if p.name[3:].isdigit())
+    if not runs:
+        raise ChexstackError("%s: no np-<N>/throughput.json results to collect" % folder)
+    record_path = folder / RECORD_FILE
+    record = RunRecord.model_validate_json(record_path.read_text()) if record_path.is_file() else RunRecord()
+    hosts = folder / "hosts.txt"
+    updates = {"launcher": launcher or record.launcher,
+               "hosts": hosts.read_text().split() if hosts.is_file() else record.hosts}
+    record = record.model_copy(update=updates)
+    points, devices = [], set()
+    for n, run_dir in runs:
+        point, device, versions = read_point(n, run_dir)
+        points.append(point)
+        devices.add(device)
+        record = record.model_copy(update={"versions": record.versions or versions})
+    gpus = _collected_gpus(folder)
+    record = settle_device(with_gpus(record, gpus, "the job's nodes") if gpus else record, devices)
+    label = label or folder.name.rsplit("-", 1)[0]
+    sweep = Sweep(label=label, record=record, points=points)
+    when = datetime.fromisoformat(record.time) if record.time else datetime.now(timezone.utc)
+    return sweep, save_sweep(sweep, output / ("%s-%s.json" % (label, stamp(when))))

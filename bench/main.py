@@ -1,0 +1,136 @@
+"""What ``invoke bench`` and ``invoke bench-report`` do, behind the thin task glue in tasks.py."""
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import batch, figure
+from bench.results import Sweep, load_sweep
+from bench.sweep import SweepRequest, run_sweep
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+from launch import k8s, slurm, submit
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """Options of a sweep that runs through Slurm or Kubernetes (``bench.batch``)."""
+
+    per_node: int = 4
+    slurm_model: str = "pyxis"
+    results: str | None = None
+    rdma_resource: str | None = None
+    render: bool = False
+    submit: bool = False
+    wait_s: int = 6 * 3600
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    """``"1,2,3,4,8"`` -> (1, 2, 3, 4, 8). Raises ChexstackError naming the bad entry."""
+    counts = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) < 1:
+            raise ChexstackError("--gpus %r: expected counts >= 1 separated by commas, e.g. 1,2,3,4,8 (bad: %r)"
+                                 % (text, item))
+        counts.append(int(item))
+    return tuple(counts)
+
+
+def print_sweep(sweep: Sweep, path: Path) -> None:
+    console.print(figure.rich_table(figure.compare([sweep]), title="%s (%s)" % (sweep.label, sweep.unit)))
+    for note in sweep.record.notes:
+        console.print("[yellow]note:[/] %s" % note)
+    console.print("sweep written to [bold]%s[/]" % path)
+
+
+def _target(req: SweepRequest, opts: Scheduled) -> batch.BatchTarget:
+    """Image (``--image``, else the stack's verified tag), ranks per node (GPUs for a GPU stack, else CPU ranks)."""
+    from envs.manifest import load_stack
+    from images.naming import image_ref
+
+    if req.stack is None:
+        raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
+    stack = load_stack(req.stack)
+    image = req.image or image_ref(stack)
+    if req.launcher == "k8s" and not opts.results:
+        raise ChexstackError("--launcher k8s: give --results CLAIM, a ReadWriteMany PersistentVolumeClaim where "
+                             "every count's rank 0 writes its throughput.json")
+    results = opts.results or str(REPO / "runs" / "bench")
+    return batch.BatchTarget(image=image, per_node=opts.per_node, gpus=stack.gpu, results=results)
+
+
+def scheduled(req: SweepRequest, opts: Scheduled) -> None:
+    """Render (and with ``opts.submit`` submit) a Slurm or Kubernetes sweep."""
+    if not (opts.render or opts.submit):
+        raise ChexstackError("--launcher %s goes through its scheduler: add --render to print the job(s) or "
+                             "--submit to hand them over; then `invoke bench --collect FOLDER`" % req.launcher)
+    target = _target(req, opts)
+    if req.launcher == "slurm":
+        text = batch.render_slurm(req, target, REPO, opts.slurm_model)
+        if opts.render:
+            print(text, end="")
+        if opts.submit:
+            console.print("submitted Slurm job [bold]%s[/]" % submit.submit_slurm(text))
+        return
+    documents = batch.render_k8s(req, target, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
+    if opts.render:
+        print(documents, end="")
+    if opts.submit:
+        for document in documents.split("---\n"):
+            name = submit.submit_k8s(document)
+            console.print("created [bold]%s[/]; waiting for it to succeed (counts run one after another)" % name)
+            submit.wait_k8s(name, opts.wait_s)
+
+
+def default_label(stack: str | None, launcher: str) -> str:
+    return "%s-%s" % (stack or "host", launcher)
+
+
+def collect(folder: str, output: Path, label: str | None, launcher: str | None) -> None:
+    """``invoke bench --collect FOLDER``: the sweep JSON from a scheduled sweep's results."""
+    sweep, path = batch.collect(Path(folder), output, label=label, launcher=launcher)
+    print_sweep(sweep, path)
+
+
+def bench(req: SweepRequest, output: Path, runs: Path, opts: Scheduled) -> None:
+    """``invoke bench``: go through a scheduler (slurm, k8s) or run the sweep here (local, mpirun)."""
+    if req.launcher in ("slurm", "k8s"):
+        scheduled(req.check(), opts)
+        return
+    if opts.render or opts.submit:
+        raise ChexstackError("--render/--submit apply to --launcher slurm or k8s")
+    sweep, path = run_sweep(req, REPO, output, runs)
+    print_sweep(sweep, path)
+
+
+def expand_results(items: list[str]) -> list[Path]:
+    """Result paths from comma-separated entries and globs, in the order given. Raises ChexstackError for an entry
+    that matches no file."""
+    paths: list[Path] = []
+    for entry in items:
+        for part in [p.strip() for p in entry.split(",") if p.strip()]:
+            matches = sorted(glob.glob(part)) if any(ch in part for ch in "*?[") else [part]
+            if not matches or not all(Path(m).is_file() for m in matches):
+                raise ChexstackError("result %s: no such file" % part)
+            paths += [Path(m) for m in matches]
+    if not paths:
+        raise ChexstackError("bench-report: give the result files (the first is the baseline), e.g. "
+                             "invoke bench-report bench/reference/seed-densenet121-baremetal.json,bench/results/x.json")
+    return paths
+
+
+def report(items: list[str], png: Path, title: str | None = None) -> figure.Report:
+    """``invoke bench-report``: Figure 1 PNG + CSV + Markdown, and the table on screen."""
+    sweeps = [load_sweep(p) for p in expand_results(items)]
+    result = figure.write_report(sweeps, png, title)
+    console.print(figure.rich_table(result.comparison, title="Throughput vs %s (baseline: %s)"
+                                    % (result.comparison.count_axis, result.comparison.baseline)))
+    for p in (result.png, result.csv, result.markdown):
+        console.print("wrote [bold]%s[/]" % p)
+    return result
+
+

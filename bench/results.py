@@ -1,0 +1,164 @@
+"""Scaling-sweep results: one JSON file per sweep (``invoke bench``) or per published series (``bench/reference``).
+
+A ``Sweep`` is a label (the system's name in the figure), a run record (what ran where) and one ``Point`` per
+rank count: total images/s, images/s per rank (per GPU), scaling efficiency against one rank. Throughput is the
+trainer's (throughput mode): per rank ``batch size / median step time`` over the timed steps after warm-up, summed
+over ranks; the median ignores the odd slow step (a straggler, a GC pause) that a mean would smear over the run.
+
+Scaling efficiency at n ranks: ``E(n) = X(n) / (n · X(1))`` (X: total images/s); undefined without a 1-rank point.
+
+Errors: ``load_sweep`` raises ChexstackError naming the file and field.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from chexstack.errors import ChexstackError
+
+SCHEMA = "chexstack.bench.sweep/1"
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Point(_Model):
+    """One rank count. ``images_per_sec``: total; ``images_per_sec_per_rank``: total / count (per GPU);
+    ``images_per_sec_by_rank``: each rank's own figure; ``step_times_s``: rank 0's timed steps (seconds)."""
+
+    count: int = Field(ge=1)
+    images_per_sec: float = Field(gt=0)
+    images_per_sec_per_rank: float | None = None
+    images_per_sec_by_rank: list[float] = Field(default_factory=list)
+    scaling_efficiency: float | None = None
+    median_step_time_s: float | None = None
+    step_times_s: list[float] = Field(default_factory=list)
+
+
+class RunRecord(_Model):
+    """What ran where. All fields optional: a published series knows less than a sweep run here."""
+
+    time: str | None = None
+    git_revision: str | None = None
+    git_dirty: bool | None = None
+    stack: str | None = None
+    image: str | None = None
+    image_id: str | None = None
+    image_repo_digests: list[str] = Field(default_factory=list)
+    launcher: str | None = None
+    hosts: list[str] = Field(default_factory=list)
+    device: Literal["gpu", "cpu"] | None = None
+    count_unit: Literal["GPUs", "CPU ranks"] | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    driver: str | None = None
+    interconnect: str | None = None
+    interconnect_ports: list[dict] = Field(default_factory=list)
+    model: str | None = None
+    batch_size_per_rank: int | None = None
+    image_size: int | None = None
+    steps: int | None = None
+    warmup_steps: int | None = None
+    amp: bool | None = None
+    data: str | None = None
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    hostname: str | None = None
+    cpu_count: int | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class Sweep(_Model):
+    """One labelled series of points, sorted by count; scaling efficiencies filled in on load."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_id: Literal["chexstack.bench.sweep/1"] = Field(default=SCHEMA, alias="schema")
+    label: str = Field(min_length=1)
+    source: str | None = None
+    record: RunRecord = Field(default_factory=RunRecord)
+    points: list[Point] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _derive(self) -> "Sweep":
+        counts = [p.count for p in self.points]
+        if len(set(counts)) != len(counts):
+            raise ValueError("each count may appear once, got %s" % counts)
+        self.points.sort(key=lambda p: p.count)
+        base = self.point(1)
+        for p in self.points:
+            if p.images_per_sec_per_rank is None:
+                p.images_per_sec_per_rank = p.images_per_sec / p.count
+            if p.scaling_efficiency is None and base is not None:
+                p.scaling_efficiency = p.images_per_sec / (p.count * base.images_per_sec)
+        return self
+
+    def point(self, count: int) -> Point | None:
+        return next((p for p in self.points if p.count == count), None)
+
+    @property
+    def unit(self) -> str:
+        return self.record.count_unit or "GPUs"
+
+
+class Reading(NamedTuple):
+    """One count's result as the trainer reported it: the point, its device ("GPU"/"CPU"), software versions."""
+
+    point: Point
+    device: str | None
+    versions: dict
+
+
+def point_from_throughput(count: int, data: dict, source: str) -> Reading:
+    """The ``Reading`` of the trainer's ``throughput.json`` content (CONTRIBUTING.md: ``images_per_sec {total,
+    per_rank}``, ``step_times_s`` of all steps, ``warmup_steps``, ``world_size``, ``device``, ``versions``). The
+    trainer's total is the sum over ranks of batch / median timed step time. Raises ChexstackError naming
+    ``source`` when the data does not describe ``count`` ranks or lacks timed steps."""
+    if data.get("world_size") != count:
+        raise ChexstackError("%s: world_size %r, expected %d" % (source, data.get("world_size"), count))
+    warmup = int(data.get("warmup_steps") or 0)
+    timed = [float(t) for t in (data.get("step_times_s") or [])[warmup:]]
+    ips = data.get("images_per_sec") or {}
+    if not timed or min(timed) <= 0 or not ips.get("total"):
+        raise ChexstackError("%s: expected images_per_sec.total and positive step_times_s after %d warm-up steps"
+                             % (source, warmup))
+    total = float(ips["total"])
+    point = Point(count=count, images_per_sec=total, images_per_sec_per_rank=total / count,
+                 images_per_sec_by_rank=[float(v) for v in ips.get("per_rank") or []],
+                 median_step_time_s=statistics.median(timed), step_times_s=timed)
+    return Reading(point, data.get("device"), {k: None if v is None else str(v)
+                                               for k, v in (data.get("versions") or {}).items()})
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read one sweep or reference JSON file. Raises ChexstackError naming the file and the bad field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise ChexstackError("%s: cannot read: %s" % (path, e.strerror)) from None
+    except ValueError as e:
+        raise ChexstackError("%s: not valid JSON: %s" % (path, e)) from None
+    try:
+        return Sweep.model_validate(data)
+    except ValidationError as e:
+        raise ChexstackError("\n".join("%s: field %s: %s" % (path, ".".join(str(p) for p in err["loc"]) or
+                                                              "(top level)", err["msg"]) for err in e.errors())) from None
+
+
+def save_sweep(sweep: Sweep, path: str | Path) -> Path:
+    """Write ``sweep`` as indented JSON, atomically (a temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".%s." % path.name)
+    with os.fdopen(fd, "w") as f:
+        f.write(sweep.model_dump_json(by_alias=True, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,260 @@
+"""The scaling sweep behind ``invoke bench``: the trainer's throughput mode at each rank count, one JSON per sweep.
+
+For each count N: start N Horovod ranks of ``python -m trainer --throughput`` (``throughput_args``), read the
+``throughput.json`` rank 0 writes (CONTRIBUTING.md contract) and make it a ``Point``; then the ``Sweep`` with its
+run record is written to ``<output>/<label>-<UTC time>.json``. Per-count run folders (trainer output + launch log)
+stay under ``runs/bench/<label>-<UTC time>/np-<N>/``.
+
+Launchers that run here and wait: ``local`` (horovodrun on this host) and ``mpirun`` (horovodrun's MPI controller
+across ``--hosts``). ``slurm`` and ``k8s`` go through a scheduler instead: ``bench.batch`` renders the jobs and
+``collect`` turns their output folder into the same JSON.
+
+Counts are GPUs where the host has GPUs, else CPU ranks (the record's ``count_unit`` says which). A count larger
+than the slots available is an error before anything runs — a sweep with a silently missing point would draw a
+misleading figure; run the counts that fit (``--gpus 1,2``) or add hosts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import sysinfo
+from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
+from launch import stream
+from launch.request import TrainRequest
+
+LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
+MODELS = ("densenet121", "resnet50")
+THROUGHPUT_FILE = "throughput.json"
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What ``invoke bench`` asked for. ``counts``: rank counts (GPUs, or CPU ranks without GPUs);
+    ``batch_size``: per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``."""
+
+    counts: tuple[int, ...]
+    label: str
+    launcher: str = "local"
+    hosts: tuple[str, ...] = ()
+    stack: str | None = None
+    model: str = "densenet121"
+    batch_size: int = 32
+    image_size: int = 224
+    steps: int = 50
+    warmup_steps: int = 10
+    data: str = "synthetic"
+    amp: bool = False
+    image: str | None = None
+
+    def check(self) -> "SweepRequest":
+        """Raise ChexstackError naming the option that cannot work."""
+        if not self.counts or any(n < 1 for n in self.counts) or len(set(self.counts)) != len(self.counts):
+            raise ChexstackError("--gpus %s: expected distinct counts >= 1, e.g. 1,2,3,4,8"
+                                 % ",".join(map(str, self.counts)))
+        if not _LABEL.match(self.label):
+            raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
+                                 % self.label)
+        if self.launcher not in LAUNCHERS:
+            raise ChexstackError("--launcher %r: expected one of %s" % (self.launcher, ", ".join(LAUNCHERS)))
+        if self.model not in MODELS:
+            raise ChexstackError("--model %r: expected one of %s" % (self.model, ", ".join(MODELS)))
+        for name in ("batch_size", "image_size", "steps"):
+            if getattr(self, name) < 1:
+                raise ChexstackError("--%s %d: expected >= 1" % (name.replace("_", "-"), getattr(self, name)))
+        if self.warmup_steps < 0:
+            raise ChexstackError("--warmup-steps %d: expected >= 0" % self.warmup_steps)
+        if self.data != "synthetic" and not Path(self.data).is_dir():
+            raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
+        if self.launcher == "mpirun" and not self.hosts:
+            raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
+        if self.launcher == "mpirun" and self.stack:
+            raise ChexstackError("--stack with --launcher mpirun: containers across hosts run through a scheduler "
+                                 "(--launcher slurm or k8s); --stack with --launcher local runs one host's image")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class ThroughputRequest(TrainRequest):
+    """One count of a sweep as a trainer run: a ``TrainRequest`` whose trainer options are the throughput mode's,
+    so every launcher of ``invoke train`` (``launch.local``, ``launch.container``) starts it unchanged."""
+
+    steps: int = 50
+    warmup_steps: int = 10
+    amp: bool = False
+
+    def trainer_args(self) -> list[str]:
+        """``python -m trainer`` options of the throughput run (trainer/cli.py)."""
+        args = ["--data", self.data, "--model", self.model, "--batch-size", str(self.batch_size),
+                "--image-size", str(self.image_size), "--throughput", "--steps", str(self.steps),
+                "--warmup-steps", str(self.warmup_steps), "--output", self.output]
+        return args + (["--amp"] if self.amp else [])
+
+
+def count_request(req: SweepRequest, count: int, output: str, gpus: bool) -> ThroughputRequest:
+    """The trainer run of ``count`` ranks (GPUs, or CPU ranks without GPUs) writing into ``output``."""
+    return ThroughputRequest(gpus=count if gpus else 0, np=None if gpus else count, data=req.data, model=req.model,
+                             batch_size=req.batch_size, image_size=req.image_size, output=output, steps=req.steps,
+                             warmup_steps=req.warmup_steps, amp=req.amp)
+
+
+def throughput_args(req: SweepRequest, output: str) -> list[str]:
+    """``python -m trainer`` options of one throughput run writing into ``output`` (for cluster launchers)."""
+    return count_request(req, 1, output, False).trainer_args()
+
+
+def check_slots(counts: tuple[int, ...], slots: int, where: str) -> None:
+    """Raise ChexstackError when a count needs more slots than ``where`` has."""
+    too_big = [n for n in counts if n > slots]
+    if too_big:
+        fits = [n for n in counts if n <= slots]
+        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; run %s or add hosts (--hosts)" % (
+            ",".join(map(str, too_big)), slots, where,
+            "--gpus %s" % ",".join(map(str, fits)) if fits else "fewer ranks"))
+
+
+def stamp(now: datetime | None = None) -> str:
+    """UTC time for file names: 20240131T120501Z."""
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def request_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
+    """The record fields that do not depend on where the ranks run: time, git state, the request."""
+    rev, dirty = sysinfo.git_state(repo)
+    return RunRecord(time=now.isoformat(timespec="seconds"), git_revision=rev, git_dirty=dirty, stack=req.stack,
+                     launcher=req.launcher, hosts=list(req.hosts), model=req.model,
+                     batch_size_per_rank=req.batch_size, image_size=req.image_size, steps=req.steps,
+                     warmup_steps=req.warmup_steps, amp=req.amp, data=req.data)
+
+
+def with_gpus(record: RunRecord, gpus: list[tuple[str, str]], where: str) -> RunRecord:
+    """``record`` with device, count unit, GPU model, count and driver from ``gpus`` [(model, driver)]."""
+    notes = record.notes if gpus else record.notes + ["no GPU on %s: counts are CPU ranks" % where]
+    return record.model_copy(update={
+        "device": "gpu" if gpus else "cpu", "count_unit": "GPUs" if gpus else "CPU ranks",
+        "gpu_model": gpus[0][0] if gpus else None, "gpu_count": len(gpus), "driver": gpus[0][1] if gpus else None,
+        "notes": notes})
+
+
+def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
+    """The record of a sweep that runs from this host: the request plus this host's GPUs, interconnect, cores."""
+    link = sysinfo.interconnect()
+    gpus = sysinfo.gpus()
+    record = with_gpus(request_record(req, repo, now), gpus, sysinfo.hostname())
+    if req.stack:
+        from images.naming import image_ref
+
+        ref = req.image or image_ref(load_stack(req.stack))
+        image_id, digests = sysinfo.image_identity(ref)
+        record = record.model_copy(update={"image": ref, "image_id": image_id, "image_repo_digests": digests})
+    return record.model_copy(update={
+        "hosts": list(req.hosts) or ["%s:%d" % (sysinfo.hostname(), len(gpus) or sysinfo.cpu_slots())],
+        "interconnect": link.summary, "interconnect_ports": link.ports, "hostname": sysinfo.hostname(),
+        "cpu_count": sysinfo.cpu_slots()})
+
+
+def settle_device(record: RunRecord, devices: set) -> RunRecord:
+    """The trainer's own device ("GPU"/"CPU" in throughput.json) decides what the counts are; a disagreement with
+    the GPUs the host listed is kept as a note."""
+    if devices == {"CPU"} and record.device != "cpu":
+        notes = record.notes + (["%d GPU(s) listed, but the trainer ran on CPU (a CPU-only TensorFlow?)"
+                                 % (record.gpu_count or 0)] if record.device == "gpu" else [])
+        return record.model_copy(update={"device": "cpu", "count_unit": "CPU ranks", "notes": notes})
+    if devices == {"GPU"} and record.device != "gpu":
+        return record.model_copy(update={"device": "gpu", "count_unit": "GPUs", "notes": [
+            n for n in record.notes if not n.startswith("no GPU")] + ["GPU model and driver not recorded"]})
+    return record
+
+
+def read_point(count: int, run_dir: Path) -> Reading:
+    """The ``Reading`` of ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
+    path = run_dir / THROUGHPUT_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ChexstackError("%s: expected the trainer's throughput result (%s)" % (path, e)) from None
+    return point_from_throughput(count, data, str(path))
+
+
+def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
+    """(slots, where) for the synchronous launchers: this host's GPUs (else CPU cores), or the ``--hosts``."""
+    if req.launcher == "mpirun":
+        from launch.horovodrun import _slots
+        return sum(_slots(h) for h in req.hosts), "hosts %s" % ",".join(req.hosts)
+    if record.gpu_count:
+        return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
+    return sysinfo.cpu_slots(), "this host (no GPU; %d CPU cores for CPU ranks)" % sysinfo.cpu_slots()
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    controller: str
+
+
+def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Launch:
+    """How ``count`` ranks run: in the stack's image (``launch.container``, Docker, as ``invoke train --stack``),
+    horovodrun here (``launch.local``, as ``invoke train``), or horovodrun's MPI controller across ``--hosts``."""
+    treq = count_request(req, count, str(run_dir.resolve()), gpus)
+    if req.stack:
+        from images.naming import image_ref
+        from launch.container import docker_plan
+
+        plan = docker_plan(treq, req.image or image_ref(load_stack(req.stack)))
+        return Launch(plan.argv, {}, plan.controller)
+    if req.launcher == "mpirun":
+        from launch.horovodrun import horovodrun_argv
+
+        argv, env = horovodrun_argv(count, treq.with_absolute_paths().trainer_args(), hosts=list(req.hosts),
+                                    controller="mpi")
+        return Launch(argv, env, "mpi")
+    from launch.local import plan
+
+    p = plan(treq)
+    return Launch(p.argv, p.env, p.controller)
+
+
+def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
+    """Run every count (smallest first), then write the sweep JSON; returns it and its path. Raises
+    ChexstackError before anything runs when a count does not fit, and with the log's end when a run fails."""
+    req.check()
+    if req.launcher not in ("local", "mpirun"):
+        raise ChexstackError("--launcher %s runs through its scheduler: use --render/--submit, then --collect"
+                             % req.launcher)
+    now = datetime.now(timezone.utc)
+    tag = "%s-%s" % (req.label, stamp(now))
+    record = host_record(req, repo, now)
+    slots, where = available_slots(req, record)
+    check_slots(req.counts, slots, where)
+    points, devices = [], set()
+    for n in sorted(req.counts):
+        run_dir = runs / tag / ("np-%d" % n)
+        launch = plan_count(req, n, run_dir, record.device == "gpu")
+        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(launch.argv)), soft_wrap=True,
+                      highlight=False)
+        start = time.monotonic()
+        outcome = stream.run(launch.argv, launch.env, str(run_dir / "launch.log"), console, cwd=str(repo))
+        if outcome.returncode != 0:
+            raise ChexstackError("throughput run with %d ranks: %s" % (
+                n, stream.explain_failure(outcome, launch.controller)), exit_code=1)
+        wall = time.monotonic() - start
+        point, device, versions = read_point(n, run_dir)
+        points.append(point)
+        devices.add(device)
+        record = record.model_copy(update={"versions": record.versions or versions})
+        console.print("  %2d %s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
+            n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
+            wall))
+    sweep = Sweep(label=req.label, record=settle_device(record, devices), points=points)
+    return sweep, save_sweep(sweep, output / (tag + ".json"))

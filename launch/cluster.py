@@ -1,0 +1,72 @@
+"""``invoke train --launcher slurm|k8s``: the same training request as a Slurm batch script or a Kubernetes
+MPIJob for a stack's image; ``--render`` prints it, ``--submit`` hands it to sbatch / kubectl and reports the id.
+
+The request's ranks (``--gpus``/``--np``) are laid out on nodes of ``per_node`` slots (``launch.job.layout``); the
+data and output folders are mounted at the same paths inside the containers (Kubernetes: ``hostPath``, so they
+must exist on the nodes, e.g. a shared file system).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chexstack.console import console
+from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
+from images.naming import image_ref
+from launch import k8s, slurm, submit
+from launch.job import JobSpec, Mount, layout
+from launch.request import SYNTHETIC, TrainRequest
+
+LAUNCHERS = ("slurm", "k8s")
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """``image``: registry reference, .sqsh or (hybrid) .sif path; default the stack's verified tag."""
+
+    launcher: str
+    stack: str | None
+    image: str | None = None
+    per_node: int = 4
+    name: str | None = None
+    slurm_model: str = "pyxis"
+    rdma_resource: str | None = None
+    render: bool = False
+    submit: bool = False
+
+
+def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
+    """The JobSpec of ``request`` on ``opts``' cluster. Raises ChexstackError without a stack."""
+    if opts.stack is None:
+        raise ChexstackError("--launcher %s runs a stack's image: give --stack (e.g. --stack ngc)" % opts.launcher)
+    stack = load_stack(opts.stack)
+    request = request.with_absolute_paths().check()
+    nodes, per_node = layout(request.ranks(), opts.per_node)
+    inputs = (request.data, request.images, request.labels and request.labels.rsplit("/", 1)[0] or None)
+    mounts = [Mount(path, read_only=True) for path in dict.fromkeys(inputs) if path and path != SYNTHETIC]
+    return JobSpec(name=opts.name or "chexstack-%s" % stack.name, stack=stack, image=opts.image or image_ref(stack),
+                   nodes=nodes, ranks_per_node=per_node, gpus=stack.gpu and request.gpus > 0,
+                   trainer_args=tuple(request.trainer_args()), mounts=tuple(mounts + [Mount(request.output)]))
+
+
+def render(spec: JobSpec, opts: ClusterOptions) -> str:
+    if opts.launcher == "slurm":
+        return slurm.render(spec, opts.slurm_model)
+    if opts.launcher == "k8s":
+        return k8s.render(spec, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
+    raise ChexstackError("--launcher %r: expected local, %s" % (opts.launcher, ", ".join(LAUNCHERS)))
+
+
+def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
+    """Print the artifact (``render``) and/or submit it; returns the job id when submitted."""
+    if not (opts.render or opts.submit):
+        raise ChexstackError("--launcher %s: add --render to print the %s or --submit to hand it to %s" % (
+            opts.launcher, *(("batch script", "sbatch") if opts.launcher == "slurm" else ("MPIJob", "kubectl"))))
+    text = render(job_spec(request, opts), opts)
+    if opts.render:
+        print(text, end="")
+    if not opts.submit:
+        return None
+    job = submit.submit_slurm(text) if opts.launcher == "slurm" else submit.submit_k8s(text)
+    console.print("submitted: [bold]%s[/]" % job)
+    return job

@@ -1,0 +1,167 @@
+"""Kubernetes MPIJob (``kubeflow.org/v2beta1``, Kubeflow mpi-operator) for a ``JobSpec``.
+
+Shape (mpi-operator v2beta1 API, pkg/apis/kubeflow/v2beta1/types.go): one Launcher pod runs ``mpirun`` (Horovod's
+Open MPI flags, ``launch.mpirun``), which reaches the Worker pods over SSH with the key the operator mounts at
+``sshAuthMountPath``; each Worker runs ``sshd`` in the foreground and holds ``slotsPerWorker`` ranks.
+``launcherCreationPolicy: WaitForWorkersReady`` starts the launcher only when every worker is Ready, so mpirun
+does not fail on DNS or sshd that is not up yet.
+
+Per worker: ``nvidia.com/gpu`` limits (NVIDIA device plugin) equal to its slots; ``/dev/shm`` as a memory-backed
+``emptyDir`` (NCCL's shared-memory transport dies in the 64 MiB default: ../shared/cases/04); where an RDMA device
+resource is configured (e.g. ``rdma/hca_shared_devices_a`` of Mellanox's k8s-rdma-shared-dev-plugin) that
+resource plus the ``IPC_LOCK`` capability, without which NCCL cannot register memory and silently falls back to
+TCP sockets (../shared/cases/05).
+
+Mounts: ``Mount.source`` ``pvc:CLAIM`` is a PersistentVolumeClaim, any other path a ``hostPath`` directory.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import yaml
+
+from chexstack.errors import ChexstackError
+from launch.job import JobSpec, Mount
+from launch.mpirun import EXPORTED_ENV, mpirun_argv
+
+API_VERSION = "kubeflow.org/v2beta1"
+#: The stack manifest's ``mpi`` row name -> the MPIJob's ``mpiImplementation`` (enum OpenMPI, Intel, MPICH).
+MPI_IMPLEMENTATIONS = {"open mpi": "OpenMPI", "openmpi": "OpenMPI", "intel mpi": "Intel", "mpich": "MPICH"}
+GPU_RESOURCE = "nvidia.com/gpu"
+SHM_VOLUME = "dshm"
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class K8sOptions:
+    """Cluster-specific settings. ``rdma_resource``: extended resource name of the RDMA device plugin (None: no
+    RDMA). ``ssh_auth_mount_path``: where the operator mounts the SSH key; ``/root/.ssh`` means the image runs as
+    root (mpirun then gets ``--allow-run-as-root``). ``sshd_command``: the workers' foreground sshd."""
+
+    namespace: str | None = None
+    rdma_resource: str | None = None
+    rdma_per_worker: int = 1
+    shm_size: str = "1Gi"
+    clean_pod_policy: Literal["Running", "All", "None"] = "Running"
+    ssh_auth_mount_path: str = "/root/.ssh"
+    sshd_command: tuple[str, ...] = ("/usr/sbin/sshd", "-De")
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    backoff_limit: int = 0
+
+    def __post_init__(self):
+        if not _QUANTITY.match(self.shm_size):
+            raise ChexstackError("shm size %r: expected a Kubernetes quantity such as 1Gi or 512Mi" % self.shm_size)
+        if self.rdma_resource is not None and not _RESOURCE_NAME.match(self.rdma_resource):
+            raise ChexstackError("RDMA resource %r: expected an extended resource name such as "
+                                 "rdma/hca_shared_devices_a" % self.rdma_resource)
+
+    @property
+    def as_root(self) -> bool:
+        return self.ssh_auth_mount_path.rstrip("/") == "/root/.ssh"
+
+
+def mpi_implementation(spec: JobSpec) -> str:
+    name = (spec.stack.components["mpi"].name or "").lower()
+    if name not in MPI_IMPLEMENTATIONS:
+        raise ChexstackError("stack %s: mpi row name %r has no MPIJob mpiImplementation; expected one of %s"
+                             % (spec.stack.name, spec.stack.components["mpi"].name, ", ".join(sorted(MPI_IMPLEMENTATIONS))))
+    return MPI_IMPLEMENTATIONS[name]
+
+
+def _volume_name(i: int) -> str:
+    return "mount-%d" % i
+
+
+def _volumes(mounts: tuple[Mount, ...], opts: K8sOptions) -> tuple[list[dict], list[dict]]:
+    volumes = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": opts.shm_size}}]
+    volume_mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    for i, m in enumerate(mounts):
+        if m.source.startswith("pvc:"):
+            source = {"persistentVolumeClaim": {"claimName": m.source[4:], "readOnly": m.read_only}}
+            if m.target is None:
+                raise ChexstackError("mount %s: a PVC needs a path inside the container (pvc:CLAIM=PATH)" % m.source)
+        else:
+            source = {"hostPath": {"path": m.source, "type": "Directory" if m.read_only else "DirectoryOrCreate"}}
+        volumes.append(dict(name=_volume_name(i), **source))
+        volume_mounts.append({"name": _volume_name(i), "mountPath": m.container_path, "readOnly": m.read_only})
+    return volumes, volume_mounts
+
+
+def _labels(spec: JobSpec, role: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "chexstack", "app.kubernetes.io/instance": spec.name,
+            "app.kubernetes.io/component": role, "chexstack.io/stack": spec.stack.name}
+
+
+def _env(spec: JobSpec) -> list[dict]:
+    return [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+
+
+def launcher_template(spec: JobSpec, opts: K8sOptions) -> dict:
+    """Pod template of the launcher: mpirun over the workers listed in the operator's hostfile."""
+    exported = EXPORTED_ENV + tuple(sorted(spec.env))
+    container = {
+        "name": "launcher", "image": spec.image, "imagePullPolicy": opts.image_pull_policy,
+        "workingDir": spec.workdir,
+        "command": mpirun_argv(spec.world_size, spec.command, allow_run_as_root=opts.as_root,
+                               exported_env=exported),
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    }
+    if spec.env:
+        container["env"] = _env(spec)
+    return {"metadata": {"labels": _labels(spec, "launcher")}, "spec": {"containers": [container]}}
+
+
+def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:
+    """Pod template of a worker: foreground sshd, its GPUs, /dev/shm in memory, RDMA where configured."""
+    volumes, volume_mounts = _volumes(spec.mounts, opts)
+    limits: dict[str, object] = {}
+    if spec.gpus:
+        limits[GPU_RESOURCE] = spec.ranks_per_node
+    if opts.rdma_resource:
+        limits[opts.rdma_resource] = opts.rdma_per_worker
+    container = {
+        "name": "worker", "image": spec.image, "imagePullPolicy": opts.image_pull_policy,
+        "workingDir": spec.workdir, "command": list(opts.sshd_command),
+        "volumeMounts": volume_mounts,
+    }
+    if limits:
+        container["resources"] = {"limits": limits}
+    if opts.rdma_resource:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    if spec.env:
+        container["env"] = _env(spec)
+    return {"metadata": {"labels": _labels(spec, "worker")}, "spec": {"containers": [container], "volumes": volumes}}
+
+
+def mpijob(spec: JobSpec, opts: K8sOptions = K8sOptions()) -> dict:
+    """The MPIJob object for ``spec``: ``spec.nodes`` workers × ``spec.ranks_per_node`` slots."""
+    metadata: dict[str, object] = {"name": spec.name, "labels": _labels(spec, "mpijob")}
+    if opts.namespace:
+        metadata["namespace"] = opts.namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MPIJob",
+        "metadata": metadata,
+        "spec": {
+            "slotsPerWorker": spec.ranks_per_node,
+            "runPolicy": {"cleanPodPolicy": opts.clean_pod_policy, "backoffLimit": opts.backoff_limit},
+            "sshAuthMountPath": opts.ssh_auth_mount_path,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "mpiImplementation": mpi_implementation(spec),
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher_template(spec, opts)},
+                "Worker": {"replicas": spec.nodes, "restartPolicy": "Never", "template": worker_template(spec, opts)},
+            },
+        },
+    }
+
+
+def render(spec: JobSpec, opts: K8sOptions = K8sOptions()) -> str:
+    """The MPIJob as YAML (block style, keys in the order built above)."""
+    header = "# chexstack: Horovod CheXNet with stack %s: %d worker pod(s) x %d %s = %d ranks, image %s\n" % (
+        spec.stack.name, spec.nodes, spec.ranks_per_node, "GPU(s)" if spec.gpus else "CPU rank(s)",
+        spec.world_size, spec.image)
+    return header + yaml.safe_dump(mpijob(spec, opts), sort_keys=False, default_flow_style=False, width=120)

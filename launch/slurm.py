@@ -1,0 +1,188 @@
+"""Slurm batch scripts for a ``JobSpec``, in the two ways clusters run containers with MPI:
+
+- ``pyxis``: ``srun --mpi=pmix`` starts one task per GPU and NVIDIA's pyxis SPANK plugin runs it in the image
+  (``--container-image`` takes an enroot URI ``[USER@][REGISTRY#]IMAGE[:TAG]`` or a squashfs path;
+  https://github.com/NVIDIA/pyxis/wiki/Usage). The image's MPI must speak the PMIx version of Slurm's pmix plugin.
+- ``hybrid``: the host's ``mpirun`` starts ``singularity exec [--nv]`` on every node (Apptainer's hybrid model),
+  after checking that host and image run the same MPI release series (``launch.mpi_compat``); the script repeats
+  the check where the job runs.
+
+Scripts are ``launch/templates/slurm-*.sbatch`` filled with ``string.Template``; every shell word is quoted with
+``shlex`` and every ``#SBATCH`` value is checked, so no value can change the script's structure.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Literal
+
+from chexstack.errors import ChexstackError
+from launch.job import JobSpec, Mount
+from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version
+from launch.mpirun import EXPORTED_ENV, mpirun_argv
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+Model = Literal["pyxis", "hybrid"]
+MODELS = ("pyxis", "hybrid")
+
+_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:%@+/=-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Set in every job: NCCL's transport choice in the log (a silent fall-back to sockets: ../shared/cases/05).
+DEFAULT_ENV = {"NCCL_DEBUG": "INFO"}
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Scheduler settings that are not part of the run itself. ``output``: sbatch's log file pattern."""
+
+    time: str = "01:00:00"
+    partition: str | None = None
+    account: str | None = None
+    output: str = "%x-%j.out"
+    exclusive: bool = True
+
+
+def enroot_uri(image: str) -> str:
+    """Docker reference -> enroot URI for ``--container-image``: the registry host is separated by ``#``
+    (``registry.example.com:5000/chexstack/cpu:1`` -> ``registry.example.com:5000#chexstack/cpu:1``). A host is a
+    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). Squashfs paths pass unchanged."""
+    if image.startswith(("/", "./", "../")) or image.endswith(".sqsh") or "#" in image:
+        return image
+    first, sep, rest = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return "%s#%s" % (first, rest)
+    return image
+
+
+def _comment(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def directives(spec: JobSpec, opts: SlurmOptions) -> str:
+    """The ``#SBATCH`` lines: nodes, tasks (and GPUs) per node, scheduler options; each value checked."""
+    pairs = [("job-name", spec.name), ("nodes", spec.nodes), ("ntasks-per-node", spec.ranks_per_node)]
+    if spec.gpus:
+        pairs.append(("gpus-per-node", spec.ranks_per_node))
+    pairs += [("partition", opts.partition), ("account", opts.account), ("time", opts.time),
+              ("output", opts.output)]
+    lines = []
+    for key, value in pairs:
+        if value is None:
+            continue
+        if not _DIRECTIVE_VALUE.match(str(value)):
+            raise ChexstackError("Slurm option --%s: expected one word of letters, digits and _.:%%@+/=-, got %r"
+                                 % (key, value))
+        lines.append("#SBATCH --%s=%s" % (key, value))
+    if opts.exclusive:
+        lines.append("#SBATCH --exclusive")
+    return "\n".join(lines)
+
+
+def exports(spec: JobSpec) -> str:
+    """``export NAME=value`` lines (NCCL_DEBUG=INFO plus the spec's environment), values shell-quoted."""
+    env = dict(DEFAULT_ENV, **spec.env)
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise ChexstackError("environment variable name %r: expected letters, digits and _" % name)
+    return "\n".join("export %s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
+
+
+def _mount_list(mounts: tuple[Mount, ...], fmt: str) -> str:
+    items = []
+    for m in mounts:
+        for path in (m.source, m.container_path):
+            if "," in path or ":" in path:
+                raise ChexstackError("mount path %r: ',' and ':' cannot appear in a container mount" % path)
+        items.append(fmt % (m.source, m.container_path) + (":ro" if m.read_only else ""))
+    return ",".join(items)
+
+
+def _command_lines(*segments: list[str]) -> str:
+    """One shell command, a segment per line (launcher, container, trainer) joined by backslash-newlines."""
+    return " \\\n    ".join(shlex.join(s) for s in segments if s)
+
+
+def pyxis_srun_argv(spec: JobSpec, geometry: bool = False) -> tuple[list[str], list[str]]:
+    """(srun + pyxis options, trainer command) for ``spec``; ``geometry`` adds the step's nodes and tasks (a job
+    step smaller than its allocation, as in a sweep)."""
+    srun = ["srun", "--mpi=pmix"]
+    if geometry:
+        srun += ["--nodes=%d" % spec.nodes, "--ntasks=%d" % spec.world_size,
+                 "--ntasks-per-node=%d" % spec.ranks_per_node]
+    srun.append("--container-image=" + enroot_uri(spec.image))
+    if spec.mounts:
+        srun.append("--container-mounts=" + _mount_list(spec.mounts, "%s:%s"))
+    srun += ["--container-workdir=" + spec.workdir, "--no-container-mount-home"]
+    return srun, spec.command
+
+
+def singularity_exec_argv(spec: JobSpec) -> list[str]:
+    """``singularity exec`` prefix for the hybrid model (``--nv`` binds the host's NVIDIA driver libraries)."""
+    argv = ["singularity", "exec"]
+    if spec.gpus:
+        argv.append("--nv")
+    if spec.mounts:
+        argv += ["--bind", _mount_list(spec.mounts, "%s:%s")]
+    return argv + ["--pwd", spec.workdir, spec.image]
+
+
+def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
+    note = ("enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
+            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % enroot_uri(spec.image))
+    return Template((TEMPLATES / "slurm-pyxis.sbatch").read_text()).substitute(
+        stack=spec.stack.name, title=_comment(spec.stack.title), rank_unit="GPU" if spec.gpus else "CPU rank",
+        image_note=_comment(note), directives=directives(spec, opts), exports=exports(spec),
+        srun=pyxis_lines(spec))
+
+
+def hybrid_guard(spec: JobSpec, compat: MpiCompatibility, render_host: str | None = None) -> str:
+    """Shell lines that stop the job when its host mpirun is not the image's MPI release series. Raises
+    ChexstackError when ``compat`` already says host and image MPI are incompatible."""
+    if not compat.compatible:
+        raise ChexstackError("hybrid model refused: %s (%s). Load the host MPI module of the image's release "
+                             "series, or use the pyxis model (srun --mpi=pmix)." % (compat.reason, compat.source))
+    row = spec.stack.components["mpi"]
+    series = ".".join(row.version.split(".")[:2])
+    return Template((TEMPLATES / "hybrid-mpi-guard.sh").read_text()).substitute(
+        render_host=_comment(render_host or socket.gethostname()), mpi_reason=_comment(compat.reason),
+        image_mpi=shlex.quote("%s %s.x" % (row.name or "MPI", series)),
+        mpi_pattern=shlex.quote("(Open MPI) %s." % series if compat.host.startswith("Open MPI") else series)).rstrip()
+
+
+def hybrid_lines(spec: JobSpec) -> str:
+    """``mpirun … singularity exec … python -m trainer …`` for ``spec``, one segment per line."""
+    container = singularity_exec_argv(spec)
+    full = mpirun_argv(spec.world_size, container + spec.command,
+                       exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
+    launcher = full[:len(full) - len(container) - len(spec.command)]
+    return _command_lines(launcher, container, spec.command)
+
+
+def pyxis_lines(spec: JobSpec, geometry: bool = False) -> str:
+    """``srun --mpi=pmix --container-image=… python -m trainer …`` for ``spec``, one segment per line."""
+    return _command_lines(*pyxis_srun_argv(spec, geometry))
+
+
+def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = SlurmOptions(),
+                  render_host: str | None = None) -> str:
+    """Hybrid-model script. Raises ChexstackError when ``compat`` says host and image MPI are incompatible."""
+    return Template((TEMPLATES / "slurm-hybrid.sbatch").read_text()).substitute(
+        stack=spec.stack.name, title=_comment(spec.stack.title), mpi_source=compat.source,
+        directives=directives(spec, opts), exports=exports(spec),
+        mpi_guard=hybrid_guard(spec, compat, render_host), mpirun=hybrid_lines(spec))
+
+
+def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOptions(),
+           mpirun_version_output: str | None = None, render_host: str | None = None) -> str:
+    """The batch script for ``spec``. For ``hybrid``, ``mpirun_version_output`` is the host's ``mpirun
+    --version`` (read from this host when None). Raises ChexstackError for an unknown model or a failed check."""
+    if model == "pyxis":
+        return render_pyxis(spec, opts)
+    if model == "hybrid":
+        text = mpirun_version_output if mpirun_version_output is not None else host_mpirun_version()
+        return render_hybrid(spec, check_hybrid(spec.stack, text), opts, render_host)
+    raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(MODELS)))

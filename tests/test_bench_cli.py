@@ -1,0 +1,92 @@
+"""The real commands: `invoke bench` on CPU ranks (horovodrun, TensorFlow, Horovod), `invoke bench-report`,
+and `invoke train --launcher slurm|k8s --render|--submit`."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.results import REFERENCE_DIR, load_sweep
+from tests.conftest import REPO
+from tests.test_launch_k8s import validate as validate_mpijob
+
+INVOKE = str(Path(sys.executable).with_name("invoke"))
+SMALL = ["--model", "resnet50", "--batch-size", "4", "--image-size", "64", "--steps", "5", "--warmup-steps", "2"]
+
+
+def invoke(*args, env=None):
+    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "COLUMNS": "120", **(env or {})})
+
+
+@pytest.mark.slow
+def test_cpu_sweep_then_figure(tmp_path):
+    """`invoke bench --gpus 1,2 --data synthetic` (2 CPU ranks here) writes one JSON; bench-report draws it next
+    to the seed's bare-metal series."""
+    run = invoke("bench", "--gpus", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
+                 *SMALL)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [result] = tmp_path.glob("cpu-test-*.json")
+    sweep = load_sweep(result)
+    assert [p.count for p in sweep.points] == [1, 2]
+    assert sweep.record.count_unit == "CPU ranks" and sweep.record.device == "cpu"
+    assert sweep.record.launcher == "local" and sweep.record.git_revision
+    assert sweep.points[0].scaling_efficiency == 1.0 and 0 < sweep.points[1].scaling_efficiency < 1.5
+    assert all(len(p.step_times_s) == 5 for p in sweep.points)
+    raw = json.loads(result.read_text())
+    assert raw["schema"] == "chexstack.bench.sweep/1"
+
+    png = tmp_path / "fig" / "figure1.png"
+    report = invoke("bench-report", "%s,%s" % (REFERENCE_DIR / "seed-densenet121-baremetal.json", result),
+                    "--output", str(png))
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.with_suffix(".csv").is_file()
+    assert "cpu-test" in png.with_suffix(".md").read_text() and "not comparable" in report.stdout
+
+
+def test_counts_beyond_the_slots_stop_before_running():
+    run = invoke("bench", "--gpus", "1,2,%d" % (len(os.sched_getaffinity(0)) + 1), "--data", "synthetic")
+    assert run.returncode == 2
+    assert "exceed the" in run.stdout and "slot(s) of this host" in run.stdout and "Traceback" not in run.stderr
+
+
+def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
+    run = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
+                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--render")
+    assert run.returncode == 0, run.stderr
+    job = yaml.safe_load(run.stdout)
+    validate_mpijob(job)
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2 and job["spec"]["slotsPerWorker"] == 2
+    submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", "--submit",
+                    env={"PATH": str(tmp_path)})
+    assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stdout
+
+
+def test_train_renders_a_slurm_script_and_submit_needs_sbatch():
+    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", "--render")
+    assert run.returncode == 0, run.stderr
+    assert subprocess.run(["bash", "-n"], input=run.stdout, text=True).returncode == 0
+    assert "srun --mpi=pmix --container-image=chexstack/cpu:" in run.stdout
+    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", "--submit")
+    assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stdout
+    neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
+    assert neither.returncode == 2 and "--render" in neither.stdout
+
+
+def test_gpu_check_script_is_clean_and_dry_runs():
+    script = REPO / "bench" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    dry = subprocess.run([str(script), "--dry-run"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    commands = [line for line in dry.stdout.splitlines() if line.startswith("+ ")]
+    bench = [c for c in commands if " bench --gpus 1 --model resnet50 --data synthetic" in c]
+    assert len(bench) == 2 and bench[1].endswith("--amp") and "tensorflow\\[and-cuda\\]==2.15.1" in dry.stdout
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in dry.stdout and "bench-report" in commands[-1]
+    if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
+        real = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert real.returncode == 2 and "an NVIDIA GPU and driver" in real.stderr and "nothing was run" in real.stderr

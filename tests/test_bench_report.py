@@ -1,0 +1,91 @@
+"""Sweep results and the seed's Figure 1: the reference series, efficiencies, % differences, tables and PNG."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from bench import figure
+from bench.results import REFERENCE_DIR, Point, RunRecord, Sweep, load_sweep, point_from_throughput, save_sweep
+from chexstack.errors import ChexstackError
+from tests.conftest import REPO
+from tests.golden import assert_golden
+
+SEED = REFERENCE_DIR / "seed-densenet121-baremetal.json"
+CPU_SWEEP = REPO / "tests" / "data" / "bench" / "cpu-sweep"
+
+
+def _gpu_sweep(label, factor, counts=(1, 2, 4, 8)):
+    """A series expressed relative to the seed's numbers (a fixture, not a measurement)."""
+    seed = load_sweep(SEED)
+    return Sweep(label=label, record=RunRecord(model="densenet121", count_unit="GPUs"),
+                 points=[Point(count=n, images_per_sec=seed.point(n).images_per_sec * factor) for n in counts])
+
+
+def test_seed_reference_is_figure_1():
+    seed = load_sweep(SEED)
+    assert [(p.count, p.images_per_sec) for p in seed.points] == [(1, 185), (2, 315), (3, 422), (4, 589), (8, 1117)]
+    assert "Figure 1" in seed.source and seed.record.count_unit == "GPUs"
+    # E(n) = X(n) / (n X(1))
+    assert [round(p.scaling_efficiency, 3) for p in seed.points] == [1.0, 0.851, 0.76, 0.796, 0.755]
+    assert round(seed.point(8).images_per_sec_per_rank, 2) == 139.62
+
+
+def test_point_from_the_trainers_throughput_json():
+    data = json.loads((CPU_SWEEP / "np-2" / "throughput.json").read_text())
+    point, device, versions = point_from_throughput(2, data, "np-2/throughput.json")
+    assert device == "CPU" and versions["horovod"] == "0.28.1"
+    assert point.images_per_sec == data["images_per_sec"]["total"]
+    assert len(point.step_times_s) == data["timed_steps"]  # warm-up steps (27 s of tracing) are not timed
+    assert max(point.step_times_s) < 5
+    with pytest.raises(ChexstackError, match="world_size 2, expected 4"):
+        point_from_throughput(4, data, "x")
+
+
+def test_differences_against_the_baseline():
+    cmp = figure.compare([load_sweep(SEED), _gpu_sweep("kubernetes", 0.92)])
+    assert cmp.baseline == "seed: bare metal (conda)"
+    assert round(cmp.cells[("kubernetes", 8)].diff_pct, 6) == -8.0
+    assert cmp.cells[("kubernetes", 3)] is None  # no point at 3 GPUs
+    assert cmp.cells[("seed: bare metal (conda)", 8)].diff_pct is None
+
+
+def test_other_device_kinds_are_not_compared(tmp_path):
+    cpu = Sweep(label="cpu", record=RunRecord(model="resnet50", count_unit="CPU ranks"),
+                points=[point_from_throughput(n, json.loads((CPU_SWEEP / ("np-%d" % n) / "throughput.json")
+                                                            .read_text()), "x").point for n in (1, 2)])
+    cmp = figure.compare([load_sweep(SEED), cpu])
+    assert cmp.comparable == (True, False) and cmp.cells[("cpu", 1)].diff_pct is None
+    assert cmp.count_axis == "CPU ranks / GPUs"
+    assert "not comparable" in figure.markdown_text(cmp)
+
+
+def test_tables_golden():
+    cmp = figure.compare([load_sweep(SEED), _gpu_sweep("kubernetes", 0.92)])
+    assert_golden("bench/figure1-seed-vs-kubernetes.csv", figure.csv_text(cmp))
+    assert_golden("bench/figure1-seed-vs-kubernetes.md", figure.markdown_text(cmp))
+    rows = list(csv.DictReader(io.StringIO(figure.csv_text(cmp))))
+    assert rows[-1]["system"] == "kubernetes" and rows[-1]["vs seed: bare metal (conda) (%)"] == "-8.00"
+
+
+def test_report_writes_png_csv_markdown(tmp_path):
+    report = figure.write_report([load_sweep(SEED), _gpu_sweep("kubernetes", 0.92)], tmp_path / "fig.png")
+    assert report.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report.png.stat().st_size > 20000
+    assert report.csv.is_file() and report.markdown.read_text().startswith("| GPUs | system |")
+
+
+def test_repeated_labels_and_bad_files_are_named(tmp_path):
+    with pytest.raises(ChexstackError, match="label 'seed: bare metal \\(conda\\)' appears in more than one"):
+        figure.compare([load_sweep(SEED), load_sweep(SEED)])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"label": "x", "points": [{"count": 0, "images_per_sec": 1}]}))
+    with pytest.raises(ChexstackError, match=r"bad.json: field points.0.count"):
+        load_sweep(bad)
+
+
+def test_save_is_atomic_and_round_trips(tmp_path):
+    sweep = _gpu_sweep("k", 0.9)
+    path = save_sweep(sweep, tmp_path / "a" / "k.json")
+    assert load_sweep(path) == sweep and [p.name for p in path.parent.iterdir()] == ["k.json"]

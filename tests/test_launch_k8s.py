@@ -1,0 +1,123 @@
+"""MPIJob manifests: golden text, the mpi-operator's v2beta1 schema (jsonschema), every pod template against
+Kubernetes' core/v1 schema (kubernetes-validate), and what the operator and NCCL need in the pods."""
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from chexstack.errors import ChexstackError
+from envs.manifest import load_stack
+from launch import k8s
+from launch.job import JobSpec, Mount
+from launch.submit import submit_k8s
+from tests.conftest import REPO
+from tests.golden import assert_golden
+
+SCHEMA = REPO / "tests" / "data" / "mpi-operator" / "mpijob-v2beta1.schema.yaml"
+#: CleanPodPolicy values in mpi-operator's pkg/apis/kubeflow/v2beta1/types.go (the CRD only says "string").
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+KUBERNETES_VERSION = "1.29"
+
+
+def _strict(schema):
+    """Reject unknown fields: the API server would silently prune them from a structural schema, so a typo such
+    as `launcherCreationPolicies` would vanish without an error. (Objects with `additionalProperties` are maps.)"""
+    schema = copy.deepcopy(schema)
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    walk(schema)
+    return schema
+
+
+def validate(obj: dict) -> None:
+    jsonschema.validate(obj, _strict(yaml.safe_load(SCHEMA.read_text())))
+    assert obj["spec"]["runPolicy"]["cleanPodPolicy"] in CLEAN_POD_POLICIES
+    for role, replica in obj["spec"]["mpiReplicaSpecs"].items():
+        pod_template = {"apiVersion": "v1", "kind": "PodTemplate",
+                        "metadata": {"name": "%s-%s" % (obj["metadata"]["name"], role.lower())},
+                        "template": replica["template"]}
+        kubernetes_validate.validate(pod_template, KUBERNETES_VERSION, strict=True)
+
+
+def _spec(gpus=True, nodes=2, per_node=4):
+    return JobSpec(name="chexstack-cxr", stack=load_stack("cpu"), image="registry.example.com/chexstack/cpu:0.1.0-ab",
+                   nodes=nodes, ranks_per_node=per_node, gpus=gpus,
+                   trainer_args=("--data", "synthetic", "--throughput", "--steps", "50", "--output", "/out"),
+                   mounts=(Mount("/scratch/out", "/out"), Mount("pvc:chestxray14", "/data", read_only=True)))
+
+
+def test_gpu_rdma_mpijob_golden_and_valid():
+    opts = k8s.K8sOptions(namespace="ml", rdma_resource="rdma/hca_shared_devices_a")
+    text = k8s.render(_spec(), opts)
+    assert_golden("launch/mpijob-2x4gpu-rdma.yaml", text)
+    obj = yaml.safe_load(text)
+    validate(obj)
+    spec = obj["spec"]
+    assert spec["slotsPerWorker"] == 4 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady" and spec["sshAuthMountPath"] == "/root/.ssh"
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    container = worker["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, "rdma/hca_shared_devices_a": 1}
+    assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in worker["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["command"][:4] == ["mpirun", "--allow-run-as-root", "-np", "8"]
+    assert "nvidia.com/gpu" not in str(launcher)
+
+
+def test_cpu_mpijob_without_rdma_golden_and_valid():
+    opts = k8s.K8sOptions(ssh_auth_mount_path="/home/mpiuser/.ssh", clean_pod_policy="None", shm_size="2Gi")
+    text = k8s.render(_spec(gpus=False, nodes=1, per_node=2), opts)
+    assert_golden("launch/mpijob-1x2cpu.yaml", text)
+    obj = yaml.safe_load(text)
+    validate(obj)
+    container = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert "resources" not in container and "securityContext" not in container
+    assert "--allow-run-as-root" not in obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
+        "containers"][0]["command"]
+
+
+def test_the_schemas_catch_mistakes():
+    obj = k8s.mpijob(_spec())
+    bad = copy.deepcopy(obj)
+    bad["spec"]["launcherCreationPolicies"] = "WaitForWorkersReady"
+    with pytest.raises(jsonschema.ValidationError):
+        validate(bad)
+    bad = copy.deepcopy(obj)
+    bad["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(bad)
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ChexstackError, match="shm size"):
+        k8s.K8sOptions(shm_size="lots")
+    with pytest.raises(ChexstackError, match="RDMA resource"):
+        k8s.K8sOptions(rdma_resource="rdma hca")
+
+
+def test_submit_without_a_cluster_is_a_clear_error(monkeypatch, tmp_path):
+    manifest = k8s.render(_spec())
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ChexstackError, match="kubectl not found on PATH"):
+        submit_k8s(manifest)
+
+
+@pytest.mark.skipif(__import__("shutil").which("kubectl") is None, reason="kubectl not installed")
+def test_submit_with_kubectl_but_no_cluster_reports_kubectl_error():
+    with pytest.raises(ChexstackError) as e:
+        submit_k8s(k8s.render(_spec()))
+    assert str(e.value).startswith("kubectl create -f - -o name failed")

@@ -1,0 +1,130 @@
+"""Slurm batch scripts (pyxis and the hybrid model): golden text, `bash -n`, the host/image MPI check, submit."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from chexstack.errors import ChexstackError
+from envs.manifest import Component, load_stack
+from launch import slurm
+from launch.job import JobSpec, Mount, layout
+from launch.mpi_compat import check_hybrid
+from launch.submit import submit_slurm
+from tests.golden import assert_golden
+
+TRAINER_ARGS = ("--data", "/data/chestxray14", "--model", "densenet121", "--batch-size", "32", "--epochs", "5",
+                "--output", "/scratch/chexstack/run1")
+MOUNTS = (Mount("/data/chestxray14", read_only=True), Mount("/scratch/chexstack/run1"))
+
+
+def _spec(image="registry.example.com:5000/chexstack/cpu:0.1.0-0123456789ab", gpus=True, nodes=2, per_node=4,
+          stack=None):
+    return JobSpec(name="chexstack-cxr", stack=stack or load_stack("cpu"), image=image, nodes=nodes,
+                   ranks_per_node=per_node, gpus=gpus, trainer_args=TRAINER_ARGS, mounts=MOUNTS)
+
+
+def _with_mpi(version: str, name: str = "Open MPI"):
+    stack = load_stack("cpu")
+    comps = dict(stack.components, mpi=Component(version=version, name=name, source="test"))
+    return stack.model_copy(update={"components": comps})
+
+
+def _bash_n(text: str) -> None:
+    proc = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_pyxis_script_golden_and_bash_clean():
+    text = slurm.render(_spec(), "pyxis")
+    assert_golden("launch/slurm-pyxis-2x4gpu.sbatch", text)
+    _bash_n(text)
+    assert "srun --mpi=pmix '--container-image=registry.example.com:5000#chexstack/cpu:0.1.0-0123456789ab'" in text
+    assert "#SBATCH --gpus-per-node=4" in text and "#SBATCH --ntasks-per-node=4" in text
+
+
+def test_pyxis_cpu_ranks_have_no_gpu_directive():
+    text = slurm.render(_spec(gpus=False, nodes=1, per_node=2), "pyxis")
+    assert_golden("launch/slurm-pyxis-1x2cpu.sbatch", text)
+    _bash_n(text)
+    assert "gpus-per-node" not in text and "one task per CPU rank" in text
+
+
+def test_hybrid_script_golden_and_bash_clean(fixture_text):
+    host = "mpirun (Open MPI) 4.1.2\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
+    text = slurm.render(_spec(image="/shared/images/chexstack-cpu.sif"), "hybrid", mpirun_version_output=host,
+                        render_host="login01")
+    assert_golden("launch/slurm-hybrid-2x4gpu.sbatch", text)
+    _bash_n(text)
+    assert "singularity exec --nv --bind /data/chestxray14:/data/chestxray14:ro" in text
+    assert "mpirun -np 8 -bind-to none -map-by slot" in text
+    assert "*'(Open MPI) 4.1.'*" in text  # the job-time guard repeats the check
+
+
+def test_hybrid_refused_for_another_release_series(fixture_text):
+    # ../shared/fixtures: a host with Open MPI 2.1.1; the cpu stack's image has Open MPI 4.1.4.
+    with pytest.raises(ChexstackError) as e:
+        slurm.render(_spec(image="/x.sif"), "hybrid", mpirun_version_output=fixture_text(
+            "mpirun-version-openmpi-2.1.1.txt"))
+    assert "Open MPI 2.1.1" in str(e.value) and "Open MPI 4.1.4" in str(e.value) and "pyxis" in str(e.value)
+
+
+def test_hybrid_guard_runs_against_the_real_host_mpirun():
+    """The job-time guard, executed with this host's real mpirun (Open MPI 4.1.4): passes for a 4.1 image and
+    stops with the message for a 3.1 image (the NGC 19.06 column)."""
+    def guard(stack):
+        text = slurm.render(_spec(image="/x.sif", stack=stack), "hybrid",
+                            mpirun_version_output="mpirun (Open MPI) %s\n" % stack.version("mpi"), render_host="h")
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("image_mpi="))
+        end = next(i for i, line in enumerate(lines) if line == "esac")
+        return subprocess.run(["bash", "-c", "\n".join(lines[start:end + 1])], capture_output=True, text=True)
+
+    assert guard(_with_mpi("4.1.4")).returncode == 0
+    bad = guard(_with_mpi("3.1.3"))
+    assert bad.returncode == 1 and "image has Open MPI 3.1.x" in bad.stderr
+
+
+@pytest.mark.parametrize("host,image,compatible", [
+    ("mpirun (Open MPI) 4.1.4", ("4.1.4", "Open MPI"), True),
+    ("mpirun (Open MPI) 4.1.6", ("4.1.4", "Open MPI"), True),
+    ("mpirun (Open MPI) 4.0.0", ("4.1.4", "Open MPI"), False),
+    ("mpirun (Open MPI) 3.1.3", ("3.1", "OpenMPI"), True),
+    ("HYDRA build details:\n    Version:                                 4.0.2", ("4.1.4", "Open MPI"), False),
+    ("bash: mpirun: command not found", ("4.1.4", "Open MPI"), False),
+])
+def test_hybrid_rule(host, image, compatible):
+    result = check_hybrid(_with_mpi(*image), host)
+    assert result.compatible is compatible, result.reason
+
+
+def test_enroot_uri():
+    assert slurm.enroot_uri("nvcr.io/nvidia/tensorflow:19.06-py3") == "nvcr.io#nvidia/tensorflow:19.06-py3"
+    assert slurm.enroot_uri("localhost/chexstack/cpu:1") == "localhost#chexstack/cpu:1"
+    assert slurm.enroot_uri("chexstack/cpu:0.1.0-abc") == "chexstack/cpu:0.1.0-abc"
+    assert slurm.enroot_uri("/shared/cpu.sqsh") == "/shared/cpu.sqsh"
+
+
+def test_bad_values_cannot_change_the_script():
+    with pytest.raises(ChexstackError, match="--partition"):
+        slurm.render(_spec(), "pyxis", slurm.SlurmOptions(partition="gpu\n#SBATCH --uid=0"))
+    with pytest.raises(ChexstackError, match="RFC 1123"):
+        JobSpec(name="Bad Name", stack=load_stack("cpu"), image="x", nodes=1, ranks_per_node=1, gpus=False,
+                trainer_args=())
+    # arguments are shell-quoted, not interpreted
+    spec = JobSpec(name="q", stack=load_stack("cpu"), image="x", nodes=1, ranks_per_node=1, gpus=False,
+                   trainer_args=("--output", "/tmp/$(reboot)"))
+    assert "'/tmp/$(reboot)'" in slurm.render(spec)
+
+
+def test_layout():
+    assert [layout(n, 4) for n in (1, 2, 3, 4, 8)] == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 4)]
+    assert layout(6, 4) == (2, 3)
+    with pytest.raises(ChexstackError, match="evenly"):
+        layout(5, 4)
+
+
+def test_submit_without_sbatch_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # sbatch is not installed on this machine either
+    with pytest.raises(ChexstackError, match="sbatch not found on PATH"):
+        submit_slurm("#!/bin/bash\n")
