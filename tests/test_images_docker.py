@@ -3,10 +3,12 @@ docker import), verified and tagged; the proxy CA in no layer and no history ent
 the real ChestX-ray14 sample; the loopback-only container of ../shared/cases/23; an NGC stand-in that must fail
 verification and stay untagged; the SIF path without apptainer/singularity.
 
-One cpu build per session (``cpu_build``), shared by every test; a rerun reuses the engine's layer cache.
+One cpu build per session (``cpu_build``), shared by every test and the modules that import it
+(``test_images_mpijob``, ``test_bench_docker``); a rerun reuses the engine's layer cache.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -57,10 +59,16 @@ def debian_base(client) -> str:
     return LOCAL_DEBIAN
 
 
+@functools.lru_cache(maxsize=None)
+def _cpu_build(base: str):
+    from images.build import build
+    return build("cpu", base=base)
+
+
 @pytest.fixture(scope="session")
 def cpu_build(client, debian_base):
-    from images.build import build
-    return build("cpu", base=debian_base)
+    """Built once per session, also for the modules that import this fixture (each import is its own fixture)."""
+    return _cpu_build(debian_base)
 
 
 def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
