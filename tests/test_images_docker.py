@@ -8,7 +8,6 @@ One cpu build per session (``cpu_build``), shared by every test and the modules 
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import json
@@ -26,7 +25,7 @@ from envs.manifest import load_stack
 from images import labels
 from images.naming import image_ref
 from images.parts import HOST_CA_BUNDLE
-from tests.conftest import REPO, SAMPLE
+from tests.conftest import REPO, SAMPLE, built_once
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 INVOKE = str(REPO / ".venv" / "bin" / "invoke")
@@ -59,16 +58,10 @@ def debian_base(client) -> str:
     return LOCAL_DEBIAN
 
 
-@functools.lru_cache(maxsize=None)
-def _cpu_build(base: str):
-    from images.build import build
-    return build("cpu", base=base)
-
-
 @pytest.fixture(scope="session")
 def cpu_build(client, debian_base):
     """Built once per session, also for the modules that import this fixture (each import is its own fixture)."""
-    return _cpu_build(debian_base)
+    return built_once("cpu", debian_base)
 
 
 def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):

@@ -15,7 +15,8 @@ What differs, because this engine has only host networking (``dockerd --bridge=n
 network namespace, so each Worker's sshd listens on its own loopback address (127.0.0.2, 127.0.0.3; the cluster
 DNS names point there through ``--add-host`` on the Launcher) on one free high port instead of 22, and the
 Launcher's ``OMPI_MCA_plm_rsh_args`` names that port after the operator's own ``-o ConnectionAttempts=10``.
-Nothing inside the image is changed.
+Nothing inside the image is changed. The image is named by its ID: its tag (the manifest's digest) is shared with
+every checkout that builds the same stack.
 """
 from __future__ import annotations
 
@@ -187,7 +188,7 @@ def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(client, cpu_bu
     the trainer runs with world size 2, rank 0 writing into the Workers' /out (the Launcher has no /out)."""
     out = tmp_path / "out"
     out.mkdir()
-    job = MpiJob(client, _spec(cpu_build.ref, out), k8s.K8sOptions(), tmp_path)
+    job = MpiJob(client, _spec(cpu_build.image_id, out), k8s.K8sOptions(), tmp_path)
     try:
         for i in range(2):
             job.start_worker(i)
@@ -206,7 +207,7 @@ def test_the_image_config_is_what_the_secret_mount_needs(client, cpu_build, tmp_
     """Controls: with sshd's StrictModes back on, the read-only Secret folder refuses the key; with the client's
     host-key check back on, a new pod's host key stops the login; with known_hosts in the Secret folder, ssh cannot
     record it. The image's own settings pass all three."""
-    job = MpiJob(client, _spec(cpu_build.ref, tmp_path / "unused", nodes=2), k8s.K8sOptions(), tmp_path)
+    job = MpiJob(client, _spec(cpu_build.image_id, tmp_path / "unused"), k8s.K8sOptions(), tmp_path)
     ssh = ["ssh", "-o", "BatchMode=yes", "-p", str(job.port)]
     try:
         job.start_worker(0)
