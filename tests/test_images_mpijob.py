@@ -131,6 +131,7 @@ class MpiJob:
         self.secret = _ssh_secret(client, spec.image, root)
         self.hostfile = _hostfile(root, spec.nodes, spec.ranks_per_node)
         self.workers: list = []
+        self.names: list[str] = []  # every container asked for, also one whose start failed
 
     def replica(self, role: str) -> tuple[dict, dict]:
         return _container(self.obj["spec"]["mpiReplicaSpecs"][role])
@@ -141,10 +142,10 @@ class MpiJob:
         volumes, options = _docker_volumes(pod, c, self.secret, self.opts.ssh_auth_mount_path)
         command = c["command"] + ["-p", str(self.port), "-o", "ListenAddress=%s" % WORKER_ADDRESSES[i],
                                   *sshd_options]
+        self.names.append("%s-worker-%d-%d" % (JOB, i, self.port))
         worker = self.client.containers.run(
             c["image"], command, detach=True, network_mode="host", working_dir=c["workingDir"],
-            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes,
-            name="%s-worker-%d-%d" % (JOB, i, self.port), **options)
+            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes, name=self.names[-1], **options)
         self.workers.append(worker)
         _wait_listening(WORKER_ADDRESSES[i], self.port, worker)
         return worker
@@ -157,21 +158,28 @@ class MpiJob:
         volumes, _ = _docker_volumes(pod, c, self.secret, self.opts.ssh_auth_mount_path)
         volumes[str(self.hostfile)] = {"bind": "/etc/mpi/hostfile", "mode": "ro"}
         hosts = {_worker_host(i): WORKER_ADDRESSES[i] for i in range(self.spec.nodes)}
-        launcher = self.client.containers.run(
-            c["image"], command or c["command"], detach=True, network_mode="host", working_dir=c["workingDir"],
-            environment=env, volumes=volumes, extra_hosts=hosts, name="%s-launcher-%d" % (JOB, self.port))
+        name = "%s-launcher-%d" % (JOB, self.port)
         try:
+            launcher = self.client.containers.run(
+                c["image"], command or c["command"], detach=True, network_mode="host", working_dir=c["workingDir"],
+                environment=env, volumes=volumes, extra_hosts=hosts, name=name)
             status = launcher.wait(timeout=timeout)["StatusCode"]
             return status, launcher.logs().decode("utf-8", "replace")
         finally:
-            launcher.remove(force=True)
+            self._remove(name)
+
+    def _remove(self, name: str) -> None:
+        import docker.errors
+        try:
+            self.client.containers.get(name).remove(force=True)
+        except docker.errors.NotFound:
+            pass
 
     def stop(self) -> list[str]:
-        """Remove the workers; return each one's sshd log."""
-        logs = []
-        for w in self.workers:
-            logs.append(w.logs().decode("utf-8", "replace"))
-            w.remove(force=True)
+        """Remove the workers (also one that did not start); return each started one's sshd log."""
+        logs = [w.logs().decode("utf-8", "replace") for w in self.workers]
+        for name in self.names:
+            self._remove(name)
         return logs
 
 
