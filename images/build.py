@@ -1,4 +1,5 @@
-"""``invoke build``: render -> Docker build (untagged) -> verify inside the image -> tag -> optional SIF.
+"""``invoke build``: render -> Docker build (untagged) -> verify inside the image (Table 1 rows, Horovod, launch
+requirements) -> tag -> optional SIF.
 
 A failed build or verification leaves no tag: the image is built untagged and ``images.naming.image_ref(stack)``
 (or ``--tag``) is applied only after every row matched. ``--allow-mismatch`` tags anyway, with the mismatches in
@@ -21,7 +22,7 @@ from images import context, labels, sif
 from images.docker_build import docker_build, docker_client
 from images.naming import image_ref
 from images.render import build_context, render
-from images.verify import Verification, compare, print_table, probe_image
+from images.verify import Verification, compare, launch_report, print_table, probe_image
 
 RUNTIMES = {"docker": ("docker",), "singularity": ("docker", "singularity"), "all": ("docker", "singularity")}
 SIF_DIR = Path("build") / "sif"
@@ -99,7 +100,7 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     image_id = docker_build(client, context.context_tar(dockerfile, ctx), labels=lab, nocache=no_cache)
     console.print("[bold]built[/] %s; verifying inside the image" % image_id, soft_wrap=True)
 
-    result = compare(stack, probe_image(client, image_id))
+    result = compare(stack, probe_image(client, image_id), launch_report(client, image_id))
     print_table(stack, ref, result)
     if not result.ok and not allow_mismatch:
         raise ChexstackError("verification failed: %d row(s) differ from envs/stacks/%s.yaml; image %s left "

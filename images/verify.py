@@ -10,10 +10,16 @@ Horovod, era-aware (``images.horovod``): from 0.17 the ``horovodrun --check-buil
 stack's build flags require (parsed by ``validate.parsers.horovod``; its exit status means nothing,
 ../shared/cases/01); before 0.17 the probe's ``import horovod.tensorflow`` + ``hvd.init()`` must have worked.
 Always: the TensorFlow Horovod was compiled for (``horovod/metadata.json``) must be the one imported (case 02).
+
+Launch requirements (``launch_report`` runs ``images.mpijob.CHECK_SCRIPT`` in a loopback-only container,
+``launch_rows`` judges it): what ``launch/k8s.py``'s MPIJob, ``launch/slurm.py``'s pyxis script and every launcher
+need of the image (sshd and its effective config, the ssh client's, ``mpirun``, mpirun -> ssh -> sshd -> a rank,
+PMIx, the verbs userspace, ``python -m trainer``); each is a row, and a failed one fails verification.
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import docker
@@ -24,7 +30,7 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from envs.manifest import COMPONENTS, Stack
 from envs.rules import same_release
-from images import horovod
+from images import horovod, mpijob
 from images.naming import IN_IMAGE_HOME
 from validate.parsers.horovod import format_missing, parse_check_build
 from validate.probe import FILES
@@ -32,6 +38,12 @@ from validate.versions import Observed, observed_versions
 
 PROBE = "%s/validate/probe.py" % IN_IMAGE_HOME
 MATCH, MISMATCH, NOT_JUDGED = "match", "MISMATCH", "n/a"
+#: The launch rows, in order (``launch_rows``).
+LAUNCH_ROWS = ("mpijob sshd", "mpijob ssh client", "mpirun on PATH", "mpirun over ssh", "pmix (pyxis)",
+               "verbs userspace", "python -m trainer")
+SSHD_WANTED = "sshd -T ok, %s, PubkeyAuthentication yes, root key login, %s" % (
+    ", ".join("%s %s" % kv for kv in mpijob.SSHD_OPTIONS), mpijob.PRIVSEP_DIR)
+KEY_KIND = "ECDSA P-521 in a world-writable folder, as the operator mounts it"
 
 
 @dataclass(frozen=True)
@@ -57,11 +69,13 @@ class Verification:
         return [{"row": r.row, "expected": r.expected, "found": r.found} for r in self.rows if r.verdict == MISMATCH]
 
 
-def _run(client: docker.DockerClient, image: str, argv: list[str]) -> tuple[bytes | None, str | None]:
-    """(stdout, None) of ``argv`` in a throw-away container of ``image``, or (None, why it failed)."""
+def _run(client: docker.DockerClient, image: str, argv: list[str], **options) -> tuple[bytes | None, str | None]:
+    """(stdout, None) of ``argv`` in a throw-away container of ``image`` (network host unless ``options`` say
+    otherwise), or (None, why it failed)."""
+    options = {"network_mode": "host", **options}
     try:
-        return client.containers.run(image, argv, remove=True, network_mode="host", stdout=True, stderr=False,
-                                     environment={"TF_CPP_MIN_LOG_LEVEL": "3"}), None
+        return client.containers.run(image, argv, remove=True, stdout=True, stderr=False,
+                                     environment={"TF_CPP_MIN_LOG_LEVEL": "3"}, **options), None
     except docker.errors.ContainerError as e:
         err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         return None, "exit %s: %s" % (e.exit_status, err[-1] if err else "no output")
@@ -140,11 +154,140 @@ def _horovod_rows(stack: Stack, probe: dict) -> list[Row]:
     return rows
 
 
-def compare(stack: Stack, probe: dict) -> Verification:
-    """Judge every Table 1 row and the Horovod build of ``stack`` against a probe JSON."""
+def compare(stack: Stack, probe: dict, launch: dict | None = None) -> Verification:
+    """Judge every Table 1 row and the Horovod build of ``stack`` against a probe JSON, and, given
+    ``launch_report``'s sections, the launch requirements (``launch_rows``)."""
     observed = observed_versions(probe)
     rows = [_version_row(stack, row, observed[row]) for row in COMPONENTS] + _horovod_rows(stack, probe)
+    if launch is not None:
+        rows += launch_rows(launch)
     return Verification(rows, probe.get("error"))
+
+
+def launch_report(client: docker.DockerClient, image: str) -> dict[str, tuple[str, int | None]]:
+    """The sections of ``images.mpijob.CHECK_SCRIPT`` run in a throw-away container of ``image`` with only
+    loopback (``--network none``: its sshd's port 22 is its own), ``mpijob.CHECK_WORKER`` naming a second loopback
+    address; ``{"error": (why, None)}`` when the container could not run."""
+    out, error = _run(client, image, ["sh", "-c", mpijob.CHECK_SCRIPT], network_mode="none",
+                      extra_hosts={mpijob.CHECK_WORKER: mpijob.CHECK_WORKER_ADDRESS})
+    if error is not None:
+        return {"error": (error, None)}
+    return mpijob.parse_report(out.decode("utf-8", "replace"))
+
+
+def _config(text: str) -> dict[str, str]:
+    """``sshd -T`` / ``ssh -G`` output -> {lower-case keyword: value} (first value of each keyword)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key and value and key.isalnum():
+            values.setdefault(key.lower(), value.strip())
+    return values
+
+
+_FLAG = {"no": "no", "false": "no", "off": "no", "yes": "yes", "true": "yes", "on": "yes"}
+
+
+def _effective(options: tuple[tuple[str, str], ...], config: dict[str, str]) -> tuple[str, bool]:
+    """(``keyword value, ...`` as in effect, whether each equals the wanted value; yes/true, no/false/off alike)."""
+    found, ok = [], True
+    for key, want in options:
+        have = config.get(key.lower())
+        found.append("%s %s" % (key, have if have is not None else "(not shown)"))
+        ok = ok and have is not None and _FLAG.get(have.lower(), have) == _FLAG.get(want.lower(), want)
+    return ", ".join(found), ok
+
+
+def _tail(text: str, n: int = 2) -> str:
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    return " / ".join(lines[-n:]) or "no output"
+
+
+def _sshd(out: str, rc: int) -> tuple[str, bool]:
+    """sshd accepts its config and host keys, its privilege separation folder exists, and the MPIJob options are
+    in effect (``sshd -T``), including root login with a key."""
+    if rc != 0:
+        return "exit %s: %s" % (rc, _tail(out)), False
+    config = _config(out)
+    found, ok = _effective(mpijob.SSHD_OPTIONS + (("PubkeyAuthentication", "yes"),), config)
+    root = config.get("permitrootlogin", "")
+    return ("%s, PermitRootLogin %s" % (found, root or "(not shown)"),
+            ok and root in ("yes", "without-password", "prohibit-password"))
+
+
+def _ssh_client(out: str, rc: int) -> tuple[str, bool]:
+    if rc != 0:
+        return "exit %s: %s" % (rc, _tail(out)), False
+    return _effective(mpijob.SSH_CLIENT_OPTIONS, _config(out))
+
+
+def _row(report: dict, section: str, row: str, expected: str, evidence: str, judge) -> Row:
+    """A row whose verdict is ``judge(output, exit status)`` -> (found, ok) when the section ran, else MISMATCH."""
+    out, rc = report.get(section, ("", None))
+    if rc is None:
+        return Row(row, expected, "did not run: %s" % _tail(out), evidence, MISMATCH)
+    found, ok = judge(out, rc)
+    return Row(row, expected, found, evidence, MATCH if ok else MISMATCH)
+
+
+def _pmix(out: str, rc: int) -> tuple[str, bool]:
+    """Open MPI < 5: a ``MCA pmix:`` component of a PMIx release (pmix2x, pmix3x, ext3x, ...), not only the
+    isolated/flux/s1/s2 stand-ins; Open MPI >= 5 always runs on PMIx."""
+    comps = re.findall(r"MCA pmix:\s*(\S+)", out)
+    real = [c for c in comps if re.match(r"^(pmix|ext)\d", c)]
+    major = re.search(r"Open MPI:\s*(\d+)", out)
+    if real:
+        return "MCA pmix: %s" % ", ".join(real), True
+    if major and int(major.group(1)) >= 5:
+        return "Open MPI %s (PMIx built in)" % major.group(1), True
+    if comps:
+        return "no PMIx component (MCA pmix: %s)" % ", ".join(comps), False
+    return (_tail(out) if "not found" in out else "no MCA pmix component (%s)" % _tail(out)), False
+
+
+def _verbs(out: str, rc: int) -> tuple[str, bool]:
+    """``libibverbs.so.1`` in the loader cache and provider drivers (``/etc/libibverbs.d/*.driver``); Mellanox's
+    (mlx4, mlx5) are named when present."""
+    lib = re.search(r"libibverbs\.so\.1 .*=> (\S+)", out)
+    providers = sorted(re.findall(r"^(\S+)\.driver$", out, re.M))
+    shown = [p for p in providers if p.startswith("mlx")] or providers[:3]
+    found = "%s; %s" % (lib.group(1) if lib else "libibverbs.so.1 not found",
+                        "%d providers (%s%s)" % (len(providers), ", ".join(shown), ", ..." if len(shown) < len(providers)
+                                                 else "") if providers else "no provider in /etc/libibverbs.d")
+    return found, bool(lib and providers)
+
+
+def _on_path(out: str, rc: int) -> tuple[str, bool]:
+    return out.strip() or "not found", rc == 0 and bool(out.strip())
+
+
+def _over_ssh(out: str, rc: int) -> tuple[str, bool]:
+    """The rank prints its ``SSH_CONNECTION``: set only when its daemon was started by sshd."""
+    ok = rc == 0 and re.search(r"^rank 0 of 1, ssh \S", out, re.M) is not None
+    return (_tail(out, 1) if ok else "exit %s: %s" % (rc, _tail(out, 4))), ok
+
+
+def _runs(out: str, rc: int) -> tuple[str, bool]:
+    return (_tail(out, 1) if rc == 0 else "exit %s: %s" % (rc, _tail(out, 3))), rc == 0
+
+
+def launch_rows(report: dict[str, tuple[str, int | None]]) -> list[Row]:
+    """One row per launch requirement (``LAUNCH_ROWS``), judged from ``launch_report``'s sections."""
+    if "error" in report:
+        why = "check could not run: %s" % report["error"][0]
+        return [Row(row, "see images/mpijob.py", why, "launch check", MISMATCH) for row in LAUNCH_ROWS]
+    sshd, client, on_path, over_ssh, pmix, verbs, trainer = LAUNCH_ROWS
+    ssh_client = ", ".join("%s %s" % kv for kv in mpijob.SSH_CLIENT_OPTIONS)
+    return [
+        _row(report, "sshd", sshd, SSHD_WANTED, "%s -T; %s" % (mpijob.SSHD, mpijob.PRIVSEP_DIR), _sshd),
+        _row(report, "ssh-client", client, ssh_client, "ssh -G %s" % mpijob.CHECK_WORKER, _ssh_client),
+        _row(report, "mpirun", on_path, "mpirun", "command -v mpirun", _on_path),
+        _row(report, "ssh-mpirun", over_ssh, "a rank started through sshd (%s)" % KEY_KIND,
+             "mpirun -H %s:1 (%s)" % (mpijob.CHECK_WORKER, mpijob.CHECK_WORKER_ADDRESS), _over_ssh),
+        _row(report, "pmix", pmix, "Open MPI with a PMIx component", "ompi_info", _pmix),
+        _row(report, "verbs", verbs, "libibverbs.so.1 + a provider", "ldconfig -p; /etc/libibverbs.d", _verbs),
+        _row(report, "trainer", trainer, "runs from %s" % IN_IMAGE_HOME, "python -m trainer --help", _runs),
+    ]
 
 
 def print_table(stack: Stack, image: str, result: Verification) -> None:

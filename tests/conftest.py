@@ -1,6 +1,7 @@
 """Shared test helpers: where ../shared is, and the golden-file assertion."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,12 @@ SAMPLE = SHARED / "data" / "chestxray14"
 def fixture_text():
     """``fixture_text("nvcc-version-10.0.txt")`` -> the text of ../shared/fixtures/<name>."""
     return lambda name: (FIXTURES / name).read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def built_once(stack: str, base: str):
+    """``images.build.build(stack, base=base)`` once per test run. Session fixtures that other modules import are
+    separate fixtures to pytest; this cache (in ``tests.conftest``, one module object for every importer) keeps
+    them from building and verifying twice."""
+    from images.build import build
+    return build(stack, base=base)

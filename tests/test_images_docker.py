@@ -3,7 +3,8 @@ docker import), verified and tagged; the proxy CA in no layer and no history ent
 the real ChestX-ray14 sample; the loopback-only container of ../shared/cases/23; an NGC stand-in that must fail
 verification and stay untagged; the SIF path without apptainer/singularity.
 
-One cpu build per session (``cpu_build``), shared by every test; a rerun reuses the engine's layer cache.
+One cpu build per session (``cpu_build``), shared by every test and the modules that import it
+(``test_images_mpijob``, ``test_bench_docker``); a rerun reuses the engine's layer cache.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from envs.manifest import load_stack
 from images import labels
 from images.naming import image_ref
 from images.parts import HOST_CA_BUNDLE
-from tests.conftest import REPO, SAMPLE
+from tests.conftest import REPO, SAMPLE, built_once
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 INVOKE = str(REPO / ".venv" / "bin" / "invoke")
@@ -59,8 +60,8 @@ def debian_base(client) -> str:
 
 @pytest.fixture(scope="session")
 def cpu_build(client, debian_base):
-    from images.build import build
-    return build("cpu", base=debian_base)
+    """Built once per session, also for the modules that import this fixture (each import is its own fixture)."""
+    return built_once("cpu", debian_base)
 
 
 def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):

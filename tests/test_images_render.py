@@ -109,3 +109,16 @@ def test_conda_installs_from_the_lock_then_horovod_with_its_era_flags():
     assert "HOROVOD_GPU_ALLREDUCE=NCCL" in devel and "HOROVOD_GPU_OPERATIONS" not in devel
     assert "--check-build" not in devel and "hvd.init()" in devel[hvd:]
     assert "yum install" in devel and "apt-get" not in docker
+
+
+@pytest.mark.parametrize("fmt", ["docker", "singularity"])
+@pytest.mark.parametrize("name", STACKS)
+def test_every_image_is_ready_for_an_mpijob(name, fmt):
+    """images.mpijob.ssh_setup in the final stage of every family, in both formats, before the code layers."""
+    text = render(load_stack(name), fmt)
+    final = text.split("\nFROM ")[-1] if fmt == "docker" else text.split("BootStrap: docker")[-1]
+    for needle in ("openssh-server", "mkdir -p /var/run/sshd", "ssh-keygen -A", "'StrictModes no' | cat - "
+                   "/etc/ssh/sshd_config", "'StrictHostKeyChecking no' 'UserKnownHostsFile /dev/null' | cat - "
+                   "/etc/ssh/ssh_config"):
+        assert needle in final, needle
+    assert final.index("ssh-keygen -A") < final.index("chexstack/trainer")

@@ -1,9 +1,16 @@
-"""Verification logic (no Docker): manifest vs probe, era-aware Horovod rows, the matching rule."""
+"""Verification logic (no Docker): manifest vs probe, era-aware Horovod rows, the matching rule, the launch
+requirements judged on recorded in-image check output."""
 from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
 
 from envs.manifest import load_stack
 from images import horovod
-from images.verify import MATCH, MISMATCH, NOT_JUDGED, compare, matches
+from images.mpijob import parse_report
+from images.verify import LAUNCH_ROWS, MATCH, MISMATCH, NOT_JUDGED, compare, launch_rows, matches
 
 CHECK_BUILD_ALL = """Horovod v0.28.1:
 
@@ -106,7 +113,6 @@ def test_horovod_requirements_from_build_flags():
 
 
 def test_gpu_operations_flag_refused_before_horovod_020():
-    import pytest
     from chexstack.errors import ChexstackError
     stack = load_stack("conda")
     wrong = stack.model_copy(update={"build": stack.build.model_copy(update={"horovod_env": {
@@ -125,3 +131,70 @@ def test_build_dry_run_prints_the_plan_without_docker():
     assert "FROM docker.io/library/debian:bookworm AS devel" in p.stdout
     assert "build-only/ca-certificates.crt" in p.stdout and "chexstack/trainer/__main__.py" in p.stdout
     assert "would build untagged, verify inside, then tag %s" % image_ref(load_stack("cpu")) in p.stdout
+
+
+# The launch requirements, judged on the real output of images.mpijob.CHECK_SCRIPT: in the built cpu image
+# (launch-check-cpu.txt) and in the bare Debian base the tests build from (launch-check-debian-minbase.txt).
+LAUNCH_DATA = Path(__file__).resolve().parent / "data" / "images"
+
+
+def _launch(name: str, section: str | None = None, pattern: str = "", replacement: str = "") -> dict:
+    """The recorded report ``name``; with ``section``, its output edited by ``re.sub(pattern, replacement)``."""
+    report = parse_report((LAUNCH_DATA / ("launch-check-%s.txt" % name)).read_text())
+    if section:
+        out, rc = report[section]
+        edited = re.sub(pattern, replacement, out, flags=re.M)
+        assert edited != out, pattern
+        report[section] = (edited, rc)
+    return report
+
+
+def _launch_verdicts(report: dict) -> dict:
+    return {r.row: (r.verdict, r.found) for r in launch_rows(report)}
+
+
+def test_launch_rows_of_the_built_cpu_image_all_match():
+    verdicts = _launch_verdicts(_launch("cpu"))
+    assert list(verdicts) == list(LAUNCH_ROWS)
+    assert {v for v, _ in verdicts.values()} == {MATCH}, verdicts
+    assert verdicts["mpijob sshd"][1] == "StrictModes no, PubkeyAuthentication yes, PermitRootLogin without-password"
+    assert verdicts["mpijob ssh client"][1] == "StrictHostKeyChecking false, UserKnownHostsFile /dev/null"
+    assert verdicts["mpirun on PATH"][1] == "/usr/bin/mpirun"
+    assert verdicts["mpirun over ssh"][1].startswith("rank 0 of 1, ssh 127.0.0.1 ")
+    assert verdicts["pmix (pyxis)"][1] == "MCA pmix: ext3x"
+    assert verdicts["verbs userspace"][1] == "/lib/x86_64-linux-gnu/libibverbs.so.1; 17 providers (mlx4, mlx5, ...)"
+    assert verdicts["python -m trainer"][1].startswith("usage: python -m trainer")
+
+
+def test_launch_rows_of_a_bare_base_all_fail_and_say_why():
+    verdicts = _launch_verdicts(_launch("debian-minbase"))
+    assert {v for v, _ in verdicts.values()} == {MISMATCH}
+    assert verdicts["mpijob sshd"][1] == "exit 1: sh: 5: /usr/sbin/sshd: not found / /var/run/sshd: missing"
+    assert verdicts["mpirun on PATH"][1] == "not found"
+    assert verdicts["mpirun over ssh"][1] == "exit 127: sh: 15: ssh-keygen: not found"
+    assert verdicts["pmix (pyxis)"][1] == "ompi_info: not found"
+    assert verdicts["verbs userspace"][1] == "libibverbs.so.1 not found; no provider in /etc/libibverbs.d"
+
+
+@pytest.mark.parametrize("row, section, pattern, replacement", [
+    ("mpijob sshd", "sshd", r"^strictmodes no$", "strictmodes yes"),
+    ("mpijob sshd", "sshd", r"^permitrootlogin .*$", "permitrootlogin no"),
+    ("mpijob ssh client", "ssh-client", r"^stricthostkeychecking .*$", "stricthostkeychecking ask"),
+    ("mpijob ssh client", "ssh-client", r"^userknownhostsfile .*$", "userknownhostsfile ~/.ssh/known_hosts"),
+    ("mpirun over ssh", "ssh-mpirun", r"^rank 0 of 1, ssh .*$", "rank 0 of 1, ssh "),  # not through sshd
+    ("pmix (pyxis)", "pmix", r"^\s*MCA pmix: ext3x .*\n", ""),
+    ("verbs userspace", "verbs", r"^\S+\.driver\n", ""),
+])
+def test_each_launch_requirement_fails_on_its_own(row, section, pattern, replacement):
+    verdicts = _launch_verdicts(_launch("cpu", section, pattern, replacement))
+    assert {r for r, (v, _) in verdicts.items() if v == MISMATCH} == {row}, verdicts
+
+
+def test_a_failed_launch_row_fails_verification():
+    stack = load_stack("cpu")
+    assert compare(stack, _probe(), _launch("cpu")).ok and compare(stack, _probe()).ok
+    bad = compare(stack, _probe(), _launch("cpu", "sshd", r"^strictmodes no$", "strictmodes yes"))
+    assert not bad.ok and [m["row"] for m in bad.mismatches()] == ["mpijob sshd"]
+    assert bad.mismatches()[0]["found"] == "StrictModes yes, PubkeyAuthentication yes, PermitRootLogin without-password"
+    rows = launch_rows({"error": ("exit 125: no such image", None)})
+    assert {r.verdict for r in rows} == {MISMATCH} and rows[0].found == "check could not run: exit 125: no such image"

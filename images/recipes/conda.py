@@ -9,7 +9,8 @@ devel:   base (CUDA devel) + OFED verbs + Open MPI <manifest mpi version> (hpccm
          HOROVOD_NCCL_HOME) with the manifest's ``horovod_env`` (0.16.x: ``HOROVOD_GPU_ALLREDUCE=NCCL``;
          ``HOROVOD_GPU_OPERATIONS`` only exists from 0.20.0) against CUDA stubs (no GPU at build time), then the
          era's gate (import + ``hvd.init()``: 0.16 has no ``--check-build``). The proxy CA is given to it only.
-runtime: base + OFED/Open MPI runtime + the environment copied from devel + our code (last).
+runtime: base + OpenSSH ready for an MPIJob (``images.mpijob``) + OFED/Open MPI runtime + the environment copied
+         from devel + our code (last).
 
 The lock (``envs/conda/<stack>/conda-lock.yml``) is made by ``invoke lock --stack <stack>`` where conda channels are
 reachable; here the recipe only renders.
@@ -21,7 +22,7 @@ from hpccm.building_blocks import ofed, openmpi
 from chexstack.errors import ChexstackError
 from envs.lock import conda_files, pip_requirements, shown
 from envs.manifest import Stack
-from images import horovod, parts
+from images import horovod, mpijob, parts
 from images.parts import Part, Stage
 
 ENV_PREFIX = "/opt/conda-env"
@@ -33,7 +34,7 @@ MICROMAMBA = "1.5.10-0"
 MICROMAMBA_URL = "https://github.com/mamba-org/micromamba-releases/releases/download/%s/micromamba-linux-64"
 STUBS = "/usr/local/cuda/lib64/stubs"
 DEVEL_PACKAGES = ["bzip2", "ca-certificates", "curl", "which"]
-RUNTIME_PACKAGES = ["openssh-clients", "openssh-server", "which"]
+RUNTIME_PACKAGES = ["which"]
 
 
 def _in_env(command: str) -> str:
@@ -102,7 +103,7 @@ def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
     ]
     runtime = [
         parts.base(base, distro, "runtime"),
-        parts.os_packages(RUNTIME_PACKAGES),
+        mpijob.ssh_setup(also=RUNTIME_PACKAGES),
         Part("ofed", [verbs.runtime(_from="devel")]),
         Part("openmpi", [mpi.runtime(_from="devel")]),
         parts.copy_from_stage("devel", ENV_PREFIX),

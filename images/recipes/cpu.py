@@ -3,20 +3,22 @@
 devel:   base + compilers + Open MPI dev + venv (manifest's python_packages) -> Horovod (manifest's horovod_env,
          --no-cache-dir) -> Horovod gate (the build fails when Horovod lacks a required part or was built for
          another TensorFlow: ../shared/cases/01, 02). The proxy CA is given to this stage only.
-runtime: base + Python + Open MPI runtime + the venv copied from devel + our code (last).
+runtime: base + Python + Open MPI runtime + the verbs userspace + OpenSSH ready for an MPIJob (``images.mpijob``)
+         + the venv copied from devel + our code (last).
 """
 from __future__ import annotations
 
 from envs.manifest import Stack
-from images import horovod, parts
+from images import horovod, mpijob, parts
 from images.parts import Stage
 
 VENV = "/opt/venv"
 
 # Debian 12 package names; their versions are the distribution's (manifest rows mpi, python, gcc say which).
 DEVEL_PACKAGES = ["python3", "python3-venv", "python3-dev", "g++", "make", "libopenmpi-dev", "openmpi-bin"]
-# gcc: the manifest's GCC row is checked inside the final image. openssh-client: Open MPI's launcher needs it.
-RUNTIME_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "gcc"]
+# gcc: the manifest's GCC row is checked inside the final image. The verbs userspace is named, not left to Open
+# MPI's dependencies; OpenSSH comes with ``mpijob.ssh_setup``.
+RUNTIME_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "gcc"] + mpijob.VERBS_APT_PACKAGES
 
 
 def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
@@ -34,7 +36,7 @@ def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
     ]
     runtime = [
         parts.base(base, distro, "runtime"),
-        parts.os_packages(RUNTIME_PACKAGES),
+        mpijob.ssh_setup(also=RUNTIME_PACKAGES),
         parts.copy_from_stage("devel", VENV),
         venv_first,
         parts.chexstack_code(),

@@ -1,7 +1,8 @@
 """ngc family: NVIDIA's NGC TensorFlow image as it ships (TensorFlow, Horovod, CUDA, NCCL, Open MPI are NVIDIA's;
 nothing is rebuilt), plus what launching needs, the manifest's extra Python packages and our code.
 
-Added: OpenSSH client + server (Kubeflow MPIJob and multi-node ``horovodrun`` start ranks over ssh), ``python``
+Added: OpenSSH client + server ready for an MPIJob (``images.mpijob``; Kubeflow MPIJob and multi-node
+``horovodrun`` start ranks over ssh; the verbs userspace is NVIDIA's, checked by verification), ``python``
 naming the image's Python 3 when it does not already, the manifest's ``python_packages``, the trainer and probe
 last. The packages are downloaded as wheels in a ``wheels`` stage (which alone gets the proxy CA) and installed
 offline in the image, so pip resolves them against NVIDIA's own numpy/scipy and the CA reaches no image layer.
@@ -14,10 +15,9 @@ from __future__ import annotations
 import shlex
 
 from envs.manifest import Stack
-from images import parts
+from images import mpijob, parts
 from images.parts import Stage
 
-SSH_PACKAGES = ["openssh-client", "openssh-server"]
 WHEELS = "/opt/chexstack-wheels"
 
 _PYTHON_ALIAS = ('if ! python -c "import sys; sys.exit(sys.version_info[0] != 3)" 2>/dev/null && '
@@ -33,8 +33,8 @@ def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
     out = []
     image = [
         parts.base(base, distro, "image"),
-        parts.os_packages(SSH_PACKAGES),
-        parts.run("mkdir -p /var/run/sshd", _PYTHON_ALIAS, name="launch"),
+        mpijob.ssh_setup(),
+        parts.run(_PYTHON_ALIAS, name="python-alias"),
     ]
     if pins:
         out.append(Stage("wheels", [

@@ -21,7 +21,11 @@ RUN apt-get update -y && \
     rm -rf /var/lib/apt/lists/*
 
 RUN mkdir -p /var/run/sshd && \
-    if ! python -c "import sys; sys.exit(sys.version_info[0] != 3)" 2>/dev/null && command -v python3 >/dev/null; then ln -sf "$(command -v python3)" /usr/local/bin/python; fi
+    ssh-keygen -A && \
+    printf '%s\n' '# chexstack (images/mpijob.py): the MPIJob key is a read-only Secret mount' 'StrictModes no' | cat - /etc/ssh/sshd_config > /etc/ssh/sshd_config.chexstack && cat /etc/ssh/sshd_config.chexstack > /etc/ssh/sshd_config && rm -f /etc/ssh/sshd_config.chexstack && \
+    printf '%s\n' '# chexstack (images/mpijob.py): every MPIJob pod is a new host; ~/.ssh is a read-only Secret' 'StrictHostKeyChecking no' 'UserKnownHostsFile /dev/null' | cat - /etc/ssh/ssh_config > /etc/ssh/ssh_config.chexstack && cat /etc/ssh/ssh_config.chexstack > /etc/ssh/ssh_config && rm -f /etc/ssh/ssh_config.chexstack
+
+RUN if ! python -c "import sys; sys.exit(sys.version_info[0] != 3)" 2>/dev/null && command -v python3 >/dev/null; then ln -sf "$(command -v python3)" /usr/local/bin/python; fi
 
 COPY --from=wheels /opt/chexstack-wheels /opt/chexstack-wheels
 

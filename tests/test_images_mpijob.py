@@ -1,0 +1,234 @@
+"""An MPIJob run for real with the built cpu image, without a cluster: the Launcher and Worker containers of
+``launch/k8s.py``'s MPIJob, started on this machine's Docker engine the way the mpi-operator starts its pods.
+
+Mirrored from the operator (kubeflow/mpi-operator, pkg/controller/mpi_job_controller.go):
+- the SSH Secret: one ECDSA P-521 key in PEM (``newSSHAuthSecret``), as ``id_rsa``, ``id_rsa.pub`` and
+  ``authorized_keys``, mode 0600 under ``/root/.ssh`` (``setupSSHOnPod``), laid out as the kubelet writes a Secret
+  volume (``..data`` symlinks into a timestamped folder, the volume folder world-writable) and mounted read-only
+  at ``sshAuthMountPath`` in every container;
+- the hostfile ``/etc/mpi/hostfile`` (mode 0444, ``newConfigMap``): ``<job>-worker-<i>.<job>-worker.<ns>.svc
+  slots=<n>``, one line per worker;
+- the Launcher's environment (``ompiEnvVars``, ``OMPI_MCA_orte_set_default_slots``, ``K_MPI_JOB_ROLE``);
+- each container's command, working directory, environment and volume mounts from the rendered MPIJob.
+
+What differs, because this engine has only host networking (``dockerd --bridge=none``): all containers share one
+network namespace, so each Worker's sshd listens on its own loopback address (127.0.0.2, 127.0.0.3; the cluster
+DNS names point there through ``--add-host`` on the Launcher) on one free high port instead of 22, and the
+Launcher's ``OMPI_MCA_plm_rsh_args`` names that port after the operator's own ``-o ConnectionAttempts=10``.
+Nothing inside the image is changed. The image is named by its ID: its tag (the manifest's digest) is shared with
+every checkout that builds the same stack.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from envs.manifest import load_stack
+from launch import k8s
+from launch.job import JobSpec, Mount
+from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+JOB, NAMESPACE = "chexstack-cxr", "default"
+WORKER_ADDRESSES = ("127.0.0.2", "127.0.0.3")
+#: mpi-operator's Launcher environment for Open MPI (ompiEnvVars) and the rank slots per worker.
+OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+                         "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+                         "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+                         "NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}
+SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker_host(i: int) -> str:
+    return "%s-worker-%d.%s-worker.%s.svc" % (JOB, i, JOB, NAMESPACE)
+
+
+def _ssh_secret(client, image: str, root: Path) -> Path:
+    """The operator's SSH Secret as the kubelet mounts it: ``root/secret`` (mode 1777) holding ``..data`` ->
+    ``..<timestamp>/`` with the three files (0600), and one symlink per file."""
+    volume = root / "secret"
+    payload = volume / "..2025_01_01_00_00_00.000000000"
+    payload.mkdir(parents=True)
+    client.containers.run(image, ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "",
+                                  "-f", "/payload/id_rsa"], remove=True, network_mode="none",
+                          volumes={str(payload): {"bind": "/payload", "mode": "rw"}})
+    (payload / "authorized_keys").write_bytes((payload / "id_rsa.pub").read_bytes())
+    assert (payload / "id_rsa").read_text().startswith("-----BEGIN EC PRIVATE KEY-----")
+    for name in SECRET_FILES:
+        os.chmod(payload / name, 0o600)
+        os.symlink("..data/%s" % name, volume / name)
+    os.symlink(payload.name, volume / "..data")
+    os.chmod(volume, 0o1777)
+    return volume
+
+
+def _hostfile(root: Path, workers: int, slots: int) -> Path:
+    path = root / "hostfile"
+    path.write_text("".join("%s slots=%d\n" % (_worker_host(i), slots) for i in range(workers)))
+    path.chmod(0o444)
+    return path
+
+
+def _container(replica: dict) -> tuple[dict, dict]:
+    spec = replica["template"]["spec"]
+    return spec, spec["containers"][0]
+
+
+def _docker_volumes(pod: dict, container: dict, secret: Path, mount_path: str) -> tuple[dict, dict]:
+    """(docker volumes, other run options) for the pod's volume mounts plus the SSH Secret at ``mount_path``."""
+    volumes = {str(secret): {"bind": mount_path, "mode": "ro"}}
+    options = {}
+    by_name = {v["name"]: v for v in pod.get("volumes", [])}
+    for vm in container.get("volumeMounts", []):
+        vol = by_name[vm["name"]]
+        if "hostPath" in vol:
+            volumes[vol["hostPath"]["path"]] = {"bind": vm["mountPath"], "mode": "ro" if vm.get("readOnly") else "rw"}
+        elif vol.get("emptyDir", {}).get("medium") == "Memory" and vm["mountPath"] == "/dev/shm":
+            options["shm_size"] = vol["emptyDir"]["sizeLimit"].replace("Gi", "g").replace("Mi", "m")
+        else:
+            raise AssertionError("volume %s has no stand-in here" % vol)
+    return volumes, options
+
+
+def _env(container: dict, extra: dict) -> dict:
+    return {**{e["name"]: e["value"] for e in container.get("env", [])}, **extra}
+
+
+def _wait_listening(address: str, port: int, container, timeout: float = 30) -> None:
+    """Like the operator's ``launcherCreationPolicy: WaitForWorkersReady``: until the worker's sshd accepts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, port), timeout=1):
+                return
+        except OSError:
+            container.reload()
+            if container.status == "exited":
+                raise AssertionError("worker exited: %s" % container.logs().decode()[-2000:])
+            time.sleep(0.3)
+    raise AssertionError("no sshd on %s:%d after %ds" % (address, port, timeout))
+
+
+class MpiJob:
+    """The rendered MPIJob's containers on this engine (module docstring); ``stop()`` removes them."""
+
+    def __init__(self, client, spec: JobSpec, opts: k8s.K8sOptions, root: Path):
+        self.client, self.spec, self.opts = client, spec, opts
+        self.obj = k8s.mpijob(spec, opts)
+        self.port = _free_port()
+        self.secret = _ssh_secret(client, spec.image, root)
+        self.hostfile = _hostfile(root, spec.nodes, spec.ranks_per_node)
+        self.workers: list = []
+        self.names: list[str] = []  # every container asked for, also one whose start failed
+
+    def replica(self, role: str) -> tuple[dict, dict]:
+        return _container(self.obj["spec"]["mpiReplicaSpecs"][role])
+
+    def start_worker(self, i: int, sshd_options: tuple[str, ...] = ()):
+        """Worker ``i``: the rendered command (``sshd -De``) on its own loopback address and the job's port."""
+        pod, c = self.replica("Worker")
+        volumes, options = _docker_volumes(pod, c, self.secret, self.opts.ssh_auth_mount_path)
+        command = c["command"] + ["-p", str(self.port), "-o", "ListenAddress=%s" % WORKER_ADDRESSES[i],
+                                  *sshd_options]
+        self.names.append("%s-worker-%d-%d" % (JOB, i, self.port))
+        worker = self.client.containers.run(
+            c["image"], command, detach=True, network_mode="host", working_dir=c["workingDir"],
+            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes, name=self.names[-1], **options)
+        self.workers.append(worker)
+        _wait_listening(WORKER_ADDRESSES[i], self.port, worker)
+        return worker
+
+    def run_launcher(self, command: list[str] | None = None, timeout: int = 600) -> tuple[int, str]:
+        """The Launcher (the rendered mpirun, or ``command``) to completion: (exit status, output)."""
+        pod, c = self.replica("Launcher")
+        env = _env(c, {**OPERATOR_LAUNCHER_ENV, "OMPI_MCA_orte_set_default_slots": str(self.spec.ranks_per_node)})
+        env["OMPI_MCA_plm_rsh_args"] += " -p %d" % self.port
+        volumes, _ = _docker_volumes(pod, c, self.secret, self.opts.ssh_auth_mount_path)
+        volumes[str(self.hostfile)] = {"bind": "/etc/mpi/hostfile", "mode": "ro"}
+        hosts = {_worker_host(i): WORKER_ADDRESSES[i] for i in range(self.spec.nodes)}
+        name = "%s-launcher-%d" % (JOB, self.port)
+        try:
+            launcher = self.client.containers.run(
+                c["image"], command or c["command"], detach=True, network_mode="host", working_dir=c["workingDir"],
+                environment=env, volumes=volumes, extra_hosts=hosts, name=name)
+            status = launcher.wait(timeout=timeout)["StatusCode"]
+            return status, launcher.logs().decode("utf-8", "replace")
+        finally:
+            self._remove(name)
+
+    def _remove(self, name: str) -> None:
+        import docker.errors
+        try:
+            self.client.containers.get(name).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+    def stop(self) -> list[str]:
+        """Remove the workers (also one that did not start); return each started one's sshd log."""
+        logs = [w.logs().decode("utf-8", "replace") for w in self.workers]
+        for name in self.names:
+            self._remove(name)
+        return logs
+
+
+def _spec(image: str, out: Path, nodes: int = 2) -> JobSpec:
+    return JobSpec(name=JOB, stack=load_stack("cpu"), image=image, nodes=nodes, ranks_per_node=1, gpus=False,
+                   trainer_args=("--data", "synthetic", "--synthetic-images", "16", "--throughput", "--steps", "3",
+                                 "--warmup-steps", "1", "--batch-size", "2", "--image-size", "32",
+                                 "--output", "/out"),
+                   mounts=(Mount(str(out), "/out"),))
+
+
+def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(client, cpu_build, tmp_path):  # noqa: F811
+    """The rendered Launcher's mpirun reaches both Workers' sshd with the operator's kind of key, read-only, and
+    the trainer runs with world size 2, rank 0 writing into the Workers' /out (the Launcher has no /out)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    job = MpiJob(client, _spec(cpu_build.image_id, out), k8s.K8sOptions(), tmp_path)
+    try:
+        for i in range(2):
+            job.start_worker(i)
+        status, log = job.run_launcher()
+    finally:
+        sshd_logs = job.stop()
+    assert status == 0, log[-4000:] + "\n".join(l[-1500:] for l in sshd_logs)
+    result = json.loads((out / "throughput.json").read_text())
+    assert result["world_size"] == 2 and len(result["images_per_sec"]["per_rank"]) == 2
+    # each Worker's sshd let the Launcher in with the job's key (not a password, not a host-based login)
+    for sshd_log in sshd_logs:
+        assert "Accepted publickey for root from 127.0.0.1" in sshd_log and "ECDSA" in sshd_log, sshd_log[-2000:]
+
+
+def test_the_image_config_is_what_the_secret_mount_needs(client, cpu_build, tmp_path):  # noqa: F811
+    """Controls: with sshd's StrictModes back on, the read-only Secret folder refuses the key; with the client's
+    host-key check back on, a new pod's host key stops the login; with known_hosts in the Secret folder, ssh cannot
+    record it. The image's own settings pass all three."""
+    job = MpiJob(client, _spec(cpu_build.image_id, tmp_path / "unused"), k8s.K8sOptions(), tmp_path)
+    ssh = ["ssh", "-o", "BatchMode=yes", "-p", str(job.port)]
+    try:
+        job.start_worker(0)
+        job.start_worker(1, ("-o", "StrictModes=yes"))
+        status, log = job.run_launcher(ssh + [_worker_host(0), "echo in-worker-0"])
+        assert status == 0 and "in-worker-0" in log and "Failed to add" not in log, log
+        status, log = job.run_launcher(ssh + [_worker_host(1), "true"])
+        assert status == 255 and "Permission denied (publickey" in log, log
+        status, log = job.run_launcher(ssh + ["-o", "StrictHostKeyChecking=ask", _worker_host(0), "true"])
+        assert status == 255 and "Host key verification failed" in log, log
+        status, log = job.run_launcher(ssh + ["-o", "UserKnownHostsFile=~/.ssh/known_hosts", _worker_host(0), "true"])
+        assert "Failed to add the host to the list of known hosts" in log, log
+    finally:
+        sshd_logs = job.stop()
+    # the refusal is sshd's mode check on the Secret's folder, not the key
+    assert "bad ownership or modes for directory /root/.ssh" in sshd_logs[1], sshd_logs[1][-2000:]
