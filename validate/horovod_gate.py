@@ -47,14 +47,20 @@ DEFAULT_REQUIRE = "framework=TensorFlow,controller=MPI,controller=Gloo"
 
 
 def check_build_text() -> str:
-    """Run ``horovodrun --check-build`` (the one next to this interpreter first) and return its stdout."""
+    """Run ``horovodrun --check-build`` (the one next to this interpreter first) and return its stdout; when it
+    printed no report (horovodrun itself failed, e.g. a missing module), raise RuntimeError with its last error
+    line."""
     exe = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if not os.path.exists(exe):
         exe = shutil.which("horovodrun") or ""
     if not exe:
         raise FileNotFoundError("horovodrun not found next to %s or on PATH" % sys.executable)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([exe, "--check-build"], capture_output=True, text=True, env=env, timeout=300).stdout
+    p = subprocess.run([exe, "--check-build"], capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0 and "Available Frameworks" not in p.stdout:
+        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError("`horovodrun --check-build` exited %d: %s" % (p.returncode, last))
+    return p.stdout
 
 
 def import_probe() -> dict:
@@ -80,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, subprocess.SubprocessError) as e:
         say("horovod gate: cannot run: %s" % e)
         return 2
+    except RuntimeError as e:
+        say("horovod gate: FAIL: %s" % e)
+        return 1
     build = parse_check_build(text)
     if build.problems:
         say("horovod gate: FAIL: could not read `horovodrun --check-build`: %s" % "; ".join(build.problems))
