@@ -105,12 +105,15 @@ def build(c, stack, runtime="docker", tag=None, base=None, no_cache=False, dry_r
 @user_errors
 def convert(c, dockerfile, build_arg=None, output=None):
     """Convert a Dockerfile to a Singularity definition (spython) and repair what it gets wrong."""
-    from images.convert import convert_file
+    from images.convert import convert_file, parse_build_args
 
-    text = convert_file(dockerfile, dict(a.split("=", 1) for a in build_arg or [] if "=" in a))
+    text = convert_file(dockerfile, parse_build_args(build_arg))
     if output:
-        with open(output, "w") as f:
-            f.write(text)
+        try:
+            with open(output, "w") as f:
+                f.write(text)
+        except OSError as e:
+            raise ChexstackError("--output %s: cannot write the definition: %s" % (output, e.strerror)) from None
     else:
         sys.stdout.write(text)
 

@@ -32,6 +32,11 @@ from spython.main.parse.writers.singularity import SingularityWriter
 from chexstack.errors import ChexstackError
 
 DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
+#: Dockerfile instructions spython cannot map, with what to do instead.
+_DOCKER_ONLY = {
+    "SHELL": "write the RUN commands for /bin/sh, which %post uses",
+    "ONBUILD": "it only affects images built FROM this one",
+}
 _VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}|\$(\w+)")
 
 
@@ -70,12 +75,35 @@ class _RepairingParser(DockerParser):
         return self.recipe[self.active_layer]
 
     def _fail(self, instruction: str, why: str) -> None:
-        raise ChexstackError("%s: %s: %s" % (self.filename, instruction.strip(), why))
+        text = instruction.strip()
+        raise ChexstackError("%s%s: %s: %s" % (self.filename, self._line_of(text), text, why))
+
+    def _line_of(self, text: str) -> str:
+        """``:N`` for the first line of the Dockerfile that starts with ``text`` (spython keeps no numbers)."""
+        head = text.splitlines()[0][:60] if text else ""
+        with open(self.filename, errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                if head and line.strip().startswith(head):
+                    return ":%d" % number
+        return ""
 
     def _get_mapping(self, line, parser=None, previous=None):
         if isinstance(line, str) and re.match(r"^\s*USER\s", line, re.I):
             return self._user
         return super()._get_mapping(line, parser, previous)
+
+    def _default(self, line):
+        """spython copies any line it does not know into %post as a shell command; only comments may land here."""
+        if not line.strip():
+            return None
+        if line.strip().startswith("#"):
+            return self._comment(line)
+        word = line.split(None, 1)[0].upper()
+        if word in _DOCKER_ONLY:
+            self._fail(line, "%s has no Singularity/Apptainer equivalent in this conversion (%s)"
+                       % (word, _DOCKER_ONLY[word]))
+        self._fail(line, "not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, "
+                   "LABEL, CMD, ENTRYPOINT, EXPOSE, VOLUME, HEALTHCHECK, STOPSIGNAL or MAINTAINER)")
 
     def _from(self, line):
         header = self._setup("FROM", line)[0]
@@ -208,7 +236,11 @@ def convert(dockerfile: str | Path, build_args: dict[str, str] | None = None) ->
     quiet, bot.level = bot.level, QUIET  # our warnings replace spython's (which resolve paths against $PWD)
     try:
         parser = _RepairingParser(str(path), build_args or {})
+        if not parser.seen_from:
+            raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % path)
         text = _Writer(parser.recipe, parser.setup_dirs).convert() + "\n"
+    except UnicodeDecodeError as e:
+        raise ChexstackError("%s: not a text file (%s)" % (path, e.reason)) from None
     finally:
         bot.level = quiet
     for line in text.splitlines():
@@ -217,6 +249,17 @@ def convert(dockerfile: str | Path, build_args: dict[str, str] | None = None) ->
         if re.match(r"^\s*su\s+-", line):
             raise ChexstackError("%s: converted %r: USER must not become `su -`" % (path, line))
     return Conversion(text, parser.warnings)
+
+
+def parse_build_args(items: list[str] | None) -> dict[str, str]:
+    """``["CUDA_VERSION=11.8.0", ...]`` -> ``{"CUDA_VERSION": "11.8.0"}``; an item without ``=`` is an error."""
+    out = {}
+    for item in items or []:
+        name, eq, value = item.partition("=")
+        if not eq or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise ChexstackError("--build-arg %r: expected NAME=VALUE" % item)
+        out[name] = value
+    return out
 
 
 def convert_file(dockerfile: str | Path, build_args: dict[str, str] | None = None) -> str:

@@ -88,3 +88,25 @@ def test_multiline_run_after_user_is_one_command(tmp_path):
     text = convert(df).text
     assert "su alice -c 'echo a && echo b'" in text
     assert "\nid\n" in text
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "no FROM instruction"),
+    ("just some words\n", ":1: just some words: not a Dockerfile instruction"),
+    ("FROM debian:12\nRUN true\n\nBOGUS thing\n", ":4: BOGUS thing: not a Dockerfile instruction"),
+    ('FROM debian:12\nSHELL ["/bin/bash", "-c"]\n', ":2: SHELL"),
+])
+def test_not_a_dockerfile_is_an_error_naming_the_line(tmp_path, text, message):
+    """spython exits 1 without a word on a file with no FROM, and copies unknown lines into %post."""
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    with pytest.raises(ChexstackError, match=re.escape(message)):
+        convert(path)
+
+
+def test_build_arg_needs_a_value():
+    from images.convert import parse_build_args
+
+    assert parse_build_args(["CUDA_VERSION=11.8.0", "EMPTY="]) == {"CUDA_VERSION": "11.8.0", "EMPTY": ""}
+    with pytest.raises(ChexstackError, match="expected NAME=VALUE"):
+        parse_build_args(["CUDA_VERSION"])
