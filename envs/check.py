@@ -10,6 +10,7 @@ the ``source`` of the fact that contradicts it. ``subject`` says whose text is i
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -151,16 +152,33 @@ def tf_tested_findings(stack: Stack) -> list[Finding]:
     return out
 
 
-def horovod_findings(stack: Stack) -> list[Finding]:
-    """Horovod build variables the stack's Horovod version does not know; Table 1's Horovod without horovodrun."""
+def horovod_env_findings(stack: Stack) -> list[Finding]:
+    """Each ``HOROVOD_*`` variable of ``build.horovod_env`` against the build variables of the stack's Horovod
+    release (envs/rules.yaml ``horovod_build_env``): unknown -> error (a typo such as HOROVOD_WITH_GLUE, or another
+    release's variable: the build silently ignores it); documented but not read, or not decidable -> info. Other
+    variables (CMAKE_POLICY_VERSION_MINIMUM, CC) are the build tools' own and not judged."""
+    version = stack.components["horovod"].version
+    if not version:
+        return []
+    names = rules.horovod_build_variables()
     out = []
+    for var in sorted(v for v in stack.build.horovod_env if v.startswith("HOROVOD_")):
+        known = rules.horovod_build_variable(version, var)
+        if known.status == "read":
+            continue
+        message = known.message
+        if known.status == "unknown":
+            close = [] if var in names else difflib.get_close_matches(var, names, n=1)
+            message += ": the build ignores it" + ("; did you mean %s?" % close[0] if close else "")
+        out.append(Finding(stack.name, "build.horovod_env.%s" % var, message,
+                           "error" if known.status == "unknown" else "info", known.source, "manifest"))
+    return out
+
+
+def horovod_findings(stack: Stack) -> list[Finding]:
+    """Horovod build variables the stack's Horovod release does not know; Table 1's Horovod without horovodrun."""
+    out = horovod_env_findings(stack)
     hvd = stack.components["horovod"]
-    if hvd.version:
-        for var in sorted(stack.build.horovod_env):
-            feat = rules.horovod_env_feature(var)
-            if feat and not rules.horovod_has(hvd.version, feat):
-                out.append(Finding(stack.name, "build.horovod_env.%s" % var, "%s is not known to Horovod %s"
-                                   % (var, hvd.version), "error", rules.horovod_feature_source(feat), "manifest"))
     if hvd.reported:
         rep = split_reported(hvd.reported)[1]
         if rep and not rules.horovod_has(rep, "horovodrun"):
