@@ -66,7 +66,8 @@ class SweepRequest:
             raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
                                  % self.label)
         if self.launcher not in LAUNCHERS:
-            raise ChexstackError("--launcher %r: expected one of %s" % (self.launcher, ", ".join(LAUNCHERS)))
+            raise ChexstackError("unknown launcher %r: expected %s or %s" % (self.launcher, ", ".join(LAUNCHERS[:-1]),
+                                                                             LAUNCHERS[-1]))
         if self.model not in MODELS:
             raise ChexstackError("--model %r: expected one of %s" % (self.model, ", ".join(MODELS)))
         for name in ("batch_size", "image_size", "steps"):

@@ -34,6 +34,10 @@ class ClusterOptions:
     render: bool = False
     submit: bool = False
 
+    def __post_init__(self):
+        if self.launcher not in LAUNCHERS:
+            raise ChexstackError("unknown launcher %r: expected local, %s or %s" % (self.launcher, *LAUNCHERS))
+
 
 def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
     """The JobSpec of ``request`` on ``opts``' cluster. Raises ChexstackError without a stack."""
@@ -52,9 +56,7 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
 def render(spec: JobSpec, opts: ClusterOptions) -> str:
     if opts.launcher == "slurm":
         return slurm.render(spec, opts.slurm_model)
-    if opts.launcher == "k8s":
-        return k8s.render(spec, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
-    raise ChexstackError("--launcher %r: expected local, %s" % (opts.launcher, ", ".join(LAUNCHERS)))
+    return k8s.render(spec, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
 
 
 def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
