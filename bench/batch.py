@@ -20,10 +20,11 @@ from pathlib import Path
 from string import Template
 
 from bench import sysinfo
-from bench.results import RunRecord, Sweep, save_sweep
-from bench.sweep import (SweepRequest, read_point, request_record, settle_device, stamp, throughput_args,
-                         with_gpus)
+from bench.results import RunRecord, Sweep
+from bench.sweep import (SweepRequest, keep_sweep, read_point, request_record, settle_device, stamp,
+                         throughput_args, with_gpus)
 from chexstack.errors import ChexstackError
+from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import k8s, slurm
 from launch.job import JobSpec, Mount, layout
@@ -117,6 +118,7 @@ def _collected_gpus(folder: Path) -> list[tuple[str, str]]:
 def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:
     """The sweep JSON from a scheduled sweep's result folder (``np-<N>/throughput.json`` + what the job stored).
     Raises ChexstackError when the folder holds no results."""
+    output_folder(output, "--output")
     runs = sorted((int(p.name[3:]), p) for p in folder.glob("np-*") if p.name[3:].isdigit())
     if not runs:
         raise ChexstackError("%s: no np-<N>/throughput.json results to collect" % folder)
@@ -137,4 +139,5 @@ def collect(folder: Path, output: Path, label: str | None = None, launcher: str 
     label = label or folder.name.rsplit("-", 1)[0]
     sweep = Sweep(label=label, record=record, points=points)
     when = datetime.fromisoformat(record.time) if record.time else datetime.now(timezone.utc)
-    return sweep, save_sweep(sweep, output / ("%s-%s.json" % (label, stamp(when))))
+    name = "%s-%s.json" % (label, stamp(when))
+    return sweep, keep_sweep(sweep, output / name, folder / name)

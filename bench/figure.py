@@ -15,10 +15,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from bench.results import Sweep  # noqa: E402
 from chexstack.errors import ChexstackError  # noqa: E402
+from chexstack.outputs import output_file  # noqa: E402
 
 #: Above this ratio between the largest and smallest bar, the throughput axis is logarithmic (a CPU sweep next to
 #: V100 figures would otherwise be invisible); the axis label says so.
@@ -221,8 +223,21 @@ class Report:
     comparison: Comparison
 
 
+def figure_path(path: Path) -> Path:
+    """``path`` as the figure's file: its suffix names a format matplotlib writes (.png, .svg, .pdf, …; not
+    .csv/.md, the tables' names) and its folder takes files (made when missing). Raises ChexstackError naming the
+    formats, or the folder's problem."""
+    formats = sorted(FigureCanvasAgg.get_supported_filetypes())
+    if path.suffix[1:].lower() not in formats:
+        raise ChexstackError("--output %s: expected a figure file name ending in one of %s (the formats matplotlib "
+                             "writes; the .csv and .md tables go beside it)" % (path, ", ".join("." + f for f in formats)))
+    return output_file(path, "--output", create_folder=True)
+
+
 def write_report(sweeps: list[Sweep], png: Path, title: str | None = None) -> Report:
-    """PNG at ``png`` plus ``.csv`` and ``.md`` with the same stem."""
+    """The figure at ``png`` (PNG, or another format matplotlib writes, from the suffix) plus ``.csv`` and ``.md``
+    with the same stem. Raises ChexstackError for a path that cannot take the figure, before drawing."""
+    figure_path(png)
     cmp = compare(sweeps)
     draw(cmp, sweeps, png, title)
     csv_path, md_path = png.with_suffix(".csv"), png.with_suffix(".md")

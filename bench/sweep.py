@@ -28,6 +28,7 @@ from bench import sysinfo
 from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import stream
 from launch.request import TrainRequest
@@ -177,6 +178,24 @@ def settle_device(record: RunRecord, devices: set) -> RunRecord:
     return record
 
 
+def keep_sweep(sweep: Sweep, path: Path, fallback: Path) -> Path:
+    """Write ``sweep`` to ``path``, or — when that fails (a folder that became unwritable while the sweep ran) — to
+    ``fallback`` beside the run's own files, saying so: a finished sweep is never lost to its last write. Returns
+    where it went; raises ChexstackError when neither can be written."""
+    try:
+        return save_sweep(sweep, path)
+    except OSError as e:
+        first = e.strerror or str(e)
+    try:
+        written = save_sweep(sweep, fallback)
+    except OSError as e:
+        raise ChexstackError("cannot write the sweep to %s (%s) nor to %s (%s); the per-count results stay in %s"
+                             % (path, first, fallback, e.strerror or e, fallback.parent)) from None
+    console.print("[yellow]warning:[/] cannot write %s (%s); the sweep went to %s instead" % (path, first, written),
+                  soft_wrap=True)
+    return written
+
+
 def read_point(count: int, run_dir: Path) -> Reading:
     """The ``Reading`` of ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
     path = run_dir / THROUGHPUT_FILE
@@ -227,12 +246,14 @@ def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Laun
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
-    """Run every count (smallest first), then write the sweep JSON; returns it and its path. Raises
-    ChexstackError before anything runs when a count does not fit, and with the log's end when a run fails."""
+    """Run every count (smallest first), then write the sweep JSON (``keep_sweep``: into ``runs/<tag>/`` when
+    ``output`` has become unwritable); returns it and its path. Raises ChexstackError before anything runs when a
+    count does not fit or ``output`` cannot be written, and with the log's end when a run fails."""
     req.check()
     if req.launcher not in ("local", "mpirun"):
         raise ChexstackError("--launcher %s runs through its scheduler: use --render/--submit, then --collect"
                              % req.launcher)
+    output_folder(output, "--output")
     now = datetime.now(timezone.utc)
     tag = "%s-%s" % (req.label, stamp(now))
     record = host_record(req, repo, now)
@@ -258,4 +279,4 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
             n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))
     sweep = Sweep(label=req.label, record=settle_device(record, devices), points=points)
-    return sweep, save_sweep(sweep, output / (tag + ".json"))
+    return sweep, keep_sweep(sweep, output / (tag + ".json"), runs / tag / (tag + ".json"))

@@ -97,3 +97,10 @@ def test_collect_a_result_folder(tmp_path):
     assert "the trainer ran on CPU" in sweep.record.notes[-1]
     with pytest.raises(ChexstackError, match="no np-<N>/throughput.json"):
         batch.collect(tmp_path / "out", tmp_path / "x")
+
+
+def test_collect_checks_its_output_folder_first(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ChexstackError, match="--output .*/file/out: cannot create the folder"):
+        batch.collect(CPU_SWEEP, blocker / "out")

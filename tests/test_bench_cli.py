@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 
 from bench.results import REFERENCE_DIR, load_sweep
 from tests.conftest import REPO
+from tests.readonly import run_with_read_only
 from tests.test_launch_k8s import validate as validate_mpijob
 
 INVOKE = str(Path(sys.executable).with_name("invoke"))
@@ -90,3 +92,57 @@ def test_gpu_check_script_is_clean_and_dry_runs():
     if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
         real = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert real.returncode == 2 and "an NVIDIA GPU and driver" in real.stderr and "nothing was run" in real.stderr
+
+
+def test_unwritable_output_stops_before_the_sweep(tmp_path):
+    """Review finding 4: a read-only --output failed after the whole sweep; now nothing runs."""
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    run = run_with_read_only(read_only, [INVOKE, "bench", "--gpus", "1", "--data", "synthetic", "--output",
+                                         str(read_only), *SMALL], timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stdout + run.stderr
+    assert run.stdout.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (read_only,
+                                                                                                      read_only)
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_output_turns_read_only_is_kept_in_its_run_folder(tmp_path):
+    """The folder becomes read-only while the count runs: the sweep JSON goes to runs/bench/<tag>/ and says so."""
+    out = tmp_path / "out"
+    out.mkdir()
+    label = "ro-%d" % os.getpid()
+    runs = REPO / "runs" / "bench"
+    script = ("mount --bind {o} {o} && ({invoke} bench --gpus 1 --data synthetic --label {label} --output {o} {small}"
+              " & pid=$!; while ! ls {runs}/{label}-*/np-1/launch.log >/dev/null 2>&1; do sleep 0.2; done; "
+              "mount -o remount,bind,ro {o}; wait $pid)").format(o=out, invoke=INVOKE, label=label, runs=runs,
+                                                                  small=" ".join(SMALL))
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("cannot create a mount namespace here (unshare -m)")
+    run = subprocess.run([unshare, "-m", "sh", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "COLUMNS": "200"})
+    try:
+        assert run.returncode == 0, run.stdout + run.stderr
+        [kept] = runs.glob("%s-*/%s-*.json" % (label, label))
+        assert "warning: cannot write %s/" % out in run.stdout and "the sweep went to %s" % kept in run.stdout
+        assert [p.count for p in load_sweep(kept).points] == [1] and list(out.iterdir()) == []
+    finally:
+        for folder in runs.glob("%s-*" % label):
+            shutil.rmtree(folder)
+
+
+def test_bench_report_names_the_figure_formats_and_what_is_not_a_sweep(tmp_path):
+    seed = str(REFERENCE_DIR / "seed-densenet121-baremetal.json")
+    run = invoke("bench-report", seed, "--output", str(tmp_path / "x.txt"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "expected a figure file name ending in one of" in run.stdout and ".png" in run.stdout
+    assert ".svg" in run.stdout and not list(tmp_path.iterdir())
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"run": {}, "epochs": []}))
+    run = invoke("bench-report", str(metrics), "--output", str(tmp_path / "f.png"))
+    assert run.returncode == 2
+    assert ("%s is not a chexstack.bench.sweep/1 result (no 'schema', 'label' or 'points')" % metrics
+            in " ".join(run.stdout.split()))
+    svg = invoke("bench-report", seed, "--output", str(tmp_path / "fig" / "f.svg"))
+    assert svg.returncode == 0, svg.stdout + svg.stderr
+    assert (tmp_path / "fig" / "f.svg").read_text().startswith("<?xml") and (tmp_path / "fig" / "f.csv").is_file()

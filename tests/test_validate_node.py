@@ -13,6 +13,7 @@ import pytest
 from envs.manifest import load_stack
 from launch.controller import local_interfaces
 from tests.conftest import FIXTURES, REPO
+from tests.readonly import run_with_read_only
 from validate import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
 from validate.checks.registry import check
@@ -175,6 +176,20 @@ def test_invoke_validate_cannot_run_exits_2():
     assert p.returncode == 2 and "--only nosuch: no such check" in p.stdout
     p = _invoke("--stack", "nosuch")
     assert p.returncode == 2 and "unknown stack 'nosuch'" in p.stdout
+
+
+def test_invoke_validate_json_that_cannot_be_written_stops_before_the_checks(tmp_path):
+    """Review finding 4: the JSON path's folder is checked first, not after every check ran."""
+    p = _invoke("--json", "/nonexistent/v.json")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stdout.strip() == ("error: --json /nonexistent/v.json: folder /nonexistent does not exist; create it "
+                                "or choose another path")
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    p = run_with_read_only(read_only, [str(REPO / ".venv" / "bin" / "invoke"), "validate", "--json",
+                                       str(read_only / "v.json")])
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert "cannot write in %s (Read-only file system)" % read_only in p.stdout and "mpi.launch" not in p.stdout
 
 
 @pytest.mark.docker
