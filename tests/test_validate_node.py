@@ -171,6 +171,17 @@ def test_invoke_validate_end_to_end(tmp_path):
     assert "mpi.launch" in p.stdout and "exit 0" in p.stdout
 
 
+def test_real_mpirun_to_unresolvable_hosts_names_ssh_not_the_banner(tmp_path):
+    """Review finding 10, for real: the FAIL shows ssh's line, not the first line of Open MPI's banner."""
+    out = tmp_path / "r.json"
+    p = _invoke("--hosts", "node1.invalid,node2.invalid", "--only", "mpi.launch", "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    [result] = json.loads(out.read_text())["results"]
+    assert result["status"] == "FAIL" and result["measured"].startswith("mpirun exited 255: ssh: Could not resolve "
+                                                                        "hostname node")
+    assert "-----" not in result["measured"] and "`ssh HOST true`" in result["remedy"]
+
+
 def test_invoke_validate_cannot_run_exits_2():
     p = _invoke("--only", "nosuch")
     assert p.returncode == 2 and "--only nosuch: no such check" in p.stdout
