@@ -95,7 +95,8 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     return Template((TEMPLATES / "slurm-sweep.sbatch").read_text()).substitute(
         counts=",".join(map(str, sorted(req.counts))), unit="GPUs" if target.gpus else "CPU ranks",
         stack=largest.stack.name, title=" ".join(largest.stack.title.split()), launch_model=model,
-        out=out_root, out_q=slurm.shlex.quote(out_root), directives=slurm.directives(sweep_spec, opts),
+        out=out_root, out_q=slurm.shlex.quote(out_root), output_dirs=slurm.output_dirs((Mount(out_root),)),
+        directives=slurm.directives(sweep_spec, opts),
         exports=slurm.exports(sweep_spec), mpi_guard=guard, steps="\n".join(steps),
         record_json=record.model_dump_json(exclude_defaults=True))
 
