@@ -81,3 +81,25 @@ def test_dash_h_is_help_and_the_list_shows_whole_first_lines():
     assert "-h," not in run.stdout and "--hybrid" in run.stdout
     listing = invoke("--list").stdout
     assert "or check an installed environment." in " ".join(listing.split())
+
+
+def test_output_that_is_not_a_terminal_is_120_columns_or_columns(monkeypatch):
+    """Review finding N3: logs and CI output wrapped at rich's 80 columns; validate used 160 of its own."""
+    from chexstack.console import LOG_WIDTH, width_for
+
+    class Pipe:
+        def isatty(self):
+            return False
+
+    class Tty(Pipe):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert width_for(Pipe()) == LOG_WIDTH == 120 and width_for(Tty()) is None
+    monkeypatch.setenv("COLUMNS", "200")
+    assert width_for(Pipe()) == 200
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    for args, widest in ((["stacks"], 120), (["validate", "--hosts", "node1.invalid", "--only", "mpi"], 120)):
+        run = subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        assert max(len(line) for line in run.stdout.splitlines()) == widest, (args, run.stdout)

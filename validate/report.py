@@ -89,14 +89,7 @@ def print_table(report: Report) -> None:
     for r in report.results:
         table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), r.measured,
                       r.expected if r.status != Status.SKIP else "", r.remedy)
-    if console.is_terminal:
-        console.print(table)
-    else:  # a log file or pipe: rich would wrap at 80 columns
-        saved, console.width = console.width, max(console.width, 160)
-        try:
-            console.print(table)
-        finally:
-            console.width = saved
+    console.print(table)
     counts = report.counts()
     console.print("%s in %.1f s — exit %d" % (", ".join("%d %s" % (n, s) for s, n in counts.items() if n),
                                              report.seconds, report.exit_code))
