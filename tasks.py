@@ -194,7 +194,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "epochs": "total epochs (also when resuming)",
         "batch-size": "images per rank per step",
         "image-size": "input side in pixels",
-        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
+        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/; default runs/train); "
+                  "slurm/k8s: required, an absolute path the cluster's nodes see",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
         "val-fraction": "share of patients in the validation split (trainer default 0.1)",
@@ -275,7 +276,7 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None):
     "image": "with --stack: image reference (local: Docker; slurm: registry ref or .sqsh, hybrid: .sif; k8s: "
              "registry ref) instead of the stack's verified tag",
     "hybrid": "slurm: hybrid model (host mpirun + singularity exec) instead of srun --mpi=pmix with pyxis",
-    "results": "slurm: shared results folder (default runs/bench); k8s: ReadWriteMany PVC claim name",
+    "results": "slurm: results folder, an absolute path every node sees; k8s: ReadWriteMany PVC claim name",
     "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
     "render": "slurm/k8s: print the batch script / MPIJobs",
     "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",

@@ -58,7 +58,7 @@ def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: t
     if req.stack is None:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
     stack = load_stack(req.stack)
-    data_mounts = () if req.data == "synthetic" else (Mount(str(Path(req.data).resolve()), read_only=True),)
+    data_mounts = () if req.data == "synthetic" else (Mount(req.data, read_only=True),)
     out = []
     for n in sorted(req.counts):
         nodes, per_node = layout(n, target.per_node)
@@ -75,7 +75,7 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     """The sweep's batch script. Raises ChexstackError for a bad request or (hybrid) incompatible MPIs."""
     req.check()
     now = now or datetime.now(timezone.utc)
-    out_root = str(Path(target.results).resolve() / ("%s-%s" % (req.label, stamp(now))))
+    out_root = "%s/%s-%s" % (target.results.rstrip("/"), req.label, stamp(now))
     jobs = specs(req, target, out_root, (Mount(out_root),))
     largest = max(jobs, key=lambda j: j.nodes)
     sweep_spec = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,

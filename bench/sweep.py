@@ -31,6 +31,7 @@ from chexstack.errors import ChexstackError
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import stream
+from launch.cluster import cluster_path
 from launch.request import TrainRequest
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
@@ -76,7 +77,9 @@ class SweepRequest:
                 raise ChexstackError("--%s %d: expected >= 1" % (name.replace("_", "-"), getattr(self, name)))
         if self.warmup_steps < 0:
             raise ChexstackError("--warmup-steps %d: expected >= 0" % self.warmup_steps)
-        if self.data != "synthetic" and not Path(self.data).is_dir():
+        if self.launcher in ("slurm", "k8s"):  # the data are the cluster's: absolute, not checked here
+            cluster_path(self.launcher, "--data", self.data)
+        elif self.data != "synthetic" and not Path(self.data).is_dir():
             raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
         if self.launcher == "mpirun" and not self.hosts:
             raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")

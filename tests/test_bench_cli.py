@@ -57,27 +57,66 @@ def test_counts_beyond_the_slots_stop_before_running():
     assert "exceed the" in run.stdout and "slot(s) of this host" in run.stdout and "Traceback" not in run.stderr
 
 
+CLUSTER_OUT = ["--output", "/shared/chexstack/runs/r1"]
+
+
 def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     run = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
-                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--render")
+                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--image", "registry.example.com/chexstack/cpu:1",
+                 *CLUSTER_OUT, "--render")
     assert run.returncode == 0, run.stderr
     job = yaml.safe_load(run.stdout)
     validate_mpijob(job)
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2 and job["spec"]["slotsPerWorker"] == 2
-    submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", "--submit",
+    assert run.stderr == "" and not run.stdout.startswith("# warning")
+    volumes = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"]
+    assert {"path": "/shared/chexstack/runs/r1", "type": "DirectoryOrCreate"} in [v.get("hostPath") for v in volumes]
+    submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
                     env={"PATH": str(tmp_path)})
     assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stdout
 
 
 def test_train_renders_a_slurm_script_and_submit_needs_sbatch():
-    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", "--render")
+    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", *CLUSTER_OUT,
+                 "--render")
     assert run.returncode == 0, run.stderr
     assert subprocess.run(["bash", "-n"], input=run.stdout, text=True).returncode == 0
     assert "srun --mpi=pmix --container-image=chexstack/cpu:" in run.stdout
-    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", "--submit")
+    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit")
     assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stdout
     neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
     assert neither.returncode == 2 and "--render" in neither.stdout
+
+
+@pytest.mark.parametrize("launcher", ["k8s", "slurm"])
+def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
+    """Review finding 11: without --output the MPIJob mounted this machine's runs/train as a hostPath."""
+    base = ["train", "--launcher", launcher, "--stack", "cpu", "--render"]
+    no_output = invoke(*base, "--data", "synthetic")
+    assert no_output.returncode == 2 and ("error: --launcher %s: --output runs/train is a path relative to this "
+                                          "machine" % launcher) in no_output.stdout
+    relative_data = invoke(*base, "--data", "data/cxr", *CLUSTER_OUT)
+    assert relative_data.returncode == 2 and "--data data/cxr is a path relative to this machine" in relative_data.stdout
+    local_tag = invoke(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
+    assert local_tag.returncode == 0, local_tag.stdout + local_tag.stderr
+    warning = " ".join(local_tag.stderr.split())
+    assert warning.startswith("warning: image chexstack/cpu:") and "the cluster's nodes cannot pull it" in warning
+    assert "pass --image REGISTRY/chexstack/cpu:" in warning
+    assert local_tag.stdout.startswith("# warning: image chexstack/cpu:") == (launcher == "k8s")
+    assert "/work" not in local_tag.stdout and str(REPO) not in local_tag.stdout
+
+
+def test_hybrid_needs_a_sif_and_scheduled_sweeps_their_results_folder():
+    hybrid = invoke("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
+                    "--render")
+    assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stdout
+    sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--render"]
+    assert "give --results DIR" in invoke(*sweep).stdout
+    assert "--results bench is a path relative to this machine" in invoke(*sweep, "--results", "bench").stdout
+    ok = invoke(*sweep, "--results", "/shared/bench", "--data", "/shared/cxr")
+    assert ok.returncode == 0 and "mkdir -p -- /shared/bench/cpu-slurm-" in ok.stdout
+    assert "--container-mounts=/shared/bench/cpu-slurm-" in ok.stdout and "/shared/cxr:/shared/cxr:ro" in ok.stdout
+    assert "cannot pull it" in ok.stderr
 
 
 def test_gpu_check_script_is_clean_and_dry_runs():
