@@ -25,6 +25,9 @@ from envs.table1 import load_table1
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _VERSION_IN_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+#: A conda lock of a CUDA environment made without the target's __cuda holds a CPU build or fails to solve.
+VIRTUAL_PACKAGES_SOURCE = ("conda-lock --virtual-package-spec; https://github.com/conda/conda-lock/issues/101 "
+                           "(a CUDA environment locks differently without the target's virtual packages)")
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,7 @@ def virtual_package_findings(stack: Stack, conda_dir: Path = lock.CONDA_DIR) -> 
             want = "%d.%d" % rules.parse_version(cuda).release[:2]
             if vcuda is None or not rules.same_release(vcuda, want) or vcuda.count(".") != want.count("."):
                 out.append(Finding(stack.name, "%s:%s.__cuda" % (path, platform), "expected __cuda %s (the stack's "
-                                   "CUDA), got %s" % (want, vcuda), "error", "../shared/cases/14", "manifest"))
+                                   "CUDA), got %s" % (want, vcuda), "error", VIRTUAL_PACKAGES_SOURCE, "manifest"))
             drv = stack.components["cuda_driver"].reported
             if vcuda and drv:
                 ceiling = rules.max_cuda_for_driver(drv)
@@ -229,7 +232,7 @@ def virtual_package_findings(stack: Stack, conda_dir: Path = lock.CONDA_DIR) -> 
                                        % (vcuda, drv, ceiling.cuda), "error", ceiling.source, "manifest"))
         elif vcuda is not None:
             out.append(Finding(stack.name, "%s:%s.__cuda" % (path, platform), "a CPU stack declares __cuda %s"
-                               % vcuda, "error", "../shared/cases/14", "manifest"))
+                               % vcuda, "error", VIRTUAL_PACKAGES_SOURCE, "manifest"))
         if glibc and pkgs.get("__glibc") != glibc:
             out.append(Finding(stack.name, "%s:%s.__glibc" % (path, platform), "expected __glibc %s (%s %s), got %s"
                                % (glibc, os_c.name, os_c.version, pkgs.get("__glibc")), "error",
