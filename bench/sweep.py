@@ -118,14 +118,19 @@ def throughput_args(req: SweepRequest, output: str) -> list[str]:
     return count_request(req, 1, output, False).trainer_args()
 
 
+#: The seed's Figure 1 counts: what a sweep that fits is built from when none of the requested counts fit.
+FIGURE1_COUNTS = (1, 2, 3, 4, 8)
+
+
 def check_slots(counts: tuple[int, ...], slots: int, where: str) -> None:
-    """Raise ChexstackError when a count needs more slots than ``where`` has."""
+    """Raise ChexstackError when a count needs more slots than ``where`` has, naming the counts that fit: the
+    requested ones that do, else Figure 1's counts up to ``slots`` (and ``slots`` itself)."""
     too_big = [n for n in counts if n > slots]
     if too_big:
-        fits = [n for n in counts if n <= slots]
-        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; run %s or add hosts (--hosts)" % (
-            ",".join(map(str, too_big)), slots, where,
-            "--gpus %s" % ",".join(map(str, fits)) if fits else "fewer ranks"))
+        fits = [n for n in counts if n <= slots] or sorted({n for n in FIGURE1_COUNTS if n <= slots} | {slots})
+        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; counts up to %d fit: run --gpus %s, or add "
+                             "hosts (--launcher mpirun --hosts)" % (",".join(map(str, too_big)), slots, where, slots,
+                                                                     ",".join(map(str, fits))))
 
 
 def stamp(now: datetime | None = None) -> str:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from bench.results import REFERENCE_DIR, load_sweep
+from chexstack.errors import ChexstackError
 from tests.conftest import REPO
 from tests.readonly import run_with_read_only
 from tests.test_launch_k8s import validate as validate_mpijob
@@ -52,9 +53,27 @@ def test_cpu_sweep_then_figure(tmp_path):
 
 
 def test_counts_beyond_the_slots_stop_before_running():
-    run = invoke("bench", "--gpus", "1,2,%d" % (len(os.sched_getaffinity(0)) + 1), "--data", "synthetic")
+    cores = len(os.sched_getaffinity(0))
+    run = invoke("bench", "--gpus", "1,2,%d" % (cores + 1), "--data", "synthetic")
     assert run.returncode == 2
     assert "exceed the" in run.stdout and "slot(s) of this host" in run.stdout and "Traceback" not in run.stderr
+    alone = invoke("bench", "--gpus", str(cores + 1), "--data", "synthetic")  # review finding D4
+    assert alone.returncode == 2 and "counts up to %d fit: run --gpus %s" % (
+        cores, ",".join(map(str, sorted({n for n in (1, 2, 3, 4, 8) if n <= cores} | {cores})))) in alone.stdout
+
+
+def test_check_slots_names_the_counts_that_fit():
+    from bench.sweep import check_slots
+
+    check_slots((1, 2), 2, "here")
+    with pytest.raises(ChexstackError, match="count.s. 3 exceed the 2 slot.s. of here; counts up to 2 fit: run "
+                                             "--gpus 1,2, or add hosts"):
+        check_slots((3,), 2, "here")
+    with pytest.raises(ChexstackError, match="count.s. 8,16 exceed the 6 slot.s. of h; counts up to 6 fit: run "
+                                             "--gpus 1,2,3,4,6,"):
+        check_slots((8, 16), 6, "h")
+    with pytest.raises(ChexstackError, match="count.s. 8 exceed .* run --gpus 1,4,"):
+        check_slots((1, 4, 8), 4, "h")
 
 
 CLUSTER_OUT = ["--output", "/shared/chexstack/runs/r1"]
