@@ -6,12 +6,22 @@ message and an exit code (no traceback). Run ``invoke --list`` for the tasks, ``
 from __future__ import annotations
 
 import functools
+import math
 import sys
+from typing import NoReturn
 
-from invoke import Exit, task
+import invoke
+from invoke import Exit
+from invoke.parser import Argument
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+
+
+def fail(error: ChexstackError) -> NoReturn:
+    """Print ``error`` as one red message and exit with its code (no traceback)."""
+    console.print("[bold red]error:[/] %s" % error, soft_wrap=True)
+    raise Exit(code=error.exit_code)
 
 
 def user_errors(fn):
@@ -22,10 +32,65 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except ChexstackError as e:
-            console.print("[bold red]error:[/] %s" % e, soft_wrap=True)
-            raise Exit(code=e.exit_code) from None
+            fail(e)
 
     return wrapper
+
+
+#: What a number option expects, by its Python type.
+_EXPECTED = {int: "a whole number", float: "a number"}
+
+
+def _finite_float(text) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+class _NumberOption(Argument):
+    """A number option: invoke converts an ``int`` default's option with ``int()`` while parsing, and a bad value
+    escaped as a ValueError traceback (review finding 5). Here it is a ChexstackError naming the option and what
+    was expected (exit 2), before the task runs. ``convert``: ``int``, or ``float`` for the options a task
+    declares in ``floats`` (shown as STRING in ``--help``: invoke names only str and int)."""
+
+    def __init__(self, arg: Argument, number: type):
+        super().__init__(names=arg.names, kind=arg.kind, default=arg.default, help=arg.help,
+                         positional=arg.positional, optional=arg.optional, incrementable=arg.incrementable,
+                         attr_name=arg.attr_name)
+        self.number = number
+
+    def set_value(self, value, cast: bool = True) -> None:
+        if not cast:
+            return super().set_value(value, cast=False)
+        try:
+            number = (_finite_float if self.number is float else self.number)(value)
+        except (TypeError, ValueError):
+            fail(ChexstackError("--%s %r: expected %s" % (self.names[0], value, _EXPECTED[self.number])))
+        super().set_value(number, cast=False)
+
+
+class _Task(invoke.Task):
+    """invoke's Task with number options checked while parsing (``_NumberOption``)."""
+
+    def __init__(self, body, floats=(), **kwargs):
+        super().__init__(body, **kwargs)
+        self.floats = frozenset(floats)
+
+    def get_arguments(self, ignore_unknown_help=None) -> list[Argument]:
+        args = []
+        for arg in super().get_arguments(ignore_unknown_help):
+            number = float if arg.attr_name in self.floats or arg.name in self.floats else (
+                int if arg.kind is int else None)
+            args.append(_NumberOption(arg, number) if number else arg)
+        return args
+
+
+def task(*args, **kwargs):
+    """``@invoke.task`` for chexstack: number options (``int`` defaults, and the names in ``floats=``) give a clear
+    error for a bad value; no automatic short flags (``-h`` stays invoke's help, ``train -h`` is not ``--hybrid``
+    or ``--launcher``)."""
+    return invoke.task(*args, klass=_Task, auto_shortflags=False, **kwargs)
 
 
 def _csv(value: str | None) -> list[str]:
@@ -64,8 +129,10 @@ def stacks(c, check=False, json=False):
             "installed": "post-install check: a `conda list --json` (or `pip list --format=json`) output file"})
 @user_errors
 def lock(c, stack, platform=None, check=False, kind="lock", conda=None, installed=None):
-    """Lock a stack's conda environment for its target (explicit virtual packages), check drift, or check an
-    installed environment against the lock."""
+    """Lock a stack's conda environment for its cluster, check drift, or check an installed environment.
+
+    The lock is solved for the target's virtual packages (virtual-packages.yml: __cuda, __glibc), not this machine's;
+    --check compares content hashes; --installed checks `conda list --json` / `pip list --format=json` output."""
     from envs.lockflow import lock_stack
 
     raise Exit(code=lock_stack(stack, platforms=platform or None, check=check, kind=kind, conda_exe=conda,
@@ -130,7 +197,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "epochs": "total epochs (also when resuming)",
         "batch-size": "images per rank per step",
         "image-size": "input side in pixels",
-        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/)",
+        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/; default runs/train); "
+                  "slurm/k8s: required, an absolute path the cluster's nodes see",
         "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
         "val-fraction": "share of patients in the validation split (trainer default 0.1)",
@@ -147,7 +215,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
         "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
-    }
+    },
+    floats=["val_fraction", "test_fraction"],
 )
 @user_errors
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
@@ -158,16 +227,14 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     from launch.local import train as train_local
     from launch.request import TrainRequest
 
-    request = TrainRequest(gpus=int(gpus), np=int(np) or None, data=data, images=images,
-                           labels=labels, model=model, epochs=int(epochs), batch_size=int(batch_size),
-                           image_size=int(image_size), output=output, resume=resume, controller=controller,
-                           val_fraction=None if val_fraction is None else float(val_fraction),
-                           test_fraction=None if test_fraction is None else float(test_fraction))
+    request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
+                           epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
+                           controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
     if launcher != "local":
         from launch import cluster
 
         return cluster.train(request, cluster.ClusterOptions(
-            launcher=launcher, stack=stack, image=image, per_node=int(per_node),
+            launcher=launcher, stack=stack, image=image, per_node=per_node,
             slurm_model="hybrid" if hybrid else "pyxis",
             rdma_resource=rdma, render=render, submit=submit))
     if stack:
@@ -212,7 +279,7 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None):
     "image": "with --stack: image reference (local: Docker; slurm: registry ref or .sqsh, hybrid: .sif; k8s: "
              "registry ref) instead of the stack's verified tag",
     "hybrid": "slurm: hybrid model (host mpirun + singularity exec) instead of srun --mpi=pmix with pyxis",
-    "results": "slurm: shared results folder (default runs/bench); k8s: ReadWriteMany PVC claim name",
+    "results": "slurm: results folder, an absolute path every node sees; k8s: ReadWriteMany PVC claim name",
     "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
     "render": "slurm/k8s: print the batch script / MPIJobs",
     "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",
@@ -232,9 +299,9 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
         return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
     req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
-                            batch_size=int(batch_size), image_size=int(image_size), steps=int(steps),
-                            warmup_steps=int(warmup_steps), data=data, amp=amp, image=image)
-    opts = main.Scheduled(per_node=int(per_node), slurm_model="hybrid" if hybrid else "pyxis",
+                            batch_size=batch_size, image_size=image_size, steps=steps,
+                            warmup_steps=warmup_steps, data=data, amp=amp, image=image)
+    opts = main.Scheduled(per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis",
                           results=results,
                           rdma_resource=rdma, render=render, submit=submit)
     main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)

@@ -20,10 +20,11 @@ from pathlib import Path
 from string import Template
 
 from bench import sysinfo
-from bench.results import RunRecord, Sweep, save_sweep
-from bench.sweep import (SweepRequest, read_point, request_record, settle_device, stamp, throughput_args,
-                         with_gpus)
+from bench.results import RunRecord, Sweep
+from bench.sweep import (SweepRequest, keep_sweep, read_point, request_record, settle_device, stamp,
+                         throughput_args, with_gpus)
 from chexstack.errors import ChexstackError
+from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import k8s, slurm
 from launch.job import JobSpec, Mount, layout
@@ -57,7 +58,7 @@ def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: t
     if req.stack is None:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
     stack = load_stack(req.stack)
-    data_mounts = () if req.data == "synthetic" else (Mount(str(Path(req.data).resolve()), read_only=True),)
+    data_mounts = () if req.data == "synthetic" else (Mount(req.data, read_only=True),)
     out = []
     for n in sorted(req.counts):
         nodes, per_node = layout(n, target.per_node)
@@ -74,7 +75,7 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     """The sweep's batch script. Raises ChexstackError for a bad request or (hybrid) incompatible MPIs."""
     req.check()
     now = now or datetime.now(timezone.utc)
-    out_root = str(Path(target.results).resolve() / ("%s-%s" % (req.label, stamp(now))))
+    out_root = "%s/%s-%s" % (target.results.rstrip("/"), req.label, stamp(now))
     jobs = specs(req, target, out_root, (Mount(out_root),))
     largest = max(jobs, key=lambda j: j.nodes)
     sweep_spec = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
@@ -94,7 +95,8 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     return Template((TEMPLATES / "slurm-sweep.sbatch").read_text()).substitute(
         counts=",".join(map(str, sorted(req.counts))), unit="GPUs" if target.gpus else "CPU ranks",
         stack=largest.stack.name, title=" ".join(largest.stack.title.split()), launch_model=model,
-        out=out_root, out_q=slurm.shlex.quote(out_root), directives=slurm.directives(sweep_spec, opts),
+        out=out_root, out_q=slurm.shlex.quote(out_root), output_dirs=slurm.output_dirs((Mount(out_root),)),
+        directives=slurm.directives(sweep_spec, opts),
         exports=slurm.exports(sweep_spec), mpi_guard=guard, steps="\n".join(steps),
         record_json=record.model_dump_json(exclude_defaults=True))
 
@@ -117,6 +119,7 @@ def _collected_gpus(folder: Path) -> list[tuple[str, str]]:
 def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:
     """The sweep JSON from a scheduled sweep's result folder (``np-<N>/throughput.json`` + what the job stored).
     Raises ChexstackError when the folder holds no results."""
+    output_folder(output, "--output")
     runs = sorted((int(p.name[3:]), p) for p in folder.glob("np-*") if p.name[3:].isdigit())
     if not runs:
         raise ChexstackError("%s: no np-<N>/throughput.json results to collect" % folder)
@@ -137,4 +140,5 @@ def collect(folder: Path, output: Path, label: str | None = None, launcher: str 
     label = label or folder.name.rsplit("-", 1)[0]
     sweep = Sweep(label=label, record=record, points=points)
     when = datetime.fromisoformat(record.time) if record.time else datetime.now(timezone.utc)
-    return sweep, save_sweep(sweep, output / ("%s-%s.json" % (label, stamp(when))))
+    name = "%s-%s.json" % (label, stamp(when))
+    return sweep, keep_sweep(sweep, output / name, folder / name)

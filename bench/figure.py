@@ -15,14 +15,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from bench.results import Sweep  # noqa: E402
 from chexstack.errors import ChexstackError  # noqa: E402
+from chexstack.outputs import output_file  # noqa: E402
 
 #: Above this ratio between the largest and smallest bar, the throughput axis is logarithmic (a CPU sweep next to
 #: V100 figures would otherwise be invisible); the axis label says so.
 LOG_SCALE_RATIO = 30.0
+#: From this many series on, a bar is narrower than its label ("1106" over "-1.0 %"): the labels stand upright.
+UPRIGHT_BAR_LABELS = 4
 
 
 @dataclass(frozen=True)
@@ -153,9 +157,32 @@ def _bar_label(x: float) -> str:
     return "%.0f" % x if x >= 100 else "%.1f" % x
 
 
+def efficiency_label_above(series: int, efficiency_pct: float) -> bool:
+    """Where series ``series``'s efficiency label goes: neighbouring series alternate above and below their
+    markers, so labels of close values at one count never share a row (review N11: "85 %" and "73 %" overlapped);
+    a value near the panel's floor always goes above."""
+    return series % 2 == 0 or efficiency_pct < 15
+
+
+def _efficiency_label(ax, x: float, y: float, series: int, colour: str) -> None:
+    above = efficiency_label_above(series, y)
+    ax.annotate("%.0f %%" % y, (x, y), xytext=(0, 5 if above else -5), textcoords="offset points", ha="center",
+                va="bottom" if above else "top", fontsize=7, color=colour, zorder=5,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+
+
 def draw(cmp: Comparison, sweeps: list[Sweep], path: Path, title: str | None = None) -> Path:
-    """Write the figure as PNG: bars of images/s per count (one colour per system, value on each bar, % vs the
-    baseline above the others) over a panel of scaling efficiency (%, ideal 100 % dashed)."""
+    """Write the figure (``figure``) to ``path``, in the format its suffix names."""
+    fig = figure(cmp, sweeps, title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> plt.Figure:
+    """The figure: bars of images/s per count (one colour per system, value on each bar, % vs the baseline above
+    the others) over a panel of scaling efficiency (%, ideal 100 % dashed). The caller closes it."""
     n_series, x = len(cmp.labels), range(len(cmp.counts))
     width = 0.8 / n_series
     fig, (ax, ax_eff) = plt.subplots(2, 1, figsize=(10, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
@@ -169,28 +196,29 @@ def draw(cmp: Comparison, sweeps: list[Sweep], path: Path, title: str | None = N
         legend = "%s (%s)" % (label, unit) if mixed_units else label
         bars = ax.bar([o for o, c in zip(offsets, cells) if c], [c.images_per_sec for c in cells if c], width * 0.95,
                       color=colour, label=legend)
+        upright = n_series >= UPRIGHT_BAR_LABELS
         for bar, c in zip(bars, [c for c in cells if c]):
             text = _bar_label(c.images_per_sec)
             if c.diff_pct is not None:
-                text += "\n%+.1f %%" % c.diff_pct
+                text += ("  " if upright else "\n") + "%+.1f %%" % c.diff_pct
             elif label != cmp.baseline and not cmp.comparable[i]:
-                text += "\n(n/c)"
+                text += ("  " if upright else "\n") + "(n/c)"
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                        rotation=90 if upright else 0)
         eff = [(o, c.efficiency * 100) for o, c in zip(offsets, cells) if c and c.efficiency is not None]
         if eff:
             ax_eff.plot([e[0] for e in eff], [e[1] for e in eff], marker="o", color=colour, label=legend)
             for xo, yo in eff:
-                ax_eff.annotate("%.0f %%" % yo, (xo, yo), xytext=(0, 5), textcoords="offset points", ha="center",
-                                fontsize=7, color=colour)
+                _efficiency_label(ax_eff, xo, yo, i, colour)
     if log:
         ax.set_yscale("log")
     ax.set_ylabel("images/s (total%s)" % (", log scale" if log else ""))
-    ax.margins(y=0.25 if not log else 0.6)
+    upright = n_series >= UPRIGHT_BAR_LABELS  # taller labels need more room above the bars
     if log:
-        ax.set_ylim(min(values) / 2, max(values) * 6)
+        ax.set_ylim(min(values) / 2, max(values) * (12 if upright else 6))
     else:
-        ax.set_ylim(0, max(values) * 1.25)
+        ax.set_ylim(0, max(values) * (1.45 if upright else 1.25))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
     models = sorted({s.record.model for s in sweeps if s.record.model})
@@ -207,10 +235,7 @@ def draw(cmp: Comparison, sweeps: list[Sweep], path: Path, title: str | None = N
     ax_eff.set_xticks(list(x), [str(n) for n in cmp.counts])
     ax_eff.set_xlabel(cmp.count_axis)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
 @dataclass(frozen=True)
@@ -221,8 +246,21 @@ class Report:
     comparison: Comparison
 
 
+def figure_path(path: Path) -> Path:
+    """``path`` as the figure's file: its suffix names a format matplotlib writes (.png, .svg, .pdf, …; not
+    .csv/.md, the tables' names) and its folder takes files (made when missing). Raises ChexstackError naming the
+    formats, or the folder's problem."""
+    formats = sorted(FigureCanvasAgg.get_supported_filetypes())
+    if path.suffix[1:].lower() not in formats:
+        raise ChexstackError("--output %s: expected a figure file name ending in one of %s (the formats matplotlib "
+                             "writes; the .csv and .md tables go beside it)" % (path, ", ".join("." + f for f in formats)))
+    return output_file(path, "--output", create_folder=True)
+
+
 def write_report(sweeps: list[Sweep], png: Path, title: str | None = None) -> Report:
-    """PNG at ``png`` plus ``.csv`` and ``.md`` with the same stem."""
+    """The figure at ``png`` (PNG, or another format matplotlib writes, from the suffix) plus ``.csv`` and ``.md``
+    with the same stem. Raises ChexstackError for a path that cannot take the figure, before drawing."""
+    figure_path(png)
     cmp = compare(sweeps)
     draw(cmp, sweeps, png, title)
     csv_path, md_path = png.with_suffix(".csv"), png.with_suffix(".md")

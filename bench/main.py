@@ -8,9 +8,10 @@ from pathlib import Path
 from bench import batch, figure
 from bench.results import Sweep, load_sweep
 from bench.sweep import SweepRequest, run_sweep
-from chexstack.console import console
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from launch import k8s, slurm, submit
+from launch.cluster import cluster_path, local_image_warning
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,8 +60,17 @@ def _target(req: SweepRequest, opts: Scheduled) -> batch.BatchTarget:
     if req.launcher == "k8s" and not opts.results:
         raise ChexstackError("--launcher k8s: give --results CLAIM, a ReadWriteMany PersistentVolumeClaim where "
                              "every count's rank 0 writes its throughput.json")
-    results = opts.results or str(REPO / "runs" / "bench")
-    return batch.BatchTarget(image=image, per_node=opts.per_node, gpus=stack.gpu, results=results)
+    if req.launcher == "slurm" and not opts.results:
+        raise ChexstackError("--launcher slurm: give --results DIR, an absolute path on storage every node and this "
+                             "checkout see (e.g. --results /shared/chexstack/bench), for the counts' results")
+    if req.launcher == "slurm":
+        cluster_path(req.launcher, "--results", opts.results)
+    if req.launcher == "slurm" and opts.slurm_model == "hybrid" and not req.image:
+        raise ChexstackError("--hybrid runs `singularity exec` on a SIF: give --image /shared/path/%s.sif" % stack.name)
+    warning = local_image_warning(stack, image, req.launcher)
+    if warning:
+        warn(warning)
+    return batch.BatchTarget(image=image, per_node=opts.per_node, gpus=stack.gpu, results=opts.results)
 
 
 def scheduled(req: SweepRequest, opts: Scheduled) -> None:

@@ -7,7 +7,7 @@ over ranks; the median ignores the odd slow step (a straggler, a GC pause) that 
 
 Scaling efficiency at n ranks: ``E(n) = X(n) / (n · X(1))`` (X: total images/s); undefined without a 1-rank point.
 
-Errors: ``load_sweep`` raises ChexstackError naming the file and field.
+Errors: ``load_sweep`` raises ChexstackError naming the file and field (or saying the file is not a sweep at all).
 """
 from __future__ import annotations
 
@@ -146,6 +146,11 @@ def load_sweep(path: str | Path) -> Sweep:
         raise ChexstackError("%s: cannot read: %s" % (path, e.strerror)) from None
     except ValueError as e:
         raise ChexstackError("%s: not valid JSON: %s" % (path, e)) from None
+    if not isinstance(data, dict) or not {"schema", "label", "points"} & set(data):
+        raise ChexstackError("%s is not a %s result (no 'schema', 'label' or 'points'); expected a sweep JSON of "
+                             "`invoke bench` or bench/reference/*.json" % (path, SCHEMA))
+    if data.get("schema", SCHEMA) != SCHEMA:
+        raise ChexstackError("%s: schema %r, expected %s" % (path, data["schema"], SCHEMA))
     try:
         return Sweep.model_validate(data)
     except ValidationError as e:
@@ -154,11 +159,16 @@ def load_sweep(path: str | Path) -> Sweep:
 
 
 def save_sweep(sweep: Sweep, path: str | Path) -> Path:
-    """Write ``sweep`` as indented JSON, atomically (a temporary file in the same folder, then rename)."""
+    """Write ``sweep`` as indented JSON, atomically (a temporary file in the same folder, then rename; none is left
+    behind on failure). Raises OSError when the folder cannot be written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".%s." % path.name)
-    with os.fdopen(fd, "w") as f:
-        f.write(sweep.model_dump_json(by_alias=True, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(sweep.model_dump_json(by_alias=True, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path

@@ -28,8 +28,10 @@ from bench import sysinfo
 from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import stream
+from launch.cluster import cluster_path
 from launch.request import TrainRequest
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
@@ -66,7 +68,8 @@ class SweepRequest:
             raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
                                  % self.label)
         if self.launcher not in LAUNCHERS:
-            raise ChexstackError("--launcher %r: expected one of %s" % (self.launcher, ", ".join(LAUNCHERS)))
+            raise ChexstackError("unknown launcher %r: expected %s or %s" % (self.launcher, ", ".join(LAUNCHERS[:-1]),
+                                                                             LAUNCHERS[-1]))
         if self.model not in MODELS:
             raise ChexstackError("--model %r: expected one of %s" % (self.model, ", ".join(MODELS)))
         for name in ("batch_size", "image_size", "steps"):
@@ -74,7 +77,9 @@ class SweepRequest:
                 raise ChexstackError("--%s %d: expected >= 1" % (name.replace("_", "-"), getattr(self, name)))
         if self.warmup_steps < 0:
             raise ChexstackError("--warmup-steps %d: expected >= 0" % self.warmup_steps)
-        if self.data != "synthetic" and not Path(self.data).is_dir():
+        if self.launcher in ("slurm", "k8s"):  # the data are the cluster's: absolute, not checked here
+            cluster_path(self.launcher, "--data", self.data)
+        elif self.data != "synthetic" and not Path(self.data).is_dir():
             raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
         if self.launcher == "mpirun" and not self.hosts:
             raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
@@ -113,14 +118,19 @@ def throughput_args(req: SweepRequest, output: str) -> list[str]:
     return count_request(req, 1, output, False).trainer_args()
 
 
+#: The seed's Figure 1 counts: what a sweep that fits is built from when none of the requested counts fit.
+FIGURE1_COUNTS = (1, 2, 3, 4, 8)
+
+
 def check_slots(counts: tuple[int, ...], slots: int, where: str) -> None:
-    """Raise ChexstackError when a count needs more slots than ``where`` has."""
+    """Raise ChexstackError when a count needs more slots than ``where`` has, naming the counts that fit: the
+    requested ones that do, else Figure 1's counts up to ``slots`` (and ``slots`` itself)."""
     too_big = [n for n in counts if n > slots]
     if too_big:
-        fits = [n for n in counts if n <= slots]
-        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; run %s or add hosts (--hosts)" % (
-            ",".join(map(str, too_big)), slots, where,
-            "--gpus %s" % ",".join(map(str, fits)) if fits else "fewer ranks"))
+        fits = [n for n in counts if n <= slots] or sorted({n for n in FIGURE1_COUNTS if n <= slots} | {slots})
+        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; counts up to %d fit: run --gpus %s, or add "
+                             "hosts (--launcher mpirun --hosts)" % (",".join(map(str, too_big)), slots, where, slots,
+                                                                     ",".join(map(str, fits))))
 
 
 def stamp(now: datetime | None = None) -> str:
@@ -176,6 +186,24 @@ def settle_device(record: RunRecord, devices: set) -> RunRecord:
     return record
 
 
+def keep_sweep(sweep: Sweep, path: Path, fallback: Path) -> Path:
+    """Write ``sweep`` to ``path``, or — when that fails (a folder that became unwritable while the sweep ran) — to
+    ``fallback`` beside the run's own files, saying so: a finished sweep is never lost to its last write. Returns
+    where it went; raises ChexstackError when neither can be written."""
+    try:
+        return save_sweep(sweep, path)
+    except OSError as e:
+        first = e.strerror or str(e)
+    try:
+        written = save_sweep(sweep, fallback)
+    except OSError as e:
+        raise ChexstackError("cannot write the sweep to %s (%s) nor to %s (%s); the per-count results stay in %s"
+                             % (path, first, fallback, e.strerror or e, fallback.parent)) from None
+    console.print("[yellow]warning:[/] cannot write %s (%s); the sweep went to %s instead" % (path, first, written),
+                  soft_wrap=True)
+    return written
+
+
 def read_point(count: int, run_dir: Path) -> Reading:
     """The ``Reading`` of ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
     path = run_dir / THROUGHPUT_FILE
@@ -226,12 +254,14 @@ def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Laun
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
-    """Run every count (smallest first), then write the sweep JSON; returns it and its path. Raises
-    ChexstackError before anything runs when a count does not fit, and with the log's end when a run fails."""
+    """Run every count (smallest first), then write the sweep JSON (``keep_sweep``: into ``runs/<tag>/`` when
+    ``output`` has become unwritable); returns it and its path. Raises ChexstackError before anything runs when a
+    count does not fit or ``output`` cannot be written, and with the log's end when a run fails."""
     req.check()
     if req.launcher not in ("local", "mpirun"):
         raise ChexstackError("--launcher %s runs through its scheduler: use --render/--submit, then --collect"
                              % req.launcher)
+    output_folder(output, "--output")
     now = datetime.now(timezone.utc)
     tag = "%s-%s" % (req.label, stamp(now))
     record = host_record(req, repo, now)
@@ -257,4 +287,4 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
             n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))
     sweep = Sweep(label=req.label, record=settle_device(record, devices), points=points)
-    return sweep, save_sweep(sweep, output / (tag + ".json"))
+    return sweep, keep_sweep(sweep, output / (tag + ".json"), runs / tag / (tag + ".json"))

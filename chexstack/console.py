@@ -1,6 +1,32 @@
-"""The rich console every task prints through (stderr stays free for tools' own logs)."""
+"""The rich consoles every task prints through: ``console`` (stdout) and ``err_console`` (stderr: warnings that
+must not mix into output meant for a pipe, such as a rendered batch script or MPIJob).
+
+Width: a terminal's own; otherwise (a log file, a pipe, CI) ``$COLUMNS`` when set, else ``LOG_WIDTH`` — rich's
+default of 80 columns split table titles and sentences in logs.
+"""
 from __future__ import annotations
+
+import os
+import sys
 
 from rich.console import Console
 
-console = Console(highlight=False)
+#: Columns when the output is not a terminal and $COLUMNS is not set.
+LOG_WIDTH = 120
+
+
+def width_for(stream) -> int | None:
+    """None (rich measures the terminal) for a terminal, else $COLUMNS or ``LOG_WIDTH``."""
+    if stream.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else LOG_WIDTH
+
+
+console = Console(highlight=False, width=width_for(sys.stdout))
+err_console = Console(highlight=False, stderr=True, width=width_for(sys.stderr))
+
+
+def warn(message: str) -> None:
+    """One yellow ``warning:`` line on stderr."""
+    err_console.print("[yellow]warning:[/] %s" % message, soft_wrap=True)

@@ -10,6 +10,7 @@ the ``source`` of the fact that contradicts it. ``subject`` says whose text is i
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from envs.table1 import load_table1
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _VERSION_IN_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+#: A conda lock of a CUDA environment made without the target's __cuda holds a CPU build or fails to solve.
+VIRTUAL_PACKAGES_SOURCE = ("conda-lock --virtual-package-spec; https://github.com/conda/conda-lock/issues/101 "
+                           "(a CUDA environment locks differently without the target's virtual packages)")
 
 
 @dataclass(frozen=True)
@@ -151,16 +155,33 @@ def tf_tested_findings(stack: Stack) -> list[Finding]:
     return out
 
 
-def horovod_findings(stack: Stack) -> list[Finding]:
-    """Horovod build variables the stack's Horovod version does not know; Table 1's Horovod without horovodrun."""
+def horovod_env_findings(stack: Stack) -> list[Finding]:
+    """Each ``HOROVOD_*`` variable of ``build.horovod_env`` against the build variables of the stack's Horovod
+    release (envs/rules.yaml ``horovod_build_env``): unknown -> error (a typo such as HOROVOD_WITH_GLUE, or another
+    release's variable: the build silently ignores it); documented but not read, or not decidable -> info. Other
+    variables (CMAKE_POLICY_VERSION_MINIMUM, CC) are the build tools' own and not judged."""
+    version = stack.components["horovod"].version
+    if not version:
+        return []
+    names = rules.horovod_build_variables()
     out = []
+    for var in sorted(v for v in stack.build.horovod_env if v.startswith("HOROVOD_")):
+        known = rules.horovod_build_variable(version, var)
+        if known.status == "read":
+            continue
+        message = known.message
+        if known.status == "unknown":
+            close = [] if var in names else difflib.get_close_matches(var, names, n=1)
+            message += ": the build ignores it" + ("; did you mean %s?" % close[0] if close else "")
+        out.append(Finding(stack.name, "build.horovod_env.%s" % var, message,
+                           "error" if known.status == "unknown" else "info", known.source, "manifest"))
+    return out
+
+
+def horovod_findings(stack: Stack) -> list[Finding]:
+    """Horovod build variables the stack's Horovod release does not know; Table 1's Horovod without horovodrun."""
+    out = horovod_env_findings(stack)
     hvd = stack.components["horovod"]
-    if hvd.version:
-        for var in sorted(stack.build.horovod_env):
-            feat = rules.horovod_env_feature(var)
-            if feat and not rules.horovod_has(hvd.version, feat):
-                out.append(Finding(stack.name, "build.horovod_env.%s" % var, "%s is not known to Horovod %s"
-                                   % (var, hvd.version), "error", rules.horovod_feature_source(feat), "manifest"))
     if hvd.reported:
         rep = split_reported(hvd.reported)[1]
         if rep and not rules.horovod_has(rep, "horovodrun"):
@@ -201,7 +222,7 @@ def virtual_package_findings(stack: Stack, conda_dir: Path = lock.CONDA_DIR) -> 
             want = "%d.%d" % rules.parse_version(cuda).release[:2]
             if vcuda is None or not rules.same_release(vcuda, want) or vcuda.count(".") != want.count("."):
                 out.append(Finding(stack.name, "%s:%s.__cuda" % (path, platform), "expected __cuda %s (the stack's "
-                                   "CUDA), got %s" % (want, vcuda), "error", "../shared/cases/14", "manifest"))
+                                   "CUDA), got %s" % (want, vcuda), "error", VIRTUAL_PACKAGES_SOURCE, "manifest"))
             drv = stack.components["cuda_driver"].reported
             if vcuda and drv:
                 ceiling = rules.max_cuda_for_driver(drv)
@@ -211,7 +232,7 @@ def virtual_package_findings(stack: Stack, conda_dir: Path = lock.CONDA_DIR) -> 
                                        % (vcuda, drv, ceiling.cuda), "error", ceiling.source, "manifest"))
         elif vcuda is not None:
             out.append(Finding(stack.name, "%s:%s.__cuda" % (path, platform), "a CPU stack declares __cuda %s"
-                               % vcuda, "error", "../shared/cases/14", "manifest"))
+                               % vcuda, "error", VIRTUAL_PACKAGES_SOURCE, "manifest"))
         if glibc and pkgs.get("__glibc") != glibc:
             out.append(Finding(stack.name, "%s:%s.__glibc" % (path, platform), "expected __glibc %s (%s %s), got %s"
                                % (glibc, os_c.name, os_c.version, pkgs.get("__glibc")), "error",

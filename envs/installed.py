@@ -1,15 +1,16 @@
-"""After an install: is every pinned package present at its version? (../shared/cases/15: an explicit lock installs
-no pip requirements and nothing says so.)
+"""After an install: is every pinned package present at its version? (An explicit lock installs no pip
+requirements and nothing says so: https://github.com/conda/conda-lock/issues/161; ../shared/cases/15.)
 
 Inputs are text, so the check runs on the host against what an image or node printed:
 
 - ``parse_installed_json(text)``: ``conda list --json`` (conda packages and, with channel ``pypi``, pip ones) or
-  ``pip list --format=json`` (then only pip pins are checked).
+  ``pip list --format=json`` (pip pins must be there; a conda pin is checked when a package of that name is listed
+  — Python packages such as scikit-learn and pillow are — and otherwise reported as not checked, never passed).
 
 Pins come from the unified lock (``lock_pins``: every package, exact) or, before there is one, from the
 environment file's own specs (``spec_pins``: ``python=3.10`` → 3.10.*, ``horovod==0.28.1`` exact).
-``check_installed(pins, installed)`` → ``InstallReport`` with ``missing`` and ``mismatched``; names compare
-canonicalized (``scikit_learn`` = ``scikit-learn``).
+``check_installed(pins, installed, kind)`` → ``InstallReport`` with ``checked``, ``missing``, ``mismatched`` and
+``unchecked``; names compare canonicalized (``scikit_learn`` = ``scikit-learn``).
 """
 from __future__ import annotations
 
@@ -57,24 +58,37 @@ def _same_version(a: str, b: str) -> bool:
 
 @dataclass
 class InstallReport:
-    """``missing``: pins not installed at all; ``mismatched``: (pin, installed version) pairs."""
+    """``checked``: pins compared with the listing; ``missing``: pins not installed at all; ``mismatched``: (pin,
+    installed version) pairs; ``unchecked``: pins the listing cannot show (conda packages in a pip list)."""
 
+    checked: list[Pin] = field(default_factory=list)
     missing: list[Pin] = field(default_factory=list)
     mismatched: list[tuple[Pin, str]] = field(default_factory=list)
+    unchecked: list[Pin] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.missing and not self.mismatched
 
     def lines(self) -> list[str]:
-        """``PASS ...`` or ``FAIL missing: a, b`` / ``FAIL wrong version: name installed X, locked Y``."""
-        if self.ok:
-            return ["PASS every pinned package is installed at its version"]
+        """Every pin, once: ``FAIL missing: a, b`` / ``FAIL wrong version: name installed X, pinned Y``; ``PASS every
+        pinned package …`` when all are checked and right, else ``PASS k of n pinned packages …: names``; then
+        ``NOT CHECKED …`` for the pins the listing cannot show."""
         out = []
         if self.missing:
             out.append("FAIL missing: %s" % ", ".join(sorted(p.name for p in self.missing)))
         for pin, got in sorted(self.mismatched, key=lambda t: t[0].name):
             out.append("FAIL wrong version: %s installed %s, pinned %s" % (pin.name, got, pin.spec))
+        wrong = {id(p) for p in self.missing} | {id(p) for p, _ in self.mismatched}
+        right = sorted(p.name for p in self.checked if id(p) not in wrong)
+        if self.ok and not self.unchecked:
+            out.append("PASS every pinned package is installed at its version")
+        elif right:
+            out.append("PASS %d of %d pinned packages at the pinned version: %s"
+                       % (len(right), len(self.checked) + len(self.unchecked), ", ".join(right)))
+        if self.unchecked:
+            out.append("NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): %s"
+                       % ", ".join(sorted(p.name for p in self.unchecked)))
         return out
 
 
@@ -112,11 +126,16 @@ def spec_pins(spec: LockSpecification, platform: str) -> list[Pin]:
     return [Pin(d.name, getattr(d, "version", "*") or "*", d.manager) for d in spec.dependencies.get(platform, [])]
 
 
-def check_installed(pins: list[Pin], installed: dict[str, str]) -> InstallReport:
-    """Compare pins with ``{canonical name: version}``; see ``InstallReport``."""
+def check_installed(pins: list[Pin], installed: dict[str, str], kind: str = "conda") -> InstallReport:
+    """Compare pins with ``{canonical name: version}`` of a ``kind`` ("conda" or "pip") listing; see
+    ``InstallReport``. In a pip listing a conda pin that is absent is unchecked, not missing."""
     report = InstallReport()
     for pin in pins:
         got = installed.get(canonicalize_name(pin.name))
+        if got is None and kind == "pip" and pin.manager != "pip":
+            report.unchecked.append(pin)
+            continue
+        report.checked.append(pin)
         if got is None:
             report.missing.append(pin)
         elif not pin.accepts(got):

@@ -81,8 +81,9 @@ def conda_files(stack: str, conda_dir: Path = CONDA_DIR) -> CondaFiles:
         raise ChexstackError("stack %r has no conda environment (%s); stacks with one: %s"
                              % (stack, shown(files.environment), ", ".join(conda_stacks(conda_dir)) or "none"))
     if not files.virtual_packages.is_file():
-        raise ChexstackError("%s: missing; a lock needs the target's virtual packages (__cuda, __glibc), "
-                             "see ../shared/cases/14" % shown(files.virtual_packages))
+        raise ChexstackError("%s: missing; a lock needs the target's virtual packages (__cuda, __glibc), else "
+                             "conda-lock uses the locking host's (https://github.com/conda/conda-lock/issues/101)"
+                             % shown(files.virtual_packages))
     return files
 
 
@@ -128,7 +129,7 @@ def _platforms_checked(files: CondaFiles, platforms: list[str] | None) -> list[s
     missing = [p for p in spec_platforms if p not in declared]
     if missing:
         raise ChexstackError("%s: field subdirs: expected virtual packages for platform(s) %s (the lock targets "
-                             "them; never rely on the locking host's, ../shared/cases/14)"
+                             "them; never rely on the locking host's: https://github.com/conda/conda-lock/issues/101)"
                              % (shown(files.virtual_packages), ", ".join(missing)))
     return spec_platforms
 
@@ -238,7 +239,7 @@ def refuse_explicit(files: CondaFiles) -> None:
     if reqs:
         raise ChexstackError(
             "%s has pip requirements (%s): an explicit lock file only lists them as `# pip ...` comments and "
-            "`conda create --file` installs none of them (../shared/cases/15, conda/conda-lock#285, #161). Use the "
+            "`conda create --file` installs none of them (https://github.com/conda/conda-lock/issues/285, #161). Use the "
             "unified lock %s with `conda-lock install`." % (shown(files.environment), ", ".join(reqs), files.lockfile.name))
 
 

@@ -108,10 +108,10 @@ def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | Non
         spec = L.lock_spec(files)
         platform = platform or spec.platforms[0]
         pins, against = spec_pins(spec, platform), "%s (no lock yet)" % L.shown(files.environment)
-    if kind == "pip":
-        pins = [p for p in pins if p.manager == "pip"]
-    report = check_installed(pins, installed)
-    console.print("%s against %s (%s, %d pins):" % (listing, against, platform, len(pins)), soft_wrap=True)
+    report = check_installed(pins, installed, kind)
+    console.print("%s (%s list) against %s (%s, %d pins):" % (listing, kind, against, platform, len(pins)),
+                  soft_wrap=True)
     for line in report.lines():
-        console.print(("[green]%s[/]" if report.ok else "[bold red]%s[/]") % line, soft_wrap=True)
+        style = "yellow" if line.startswith("NOT CHECKED") else "green" if line.startswith("PASS") else "bold red"
+        console.print("[%s]%s[/]" % (style, line), soft_wrap=True)
     return 0 if report.ok else 1

@@ -15,6 +15,8 @@ Queries (stable API; ``validate`` uses the driver ones):
   (../shared/cases/06: 390.48 vs 9.2.88 → FAIL, needs >= 396.26).
 - ``horovod_has(version, feature) -> bool`` for ``horovodrun``, ``check_build``, ``nccl_built``,
   ``gpu_allreduce_env``, ``gpu_operations_env``.
+- ``horovod_build_variable(version, "HOROVOD_WITH_GLOO") -> BuildVariable``: whether that release's build reads
+  a ``HOROVOD_*`` environment variable (from its sdist's setup.py/CMake files).
 - ``tf_tested(version) -> TfTested | None``: tensorflow.org's tested build configuration of that release.
 - ``glibc_for_os(name, version) -> str | None``: the base OS's glibc (the ``__glibc`` a conda lock must declare).
 
@@ -234,6 +236,66 @@ def horovod_feature_source(feature: str) -> str:
 def horovod_env_feature(variable: str) -> str | None:
     """The feature a build-time ``HOROVOD_*`` variable needs (HOROVOD_GPU_OPERATIONS → gpu_operations_env)."""
     return _rules()["horovod_env_features"].get(variable)
+
+
+@dataclass(frozen=True)
+class BuildVariable:
+    """What Horovod ``version``'s build makes of environment variable ``name``.
+
+    ``status``: "read" (the build reads it), "documented" (docs/install.rst lists it, the build does not read it),
+    "unknown" (neither: a typo or another release's variable), "unchecked" (the rules cannot tell: a release
+    outside the checked ones, or between two checked releases that differ); ``message`` says which releases read
+    it; ``source`` where that comes from."""
+
+    name: str
+    status: Literal["read", "documented", "unknown", "unchecked"]
+    message: str
+    source: str
+
+
+def _build_env() -> dict:
+    return _rules()["horovod_build_env"]
+
+
+def horovod_build_variables() -> list[str]:
+    """Every HOROVOD_* build variable of any checked Horovod release."""
+    return [v["name"] for v in _build_env()["variables"]]
+
+
+def _read_in(entry: dict, v: Version) -> bool:
+    return Version(entry["since"]) <= v and ("until" not in entry or v < Version(entry["until"]))
+
+
+def _releases_reading(entry: dict) -> str:
+    return "%s%s" % (entry["since"], ", no longer from %s" % entry["until"] if "until" in entry else " on")
+
+
+def horovod_build_variable(version: str, name: str) -> BuildVariable:
+    """Does Horovod ``version``'s build know the environment variable ``name`` (a ``HOROVOD_*`` name)?
+
+    Answered from the checked releases in rules.yaml (``horovod_build_env``): exact for a checked release; for a
+    release between two checked ones, the answer of both when they agree, else "unchecked"."""
+    v = parse_version(version, "Horovod version")
+    table = _build_env()
+    source = table["source"]
+    checked = sorted(Version(r) for r in table["checked"])
+    entry = next((e for e in table["variables"] if e["name"] == name), None)
+    if v < checked[0] or v > checked[-1]:
+        return BuildVariable(name, "unchecked", "Horovod %s is outside the checked releases %s..%s"
+                             % (version, checked[0], checked[-1]), source)
+    if entry is None:
+        return BuildVariable(name, "unknown", "%s is not a build variable of any checked Horovod release" % name,
+                             source)
+    before, after = max(r for r in checked if r <= v), min(r for r in checked if r >= v)
+    if _read_in(entry, before) != _read_in(entry, after):
+        return BuildVariable(name, "unchecked", "Horovod %s lies between the checked releases %s and %s; %s is "
+                             "read from %s" % (version, before, after, name, _releases_reading(entry)), source)
+    if _read_in(entry, v):
+        return BuildVariable(name, "read", "Horovod %s reads %s" % (version, name), source)
+    status = "documented" if entry.get("documented") and v >= Version(entry["since"]) else "unknown"
+    note = "; %s" % entry["note"] if entry.get("note") else ""
+    return BuildVariable(name, status, "Horovod %s's build does not read %s (read from %s)%s"
+                         % (version, name, _releases_reading(entry), note), source)
 
 
 def tf_tested(version: str) -> TfTested | None:

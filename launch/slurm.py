@@ -101,6 +101,16 @@ def _mount_list(mounts: tuple[Mount, ...], fmt: str) -> str:
     return ",".join(items)
 
 
+def output_dirs(mounts: tuple[Mount, ...]) -> str:
+    """Shell lines that create the writable mounts' sources (``templates/output-dirs.sh``); "" when none.
+    Every Slurm script (train, both models, and the bench sweep) creates its output folder this way."""
+    dirs = [m.source for m in mounts if not m.read_only]
+    if not dirs:
+        return ""
+    return Template((TEMPLATES / "output-dirs.sh").read_text()).substitute(
+        dirs=" ".join(shlex.quote(d) for d in dirs)).rstrip()
+
+
 def _command_lines(*segments: list[str]) -> str:
     """One shell command, a segment per line (launcher, container, trainer) joined by backslash-newlines."""
     return " \\\n    ".join(shlex.join(s) for s in segments if s)
@@ -136,7 +146,7 @@ def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
     return Template((TEMPLATES / "slurm-pyxis.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), rank_unit="GPU" if spec.gpus else "CPU rank",
         image_note=_comment(note), directives=directives(spec, opts), exports=exports(spec),
-        srun=pyxis_lines(spec))
+        output_dirs=output_dirs(spec.mounts), srun=pyxis_lines(spec))
 
 
 def hybrid_guard(spec: JobSpec, compat: MpiCompatibility, render_host: str | None = None) -> str:
@@ -173,7 +183,8 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
     return Template((TEMPLATES / "slurm-hybrid.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), mpi_source=compat.source,
         directives=directives(spec, opts), exports=exports(spec),
-        mpi_guard=hybrid_guard(spec, compat, render_host), mpirun=hybrid_lines(spec))
+        mpi_guard=hybrid_guard(spec, compat, render_host), output_dirs=output_dirs(spec.mounts),
+        mpirun=hybrid_lines(spec))
 
 
 def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOptions(),

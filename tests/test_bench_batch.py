@@ -97,3 +97,20 @@ def test_collect_a_result_folder(tmp_path):
     assert "the trainer ran on CPU" in sweep.record.notes[-1]
     with pytest.raises(ChexstackError, match="no np-<N>/throughput.json"):
         batch.collect(tmp_path / "out", tmp_path / "x")
+
+
+def test_collect_checks_its_output_folder_first(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ChexstackError, match="--output .*/file/out: cannot create the folder"):
+        batch.collect(CPU_SWEEP, blocker / "out")
+
+
+def test_scheduled_sweeps_take_the_clusters_data_path_as_given():
+    """The data folder is the cluster's: absolute, not looked for here, mounted and passed unchanged."""
+    with pytest.raises(ChexstackError, match="--launcher slurm: --data cxr is a path relative to this machine"):
+        _req(data="cxr").check()
+    target = batch.BatchTarget(image="registry.example.com/chexstack/cpu:1", per_node=4, gpus=True,
+                               results="bench-results")
+    text = batch.render_k8s(_req(launcher="k8s", counts=(1,), data="/nfs/cxr"), target, now=NOW)
+    assert "path: /nfs/cxr" in text and "- /nfs/cxr" in text

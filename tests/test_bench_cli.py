@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,9 @@ import pytest
 import yaml
 
 from bench.results import REFERENCE_DIR, load_sweep
+from chexstack.errors import ChexstackError
 from tests.conftest import REPO
+from tests.readonly import run_with_read_only
 from tests.test_launch_k8s import validate as validate_mpijob
 
 INVOKE = str(Path(sys.executable).with_name("invoke"))
@@ -50,32 +53,89 @@ def test_cpu_sweep_then_figure(tmp_path):
 
 
 def test_counts_beyond_the_slots_stop_before_running():
-    run = invoke("bench", "--gpus", "1,2,%d" % (len(os.sched_getaffinity(0)) + 1), "--data", "synthetic")
+    cores = len(os.sched_getaffinity(0))
+    run = invoke("bench", "--gpus", "1,2,%d" % (cores + 1), "--data", "synthetic")
     assert run.returncode == 2
     assert "exceed the" in run.stdout and "slot(s) of this host" in run.stdout and "Traceback" not in run.stderr
+    alone = invoke("bench", "--gpus", str(cores + 1), "--data", "synthetic")  # review finding D4
+    assert alone.returncode == 2 and "counts up to %d fit: run --gpus %s" % (
+        cores, ",".join(map(str, sorted({n for n in (1, 2, 3, 4, 8) if n <= cores} | {cores})))) in alone.stdout
+
+
+def test_check_slots_names_the_counts_that_fit():
+    from bench.sweep import check_slots
+
+    check_slots((1, 2), 2, "here")
+    with pytest.raises(ChexstackError, match="count.s. 3 exceed the 2 slot.s. of here; counts up to 2 fit: run "
+                                             "--gpus 1,2, or add hosts"):
+        check_slots((3,), 2, "here")
+    with pytest.raises(ChexstackError, match="count.s. 8,16 exceed the 6 slot.s. of h; counts up to 6 fit: run "
+                                             "--gpus 1,2,3,4,6,"):
+        check_slots((8, 16), 6, "h")
+    with pytest.raises(ChexstackError, match="count.s. 8 exceed .* run --gpus 1,4,"):
+        check_slots((1, 4, 8), 4, "h")
+
+
+CLUSTER_OUT = ["--output", "/shared/chexstack/runs/r1"]
 
 
 def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     run = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
-                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--render")
+                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--image", "registry.example.com/chexstack/cpu:1",
+                 *CLUSTER_OUT, "--render")
     assert run.returncode == 0, run.stderr
     job = yaml.safe_load(run.stdout)
     validate_mpijob(job)
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2 and job["spec"]["slotsPerWorker"] == 2
-    submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", "--submit",
+    assert run.stderr == "" and not run.stdout.startswith("# warning")
+    volumes = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"]
+    assert {"path": "/shared/chexstack/runs/r1", "type": "DirectoryOrCreate"} in [v.get("hostPath") for v in volumes]
+    submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
                     env={"PATH": str(tmp_path)})
     assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stdout
 
 
 def test_train_renders_a_slurm_script_and_submit_needs_sbatch():
-    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", "--render")
+    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", *CLUSTER_OUT,
+                 "--render")
     assert run.returncode == 0, run.stderr
     assert subprocess.run(["bash", "-n"], input=run.stdout, text=True).returncode == 0
     assert "srun --mpi=pmix --container-image=chexstack/cpu:" in run.stdout
-    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", "--submit")
+    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit")
     assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stdout
     neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
     assert neither.returncode == 2 and "--render" in neither.stdout
+
+
+@pytest.mark.parametrize("launcher", ["k8s", "slurm"])
+def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
+    """Review finding 11: without --output the MPIJob mounted this machine's runs/train as a hostPath."""
+    base = ["train", "--launcher", launcher, "--stack", "cpu", "--render"]
+    no_output = invoke(*base, "--data", "synthetic")
+    assert no_output.returncode == 2 and ("error: --launcher %s: --output runs/train is a path relative to this "
+                                          "machine" % launcher) in no_output.stdout
+    relative_data = invoke(*base, "--data", "data/cxr", *CLUSTER_OUT)
+    assert relative_data.returncode == 2 and "--data data/cxr is a path relative to this machine" in relative_data.stdout
+    local_tag = invoke(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
+    assert local_tag.returncode == 0, local_tag.stdout + local_tag.stderr
+    warning = " ".join(local_tag.stderr.split())
+    assert warning.startswith("warning: image chexstack/cpu:") and "the cluster's nodes cannot pull it" in warning
+    assert "pass --image REGISTRY/chexstack/cpu:" in warning
+    assert local_tag.stdout.startswith("# warning: image chexstack/cpu:") == (launcher == "k8s")
+    assert "/work" not in local_tag.stdout and str(REPO) not in local_tag.stdout
+
+
+def test_hybrid_needs_a_sif_and_scheduled_sweeps_their_results_folder():
+    hybrid = invoke("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
+                    "--render")
+    assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stdout
+    sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--render"]
+    assert "give --results DIR" in invoke(*sweep).stdout
+    assert "--results bench is a path relative to this machine" in invoke(*sweep, "--results", "bench").stdout
+    ok = invoke(*sweep, "--results", "/shared/bench", "--data", "/shared/cxr")
+    assert ok.returncode == 0 and "mkdir -p -- /shared/bench/cpu-slurm-" in ok.stdout
+    assert "--container-mounts=/shared/bench/cpu-slurm-" in ok.stdout and "/shared/cxr:/shared/cxr:ro" in ok.stdout
+    assert "cannot pull it" in ok.stderr
 
 
 def test_gpu_check_script_is_clean_and_dry_runs():
@@ -90,3 +150,57 @@ def test_gpu_check_script_is_clean_and_dry_runs():
     if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
         real = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert real.returncode == 2 and "an NVIDIA GPU and driver" in real.stderr and "nothing was run" in real.stderr
+
+
+def test_unwritable_output_stops_before_the_sweep(tmp_path):
+    """Review finding 4: a read-only --output failed after the whole sweep; now nothing runs."""
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    run = run_with_read_only(read_only, [INVOKE, "bench", "--gpus", "1", "--data", "synthetic", "--output",
+                                         str(read_only), *SMALL], timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stdout + run.stderr
+    assert run.stdout.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (read_only,
+                                                                                                      read_only)
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_output_turns_read_only_is_kept_in_its_run_folder(tmp_path):
+    """The folder becomes read-only while the count runs: the sweep JSON goes to runs/bench/<tag>/ and says so."""
+    out = tmp_path / "out"
+    out.mkdir()
+    label = "ro-%d" % os.getpid()
+    runs = REPO / "runs" / "bench"
+    script = ("mount --bind {o} {o} && ({invoke} bench --gpus 1 --data synthetic --label {label} --output {o} {small}"
+              " & pid=$!; while ! ls {runs}/{label}-*/np-1/launch.log >/dev/null 2>&1; do sleep 0.2; done; "
+              "mount -o remount,bind,ro {o}; wait $pid)").format(o=out, invoke=INVOKE, label=label, runs=runs,
+                                                                  small=" ".join(SMALL))
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("cannot create a mount namespace here (unshare -m)")
+    run = subprocess.run([unshare, "-m", "sh", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "COLUMNS": "200"})
+    try:
+        assert run.returncode == 0, run.stdout + run.stderr
+        [kept] = runs.glob("%s-*/%s-*.json" % (label, label))
+        assert "warning: cannot write %s/" % out in run.stdout and "the sweep went to %s" % kept in run.stdout
+        assert [p.count for p in load_sweep(kept).points] == [1] and list(out.iterdir()) == []
+    finally:
+        for folder in runs.glob("%s-*" % label):
+            shutil.rmtree(folder)
+
+
+def test_bench_report_names_the_figure_formats_and_what_is_not_a_sweep(tmp_path):
+    seed = str(REFERENCE_DIR / "seed-densenet121-baremetal.json")
+    run = invoke("bench-report", seed, "--output", str(tmp_path / "x.txt"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "expected a figure file name ending in one of" in run.stdout and ".png" in run.stdout
+    assert ".svg" in run.stdout and not list(tmp_path.iterdir())
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"run": {}, "epochs": []}))
+    run = invoke("bench-report", str(metrics), "--output", str(tmp_path / "f.png"))
+    assert run.returncode == 2
+    assert ("%s is not a chexstack.bench.sweep/1 result (no 'schema', 'label' or 'points')" % metrics
+            in " ".join(run.stdout.split()))
+    svg = invoke("bench-report", seed, "--output", str(tmp_path / "fig" / "f.svg"))
+    assert svg.returncode == 0, svg.stdout + svg.stderr
+    assert (tmp_path / "fig" / "f.svg").read_text().startswith("<?xml") and (tmp_path / "fig" / "f.csv").is_file()

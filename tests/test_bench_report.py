@@ -89,3 +89,56 @@ def test_save_is_atomic_and_round_trips(tmp_path):
     sweep = _gpu_sweep("k", 0.9)
     path = save_sweep(sweep, tmp_path / "a" / "k.json")
     assert load_sweep(path) == sweep and [p.name for p in path.parent.iterdir()] == ["k.json"]
+
+
+def test_a_finished_sweep_is_kept_when_its_folder_cannot_be_written(tmp_path, capsys):
+    """Review finding 4: the sweep's last write failed and the whole sweep was lost. Now it goes beside the
+    run's files and says so; only when that fails too is it an error (naming both)."""
+    from bench.sweep import keep_sweep
+
+    sweep = _gpu_sweep("k", 0.9)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    path = keep_sweep(sweep, blocker / "k.json", tmp_path / "runs" / "k.json")
+    assert path == tmp_path / "runs" / "k.json" and load_sweep(path) == sweep
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning: cannot write %s" % (blocker / "k.json") in out and "the sweep went to %s" % path in out
+    with pytest.raises(ChexstackError, match="cannot write the sweep to .* nor to .*; the per-count results stay in"):
+        keep_sweep(sweep, blocker / "k.json", blocker / "k2.json")
+    assert keep_sweep(sweep, tmp_path / "ok" / "k.json", tmp_path / "unused.json") == tmp_path / "ok" / "k.json"
+
+
+def test_efficiency_labels_of_neighbouring_series_never_overlap():
+    """Review finding N11: "85 %" and "73 %" overlapped. Five series with close efficiencies at every count:
+    neighbours alternate above/below their markers, so no two labels' boxes intersect, and each label sits on a
+    white box above the lines."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Annotation
+
+    seed = load_sweep(SEED)
+    series = [Sweep(label="s%d" % i, record=RunRecord(model="densenet121", count_unit="GPUs"),
+                    points=[Point(count=n, images_per_sec=seed.point(n).images_per_sec * (1 - 0.01 * i * (n > 1)))
+                            for n in (1, 2, 3, 4, 8)]) for i in range(5)]
+    fig = figure.figure(figure.compare(series), series)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+
+        def overlapping(labels):
+            boxes = [a.get_window_extent(renderer) for a in labels]
+            return [(labels[i].get_text(), labels[j].get_text()) for i in range(len(boxes))
+                    for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+
+        ax, ax_eff = fig.axes
+        labels = [a for a in ax_eff.texts if a.get_text().endswith(" %")]
+        assert len(labels) == 25 and overlapping(labels) == []
+        assert all(a.get_bbox_patch() is not None and a.get_zorder() > 2 for a in labels)
+        bar_labels = [a for a in ax.texts if isinstance(a, Annotation)]
+        assert len(bar_labels) == 25 and overlapping(bar_labels) == []  # upright from 4 series on
+        assert all(a.get_rotation() == 90 for a in bar_labels)
+        top = ax.get_window_extent(renderer)
+        assert all(top.contains(*a.get_window_extent(renderer).corners()[1]) for a in bar_labels)  # inside
+    finally:
+        plt.close(fig)
+    assert [figure.efficiency_label_above(i, 80) for i in range(4)] == [True, False, True, False]
+    assert figure.efficiency_label_above(1, 10)  # never below the panel's floor

@@ -3,6 +3,8 @@ section), the content hash and drift detection, GPU lock content (case 14), expl
 check (case 15), and the CLI's clear errors where no solver or channel is reachable."""
 from __future__ import annotations
 
+import json
+
 import os
 import shutil
 import subprocess
@@ -188,7 +190,9 @@ def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
     installed, kind = parse_installed_json((DATA / "conda-list-case15.json").read_text())
     assert kind == "conda" and installed["tensorflow"] == "2.12.1"
     report = check_installed(spec_pins(spec, "linux-64"), installed)
-    assert report.lines() == ["FAIL missing: horovod, scikit-learn"]
+    assert report.lines()[0] == "FAIL missing: horovod, scikit-learn" and len(report.lines()) == 2
+    assert report.lines()[1].startswith("PASS %d of %d pinned packages at the pinned version: " % (
+        len(report.checked) - 2, len(report.checked)))
 
 
 def test_post_install_check_against_lock_and_pip_list():
@@ -198,7 +202,31 @@ def test_post_install_check_against_lock_and_pip_list():
     pip_installed, kind = parse_installed_json((DATA / "pip-list-horovod.json").read_text())
     assert kind == "pip"
     report = check_installed([p for p in pins if p.manager == "pip"], pip_installed)
-    assert report.lines() == ["FAIL wrong version: scikit-learn installed 1.3.1, pinned 1.3.2"]
+    assert report.lines() == ["FAIL wrong version: scikit-learn installed 1.3.1, pinned 1.3.2",
+                              "PASS 1 of 2 pinned packages at the pinned version: horovod"]
+
+
+def test_a_pip_list_checks_what_it_shows_and_names_what_it_cannot():
+    """Review finding N5: a pip list against the cpu environment said PASS after checking 2 pip pins, while the
+    wrong scikit-learn and Pillow in the same listing went unmentioned."""
+    spec = L.lock_spec(L.conda_files("cpu"))
+    listing = json.dumps([{"name": "tensorflow-cpu", "version": "2.15.1"}, {"name": "horovod", "version": "0.28.1"},
+                          {"name": "numpy", "version": "1.26.4"}, {"name": "scikit-learn", "version": "1.9.1"},
+                          {"name": "Pillow", "version": "13.0.0"}, {"name": "pip", "version": "24.0"}])
+    installed, kind = parse_installed_json(listing)
+    report = check_installed(spec_pins(spec, "linux-64"), installed, kind)
+    assert kind == "pip" and not report.ok
+    assert report.lines() == [
+        "FAIL wrong version: pillow installed 13.0.0, pinned 10.4.*",
+        "FAIL wrong version: scikit-learn installed 1.9.1, pinned 1.5.2.*",
+        "PASS 4 of 10 pinned packages at the pinned version: horovod, numpy, pip, tensorflow-cpu",
+        "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): cmake, gxx_linux-64, "
+        "openmpi, python"]
+    right = check_installed(spec_pins(spec, "linux-64"), {**installed, "scikit-learn": "1.5.2", "pillow": "10.4.0"},
+                            kind)
+    assert right.ok and right.lines()[0].startswith("PASS 6 of 10 pinned packages at the pinned version")
+    missing_pip = check_installed(spec_pins(spec, "linux-64"), {"numpy": "1.26.4"}, "pip")
+    assert missing_pip.lines()[0] == "FAIL missing: horovod, tensorflow-cpu"
 
 
 def test_installed_listing_must_be_json():

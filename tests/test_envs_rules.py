@@ -103,3 +103,38 @@ def test_glibc_for_os():
     assert rules.glibc_for_os("CentOS", "7") == "2.17"
     assert rules.glibc_for_os("Debian", "12") == "2.36"
     assert rules.glibc_for_os("Plan9", "4") is None
+
+
+@pytest.mark.parametrize("version, name, status", [
+    ("0.28.1", "HOROVOD_WITH_TENSORFLOW", "read"),
+    ("0.28.1", "HOROVOD_GPU_OPERATIONS", "read"),
+    ("0.28.1", "HOROVOD_GPU_ALLREDUCE", "read"),          # still read per operation after 0.20.0
+    ("0.28.1", "HOROVOD_CMAKE", "read"),
+    ("0.28.1", "HOROVOD_WITH_GLOO", "documented"),        # install.rst lists it; the CMake build does not read it
+    ("0.19.0", "HOROVOD_WITH_GLOO", "read"),
+    ("0.28.1", "HOROVOD_CUDA_INCLUDE", "unknown"),        # setup.py-era variable, gone with the CMake build (0.20.0)
+    ("0.16.1", "HOROVOD_GPU_OPERATIONS", "unknown"),      # from 0.20.0
+    ("0.16.1", "HOROVOD_GPU_ALLREDUCE", "read"),
+    ("0.16.1", "HOROVOD_NCCL_HOME", "read"),
+    ("0.16.1", "HOROVOD_WITH_MPI", "unknown"),            # controllers became optional in 0.18.0
+    ("0.16.2", "HOROVOD_WITHOUT_MXNET", "read"),
+    ("0.28.1", "HOROVOD_WITH_GLUE", "unknown"),
+    ("0.25.0", "HOROVOD_GPU_REDUCESCATTER", "unchecked"),  # between checked 0.24.0 (absent) and 0.26.0 (read)
+    ("0.23.0", "HOROVOD_GPU_REDUCESCATTER", "unknown"),    # absent in both neighbours 0.22.0 and 0.24.0
+    ("0.14.0", "HOROVOD_WITH_TENSORFLOW", "unchecked"),    # older than every checked release
+])
+def test_horovod_build_variables_by_release(version, name, status):
+    """Read off the sdists' setup.py/CMake files of the checked releases (envs/rules.yaml horovod_build_env)."""
+    known = rules.horovod_build_variable(version, name)
+    assert known.status == status, known.message
+    assert "pypi.org/project/horovod" in known.source and "install.rst" in known.source
+
+
+def test_horovod_build_variable_table_is_consistent():
+    table = rules._rules()["horovod_build_env"]
+    checked = table["checked"]
+    assert checked == sorted(checked, key=rules.parse_version)
+    for entry in table["variables"]:
+        assert entry["name"].startswith("HOROVOD_") and entry["since"] in checked
+        assert entry.get("until") in (None, *checked)
+    assert len(set(rules.horovod_build_variables())) == len(table["variables"])

@@ -80,7 +80,34 @@ def test_horovod_flag_of_the_wrong_era_blocks():
     stack = _stack_from("conda", lambda d: d["build"]["horovod_env"].update(HOROVOD_GPU_OPERATIONS="NCCL"))
     f = [f for f in stack_findings(stack) if f.field == "build.horovod_env.HOROVOD_GPU_OPERATIONS"]
     assert len(f) == 1 and f[0].blocking and f[0].severity == "error"
-    assert f[0].message == "HOROVOD_GPU_OPERATIONS is not known to Horovod 0.16.1" and "0.20.0" in f[0].source
+    assert f[0].message == ("Horovod 0.16.1's build does not read HOROVOD_GPU_OPERATIONS (read from 0.20.0 on): the "
+                            "build ignores it")
+    assert "pypi.org/project/horovod" in f[0].source
+
+
+def test_horovod_build_variable_typo_blocks_and_names_the_field():
+    """Review finding 9: a typo in build.horovod_env passed `stacks --check` with exit 0."""
+    stack = _stack_from("cpu", lambda d: d["build"]["horovod_env"].update(HOROVOD_WITH_GLUE="1"))
+    [f] = [f for f in stack_findings(stack) if f.field == "build.horovod_env.HOROVOD_WITH_GLUE"]
+    assert f.blocking and f.severity == "error" and f.subject == "manifest"
+    assert f.message.endswith("the build ignores it; did you mean HOROVOD_WITH_GLOO?")
+    # The build tools' own variables are not Horovod's to judge.
+    assert not [f for f in stack_findings(stack) if "CMAKE_POLICY_VERSION_MINIMUM" in f.field]
+
+
+def test_invoke_stacks_check_fails_on_a_horovod_build_variable_typo(tmp_path):
+    """The whole command, as the reviewer ran it: HOROVOD_WITH_GLUE in a copy of this checkout's cpu.yaml makes
+    `invoke stacks --check` exit 1, naming the field."""
+    files = subprocess.run(["git", "ls-files", "tasks.py", "chexstack", "envs", "images"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    cpu = tmp_path / "envs" / "stacks" / "cpu.yaml"
+    cpu.write_text(cpu.read_text().replace('HOROVOD_WITH_GLOO: "1"', 'HOROVOD_WITH_GLUE: "1"'))
+    p = _invoke("stacks", "--check", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "build.horovod_env.HOROVOD_WITH_GLUE" in p.stdout and "did you mean HOROVOD_WITH_GLOO?" in p.stdout
 
 
 def test_min_driver_below_cuda_floor_blocks():
@@ -95,9 +122,9 @@ def test_reported_must_equal_table1_cell():
     assert f and f[0].blocking and f[0].message == "expected Table 1's cell '10.2', the manifest has '10.1'"
 
 
-def _invoke(*args: str) -> subprocess.CompletedProcess:
+def _invoke(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="120", NO_COLOR="1", TERM="dumb")
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

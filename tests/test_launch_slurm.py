@@ -128,3 +128,25 @@ def test_submit_without_sbatch_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # sbatch is not installed on this machine either
     with pytest.raises(ChexstackError, match="sbatch not found on PATH"):
         submit_slurm("#!/bin/bash\n")
+
+
+def test_the_train_script_creates_its_output_folder_before_srun_mounts_it(tmp_path):
+    """Review finding 12: pyxis fails when a mount source does not exist. The script, run by bash with a stand-in
+    `srun` that checks every --container-mounts source, creates the output folder first (data stays read-only)."""
+    data, output = tmp_path / "data", tmp_path / "runs" / "r1"
+    data.mkdir()
+    spec = JobSpec(name="chexstack-cxr", stack=load_stack("cpu"), image="registry.example.com/chexstack/cpu:1",
+                   nodes=1, ranks_per_node=2, gpus=False, trainer_args=("--output", str(output)),
+                   mounts=(Mount(str(data), read_only=True), Mount(str(output))))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/bash\nfor a in \"$@\"; do case $a in --container-mounts=*)\n"
+                                  "  IFS=, read -ra ms <<< \"${a#--container-mounts=}\"\n"
+                                  "  for m in \"${ms[@]}\"; do src=${m%%:*}; [ -d \"$src\" ] || "
+                                  "{ echo \"missing mount source $src\"; exit 9; }; done;; esac; done\necho srun ok\n")
+    (bin_dir / "srun").chmod(0o755)
+    run = subprocess.run(["bash", "-c", slurm.render(spec, "pyxis")], capture_output=True, text=True,
+                         env={"PATH": "%s:/usr/bin:/bin" % bin_dir})
+    assert run.returncode == 0 and run.stdout.strip() == "srun ok", run.stdout + run.stderr
+    assert output.is_dir()
+    assert slurm.output_dirs((Mount("/data", read_only=True),)) == ""

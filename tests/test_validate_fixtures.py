@@ -6,6 +6,8 @@ VALUES: fixtures that are version sources (no verdict of their own) -> the value
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import FIXTURES
@@ -13,7 +15,8 @@ from validate.checks.container import judge_container_gpus, judge_docker
 from validate.checks.gpu import judge_dcgm, judge_driver, judge_ecc, judge_inventory, judge_persistence, judge_xid
 from validate.checks.horovod import judge_build
 from validate.checks.infiniband import judge_ports, judge_write_bw
-from validate.checks.mpi import judge_mpi_version
+from validate.checks.mpi import judge_launch_failure, judge_mpi_version
+from validate.checks.runner import ToolRun
 from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_transport
 from validate.checks.topology import judge_gpu_nic, judge_nvlink, judge_nvlink_links
 from validate.parsers import container, infiniband as ib, nccl, nvidia_smi as smi, versions
@@ -21,6 +24,7 @@ from validate.parsers.dcgm import parse_dcgmi_diag
 from validate.parsers.horovod import parse_check_build
 from validate.parsers.infiniband import IbPort
 from validate.parsers.kernel import parse_dmesg
+from validate.parsers.mpi import launch_failure
 from validate.parsers.topology import parse_topo
 
 
@@ -303,3 +307,47 @@ def test_topology_parses_every_layout():
     assert all(not t.problems for t in topos)
     assert topos[1].nics[0] == "mlx5_0" and topos[1].nearest_nic("GPU0") == ("mlx5_4", "PIX")
     assert topos[2].link[("GPU2", "mlx5_0")] == "PIX" and topos[2].cpu_affinity["GPU4"] == "12-23,36-47"
+
+
+# Real Open MPI 4.1.4 launch failures made on this machine (tests/data/mpi/SOURCES.md): the line that says why,
+# never the first line of Open MPI's banner (review finding 10).
+MPI_DATA = Path(__file__).resolve().parent / "data" / "mpi"
+LAUNCH_FAILURES = [
+    ("openmpi-4.1.4-unresolvable-hosts.txt", 255,
+     "ssh: Could not resolve hostname node1: Name or service not known; "
+     "ssh: Could not resolve hostname node2: Name or service not known"),
+    ("openmpi-4.1.4-ssh-port-refused.txt", 255, "ssh: connect to host 127.0.0.2 port 1: Connection refused"),
+    ("openmpi-4.1.4-not-enough-slots.txt", 1,
+     "There are not enough slots available in the system to satisfy the 4 slots that were requested by the "
+     "application"),
+    ("openmpi-4.1.4-executable-missing.txt", 132,
+     "mpirun was unable to launch the specified application as it could not access or execute an executable "
+     "(Executable: /nonexistent/prog, Node: vm)"),
+    ("openmpi-4.1.4-as-root.txt", 1, "mpirun has detected an attempt to run as root."),
+    ("openmpi-4.1.4-rank-exit-3.txt", 3,
+     "Primary job terminated normally, but 1 process returned a non-zero exit code. Per user-direction, the job "
+     "has been aborted."),
+]
+
+
+@pytest.mark.parametrize("name,rc,why", LAUNCH_FAILURES, ids=[r[0][14:-4] for r in LAUNCH_FAILURES])
+def test_mpirun_launch_failure_names_the_line_that_matters(name, rc, why):
+    output = (MPI_DATA / name).read_text()
+    assert launch_failure(output) == why
+    hosts = ["node1", "node2"]
+    result = judge_launch_failure(ToolRun(("mpirun", "-H", "node1:2,node2:2", "-np", "4", "prog"), rc, "", output),
+                                  4, hosts)
+    assert result.status.value == "FAIL" and result.diagnosis == "MPI_LAUNCH_FAILED"
+    assert result.measured == "mpirun exited %d: %s" % (rc, why) and "-----" not in result.measured
+    assert ("`ssh HOST true` for each of node1,node2" in result.remedy) == why.startswith("ssh:")
+
+
+def test_mpirun_launch_failure_parser_edges():
+    assert launch_failure("") == ""
+    banner_only = "-" * 74 + "\nFirst line of a\nbanner.\n\nMore help.\n" + "-" * 74 + "\n"
+    assert launch_failure(banner_only) == "First line of a banner."
+    assert launch_failure("-" * 74 + "\nCut off before its closing rule") == "Cut off before its closing rule"
+    many = "\n".join("ssh: Could not resolve hostname n%d: Name or service not known" % i for i in range(5))
+    assert launch_failure(many).endswith("n2: Name or service not known (+2 more)")
+    timed_out = judge_launch_failure(ToolRun(("mpirun", "-np", "2", "x"), None, timed_out=True), 2, [])
+    assert timed_out.measured == "`mpirun -np 2 x` timed out"

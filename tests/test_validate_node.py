@@ -13,6 +13,7 @@ import pytest
 from envs.manifest import load_stack
 from launch.controller import local_interfaces
 from tests.conftest import FIXTURES, REPO
+from tests.readonly import run_with_read_only
 from validate import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
 from validate.checks.registry import check
@@ -170,11 +171,36 @@ def test_invoke_validate_end_to_end(tmp_path):
     assert "mpi.launch" in p.stdout and "exit 0" in p.stdout
 
 
+def test_real_mpirun_to_unresolvable_hosts_names_ssh_not_the_banner(tmp_path):
+    """Review finding 10, for real: the FAIL shows ssh's line, not the first line of Open MPI's banner."""
+    out = tmp_path / "r.json"
+    p = _invoke("--hosts", "node1.invalid,node2.invalid", "--only", "mpi.launch", "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    [result] = json.loads(out.read_text())["results"]
+    assert result["status"] == "FAIL" and result["measured"].startswith("mpirun exited 255: ssh: Could not resolve "
+                                                                        "hostname node")
+    assert "-----" not in result["measured"] and "`ssh HOST true`" in result["remedy"]
+
+
 def test_invoke_validate_cannot_run_exits_2():
     p = _invoke("--only", "nosuch")
     assert p.returncode == 2 and "--only nosuch: no such check" in p.stdout
     p = _invoke("--stack", "nosuch")
     assert p.returncode == 2 and "unknown stack 'nosuch'" in p.stdout
+
+
+def test_invoke_validate_json_that_cannot_be_written_stops_before_the_checks(tmp_path):
+    """Review finding 4: the JSON path's folder is checked first, not after every check ran."""
+    p = _invoke("--json", "/nonexistent/v.json")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stdout.strip() == ("error: --json /nonexistent/v.json: folder /nonexistent does not exist; create it "
+                                "or choose another path")
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    p = run_with_read_only(read_only, [str(REPO / ".venv" / "bin" / "invoke"), "validate", "--json",
+                                       str(read_only / "v.json")])
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert "cannot write in %s (Read-only file system)" % read_only in p.stdout and "mpi.launch" not in p.stdout
 
 
 @pytest.mark.docker

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+from chexstack.outputs import output_file
 from validate.checks import CHECKS, Context
 from validate.result import CheckResult, Status, failed
 
@@ -88,32 +89,34 @@ def print_table(report: Report) -> None:
     for r in report.results:
         table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), r.measured,
                       r.expected if r.status != Status.SKIP else "", r.remedy)
-    if console.is_terminal:
-        console.print(table)
-    else:  # a log file or pipe: rich would wrap at 80 columns
-        saved, console.width = console.width, max(console.width, 160)
-        try:
-            console.print(table)
-        finally:
-            console.width = saved
+    console.print(table)
     counts = report.counts()
     console.print("%s in %.1f s — exit %d" % (", ".join("%d %s" % (n, s) for s, n in counts.items() if n),
                                              report.seconds, report.exit_code))
 
 
 def write_json(report: Report, path: str) -> None:
-    """Write the JSON report atomically (temp file + rename)."""
+    """Write the JSON report atomically (temp file + rename). Raises ChexstackError naming the path when it
+    cannot be written (no temporary file is left behind)."""
     target = Path(path)
     tmp = target.with_name(".%s.tmp" % target.name)
-    tmp.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    tmp.replace(target)
+    try:
+        tmp.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        tmp.replace(target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ChexstackError("--json %s: cannot write the report (%s); the table above has the results"
+                             % (path, e.strerror or e)) from None
 
 
 def validate(stack: str | None = None, hosts: list[str] | None = None, json_path: str | None = None,
              only: list[str] | None = None, skip: list[str] | None = None) -> int:
-    """``invoke validate``: run, print the table, write the JSON, return the exit code."""
+    """``invoke validate``: run, print the table, write the JSON, return the exit code. Raises ChexstackError
+    before any check runs for an unknown stack or check id, or a ``json_path`` that cannot be written."""
     from envs.manifest import load_stack
 
+    if json_path:
+        output_file(json_path, "--json")
     ctx = Context(stack=load_stack(stack) if stack else None, hosts=list(hosts or []))
     report = run_checks(ctx, select(list(only or []), list(skip or [])))
     print_table(report)

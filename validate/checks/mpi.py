@@ -12,9 +12,9 @@ from pathlib import Path
 
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
-from validate.checks.runner import run
+from validate.checks.runner import ToolRun, run
 from validate.parsers import versions
-from validate.parsers.mpi import parse_mpi_test, world_problems
+from validate.parsers.mpi import launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"
@@ -120,6 +120,20 @@ def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = ""
                   "%d ranks in one MPI_COMM_WORLD" % np)
 
 
+def judge_launch_failure(res: ToolRun, np: int, hosts: list[str]) -> CheckResult:
+    """A failed ``mpirun``: the line that says why (``parsers.mpi.launch_failure``: ssh's error, not Open MPI's
+    banner), and a remedy that fits it (ssh to each host for ssh errors)."""
+    cid, command = "mpi.launch", " ".join(res.argv)
+    why = (launch_failure(res.stderr) or launch_failure(res.output)) if not (res.timed_out or res.missing) else ""
+    measured = "mpirun exited %s: %s" % (res.rc, why) if why else res.why_not()
+    if "ssh:" in why or "Host key verification failed" in why or "Permission denied" in why:
+        remedy = ("every host must resolve and accept ssh from this node without a password: `ssh HOST true` for "
+                  "each of %s, then `%s`" % (",".join(h.split(":")[0] for h in hosts) or "the hosts", command))
+    else:
+        remedy = "run `%s` by hand" % command
+    return failed(cid, measured, "%d ranks" % np, remedy, "MPI_LAUNCH_FAILED")
+
+
 @check("mpi.launch", "a real mpirun of N ranks (MPI_Init + allreduce)")
 def launch(ctx: Context) -> CheckResult:
     cid = "mpi.launch"
@@ -131,5 +145,5 @@ def launch(ctx: Context) -> CheckResult:
     argv = mpirun_argv(ctx, np, ctx.hosts, per_host) + ([exe] if exe else ["hostname"])
     res = run(argv, timeout=90)
     if not res.ok:
-        return failed(cid, res.why_not(), "%d ranks" % np, "run `%s` by hand" % " ".join(argv), "MPI_LAUNCH_FAILED")
+        return judge_launch_failure(res, np, ctx.hosts)
     return judge_launch(res.stdout, np, ctx.hosts, why)

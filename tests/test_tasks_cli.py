@@ -1,0 +1,105 @@
+"""tasks.py's glue: option parsing errors are clear messages (exit 2), never tracebacks (review findings 5, 7, N4)."""
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tasks
+from tests.conftest import REPO
+
+INVOKE = str(Path(sys.executable).with_name("invoke"))
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "120", "NO_COLOR": "1"})
+
+
+def _tasks() -> dict[str, tasks._Task]:
+    return {name.replace("_", "-"): obj for name, obj in vars(tasks).items() if isinstance(obj, tasks._Task)}
+
+
+def _number_options() -> list[tuple[str, str, type]]:
+    out = []
+    for name, t in _tasks().items():
+        for arg in t.get_arguments():
+            if isinstance(arg, tasks._NumberOption):
+                out.append((name, arg.names[0], arg.number))
+    return out
+
+
+def test_every_task_uses_chexstack_task_and_every_number_option_is_checked():
+    """An int default makes invoke convert the option; a fraction must be declared in ``floats``."""
+    assert set(_tasks()) >= {"stacks", "lock", "train", "validate", "bench", "bench-report"}
+    for name, t in _tasks().items():
+        assert not t.auto_shortflags, name
+        params = inspect.signature(t.body).parameters
+        assert t.floats <= set(params), (name, t.floats)
+        numbers = {arg.attr_name or arg.name for arg in t.get_arguments() if isinstance(arg, tasks._NumberOption)}
+        for p in params.values():
+            if isinstance(p.default, int) and not isinstance(p.default, bool) or "fraction" in p.name:
+                assert p.name in numbers, (name, p.name)
+    assert ("train", "val-fraction", float) in _number_options() and ("bench", "steps", int) in _number_options()
+
+
+@pytest.mark.parametrize("task, option, number", _number_options())
+def test_a_bad_number_names_the_option_and_what_was_expected(task, option, number):
+    run = invoke(task, "--%s" % option, "abc")
+    expected = "a whole number" if number is int else "a number"
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "error: --%s 'abc': expected %s" % (option, expected) in run.stdout
+    assert "Traceback" not in run.stderr and "ValueError" not in run.stderr
+
+
+def test_numbers_still_parse():
+    """A fraction of 0.1 and a non-finite value: parsed, and refused."""
+    assert tasks._finite_float("0.1") == 0.1
+    with pytest.raises(ValueError):
+        tasks._finite_float("inf")
+    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic",
+                 "--val-fraction", "0.2", "--output", "/shared/runs/r", "--render")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "--val-fraction 0.2" in run.stdout
+
+
+def test_unknown_launcher_is_named():
+    run = invoke("train", "--launcher", "foo")
+    assert run.returncode == 2
+    assert run.stdout.strip() == "error: unknown launcher 'foo': expected local, slurm or k8s"
+    bench = invoke("bench", "--launcher", "foo")
+    assert bench.returncode == 2 and "unknown launcher 'foo': expected local, mpirun, slurm or k8s" in bench.stdout
+
+
+def test_dash_h_is_help_and_the_list_shows_whole_first_lines():
+    run = invoke("train", "-h")
+    assert run.returncode == 0 and run.stdout.startswith("Usage: inv[oke] [--core-opts] train")
+    assert "-h," not in run.stdout and "--hybrid" in run.stdout
+    listing = invoke("--list").stdout
+    assert "or check an installed environment." in " ".join(listing.split())
+
+
+def test_output_that_is_not_a_terminal_is_120_columns_or_columns(monkeypatch):
+    """Review finding N3: logs and CI output wrapped at rich's 80 columns; validate used 160 of its own."""
+    from chexstack.console import LOG_WIDTH, width_for
+
+    class Pipe:
+        def isatty(self):
+            return False
+
+    class Tty(Pipe):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert width_for(Pipe()) == LOG_WIDTH == 120 and width_for(Tty()) is None
+    monkeypatch.setenv("COLUMNS", "200")
+    assert width_for(Pipe()) == 200
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    for args, widest in ((["stacks"], 120), (["validate", "--hosts", "node1.invalid", "--only", "mpi"], 120)):
+        run = subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        assert max(len(line) for line in run.stdout.splitlines()) == widest, (args, run.stdout)
