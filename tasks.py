@@ -174,13 +174,12 @@ def convert(c, dockerfile, build_arg=None, output=None):
     """Convert a Dockerfile to a Singularity definition (spython) and repair what it gets wrong."""
     from images.convert import convert_file, parse_build_args
 
+    from chexstack.outputs import output_file
+
+    target = output_file(output, "--output") if output else None
     text = convert_file(dockerfile, parse_build_args(build_arg))
-    if output:
-        try:
-            with open(output, "w") as f:
-                f.write(text)
-        except OSError as e:
-            raise ChexstackError("--output %s: cannot write the definition: %s" % (output, e.strerror)) from None
+    if target:
+        target.write_text(text)
     else:
         sys.stdout.write(text)
 
