@@ -233,11 +233,6 @@ def horovod_feature_source(feature: str) -> str:
     return "%s (since %s)" % (f["source"], f["since"])
 
 
-def horovod_env_feature(variable: str) -> str | None:
-    """The feature a build-time ``HOROVOD_*`` variable needs (HOROVOD_GPU_OPERATIONS → gpu_operations_env)."""
-    return _rules()["horovod_env_features"].get(variable)
-
-
 @dataclass(frozen=True)
 class BuildVariable:
     """What Horovod ``version``'s build makes of environment variable ``name``.

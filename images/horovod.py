@@ -16,7 +16,8 @@ import shlex
 
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
-from envs.rules import horovod_env_feature, horovod_feature_source, horovod_has
+from envs.check import horovod_env_findings
+from envs.rules import horovod_has
 from images import parts
 from images.parts import Part
 
@@ -42,14 +43,14 @@ def has_check_build(horovod_version: str) -> bool:
 
 
 def check_build_flags(stack: Stack) -> None:
-    """Refuse build variables the stack's Horovod does not know (``HOROVOD_GPU_OPERATIONS`` before 0.20.0 is
-    silently ignored by the build: the image would lack NCCL). ChexstackError naming the manifest field."""
-    version = stack.version("horovod")
-    for variable in sorted(stack.build.horovod_env):
-        feature = horovod_env_feature(variable)
-        if version and feature and not horovod_has(version, feature):
-            raise ChexstackError("envs/stacks/%s.yaml: field build.horovod_env.%s: Horovod %s does not read it (%s)"
-                                 % (stack.name, variable, version, horovod_feature_source(feature)))
+    """Refuse ``HOROVOD_*`` build variables the stack's Horovod release does not read (a typo, or
+    ``HOROVOD_GPU_OPERATIONS`` before 0.20.0: the build silently ignores it and the image lacks NCCL) — the
+    blocking findings of ``invoke stacks --check`` (``envs.check.horovod_env_findings``). ChexstackError naming the
+    manifest field."""
+    errors = [f for f in horovod_env_findings(stack) if f.severity == "error"]
+    if errors:
+        raise ChexstackError("\n".join("envs/stacks/%s.yaml: field %s: %s (%s)" % (stack.name, f.field, f.message,
+                                                                                   f.source) for f in errors))
 
 
 def required_components(horovod_env: dict[str, str]) -> list[tuple[str, str]]:
