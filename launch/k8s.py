@@ -38,8 +38,11 @@ _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A
 @dataclass(frozen=True)
 class K8sOptions:
     """Cluster-specific settings. ``rdma_resource``: extended resource name of the RDMA device plugin (None: no
-    RDMA). ``ssh_auth_mount_path``: where the operator mounts the SSH key; ``/root/.ssh`` means the image runs as
-    root (mpirun then gets ``--allow-run-as-root``). ``sshd_command``: the workers' foreground sshd."""
+    RDMA). ``ssh_auth_mount_path``: where the operator mounts the SSH key; ``/root/.ssh`` (the default, and what
+    chexstack's images are built for: root's sshd on port 22) means the image runs as root (mpirun then gets
+    ``--allow-run-as-root``); another path needs an image with the operator's non-root set-up (a user owning that
+    folder, sshd on an unprivileged port), which chexstack's recipes do not make. ``sshd_command``: the workers'
+    foreground sshd."""
 
     namespace: str | None = None
     rdma_resource: str | None = None
@@ -100,8 +103,10 @@ def _env(spec: JobSpec) -> list[dict]:
 
 
 def launcher_template(spec: JobSpec, opts: K8sOptions) -> dict:
-    """Pod template of the launcher: mpirun over the workers listed in the operator's hostfile."""
-    exported = EXPORTED_ENV + tuple(sorted(spec.env))
+    """Pod template of the launcher: mpirun over the workers listed in the operator's hostfile. The launcher runs
+    in the stack image, so its ``PYTHONPATH`` (the image's ``/opt/chexstack``) is exported too: ranks started
+    through sshd get sshd's environment, not the image's."""
+    exported = EXPORTED_ENV + ("PYTHONPATH",) + tuple(sorted(spec.env))
     container = {
         "name": "launcher", "image": spec.image, "imagePullPolicy": opts.image_pull_policy,
         "workingDir": spec.workdir,
