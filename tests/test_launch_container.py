@@ -25,7 +25,10 @@ def test_cpu_ranks_with_a_network_use_gloo(tmp_path):
     import resource
     hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     memlock = "memlock=-1" if hard == resource.RLIM_INFINITY else "memlock=%d" % hard
-    assert argv[:8] == ["docker", "run", "--rm", "--network", "host", "--ipc=host", "--ulimit", memlock]
+    assert argv[:4] == ["docker", "run", "--rm", "--init"]  # tini as PID 1 passes SIGTERM on to horovodrun
+    assert argv[4] == "--name" and argv[5] == plan.container and plan.container.startswith("chexstack-train-")
+    assert argv[6:12] == ["--network", "host", "--ipc=host", "--ulimit", memlock, "--ulimit"]
+    assert argv[argv.index("chexstack/cpu:x") - 2:argv.index("chexstack/cpu:x")] == ["-e", "CHEXSTACK_OUTPUT_LOCK"]
     assert "%s:/output" % (tmp_path / "out") in argv and "%s:/data/images:ro" % IMAGES in argv
     assert "%s:/data/labels/%s:ro" % (LABELS, LABELS.name) in argv
     assert "--gpus" not in argv and "CUDA_VISIBLE_DEVICES=" in argv
@@ -33,7 +36,7 @@ def test_cpu_ranks_with_a_network_use_gloo(tmp_path):
     assert tail[:7] == ["chexstack/cpu:x", "horovodrun", "-np", "2", "-H", "localhost:2", "--gloo"]
     assert tail[7:10] == ["python", "-m", "trainer"]
     assert tail[tail.index("--images") + 1] == "/data/images" and tail[tail.index("--output") + 1] == "/output"
-    assert plan.controller == "gloo" and (tmp_path / "out").is_dir()
+    assert plan.controller == "gloo" and not (tmp_path / "out").exists()  # planning creates nothing
 
 
 def test_loopback_only_container_runs_mpi_as_root(tmp_path):
@@ -59,8 +62,13 @@ def test_gpus_are_passed_only_when_present(tmp_path):
 def test_bad_network_and_missing_data(tmp_path):
     with pytest.raises(ChexstackError, match="--network 'bridge'"):
         docker_plan(_request(tmp_path), "img", network="bridge", gpus_here=0, interfaces=["eth0"])
-    with pytest.raises(ChexstackError, match="does not exist"):
+    with pytest.raises(ChexstackError, match="--images .*/nope: no such directory"):
         docker_plan(_request(tmp_path, images=str(tmp_path / "nope")), "img", gpus_here=0, interfaces=["eth0"])
+    with pytest.raises(ChexstackError, match="--labels .*/nope.csv: no such file"):
+        docker_plan(_request(tmp_path, labels=str(tmp_path / "nope.csv")), "img", gpus_here=0, interfaces=["eth0"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ChexstackError, match="--output .*/file is a file, not a folder"):
+        docker_plan(_request(tmp_path, output=str(tmp_path / "file")), "img", gpus_here=0, interfaces=["eth0"])
 
 
 def test_singularity_without_the_tool(tmp_path, monkeypatch):
