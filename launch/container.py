@@ -1,7 +1,7 @@
 """``invoke train --stack S``: the trainer inside the stack's built image (Docker) or SIF (Singularity/Apptainer).
 
-Docker: ``docker run --rm --init --name chexstack-train-XXXXXXXX --network host --ipc=host --ulimit memlock=-1
---ulimit stack=67108864 [--gpus all] [--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output -e ...
+Docker: ``docker run --rm --network host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 --init --name
+chexstack-train-XXXXXXXX [--gpus all] [--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output -e ...
 -e CHEXSTACK_OUTPUT_LOCK IMAGE horovodrun ... python -m trainer ...``.
 ``--ipc=host``: NCCL's shared-memory transport needs more than Docker's 64 MiB /dev/shm (../shared/cases/04);
 ``memlock=-1``: InfiniBand verbs pin memory; ``stack``: NVIDIA's recommended ulimit for its TF containers; both
@@ -138,7 +138,7 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
     argv, env, controller, reason = _trainer_command(
         inside, docker_interfaces(image, network) if interfaces is None else interfaces)
     name = "chexstack-train-%s" % uuid.uuid4().hex[:8]
-    run = ["docker", "run", "--rm", "--init", "--name", name, "--network", network, "--ipc=host", *ulimits(),
+    run = ["docker", "run", "--rm", "--network", network, "--ipc=host", *ulimits(), "--init", "--name", name,
            "-w", OUTPUT]
     if request.gpus > 0:
         run += ["--gpus", "all"]
