@@ -59,7 +59,8 @@ class TrainRequest:
 
     def check_paths(self) -> "TrainRequest":
         """Raise ChexstackError unless the data exist here as the options say (a folder with one label file, a
-        folder of images and a label file) and the output folder exists or can be created, and can be written."""
+        folder of images and a label file) and the output folder exists or can be created, and can be written
+        (and, for ``--resume``, exists)."""
         req = self.with_absolute_paths()
         with trainer_errors():
             if req.data and req.data != SYNTHETIC:
@@ -69,6 +70,8 @@ class TrainRequest:
             if req.labels is not None and not os.path.isfile(req.labels):
                 raise TrainerError("--labels %s: no such file" % req.labels)
             runlock.check_output_folder(req.output)
+            if not os.path.exists(req.output):  # --resume into nothing: refused before the folder is made
+                checkpoint.committed_state(req.output, req.resume)
         return self
 
     def check_checkpoint(self) -> "TrainRequest":

@@ -211,6 +211,10 @@ def test_request_paths_are_checked_here(tmp_path):
 
 
 def test_resume_rules_are_checked_before_launch(tmp_path):
+    with pytest.raises(ChexstackError, match="--resume: no checkpoint in"):
+        plan(TrainRequest(data="synthetic", output=str(tmp_path / "new"), resume=True), gpus_here=0,
+             interfaces=["eth0"])
+    assert not (tmp_path / "new").exists()
     request = TrainRequest(data="synthetic", output=str(tmp_path), resume=True)
     with pytest.raises(ChexstackError, match="--resume: no checkpoint in .*checkpoint .*no state.json.*without "
                                              "--resume"):
