@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 
 import numpy as np
 
@@ -59,3 +60,13 @@ def test_slow_first_batch_end_warning_is_dropped_and_only_it():
     assert passes("Callback method `on_train_batch_begin` is slow compared to the batch time (batch time: 0.0010s "
                   "vs `on_train_batch_begin` time: 0.2000s). Check your callbacks.")
     assert passes("Some other warning")
+
+
+def test_tf_1_12_wording_through_python_warnings_is_dropped_too():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        compat.quiet_first_batch_broadcast_warning()
+        warnings.warn("Method on_batch_end() is slow compared to the batch update (0.412000). Check your callbacks.")
+        warnings.warn("Method on_batch_begin() is slow compared to the batch update (0.412000).")
+    assert [str(w.message) for w in seen] == ["Method on_batch_begin() is slow compared to the batch update "
+                                              "(0.412000)."]

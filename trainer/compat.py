@@ -9,6 +9,7 @@ import inspect
 import logging
 import os
 import re
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -211,11 +212,15 @@ def set_seed(seed):
 
 # --- log noise -------------------------------------------------------------------------------------------------
 
-#: Keras' "slow callback" warning for the batch-END hook: TF >= 2.2 "Callback method `on_train_batch_end` is slow
-#: compared to the batch time (...)" (keras/src/callbacks.py, ``CallbackList._call_batch_hook``), TF 1.13 … 2.1
-#: "Method (on_train_batch_end) is slow compared to the batch update (...)" (tensorflow/python/keras/callbacks.py).
+#: Keras' "slow callback" warning for the batch-END hook, logged to the ``tensorflow`` logger: TF >= 2.2 "Callback
+#: method `on_train_batch_end` is slow compared to the batch time (...)" (keras/src/callbacks.py,
+#: ``CallbackList._call_batch_hook``), TF 1.13 … 2.1 "Method (on_train_batch_end) is slow compared to the batch
+#: update (...)" (tensorflow/python/keras/callbacks.py).
 SLOW_BATCH_END = re.compile(r"^(?:Callback method `|Method \()on_(?:train_)?batch_end(?:`|\)) is slow compared to "
                             r"the batch")
+#: TF 1.12's tf.keras (Keras 2.1 callbacks) says it with ``warnings.warn`` instead: "Method on_batch_end() is slow
+#: compared to the batch update (%f). Check your callbacks." (a UserWarning)
+SLOW_BATCH_END_WARNING = r"Method on_batch_end\(\) is slow compared to the batch update"
 
 
 class _DropSlowBatchEnd(logging.Filter):
@@ -227,7 +232,8 @@ class _DropSlowBatchEnd(logging.Filter):
 
 
 def quiet_first_batch_broadcast_warning():
-    """Drop Keras' "`on_train_batch_end` is slow" warning, and only it, from the ``tensorflow`` logger.
+    """Drop Keras' "`on_train_batch_end` is slow" warning, and only it (``tensorflow`` logger; TF 1.12: Python
+    warnings).
 
     Keras times the hooks of the first few batches; Horovod's ``BroadcastGlobalVariablesCallback`` broadcasts rank 0's
     variables in ``on_batch_end`` of the FIRST batch (horovod/_keras/callbacks.py), which takes longer than a
@@ -237,6 +243,7 @@ def quiet_first_batch_broadcast_warning():
     logger = logging.getLogger("tensorflow")
     if not any(isinstance(f, _DropSlowBatchEnd) for f in logger.filters):
         logger.addFilter(_DropSlowBatchEnd())
+    warnings.filterwarnings("ignore", message=SLOW_BATCH_END_WARNING)
 
 
 # --- tf.data and images ----------------------------------------------------------------------------------------
