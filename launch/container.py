@@ -1,10 +1,15 @@
 """``invoke train --stack S``: the trainer inside the stack's built image (Docker) or SIF (Singularity/Apptainer).
 
-Docker: ``docker run --rm --network host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 [--gpus all]
-[--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output IMAGE horovodrun ... python -m trainer ...``.
+Docker: ``docker run --rm --network host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 --init --name
+chexstack-train-XXXXXXXX [--gpus all] [--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output -e ...
+-e CHEXSTACK_OUTPUT_LOCK IMAGE horovodrun ... python -m trainer ...``.
 ``--ipc=host``: NCCL's shared-memory transport needs more than Docker's 64 MiB /dev/shm (../shared/cases/04);
 ``memlock=-1``: InfiniBand verbs pin memory; ``stack``: NVIDIA's recommended ulimit for its TF containers; both
-capped at the host's hard limits (``ulimits``).
+capped at the host's hard limits (``ulimits``). ``--init``: Docker's init (tini) is PID 1 and passes SIGTERM on to
+horovodrun — a PID 1 without a handler ignores it, so Ctrl-C would wait for ``docker stop``'s 10 s and SIGKILL;
+``--name``: an interrupted run whose ``docker run`` client had to be killed still has its container removed
+(``ContainerPlan.force_stop``). ``CHEXSTACK_OUTPUT_LOCK`` (value from the launcher's environment) tells rank 0 that
+the launcher holds the output folder's lock (``trainer.runlock``).
 Singularity: ``singularity exec --nv --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``.
 
 The controller (Gloo or MPI) is picked from the interfaces the container really has (``ls /sys/class/net`` in
@@ -17,17 +22,16 @@ import dataclasses
 import os
 import shlex
 import shutil
-
-from rich.text import Text
+import uuid
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
 from envs.manifest import load_stack
-from launch import report, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
-from launch.local import LOG, gpu_count, read_metrics
+from launch.local import execute, gpu_count, oversubscription
 from launch.request import SYNTHETIC, TrainRequest
+from trainer.runlock import TOKEN_ENV
 
 DATA, OUTPUT = "/data", "/output"
 RUNTIMES = ("docker", "singularity")
@@ -43,9 +47,23 @@ class ContainerPlan:
     argv: list[str]
     controller: str
     reason: str
+    container: str | None = None  # docker: the container's --name
+    warnings: tuple[str, ...] = ()
 
     def command_line(self) -> str:
         return shlex.join(self.argv)
+
+    def force_stop(self) -> None:
+        """Remove the container if it still exists (after its ``docker run`` client was killed)."""
+        if self.container is None:
+            return
+        import docker
+        import docker.errors
+
+        try:
+            docker.from_env().containers.get(self.container).remove(force=True)
+        except docker.errors.DockerException:  # gone already (--rm), or being removed
+            pass
 
 
 def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainRequest]:
@@ -61,9 +79,6 @@ def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainReq
         inside = dataclasses.replace(req, images="%s/images" % DATA, labels=labels, output=OUTPUT)
     else:
         inside = dataclasses.replace(req, output=OUTPUT)
-    for host, _, _ in binds[1:]:
-        if not os.path.exists(host):
-            raise ChexstackError("%s does not exist (data for the container)" % host)
     return binds, inside
 
 
@@ -113,17 +128,18 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
 def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpus_here: int | None = None,
                 interfaces: list[str] | None = None) -> ContainerPlan:
     """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run)."""
-    request.check()
+    request.check().check_paths()
     if network not in NETWORKS:
         raise ChexstackError("--network %r: expected one of %s" % (network, ", ".join(NETWORKS)))
     have = gpu_count() if gpus_here is None else gpus_here
     if request.gpus > have:
         raise ChexstackError("--gpus %d: this machine has %d GPU(s) (nvidia-smi -L)" % (request.gpus, have))
     binds, inside = mounts(request)
-    os.makedirs(binds[0][0], exist_ok=True)
     argv, env, controller, reason = _trainer_command(
         inside, docker_interfaces(image, network) if interfaces is None else interfaces)
-    run = ["docker", "run", "--rm", "--network", network, "--ipc=host", *ulimits(), "-w", OUTPUT]
+    name = "chexstack-train-%s" % uuid.uuid4().hex[:8]
+    run = ["docker", "run", "--rm", "--network", network, "--ipc=host", *ulimits(), "--init", "--name", name,
+           "-w", OUTPUT]
     if request.gpus > 0:
         run += ["--gpus", "all"]
     if os.path.exists("/dev/infiniband"):
@@ -132,32 +148,33 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
         run += ["-v", "%s:%s%s" % (host, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):
         run += ["-e", "%s=%s" % (k, v)]
-    return ContainerPlan(run + [image] + argv, controller, reason)
+    run += ["-e", TOKEN_ENV]
+    return ContainerPlan(run + [image] + argv, controller, reason, name, tuple(oversubscription(request)))
 
 
 def singularity_plan(request: TrainRequest, sif: str) -> ContainerPlan:
     """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces)."""
     from images.sif import require_tool
 
-    request.check()
+    request.check().check_paths()
     exe = require_tool()
     if not os.path.isfile(sif):
         raise ChexstackError("%s does not exist; make it with: invoke build --stack <stack> --runtime singularity"
                              % sif)
     binds, inside = mounts(request)
-    os.makedirs(binds[0][0], exist_ok=True)
     argv, env, controller, reason = _trainer_command(inside, local_interfaces())
     run = [exe, "exec", "--nv", "--pwd", OUTPUT]
     for host, path, ro in binds:
         run += ["--bind", "%s:%s%s" % (host, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):
         run += ["--env", "%s=%s" % (k, v)]
-    return ContainerPlan(run + [sif] + argv, controller, reason)
+    return ContainerPlan(run + [sif] + argv, controller, reason, warnings=tuple(oversubscription(request)))
 
 
 def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "docker", image: str | None = None,
                    network: str = "host") -> dict:
-    """Run ``request`` inside the stack's image; print the exact command first; return metrics.json."""
+    """Run ``request`` inside the stack's image under the output lock (``launch.local.execute``: the exact command
+    first, the results, the interruption line or the failing rank's error); return metrics.json."""
     from images.build import SIF_DIR
     from images.naming import image_ref
     from images.sif import sif_path
@@ -171,12 +188,5 @@ def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "do
         plan = singularity_plan(request, image or str(sif_path(ref, SIF_DIR)))
     else:
         raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
-    output = request.with_absolute_paths().output
-    console.print(Text.assemble(("launch: ", "bold"), plan.command_line()), soft_wrap=True)
-    console.print("controller: %s (%s)" % (plan.controller, plan.reason), markup=False)
-    outcome = stream.run(plan.argv, {}, os.path.join(output, LOG), console, cwd=os.getcwd())
-    if outcome.returncode != 0:
-        raise ChexstackError(stream.explain_failure(outcome, plan.controller), exit_code=1)
-    metrics = read_metrics(output)
-    console.print(report.results_table(metrics))
-    return metrics
+    return execute(request, plan.argv, {}, command_line=plan.command_line(), controller=plan.controller,
+                   reason=plan.reason, cwd=os.getcwd(), warnings=plan.warnings, force_stop=plan.force_stop)

@@ -1,8 +1,13 @@
 """``invoke train`` on this machine: check the GPUs, pick the controller, launch horovodrun, show the results.
 
 ``--gpus N`` runs N ranks with one GPU each (``--np`` defaults to N); ``--gpus 0 --np K`` runs K CPU ranks (the
-ranks see no GPU: ``CUDA_VISIBLE_DEVICES=""``). GPUs are counted with ``nvidia-smi -L`` (one ``GPU i: ...`` line
-each; none without the NVIDIA driver).
+ranks see no GPU: ``CUDA_VISIBLE_DEVICES=""``; more ranks than cores is allowed — tests do it — with a warning).
+GPUs are counted with ``nvidia-smi -L`` (one ``GPU i: ...`` line each; none without the NVIDIA driver).
+
+``execute`` is what every launcher that runs here shares (this module, ``launch.container``): take the output
+folder's lock (``trainer.runlock``; the ranks get its token), check ``--resume`` against the folder, run with the
+progress display, and end with the results table, the interruption line (exit 128 + signal) or the failing rank's
+error (exit 1).
 """
 from __future__ import annotations
 
@@ -11,8 +16,10 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 from rich.text import Text
 
@@ -21,7 +28,9 @@ from chexstack.errors import ChexstackError
 from launch import report, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
-from launch.request import TrainRequest
+from launch.request import TrainRequest, trainer_errors
+from trainer import checkpoint, runlock
+from trainer.errors import TrainerError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = "launch.log"
@@ -33,6 +42,7 @@ class Plan:
     env: dict[str, str]
     controller: str
     reason: str
+    warnings: tuple[str, ...] = ()
 
     def command_line(self) -> str:
         """The exact command, environment first, as a shell would take it."""
@@ -52,10 +62,28 @@ def gpu_count() -> int:
     return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
 
 
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, as taskset/cgroups set it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def oversubscription(request: TrainRequest, cores: int | None = None) -> list[str]:
+    """A warning when CPU ranks outnumber the cores: allowed (tests run more ranks than cores), but slow."""
+    cores = cpu_cores() if cores is None else cores
+    if request.gpus == 0 and request.ranks() > cores:
+        return ["%d CPU ranks on %d core%s: ranks will share cores, so images/s will be lower than with %d ranks "
+                "(fine for tests, not for measurements)" % (request.ranks(), cores, "" if cores == 1 else "s",
+                                                              cores)]
+    return []
+
+
 def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: list[str] | None = None,
          python: str = sys.executable) -> Plan:
     """The horovodrun command for ``request`` on this machine, or a ChexstackError saying why it cannot run."""
-    request.check()
+    request.check().check_paths()
     have = gpu_count() if gpus_here is None else gpus_here
     if request.gpus > have:
         raise ChexstackError("--gpus %d: this machine has %d GPU%s (nvidia-smi -L); use %s--gpus 0 --np N for CPU "
@@ -72,7 +100,7 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
         env["CUDA_VISIBLE_DEVICES"] = ""
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         env["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    return Plan(argv, env, controller, reason)
+    return Plan(argv, env, controller, reason, tuple(oversubscription(request)))
 
 
 def read_metrics(output: str) -> dict:
@@ -84,17 +112,57 @@ def read_metrics(output: str) -> dict:
         raise ChexstackError("the run ended but %s cannot be read: %s" % (path, e)) from None
 
 
-def train(request: TrainRequest) -> dict:
-    """Launch ``request`` here and return its metrics.json; ChexstackError (exit code 1) if the run fails."""
-    p = plan(request)
+def interrupted_message(signum: int, output: str) -> str:
+    """The one line after an interrupted run: the last complete checkpoint and how to continue."""
+    try:
+        state = checkpoint.load_state(output)
+    except TrainerError as e:  # a state.json we cannot read: say so rather than guess
+        return "interrupted by %s; the checkpoint state in %s cannot be read (%s)" % (
+            signal.Signals(signum).name, checkpoint.folder(output), e)
+    if state is None:
+        return ("interrupted by %s before the first epoch was complete: no checkpoint in %s; start again without "
+                "--resume" % (signal.Signals(signum).name, output))
+    return ("interrupted by %s after epoch %d; the last complete checkpoint is epoch %d (%s): continue with "
+            "--resume" % (signal.Signals(signum).name, state["epoch"], state["epoch"], checkpoint.folder(output)))
+
+
+def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, command_line: str, controller: str,
+            reason: str, cwd: str, warnings: tuple[str, ...] = (), force_stop: Callable[[], None] | None = None) -> dict:
+    """Run a planned training command here under the output lock; print the results; return metrics.json.
+
+    ChexstackError: exit 2 when the output is in use, ``--resume`` does not fit the folder or the trainer refused
+    its input (a rank's ``trainer: error:`` and exit 2), 128 + signal when interrupted (SIGINT 130, SIGTERM 143),
+    1 when a rank fails otherwise.
+    """
     output = request.with_absolute_paths().output
-    console.print(Text.assemble(("launch: ", "bold"), p.command_line()), soft_wrap=True)
-    console.print("controller: %s (%s)" % (p.controller, p.reason), markup=False)
-    outcome = stream.run(p.argv, p.env, os.path.join(output, LOG), console, cwd=REPO_ROOT)
+    with trainer_errors():
+        lock = runlock.acquire(output, " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
+    with lock:
+        if lock.problem:
+            console.print("[yellow]warning:[/] %s" % lock.problem, soft_wrap=True, highlight=False)
+        request.check_checkpoint()
+        for warning in warnings:
+            console.print("[yellow]warning:[/] %s" % warning, soft_wrap=True, highlight=False)
+        console.print(Text.assemble(("launch: ", "bold"), command_line), soft_wrap=True)
+        console.print("controller: %s (%s)" % (controller, reason), markup=False)
+        token = {runlock.TOKEN_ENV: lock.token} if lock.token else {}
+        outcome = stream.run(argv, {**env, **token}, os.path.join(output, LOG), console, cwd=cwd,
+                             force_stop=force_stop)
+    if outcome.interrupted is not None and outcome.returncode != 0:  # (0: it ended by itself meanwhile)
+        raise ChexstackError(interrupted_message(outcome.interrupted, output), exit_code=128 + outcome.interrupted)
     if outcome.returncode != 0:
-        raise ChexstackError(stream.explain_failure(outcome, p.controller), exit_code=1)
+        refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
+        raise ChexstackError(stream.explain_failure(outcome, controller), exit_code=2 if refused else 1)
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
     console.print("outputs in %s (metrics.json, predictions.csv, model.h5, checkpoint/, %s)" % (output, LOG),
                   markup=False)
     return metrics
+
+
+def train(request: TrainRequest) -> dict:
+    """Launch ``request`` here and return its metrics.json; ChexstackError if it cannot start, fails or is
+    interrupted (``execute``)."""
+    p = plan(request)
+    return execute(request, p.argv, p.env, command_line=p.command_line(), controller=p.controller, reason=p.reason,
+                   cwd=REPO_ROOT, warnings=p.warnings)

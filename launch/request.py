@@ -2,13 +2,22 @@
 
 Launchers (local horovodrun here; containers, Slurm and Kubernetes elsewhere) turn it into their own command;
 ``trainer_args()`` is the part they share: the ``python -m trainer`` options (trainer/cli.py is the reference).
+
+Checks before anything starts, each raising one ChexstackError (exit 2): ``check()`` the values, by the trainer's
+own option parser and checks (one source of truth, no TensorFlow import); ``check_paths()`` the data and output on
+THIS machine (launchers that run here: local horovodrun, docker, singularity); ``check_checkpoint()`` the
+``--resume`` rules on the output folder (after the output lock is taken).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 
 from chexstack.errors import ChexstackError
+from trainer import checkpoint, cli, runlock, sources
+from trainer.errors import TrainerError
 
 SYNTHETIC = "synthetic"
 
@@ -44,11 +53,32 @@ class TrainRequest:
             raise ChexstackError("--np %d: at least one rank is needed" % self.np)
         if self.gpus > 0 and self.ranks() > self.gpus:
             raise ChexstackError("--np %d with --gpus %d: each rank needs its own GPU" % (self.ranks(), self.gpus))
-        explicit = self.images is not None or self.labels is not None
-        if self.data and explicit:
-            raise ChexstackError("give either --data or --images with --labels, not both")
-        if not self.data and not (self.images and self.labels):
-            raise ChexstackError("no data: give --data DIR, --data synthetic, or --images DIR with --labels FILE")
+        with trainer_errors():  # data given once, each number in range, the model known, ...
+            cli.check(cli.parse(self.trainer_args()))
+        return self
+
+    def check_paths(self) -> "TrainRequest":
+        """Raise ChexstackError unless the data exist here as the options say (a folder with one label file, a
+        folder of images and a label file) and the output folder exists or can be created, and can be written
+        (and, for ``--resume``, exists)."""
+        req = self.with_absolute_paths()
+        with trainer_errors():
+            if req.data and req.data != SYNTHETIC:
+                sources.find_label_file(req.data)
+            if req.images is not None and not os.path.isdir(req.images):
+                raise TrainerError("--images %s: no such directory" % req.images)
+            if req.labels is not None and not os.path.isfile(req.labels):
+                raise TrainerError("--labels %s: no such file" % req.labels)
+            runlock.check_output_folder(req.output)
+            if not os.path.exists(req.output):  # --resume into nothing: refused before the folder is made
+                checkpoint.committed_state(req.output, req.resume)
+        return self
+
+    def check_checkpoint(self) -> "TrainRequest":
+        """Raise ChexstackError when ``--resume`` finds no checkpoint in the output folder, or a run without it
+        finds one (the trainer's own rule, ``trainer.checkpoint.committed_state``)."""
+        with trainer_errors():
+            checkpoint.committed_state(self.with_absolute_paths().output, self.resume)
         return self
 
     def with_absolute_paths(self) -> "TrainRequest":
@@ -61,10 +91,9 @@ class TrainRequest:
     def trainer_args(self) -> list[str]:
         """The ``python -m trainer`` options of this request."""
         args: list[str] = []
-        if self.data:
-            args += ["--data", self.data]
-        else:
-            args += ["--images", self.images, "--labels", self.labels]
+        for option, value in (("--data", self.data), ("--images", self.images), ("--labels", self.labels)):
+            if value is not None:
+                args += [option, value]
         args += ["--model", self.model, "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
                  "--image-size", str(self.image_size), "--output", self.output]
         for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction)):
@@ -73,3 +102,12 @@ class TrainRequest:
         if self.resume:
             args.append("--resume")
         return args
+
+
+@contextlib.contextmanager
+def trainer_errors() -> Iterator[None]:
+    """Turn the trainer's TrainerError (same message) into a ChexstackError (exit 2)."""
+    try:
+        yield
+    except TrainerError as e:
+        raise ChexstackError(str(e)) from None

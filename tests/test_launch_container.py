@@ -26,6 +26,9 @@ def test_cpu_ranks_with_a_network_use_gloo(tmp_path):
     hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     memlock = "memlock=-1" if hard == resource.RLIM_INFINITY else "memlock=%d" % hard
     assert argv[:8] == ["docker", "run", "--rm", "--network", "host", "--ipc=host", "--ulimit", memlock]
+    assert argv[10:14] == ["--init", "--name", plan.container, "-w"]  # tini as PID 1 passes SIGTERM on
+    assert plan.container.startswith("chexstack-train-")
+    assert argv[argv.index("chexstack/cpu:x") - 2:argv.index("chexstack/cpu:x")] == ["-e", "CHEXSTACK_OUTPUT_LOCK"]
     assert "%s:/output" % (tmp_path / "out") in argv and "%s:/data/images:ro" % IMAGES in argv
     assert "%s:/data/labels/%s:ro" % (LABELS, LABELS.name) in argv
     assert "--gpus" not in argv and "CUDA_VISIBLE_DEVICES=" in argv
@@ -33,7 +36,7 @@ def test_cpu_ranks_with_a_network_use_gloo(tmp_path):
     assert tail[:7] == ["chexstack/cpu:x", "horovodrun", "-np", "2", "-H", "localhost:2", "--gloo"]
     assert tail[7:10] == ["python", "-m", "trainer"]
     assert tail[tail.index("--images") + 1] == "/data/images" and tail[tail.index("--output") + 1] == "/output"
-    assert plan.controller == "gloo" and (tmp_path / "out").is_dir()
+    assert plan.controller == "gloo" and not (tmp_path / "out").exists()  # planning creates nothing
 
 
 def test_loopback_only_container_runs_mpi_as_root(tmp_path):
@@ -59,8 +62,13 @@ def test_gpus_are_passed_only_when_present(tmp_path):
 def test_bad_network_and_missing_data(tmp_path):
     with pytest.raises(ChexstackError, match="--network 'bridge'"):
         docker_plan(_request(tmp_path), "img", network="bridge", gpus_here=0, interfaces=["eth0"])
-    with pytest.raises(ChexstackError, match="does not exist"):
+    with pytest.raises(ChexstackError, match="--images .*/nope: no such directory"):
         docker_plan(_request(tmp_path, images=str(tmp_path / "nope")), "img", gpus_here=0, interfaces=["eth0"])
+    with pytest.raises(ChexstackError, match="--labels .*/nope.csv: no such file"):
+        docker_plan(_request(tmp_path, labels=str(tmp_path / "nope.csv")), "img", gpus_here=0, interfaces=["eth0"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ChexstackError, match="--output .*/file is a file, not a folder"):
+        docker_plan(_request(tmp_path, output=str(tmp_path / "file")), "img", gpus_here=0, interfaces=["eth0"])
 
 
 def test_singularity_without_the_tool(tmp_path, monkeypatch):
@@ -68,3 +76,40 @@ def test_singularity_without_the_tool(tmp_path, monkeypatch):
     with pytest.raises(ChexstackError) as e:
         singularity_plan(_request(tmp_path), str(tmp_path / "x.sif"))
     assert e.value.exit_code == 3 and "apptainer or singularity" in str(e.value)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path):
+    """In the built cpu image (skipped when it is not built here): the launcher holds the output lock and rank 0
+    inside accepts it (the run starts); a second launch is refused; SIGTERM to the launcher stops the container,
+    exit 143 with the checkpoint line."""
+    import json
+    import signal
+
+    import docker
+    import docker.errors
+
+    from envs.manifest import load_stack
+    from images.naming import image_ref
+    from tests.test_launch_local import SMALL, Launcher, _invoke
+
+    client = docker.from_env()
+    try:
+        client.images.get(image_ref(load_stack("cpu")))
+    except docker.errors.DockerException:
+        pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
+    out = tmp_path / "in-image"
+    run = Launcher("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out))
+    run.wait_for("epoch 1:")
+    name = next(l for l in run.lines if l.startswith("launch: ")).split("--name ", 1)[1].split()[0]
+    assert client.containers.get(name).status == "running"
+    second = _invoke("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out))
+    assert second.returncode == 2 and "is in use by another run (pid %d" % run.proc.pid in second.stdout
+    run.proc.send_signal(signal.SIGTERM)
+    code, text = run.finish()
+    assert code == 143, text
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert "interrupted by SIGTERM after epoch %d" % state["epoch"] in text and "continue with --resume" in text
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(name)

@@ -1,22 +1,42 @@
-"""Launch side: controller choice (../shared/cases/23), horovodrun argv, GPU checks, failure messages."""
+"""Launch side: controller choice (../shared/cases/23), horovodrun argv, GPU checks, checks before launch, failure
+and interruption messages; and, marked slow, real ``invoke train`` runs:
+
+- a second run into the same --output is refused while the first runs — by the launcher's lock, and by rank 0's lock
+  when the trainer is started without the launcher;
+- Ctrl-C (SIGINT to the launcher's process group, as a terminal sends it) stops every rank, says which epoch the
+  last complete checkpoint holds, exits 130; --resume then runs each remaining epoch exactly once;
+- SIGTERM with the MPI controller: exit 143, no rank left;
+- a truncated checkpoint on --resume: the trainer's message naming the file, exit 2, no traceback;
+- an unknown --model: refused before horovodrun starts, one message.
+"""
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import psutil
 import pytest
+from rich.console import Console
+from rich.progress import Progress
 
 from chexstack.errors import ChexstackError
-from launch import stream
+from launch import local, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import plan
 from launch.request import TrainRequest
-from tests.conftest import CASES, REPO
+from tests.conftest import CASES, REPO, SAMPLE
 
 SAMPLE_REQUEST = TrainRequest(gpus=0, np=2, data="synthetic", epochs=1, image_size=64, output="/tmp/out")
+LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 
 
 def test_loopback_only_picks_mpi():
@@ -155,3 +175,236 @@ def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
     assert refused.returncode == 2
     assert "only network interface is loopback (lo)" in refused.stdout and "--controller mpi" in refused.stdout
     assert "launch:" not in refused.stdout  # stopped before horovodrun
+
+
+# --- checks before horovodrun starts (N1, finding 4) -------------------------------------------------------------
+
+@pytest.mark.parametrize("kw,fragment", [
+    (dict(model="vgg"), "invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')"),
+    (dict(epochs=0), "--epochs 0: expected at least 1"),
+    (dict(batch_size=-4), "--batch-size -4: expected at least 1"),
+    (dict(image_size=16), "--image-size 16: densenet121 needs at least 32 pixels"),
+    (dict(data=None, images="imgs", labels="l.csv", val_fraction=1.5), "--val-fraction 1.5 must be in (0, 1)"),
+])
+def test_request_values_are_checked_by_the_trainers_rules(kw, fragment):
+    request = dataclasses.replace(SAMPLE_REQUEST, **kw)
+    with pytest.raises(ChexstackError) as err:
+        request.check()
+    assert fragment in str(err.value) and err.value.exit_code == 2
+
+
+def test_request_paths_are_checked_here(tmp_path):
+    def refused(**kw):
+        with pytest.raises(ChexstackError) as err:
+            plan(TrainRequest(output=str(tmp_path / "out"), **kw), gpus_here=0, interfaces=["eth0"])
+        return str(err.value)
+
+    assert "--data %s: no such directory" % (tmp_path / "nope") in refused(data=str(tmp_path / "nope"))
+    assert "no label file Data_Entry_2017*.csv" in refused(data=str(tmp_path))
+    assert "--images %s: no such directory" % (tmp_path / "x") in refused(images=str(tmp_path / "x"),
+                                                                          labels=str(LABELS_FILE))
+    assert "--labels %s: no such file" % (tmp_path / "l.csv") in refused(images=str(tmp_path),
+                                                                         labels=str(tmp_path / "l.csv"))
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(ChexstackError, match="--output .*/taken is a file, not a folder"):
+        plan(TrainRequest(data="synthetic", output=str(tmp_path / "taken")), gpus_here=0, interfaces=["eth0"])
+
+
+def test_resume_rules_are_checked_before_launch(tmp_path):
+    with pytest.raises(ChexstackError, match="--resume: no checkpoint in"):
+        plan(TrainRequest(data="synthetic", output=str(tmp_path / "new"), resume=True), gpus_here=0,
+             interfaces=["eth0"])
+    assert not (tmp_path / "new").exists()
+    request = TrainRequest(data="synthetic", output=str(tmp_path), resume=True)
+    with pytest.raises(ChexstackError, match="--resume: no checkpoint in .*checkpoint .*no state.json.*without "
+                                             "--resume"):
+        request.check_checkpoint()
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "state.json").write_text('{"epoch": 3, "model_file": "epoch-0003.h5"}')
+    request.check_checkpoint()
+    with pytest.raises(ChexstackError, match="already holds the checkpoint of epoch 3: pass --resume"):
+        dataclasses.replace(request, resume=False).check_checkpoint()
+
+
+def test_more_cpu_ranks_than_cores_warns_but_runs():
+    request = dataclasses.replace(SAMPLE_REQUEST, np=8)
+    (warning,) = local.oversubscription(request, cores=2)
+    assert warning.startswith("8 CPU ranks on 2 cores: ranks will share cores")
+    assert local.oversubscription(request, cores=8) == []
+    assert local.oversubscription(TrainRequest(gpus=8, data="synthetic"), cores=2) == []
+    p = plan(request, gpus_here=0, interfaces=["eth0"])
+    assert p.argv[2] == "8" and len(p.warnings) == (1 if local.cpu_cores() < 8 else 0)
+
+
+# --- what the user sees when a rank fails or the run is interrupted (findings 3, 6, 13; N7) -----------------------
+
+def test_failing_rank_shows_its_own_exception_not_horovodruns_traceback(tmp_path):
+    """A real 2-rank horovodrun whose rank 1 raises: the message is rank 1's exception line."""
+    code = ("import os, time\n"
+            "if os.environ['HOROVOD_RANK'] == '1':\n"
+            "    open('/no/such/checkpoint.h5')\n"
+            "time.sleep(30)\n")
+    argv = [horovodrun_argv(2, [], controller="gloo")[0][0], "-np", "2", "-H", "localhost:2", "--gloo",
+            sys.executable, "-c", code]
+    outcome = stream.run(argv, {}, str(tmp_path / "launch.log"), Console(file=io.StringIO()), cwd=str(tmp_path))
+    message = stream.explain_failure(outcome, "gloo")
+    assert "rank 1 exited first, with code 1;" in message
+    assert "rank 1: FileNotFoundError: [Errno 2] No such file or directory: '/no/such/checkpoint.h5'" in message
+    assert "RuntimeError" not in message and "Traceback" not in message and "last lines" not in message
+    log = (tmp_path / "launch.log").read_text()
+    assert "Traceback" in log and "RuntimeError: Horovod detected" in log  # the full story stays in the log
+
+
+def test_without_a_reason_the_failing_ranks_last_lines_are_shown_without_tracebacks():
+    lines = ["[1]<stderr>:loading", "[1]<stderr>:Segmentation fault (core dumped)", "Process 1 exit with status "
+             "code 139.", "Traceback (most recent call last):", '  File "horovodrun", line 6, in <module>',
+             "    sys.exit(run_commandline())", "RuntimeError: Horovod detected that one or more processes exited "
+             "with non-zero status, thus causing the job to be terminated."]
+    outcome = _outcome_of("\n".join(lines))
+    outcome.rank_tails = {1: ["loading", "Segmentation fault (core dumped)"]}
+    message = stream.explain_failure(outcome, "mpi")
+    assert message.endswith("last lines of rank 1:\nloading\nSegmentation fault (core dumped)")
+    assert stream.without_tracebacks(lines) == lines[:3]
+
+
+def test_interruption_line_names_the_last_complete_checkpoint(tmp_path):
+    assert local.interrupted_message(signal.SIGINT, str(tmp_path)) == (
+        "interrupted by SIGINT before the first epoch was complete: no checkpoint in %s; start again without "
+        "--resume" % tmp_path)
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "state.json").write_text('{"epoch": 2, "model_file": "epoch-0002.h5"}')
+    assert local.interrupted_message(signal.SIGTERM, str(tmp_path)) == (
+        "interrupted by SIGTERM after epoch 2; the last complete checkpoint is epoch 2 (%s/checkpoint): continue "
+        "with --resume" % tmp_path)
+
+
+def test_throughput_banner_says_what_the_mode_does():
+    out = io.StringIO()
+    with Progress(console=Console(file=out, width=300)) as progress:
+        display = stream._Display(progress)
+        display.event({"event": "run", "mode": "throughput", "world_size": 2, "device": "CPU", "model": "resnet50",
+                       "epochs": 1, "initial_epoch": 0, "steps_per_epoch": 3, "warmup_steps": 1, "timed_steps": 2,
+                       "batch_size": 4, "image_size": 32, "amp": True, "data": "synthetic", "n_train": 1024,
+                       "n_val": 0})
+    text = out.getvalue()
+    assert ("throughput mode: world size 2 (CPU), resnet50, synthetic images, batch 4 per rank at 32 px, AMP: 1 "
+            "warm-up + 2 timed steps, no evaluation") in text
+    assert "validation" not in text and "per epoch" not in text
+
+
+# --- real runs (slow) ---------------------------------------------------------------------------------------------
+
+INVOKE = str(Path(sys.executable).parent / "invoke")
+#: 197 training images (the sample's patients: 10 % validation, 70 % test) -> 4 steps per epoch with 2 x 32
+SMALL = ["--gpus", "0", "--np", "2", "--images", str(SAMPLE / "images-64"), "--labels", str(LABELS_FILE),
+         "--model", "resnet50", "--image-size", "32", "--batch-size", "32", "--val-fraction", "0.1",
+         "--test-fraction", "0.7"]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def _invoke(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([INVOKE, "train", *args], cwd=REPO, capture_output=True, text=True, timeout=600, env=ENV)
+
+
+class Launcher:
+    """``invoke train`` started in its own process group (as a shell starts a foreground job)."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([INVOKE, "train", *args], cwd=REPO, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True)
+        self.lines: list[str] = []
+
+    def wait_for(self, text: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if text in line:
+                return
+            assert time.monotonic() < deadline, "".join(self.lines)
+        raise AssertionError("ended before %r:\n%s" % (text, "".join(self.lines)))
+
+    def finish(self) -> tuple[int, str]:
+        self.lines += self.proc.stdout.readlines()
+        return self.proc.wait(timeout=120), "".join(self.lines)
+
+
+def _processes_using(output: Path) -> list[str]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(p.info["cmdline"] or [])
+        if str(output) in cmdline and p.pid != os.getpid():
+            found.append("%d %s" % (p.pid, cmdline))
+    return found
+
+
+def _epochs(output: Path) -> list[int]:
+    return [e["epoch"] for e in json.loads((output / "metrics.json").read_text())["epochs"]]
+
+
+@pytest.mark.slow
+def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    first = Launcher(*SMALL, "--epochs", "3", "--output", str(out))
+    first.wait_for("epoch 1:")
+
+    second = _invoke(*SMALL, "--epochs", "3", "--output", str(out))  # the launcher's lock
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert "--output %s is in use by another run (pid %d on host " % (out, first.proc.pid) in second.stdout
+    assert "launch:" not in second.stdout  # refused before horovodrun
+
+    bare = subprocess.run([sys.executable, "-m", "trainer", "--data", "synthetic", "--epochs", "1", "--output",
+                           str(out)], cwd=REPO, capture_output=True, text=True, timeout=300, env=ENV)  # rank 0's lock
+    assert bare.returncode == 2
+    assert "trainer: error: --output %s is in use by another run (pid %d" % (out, first.proc.pid) in bare.stderr
+
+    os.killpg(first.proc.pid, signal.SIGINT)  # Ctrl-C
+    code, text = first.finish()
+    assert code == 130, text
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert ("error: interrupted by SIGINT after epoch %d; the last complete checkpoint is epoch %d (%s/checkpoint): "
+            "continue with --resume" % (state["epoch"], state["epoch"], out)) in text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert not _processes_using(out), _processes_using(out)
+    assert _epochs(out) == list(range(1, state["epoch"] + 1))
+
+    resumed = _invoke(*SMALL, "--epochs", "3", "--output", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "resuming after epoch %d" % state["epoch"] in resumed.stdout
+    assert _epochs(out) == [1, 2, 3]  # every epoch exactly once
+    log = (out / "launch.log").read_text()
+    assert "is slow compared to the batch" not in log  # N8: Horovod's first-batch broadcast, not worth a warning
+    assert not list(out.glob(".tmp-*")) and not list(out.glob("checkpoint/.tmp-*"))
+
+    damaged = out / "checkpoint" / "epoch-0003.h5"
+    with open(damaged, "r+b") as f:
+        f.truncate(damaged.stat().st_size // 2)
+    refused = _invoke(*SMALL, "--epochs", "4", "--output", str(out), "--resume")
+    assert refused.returncode == 2, refused.stdout
+    assert ("cannot resume: the checkpoint of epoch 3, %s, is damaged (Unable to" % damaged) in refused.stdout
+    assert "truncated file" in refused.stdout and "start afresh (remove %s/checkpoint" % out in refused.stdout
+    assert refused.stdout.count("is damaged") == 1
+    assert "Traceback" not in refused.stdout and "RuntimeError" not in refused.stdout
+    assert _epochs(out) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_sigterm_with_the_mpi_controller_stops_every_rank(tmp_path):
+    out = tmp_path / "mpi"
+    run = Launcher(*SMALL, "--epochs", "3", "--controller", "mpi", "--output", str(out))
+    run.wait_for("epoch 1:")
+    run.proc.send_signal(signal.SIGTERM)  # e.g. a scheduler's kill: only the launcher gets it
+    code, text = run.finish()
+    assert code == 143, text
+    assert "error: interrupted by SIGTERM after epoch" in text and "continue with --resume" in text
+    time.sleep(1)
+    assert not _processes_using(out), _processes_using(out)
+
+
+@pytest.mark.slow
+def test_unknown_model_is_refused_before_launch(tmp_path):
+    args = [("vgg" if previous == "--model" else a) for previous, a in zip([""] + SMALL, SMALL)]
+    result = _invoke(*args, "--output", str(tmp_path / "vgg"))
+    assert result.returncode == 2
+    assert result.stdout.count("invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')") == 1
+    assert "launch:" not in result.stdout and "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "vgg").exists()

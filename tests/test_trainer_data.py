@@ -79,6 +79,42 @@ def test_corrupt_files_are_skipped_counted_and_named(corrupt_dir, capsys):
     assert bad["truncated"] in capsys.readouterr().err
 
 
+def test_skipped_files_are_listed_in_the_output_folder(corrupt_dir, tmp_path, capsys):
+    root, bad, _ = corrupt_dir
+    listed = tmp_path / "out" / "skipped-images.csv"
+    data.load(_options(data=str(root)), skipped_list=str(listed))
+    rows = listed.read_text().splitlines()
+    assert rows[0] == "path,reason" and len(rows) == 4
+    assert {os.path.basename(r.split(",")[0]) for r in rows[1:]} == {bad["truncated"], bad["garbage"],
+                                                                     bad["unreadable"]}
+    assert "(all listed in %s)" % listed in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_only_corrupt_images_abort_and_the_list_is_where_the_message_says(tmp_path):
+    """D2 for real: ``python -m trainer`` on 30 garbage files named like sample images."""
+    import subprocess
+    import sys
+    from tests.conftest import REPO
+    folder = tmp_path / "images"
+    folder.mkdir()
+    names = sorted(os.listdir(IMAGES))[:30]
+    for name in names:
+        (folder / name).write_bytes(np.random.RandomState(0).bytes(500))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "trainer", "--images", str(folder), "--labels", str(LABEL_FILE),
+                             "--image-size", "32", "--output", str(out)], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 2
+    listed = out / "skipped-images.csv"
+    assert "... and 10 more (all listed in %s)" % listed in result.stderr
+    assert ("trainer: error: no usable image below --images %s: all 30 failed the PNG check (listed in %s)"
+            % (folder, listed)) in result.stderr
+    rows = listed.read_text().splitlines()[1:]
+    assert sorted(os.path.basename(r.split(",")[0]) for r in rows) == names
+    assert all(r.endswith("not a PNG (no PNG signature)") for r in rows)
+
+
 def test_nih_layout_with_official_lists(tmp_path):
     names = _nih_layout(tmp_path)
     (tmp_path / "test_list.txt").write_text("\n".join(n for n in names if n.startswith("0000000")) + "\n")

@@ -25,3 +25,15 @@ def test_local_backbone_weights_are_loaded(tmp_path):
 def test_bad_model_or_weights(name, weights, fragment):
     with pytest.raises(TrainerError, match=fragment):
         model.build(name, 64, weights)
+
+
+@pytest.mark.parametrize("name", sorted(model.BACKBONES))
+def test_smallest_image_size_is_keras_own(name):
+    """trainer.backbones.MIN_IMAGE_SIZE is what tf.keras.applications accepts (the host checks with it)."""
+    import tensorflow as tf
+    from trainer.backbones import MIN_IMAGE_SIZE
+    smallest = MIN_IMAGE_SIZE[name]
+    assert model.build(name, smallest).input_shape == (None, smallest, smallest, 1)
+    with pytest.raises(ValueError, match="at least %dx%d" % (smallest, smallest)):
+        getattr(tf.keras.applications, model.BACKBONES[name])(include_top=False, weights=None,
+                                                              input_shape=(smallest - 1, smallest - 1, 3))

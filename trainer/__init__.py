@@ -14,14 +14,17 @@ Modules, one job each:
 - ``split``       official lists or a seeded patient-level train/val/test split
 - ``data``        the above assembled into the examples of each split, with a report of what was left out
 - ``pipeline``    tf.data: decode, resize, flip, shard by rank, batch, prefetch
+- ``backbones``   the ``--model`` names and their smallest image size (no TensorFlow import)
 - ``model``       ImageNet normalisation layer, DenseNet-121 / ResNet-50, 14 sigmoid outputs
 - ``loss``        class-weighted binary cross-entropy (CheXNet)
 - ``evaluation``  pooled validation predictions (allgather) and per-pathology AUROC
 - ``checkpoint``  atomic per-epoch checkpoint and resume
+- ``runlock``     one run per output folder (an flock held for the whole run)
 - ``outputs``     metrics.json, predictions.csv, throughput.json
 - ``callbacks``   Keras callbacks: step timing (images/s), rank-0 progress events
 - ``events``      rank-0 log lines and machine-readable progress events for the launcher
 - ``runtime``     Horovod set-up: init, device pinning, LR scaling, DistributedOptimizer, Horovod callbacks
 - ``compat``      every TensorFlow / Keras / Horovod version difference
-- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options; ``errors``
+- ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options (no TensorFlow import);
+                  ``errors``
 """

@@ -8,6 +8,11 @@ crash between the two leaves the previous epoch's pair.
 Resume continues after ``state["epoch"]`` up to the same ``--epochs`` total (Keras ``initial_epoch``), so no epoch
 is lost or repeated. It is refused when the run's identity differs — above all the label file's SHA-256: labels
 changed between NIH releases (../shared/cases/18), and a model trained on one must not silently continue on another.
+
+Only the newest checkpoint is kept. If the file ``state.json`` names cannot be read (truncated or overwritten after
+it was committed: a damaged disk or copy, not a crash of ours — a crash leaves the previous complete pair), resume
+stops with a TrainerError naming the file and the ways out; it does not fall back on its own: there is no older
+checkpoint to fall back to, and silently starting afresh would throw away the epochs the user asked to continue.
 """
 import glob
 import os
@@ -46,6 +51,30 @@ def load_state(output):
         raise TrainerError("%s: not a chexstack checkpoint state (needs epoch and model_file)"
                            % os.path.join(folder(output), STATE))
     return state
+
+
+def committed_state(output, resume):
+    """The checkpoint to continue from (None for a fresh run), by ``--resume``'s rules: ``--resume`` needs a
+    checkpoint; a run without it refuses a folder that holds one. TF-free: the host launcher checks it too."""
+    state = load_state(output)
+    if state is None:
+        if resume:
+            raise TrainerError("--resume: no checkpoint in %s (no %s); run without --resume to start afresh"
+                               % (folder(output), STATE))
+        return None
+    if not resume:
+        raise TrainerError("%s already holds the checkpoint of epoch %d: pass --resume to continue it, or choose "
+                           "another --output" % (output, state["epoch"]))
+    return state
+
+
+def unreadable(output, state, error):
+    """The TrainerError for a committed checkpoint file that cannot be loaded (``error``: what the loader said)."""
+    path = os.path.join(folder(output), state["model_file"])
+    return TrainerError("cannot resume: the checkpoint of epoch %d, %s, is damaged (%s). Only the newest checkpoint "
+                        "is kept, so there is no earlier one to fall back to: put back an intact copy of that file, "
+                        "or start afresh (remove %s, or choose another --output)"
+                        % (state["epoch"], path, " ".join(str(error).split()), folder(output)))
 
 
 def model_path(output, state):

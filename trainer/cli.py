@@ -7,17 +7,33 @@ Data (one of):
                               test_list.txt in DIR are honoured
   --images DIR --labels FILE  PNGs anywhere below DIR, labels in FILE
   --data synthetic            random images and labels (no files)
+
+This module imports no TensorFlow (``--help`` and bad options answer at once; the host launcher runs ``parse`` and
+``check`` on its request before starting horovodrun); ``main`` imports the run modules only when a run starts.
 """
 import argparse
 
-from trainer import events
+from trainer import events, sources, split
+from trainer.backbones import BACKBONES, MIN_IMAGE_SIZE
+from trainer.data import SYNTHETIC
 from trainer.errors import TrainerError
-from trainer.model import BACKBONES
+
+
+class UsageError(TrainerError):
+    """An unknown option or a value of the wrong type (argparse's message)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are TrainerErrors: one ``trainer: error:`` line and exit 2 like every other bad
+    input (argparse's own handler prints the usage block and the error once per rank)."""
+
+    def error(self, message):
+        raise UsageError(message)
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="python -m trainer", description="Horovod CheXNet trainer (run it under horovodrun).",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="python -m trainer", description="Horovod CheXNet trainer (run it under horovodrun).",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--data", metavar="DIR|synthetic", help="dataset folder, or 'synthetic'")
     data.add_argument("--images", metavar="DIR", help="folder with the PNGs (searched recursively)")
@@ -48,22 +64,41 @@ def parser():
     return p
 
 
+def parse(argv=None):
+    """The options of ``argv`` (default ``sys.argv[1:]``); TrainerError for unknown options and bad values."""
+    return parser().parse_args(argv)
+
+
+def _official_lists(options):
+    """Whether the split comes from official lists (then --test-fraction does not apply)."""
+    if options.train_val_list or options.test_list:
+        return True
+    return bool(options.data and options.data != SYNTHETIC and any(sources.find_split_lists(options.data)))
+
+
 def check(options):
-    """Raise a TrainerError for option combinations that cannot run."""
+    """Raise a TrainerError for option values and combinations that cannot run (the data and output are not
+    looked at, except whether ``--data DIR`` holds official split lists)."""
     explicit = options.images is not None or options.labels is not None
     if options.data and explicit:
         raise TrainerError("give either --data or --images with --labels, not both")
     if not options.data and not (options.images and options.labels):
         raise TrainerError("no data: give --data DIR, --data synthetic, or --images DIR with --labels FILE")
-    if options.data == "synthetic" and (options.train_val_list or options.test_list):
+    if options.data == SYNTHETIC and (options.train_val_list or options.test_list):
         raise TrainerError("--train-val-list/--test-list do not apply to --data synthetic")
     for name in ("epochs", "batch_size", "synthetic_images", "steps"):
         if getattr(options, name) < 1:
-            raise TrainerError("--%s must be at least 1" % name.replace("_", "-"))
+            raise TrainerError("--%s %d: expected at least 1" % (name.replace("_", "-"), getattr(options, name)))
     if options.warmup_steps < 0 or options.warmup_epochs < 0:
         raise TrainerError("--warmup-steps and --warmup-epochs cannot be negative")
-    if options.image_size < 32:
-        raise TrainerError("--image-size %d: the Keras backbones need at least 32" % options.image_size)
+    smallest = MIN_IMAGE_SIZE[options.model]
+    if options.image_size < smallest:
+        raise TrainerError("--image-size %d: %s needs at least %d pixels (tf.keras.applications)"
+                           % (options.image_size, options.model, smallest))
+    if options.lr <= 0:
+        raise TrainerError("--lr %g must be positive" % options.lr)
+    if options.data != SYNTHETIC:
+        split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
     if options.amp and not options.throughput:
         raise TrainerError("--amp is a throughput-mode option (use it with --throughput)")
     if options.resume and options.throughput:
@@ -72,14 +107,17 @@ def check(options):
 
 
 def main(argv=None):
-    options = parser().parse_args(argv)
     try:
-        check(options)
+        options = check(parse(argv))
         if options.throughput:
             from trainer import throughput
             return throughput.run(options)
         from trainer import train
         return train.run(options)
+    except UsageError as e:
+        events.error("%s (python -m trainer --help lists the options)" % e)
+        return TrainerError.exit_code
     except TrainerError as e:
-        events.error(str(e))
+        if not e.quiet:
+            events.error(str(e))
         return TrainerError.exit_code

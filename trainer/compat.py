@@ -6,7 +6,10 @@ the API that exists by looking for it (``hasattr``/signature), never by parsing 
 versions differ and where that is documented.
 """
 import inspect
+import logging
 import os
+import re
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -205,6 +208,42 @@ def set_seed(seed):
     else:
         tf.set_random_seed(seed)
     np.random.seed(seed)
+
+
+# --- log noise -------------------------------------------------------------------------------------------------
+
+#: Keras' "slow callback" warning for the batch-END hook, logged to the ``tensorflow`` logger: TF >= 2.2 "Callback
+#: method `on_train_batch_end` is slow compared to the batch time (...)" (keras/src/callbacks.py,
+#: ``CallbackList._call_batch_hook``), TF 1.13 … 2.1 "Method (on_train_batch_end) is slow compared to the batch
+#: update (...)" (tensorflow/python/keras/callbacks.py).
+SLOW_BATCH_END = re.compile(r"^(?:Callback method `|Method \()on_(?:train_)?batch_end(?:`|\)) is slow compared to "
+                            r"the batch")
+#: TF 1.12's tf.keras (Keras 2.1 callbacks) says it with ``warnings.warn`` instead: "Method on_batch_end() is slow
+#: compared to the batch update (%f). Check your callbacks." (a UserWarning)
+SLOW_BATCH_END_WARNING = r"Method on_batch_end\(\) is slow compared to the batch update"
+
+
+class _DropSlowBatchEnd(logging.Filter):
+    def filter(self, record):
+        try:
+            return not SLOW_BATCH_END.match(record.getMessage())
+        except Exception:  # a record whose arguments do not format: keep it
+            return True
+
+
+def quiet_first_batch_broadcast_warning():
+    """Drop Keras' "`on_train_batch_end` is slow" warning, and only it (``tensorflow`` logger; TF 1.12: Python
+    warnings).
+
+    Keras times the hooks of the first few batches; Horovod's ``BroadcastGlobalVariablesCallback`` broadcasts rank 0's
+    variables in ``on_batch_end`` of the FIRST batch (horovod/_keras/callbacks.py), which takes longer than a
+    step, so every run logged the warning although nothing is wrong. Our own hooks' cost per step is measured by
+    ``bench/trainer_overhead.py``. Other log records, including the batch-begin variant, pass.
+    """
+    logger = logging.getLogger("tensorflow")
+    if not any(isinstance(f, _DropSlowBatchEnd) for f in logger.filters):
+        logger.addFilter(_DropSlowBatchEnd())
+    warnings.filterwarnings("ignore", message=SLOW_BATCH_END_WARNING)
 
 
 # --- tf.data and images ----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from trainer import events, labels, pngcheck, sources, split
+from trainer import events, labels, outputs, pngcheck, sources, split
 from trainer.errors import TrainerError
 
 SYNTHETIC = "synthetic"
@@ -55,14 +55,25 @@ def _locate(options):
     return options.labels, options.images, "--images", train_val, test
 
 
-def _warn_list(what, items):
-    shown = ["%s (%s)" % item for item in items[:_SHOWN]]
-    more = " ... and %d more (all listed in metrics.json)" % (len(items) - _SHOWN) if len(items) > _SHOWN else ""
-    events.warn("%d %s skipped: %s%s" % (len(items), what, "; ".join(shown), more))
+def _report_skipped(skipped, listed_in):
+    """Warn about the files that failed the PNG check: the first ``_SHOWN`` named, the rest counted; all of them
+    written to ``listed_in`` (a CSV; by rank 0) when given, else all named."""
+    if listed_in and events.is_chief():
+        outputs.write_skipped_images(listed_in, skipped)
+    shown = skipped[:_SHOWN] if listed_in else skipped
+    text = "; ".join("%s (%s)" % (s["path"], s["reason"]) for s in shown)
+    if len(skipped) > len(shown):
+        text += " ... and %d more" % (len(skipped) - len(shown))
+    events.warn("%d image files failed the PNG check and are skipped: %s%s"
+                % (len(skipped), text, " (all listed in %s)" % listed_in if listed_in else ""))
 
 
-def load(options):
-    """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``)."""
+def load(options, skipped_list=None):
+    """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``).
+
+    ``skipped_list``: CSV path that receives the files failing the PNG check (``outputs.write_skipped_images``),
+    written before a TrainerError for "no usable image" so the list outlives the aborted run.
+    """
     label_file, images_dir, option, train_val_list, test_list = _locate(options)
     table = labels.read_label_file(label_file)
     on_disk = sources.index_images(images_dir, option)
@@ -78,12 +89,12 @@ def load(options):
     report["skipped_images"] = [{"path": on_disk[table.names[with_image[k]]], "reason": r}
                                 for k, r in sorted(problems.items())]
     if problems:
-        _warn_list("image files failed the PNG check and are",
-                   [(s["path"], s["reason"]) for s in report["skipped_images"]])
+        _report_skipped(report["skipped_images"], skipped_list)
     usable = [i for k, i in enumerate(with_image) if k not in problems]
     if not usable:
-        raise TrainerError("no usable image below %s %s: all %d failed the PNG check"
-                           % (option, images_dir, len(with_image)))
+        raise TrainerError("no usable image below %s %s: all %d failed the PNG check (%s)"
+                           % (option, images_dir, len(with_image),
+                              "listed in %s" % skipped_list if skipped_list else "named above"))
     if report["rows_without_image"]:
         events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
                     % (report["rows_without_image"], len(table), images_dir, len(with_image)))

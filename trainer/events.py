@@ -4,7 +4,8 @@ Only rank 0 prints (``configure(rank)`` decides); errors are printed by every ra
 ``@chexstack {json}`` on stdout; the host launcher (``launch/local.py``) finds it behind horovodrun's rank prefix
 (``[0]<stdout>:`` with Gloo, ``[1,0]<stdout>:`` with MPI) and draws a progress bar from it.
 
-Events (``event`` field): ``run`` (world_size, epochs, initial_epoch, steps_per_epoch, n_train, n_val),
+Events (``event`` field): ``run`` (world_size, epochs, initial_epoch, steps_per_epoch, n_train, n_val; in throughput
+mode also ``mode: "throughput"``, warmup_steps, timed_steps, batch_size, image_size, amp, data synthetic|real),
 ``epoch_begin`` (epoch, steps), ``step`` (epoch, step, steps, loss), ``epoch_end`` (epoch, loss, mean_auroc,
 images_per_sec), ``done`` (output).
 """

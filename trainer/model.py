@@ -18,10 +18,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from trainer.backbones import BACKBONES
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 
-BACKBONES = {"densenet121": "DenseNet121", "resnet50": "ResNet50"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # RGB, on 0..1 pixels
 IMAGENET_STD = (0.229, 0.224, 0.225)
 NORMALISATION = "imagenet_normalisation"

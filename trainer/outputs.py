@@ -7,8 +7,14 @@ so a crash leaves the previous complete version, never a torn one. Rank 0 writes
                        (0/1), ``score_<class>`` ×14 (float32 written with 9 significant digits: exact round trip)
 - ``throughput.json``  throughput mode: ``{images_per_sec{total, per_rank}, step_times_s, world_size, model,
                        batch_size, amp, device, ...}``
+- ``skipped-images.csv`` images left out because they failed the PNG check: ``path``, ``reason`` (written
+                       before training starts, also when the run then stops because no image is usable)
+
+A run killed while writing (SIGKILL, power loss) leaves a ``.tmp-*`` file next to the complete previous version;
+the next run removes them once it holds the output lock (``remove_stale_temp_files``).
 """
 import csv
+import glob
 import json
 import os
 import warnings
@@ -20,6 +26,8 @@ METRICS = "metrics.json"
 PREDICTIONS = "predictions.csv"
 THROUGHPUT = "throughput.json"
 MODEL = "model.h5"
+SKIPPED_IMAGES = "skipped-images.csv"
+_TEMP = ".tmp-*"
 
 
 def _fsync_dir(folder):
@@ -43,7 +51,7 @@ def replace_atomically(path, write, suffix=""):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         os.makedirs(folder)
-    tmp = os.path.join(folder, ".tmp-%d-%s%s" % (os.getpid(), os.path.basename(path), suffix))
+    tmp = os.path.join(folder, "%s%d-%s%s" % (_TEMP[:-1], os.getpid(), os.path.basename(path), suffix))
     try:
         write(tmp)
         fd = os.open(tmp, os.O_RDONLY)
@@ -56,6 +64,15 @@ def replace_atomically(path, write, suffix=""):
         if os.path.exists(tmp):
             os.remove(tmp)
     _fsync_dir(folder)
+
+
+def remove_stale_temp_files(output):
+    """Remove the temp files of a run that was killed mid-write (call it only while holding the output lock)."""
+    for path in glob.glob(os.path.join(output, _TEMP)) + glob.glob(os.path.join(output, "*", _TEMP)):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def write_json(path, value):
@@ -96,6 +113,17 @@ def write_predictions(output, names, labels, scores):
             for name, y, p in zip(names, labels, scores):
                 out.writerow([name] + [int(v) for v in y] + ["%.9g" % v for v in p])
     replace_atomically(os.path.join(output, PREDICTIONS), write)
+
+
+def write_skipped_images(path, skipped):
+    """``skipped``: [{"path", "reason"}] -> CSV with those two columns."""
+    def write(tmp):
+        with open(tmp, "w", newline="", encoding="utf-8") as f:  # paths may be non-ASCII (C locale: ascii)
+            out = csv.writer(f)
+            out.writerow(["path", "reason"])
+            for item in skipped:
+                out.writerow([item["path"], item["reason"]])
+    replace_atomically(path, write)
 
 
 def save_model(model, path, include_optimizer):

@@ -6,8 +6,12 @@ DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST ca
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
 import math
+import sys
 
-from trainer import compat, events
+import numpy as np
+
+from trainer import compat, events, outputs, runlock
+from trainer.errors import TrainerError
 
 
 class Runtime(object):
@@ -21,6 +25,7 @@ class Runtime(object):
         self.local_rank = hvd.local_rank()
         self.local_size = hvd.local_size()
         self.device = device
+        self.output_lock = None  # rank 0's runlock.OutputLock, held while the Runtime lives (``hold_output``)
 
     @property
     def chief(self):
@@ -34,7 +39,34 @@ def start(seed):
     events.configure(hvd.rank())
     device = compat.configure_devices(hvd.local_rank(), hvd.local_size())
     compat.set_seed(seed)
+    compat.quiet_first_batch_broadcast_warning()
     return Runtime(hvd, device)
+
+
+def hold_output(rt, output):
+    """Rank 0 locks ``output`` for the whole run (``trainer.runlock``); every rank learns the verdict.
+
+    Keeps rank 0's OutputLock in ``rt.output_lock`` (None on other ranks, or when this run's launcher holds the
+    lock); the kernel releases it when the process ends. When rank 0 cannot have the folder, every rank raises a
+    TrainerError (rank 0 with the reason, the others quietly), so no rank is left waiting in a collective. Rank 0
+    then removes temp files a killed run left (``outputs``).
+    """
+    lock, problem = None, None
+    if rt.chief:
+        try:
+            lock = runlock.acquire_unless_held_for_us(output, " ".join(["python -m trainer"] + sys.argv[1:]))
+        except TrainerError as e:
+            problem = e
+    verdict = compat.allgather(np.array([0 if problem else 1], dtype=np.int64), "chexstack_output_lock")
+    if problem is not None:
+        raise problem
+    if not verdict[0]:
+        raise TrainerError("rank 0 could not use --output %s" % output, quiet=True)
+    if rt.chief:
+        if lock is not None and lock.problem:
+            events.warn(lock.problem)
+        outputs.remove_stale_temp_files(output)
+    rt.output_lock = lock
 
 
 def steps_per_epoch(n_train, batch_size, size):

@@ -18,8 +18,12 @@ TRAIN, VAL, TEST, UNLISTED = "train", "val", "test", "unlisted"
 SPLITS = (TRAIN, VAL, TEST)
 
 
-def _fractions_ok(val_fraction, test_fraction):
-    if not (0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+def check_fractions(val_fraction, test_fraction=None):
+    """Raise a TrainerError unless 0 < val < 1 and (when the test split is drawn too, i.e. without official
+    lists) 0 <= test < 1 with val + test < 1."""
+    if not 0 < val_fraction < 1:
+        raise TrainerError("--val-fraction %g must be in (0, 1)" % val_fraction)
+    if test_fraction is not None and not (0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise TrainerError("--val-fraction %g and --test-fraction %g must be in [0, 1) with a sum below 1 "
                            "(val > 0)" % (val_fraction, test_fraction))
 
@@ -39,7 +43,7 @@ def _assign_patients(patient_ids, seed, fractions):
 
 def patient_split(patients, seed, val_fraction=0.1, test_fraction=0.2):
     """Split code (train/val/test) per example, from its patient ID; ``patients``: list of N IDs."""
-    _fractions_ok(val_fraction, test_fraction)
+    check_fractions(val_fraction, test_fraction)
     by_patient = _assign_patients(patients, seed, [(VAL, val_fraction), (TEST, test_fraction),
                                                    (TRAIN, 1.0 - val_fraction - test_fraction)])
     return [by_patient[p] for p in patients]
@@ -48,8 +52,7 @@ def patient_split(patients, seed, val_fraction=0.1, test_fraction=0.2):
 def official_split(names, patients, train_val_names, test_names, seed, val_fraction=0.1):
     """Split code per example from NIH's lists; train_val is split into train/val by patient (``val_fraction``
     of its patients go to val). A patient in both lists shows up in ``check_patient_disjoint``."""
-    if not 0 < val_fraction < 1:
-        raise TrainerError("--val-fraction %g must be in (0, 1)" % val_fraction)
+    check_fractions(val_fraction)
     train_val, test = set(train_val_names), set(test_names)
     codes = [TEST if n in test else (TRAIN if n in train_val else UNLISTED) for n in names]
     pool = [p for p, c in zip(patients, codes) if c == TRAIN]

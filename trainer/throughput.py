@@ -16,6 +16,7 @@ from trainer.train import load_data, training_dataset, versions
 
 def run(options):
     rt = runtime.start(options.seed)
+    runtime.hold_output(rt, options.output)
     wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
     data = load_data(options, rt)
     total_steps = options.warmup_steps + options.steps
@@ -23,8 +24,11 @@ def run(options):
     model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights), rt.hvd,
                                   learning_rate, loss.weighted_bce(*loss.class_weights(data.train.labels)),
                                   wrap_optimizer)
-    events.emit("run", world_size=rt.size, epochs=1, initial_epoch=0, steps_per_epoch=total_steps,
-                n_train=len(data.train), n_val=0, device=rt.device, model=options.model, output=options.output)
+    events.emit("run", mode="throughput", world_size=rt.size, epochs=1, initial_epoch=0,
+                steps_per_epoch=total_steps, warmup_steps=options.warmup_steps, timed_steps=options.steps,
+                batch_size=options.batch_size, image_size=options.image_size, amp=bool(options.amp),
+                data="synthetic" if data.label_sha256 is None else "real", n_train=len(data.train), n_val=0,
+                device=rt.device, model=options.model, output=options.output)
     timer = callbacks.StepTimer()
     model.fit(training_dataset(data, options, rt), steps_per_epoch=total_steps, epochs=1, verbose=0,
               callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)

@@ -20,12 +20,13 @@ from trainer.labels import CLASSES
 
 
 def load_data(options, rt):
-    """The Data of ``options`` (real or synthetic), checked to give every rank at least one training example."""
+    """The Data of ``options`` (real or synthetic), checked to give every rank at least one training example.
+    Images that failed the PNG check are listed in ``OUTPUT/skipped-images.csv`` (written by rank 0)."""
     if options.data == data_mod.SYNTHETIC:
         data = data_mod.synthetic(options.synthetic_images, max(rt.size, options.synthetic_images // 4),
                                   options.seed)
     else:
-        data = data_mod.load(options)
+        data = data_mod.load(options, skipped_list=os.path.join(options.output, outputs.SKIPPED_IMAGES))
     if len(data.train) < rt.size:
         raise TrainerError("%d training images for %d ranks: every rank needs at least one"
                            % (len(data.train), rt.size))
@@ -119,22 +120,25 @@ class EpochEnd(tf.keras.callbacks.Callback):
 
 
 def _resume_state(options, identity):
-    """The checkpoint state to continue from (or None), enforcing --resume's rules."""
-    state = checkpoint.load_state(options.output)
-    if state is None:
-        if options.resume:
-            raise TrainerError("--resume: no checkpoint in %s (no %s)" % (
-                checkpoint.folder(options.output), checkpoint.STATE))
-        return None
-    if not options.resume:
-        raise TrainerError("%s already holds the checkpoint of epoch %d: pass --resume to continue it, or choose "
-                           "another --output" % (options.output, state["epoch"]))
-    checkpoint.check_identity(state, identity, options.output)
+    """The checkpoint state to continue from (or None), enforcing --resume's rules and the run's identity."""
+    state = checkpoint.committed_state(options.output, options.resume)
+    if state is not None:
+        checkpoint.check_identity(state, identity, options.output)
     return state
+
+
+def _load_checkpoint(rt, options, state, loss_fn):
+    """The checkpointed model (optimizer state included), or a TrainerError naming a damaged file."""
+    path = checkpoint.model_path(options.output, state)
+    try:
+        return compat.load_model(rt.hvd, path, {"weighted_bce": loss_fn})
+    except (IOError, OSError, ValueError, KeyError) as e:  # h5py: OSError (truncated, not HDF5); Keras: ValueError
+        raise checkpoint.unreadable(options.output, state, e)
 
 
 def run(options):
     rt = runtime.start(options.seed)
+    runtime.hold_output(rt, options.output)
     data = load_data(options, rt)
     steps = runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size)
     learning_rate = options.lr * rt.size
@@ -153,8 +157,7 @@ def run(options):
                     % (initial_epoch, options.epochs))
         return 0
     if state:
-        model = compat.load_model(rt.hvd, checkpoint.model_path(options.output, state),
-                                  {"weighted_bce": loss_fn})
+        model = _load_checkpoint(rt, options, state, loss_fn)
         compat.set_learning_rate(model.optimizer, learning_rate)
         events.info("resuming after epoch %d from %s" % (initial_epoch, checkpoint.folder(options.output)))
     else:

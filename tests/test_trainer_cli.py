@@ -1,0 +1,65 @@
+"""``python -m trainer``'s options: --help without TensorFlow, one ``trainer: error:`` line and exit 2 for bad input,
+the value checks the host launcher reuses."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from trainer import cli
+from trainer.errors import TrainerError
+
+
+def _trainer(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})
+
+
+def test_help_does_not_load_tensorflow():
+    result = _trainer("--help")
+    assert result.returncode == 0 and "--model {densenet121,resnet50}" in result.stdout
+    assert result.stderr == ""  # no TensorFlow log lines
+    probe = subprocess.run([sys.executable, "-c", "import sys; from trainer import cli; cli.check(cli.parse("
+                            "['--data', 'synthetic'])); print('tensorflow' in sys.modules)"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert probe.stdout.strip() == "False", probe.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "vgg"], "argument --model: invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')"),
+    (["--epochs", "abc"], "argument --epochs: invalid int value: 'abc'"),
+    (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["--epochs", "0"], "--epochs 0: expected at least 1"),
+])
+def test_bad_options_give_one_error_line_and_exit_2(args, message):
+    result = _trainer("--data", "synthetic", *args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [l for l in result.stderr.splitlines() if l.startswith("trainer: error: ")]
+    assert len(result.stderr.splitlines()) == 1 and message in result.stderr
+    assert "usage:" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--image-size", "31"], "--image-size 31: densenet121 needs at least 32 pixels"),
+    (["--image-size", "31", "--model", "resnet50"], "resnet50 needs at least 32"),
+    (["--batch-size", "0"], "--batch-size 0: expected at least 1"),
+    (["--lr", "0"], "--lr 0 must be positive"),
+    (["--val-fraction", "0"], "--val-fraction 0 must be in (0, 1)"),
+    (["--val-fraction", "0.5", "--test-fraction", "0.5"], "with a sum below 1"),
+    (["--test-fraction", "1.2"], "--test-fraction 1.2"),
+])
+def test_value_checks(tmp_path, args, fragment):
+    options = cli.parse(["--images", str(tmp_path), "--labels", "x.csv", *args])
+    with pytest.raises(TrainerError) as err:
+        cli.check(options)
+    assert fragment in str(err.value)
+
+
+def test_test_fraction_does_not_apply_with_official_lists(tmp_path):
+    (tmp_path / "train_val_list.txt").write_text("a.png\n")
+    (tmp_path / "test_list.txt").write_text("b.png\n")
+    cli.check(cli.parse(["--data", str(tmp_path), "--val-fraction", "0.5", "--test-fraction", "0.9"]))
+    cli.check(cli.parse(["--data", "synthetic", "--image-size", "32", "--model", "resnet50"]))

@@ -1,0 +1,175 @@
+"""One run per output folder: an exclusive lock on ``OUTPUT/.chexstack.lock``, held for the whole run.
+
+Two runs writing into one ``--output`` overwrite each other's metrics.json, predictions.csv, model.h5 and
+checkpoint/. So whoever starts a run takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on the lock file and keeps it open
+until the run ends; the kernel drops the lock when the process ends, however it ends (no stale lock after a crash
+or ``kill -9``). The file records the holder (pid, host, start time, command) for the next run's message.
+
+Who takes it:
+
+- ``invoke train`` (``launch.local``, ``launch.container``) on the host, before horovodrun starts; it writes a
+  random token into the file and gives it to the ranks in ``CHEXSTACK_OUTPUT_LOCK``.
+- The trainer's rank 0, at start, unless the lock is held under that token (its own launcher: on the host, or
+  through the bind-mounted output folder of an in-image run — the same file, so the same lock). Other ranks wait
+  for rank 0's verdict (``runtime.hold_output``).
+
+So ``invoke train``, a bare ``horovodrun ... python -m trainer`` and a Slurm or Kubernetes job (rank 0 on a node,
+output on a shared file system) all exclude each other. flock(2) works on local file systems and on NFS (Linux
+emulates it with POSIX byte-range locks since 2.6.12: flock(2), "NFS details"); Lustre needs the ``flock`` mount
+option (else ENOSYS). Where the file system cannot lock, the run goes on with a warning (``OutputLock.problem``).
+
+Python 3.5, stdlib only: imported by the trainer in the images and by the host launcher.
+"""
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+import uuid
+
+from trainer.errors import TrainerError
+
+LOCK_FILE = ".chexstack.lock"
+TOKEN_ENV = "CHEXSTACK_OUTPUT_LOCK"
+#: errno values of file systems that cannot lock (Lustre without -o flock: ENOSYS; some FUSE/SMB mounts)
+_NO_LOCKING = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+class OutputInUse(TrainerError):
+    """Another run holds the lock; ``holder`` is what it recorded (a dict, maybe empty)."""
+
+    def __init__(self, message, holder):
+        super(OutputInUse, self).__init__(message)
+        self.holder = holder
+
+
+class OutputLock(object):
+    """A held lock (``problem`` None), or a folder whose file system cannot lock (``problem`` says so)."""
+
+    def __init__(self, folder, handle, token, problem=None):
+        self.folder = folder
+        self.handle = handle
+        self.token = token
+        self.problem = problem
+
+    def release(self):
+        if self.handle is not None:
+            self.handle.close()  # closing the last descriptor drops the flock
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def path_of(folder):
+    return os.path.join(folder, LOCK_FILE)
+
+
+def check_output_folder(folder, option="--output"):
+    """Raise a TrainerError unless ``folder`` is a folder, or can be created, that this process can write in.
+
+    Looks only (creates nothing): the folder or its nearest existing parent must be a directory with write and
+    search permission (``os.access``, which also reports a read-only file system).
+    """
+    folder = os.path.abspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise TrainerError("%s %s is a file, not a folder" % (option, folder))
+    probe = folder
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise TrainerError("%s %s: cannot create it, %s is a file" % (option, folder, probe))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise TrainerError("%s %s: cannot write in %s (read-only file system or no permission)"
+                           % (option, folder, probe))
+
+
+def _make_folder(folder, option):
+    try:
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
+    except OSError as e:
+        if not os.path.isdir(folder):
+            raise TrainerError("%s %s: cannot create the folder (%s)" % (option, folder, e.strerror or e))
+
+
+def _open(path, option, folder):
+    """The lock file opened for writing (created if missing), or read-only when another user's file is there."""
+    try:
+        return os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), "r+")
+    except (IOError, OSError) as e:
+        if e.errno in (errno.EACCES, errno.EPERM) and os.path.exists(path):
+            try:
+                return open(path, "r")
+            except (IOError, OSError):
+                pass
+        raise TrainerError("%s %s: cannot write the lock file %s (%s)" % (option, folder, path, e.strerror or e))
+
+
+def read_holder(folder):
+    """What the holder of ``folder``'s lock recorded (a dict; empty when nothing readable is there)."""
+    try:
+        with open(path_of(folder)) as f:
+            value = json.loads(f.read() or "{}")
+    except (IOError, OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def describe(holder):
+    """``pid 123 on host node1, started 2024-05-01 10:00:00 UTC: invoke train ...`` (or a placeholder)."""
+    if not holder.get("pid"):
+        return "no details recorded"
+    text = "pid %s on host %s, started %s" % (holder.get("pid"), holder.get("host", "?"), holder.get("started", "?"))
+    return text + (": %s" % holder["command"] if holder.get("command") else "")
+
+
+def acquire(folder, command, option="--output"):
+    """Create ``folder`` if needed and lock it for this process; returns an OutputLock.
+
+    Raises OutputInUse when another run holds the lock, TrainerError when the folder or lock file cannot be
+    made. The lock is released by ``release()`` or when the process ends.
+    """
+    folder = os.path.abspath(folder)
+    check_output_folder(folder, option)
+    _make_folder(folder, option)
+    path = path_of(folder)
+    handle = _open(path, option, folder)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (IOError, OSError) as e:
+        handle.close()
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            holder = read_holder(folder)
+            raise OutputInUse("%s %s is in use by another run (%s); wait for it to end, or choose another %s"
+                              % (option, folder, describe(holder), option), holder)
+        if e.errno in _NO_LOCKING:
+            return OutputLock(folder, None, None, problem=(
+                "%s %s: this file system cannot lock %s (%s), so nothing stops a second run from writing into the "
+                "same folder; make sure no other run uses it" % (option, folder, LOCK_FILE, e.strerror or e)))
+        raise TrainerError("%s %s: cannot lock %s (%s)" % (option, folder, path, e.strerror or e))
+    token = uuid.uuid4().hex
+    if "+" in handle.mode:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                                 "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                 "token": token}, sort_keys=True) + "\n")
+        handle.flush()
+    return OutputLock(folder, handle, token)
+
+
+def acquire_unless_held_for_us(folder, command, option="--output"):
+    """Rank 0's lock: ``acquire``, except when the holder is this run's launcher (its token is in
+    ``CHEXSTACK_OUTPUT_LOCK``): then None — the launcher holds it for the whole run."""
+    try:
+        return acquire(folder, command, option)
+    except OutputInUse as e:
+        token = os.environ.get(TOKEN_ENV)
+        if token and e.holder.get("token") == token:
+            return None
+        raise
