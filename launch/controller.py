@@ -39,10 +39,10 @@ def pick_controller(interfaces: list[str], requested: str | None) -> tuple[str, 
     if requested == "gloo":
         raise ChexstackError(
             "the Gloo controller cannot run here: the only network interface is loopback (%s), where Horovod's "
-            "Gloo segfaults every rank (exit 139, ../shared/cases/23). Fix: use the MPI controller "
+            "Gloo segfaults every rank (exit 139; seen with Horovod 0.28.1 in a --network none container). Fix: use the MPI controller "
             "(--controller mpi), or give the host/container a network interface (e.g. docker --network host)"
             % (", ".join(interfaces) or "none"))
-    return "mpi", ("only loopback (%s): Gloo segfaults there (exit 139, ../shared/cases/23), MPI does not"
+    return "mpi", ("only loopback (%s): Horovod's Gloo segfaults there (exit 139), MPI does not"
                    % (", ".join(interfaces) or "no interface"))
 
 

@@ -288,7 +288,7 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
         parts.append(reason)
     if controller == "gloo" and code in (139, -11):
         parts.append("exit 139 is a segmentation fault; Horovod's Gloo controller crashes this way when the only "
-                     "network interface is loopback (../shared/cases/23): use --controller mpi, or give the "
+                     "network interface is loopback (seen with Horovod 0.28.1 in a --network none container): use --controller mpi, or give the "
                      "host/container a network interface")
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None:
