@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 from typing import NoReturn
 
@@ -76,6 +77,16 @@ class _Task(invoke.Task):
     def __init__(self, body, floats=(), **kwargs):
         super().__init__(body, **kwargs)
         self.floats = frozenset(floats)
+
+    def __call__(self, *args, **kwargs):
+        """A task with a positional argument (``bench-report RESULTS``): invoke's parser takes ``-h``/``--help``
+        after the task name as that argument's value; here it prints the task's help, as for every other task."""
+        if any(kwargs.get(name) in ("-h", "--help") for name in self.positional):
+            import subprocess
+            name = self.body.__name__.replace("_", "-")
+            raise Exit(code=subprocess.call([sys.executable, "-m", "invoke", "--search-root",
+                                             os.path.dirname(os.path.abspath(__file__)), "--help", name]))
+        return super().__call__(*args, **kwargs)
 
     def get_arguments(self, ignore_unknown_help=None) -> list[Argument]:
         args = []

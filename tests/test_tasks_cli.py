@@ -103,3 +103,15 @@ def test_output_that_is_not_a_terminal_is_120_columns_or_columns(monkeypatch):
     for args, widest in ((["stacks"], 120), (["validate", "--hosts", "node1.invalid", "--only", "mpi"], 120)):
         run = subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
         assert max(len(line) for line in run.stdout.splitlines()) == widest, (args, run.stdout)
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_after_a_task_with_a_positional_argument_is_its_help(flag):
+    """invoke's parser would take ``bench-report -h`` as the results file ``-h``; it prints the task's help."""
+    positional = [name for name, t in _tasks().items() if t.positional]
+    assert "bench-report" in positional
+    for name in positional:
+        run = invoke(name, flag)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.stdout.startswith("Usage: inv[oke] [--core-opts] %s" % name), run.stdout
+        assert "no such file" not in run.stdout + run.stderr
