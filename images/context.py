@@ -6,6 +6,7 @@ from the trainer's COPY on.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from pathlib import Path
@@ -34,6 +35,17 @@ def expand(context: dict[str, Path | bytes]) -> dict[str, Path | bytes]:
         else:
             raise ChexstackError("build context: %s (for %s) does not exist" % (src, name))
     return out
+
+
+def folder_digest(root: Path) -> str:
+    """SHA-256 (hex) of the files below ``root`` as the build context holds them (relative POSIX path and bytes
+    of each, sorted; caches and bytecode left out): equal digests mean the image got exactly these files."""
+    h = hashlib.sha256()
+    for f in _files_below(root):
+        data = f.read_bytes()
+        h.update(b"%s\0%d\0" % (f.relative_to(root).as_posix().encode(), len(data)))
+        h.update(data)
+    return h.hexdigest()
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, executable: bool) -> None:

@@ -11,6 +11,7 @@ import json
 import subprocess
 
 from envs.manifest import Stack
+from images.context import folder_digest
 from images.naming import chexstack_version, image_ref, manifest_digest
 from images.parts import REPO
 
@@ -18,6 +19,9 @@ BOM = "org.chexstack.bom"
 STACK = "org.chexstack.stack"
 MISMATCHES = "org.chexstack.verification.mismatches"
 DOCKER_IMAGE_ID = "org.chexstack.docker.image.id"
+#: SHA-256 of the trainer/ files COPYed into the image (``images.context.folder_digest``): ``invoke train --stack``
+#: warns when the checkout's trainer differs from the image's.
+TRAINER = "org.chexstack.trainer.sha256"
 
 
 def _git(*args: str) -> str:
@@ -40,6 +44,11 @@ def source() -> str:
     return _git("remote", "get-url", "origin") or "file://%s" % REPO
 
 
+def trainer_digest() -> str:
+    """The digest of this checkout's trainer/ (what label ``TRAINER`` of an image built from it holds)."""
+    return folder_digest(REPO / "trainer")
+
+
 def image_labels(stack: Stack, base_ref: str, base_digest: str | None, when: dt.datetime | None = None) -> dict:
     """OCI labels + BOM for an image of ``stack`` built FROM ``base_ref`` (its digest when known)."""
     when = when or dt.datetime.now(dt.timezone.utc)
@@ -54,6 +63,7 @@ def image_labels(stack: Stack, base_ref: str, base_digest: str | None, when: dt.
         STACK: stack.name,
         "org.chexstack.version": chexstack_version(),
         "org.chexstack.manifest.sha256": manifest_digest(stack),
+        TRAINER: trainer_digest(),
         BOM: json.dumps(stack.model_dump(mode="json"), sort_keys=True, separators=(",", ":")),
     }
     return {k: v for k, v in labels.items() if v}

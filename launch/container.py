@@ -152,6 +152,31 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
     return ContainerPlan(run + [image] + argv, controller, reason, name, tuple(oversubscription(request)))
 
 
+def trainer_drift(image: str, stack_name: str) -> str | None:
+    """A warning when the chexstack image ``image`` holds another trainer/ than this checkout (its label
+    ``images.labels.TRAINER`` differs from ``trainer_digest()``, or is missing): the run would silently use the
+    image's copy. None when they match, and for images chexstack did not build or that do not exist (the launch
+    itself reports those)."""
+    import docker
+    import docker.errors
+
+    from images.labels import STACK, TRAINER, trainer_digest
+
+    try:
+        labels = docker.from_env().images.get(image).labels or {}
+    except docker.errors.DockerException:
+        return None
+    if STACK not in labels:
+        return None
+    built, here = labels.get(TRAINER), trainer_digest()
+    if built == here:
+        return None
+    what = ("does not record which trainer it holds" if built is None
+            else "holds another trainer/ (%s) than this checkout (%s)" % (built[:12], here[:12]))
+    return ("image %s %s: this run uses the image's copy; to run this checkout's trainer: invoke build --stack %s"
+            % (image, what, stack_name))
+
+
 def singularity_plan(request: TrainRequest, sif: str) -> ContainerPlan:
     """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces)."""
     from images.sif import require_tool
@@ -184,6 +209,9 @@ def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "do
         if shutil.which("docker") is None:
             raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
         plan = docker_plan(request, ref, network=network)
+        drift = trainer_drift(ref, stack_name)
+        if drift:
+            plan = dataclasses.replace(plan, warnings=plan.warnings + (drift,))
     elif runtime == "singularity":
         plan = singularity_plan(request, image or str(sif_path(ref, SIF_DIR)))
     else:

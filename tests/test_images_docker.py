@@ -73,6 +73,7 @@ def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
     lab = image.labels
     assert json.loads(lab[labels.BOM]) == stack.model_dump(mode="json")
     assert lab["org.opencontainers.image.base.name"] == debian_base
+    assert lab[labels.TRAINER] == labels.trainer_digest()
     assert lab["org.opencontainers.image.base.digest"] == client.images.get(debian_base).id
     assert lab["org.opencontainers.image.version"] == image_ref(stack).rsplit(":", 1)[1]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
@@ -164,6 +165,7 @@ def test_train_inside_the_cpu_image(cpu_build, tmp_path):
     assert first.startswith("docker run --rm --network host --ipc=host --ulimit memlock=")
     assert "%s:/data/images:ro" % IMAGES in first and "%s:/output" % out in first
     assert cpu_build.ref in first and "horovodrun -np 2" in first
+    assert "holds another trainer" not in p.stdout and "does not record which trainer" not in p.stdout
     metrics = _metrics(out)
     epoch = metrics["epochs"][-1]
     assert epoch["world_size"] == 2 and len(epoch["images_per_sec"]["per_rank"]) == 2

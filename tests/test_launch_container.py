@@ -113,3 +113,48 @@ def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path):
     assert "interrupted by SIGTERM after epoch %d" % state["epoch"] in text and "continue with --resume" in text
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(name)
+
+
+@pytest.mark.docker
+def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path):
+    """Label ``org.chexstack.trainer.sha256`` against this checkout's trainer/: a match says nothing, another
+    digest or none names the image and the rebuild; an image chexstack did not build is not judged."""
+    import io
+
+    import docker
+    import docker.errors
+
+    from images import labels
+    from images.local_base import LOCAL_DEBIAN, ensure_debian_base
+    from launch.container import trainer_drift
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as e:
+        pytest.skip("no Docker engine answers: %s" % e)
+    ensure_debian_base(LOCAL_DEBIAN, client)
+    cases = {"same": {labels.STACK: "cpu", labels.TRAINER: labels.trainer_digest()},
+             "other": {labels.STACK: "cpu", labels.TRAINER: "0" * 64},
+             "unrecorded": {labels.STACK: "cpu"},
+             "foreign": {"maintainer": "someone else"}}
+    refs = {}
+    try:
+        for name, lab in cases.items():
+            refs[name] = "chexstack-test/drift:%s" % name
+            client.images.build(fileobj=io.BytesIO(("FROM %s\n" % LOCAL_DEBIAN).encode()), tag=refs[name],
+                                labels=lab, network_mode="host", rm=True)
+        assert trainer_drift(refs["same"], "cpu") is None
+        assert trainer_drift(refs["foreign"], "cpu") is None
+        assert trainer_drift("chexstack-test/drift:absent", "cpu") is None
+        other = trainer_drift(refs["other"], "cpu")
+        assert other == ("image chexstack-test/drift:other holds another trainer/ (000000000000) than this checkout "
+                         "(%s): this run uses the image's copy; to run this checkout's trainer: invoke build "
+                         "--stack cpu" % labels.trainer_digest()[:12])
+        assert "does not record which trainer it holds" in trainer_drift(refs["unrecorded"], "cpu")
+    finally:
+        for ref in refs.values():
+            try:
+                client.images.remove(ref)
+            except docker.errors.DockerException:
+                pass
