@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import (callbacks, checkpoint, compat, data as data_mod, evaluation, events, loss, model as model_mod,
-                     outputs, pipeline, runtime)
+                     outputs, pipeline, runtime, signals)
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 
@@ -112,9 +112,10 @@ class EpochEnd(tf.keras.callbacks.Callback):
         ])
         self.history.append(entry)
         output = self.options.output
-        outputs.write_metrics(output, self.run, self.history)
-        outputs.write_predictions(output, [val.names[i] for i in indices], labels, scores)
-        checkpoint.save(self.model, output, number, self.identity)
+        with signals.held():  # all three or none: metrics.json never ahead of the checkpoint after Ctrl-C/SIGTERM
+            outputs.write_metrics(output, self.run, self.history)
+            outputs.write_predictions(output, [val.names[i] for i in indices], labels, scores)
+            checkpoint.save(self.model, output, number, self.identity)
         events.emit("epoch_end", epoch=number, loss=entry["loss"], mean_auroc=entry["mean_auroc"],
                     auroc=entry["auroc"], images_per_sec=entry["images_per_sec"]["total"])
 
