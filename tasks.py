@@ -235,8 +235,11 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
           rdma=None, render=False, submit=False):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
+    from launch.options import check_applicable, given
     from launch.request import TrainRequest
 
+    check_applicable(launcher, stack, given(train.body, locals(), (
+        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")))
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
@@ -304,9 +307,12 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
     from pathlib import Path
 
     from bench import main
+    from launch.options import check_applicable, given
 
     if collect:
         return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
+    check_applicable(launcher, stack, given(bench.body, locals(), (
+        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")))
     req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,

@@ -111,8 +111,6 @@ def bench(req: SweepRequest, output: Path, runs: Path, opts: Scheduled) -> None:
     if req.launcher in ("slurm", "k8s"):
         scheduled(req.check(), opts)
         return
-    if opts.render or opts.submit:
-        raise ChexstackError("--render/--submit apply to --launcher slurm or k8s")
     sweep, path = run_sweep(req, REPO, output, runs)
     print_sweep(sweep, path)
 

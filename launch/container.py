@@ -82,15 +82,19 @@ def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainReq
     return binds, inside
 
 
-def docker_interfaces(image: str, network: str) -> list[str]:
-    """Network interfaces a container of ``image`` on ``network`` has (``ls /sys/class/net`` inside it)."""
+def docker_interfaces(image: str, network: str, stack: str | None = None) -> list[str]:
+    """Network interfaces a container of ``image`` on ``network`` has (``ls /sys/class/net`` inside it).
+    ChexstackError when the image is not in this Docker engine (never a pull: chexstack's tags are local)."""
     import docker
     import docker.errors
 
     try:
-        out = docker.from_env().containers.run(image, ["ls", "/sys/class/net"], network_mode=network, remove=True)
+        client = docker.from_env()
+        client.images.get(image)  # containers.run would try to pull a missing tag from Docker Hub
+        out = client.containers.run(image, ["ls", "/sys/class/net"], network_mode=network, remove=True)
     except docker.errors.ImageNotFound:
-        raise ChexstackError("image %s is not built here; run: invoke build --stack <stack>" % image) from None
+        raise ChexstackError("image %s is not in this Docker engine: build it (invoke build --stack %s) or give "
+                             "--image" % (image, stack or "S")) from None
     except docker.errors.DockerException as e:
         raise ChexstackError("cannot start a container of %s: %s" % (image, e)) from None
     return out.decode().split()
@@ -126,7 +130,7 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
 
 
 def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpus_here: int | None = None,
-                interfaces: list[str] | None = None) -> ContainerPlan:
+                interfaces: list[str] | None = None, stack: str | None = None) -> ContainerPlan:
     """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run)."""
     request.check().check_paths()
     if network not in NETWORKS:
@@ -136,7 +140,7 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
         raise ChexstackError("--gpus %d: this machine has %d GPU(s) (nvidia-smi -L)" % (request.gpus, have))
     binds, inside = mounts(request)
     argv, env, controller, reason = _trainer_command(
-        inside, docker_interfaces(image, network) if interfaces is None else interfaces)
+        inside, docker_interfaces(image, network, stack) if interfaces is None else interfaces)
     name = "chexstack-train-%s" % uuid.uuid4().hex[:8]
     run = ["docker", "run", "--rm", "--network", network, "--ipc=host", *ulimits(), "--init", "--name", name,
            "-w", OUTPUT]
@@ -208,7 +212,7 @@ def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "do
     if runtime == "docker":
         if shutil.which("docker") is None:
             raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
-        plan = docker_plan(request, ref, network=network)
+        plan = docker_plan(request, ref, network=network, stack=stack_name)
         drift = trainer_drift(ref, stack_name)
         if drift:
             plan = dataclasses.replace(plan, warnings=plan.warnings + (drift,))

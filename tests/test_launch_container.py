@@ -158,3 +158,21 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
                 client.images.remove(ref)
             except docker.errors.DockerException:
                 pass
+
+
+@pytest.mark.docker
+def test_an_image_that_is_not_built_is_named_never_pulled(tmp_path):
+    """A chexstack tag exists only where it was built: no pull from Docker Hub (a registry error), but the build."""
+    import docker
+    import docker.errors
+
+    from launch.container import docker_interfaces
+
+    try:
+        docker.from_env().ping()
+    except docker.errors.DockerException as e:
+        pytest.skip("no Docker engine answers: %s" % e)
+    with pytest.raises(ChexstackError) as e:
+        docker_interfaces("chexstack/ngc:0.1.0-000000000000", "host", "ngc")
+    assert str(e.value) == ("image chexstack/ngc:0.1.0-000000000000 is not in this Docker engine: build it (invoke "
+                            "build --stack ngc) or give --image")

@@ -115,3 +115,26 @@ def test_help_after_a_task_with_a_positional_argument_is_its_help(flag):
         assert run.returncode == 0, run.stdout + run.stderr
         assert run.stdout.startswith("Usage: inv[oke] [--core-opts] %s" % name), run.stdout
         assert "no such file" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--render"], "--render applies to --launcher slurm or k8s only (this is --launcher local)"),
+    (["train", "--submit"], "--submit applies to --launcher slurm or k8s only (this is --launcher local)"),
+    (["train", "--hybrid"], "--hybrid applies to --launcher slurm only (this is --launcher local)"),
+    (["train", "--launcher", "slurm", "--stack", "ngc", "--rdma", "rdma/x", "--render"],
+     "--rdma applies to --launcher k8s only (this is --launcher slurm)"),
+    (["train", "--per-node", "2"], "--per-node applies to --launcher slurm or k8s only (this is --launcher local)"),
+    (["train", "--network", "none"], "--network applies to a run in a stack's image: add --stack S"),
+    (["train", "--runtime", "singularity"], "--runtime applies to a run in a stack's image: add --stack S"),
+    (["train", "--launcher", "k8s", "--stack", "ngc", "--network", "none", "--render"],
+     "--network applies to --launcher local only (this is --launcher k8s)"),
+    (["bench", "--gpus", "1", "--hosts", "a:1"], "--hosts applies to --launcher mpirun only (this is --launcher local)"),
+    (["bench", "--gpus", "1", "--render"], "--render applies to --launcher slurm or k8s only (this is --launcher local)"),
+    (["bench", "--gpus", "1", "--results", "/x"], "--results applies to --launcher slurm or k8s only"),
+])
+def test_an_option_without_effect_for_the_launcher_is_refused_before_anything_runs(args, message):
+    """``invoke train --render`` without a scheduler would start a full training run here (review finding)."""
+    run = invoke(*args, "--data", "synthetic") if args[0] == "train" else invoke(*args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "error: " + message in run.stdout
+    assert "launch:" not in run.stdout and "Traceback" not in run.stderr
