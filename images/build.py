@@ -63,10 +63,11 @@ def _with_mismatches(client: docker.DockerClient, image_id: str, result: Verific
 
 
 def _dry_run(dockerfile: str, ctx: dict, lab: dict, ref: str, runtimes: tuple[str, ...]) -> BuildResult:
-    console.print("[bold]Dockerfile[/]\n%s" % dockerfile, markup=False, highlight=False)
+    console.print("[bold]Dockerfile[/]")
+    console.print(dockerfile, markup=False, highlight=False, soft_wrap=True)  # exact text, never re-wrapped
     console.print("[bold]build context[/]")
     for name, size in context.listing(ctx):
-        console.print("  %-60s %9d bytes" % (name, size), markup=False)
+        console.print("  %-60s %9d bytes" % (name, size), markup=False, highlight=False, soft_wrap=True)
     console.print("[bold]labels[/]")
     for k, v in sorted(lab.items()):
         console.print("  %s=%s" % (k, v if len(v) < 100 else v[:97] + "..."), markup=False, soft_wrap=True)

@@ -198,3 +198,19 @@ def test_a_failed_launch_row_fails_verification():
     assert bad.mismatches()[0]["found"] == "StrictModes yes, PubkeyAuthentication yes, PermitRootLogin without-password"
     rows = launch_rows({"error": ("exit 125: no such image", None)})
     assert {r.verdict for r in rows} == {MISMATCH} and rows[0].found == "check could not run: exit 125: no such image"
+
+
+def test_build_dry_run_prints_the_dockerfile_exactly_when_piped_to_a_narrow_terminal():
+    """The Dockerfile between the 'Dockerfile' and 'build context' headers is render()'s text to the byte: no rich
+    markup and no re-wrapping at the terminal width (a wrapped comment or RUN line would be a broken Dockerfile)."""
+    import subprocess
+    from images.render import render
+    from tests.conftest import REPO
+    stack = load_stack("ngc")
+    p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "ngc", "--dry-run"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "60"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("Dockerfile\n") and "[bold]" not in p.stdout
+    lines = p.stdout.splitlines()
+    printed = "\n".join(lines[1:lines.index("build context")])
+    assert printed.rstrip("\n") == render(stack, "docker", stack.base.reference).rstrip("\n")
