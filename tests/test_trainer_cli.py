@@ -63,3 +63,14 @@ def test_test_fraction_does_not_apply_with_official_lists(tmp_path):
     (tmp_path / "test_list.txt").write_text("b.png\n")
     cli.check(cli.parse(["--data", str(tmp_path), "--val-fraction", "0.5", "--test-fraction", "0.9"]))
     cli.check(cli.parse(["--data", "synthetic", "--image-size", "32", "--model", "resnet50"]))
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--val-fraction", "1.5"], "--val-fraction 1.5 must be in (0, 1)"),
+    (["--val-fraction", "0.6", "--test-fraction", "0.5"], "with a sum below 1"),
+])
+def test_fractions_are_checked_with_synthetic_data_too(args, fragment):
+    """--data synthetic does not split, but a wrong fraction is refused there as anywhere (review finding 6)."""
+    with pytest.raises(TrainerError) as err:
+        cli.check(cli.parse(["--data", "synthetic", *args]))
+    assert fragment in str(err.value)

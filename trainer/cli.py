@@ -97,8 +97,8 @@ def check(options):
                            % (options.image_size, options.model, smallest))
     if options.lr <= 0:
         raise TrainerError("--lr %g must be positive" % options.lr)
-    if options.data != SYNTHETIC:
-        split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
+    # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given
+    split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
     if options.amp and not options.throughput:
         raise TrainerError("--amp is a throughput-mode option (use it with --throughput)")
     if options.resume and options.throughput:
