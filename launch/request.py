@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 
 from chexstack.errors import ChexstackError
-from trainer import checkpoint, cli, runlock, sources
+from trainer import checkpoint, cli, labels, runlock, sources
 from trainer.errors import TrainerError
 
 SYNTHETIC = "synthetic"
@@ -76,10 +76,26 @@ class TrainRequest:
 
     def check_checkpoint(self) -> "TrainRequest":
         """Raise ChexstackError when ``--resume`` finds no checkpoint in the output folder, or a run without it
-        finds one (the trainer's own rule, ``trainer.checkpoint.committed_state``)."""
+        finds one (the trainer's own rule, ``trainer.checkpoint.committed_state``), or the checkpoint was made
+        with another model, image size or label file (``trainer.checkpoint.check_identity``)."""
+        req = self.with_absolute_paths()
         with trainer_errors():
-            checkpoint.committed_state(self.with_absolute_paths().output, self.resume)
+            state = checkpoint.committed_state(req.output, req.resume)
+            if state is not None:
+                checkpoint.check_identity(state, req.known_identity(), req.output)
         return self
+
+    def known_identity(self) -> dict:
+        """The checkpoint identity fields this request fixes without loading the data: model, image size and the
+        label file's SHA-256 (None for synthetic data, as the trainer records it)."""
+        identity = {"model": self.model, "image_size": self.image_size}
+        if self.data == SYNTHETIC:
+            identity["label_sha256"] = None
+        else:
+            path = self.labels or (self.data and sources.find_label_file(self.data))
+            if path:
+                identity["label_sha256"] = labels.read_text(path)[1]
+        return identity
 
     def with_absolute_paths(self) -> "TrainRequest":
         """The same request with data and output paths absolute (ranks may start in another directory)."""

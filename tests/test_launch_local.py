@@ -220,7 +220,8 @@ def test_resume_rules_are_checked_before_launch(tmp_path):
                                              "--resume"):
         request.check_checkpoint()
     (tmp_path / "checkpoint").mkdir()
-    (tmp_path / "checkpoint" / "state.json").write_text('{"epoch": 3, "model_file": "epoch-0003.h5"}')
+    (tmp_path / "checkpoint" / "state.json").write_text(
+        '{"epoch": 3, "model_file": "epoch-0003.h5", "model": "densenet121", "image_size": 224, "label_sha256": null}')
     request.check_checkpoint()
     with pytest.raises(ChexstackError, match="already holds the checkpoint of epoch 3: pass --resume"):
         dataclasses.replace(request, resume=False).check_checkpoint()
@@ -408,3 +409,28 @@ def test_unknown_model_is_refused_before_launch(tmp_path):
     assert result.stdout.count("invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')") == 1
     assert "launch:" not in result.stdout and "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "vgg").exists()
+
+
+def test_resume_into_a_checkpoint_of_another_model_size_or_label_file_is_refused_before_launch(tmp_path):
+    """What the launcher can know without the data (model, image size, the label file's SHA-256) is checked
+    against state.json before any rank starts (review finding 8); the trainer still checks the rest."""
+    import hashlib
+
+    from launch.request import TrainRequest
+
+    labels = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
+    sha = hashlib.sha256(__import__("gzip").open(labels, "rb").read()).hexdigest()
+    out = tmp_path / "run"
+    (out / "checkpoint").mkdir(parents=True)
+    state = {"epoch": 1, "model_file": "epoch-0001.h5", "model": "densenet121", "image_size": 64,
+             "label_sha256": sha, "seed": 0, "n_train": 10, "n_val": 2}
+    (out / "checkpoint" / "state.json").write_text(json.dumps(state))
+    base = TrainRequest(gpus=0, np=2, images=str(SAMPLE / "images-64"), labels=str(labels), image_size=64,
+                        output=str(out), resume=True)
+    assert base.check_checkpoint() is base
+    for change, field in ((dict(image_size=32), "image_size is 64, this run's is 32"),
+                          (dict(model="resnet50"), "model is 'densenet121', this run's is 'resnet50'"),
+                          (dict(images=None, labels=None, data="synthetic"), "label_sha256 is '%s'" % sha)):
+        with pytest.raises(ChexstackError) as e:
+            dataclasses.replace(base, **change).check_checkpoint()
+        assert "refusing to resume from %s: its %s" % (out / "checkpoint" / "state.json", field) in str(e.value)

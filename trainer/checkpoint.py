@@ -86,9 +86,11 @@ def model_path(output, state):
 
 
 def check_identity(state, identity, output):
-    """Raise a TrainerError naming the first field in which the checkpoint and this run differ."""
+    """Raise a TrainerError naming the first field in which the checkpoint and this run differ. Only the fields
+    in ``identity`` are compared: the launcher checks the ones it knows without loading the data (model, image
+    size, label file hash) before it starts any rank; the trainer checks all of ``IDENTITY``."""
     for key in IDENTITY:
-        if state.get(key) != identity.get(key):
+        if key in identity and state.get(key) != identity[key]:
             raise TrainerError("refusing to resume from %s: its %s is %r, this run's is %r%s"
                                % (os.path.join(folder(output), STATE), key, state.get(key), identity.get(key),
                                   " (a different label file; start a new --output)"
