@@ -91,6 +91,7 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     if ":" not in ref.rsplit("/", 1)[-1]:
         raise ChexstackError("--tag %r: expected REPOSITORY:TAG" % ref)
     dockerfile, ctx = render(stack, "docker", base_ref), build_context(stack, base_ref)
+    context.expand(ctx)  # a missing input (e.g. the conda lock) stops here, before anything is printed or built
     if dry_run:
         return _dry_run(dockerfile, ctx, labels.image_labels(stack, base_ref, stack.base.digest), ref, runtimes)
 

@@ -33,7 +33,9 @@ def expand(context: dict[str, Path | bytes]) -> dict[str, Path | bytes]:
             for f in _files_below(src):
                 out["%s/%s" % (name, f.relative_to(src).as_posix())] = f
         else:
-            raise ChexstackError("build context: %s (for %s) does not exist" % (src, name))
+            made_by = " (a conda lock: make it with `invoke lock --stack %s`)" % src.parent.name \
+                if src.name == "conda-lock.yml" else ""
+            raise ChexstackError("build context: %s (for %s) does not exist%s" % (src, name, made_by))
     return out
 
 

@@ -19,7 +19,7 @@ from images.labels import DOCKER_IMAGE_ID
 from images.verify import PROBE
 
 INSTALL_HINT = ("install Apptainer (https://apptainer.org/docs/admin/main/installation.html) or SingularityCE, "
-                "or build with --runtime docker")
+                "or use Docker (--runtime docker)")
 
 
 def require_tool() -> str:

@@ -78,7 +78,7 @@ def layout(world_size: int, per_node: int) -> tuple[int, int]:
     it). 8 on 4-GPU nodes -> (2, 4); 3 -> (1, 3); 6 -> (2, 3). Raises ChexstackError when no even split exists
     (5 ranks on 4-slot nodes)."""
     if world_size < 1 or per_node < 1:
-        raise ChexstackError("expected a rank count >= 1 and slots per node >= 1, got %d and %d"
+        raise ChexstackError("expected at least 1 rank (--gpus/--np) and --per-node of at least 1, got %d and %d"
                              % (world_size, per_node))
     nodes = -(-world_size // per_node)
     if world_size % nodes:

@@ -214,3 +214,16 @@ def test_build_dry_run_prints_the_dockerfile_exactly_when_piped_to_a_narrow_term
     lines = p.stdout.splitlines()
     printed = "\n".join(lines[1:lines.index("build context")])
     assert printed.rstrip("\n") == render(stack, "docker", stack.base.reference).rstrip("\n")
+
+
+def test_build_without_the_conda_lock_names_the_command_that_makes_it_before_printing_anything():
+    import subprocess
+    from tests.conftest import REPO
+    lock = REPO / "envs" / "conda" / "conda" / "conda-lock.yml"
+    if lock.exists():
+        pytest.skip("a conda lock exists here")
+    p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "conda", "--dry-run"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"})
+    assert p.returncode == 2
+    assert p.stdout == ("error: build context: %s (for build-only/conda-lock.yml) does not exist (a conda lock: make "
+                        "it with `invoke lock --stack conda`)\n" % lock)

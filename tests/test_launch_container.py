@@ -176,3 +176,8 @@ def test_an_image_that_is_not_built_is_named_never_pulled(tmp_path):
         docker_interfaces("chexstack/ngc:0.1.0-000000000000", "host", "ngc")
     assert str(e.value) == ("image chexstack/ngc:0.1.0-000000000000 is not in this Docker engine: build it (invoke "
                             "build --stack ngc) or give --image")
+
+
+def test_a_label_folder_given_as_the_label_file_is_named_as_such(tmp_path):
+    with pytest.raises(ChexstackError, match=r"--labels .*: a directory; expected the label file"):
+        docker_plan(_request(tmp_path, labels=str(tmp_path)), "img", gpus_here=0, interfaces=["eth0"])

@@ -113,8 +113,8 @@ def read_label_file(path):
             continue
         where = "%s line %d" % (shown, reader.line_num)
         if len(row) < needed:
-            raise TrainerError("%s: %d fields, expected at least %d (Image Index, Finding Labels, Patient ID)"
-                               % (where, len(row), needed))
+            raise TrainerError("%s: %d fields, expected at least %d (up to the last of the columns Image Index, "
+                               "Finding Labels, Patient ID)" % (where, len(row), needed))
         name = row[col[IMAGE_COLUMN]].strip()
         if name in seen:
             raise TrainerError("%s: image %s listed twice (first on line %d)" % (where, name, seen[name]))
