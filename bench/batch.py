@@ -28,7 +28,6 @@ from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import k8s, slurm
 from launch.job import JobSpec, Mount, layout
-from launch.mpi_compat import check_hybrid, host_mpirun_version
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 RECORD_FILE = "record.json"
@@ -82,8 +81,8 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
                          ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=())
     guard = ""
     if model == "hybrid":
-        text = mpirun_version_output if mpirun_version_output is not None else host_mpirun_version()
-        guard = slurm.hybrid_guard(largest, check_hybrid(largest.stack, text), render_host)
+        guard = slurm.hybrid_guard(largest, slurm.render_host_compat(largest.stack, mpirun_version_output),
+                                   render_host)
     elif model != "pyxis":
         raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(slurm.MODELS)))
     steps = []

@@ -30,7 +30,7 @@ SOURCE = ("Apptainer user guide, MPI hybrid model (apptainer/apptainer-userdocs 
           "Open MPI README on mixing versions (open-mpi/ompi#3063)")
 
 
-def _implementation(name: str | None) -> str | None:
+def implementation(name: str | None) -> str | None:
     """Canonical implementation name: 'Open MPI' for 'OpenMPI'/'Open MPI'/'OpenRTE', else the name."""
     if name is None:
         return None
@@ -55,9 +55,9 @@ class MpiCompatibility:
 def check_hybrid(stack: Stack, mpirun_version_output: str) -> MpiCompatibility:
     """Compare the stack's ``mpi`` row (the image's MPI) with the host's ``mpirun --version`` text."""
     row = stack.components["mpi"]
-    image_impl, image_version = _implementation(row.name), row.version
+    image_impl, image_version = implementation(row.name), row.version
     host_impl, host_version = parse_versions.mpirun(mpirun_version_output)
-    host_impl = _implementation(host_impl)
+    host_impl = implementation(host_impl)
     host = "%s %s" % (host_impl, host_version) if host_impl else "unrecognised mpirun"
     image = "%s %s" % (image_impl or "MPI", image_version or "(none)")
     if image_version is None:

@@ -4,8 +4,8 @@
   (``--container-image`` takes an enroot URI ``[USER@][REGISTRY#]IMAGE[:TAG]`` or a squashfs path;
   https://github.com/NVIDIA/pyxis/wiki/Usage). The image's MPI must speak the PMIx version of Slurm's pmix plugin.
 - ``hybrid``: the host's ``mpirun`` starts ``singularity exec [--nv]`` on every node (Apptainer's hybrid model),
-  after checking that host and image run the same MPI release series (``launch.mpi_compat``); the script repeats
-  the check where the job runs.
+  the script checks where the job runs that host and image run the same MPI release series (``launch.mpi_compat``);
+  the rendering machine's own MPI is checked too, but only warned about (it may be a workstation).
 
 Scripts are ``launch/templates/slurm-*.sbatch`` filled with ``string.Template``; every shell word is quoted with
 ``shlex`` and every ``#SBATCH`` value is checked, so no value can change the script's structure.
@@ -22,7 +22,9 @@ from typing import Literal
 
 from chexstack.errors import ChexstackError
 from launch.job import JobSpec, Mount
-from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version
+from chexstack.console import warn
+from envs.manifest import Stack
+from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version, implementation
 from launch.mpirun import EXPORTED_ENV, mpirun_argv
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -149,18 +151,36 @@ def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
         output_dirs=output_dirs(spec.mounts), srun=pyxis_lines(spec))
 
 
-def hybrid_guard(spec: JobSpec, compat: MpiCompatibility, render_host: str | None = None) -> str:
-    """Shell lines that stop the job when its host mpirun is not the image's MPI release series. Raises
-    ChexstackError when ``compat`` already says host and image MPI are incompatible."""
+def render_host_compat(stack: Stack, mpirun_version_output: str | None = None) -> MpiCompatibility:
+    """The hybrid-model MPI check against this machine's ``mpirun --version`` (or the text given). This machine
+    may not be the cluster (a workstation rendering for it): a mismatch, or no mpirun here, is a warning; the
+    script's guard (``hybrid_guard``) decides where the job runs."""
+    if mpirun_version_output is None:
+        try:
+            mpirun_version_output = host_mpirun_version()
+        except ChexstackError as e:
+            warn("hybrid model: %s. The script's MPI check decides where the job runs." % e)
+            return check_hybrid(stack, "")
+    compat = check_hybrid(stack, mpirun_version_output)
     if not compat.compatible:
-        raise ChexstackError("hybrid model refused: %s (%s). Load the host MPI module of the image's release "
-                             "series, or use the pyxis model (srun --mpi=pmix)." % (compat.reason, compat.source))
+        warn("hybrid model: on this machine %s (%s). If the cluster's nodes differ too, the job stops at its MPI "
+             "check: load the host MPI module of the image's release series there, or use the pyxis model "
+             "(srun --mpi=pmix)." % (compat.reason, compat.source))
+    return compat
+
+
+def hybrid_guard(spec: JobSpec, compat: MpiCompatibility, render_host: str | None = None) -> str:
+    """Shell lines that stop the job when the mpirun where it runs is not the image's MPI release series
+    (``compat``: the same check on the rendering machine, recorded in a comment)."""
     row = spec.stack.components["mpi"]
+    if row.version is None:
+        raise ChexstackError("hybrid model refused: %s (%s)" % (compat.reason, compat.source))
     series = ".".join(row.version.split(".")[:2])
     return Template((TEMPLATES / "hybrid-mpi-guard.sh").read_text()).substitute(
         render_host=_comment(render_host or socket.gethostname()), mpi_reason=_comment(compat.reason),
         image_mpi=shlex.quote("%s %s.x" % (row.name or "MPI", series)),
-        mpi_pattern=shlex.quote("(Open MPI) %s." % series if compat.host.startswith("Open MPI") else series)).rstrip()
+        mpi_pattern=shlex.quote("(Open MPI) %s." % series if implementation(row.name) == "Open MPI"
+                                else series)).rstrip()
 
 
 def hybrid_lines(spec: JobSpec) -> str:
@@ -179,7 +199,7 @@ def pyxis_lines(spec: JobSpec, geometry: bool = False) -> str:
 
 def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = SlurmOptions(),
                   render_host: str | None = None) -> str:
-    """Hybrid-model script. Raises ChexstackError when ``compat`` says host and image MPI are incompatible."""
+    """Hybrid-model script (``compat``: the MPI check on the rendering machine, ``render_host_compat``)."""
     return Template((TEMPLATES / "slurm-hybrid.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), mpi_source=compat.source,
         directives=directives(spec, opts), exports=exports(spec),
@@ -194,6 +214,5 @@ def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOpti
     if model == "pyxis":
         return render_pyxis(spec, opts)
     if model == "hybrid":
-        text = mpirun_version_output if mpirun_version_output is not None else host_mpirun_version()
-        return render_hybrid(spec, check_hybrid(spec.stack, text), opts, render_host)
+        return render_hybrid(spec, render_host_compat(spec.stack, mpirun_version_output), opts, render_host)
     raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(MODELS)))

@@ -61,12 +61,23 @@ def test_hybrid_script_golden_and_bash_clean(fixture_text):
     assert "*'(Open MPI) 4.1.'*" in text  # the job-time guard repeats the check
 
 
-def test_hybrid_refused_for_another_release_series(fixture_text):
-    # ../shared/fixtures: a host with Open MPI 2.1.1; the cpu stack's image has Open MPI 4.1.4.
-    with pytest.raises(ChexstackError) as e:
-        slurm.render(_spec(image="/x.sif"), "hybrid", mpirun_version_output=fixture_text(
-            "mpirun-version-openmpi-2.1.1.txt"))
-    assert "Open MPI 2.1.1" in str(e.value) and "Open MPI 4.1.4" in str(e.value) and "pyxis" in str(e.value)
+def test_another_release_series_on_the_rendering_machine_warns_and_the_job_checks_again(fixture_text, capsys):
+    """../shared/fixtures: a machine with Open MPI 2.1.1 renders for the cpu stack's image (Open MPI 4.1.4). It may
+    be a workstation, not the cluster: a warning naming both, and the script's guard checks where the job runs."""
+    text = slurm.render(_spec(image="/x.sif"), "hybrid", mpirun_version_output=fixture_text(
+        "mpirun-version-openmpi-2.1.1.txt"), render_host="laptop")
+    err = capsys.readouterr().err
+    assert "warning: hybrid model: on this machine host Open MPI 2.1.1 and image Open MPI 4.1.4" in err
+    assert "pyxis" in err
+    assert "# Render-time MPI check on laptop: host Open MPI 2.1.1 and image Open MPI 4.1.4" in text
+    assert "*'(Open MPI) 4.1.'*" in text
+
+
+def test_no_mpirun_on_the_rendering_machine_still_renders_the_guarded_script(monkeypatch, capsys):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    text = slurm.render(_spec(image="/x.sif"), "hybrid", render_host="laptop")
+    assert "mpirun not found on PATH" in capsys.readouterr().err
+    assert "*'(Open MPI) 4.1.'*" in text
 
 
 def test_hybrid_guard_runs_against_the_real_host_mpirun():
