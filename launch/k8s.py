@@ -87,7 +87,9 @@ def _volumes(mounts: tuple[Mount, ...], opts: K8sOptions) -> tuple[list[dict], l
             if m.target is None:
                 raise ChexstackError("mount %s: a PVC needs a path inside the container (pvc:CLAIM=PATH)" % m.source)
         else:
-            source = {"hostPath": {"path": m.source, "type": "Directory" if m.read_only else "DirectoryOrCreate"}}
+            # "Directory", never "DirectoryOrCreate": on a node without the shared mount the kubelet would create
+            # a local folder and the run's checkpoints would land on that node's disk, silently.
+            source = {"hostPath": {"path": m.source, "type": "Directory"}}
         volumes.append(dict(name=_volume_name(i), **source))
         volume_mounts.append({"name": _volume_name(i), "mountPath": m.container_path, "readOnly": m.read_only})
     return volumes, volume_mounts

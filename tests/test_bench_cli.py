@@ -89,7 +89,7 @@ def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2 and job["spec"]["slotsPerWorker"] == 2
     assert run.stderr == "" and not run.stdout.startswith("# warning")
     volumes = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"]
-    assert {"path": "/shared/chexstack/runs/r1", "type": "DirectoryOrCreate"} in [v.get("hostPath") for v in volumes]
+    assert {"path": "/shared/chexstack/runs/r1", "type": "Directory"} in [v.get("hostPath") for v in volumes]
     submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
                     env={"PATH": str(tmp_path)})
     assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stdout
