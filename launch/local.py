@@ -30,6 +30,7 @@ from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.request import TrainRequest, trainer_errors
 from trainer import checkpoint, runlock
+from trainer.outputs import SKIPPED_IMAGES
 from trainer.errors import TrainerError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,7 +156,8 @@ def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, comm
         raise ChexstackError(stream.explain_failure(outcome, controller), exit_code=2 if refused else 1)
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
-    console.print("outputs in %s (metrics.json, predictions.csv, model.h5, checkpoint/, %s)" % (output, LOG),
+    skipped = ", %s" % SKIPPED_IMAGES if os.path.exists(os.path.join(output, SKIPPED_IMAGES)) else ""
+    console.print("outputs in %s (metrics.json, predictions.csv, model.h5, checkpoint/, %s%s)" % (output, LOG, skipped),
                   markup=False)
     return metrics
 
