@@ -139,7 +139,7 @@ def stacks(c, check=False, json=False):
             "conda": "conda/mamba/micromamba executable for the solver (default: $CONDA_EXE, then PATH)",
             "installed": "post-install check: a `conda list --json` (or `pip list --format=json`) output file"})
 @user_errors
-def lock(c, stack, platform=None, check=False, kind="lock", conda=None, installed=None):
+def lock(c, stack=None, platform=None, check=False, kind="lock", conda=None, installed=None):
     """Lock a stack's conda environment for its cluster, check drift, or check an installed environment.
 
     The lock is solved for the target's virtual packages (virtual-packages.yml: __cuda, __glibc), not this machine's;
@@ -156,7 +156,7 @@ def lock(c, stack, platform=None, check=False, kind="lock", conda=None, installe
 @task(help={"stack": "stack name (envs/stacks/<name>.yaml)", "format": "docker | singularity",
             "base": "base image reference instead of the manifest's (a local stand-in)"})
 @user_errors
-def render(c, stack, format="docker", base=None):
+def render(c, stack=None, format="docker", base=None):
     """Print the stack's Dockerfile or Singularity definition (rendered by hpccm from the manifest)."""
     from envs.manifest import load_stack
     from images.render import render as render_recipe
@@ -170,7 +170,7 @@ def render(c, stack, format="docker", base=None):
             "no-cache": "rebuild every layer", "dry-run": "print the Dockerfile, context and labels; build nothing",
             "allow-mismatch": "tag even when verification finds mismatches (listed in an image label)"})
 @user_errors
-def build(c, stack, runtime="docker", tag=None, base=None, no_cache=False, dry_run=False, allow_mismatch=False):
+def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, dry_run=False, allow_mismatch=False):
     """Build the stack's image (docker SDK), verify it inside, tag it only when it matches its manifest."""
     from images.build import build as build_image
 

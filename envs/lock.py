@@ -75,6 +75,9 @@ def conda_stacks(conda_dir: Path = CONDA_DIR) -> list[str]:
 
 def conda_files(stack: str, conda_dir: Path = CONDA_DIR) -> CondaFiles:
     """Paths of ``stack``'s conda files; ChexstackError listing the stacks that have them if it has none."""
+    if not stack:
+        raise ChexstackError("no stack given: add --stack NAME; stacks with a conda environment: %s"
+                             % (", ".join(conda_stacks(conda_dir)) or "none"))
     d = conda_dir / stack
     files = CondaFiles(stack, d / "environment.yml", d / "virtual-packages.yml", d / LOCK_NAME)
     if not files.environment.is_file():

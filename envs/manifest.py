@@ -159,6 +159,9 @@ def known_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
 def load_stack(name: str, stacks_dir: Path = STACKS_DIR) -> Stack:
     """Load ``<stacks_dir>/<name>.yaml``. Raises ChexstackError for an unknown name (listing the known ones) or
     an invalid manifest (naming file and field)."""
+    if not name:
+        raise ChexstackError("no stack given: add --stack NAME; known stacks: %s"
+                             % (", ".join(known_stacks(stacks_dir)) or "none"))
     path = stacks_dir / ("%s.yaml" % name)
     if not path.is_file():
         raise ChexstackError("unknown stack %r; known stacks: %s" % (name, ", ".join(known_stacks(stacks_dir)) or "none"))

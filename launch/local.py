@@ -30,8 +30,8 @@ from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.request import TrainRequest, trainer_errors
 from trainer import checkpoint, runlock
-from trainer.outputs import SKIPPED_IMAGES
 from trainer.errors import TrainerError
+from trainer.outputs import SKIPPED_IMAGES
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = "launch.log"

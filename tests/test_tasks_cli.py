@@ -138,3 +138,12 @@ def test_an_option_without_effect_for_the_launcher_is_refused_before_anything_ru
     assert run.returncode == 2, run.stdout + run.stderr
     assert "error: " + message in run.stdout
     assert "launch:" not in run.stdout and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("task, known", [("render", "conda, cpu, hopper, ngc"), ("build", "conda, cpu, hopper, ngc"),
+                                         ("lock", "conda, cpu")])
+def test_a_missing_stack_is_a_clear_error(task, known):
+    """Not invoke's "did not receive required positional arguments: 'stack'" (exit 1): --stack is an option."""
+    run = invoke(task)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stdout.startswith("error: no stack given: add --stack NAME;") and known in run.stdout
