@@ -95,9 +95,14 @@ def load_model(hvd, path, custom_objects):
     Horovod 0.28 looks up optimizer classes among ``tf.keras.optimizers.legacy`` only with ``legacy_opts=True``;
     older Horovod has no such argument (and no legacy optimizers exist before TF 2.11).
     """
-    kwargs = {"custom_objects": custom_objects}
+    kwargs = {"custom_objects": dict(custom_objects)}
     if "legacy_opts" in _params(hvd.load_model) and _legacy_adam() is not None:
         kwargs["legacy_opts"] = True
+    adam_class = _adam_class()
+    if adam_class is not _plain_adam_class():
+        # Keras v1 lower-cases built-in optimizer names before the lookup; custom objects come first. So the
+        # saved "Adam" resumes as the trainer's Adam (_ordered_v1_adam), not as TF 1.12's own.
+        kwargs["custom_objects"]["adam"] = lambda **config: hvd.DistributedOptimizer(adam_class(**config))
     return hvd.load_model(path, **kwargs)
 
 
@@ -116,9 +121,77 @@ def adam(learning_rate):
     LR callbacks and ``hvd.load_model`` behave as in TF 2.0–2.10. The keyword is ``lr`` in TF 1.12/1.13 (Keras
     v1 optimizers) and ``learning_rate`` from TF 1.14 on.
     """
-    cls = _legacy_adam() or tf.keras.optimizers.Adam
+    cls = _adam_class()
     key = "learning_rate" if "learning_rate" in _params(cls.__init__) else "lr"
     return cls(**{key: float(learning_rate)})
+
+
+def _plain_adam_class():
+    return _legacy_adam() or tf.keras.optimizers.Adam
+
+
+def _adam_class():
+    """The Adam class ``adam`` instantiates: tf.keras' own, or for Keras v1 optimizers ``_ordered_v1_adam``."""
+    cls = _plain_adam_class()
+    return _ordered_v1_adam(cls) if _keras_v1(cls) else cls
+
+
+def _keras_v1(cls):
+    """Whether ``cls`` is a Keras v1 optimizer (TF 1.12/1.13: graph ``get_updates``, no OptimizerV2 kernels)."""
+    return hasattr(cls, "get_updates") and not hasattr(cls, "_resource_apply_dense")
+
+
+_ORDERED = {}
+
+
+def _ordered_v1_adam(base):
+    """Keras v1 Adam whose bias correction reads the step count AFTER incrementing it.
+
+    TF 1.12's ``tf.keras.optimizers.Adam.get_updates`` puts ``assign_add(iterations, 1)`` among the updates and
+    computes ``t = iterations + 1`` from a read that nothing orders against that increment, so the session may run
+    the read before or after it: the step uses t or t + 1 in its bias correction. With Horovod the asynchronous
+    gradient allreduce shifts that timing per rank, so ranks that apply the same averaged gradient still update
+    differently and the replicas drift apart (seen here under TF 1.12.0 / Horovod 0.16.1 on CPU: after the first
+    step rank 0 had applied Adam's step for t = 2 and rank 1 the one for t = 1; the end-of-epoch weight check
+    stops such a run). Later tf.keras reads ``iterations`` under a control dependency on the increment; this is
+    that ``get_updates``, otherwise TF 1.12's line for line. Named ``Adam`` so that saved models and Horovod's
+    wrapper keep the class name.
+    """
+    if base not in _ORDERED:
+        class Adam(base):
+            def get_updates(self, loss, params):
+                grads = self.get_gradients(loss, params)
+                self.updates = []
+                lr = self.lr
+                if self.initial_decay > 0:
+                    lr = lr * (1. / (1. + self.decay * tf.cast(self.iterations, K.dtype(self.decay))))
+                with tf.control_dependencies([tf.assign_add(self.iterations, 1)]):
+                    t = tf.cast(self.iterations.read_value(), K.floatx())
+                lr_t = lr * (K.sqrt(1. - tf.pow(self.beta_2, t)) / (1. - tf.pow(self.beta_1, t)))
+                ms = [K.zeros(K.int_shape(p), dtype=K.dtype(p)) for p in params]
+                vs = [K.zeros(K.int_shape(p), dtype=K.dtype(p)) for p in params]
+                if self.amsgrad:
+                    vhats = [K.zeros(K.int_shape(p), dtype=K.dtype(p)) for p in params]
+                else:
+                    vhats = [K.zeros(1) for _ in params]
+                self.weights = [self.iterations] + ms + vs + vhats
+                for p, g, m, v, vhat in zip(params, grads, ms, vs, vhats):
+                    m_t = (self.beta_1 * m) + (1. - self.beta_1) * g
+                    v_t = (self.beta_2 * v) + (1. - self.beta_2) * tf.square(g)
+                    if self.amsgrad:
+                        vhat_t = tf.maximum(vhat, v_t)
+                        p_t = p - lr_t * m_t / (K.sqrt(vhat_t) + self.epsilon)
+                        self.updates.append(tf.assign(vhat, vhat_t))
+                    else:
+                        p_t = p - lr_t * m_t / (K.sqrt(v_t) + self.epsilon)
+                    self.updates.append(tf.assign(m, m_t))
+                    self.updates.append(tf.assign(v, v_t))
+                    if getattr(p, "constraint", None) is not None:
+                        p_t = p.constraint(p_t)
+                    self.updates.append(tf.assign(p, p_t))
+                return self.updates
+        _ORDERED[base] = Adam
+    return _ORDERED[base]
 
 
 def set_learning_rate(optimizer, value):
