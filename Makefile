@@ -3,13 +3,17 @@ SHELL := /bin/bash
 VENV ?= .venv
 SAMPLE ?= ../shared/data/chestxray14
 
-.PHONY: setup setup-docker demo test
+.PHONY: setup setup-docker setup-legacy demo test
 
 setup:
 	scripts/setup
 
 setup-docker:
 	scripts/setup --docker
+
+# .venv-tf112: Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1, for tests/test_trainer_legacy.py.
+setup-legacy:
+	scripts/setup-legacy
 
 # Train 2 Horovod ranks (CPU) on the real 800-image ChestX-ray14 sample; prints 14 AUROCs and images/s.
 # Starts afresh each time (the trainer refuses to overwrite a checkpoint without --resume). With 800 images, 20 %
@@ -20,6 +24,8 @@ demo: setup
 	  --labels $(SAMPLE)/Data_Entry_2017_v2020.csv.gz --image-size 64 --epochs 2 \
 	  --val-fraction 0.2 --test-fraction 0 --output runs/demo
 
-# Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap), then the whole suite.
+# Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap, the TF 1.12 venv), then the whole
+# suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
 test: setup-docker
+	scripts/setup-legacy
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
