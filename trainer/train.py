@@ -54,18 +54,17 @@ def versions():
 
 def _weights_checksum_in_sync(rt, model):
     """Every rank's sum of trainable weights must match rank 0's: a cheap catch of replicas that diverged —
-    a missing initial broadcast (../shared/cases/17), or a gradient allreduce that gave ranks different results
-    (seen here with Horovod 0.16.1, built with GCC 12 against Open MPI 4.1.4, on CPU with tensor fusion on;
-    ``HOROVOD_FUSION_THRESHOLD=0`` avoided it). BatchNorm moving statistics are per rank by design and not
-    compared."""
+    a missing initial broadcast (../shared/cases/17), or ranks applying the same averaged gradient differently
+    (as TF 1.12's Keras Adam did under Horovod 0.16.1 until ``compat.adam`` ordered its step counter; it caught
+    that). BatchNorm moving statistics are per rank by design and not compared."""
     values = tf.keras.backend.batch_get_value(model.trainable_weights)
     total = np.array([sum(float(np.sum(w, dtype=np.float64)) for w in values)], dtype=np.float64)
     sums = compat.allgather(total, "chexstack_weight_checksum")
     if rt.chief and not np.allclose(sums, sums[0], rtol=1e-5, atol=1e-6):
         raise TrainerError("model weights differ between ranks after an epoch (checksums %s): the replicas "
-                           "diverged. Either the initial broadcast from rank 0 did not happen, or the gradient "
-                           "allreduce gave ranks different results (seen with Horovod 0.16.1 on CPU with tensor "
-                           "fusion on: try HOROVOD_FUSION_THRESHOLD=0)" % sums.tolist())
+                           "diverged. Either the initial broadcast from rank 0 did not happen, or the ranks applied "
+                           "the same averaged gradient differently (an optimizer whose update depends on timing, "
+                           "e.g. TF 1.12's Keras Adam without trainer.compat.adam)" % sums.tolist())
 
 
 class EpochEnd(tf.keras.callbacks.Callback):
