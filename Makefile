@@ -26,6 +26,7 @@ demo: setup
 
 # Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap, the TF 1.12 venv), then the whole
 # suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
+# Exit 3 of setup-legacy: no Python 3.6 on this machine (said in its output; tests/test_trainer_legacy.py then skips).
 test: setup-docker
-	scripts/setup-legacy
+	scripts/setup-legacy || [ $$? = 3 ]
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
