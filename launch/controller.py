@@ -15,6 +15,11 @@ import socket
 from chexstack.errors import ChexstackError
 
 CONTROLLERS = ("gloo", "mpi")
+#: The fault, in the words every message about it uses.
+GLOO_ON_LOOPBACK = ("Horovod's Gloo controller segfaults every rank (exit 139) when the only network interface is "
+                    "loopback (seen with Horovod 0.28.1 in a --network none container)")
+#: The two ways out of it.
+GLOO_FIXES = "use --controller mpi, or give the host/container a network interface (e.g. docker --network host)"
 _LOOPBACK = re.compile(r"^lo\d*$")
 
 
@@ -37,11 +42,8 @@ def pick_controller(interfaces: list[str], requested: str | None) -> tuple[str, 
     if usable:
         return "gloo", ("requested" if requested else "default; network interface %s available" % usable[0])
     if requested == "gloo":
-        raise ChexstackError(
-            "the Gloo controller cannot run here: the only network interface is loopback (%s), where Horovod's "
-            "Gloo segfaults every rank (exit 139; seen with Horovod 0.28.1 in a --network none container). Fix: use the MPI controller "
-            "(--controller mpi), or give the host/container a network interface (e.g. docker --network host)"
-            % (", ".join(interfaces) or "none"))
+        raise ChexstackError("the Gloo controller cannot run here: the only network interface is loopback (%s). %s. "
+                             "Fix: %s" % (", ".join(interfaces) or "none", GLOO_ON_LOOPBACK, GLOO_FIXES))
     return "mpi", ("only loopback (%s): Horovod's Gloo segfaults there (exit 139), MPI does not"
                    % (", ".join(interfaces) or "no interface"))
 

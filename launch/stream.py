@@ -9,7 +9,7 @@ A failed run is explained in one message from what horovodrun and mpirun print: 
 (Gloo: ``Process 1 exit with status code 139``; mpirun: ``Process name: [[j,1],1]`` / ``Exit code: 2`` or
 ``process rank 1 ... exited on signal 11``), then that rank's own reason — its ``trainer: error:`` line, else the last
 exception line of its output (``OSError: Unable to open file ...``), never horovodrun's own RuntimeError traceback —
-and for exit 139 under Gloo the loopback hint of ../shared/cases/23. The full output stays in the log.
+and for exit 139 under Gloo the loopback hint (``launch.controller.GLOO_ON_LOOPBACK``). The full output stays in the log.
 
 Signals: the command runs in its own session (a terminal's Ctrl-C reaches only the launcher). The first SIGINT,
 SIGTERM or SIGHUP sends SIGTERM to the command's process group (horovodrun's Gloo middlemen then stop every rank;
@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from chexstack.errors import ChexstackError
+from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
 from trainer import events
 
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
@@ -287,9 +288,7 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if reason:
         parts.append(reason)
     if controller == "gloo" and code in (139, -11):
-        parts.append("exit 139 is a segmentation fault; Horovod's Gloo controller crashes this way when the only "
-                     "network interface is loopback (seen with Horovod 0.28.1 in a --network none container): use --controller mpi, or give the "
-                     "host/container a network interface")
+        parts.append("exit 139 is a segmentation fault; %s: %s" % (GLOO_ON_LOOPBACK, GLOO_FIXES))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None:
         failing = outcome.first_failure[0] if outcome.first_failure else None
