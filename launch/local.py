@@ -115,16 +115,17 @@ def read_metrics(output: str) -> dict:
 
 def interrupted_message(signum: int, output: str) -> str:
     """The one line after an interrupted run: the last complete checkpoint and how to continue."""
+    name = signal.Signals(signum).name
     try:
         state = checkpoint.load_state(output)
     except TrainerError as e:  # a state.json we cannot read: say so rather than guess
         return "interrupted by %s; the checkpoint state in %s cannot be read (%s)" % (
-            signal.Signals(signum).name, checkpoint.folder(output), e)
+            name, checkpoint.folder(output), e)
     if state is None:
         return ("interrupted by %s before the first epoch was complete: no checkpoint in %s; start again without "
-                "--resume" % (signal.Signals(signum).name, output))
+                "--resume" % (name, output))
     return ("interrupted by %s after epoch %d; the last complete checkpoint is epoch %d (%s): continue with "
-            "--resume" % (signal.Signals(signum).name, state["epoch"], state["epoch"], checkpoint.folder(output)))
+            "--resume" % (name, state["epoch"], state["epoch"], checkpoint.folder(output)))
 
 
 def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, command_line: str, controller: str,
@@ -156,9 +157,10 @@ def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, comm
         raise ChexstackError(stream.explain_failure(outcome, controller), exit_code=2 if refused else 1)
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
-    skipped = ", %s" % SKIPPED_IMAGES if os.path.exists(os.path.join(output, SKIPPED_IMAGES)) else ""
-    console.print("outputs in %s (metrics.json, predictions.csv, model.h5, checkpoint/, %s%s)" % (output, LOG, skipped),
-                  markup=False)
+    written = ["metrics.json", "predictions.csv", "model.h5", "checkpoint/", LOG]
+    if os.path.exists(os.path.join(output, SKIPPED_IMAGES)):
+        written.append(SKIPPED_IMAGES)
+    console.print("outputs in %s (%s)" % (output, ", ".join(written)), markup=False)
     return metrics
 
 

@@ -68,8 +68,9 @@ class TrainRequest:
             if req.images is not None and not os.path.isdir(req.images):
                 raise TrainerError("--images %s: no such directory" % req.images)
             if req.labels is not None and not os.path.isfile(req.labels):
-                raise TrainerError("--labels %s: %s" % (req.labels, "a directory; expected the label file "
-                                   "(Data_Entry_2017*.csv or .csv.gz)" if os.path.isdir(req.labels) else "no such file"))
+                why = ("a directory; expected the label file (Data_Entry_2017*.csv or .csv.gz)"
+                       if os.path.isdir(req.labels) else "no such file")
+                raise TrainerError("--labels %s: %s" % (req.labels, why))
             runlock.check_output_folder(req.output)
             if not os.path.exists(req.output):  # --resume into nothing: refused before the folder is made
                 checkpoint.committed_state(req.output, req.resume)
