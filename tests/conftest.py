@@ -1,4 +1,5 @@
-"""Shared test helpers: where ../shared is, and the golden-file assertion."""
+"""Shared test helpers: where ../shared is, the one build of a stack per run, and the left-over check
+(``tests/leftovers.py``: the run fails when a test leaves an image tag, container, network, namespace or daemon)."""
 from __future__ import annotations
 
 import functools
@@ -11,6 +12,11 @@ SHARED = (REPO / ".." / "shared").resolve()
 FIXTURES = SHARED / "fixtures"
 CASES = SHARED / "cases"
 SAMPLE = SHARED / "data" / "chestxray14"
+
+
+def pytest_configure(config):
+    from tests.leftovers import Leftovers
+    config.pluginmanager.register(Leftovers(), "chexstack-leftovers")
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from images import labels
 from images.naming import image_ref
 from images.parts import HOST_CA_BUNDLE
 from tests.conftest import REPO, SAMPLE, built_once
+from tests.leftovers import TEST_LABELS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 INVOKE = str(REPO / ".venv" / "bin" / "invoke")
@@ -58,6 +59,17 @@ def debian_base(client) -> str:
     return LOCAL_DEBIAN
 
 
+@pytest.fixture
+def ngc_stand_in(client, debian_base):
+    """The Debian base under a project-scoped name, given to ``invoke build --stack ngc --base``: never under the
+    real ``nvcr.io/nvidia/tensorflow:19.06-py3`` (a later real build would use the stand-in, and a real image of
+    that name would lose its tag). Untagged afterwards."""
+    ref = "chexstack-test/ngc-stand-in:19.06-py3"
+    client.images.get(debian_base).tag(*ref.rsplit(":", 1))
+    yield ref
+    client.images.remove(ref, noprune=True)
+
+
 @pytest.fixture(scope="session")
 def cpu_build(client, debian_base):
     """Built once per session, also for the modules that import this fixture (each import is its own fixture)."""
@@ -81,7 +93,7 @@ def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", lab["org.opencontainers.image.created"])
     # python is the venv's, code under /opt/chexstack
     out = client.containers.run(image.id, ["sh", "-c", "command -v python; ls /opt/chexstack/trainer/__main__.py"],
-                                remove=True, network_mode="host").decode()
+                                remove=True, network_mode="host", labels=TEST_LABELS).decode()
     assert out.split() == ["/opt/venv/bin/python", "/opt/chexstack/trainer/__main__.py"]
 
 
@@ -187,11 +199,10 @@ def test_loopback_only_container_picks_mpi_or_stops(cpu_build, tmp_path):
     assert _metrics(out / "auto")["epochs"][-1]["world_size"] == 2
 
 
-def test_ngc_stand_in_fails_verification_and_stays_untagged(client, debian_base):
+def test_ngc_stand_in_fails_verification_and_stays_untagged(client, ngc_stand_in):
     stack = load_stack("ngc")
-    client.images.get(debian_base).tag(*stack.base.image.rsplit(":", 1))
     ref = image_ref(stack)
-    p = _invoke("build", "--stack", "ngc")
+    p = _invoke("build", "--stack", "ngc", "--base", ngc_stand_in)
     text = p.stdout + p.stderr
     assert p.returncode == 1, text[-3000:]
     assert "Traceback" not in text
@@ -211,11 +222,9 @@ def test_singularity_runtime_without_apptainer_is_a_clear_error():
     assert "needs apptainer or singularity on PATH" in p.stdout and "Traceback" not in p.stdout + p.stderr
 
 
-def test_allow_mismatch_keeps_the_image_with_the_mismatches_in_a_label(client, debian_base):
-    stack = load_stack("ngc")
-    client.images.get(debian_base).tag(*stack.base.image.rsplit(":", 1))
+def test_allow_mismatch_keeps_the_image_with_the_mismatches_in_a_label(client, ngc_stand_in):
     tag = "chexstack-test/ngc-mismatch:1"
-    p = _invoke("build", "--stack", "ngc", "--allow-mismatch", "--tag", tag)
+    p = _invoke("build", "--stack", "ngc", "--allow-mismatch", "--tag", tag, "--base", ngc_stand_in)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     try:
         mismatches = json.loads(client.images.get(tag).labels[labels.MISMATCHES])

@@ -31,6 +31,7 @@ import pytest
 from envs.manifest import load_stack
 from launch import k8s
 from launch.job import JobSpec, Mount
+from tests.leftovers import TEST_LABELS
 from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -62,7 +63,7 @@ def _ssh_secret(client, image: str, root: Path) -> Path:
     payload = volume / "..2025_01_01_00_00_00.000000000"
     payload.mkdir(parents=True)
     client.containers.run(image, ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "",
-                                  "-f", "/payload/id_rsa"], remove=True, network_mode="none",
+                                  "-f", "/payload/id_rsa"], remove=True, network_mode="none", labels=TEST_LABELS,
                           volumes={str(payload): {"bind": "/payload", "mode": "rw"}})
     (payload / "authorized_keys").write_bytes((payload / "id_rsa.pub").read_bytes())
     assert (payload / "id_rsa").read_text().startswith("-----BEGIN EC PRIVATE KEY-----")
@@ -145,7 +146,8 @@ class MpiJob:
         self.names.append("%s-worker-%d-%d" % (JOB, i, self.port))
         worker = self.client.containers.run(
             c["image"], command, detach=True, network_mode="host", working_dir=c["workingDir"],
-            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes, name=self.names[-1], **options)
+            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes, name=self.names[-1], labels=TEST_LABELS,
+            **options)
         self.workers.append(worker)
         _wait_listening(WORKER_ADDRESSES[i], self.port, worker)
         return worker
@@ -162,7 +164,7 @@ class MpiJob:
         try:
             launcher = self.client.containers.run(
                 c["image"], command or c["command"], detach=True, network_mode="host", working_dir=c["workingDir"],
-                environment=env, volumes=volumes, extra_hosts=hosts, name=name)
+                environment=env, volumes=volumes, extra_hosts=hosts, name=name, labels=TEST_LABELS)
             status = launcher.wait(timeout=timeout)["StatusCode"]
             return status, launcher.logs().decode("utf-8", "replace")
         finally:

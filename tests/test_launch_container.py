@@ -127,6 +127,7 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
     from images import labels
     from images.local_base import LOCAL_DEBIAN, ensure_debian_base
     from launch.container import trainer_drift
+    from tests.leftovers import TEST_LABELS
 
     try:
         client = docker.from_env()
@@ -143,7 +144,7 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
         for name, lab in cases.items():
             refs[name] = "chexstack-test/drift:%s" % name
             client.images.build(fileobj=io.BytesIO(("FROM %s\n" % LOCAL_DEBIAN).encode()), tag=refs[name],
-                                labels=lab, network_mode="host", rm=True)
+                                labels={**lab, **TEST_LABELS}, network_mode="host", rm=True)
         assert trainer_drift(refs["same"], "cpu") is None
         assert trainer_drift(refs["foreign"], "cpu") is None
         assert trainer_drift("chexstack-test/drift:absent", "cpu") is None

@@ -1,0 +1,184 @@
+"""Tests leave the machine as they found it: a pytest plugin (registered in ``tests/conftest.py``).
+
+At the start of the run it records what exists: Docker images (ID -> references), containers, networks and volumes
+(when an engine answers), network namespaces (``ip netns list``) and processes. At the end it
+
+1. removes what the run made that is the project's own: images and tags under ``chexstack*/`` references that were
+   not there before (the cpu image ``invoke build`` makes for the tests, the debootstrap base, test tags), unless
+   ``CHEXSTACK_KEEP_TEST_IMAGES=1`` keeps them for a faster rerun (the engine's layer cache);
+2. fails the run (exit 1, with a report) when anything else new is left: a container, network or volume, a tag put
+   on an existing image (a stand-in under a real upstream name, as ``nvcr.io/nvidia/tensorflow:19.06-py3`` once
+   was), a network namespace, or a process a test started that is still alive (a daemon: found by the run's token
+   ``CHEXSTACK_TEST_RUN`` in its environment), then removes those containers and networks that carry the test
+   label and stops those processes (the rest may belong to another run: only reported).
+
+Everything a test creates carries ``TEST_LABELS`` where the engine takes labels, so a left-over is recognisable on
+a machine where the run was killed (``docker ps -a --filter label=org.chexstack.test``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import uuid
+
+import psutil
+import pytest
+
+#: Label of every container, network and image a test creates itself.
+TEST_LABEL = "org.chexstack.test"
+TEST_LABELS = {TEST_LABEL: "1"}
+#: References the run may make and removes again: the project's own namespaces.
+OWN_PREFIXES = ("chexstack/", "chexstack-local/", "chexstack-test/")
+KEEP_ENV = "CHEXSTACK_KEEP_TEST_IMAGES"
+#: Set for the run (a random token): inherited by every process the tests start, so a left-over one is found.
+RUN_ENV = "CHEXSTACK_TEST_RUN"
+
+
+def _docker():
+    try:
+        import docker
+        client = docker.from_env(timeout=60)
+        client.ping()
+        return client
+    except Exception:  # no SDK, no engine: nothing of Docker's to compare
+        return None
+
+
+def _netns() -> set[str]:
+    try:
+        p = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return {line.split()[0] for line in p.stdout.splitlines() if line.strip()}
+
+
+@dataclasses.dataclass
+class Snapshot:
+    images: dict[str, set[str]]  # image ID -> its references (repo:tag)
+    containers: dict[str, str]  # ID -> name
+    networks: dict[str, str]  # ID -> name
+    volumes: set[str]
+    netns: set[str]
+
+    @classmethod
+    def take(cls, client) -> "Snapshot":
+        images, containers, networks, volumes = {}, {}, {}, set()
+        if client is not None:
+            images = {i.id: set(i.tags) for i in client.images.list()}
+            containers = {c.id: c.name for c in client.containers.list(all=True)}
+            networks = {n.id: n.name for n in client.networks.list()}
+            volumes = {v.name for v in client.volumes.list()}
+        return cls(images, containers, networks, volumes, _netns())
+
+
+def _own(ref: str) -> bool:
+    return ref.startswith(OWN_PREFIXES)
+
+
+def _new_refs(before: Snapshot, after: Snapshot) -> list[str]:
+    """References present now that were not there before (on new images, or newly put on old ones)."""
+    old = {ref for refs in before.images.values() for ref in refs}
+    return sorted({ref for refs in after.images.values() for ref in refs} - old)
+
+
+def _marked_processes(run_id: str) -> list[psutil.Process]:
+    """Live processes other than this pytest whose environment carries this run's ``RUN_ENV`` (every process a
+    test starts inherits it: a daemon that outlives its test, also one reparented to init)."""
+    me = os.getpid()
+    left = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != me and p.environ().get(RUN_ENV) == run_id:
+                left.append(p)
+        except psutil.Error:
+            continue
+    return left
+
+
+class Leftovers:
+    """The plugin object: ``pytest_sessionstart`` records, ``pytest_sessionfinish`` cleans and judges."""
+
+    def __init__(self):
+        self.client = None
+        self.before: Snapshot | None = None
+        self.run_id = uuid.uuid4().hex
+
+    def pytest_sessionstart(self, session):
+        os.environ[RUN_ENV] = self.run_id
+        self.client = _docker()
+        self.before = Snapshot.take(self.client)
+
+    def _remove_own_images(self) -> list[str]:
+        """Untag (and so remove, when it was the last reference) every new project reference."""
+        if self.client is None or os.environ.get(KEEP_ENV) == "1":
+            return []
+        removed = []
+        for ref in _new_refs(self.before, Snapshot.take(self.client)):
+            if _own(ref):
+                try:
+                    self.client.images.remove(ref)
+                    removed.append(ref)
+                except Exception:  # still used by a container: reported below as that container
+                    pass
+        return removed
+
+    def problems(self) -> list[str]:
+        after = Snapshot.take(self.client)
+        found = []
+        keep = os.environ.get(KEEP_ENV) == "1"
+        for ref in _new_refs(self.before, after):
+            if not (_own(ref) and keep):
+                found.append("image reference %s" % ref)
+        for what, old, new in (("container", self.before.containers, after.containers),
+                               ("network", self.before.networks, after.networks)):
+            found += ["%s %s (%s)" % (what, new[i], i[:12]) for i in new.keys() - old.keys()]
+        found += ["volume %s" % v for v in sorted(after.volumes - self.before.volumes)]
+        found += ["network namespace %s" % n for n in sorted(after.netns - self.before.netns)]
+        for p in _marked_processes(self.run_id):
+            try:
+                found.append("process %d (%s)" % (p.pid, " ".join(p.cmdline())[:160] or p.name()))
+            except psutil.Error:
+                pass
+        return found
+
+    def _clean(self) -> None:
+        """Remove what the run left that is provably a test's: containers and networks with ``TEST_LABEL``, and
+        the processes carrying this run's token. Anything else is only reported (another run may own it)."""
+        after = Snapshot.take(self.client)
+        if self.client is not None:
+            for what, old, new in (("containers", self.before.containers, after.containers),
+                                   ("networks", self.before.networks, after.networks)):
+                collection = getattr(self.client, what)
+                for oid in new.keys() - old.keys():
+                    try:
+                        obj = collection.get(oid)
+                        if TEST_LABEL in (obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {}):
+                            obj.remove(**({"force": True} if what == "containers" else {}))
+                    except Exception:
+                        pass
+        procs = _marked_processes(self.run_id)
+        for p in procs:
+            try:
+                p.terminate()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=10)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.before is None:
+            return
+        removed = self._remove_own_images()
+        found = self.problems()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        say = reporter.write_line if reporter else print
+        if removed:
+            say("leftovers: removed the images this run made: %s (%s=1 keeps them)" % (", ".join(removed), KEEP_ENV))
+        if found:
+            say("leftovers: the tests left these behind (each test must remove what it creates):")
+            for item in found:
+                say("  - %s" % item)
+            self._clean()
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED

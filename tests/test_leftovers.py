@@ -1,0 +1,42 @@
+"""The left-over check itself (tests/leftovers.py): a run whose test leaves a process behind fails, names it and
+stops it; a clean run passes. Each case is a real pytest run in a subprocess with the plugin registered."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psutil
+
+from tests.conftest import REPO
+
+CONFTEST = '''
+def pytest_configure(config):
+    from tests.leftovers import Leftovers
+    config.pluginmanager.register(Leftovers(), "chexstack-leftovers")
+'''
+
+
+def _run(tmp_path, body: str) -> subprocess.CompletedProcess:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_case.py").write_text(body)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CHEXSTACK_KEEP_TEST_IMAGES": "1"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_daemon_left_by_a_test_fails_the_run_and_is_stopped(tmp_path):
+    marker = "chexstack-leftover-%d" % os.getpid()
+    p = _run(tmp_path, "import subprocess, sys\n\ndef test_daemon():\n"
+                       "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', %r],\n"
+                       "                     start_new_session=True)\n" % marker)
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    assert "1 passed" in out and "leftovers: the tests left these behind" in out and marker in out, out
+    alive = [q for q in psutil.process_iter(["cmdline"]) if marker in " ".join(q.info["cmdline"] or [])]
+    assert not alive, alive
+
+
+def test_a_clean_run_passes(tmp_path):
+    p = _run(tmp_path, "def test_nothing():\n    assert True\n")
+    assert p.returncode == 0 and "leftovers" not in p.stdout, p.stdout + p.stderr
