@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
+import urllib.parse
 
 from envs.manifest import Stack
 from images.context import folder_digest
@@ -39,9 +41,26 @@ def revision() -> str:
     return commit + ("-dirty" if commit and dirty else "")
 
 
+def source_url(remote: str) -> str:
+    """The OCI ``org.opencontainers.image.source`` for a git remote: a URL anyone may fetch the source from, or
+    "" (the label is then left out). ``https://host/path`` stays (credentials removed), ``git@host:path`` and
+    ``ssh://user@host/path`` become ``https://host/path``; a local path or ``file://`` URL names only the
+    building machine, so it gives "" (OCI image-spec, annotations.md: "URL to get source code")."""
+    remote = remote.strip()
+    scp = re.fullmatch(r"(?:[\w.-]+@)?([\w.-]+\.[\w.-]+):(?!//)([^\s]+)", remote)
+    if scp:
+        return "https://%s/%s" % scp.groups()
+    parsed = urllib.parse.urlsplit(remote)
+    if parsed.scheme not in ("http", "https", "ssh", "git", "git+ssh") or not parsed.hostname:
+        return ""
+    host = parsed.hostname + (":%d" % parsed.port if parsed.port and parsed.scheme in ("http", "https") else "")
+    scheme = parsed.scheme if parsed.scheme in ("http", "https") else "https"
+    return urllib.parse.urlunsplit((scheme, host, parsed.path, "", ""))
+
+
 def source() -> str:
-    """Where the recipe's source lives: the ``origin`` remote, else the local checkout."""
-    return _git("remote", "get-url", "origin") or "file://%s" % REPO
+    """The ``origin`` remote of this checkout as a public URL (``source_url``), "" when there is none."""
+    return source_url(_git("remote", "get-url", "origin"))
 
 
 def trainer_digest() -> str:

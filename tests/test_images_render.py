@@ -68,9 +68,9 @@ def test_env_values_with_spaces_are_quoted_in_both_formats():
     assert parts.quote_value("hello world") == '"hello world"'
     assert parts.quote_value("/opt/venv/bin:$PATH") == "/opt/venv/bin:$PATH"
     assert parts.quote_value('say "hi"') == '"say \\"hi\\""'
-    import hpccm.config
-    hpccm.config.set_container_format("singularity")
-    text = str(parts.env({"GREETING": "hello world"}).primitives[0])
+    from images.render import hpccm_format
+    with hpccm_format("singularity"):
+        text = str(parts.env({"GREETING": "hello world"}).primitives[0])
     assert text == '%environment\n    export GREETING="hello world"\n%post\n    export GREETING="hello world"'
 
 

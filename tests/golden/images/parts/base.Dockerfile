@@ -1,0 +1,1 @@
+FROM chexstack-test/base:1 AS devel

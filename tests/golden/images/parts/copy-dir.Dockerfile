@@ -1,0 +1,1 @@
+COPY chexstack/trainer /opt/chexstack/trainer

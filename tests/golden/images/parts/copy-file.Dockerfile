@@ -1,0 +1,1 @@
+COPY chexstack/probe.py /opt/chexstack/validate/probe.py

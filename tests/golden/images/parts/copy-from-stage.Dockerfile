@@ -1,0 +1,1 @@
+COPY --from=devel /opt/venv /opt/venv

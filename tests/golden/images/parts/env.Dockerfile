@@ -1,0 +1,3 @@
+ENV GREETING="hello world" \
+    PATH=/opt/venv/bin:$PATH \
+    Q="say \"hi\""

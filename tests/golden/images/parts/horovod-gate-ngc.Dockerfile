@@ -1,0 +1,1 @@
+RUN OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 python -c 'import tensorflow as tf, horovod, horovod.tensorflow as hvd; hvd.init(); print("horovod gate: PASS: Horovod %s import + hvd.init() (size %d) with TensorFlow %s" % (horovod.__version__, hvd.size(), tf.__version__))'

@@ -1,0 +1,8 @@
+RUN yum install -y \
+        openssh-clients \
+        openssh-server && \
+    rm -rf /var/cache/yum/*
+RUN mkdir -p /var/run/sshd && \
+    ssh-keygen -A && \
+    printf '%s\n' '# chexstack (images/mpijob.py): the MPIJob key is a read-only Secret mount' 'StrictModes no' | cat - /etc/ssh/sshd_config > /etc/ssh/sshd_config.chexstack && cat /etc/ssh/sshd_config.chexstack > /etc/ssh/sshd_config && rm -f /etc/ssh/sshd_config.chexstack && \
+    printf '%s\n' '# chexstack (images/mpijob.py): every MPIJob pod is a new host; ~/.ssh is a read-only Secret' 'StrictHostKeyChecking no' 'UserKnownHostsFile /dev/null' | cat - /etc/ssh/ssh_config > /etc/ssh/ssh_config.chexstack && cat /etc/ssh/ssh_config.chexstack > /etc/ssh/ssh_config && rm -f /etc/ssh/ssh_config.chexstack

@@ -1,0 +1,4 @@
+RUN yum install -y \
+        curl \
+        git && \
+    rm -rf /var/cache/yum/*

@@ -1,0 +1,2 @@
+RUN echo one && \
+    echo two
