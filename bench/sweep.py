@@ -27,7 +27,7 @@ from pathlib import Path
 from bench import sysinfo
 from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
 from chexstack.console import console
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import stream
@@ -277,7 +277,7 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
         outcome = stream.run(launch.argv, launch.env, str(run_dir / "launch.log"), console, cwd=str(repo))
         if outcome.returncode != 0:
             raise ChexstackError("throughput run with %d ranks: %s" % (
-                n, stream.explain_failure(outcome, launch.controller)), exit_code=1)
+                n, stream.explain_failure(outcome, launch.controller)), exit_code=ExitCode.FAILED)
         wall = time.monotonic() - start
         point, device, versions = read_point(n, run_dir)
         points.append(point)

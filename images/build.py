@@ -16,7 +16,7 @@ import docker
 import docker.errors
 
 from chexstack.console import console
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 from envs.manifest import load_stack
 from images import context, labels, sif
 from images.docker_build import docker_build, docker_client
@@ -107,7 +107,7 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     if not result.ok and not allow_mismatch:
         raise ChexstackError("verification failed: %d row(s) differ from envs/stacks/%s.yaml; image %s left "
                              "untagged (--allow-mismatch keeps it, tagged, with the mismatches in a label)"
-                             % (len(result.mismatches()) or 1, stack.name, image_id[:19]), exit_code=1)
+                             % (len(result.mismatches()) or 1, stack.name, image_id[:19]), exit_code=ExitCode.FAILED)
     if not result.ok:
         image_id = _with_mismatches(client, image_id, result)
         console.print("[yellow]kept despite mismatches[/] (label %s)" % labels.MISMATCHES)

@@ -16,7 +16,7 @@ import docker
 import docker.errors
 
 from chexstack.console import console
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 
 TAIL_LINES = 40
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
@@ -28,7 +28,7 @@ class BuildFailed(ChexstackError):
     def __init__(self, step: str, tail: list[str], error: str):
         self.step, self.tail, self.error = step, tail, error
         super().__init__("docker build failed at %s\n--- last %d lines of its output ---\n%s\n--- error ---\n%s"
-                         % (step or "(before the first step)", len(tail), "\n".join(tail), error), exit_code=1)
+                         % (step or "(before the first step)", len(tail), "\n".join(tail), error), exit_code=ExitCode.FAILED)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 from images.labels import DOCKER_IMAGE_ID
 from images.verify import PROBE
 
@@ -31,7 +31,7 @@ def require_tool() -> str:
         raise ChexstackError("apptainer is at %s but has no `singularity` link, which spython's client calls; add "
                              "one (ln -s %s /usr/local/bin/singularity)" % (apptainer, apptainer))
     raise ChexstackError("--runtime singularity needs apptainer or singularity on PATH; neither was found: %s"
-                         % INSTALL_HINT, exit_code=3)
+                         % INSTALL_HINT, exit_code=ExitCode.TOOL_MISSING)
 
 
 def definition(ref: str, image_id: str) -> str:
@@ -59,7 +59,7 @@ def build_sif(ref: str, image_id: str, out_dir: Path) -> Path:
     if not isinstance(result, dict) or result.get("return_code") != 0:
         message = result.get("message") if isinstance(result, dict) else result
         raise ChexstackError("singularity build of %s from docker-daemon://%s failed: %s" % (sif, ref, message),
-                             exit_code=1)
+                             exit_code=ExitCode.FAILED)
     return sif
 
 

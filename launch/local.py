@@ -24,7 +24,7 @@ from collections.abc import Callable
 from rich.text import Text
 
 from chexstack.console import console
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 from launch import report, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
@@ -151,10 +151,12 @@ def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, comm
         outcome = stream.run(argv, {**env, **token}, os.path.join(output, LOG), console, cwd=cwd,
                              force_stop=force_stop)
     if outcome.interrupted is not None and outcome.returncode != 0:  # (0: it ended by itself meanwhile)
-        raise ChexstackError(interrupted_message(outcome.interrupted, output), exit_code=128 + outcome.interrupted)
+        raise ChexstackError(interrupted_message(outcome.interrupted, output),
+                             exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
-        raise ChexstackError(stream.explain_failure(outcome, controller), exit_code=2 if refused else 1)
+        raise ChexstackError(stream.explain_failure(outcome, controller),
+                             exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
     written = ["metrics.json", "predictions.csv", "model.h5", "checkpoint/", LOG]
