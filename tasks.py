@@ -16,7 +16,8 @@ from invoke import Exit
 from invoke.parser import Argument
 
 from chexstack.console import console
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
+from launch.options import trainer_help, with_trainer_options
 
 
 def fail(error: ChexstackError) -> NoReturn:
@@ -128,7 +129,7 @@ def stacks(c, check=False, json=False):
         if findings is not None:
             console.print(findings_renderable(findings))
     if findings and any(f.blocking for f in findings):
-        raise Exit(code=1)
+        raise Exit(code=ExitCode.FAILED)
 
 
 @task(iterable=["platform"],
@@ -196,6 +197,12 @@ def convert(c, dockerfile, build_arg=None, output=None):
 
 
 # --- train (launch/, trainer/) ---------------------------------------------------------------------------------
+#: The trainer options ``invoke train`` states itself (TrainRequest fields); every other one comes from the trainer's
+#: own parser (``launch.options.with_trainer_options``).
+TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "image_size", "output", "resume",
+                "val_fraction", "test_fraction")
+
+
 @task(
     help={
         "gpus": "GPUs to use, one rank each (0: CPU ranks)",
@@ -225,24 +232,28 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
         "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
+        **trainer_help(TRAIN_STATED),
     },
     floats=["val_fraction", "test_fraction"],
 )
 @user_errors
+@with_trainer_options(TRAIN_STATED)
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
-          rdma=None, render=False, submit=False):
-    """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
+          rdma=None, render=False, submit=False, **trainer):
+    """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
+    Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
     from launch.local import train as train_local
-    from launch.options import check_applicable, given
+    from launch.options import check_applicable, given, trainer_argv
     from launch.request import TrainRequest
 
     check_applicable(launcher, stack, given(train.body, locals(), (
         "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")))
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
-                           controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
+                           controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
+                           more=trainer_argv(trainer, TRAIN_STATED))
     if launcher != "local":
         from launch import cluster
 

@@ -71,12 +71,15 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
     stack = load_stack(opts.stack)
     for field in ("output", "data", "images", "labels"):
         cluster_path(opts.launcher, "--" + field, getattr(request, field))
+    for i in request.more_paths():
+        cluster_path(opts.launcher, request.more[i - 1], request.more[i])
     request = request.check()
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid" and not opts.image:
         raise ChexstackError("--hybrid runs `singularity exec` on a SIF: give --image /shared/path/%s.sif (invoke "
                              "build --stack %s --runtime singularity makes one)" % (stack.name, stack.name))
     nodes, per_node = layout(request.ranks(), opts.per_node)
-    inputs = (request.data, request.images, request.labels and request.labels.rsplit("/", 1)[0] or None)
+    inputs = (request.data, request.images, request.labels and request.labels.rsplit("/", 1)[0] or None,
+              *(os.path.dirname(request.more[i]) for i in request.more_paths()))
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(inputs) if path and path != SYNTHETIC]
     return JobSpec(name=opts.name or "chexstack-%s" % stack.name, stack=stack, image=opts.image or image_ref(stack),
                    nodes=nodes, ranks_per_node=per_node, gpus=stack.gpu and request.gpus > 0,

@@ -79,6 +79,8 @@ def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainReq
         inside = dataclasses.replace(req, images="%s/images" % DATA, labels=labels, output=OUTPUT)
     else:
         inside = dataclasses.replace(req, output=OUTPUT)
+    # further trainer inputs (--weights PATH, --test-list FILE, ...): read-only at the same path inside
+    binds += [(req.more[i], req.more[i], True) for i in req.more_paths()]
     return binds, inside
 
 

@@ -1,12 +1,19 @@
-"""Which launcher each ``invoke train`` / ``invoke bench`` option applies to.
+"""Which launcher each ``invoke train`` / ``invoke bench`` option applies to, and the trainer's own options.
 
 An option given where it has no effect is an error, not silence: ``invoke train --render`` without
 ``--launcher slurm|k8s`` would otherwise start a full training run here, ``--network none`` without ``--stack``
 would run on the host's network, and so on. ``check_applicable(launcher, stack, given)`` raises a ChexstackError
 (exit 2) naming the first such option and where it applies.
+
+``with_trainer_options(stated)`` gives a task every ``python -m trainer`` option it does not state itself, taken
+from the trainer's own parser (``trainer.cli.parser``: one declaration of the trainer's contract), so each is
+reachable from ``invoke train`` and validated by that parser; ``trainer_argv(values)`` turns the given ones into
+the trainer's command line.
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import inspect
 from typing import Callable
 
@@ -49,3 +56,91 @@ def check_applicable(launcher: str, stack: str | None, options: dict) -> None:
         if option in NEEDS_STACK and launcher == "local" and not stack:
             raise ChexstackError("%s applies to a run in a stack's image: add --stack S (e.g. --stack cpu)"
                                  % flag(option))
+
+
+#: The trainer's throughput mode is ``invoke bench``'s: ``invoke train`` does not offer these options.
+THROUGHPUT_OPTIONS = ("throughput", "steps", "warmup_steps", "amp")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerOption:
+    """One ``python -m trainer`` option: its parameter name (argparse ``dest``), flag, whether it takes no value,
+    its help, its default in the trainer, and the words it takes that are not paths when its value is a path
+    (metavar ``FILE``, ``DIR`` or ``none|PATH``: words ``("none",)``), else None."""
+
+    name: str
+    flag: str
+    is_switch: bool
+    help: str
+    default: object
+    path_words: tuple[str, ...] | None = None
+
+    def is_path(self, value: str) -> bool:
+        """Whether ``value`` of this option names a file or folder (which a launcher must make reachable)."""
+        return self.path_words is not None and value not in self.path_words
+
+
+def _path_words(metavar: str | None) -> tuple[str, ...] | None:
+    words = (metavar or "").split("|")
+    if not any(w in ("FILE", "DIR", "PATH") for w in words):
+        return None
+    return tuple(w for w in words if w not in ("FILE", "DIR", "PATH"))
+
+
+def trainer_options(stated: tuple[str, ...] | frozenset[str] = ()) -> list[TrainerOption]:
+    """The trainer's options (``trainer.cli.parser()``) except ``stated`` and the throughput mode, in order."""
+    from trainer import cli
+    found = []
+    for action in cli.parser()._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        if action.dest in stated or action.dest in THROUGHPUT_OPTIONS:
+            continue
+        switch = isinstance(action, argparse._StoreTrueAction)
+        default = "" if switch or action.default is None else " (trainer default %s)" % action.default
+        flag_ = max(action.option_strings, key=len)
+        found.append(TrainerOption(action.dest, flag_, switch,
+                                   "python -m trainer %s: %s%s" % (flag_, action.help or action.dest, default),
+                                   action.default, _path_words(action.metavar)))
+    return found
+
+
+def with_trainer_options(stated: tuple[str, ...]):
+    """Decorator for a task body ``fn(c, ..., **trainer)``: its signature (what invoke reads to make options) gets
+    one keyword per trainer option not in ``stated`` (``None``, or ``False`` for a switch: "not given"); their help
+    texts are ``trainer_help(stated)``."""
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        params += [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                     default=False if o.is_switch else None) for o in trainer_options(stated)]
+        fn.__signature__ = sig.replace(parameters=params)
+        return fn
+    return decorate
+
+
+def trainer_help(stated: tuple[str, ...]) -> dict[str, str]:
+    return {o.name.replace("_", "-"): o.help for o in trainer_options(stated)}
+
+
+def trainer_argv(values: dict, stated: tuple[str, ...]) -> tuple[str, ...]:
+    """``--flag value`` (or ``--flag`` for a switch) for every trainer option in ``values`` that was given (not
+    None, not False); the trainer's parser judges the values (``TrainRequest.check``)."""
+    argv: list[str] = []
+    for o in trainer_options(stated):
+        value = values.get(o.name)
+        if value is None or value is False:
+            continue
+        argv += [o.flag] if o.is_switch else [o.flag, str(value)]
+    return tuple(argv)
+
+
+def path_values(argv: tuple[str, ...] | list[str]) -> list[int]:
+    """Indexes in a trainer command line (``flag value`` pairs and switches) of the values that are paths."""
+    by_flag = {o.flag: o for o in trainer_options()}
+    found = []
+    for i, word in enumerate(argv[:-1]):
+        option = by_flag.get(word)
+        if option is not None and not option.is_switch and option.is_path(argv[i + 1]):
+            found.append(i + 1)
+    return found

@@ -38,6 +38,8 @@ class TrainRequest:
     controller: str | None = None
     val_fraction: float | None = None
     test_fraction: float | None = None
+    #: Further ``python -m trainer`` options, as its command line (``--lr 0.01 --seed 3``): judged by its parser.
+    more: tuple[str, ...] = ()
 
     def ranks(self) -> int:
         """World size: ``np``, else one rank per GPU, else 1 (a CPU rank)."""
@@ -103,8 +105,17 @@ class TrainRequest:
         """The same request with data and output paths absolute (ranks may start in another directory)."""
         def absolute(path: str | None) -> str | None:
             return path if path in (None, SYNTHETIC) else os.path.abspath(os.path.expanduser(path))
+        more = list(self.more)
+        for i in self.more_paths():
+            more[i] = absolute(more[i])
         return dataclasses.replace(self, data=absolute(self.data), images=absolute(self.images),
-                                   labels=absolute(self.labels), output=absolute(self.output))
+                                   labels=absolute(self.labels), output=absolute(self.output), more=tuple(more))
+
+    def more_paths(self) -> list[int]:
+        """Indexes in ``more`` of the values that are files or folders (``--weights PATH``, ``--test-list
+        FILE``, ...): launchers make them absolute and reachable (mounted read-only in images and jobs)."""
+        from launch.options import path_values
+        return path_values(self.more)
 
     def trainer_args(self) -> list[str]:
         """The ``python -m trainer`` options of this request."""
@@ -119,7 +130,7 @@ class TrainRequest:
                 args += [option, repr(value)]
         if self.resume:
             args.append("--resume")
-        return args
+        return args + list(self.more)
 
 
 @contextlib.contextmanager

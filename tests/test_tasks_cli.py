@@ -147,3 +147,48 @@ def test_a_missing_stack_is_a_clear_error(task, known):
     run = invoke(task)
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stdout.startswith("error: no stack given: add --stack NAME;") and known in run.stdout
+
+
+def test_every_trainer_option_is_an_invoke_train_option():
+    """The trainer's parser is the one declaration: each of its options (but the throughput mode, which is
+    ``invoke bench``'s) is an option of ``invoke train``, with the trainer's help."""
+    from launch.options import THROUGHPUT_OPTIONS
+    from trainer import cli
+    flags = {name for a in tasks.train.get_arguments() for name in a.names}
+    for action in cli.parser()._actions:
+        if action.option_strings and action.dest != "help" and action.dest not in THROUGHPUT_OPTIONS:
+            assert action.dest.replace("_", "-") in flags, action.dest
+    for flag in ("lr", "seed", "weights", "warmup-epochs", "train-val-list", "test-list"):
+        assert flag in flags
+    help_text = invoke("train", "--help").stdout
+    assert "python -m trainer --lr: base learning rate" in help_text
+
+
+def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path):
+    from launch.options import trainer_argv
+    from launch.request import TrainRequest
+    more = trainer_argv({"lr": "0.01", "seed": "3", "weights": "w.h5", "test_list": None}, tasks.TRAIN_STATED)
+    assert more == ("--weights", "w.h5", "--lr", "0.01", "--seed", "3")  # in the trainer's parser's order
+    req = TrainRequest(data="synthetic", output=str(tmp_path / "o"), more=more)
+    assert req.trainer_args()[-6:] == list(more)
+    # paths among them are made absolute (ranks may start elsewhere); words that are not paths stay
+    assert req.with_absolute_paths().more[1] == os.path.abspath("w.h5")
+    assert TrainRequest(data="synthetic", more=("--weights", "none")).with_absolute_paths().more == ("--weights", "none")
+    p = invoke("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
+    assert p.returncode == 2 and "--seed: invalid int value: 'x'" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout + p.stderr and not (tmp_path / "bad").exists()
+
+
+def test_trainer_input_files_are_mounted_read_only_in_images_and_jobs(tmp_path):
+    from launch.cluster import ClusterOptions, job_spec
+    from launch.container import mounts
+    from launch.request import TrainRequest
+    req = TrainRequest(data="synthetic", output=str(tmp_path / "o"), more=("--weights", str(tmp_path / "w.h5")))
+    binds, _ = mounts(req)
+    assert (str(tmp_path / "w.h5"), str(tmp_path / "w.h5"), True) in binds
+    spec = job_spec(req, ClusterOptions(launcher="slurm", stack="cpu"))
+    assert any(m.source == str(tmp_path) and m.read_only for m in spec.mounts), spec.mounts
+    from chexstack.errors import ChexstackError
+    with pytest.raises(ChexstackError, match="--weights w/w.h5 is a path relative to this machine"):
+        job_spec(TrainRequest(data="synthetic", output="/shared/o", more=("--weights", "w/w.h5")),
+                 ClusterOptions(launcher="slurm", stack="cpu"))
