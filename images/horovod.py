@@ -20,14 +20,12 @@ from envs.check import horovod_env_findings
 from envs.rules import horovod_has
 from images import parts
 from images.parts import Part
+from images.payload import BUILD_ONLY_GATE
 
 GATE_DIR = "/usr/local/share/chexstack-build/gate"
 #: Open MPI refuses to run as root without these (the build runs as root; ``hvd.init()`` starts MPI).
 MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
-# The files ``python -m validate.horovod_gate`` needs (standard library + these).
-_GATE_FILES = ("validate/__init__.py", "validate/horovod_gate.py", "validate/parsers/__init__.py",
-               "validate/parsers/horovod.py")
 
 # Horovod < 0.17: no --check-build; the import + init is the whole proof (Python >= 3.5 syntax).
 _IMPORT_INIT_CHECK = (
@@ -87,7 +85,7 @@ def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> 
     if not has_check_build(stack.version("horovod")):
         return parts.run("%s %s -c %s" % (root, python, shlex.quote(_IMPORT_INIT_CHECK)), name="horovod-gate")
     require = ",".join("%s=%s" % kn for kn in required_components(stack.build.horovod_env))
-    files = {rel: parts.REPO / rel for rel in _GATE_FILES}
+    files = {rel: parts.REPO / rel for rel in BUILD_ONLY_GATE}
     return parts.combine(
         "horovod-gate",
         parts.copy_dir("build-only/gate", files, GATE_DIR),

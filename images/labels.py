@@ -13,7 +13,7 @@ import subprocess
 import urllib.parse
 
 from envs.manifest import Stack
-from images.context import folder_digest
+from images import payload
 from images.naming import chexstack_version, image_ref, manifest_digest
 from images.parts import REPO
 
@@ -21,9 +21,9 @@ BOM = "org.chexstack.bom"
 STACK = "org.chexstack.stack"
 MISMATCHES = "org.chexstack.verification.mismatches"
 DOCKER_IMAGE_ID = "org.chexstack.docker.image.id"
-#: SHA-256 of the trainer/ files COPYed into the image (``images.context.folder_digest``): ``invoke train --stack``
-#: warns when the checkout's trainer differs from the image's.
-TRAINER = "org.chexstack.trainer.sha256"
+#: SHA-256 of the code the image carries from this repository (``images.payload.digest``: trainer/ and the probe):
+#: ``invoke train --stack`` warns when the checkout's code differs from the image's.
+CODE = "org.chexstack.code.sha256"
 
 
 def _git(*args: str) -> str:
@@ -63,9 +63,9 @@ def source() -> str:
     return source_url(_git("remote", "get-url", "origin"))
 
 
-def trainer_digest() -> str:
-    """The digest of this checkout's trainer/ (what label ``TRAINER`` of an image built from it holds)."""
-    return folder_digest(REPO / "trainer")
+def code_digest() -> str:
+    """The digest of this checkout's payload (what label ``CODE`` of an image built from it holds)."""
+    return payload.digest(REPO)
 
 
 def image_labels(stack: Stack, base_ref: str, base_digest: str | None, when: dt.datetime | None = None) -> dict:
@@ -82,7 +82,7 @@ def image_labels(stack: Stack, base_ref: str, base_digest: str | None, when: dt.
         STACK: stack.name,
         "org.chexstack.version": chexstack_version(),
         "org.chexstack.manifest.sha256": manifest_digest(stack),
-        TRAINER: trainer_digest(),
+        CODE: code_digest(),
         BOM: json.dumps(stack.model_dump(mode="json"), sort_keys=True, separators=(",", ":")),
     }
     return {k: v for k, v in labels.items() if v}

@@ -137,10 +137,10 @@ def horovod_env_prefix(horovod_env: dict[str, str]) -> str:
 
 
 def chexstack_code() -> Part:
-    """The trainer and the in-image probe under ``/opt/chexstack`` (``python -m trainer`` works from any
-    directory through PYTHONPATH). Last in every image: a trainer-only change rebuilds only these layers."""
+    """The payload (``images.payload.PAYLOAD``: the trainer and the in-image probe) under ``/opt/chexstack``
+    (``python -m trainer`` works from any directory through PYTHONPATH). Last in every image: a trainer-only
+    change rebuilds only these layers. Build-context names: ``chexstack/<file or folder name>``."""
+    from images.payload import PAYLOAD
     home = IN_IMAGE_HOME
-    parts = (env({"PYTHONPATH": home, "CHEXSTACK_HOME": home}),
-             copy_file("chexstack/probe.py", REPO / "validate" / "probe.py", "%s/validate/probe.py" % home),
-             copy_dir("chexstack/trainer", {"": REPO / "trainer"}, "%s/trainer" % home))
-    return combine("chexstack-code", *parts)
+    copies = [copy_dir("chexstack/%s" % Path(rel).name, {"": REPO / rel}, inside) for inside, rel in PAYLOAD.items()]
+    return combine("chexstack-code", env({"PYTHONPATH": home, "CHEXSTACK_HOME": home}), *copies)

@@ -30,13 +30,13 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from envs.manifest import COMPONENTS, Stack
 from envs.rules import same_release
-from images import horovod, mpijob
+from images import horovod, mpijob, payload
 from images.naming import IN_IMAGE_HOME
 from validate.parsers.horovod import format_missing, parse_check_build
 from validate.probe import FILES
 from validate.versions import Observed, observed_versions
 
-PROBE = "%s/validate/probe.py" % IN_IMAGE_HOME
+PROBE = payload.PROBE
 MATCH, MISMATCH, NOT_JUDGED = "match", "MISMATCH", "n/a"
 #: The launch rows, in order (``launch_rows``).
 LAUNCH_ROWS = ("mpijob sshd", "mpijob ssh client", "mpirun on PATH", "mpirun over ssh", "pmix (pyxis)",

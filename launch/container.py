@@ -159,14 +159,14 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
 
 
 def trainer_drift(image: str, stack_name: str) -> str | None:
-    """A warning when the chexstack image ``image`` holds another trainer/ than this checkout (its label
-    ``images.labels.TRAINER`` differs from ``trainer_digest()``, or is missing): the run would silently use the
+    """A warning when the chexstack image ``image`` holds other code (trainer/, probe) than this checkout (its label
+    ``images.labels.CODE`` differs from ``code_digest()``, or is missing): the run would silently use the
     image's copy. None when they match, and for images chexstack did not build or that do not exist (the launch
     itself reports those)."""
     import docker
     import docker.errors
 
-    from images.labels import STACK, TRAINER, trainer_digest
+    from images.labels import CODE, STACK, code_digest
 
     try:
         labels = docker.from_env().images.get(image).labels or {}
@@ -174,12 +174,12 @@ def trainer_drift(image: str, stack_name: str) -> str | None:
         return None
     if STACK not in labels:
         return None
-    built, here = labels.get(TRAINER), trainer_digest()
+    built, here = labels.get(CODE), code_digest()
     if built == here:
         return None
-    what = ("does not record which trainer it holds" if built is None
-            else "holds another trainer/ (%s) than this checkout (%s)" % (built[:12], here[:12]))
-    return ("image %s %s: this run uses the image's copy; to run this checkout's trainer: invoke build --stack %s"
+    what = ("does not record which code it holds" if built is None
+            else "holds other code (trainer/, probe: %s) than this checkout (%s)" % (built[:12], here[:12]))
+    return ("image %s %s: this run uses the image's copy; to run this checkout's code: invoke build --stack %s"
             % (image, what, stack_name))
 
 

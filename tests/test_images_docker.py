@@ -85,7 +85,7 @@ def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
     lab = image.labels
     assert json.loads(lab[labels.BOM]) == stack.model_dump(mode="json")
     assert lab["org.opencontainers.image.base.name"] == debian_base
-    assert lab[labels.TRAINER] == labels.trainer_digest()
+    assert lab[labels.CODE] == labels.code_digest()
     assert lab["org.opencontainers.image.base.digest"] == client.images.get(debian_base).id
     assert lab["org.opencontainers.image.version"] == image_ref(stack).rsplit(":", 1)[1]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()

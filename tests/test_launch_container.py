@@ -117,7 +117,7 @@ def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path):
 
 @pytest.mark.docker
 def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path):
-    """Label ``org.chexstack.trainer.sha256`` against this checkout's trainer/: a match says nothing, another
+    """Label ``org.chexstack.code.sha256`` against this checkout's code (trainer/, probe): a match says nothing, another
     digest or none names the image and the rebuild; an image chexstack did not build is not judged."""
     import io
 
@@ -135,8 +135,8 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
     except docker.errors.DockerException as e:
         pytest.skip("no Docker engine answers: %s" % e)
     ensure_debian_base(LOCAL_DEBIAN, client)
-    cases = {"same": {labels.STACK: "cpu", labels.TRAINER: labels.trainer_digest()},
-             "other": {labels.STACK: "cpu", labels.TRAINER: "0" * 64},
+    cases = {"same": {labels.STACK: "cpu", labels.CODE: labels.code_digest()},
+             "other": {labels.STACK: "cpu", labels.CODE: "0" * 64},
              "unrecorded": {labels.STACK: "cpu"},
              "foreign": {"maintainer": "someone else"}}
     refs = {}
@@ -149,10 +149,10 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
         assert trainer_drift(refs["foreign"], "cpu") is None
         assert trainer_drift("chexstack-test/drift:absent", "cpu") is None
         other = trainer_drift(refs["other"], "cpu")
-        assert other == ("image chexstack-test/drift:other holds another trainer/ (000000000000) than this checkout "
-                         "(%s): this run uses the image's copy; to run this checkout's trainer: invoke build "
-                         "--stack cpu" % labels.trainer_digest()[:12])
-        assert "does not record which trainer it holds" in trainer_drift(refs["unrecorded"], "cpu")
+        assert other == ("image chexstack-test/drift:other holds other code (trainer/, probe: 000000000000) than this "
+                         "checkout (%s): this run uses the image's copy; to run this checkout's code: invoke build "
+                         "--stack cpu" % labels.code_digest()[:12])
+        assert "does not record which code it holds" in trainer_drift(refs["unrecorded"], "cpu")
     finally:
         for ref in refs.values():
             try:
