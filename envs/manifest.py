@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from chexstack.errors import ChexstackError
 
@@ -41,12 +41,15 @@ class Component(_Strict):
     ``name``: product where the row needs one ("Open MPI", "Ubuntu", "RHEL").
     ``reported``: the Table 1 cell as published, for stacks that are a Table 1 column.
     ``source``: where ``version`` comes from (release notes URL, pin in this repository).
+    ``package``: the PyPI distribution a recipe installs for this row (``tensorflow-cpu``, ``horovod``), whose pin
+    is derived from ``version`` (``Stack.pin``): the version is written once.
     """
 
     version: str | None
     name: str | None = None
     reported: str | None = None
     source: str = Field(min_length=3)
+    package: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
     @field_validator("version")
     @classmethod
@@ -111,8 +114,33 @@ class Stack(_Strict):
             )
         return {c: comps[c] for c in COMPONENTS}
 
+    @model_validator(mode="after")
+    def _pins_once(self) -> "Stack":
+        packaged = {c.package.lower(): row for row, c in self.components.items() if c.package}
+        for pin in self.build.python_packages:
+            name = pin.split("==")[0].split("[")[0].lower()
+            if name in packaged:
+                raise ValueError("build.python_packages pins %s, the package of components.%s: its version is "
+                                 "components.%s.version (remove the pin)" % (pin, packaged[name], packaged[name]))
+        for row, c in self.components.items():
+            if c.package and not c.version:
+                raise ValueError("components.%s names package %s but has no version to pin" % (row, c.package))
+        return self
+
     def version(self, component: str) -> str | None:
         return self.components[component].version
+
+    def pin(self, component: str) -> str:
+        """``package==version`` of a component that names its package. Raises ChexstackError otherwise."""
+        c = self.components[component]
+        if not c.package:
+            raise ChexstackError("stack %s: components.%s names no package to pin (field package)"
+                                 % (self.name, component))
+        return "%s==%s" % (c.package, c.version)
+
+    def pip_pins(self) -> list[str]:
+        """Every pip pin the stack's recipe installs: the components' (``pin``) then ``build.python_packages``."""
+        return [self.pin(row) for row, c in self.components.items() if c.package] + list(self.build.python_packages)
 
 
 def _field_path(loc: tuple) -> str:

@@ -72,8 +72,9 @@ def pip_install(stack: Stack, pip: str) -> Part:
     are pinned in the manifest's python_packages and installed before."""
     check_build_flags(stack)
     flags = parts.horovod_env_prefix(stack.build.horovod_env)
-    return parts.run("%s %s install --no-cache-dir --no-build-isolation --no-deps horovod==%s"
-                     % (flags, pip, stack.version("horovod")), name="horovod")
+    pin = stack.pin("horovod") if stack.components["horovod"].package else "horovod==%s" % stack.version("horovod")
+    return parts.run("%s %s install --no-cache-dir --no-build-isolation --no-deps %s" % (flags, pip, pin),
+                     name="horovod")
 
 
 def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> Part:

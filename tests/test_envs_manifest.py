@@ -114,3 +114,40 @@ def test_name_must_match_file(tmp_path):
 def test_manifest_json_is_canonical():
     doc = json.loads(manifest_json(load_stack("conda")))
     assert doc["components"]["horovod"]["version"] == "0.16.1"
+
+
+def test_a_component_pin_written_twice_is_refused(tmp_path):
+    data = _cpu_data()
+    data["build"]["python_packages"].append("tensorflow-cpu==2.15.1")
+    data["name"] = "bad6"
+    assert ("build.python_packages pins tensorflow-cpu==2.15.1, the package of components.tensorflow: its version "
+            "is components.tensorflow.version (remove the pin)") in _error(tmp_path, "bad6", data)
+
+
+def test_the_cpu_stacks_pins_are_written_once_and_checked_where_they_are_copied():
+    """The host tooling runs the cpu stack: scripts/setup reads its pins (python -m envs.pins); the files that
+    cannot read YAML (pyproject's extra, pip constraints, the conda environment's pip section) must agree."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    stack = load_stack("cpu")
+    pins = {stack.pin("tensorflow"), stack.pin("horovod")}
+    assert pins == {"tensorflow-cpu==2.15.1", "horovod==0.28.1"}
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert set(re.search(r"^train = \[(.*)\]$", pyproject, re.M).group(1).replace('"', "").split(", ")) == pins
+    constraints = set((REPO / "requirements" / "constraints.txt").read_text().split())
+    assert stack.pin("tensorflow") in constraints
+    env_yml = (REPO / "envs" / "conda" / "cpu" / "environment.yml").read_text()
+    assert all(re.search(r"^\s+- %s$" % re.escape(p), env_yml, re.M) for p in pins)
+    setup = (REPO / "scripts" / "setup").read_text()
+    assert "==2.15.1" not in setup and "==0.28.1" not in setup and "envs.pins cpu tensorflow" in setup
+    out = subprocess.run([sys.executable, "-m", "envs.pins", "cpu", "tensorflow", "horovod"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert out.stdout.split() == [stack.pin("tensorflow"), stack.pin("horovod")]
+    env = subprocess.run([sys.executable, "-m", "envs.pins", "cpu", "--horovod-env"], cwd=REPO,
+                         capture_output=True, text=True).stdout.split()
+    assert "HOROVOD_WITH_MPI=1" in env and len(env) == len(stack.build.horovod_env)
+    bad = subprocess.run([sys.executable, "-m", "envs.pins", "cpu", "cuda"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2 and "components.cuda names no package to pin" in bad.stderr

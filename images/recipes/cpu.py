@@ -1,6 +1,7 @@
 """cpu family: Debian + Open MPI + a venv with the pinned TensorFlow, Horovod compiled last, in two stages.
 
-devel:   base + compilers + Open MPI dev + venv (manifest's python_packages) -> Horovod (manifest's horovod_env,
+devel:   base + compilers + Open MPI dev + venv (TensorFlow + python_packages: ``Stack.pip_pins``, Horovod's pin
+         excepted) -> Horovod (manifest's horovod_env,
          --no-cache-dir) -> Horovod gate (the build fails when Horovod lacks a required part or was built for
          another TensorFlow: ../shared/cases/01, 02). The proxy CA is given to this stage only.
 runtime: base + Python + Open MPI runtime + the verbs userspace + OpenSSH ready for an MPIJob (``images.mpijob``)
@@ -29,7 +30,8 @@ def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
         parts.os_packages(DEVEL_PACKAGES),
         parts.build_ca(),
         parts.run("python3 -m venv %s" % VENV,
-                  "%s install --no-cache-dir %s" % (pip, " ".join(stack.build.python_packages)), name="venv"),
+                  "%s install --no-cache-dir %s" % (pip, " ".join(p for p in stack.pip_pins()
+                                                                  if p != stack.pin("horovod"))), name="venv"),
         venv_first,
         horovod.pip_install(stack, pip),
         horovod.gate(stack, python),
