@@ -16,8 +16,9 @@ import resource
 from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence
 from validate.parsers import versions
-from validate.parsers.container import classify_runtime_error, nv_libs
+from validate.parsers.container import classify_runtime_error, df_size, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -47,14 +48,25 @@ def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> Chec
     return passed(cid, "/dev/shm %s" % size, expected)
 
 
+def _statvfs_size(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_frsize * st.f_blocks
+
+
 @check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport")
 def shm(ctx: Context) -> CheckResult:
+    res = ctx.tool("df", "-h", "/dev/shm")
+    size = df_size(res.stdout) if res.ok else None
+    if size is None:
+        size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
     try:
-        st = os.statvfs("/dev/shm")
-        size = st.f_frsize * st.f_blocks
-    except OSError:
-        size = None
-    return judge_shm(size, len(snapshot(ctx).report.gpus) or 2, in_container())
+        local_ranks = len(snapshot(ctx).report.gpus) or 2
+    except MissingEvidence:  # a bundle without nvidia-smi: judged for the smallest shared node (2 ranks)
+        local_ranks = 2
+    return judge_shm(size, local_ranks, ctx.fact("in container", in_container))
 
 
 def judge_memlock(soft: int, rdma: bool) -> CheckResult:
@@ -71,8 +83,8 @@ def judge_memlock(soft: int, rdma: bool) -> CheckResult:
 
 @check("container.memlock", "locked-memory limit for RDMA")
 def memlock(ctx: Context) -> CheckResult:
-    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    return judge_memlock(soft, bool(hcas()))
+    soft, _hard = ctx.fact("RLIMIT_MEMLOCK", lambda: resource.getrlimit(resource.RLIMIT_MEMLOCK))
+    return judge_memlock(soft, bool(hcas(ctx)))
 
 
 def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckResult:
@@ -99,16 +111,21 @@ def docker_client():
     return docker.from_env(timeout=10)
 
 
+def _docker_info() -> dict:
+    try:
+        return {"info": docker_client().info(), "error": None}
+    except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
+        return {"info": None, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+
+
 @check("container.docker", "docker engine and its NVIDIA runtime")
 def docker_engine(ctx: Context) -> CheckResult:
-    if not os.path.exists("/var/run/docker.sock") and not os.environ.get("DOCKER_HOST") and \
-            ctx.tool("docker", "--version").missing:
+    socket = ctx.fact("docker socket or DOCKER_HOST", lambda: os.path.exists("/var/run/docker.sock")
+                      or bool(os.environ.get("DOCKER_HOST")))
+    if not socket and ctx.tool("docker", "--version").missing:
         return skipped("container.docker", "docker not installed (no CLI, no /var/run/docker.sock)")
-    try:
-        info, error = docker_client().info(), None
-    except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
-        info, error = None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
-    return judge_docker(info, error, no_gpu_reason(ctx) is None)
+    got = ctx.fact("docker info", _docker_info)
+    return judge_docker(got["info"], got["error"], no_gpu_reason(ctx) is None)
 
 
 def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | None) -> CheckResult:
@@ -137,23 +154,23 @@ def no_stack_image(ctx: Context) -> str | None:
     return stack_image(ctx)[1]
 
 
-def stack_image(ctx: Context):
-    """(image, None) for the stack's built image, or (None, why not) — names the command that builds it."""
+def stack_image(ctx: Context) -> tuple[str | None, str | None]:
+    """(image tag, None) for the stack's built image, or (None, why not) — names the command that builds it."""
 
     def find():
-        if ctx.stack is None:
-            return None, "no --stack given"
         from images.naming import image_ref
 
         ref = image_ref(ctx.stack)
         try:
-            return docker_client().images.get(ref), None
+            return [docker_client().images.get(ref).tags[0], None]
         except Exception as e:
             if type(e).__name__ == "ImageNotFound":
-                return None, "image %s not built: invoke build --stack %s" % (ref, ctx.stack.name)
-            return None, "docker engine not reachable (%s)" % type(e).__name__
+                return [None, "image %s not built: invoke build --stack %s" % (ref, ctx.stack.name)]
+            return [None, "docker engine not reachable (%s)" % type(e).__name__]
 
-    return ctx.memo("stack.image", find)
+    if ctx.stack is None:
+        return None, "no --stack given"
+    return tuple(ctx.fact("stack image %s" % ctx.stack.name, find))
 
 
 @check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
@@ -161,7 +178,7 @@ def stack_image(ctx: Context):
 def container_gpus(ctx: Context) -> CheckResult:
     image = stack_image(ctx)[0]
     tk = ctx.tool("nvidia-container-runtime", "--version")
-    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image.tags[0], "nvidia-smi", "-L",
+    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
                    timeout=60)
     return judge_container_gpus(res.output, res.ok, len(snapshot(ctx).report.gpus),
                                 versions.nvidia_container_runtime(tk.stdout) if tk.ok else None)
@@ -202,14 +219,14 @@ def singularity_nv(ctx: Context) -> CheckResult:
     from images.build import SIF_DIR
     from images.sif import sif_path
 
-    sif = str(sif_path(image.tags[0], SIF_DIR))
-    if not os.path.exists(sif):
+    sif = str(sif_path(image, SIF_DIR))
+    if not ctx.fact("exists %s" % sif, lambda: os.path.exists(sif)):
         return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity"
                        % (sif, ctx.stack.name))
     res = ctx.tool(tool, "exec", "--nv", sif, "sh", "-c", "ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH",
                    timeout=60)
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
-    host = any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
-               ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib"))
+    host = ctx.fact("host libcuda.so.1", lambda: any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
+                                                    ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib")))
     return judge_nv_libs(nv_libs(res.stdout), host)

@@ -6,12 +6,12 @@ outputs of ../shared/fixtures; each ``@check`` function runs the tools and calls
 """
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence
 from validate.parsers import versions
 from validate.parsers.dcgm import Diag, parse_dcgmi_diag
 from validate.parsers.kernel import XidEvent, parse_dmesg
@@ -44,25 +44,23 @@ class GpuSnapshot:
     display/3D controllers on the PCI bus, from sysfs), ``smi_missing``."""
 
     report: SmiReport = field(default_factory=SmiReport)
-    pci_gpus: list[str] = field(default_factory=list)
+    pci_gpus: list[str] | None = field(default_factory=list)
     smi_missing: bool = False
 
 
-def pci_nvidia_gpus(root: str = "/sys/bus/pci/devices") -> list[str]:
+def pci_nvidia_gpus(ctx: Context, root: str = "/sys/bus/pci/devices") -> list[str] | None:
     """PCI addresses of NVIDIA GPUs (vendor 0x10de, class 0x0300xx VGA or 0x0302xx 3D controller), from sysfs;
-    NVSwitches (class 0x0680) are not GPUs."""
-    found = []
-    for dev in sorted(glob.glob(os.path.join(root, "*"))):
-        try:
-            with open(os.path.join(dev, "vendor")) as f:
-                vendor = f.read().strip()
-            with open(os.path.join(dev, "class")) as f:
-                cls = f.read().strip()
-        except OSError:
-            continue
-        if vendor == "0x10de" and cls.startswith(("0x0300", "0x0302")):
-            found.append(os.path.basename(dev))
-    return found
+    NVSwitches (class 0x0680) are not GPUs. None when a bundle holds no PCI listing (not compared then)."""
+    try:
+        devices = ctx.glob(os.path.join(root, "*"))
+        found = []
+        for dev in devices:
+            vendor, cls = ctx.read(os.path.join(dev, "vendor")), ctx.read(os.path.join(dev, "class"))
+            if vendor and cls and vendor.strip() == "0x10de" and cls.strip().startswith(("0x0300", "0x0302")):
+                found.append(os.path.basename(dev))
+        return found
+    except MissingEvidence:
+        return None
 
 
 def snapshot(ctx: Context) -> GpuSnapshot:
@@ -70,15 +68,18 @@ def snapshot(ctx: Context) -> GpuSnapshot:
 
 
 def _snapshot(ctx: Context) -> GpuSnapshot:
-    snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus())
+    snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus(ctx))
     table = ctx.tool("nvidia-smi")
     if table.missing:
         snap.smi_missing = True
         return snap
     snap.report = parse_table(table.output)
-    query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
-    if not query.ok and "not a valid field" in query.output:
-        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
+    try:  # the query adds ECC / retired pages / remapped rows; a bundle without it leaves them unreported
+        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
+        if not query.ok and "not a valid field" in query.output:
+            query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
+    except MissingEvidence:
+        return snap
     if query.ok:
         rows, problems = parse_query_csv(query.stdout)
         if rows:
@@ -170,15 +171,6 @@ def judge_ecc(gpus: list[Gpu]) -> CheckResult:
     return passed(cid, "ECC on, no uncorrectable errors or pending retirements on %d GPU(s)" % len(gpus), expected)
 
 
-def _rules():
-    """``envs.rules`` (CUDA ↔ driver tables with their sources), or None while it is not part of this tree."""
-    try:
-        from envs import rules
-    except ImportError:
-        return None
-    return rules
-
-
 def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str) -> CheckResult:
     """Can this driver run CUDA ``cuda`` (``what``: where that CUDA comes from, e.g. "stack ngc", "nvcc")?
 
@@ -186,11 +178,10 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str)
     with both numbers (../shared/cases/06). ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's
     maximum), shown as such; the rules are ``envs.rules.check_driver``.
     """
+    from envs import rules  # part of this tree: an ImportError is a checker bug (ERROR), never a SKIP
+
     cid = "gpu.driver_cuda"
-    rules = _rules()
     measured_driver = "driver %s (max CUDA %s per nvidia-smi)" % (driver, driver_max_cuda or "?")
-    if rules is None:
-        return skipped(cid, "%s; no CUDA/driver rules (envs.rules) in this tree" % measured_driver)
     try:
         verdict = rules.check_driver(driver, cuda)
     except ChexstackError as e:
@@ -210,11 +201,8 @@ def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
     if nvcc.ok and versions.nvcc(nvcc.stdout):
         return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
-        try:
-            with open(path) as f:
-                v = versions.cuda_version_file(f.read())
-        except OSError:
-            continue
+        text = ctx.read(path)
+        v = versions.cuda_version_file(text) if text else None
         if v:
             return v, "toolkit on this node (%s)" % path
     return None, ""

@@ -10,7 +10,6 @@ fixture 25). Down + LinkUp + LID 65535 means the cable is fine but no subnet man
 """
 from __future__ import annotations
 
-import glob
 import os
 import socket
 import subprocess
@@ -94,24 +93,23 @@ def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, sou
     return passed(cid, measured, expected, details)
 
 
-def read_sysfs_ports(root: str = SYSFS) -> str:
+def read_sysfs_ports(ctx: Context, root: str = SYSFS) -> str:
     """The text of ``grep "" <root>/*/ports/*/{state,rate,phys_state,link_layer,lid,sm_lid}`` (for
-    ``parse_sysfs``), read directly."""
+    ``parse_sysfs``), read through ``ctx``."""
     lines = []
-    for path in sorted(glob.glob(os.path.join(root, "*", "ports", "*", "*"))):
+    for path in ctx.glob(os.path.join(root, "*", "ports", "*", "*")):
         if os.path.basename(path) in ("state", "rate", "phys_state", "link_layer", "lid", "sm_lid"):
-            try:
-                with open(path) as f:
-                    value = f.read().strip()
-            except OSError:
+            value = ctx.read(path)
+            if value is None:
                 continue
             rel = os.path.relpath(path, root)
-            lines.append("/sys/class/infiniband/%s:%s" % (rel, value))
+            lines.append("/sys/class/infiniband/%s:%s" % (rel, value.strip()))
     return "\n".join(lines)
 
 
-def hcas(root: str = SYSFS) -> list[str]:
-    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+def hcas(ctx: Context, root: str = SYSFS) -> list[str]:
+    """RDMA devices (HCAs) in sysfs."""
+    return [os.path.basename(p) for p in ctx.glob(os.path.join(root, "*"))]
 
 
 def ports_report(ctx: Context) -> tuple[IbReport, str]:
@@ -126,7 +124,7 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
             report = parse(res.output)
             if report.ports or report.missing_hcas:
                 return report, argv[0]
-        return parse_sysfs(read_sysfs_ports()), "sysfs"
+        return parse_sysfs(read_sysfs_ports(ctx)), "sysfs"
 
     return ctx.memo("ib.ports", read)
 
@@ -134,8 +132,8 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
 @check("ib.devices", "RDMA devices visible to this process (/dev/infiniband)")
 def devices(ctx: Context) -> CheckResult:
     cid = "ib.devices"
-    found = hcas()
-    uverbs = sorted(glob.glob("/dev/infiniband/uverbs*"))
+    found = hcas(ctx)
+    uverbs = ctx.glob("/dev/infiniband/uverbs*")
     if not found:
         if len(ctx.hosts) > 1:
             return warned(cid, "no RDMA device (%s is empty)" % SYSFS, "an IB/RoCE HCA for a multi-node run",
@@ -152,24 +150,22 @@ def devices(ctx: Context) -> CheckResult:
 
 @check("ib.ports", "IB port state Active + LinkUp, rate, link layer")
 def ports(ctx: Context) -> CheckResult:
-    if not hcas() and not ctx.tool("ibstat").ok:
+    if not hcas(ctx) and not ctx.tool("ibstat").ok:
         return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS)
     report, source = ports_report(ctx)
     return judge_ports(report, source=source)
 
 
-def ipoib_interfaces(root: str = "/sys/class/net") -> dict[str, str]:
+def ipoib_interfaces(ctx: Context, root: str = "/sys/class/net") -> dict[str, str]:
     """``{name: operstate}`` of IPoIB interfaces (``type`` 32 = ARPHRD_INFINIBAND)."""
     out = {}
-    for dev in sorted(glob.glob(os.path.join(root, "*"))):
-        try:
-            with open(os.path.join(dev, "type")) as f:
-                if f.read().strip() != "32":
-                    continue
-            with open(os.path.join(dev, "operstate")) as f:
-                out[os.path.basename(dev)] = f.read().strip()
-        except OSError:
+    for dev in ctx.glob(os.path.join(root, "*")):
+        kind = ctx.read(os.path.join(dev, "type"))
+        if kind is None or kind.strip() != "32":
             continue
+        state = ctx.read(os.path.join(dev, "operstate"))
+        if state is not None:
+            out[os.path.basename(dev)] = state.strip()
     return out
 
 
@@ -178,7 +174,7 @@ def ipoib(ctx: Context) -> CheckResult:
     """Optional: NCCL moves data over verbs, IPoIB only helps bootstrap/OOB; fabrics without IPoIB are normal
     (imbue-ai/cluster-health#4)."""
     cid = "ib.ipoib"
-    ifaces = ipoib_interfaces()
+    ifaces = ipoib_interfaces(ctx)
     if not ifaces:
         return skipped(cid, "no IPoIB interface (optional: NCCL uses verbs, not IPoIB)")
     down = ["%s %s" % kv for kv in ifaces.items() if kv[1] != "up"]
@@ -212,7 +208,7 @@ def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
 @check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)")
 def write_bw(ctx: Context) -> CheckResult:
     cid = "ib.write_bw"
-    me = {socket.gethostname(), socket.getfqdn(), "localhost"}
+    me = set(ctx.fact("hostnames", lambda: [socket.gethostname(), socket.getfqdn(), "localhost"]))
     peers = [h for h in ctx.hosts if h.split(":")[0] not in me]
     if not peers:
         return skipped(cid, "needs a second host: pass --hosts this,other")
@@ -222,7 +218,7 @@ def write_bw(ctx: Context) -> CheckResult:
         return skipped(cid, "no RDMA port up on this node (see ib.ports)")
     peer, dev = peers[0].split(":")[0], up[0].hca
     args = ["ib_write_bw", "-d", dev, "--report_gbits", "-s", "65536", "-D", "5", "-q", "4"]
-    server = ctx.memo("ib.write_bw.server", lambda: _start_server(peer, args))
+    server = ctx.fact("ib.write_bw.server %s" % peer, lambda: _start_server(peer, args))
     if server is not None:
         return skipped(cid, server)
     client = ctx.tool(*(args + [peer]), timeout=40)

@@ -60,7 +60,7 @@ def mpirun_argv(ctx: Context, np: int, hosts: list[str], per_host: int, env_name
     on one node, where slots default to cores) and ``-x NAME`` for each environment variable to forward."""
     impl, _ = _impl(ctx)
     argv = ["mpirun"]
-    if impl == "Open MPI" and os.geteuid() == 0:
+    if impl == "Open MPI" and ctx.fact("euid", os.geteuid) == 0:
         argv.append("--allow-run-as-root")
     if hosts:
         argv += ["-H", ",".join("%s:%d" % (h.split(":")[0], per_host) for h in hosts)]
@@ -96,7 +96,7 @@ def mpi_test_program(ctx: Context) -> tuple[str | None, str]:
         os.replace(tmp, exe)
         return str(exe), ""
 
-    return ctx.memo("mpi.test_program", build)
+    return tuple(ctx.fact("mpi.test_program", build))
 
 
 def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = "") -> CheckResult:
@@ -143,7 +143,7 @@ def launch(ctx: Context) -> CheckResult:
     np = per_host * max(1, len(ctx.hosts))
     exe, why = mpi_test_program(ctx)
     argv = mpirun_argv(ctx, np, ctx.hosts, per_host) + ([exe] if exe else ["hostname"])
-    res = run(argv, timeout=90)
+    res = ctx.tool(*argv, timeout=90)
     if not res.ok:
         return judge_launch_failure(res, np, ctx.hosts)
     return judge_launch(res.stdout, np, ctx.hosts, why)

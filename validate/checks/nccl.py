@@ -25,7 +25,7 @@ from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
-from validate.checks.runner import ToolRun, run
+from validate.checks.runner import ToolRun
 from validate.parsers import versions
 from validate.parsers.infiniband import IbPort
 from validate.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
@@ -180,7 +180,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
             argv = mpirun_argv(ctx, gpus * len(ctx.hosts), ctx.hosts, gpus, tuple(env)) + args + ["-g", "1"]
         else:
             argv = args + ["-g", str(gpus)]
-        return run(argv, timeout=180, env=env)
+        return ctx.tool(*argv, timeout=180, env=env)
 
     return ctx.memo("nccl.allreduce", go)
 
@@ -201,7 +201,7 @@ def busbw(ctx: Context) -> CheckResult:
                       classify_nccl_failure(parse_nccl_log(res.output)))
     gpus = snapshot(ctx).report.gpus
     model = gpus[0].name if gpus else None
-    rdma = sum(p.rate_gbps or 0 for p in ports_report(ctx)[0].ports if p.up) if hcas() else None
+    rdma = sum(p.rate_gbps or 0 for p in ports_report(ctx)[0].ports if p.up) if hcas(ctx) else None
     floor = busbw_floor(model, len(gpus), max(1, len(ctx.hosts)), rdma)
     return judge_busbw(result, floor, _expected_ranks(ctx))
 
@@ -211,17 +211,17 @@ def transport(ctx: Context) -> CheckResult:
     res = _run_allreduce(ctx)
     if isinstance(res, str):
         return skipped("nccl.transport", res)
-    ports = ports_report(ctx)[0].ports if hcas() else []
+    ports = ports_report(ctx)[0].ports if hcas(ctx) else []
     return judge_transport(parse_nccl_log(res.output), ports, len(ctx.hosts) > 1)
 
 
-def host_nccl(ldconfig_text: str) -> tuple[str | None, str | None]:
-    """(version, path) of the libnccl in ``ldconfig -p`` output; the version from the resolved file name."""
+def host_nccl(ldconfig_text: str, realpath=os.path.realpath) -> tuple[str | None, str | None]:
+    """(version, path) of the libnccl in ``ldconfig -p`` output; the version from the file name ``realpath``
+    resolves it to."""
     for line in ldconfig_text.splitlines():
         if "libnccl.so" in line and "=>" in line:
             path = line.split("=>")[-1].strip()
-            real = os.path.realpath(path)
-            return versions.library_file([real, path], "libnccl"), path
+            return versions.library_file([realpath(path), path], "libnccl"), path
     return None, None
 
 
@@ -231,7 +231,7 @@ def version(ctx: Context) -> CheckResult:
     ld = ctx.tool("ldconfig", "-p")
     if not ld.ok:
         return skipped(cid, "cannot list shared libraries: %s" % ld.why_not())
-    found, path = host_nccl(ld.stdout)
+    found, path = host_nccl(ld.stdout, lambda p: ctx.fact("realpath %s" % p, lambda: os.path.realpath(p)))
     want = ctx.stack.version("nccl") if ctx.stack else None
     if path is None:
         return skipped(cid, "no libnccl on this node's library path (a container stack brings its own NCCL)")
