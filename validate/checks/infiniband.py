@@ -150,7 +150,7 @@ def devices(ctx: Context) -> CheckResult:
 
 @check("ib.ports", "IB port state Active + LinkUp, rate, link layer")
 def ports(ctx: Context) -> CheckResult:
-    if not hcas(ctx) and not ctx.tool("ibstat").ok:
+    if not ctx.tool("ibstat").ok and not hcas(ctx):
         return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS)
     report, source = ports_report(ctx)
     return judge_ports(report, source=source)
