@@ -14,7 +14,7 @@ from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
 from validate.checks.runner import ToolRun, run
 from validate.parsers import versions
-from validate.parsers.mpi import launch_failure, parse_mpi_test, world_problems
+from validate.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"
@@ -120,18 +120,32 @@ def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = ""
                   "%d ranks in one MPI_COMM_WORLD" % np)
 
 
+#: The fix for each cause of a refused launch (``parsers.mpi.launch_cause``); ``%(hosts)s``, ``%(command)s``.
+LAUNCH_REMEDY = {
+    "MPI_RUN_AS_ROOT": "add --allow-run-as-root (or set OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1), "
+                       "or run as a normal user (Open MPI FAQ: running as root)",
+    "MPI_HOST_UNREACHABLE": "every host must resolve and accept ssh from this node without a password: `ssh HOST "
+                            "true` for each of %(hosts)s, then `%(command)s`",
+    "MPI_PMI_MISMATCH": "start the ranks with mpirun, or with srun --mpi=pmix (srun --mpi=list shows what Slurm "
+                        "offers) and an Open MPI built against the same PMIx (ompi_info | grep -i pmix) — Open MPI "
+                        "FAQ: running jobs under Slurm",
+    "MPI_NOT_ENOUGH_SLOTS": "give the hosts' slots (-H host:N) or --oversubscribe",
+    "MPI_EXECUTABLE_MISSING": "install the program at the same path on every host (or a shared file system)",
+    "MPI_RANK_FAILED": "the launch worked: read the failing rank's output (`%(command)s`)",
+}
+
+
 def judge_launch_failure(res: ToolRun, np: int, hosts: list[str]) -> CheckResult:
     """A failed ``mpirun``: the line that says why (``parsers.mpi.launch_failure``: ssh's error, not Open MPI's
-    banner), and a remedy that fits it (ssh to each host for ssh errors)."""
+    banner), its cause (``parsers.mpi.launch_cause``: root, unreachable host, PMI/PMIx, slots, executable, a
+    failed rank) and the fix for that cause."""
     cid, command = "mpi.launch", " ".join(res.argv)
     why = (launch_failure(res.stderr) or launch_failure(res.output)) if not (res.timed_out or res.missing) else ""
     measured = "mpirun exited %s: %s" % (res.rc, why) if why else res.why_not()
-    if "ssh:" in why or "Host key verification failed" in why or "Permission denied" in why:
-        remedy = ("every host must resolve and accept ssh from this node without a password: `ssh HOST true` for "
-                  "each of %s, then `%s`" % (",".join(h.split(":")[0] for h in hosts) or "the hosts", command))
-    else:
-        remedy = "run `%s` by hand" % command
-    return failed(cid, measured, "%d ranks" % np, remedy, "MPI_LAUNCH_FAILED")
+    cause = launch_cause(res.output) if why else "MPI_LAUNCH_FAILED"
+    remedy = LAUNCH_REMEDY.get(cause, "run `%(command)s` by hand") % {
+        "hosts": ",".join(h.split(":")[0] for h in hosts) or "the hosts", "command": command}
+    return failed(cid, measured, "%d ranks" % np, remedy, cause)
 
 
 @check("mpi.launch", "a real mpirun of N ranks (MPI_Init + allreduce)")
