@@ -14,6 +14,8 @@ section of a ../shared/cases file (never copied into this repository), sysfs rea
         env: {NCCL_DEBUG: INFO}                     # optional
       - tool: [nvidia-smi, topo, -m]
         stdout: {case: "31", after: "$ nvidia-smi topo -m"}   # the lines after that one up to the next "$ "
+      - tool: [lspci, -vvv]                         # a list of sources is joined
+        stdout: [{case: "31", after: "$ sudo lspci -s 40:03.1 -vvv | …"}, {case: "31", after: "…"}]
       - sysfs_grep: {fixture: sysfs-infiniband-ports-grep-edr-active.txt}   # `grep "" FILES` → reads + globs
       - glob: /sys/class/infiniband/*
         paths: [/sys/class/infiniband/mlx5_0]
@@ -44,7 +46,10 @@ def specs() -> list[Path]:
 
 
 def text_of(source) -> str:
-    """A literal string, ``{fixture: NAME}`` or ``{case: "NN", after: LINE}`` (a section of a case file)."""
+    """A literal string, ``{fixture: NAME}``, ``{case: "NN", after: LINE}`` (a section of a case file), or a list
+    of them (joined)."""
+    if isinstance(source, list):
+        return "".join(map(text_of, source))
     if source is None or isinstance(source, str):
         return source or ""
     if "fixture" in source:

@@ -152,11 +152,20 @@ VERDICTS = [
      "FAIL", "NCCL using Socket transport although host HCA mlx5_0 is ACTIVE"),
     ("nccl-debug-info-socket-libibverbs-missing-t4-2.8.3.txt",
      lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST), "FAIL", "NCCL using Socket transport"),
+    # 37-39: the selection ("IB transport selected") is named, but these logs end before any communicator finished
+    # initialising, so they prove no transport (issue 12: never a transport PASS); with results it is a PASS
     ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True),
-     "PASS", "RDMA (IB) via NET/IB on mlx5_0:1"),
+     "FAIL", "NCCL selected RDMA (IB) via NET/IB on mlx5_0:1 but no communicator finished initialising"),
+    ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt",
+     lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True, results=True), "PASS",
+     "RDMA (IB) via NET/IB on mlx5_0:1"),
     ("nccl-debug-info-net-ib-roce-h100-2.19.3.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), None, True),
-     "PASS", "RDMA (RoCE) via IB on mlx5_10:1, mlx5_11:1"),
+     "FAIL", "NCCL selected RDMA (RoCE) via IB on mlx5_10:1, mlx5_11:1"),
     ("nccl-debug-info-ibext-sharp-plugin-h100.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), None, True),
+     "FAIL", "NCCL selected RDMA (IB) via IBext"),
+    ("nccl-debug-info-ibext-sharp-plugin-h100.txt",
+     lambda t: judge_transport(nccl.parse_nccl_log(t + "gpu-node19:49355:49414 [1] NCCL INFO comm 0x1 rank 1 nranks "
+                                                   "16 cudaDev 1 busId 2a000 - Init COMPLETE\n"), None, True),
      "PASS", "RDMA (IB) via IBext"),
     ("nccl-debug-info-mixed-ib-roce-rank-prefix-2.5.6.txt",
      lambda t: judge_transport(nccl.parse_nccl_log(t), None, True), "WARN", "mlx5_2 is Ethernet (RoCE)"),
@@ -221,6 +230,9 @@ DIAGNOSES = {
     "docker-compose-gpu-could-not-select-device-driver-nvidia.txt": "NVIDIA_CONTAINER_TOOLKIT_MISSING",
     "docker-run-unknown-runtime-nvidia.txt": "NVIDIA_RUNTIME_NOT_REGISTERED",
     "dmesg-nvrm-xid79-sxid20034-hgx.txt": "GPU_XID",
+    "nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt": "NCCL_INIT_INCOMPLETE",
+    "nccl-debug-info-net-ib-roce-h100-2.19.3.txt": "NCCL_INIT_INCOMPLETE",
+    "nccl-debug-info-ibext-sharp-plugin-h100.txt": "NCCL_INIT_INCOMPLETE",
 }
 
 VALUES = [
