@@ -1,0 +1,46 @@
+"""Issue 12 item 4: compare like with like — IB ports against each other and their HCA's generation, GPUs against
+each other — and name the outlier with its value and its peers' value. Inputs are the real outputs of
+../shared/fixtures, with one value changed where the fixture has no outlier (said at each test)."""
+from __future__ import annotations
+
+from tests.conftest import FIXTURES
+from validate.checks.infiniband import judge_ports
+from validate.parsers.infiniband import parse_ibstat
+
+
+def ndr_node():
+    return parse_ibstat((FIXTURES / "ibstat-h100-ndr400-all-active.txt").read_text())
+
+
+def test_a_degraded_rail_fails_against_its_peers_not_a_fixed_floor():
+    """Fixture 19 with mlx5_4 and mlx5_5 trained down to HDR 200: still above the EDR floor, but 200 < 400."""
+    report = ndr_node()
+    for p in report.ports:
+        if p.hca in ("mlx5_4", "mlx5_5"):
+            p.rate_gbps = 200.0
+    result = judge_ports(report)
+    assert result.status.value == "FAIL" and result.diagnosis == "IB_RATE_DEGRADED"
+    assert result.measured.startswith("8/8 IB ports Active/LinkUp at 200/400 Gb/s")
+    findings = [result.measured.split("; ")[-1]] + result.details
+    assert "mlx5_4:1 at 200 Gb/s (HDR) while its 6 peer(s) run 400 Gb/s (NDR) (degraded link" in findings[0]
+    assert any(f.startswith("mlx5_5:1 at 200 Gb/s (HDR) while its 6 peer(s) run 400 Gb/s (NDR)") for f in findings)
+    assert "EDR 100, HDR 200, NDR 400 Gb/s per port" in result.expected
+
+
+def test_every_rail_below_its_hca_generation_is_a_warning():
+    """Fixture 19 with every ConnectX-7 (MT4129) port at 200: equal peers, but that HCA links at NDR 400."""
+    report = ndr_node()
+    for p in report.ports:
+        if p.ca_type == "MT4129":
+            p.rate_gbps = 200.0
+    result = judge_ports(report)
+    assert result.status.value == "WARN" and result.diagnosis == "IB_RATE_BELOW_HCA"
+    assert result.measured.endswith("8 ConnectX-7 (MT4129) port(s) at 200 Gb/s (HDR); that HCA links at "
+                                    "400 Gb/s (NDR)")
+
+
+def test_healthy_rails_of_each_generation_pass():
+    for name, rate in (("ibstat-h100-ndr400-all-active.txt", "400"), ("ibstat-a100-hdr200-all-active.txt", "200"),
+                       ("ibstat-edr100-connectx4-active.txt", "100")):
+        result = judge_ports(parse_ibstat((FIXTURES / name).read_text()))
+        assert result.status.value == "PASS" and "at %s Gb/s" % rate in result.measured, result
