@@ -4,8 +4,10 @@ each other — and name the outlier with its value and its peers' value. Inputs 
 from __future__ import annotations
 
 from tests.conftest import FIXTURES
+from validate.checks.gpu import judge_peers
 from validate.checks.infiniband import judge_ports
 from validate.parsers.infiniband import parse_ibstat
+from validate.parsers.nvidia_smi import peers_from_q_text
 
 
 def ndr_node():
@@ -44,3 +46,35 @@ def test_healthy_rails_of_each_generation_pass():
                        ("ibstat-edr100-connectx4-active.txt", "100")):
         result = judge_ports(parse_ibstat((FIXTURES / name).read_text()))
         assert result.status.value == "PASS" and "at %s Gb/s" % rate in result.measured, result
+
+
+def q_h100():
+    return (FIXTURES / "nvidia-smi-q-h100x8-535.txt").read_text()
+
+
+def test_gpus_alike_pass_and_an_x8_slot_is_named_with_its_peers_value():
+    """Fixture 4 (8× H100, nvidia-smi -q) as is, then with GPU 3's link width max changed to 8x (a degraded slot)."""
+    result = judge_peers(peers_from_q_text(q_h100()))
+    assert result.status.value == "PASS", result
+    assert result.measured == ("8 GPUs alike: PCIe generation Gen5, PCIe width x16, max SM clock 1980 MHz, "
+                               "max memory clock 2619 MHz, ECC on")
+    text = q_h100()
+    gpu3 = text.index("GPU 00000000:86:00.0")
+    at = text.index("Max                       : 16x", gpu3)
+    degraded = text[:at] + "Max                       : 8x" + text[at + len("Max                       : 16x"):]
+    result = judge_peers(peers_from_q_text(degraded))
+    assert result.status.value == "FAIL" and result.diagnosis == "GPU_PEER_OUTLIER"
+    assert result.measured == "GPU 3 (00000000:86:00.0): PCIe width x8 (its 7 peer(s): x16)"
+
+
+def test_nvlink_count_and_clock_outliers():
+    props = peers_from_q_text(q_h100())
+    nvlinks = dict.fromkeys(props, 18)
+    nvlinks["GPU 5 (00000000:A8:00.0)"] = 16
+    result = judge_peers(props, nvlinks)
+    assert result.status.value == "FAIL"
+    assert result.measured == "GPU 5 (00000000:A8:00.0): NVLinks 16 (its 7 peer(s): 18)"
+    props["GPU 1 (00000000:64:00.0)"]["max SM clock"] = 1755
+    result = judge_peers(props)
+    assert result.status.value == "WARN" and result.measured == \
+        "GPU 1 (00000000:64:00.0): max SM clock 1755 MHz (its 7 peer(s): 1980 MHz)"

@@ -15,7 +15,8 @@ from validate.evidence import MissingEvidence
 from validate.parsers import versions
 from validate.parsers.dcgm import Diag, parse_dcgmi_diag
 from validate.parsers.kernel import XidEvent, parse_dmesg
-from validate.parsers.nvidia_smi import Gpu, SmiReport, gpus_from_query, parse_query_csv, parse_table
+from validate.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, gpus_from_query,
+                                        parse_nvlink_status, parse_query_csv, parse_table, peers_from_query)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
@@ -298,3 +299,70 @@ def dcgm(ctx: Context) -> CheckResult:
         return failed("gpu.dcgm", res.why_not(), "dcgmi diag -r 1 within 120 s", "check nv-hostengine")
     return judge_dcgm(parse_dcgmi_diag(res.output))
 
+
+
+#: Properties whose outlier slows every collective of the node (FAIL); the others are configuration (WARN).
+PEER_HARDWARE = ("PCIe generation", "PCIe width", "NVLinks")
+
+
+def _peer_text(name: str, value: int) -> str:
+    if name == "ECC":
+        return "on" if value else "off"
+    unit = dict((p[0], p[1]) for p in PEER_PROPERTIES).get(name, "")
+    return "%s%d" % (unit, value) if unit in ("Gen", "x") else "%d%s" % (value, unit)
+
+
+def judge_peers(props: dict[str, dict[str, int | None]], nvlinks: dict[str, int] | None = None) -> CheckResult:
+    """The GPUs of one node compared with each other (``{"GPU i (bus id)": {property: value}}``, properties of
+    ``parsers.nvidia_smi.PEER_PROPERTIES``, plus ``nvlinks``: active NVLinks per GPU). A GPU below its peers is
+    named with its value and theirs: FAIL for PCIe generation/width and NVLink count (a slot, riser or link fault
+    slows every collective), WARN for clocks and ECC (configuration)."""
+    cid = "gpu.peers"
+    if len(props) < 2:
+        return skipped(cid, "%d GPU on this node: no peer to compare" % len(props))
+    columns = [p[0] for p in PEER_PROPERTIES] + (["NVLinks"] if nvlinks else [])
+    values = {g: dict(v, NVLinks=(nvlinks or {}).get(g)) for g, v in props.items()}
+    fail, warn, alike, unknown = [], [], [], []
+    for name in columns:
+        known = {g: v[name] for g, v in values.items() if v.get(name) is not None}
+        if len(known) < 2:
+            unknown.append(name)
+            continue
+        best = max(known.values())
+        peers = sum(1 for v in known.values() if v == best)
+        low = ["%s: %s %s (its %d peer(s): %s)" % (g, name, _peer_text(name, v), peers, _peer_text(name, best))
+               for g, v in known.items() if v < best]
+        (fail if name in PEER_HARDWARE else warn).extend(low)
+        if not low:
+            alike.append("%s %s" % (name, _peer_text(name, best)))
+    expected = "every GPU like its peers: %s" % ", ".join(columns)
+    details = ["not reported: %s" % ", ".join(unknown)] if unknown else []
+    if fail:
+        return failed(cid, fail[0], expected, "reseat the GPU / check its riser and slot (nvidia-smi -q: GPU Link Info)"
+                      " and its NVLinks (nvidia-smi nvlink --status, Xid 74); drain the node until it matches",
+                      "GPU_PEER_OUTLIER", fail[1:] + warn + details)
+    if warn:
+        return warned(cid, warn[0], expected, "set the same clocks and ECC mode on every GPU (nvidia-smi -rgc, "
+                      "nvidia-smi -e 1 and reboot)", "GPU_PEER_OUTLIER", warn[1:] + details)
+    return passed(cid, "%d GPUs alike: %s" % (len(props), ", ".join(alike) or "nothing reported"), expected,
+                  details)
+
+
+@check("gpu.peers", "GPUs of this node alike: PCIe generation and width, clocks, NVLink count, ECC",
+       requires=(no_gpu_reason,))
+def peers(ctx: Context) -> CheckResult:
+    res = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(PEER_QUERY), "--format=csv")
+    if not res.ok:
+        return skipped("gpu.peers", res.why_not())
+    props = peers_from_query(parse_query_csv(res.stdout)[0])
+    try:
+        links = ctx.tool("nvidia-smi", "nvlink", "--status")
+    except MissingEvidence:
+        links = None
+    nvlinks = None
+    if links is not None and links.ok:
+        active = {i: sum(1 for speed in ls.values() if speed is not None)
+                  for i, ls in parse_nvlink_status(links.stdout).items()}
+        nvlinks = {g: active[int(g.split()[1])] for g in props if g.split()[1].isdigit()
+                   and int(g.split()[1]) in active} or None
+    return judge_peers(props, nvlinks)
