@@ -7,6 +7,7 @@ outputs of ../shared/fixtures; each ``@check`` function runs the tools and calls
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
@@ -172,19 +173,40 @@ def judge_ecc(gpus: list[Gpu]) -> CheckResult:
     return passed(cid, "ECC on, no uncorrectable errors or pending retirements on %d GPU(s)" % len(gpus), expected)
 
 
-def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str) -> CheckResult:
+#: Data-center GPU names, for the NGC release notes' driver exceptions ("Tesla (for example T4 or any other
+#: Tesla board)"; later parts are named without "Tesla").
+DATACENTER_GPU = re.compile(r"^(Tesla |NVIDIA (A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|L40|L4|B100|B200)"
+                            r"\b)")
+
+
+def datacenter_gpus(names: list[str]) -> bool | None:
+    """True when every GPU is a data-center part, False when one is not, None when no name is known."""
+    names = [n for n in names if n]
+    return all(DATACENTER_GPU.match(n) for n in names) if names else None
+
+
+def ngc_release(image: str | None) -> str | None:
+    """``nvcr.io/nvidia/tensorflow:19.06-py3`` -> ``19.06``; None for other images."""
+    m = re.match(r"^nvcr\.io/nvidia/[\w-]+:(\d\d\.\d\d)\b", image or "")
+    return m.group(1) if m else None
+
+
+def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str, ngc: str | None = None,
+                 datacenter: bool | None = None) -> CheckResult:
     """Can this driver run CUDA ``cuda`` (``what``: where that CUDA comes from, e.g. "stack ngc", "nvcc")?
 
     PASS natively, WARN through CUDA ≥ 11 minor-version compatibility (../shared/cases/08), FAIL below the floor
-    with both numbers (../shared/cases/06). ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's
-    maximum), shown as such; the rules are ``envs.rules.check_driver``.
+    with both numbers (../shared/cases/06). ``ngc``: the NGC release the CUDA comes from, whose release notes let
+    data-center GPUs (``datacenter``) run it on older driver branches (19.06: R384 ≥ 384.111 or R410).
+    ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's maximum), shown as such; the rules are
+    ``envs.rules.check_driver``.
     """
     from envs import rules  # part of this tree: an ImportError is a checker bug (ERROR), never a SKIP
 
     cid = "gpu.driver_cuda"
     measured_driver = "driver %s (max CUDA %s per nvidia-smi)" % (driver, driver_max_cuda or "?")
     try:
-        verdict = rules.check_driver(driver, cuda)
+        verdict = rules.check_driver(driver, cuda, ngc, datacenter)
     except ChexstackError as e:
         return warned(cid, measured_driver, "CUDA %s (%s)" % (cuda, what), "no rule to judge it: %s" % e)
     message, _, ways = verdict.message.partition("; ")
@@ -232,15 +254,18 @@ def driver_cuda(ctx: Context) -> CheckResult:
     report = snapshot(ctx).report
     if not report.driver_version:
         return skipped(cid, "driver version unknown (see gpu.inventory)")
+    ngc = None
     if ctx.stack is not None:
         cuda, what = ctx.stack.version("cuda"), "stack %s" % ctx.stack.name
         if cuda is None:
             return skipped(cid, "stack %s has no CUDA" % ctx.stack.name)
+        ngc = ngc_release(ctx.stack.base.image)
     else:
         cuda, what = _local_toolkit(ctx)
         if cuda is None:
             return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)")
-    return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what)
+    return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what, ngc,
+                        datacenter_gpus([g.name for g in report.gpus]))
 
 
 def judge_xid(events: list[XidEvent]) -> CheckResult:
@@ -366,3 +391,57 @@ def peers(ctx: Context) -> CheckResult:
         nvlinks = {g: active[int(g.split()[1])] for g in props if g.split()[1].isdigit()
                    and int(g.split()[1]) in active} or None
     return judge_peers(props, nvlinks)
+
+
+def _same_version(a: str, b: str) -> bool:
+    """``590.48`` (NVML's short form) and ``590.48.01`` are the same driver; ``565.57.01`` and ``570.124`` not."""
+    x, y = a.split("."), b.split(".")
+    n = min(len(x), len(y))
+    return x[:n] == y[:n]
+
+
+def judge_driver_module(module: str | None, library: str | None, library_from: str, pci_gpus: int) -> CheckResult:
+    """The loaded kernel module (``/proc/driver/nvidia/version``) against the user-space driver library
+    (``library_from``: NVML's own version in nvidia-smi's mismatch message, or the ``libnvidia-ml.so`` file).
+    They differ after a driver upgrade without a reboot: NVML then fails (fixture 57)."""
+    cid = "gpu.driver_module"
+    if module is None:
+        if pci_gpus:
+            return failed(cid, "no /proc/driver/nvidia/version: the nvidia kernel module is not loaded (%d NVIDIA "
+                          "GPU(s) on the PCI bus)" % pci_gpus, "the nvidia kernel module loaded",
+                          REMEDY["NVIDIA_DRIVER_NOT_LOADED"], "NVIDIA_DRIVER_NOT_LOADED")
+        return skipped(cid, "no nvidia kernel module loaded (no /proc/driver/nvidia/version)")
+    expected = "kernel module = user-space library version"
+    if library is None:
+        return skipped(cid, "kernel module %s; the user-space library's version was not found (%s)"
+                       % (module, library_from), expected)
+    if not _same_version(module, library):
+        return failed(cid, "kernel module %s, user-space library %s (%s)" % (module, library, library_from), expected,
+                      REMEDY["NVML_DRIVER_LIBRARY_MISMATCH"], "NVML_DRIVER_LIBRARY_MISMATCH")
+    return passed(cid, "kernel module %s, user-space library %s (%s)" % (module, library, library_from), expected)
+
+
+def _user_space_library(ctx: Context) -> tuple[str | None, str]:
+    """The NVIDIA user-space driver's version: from nvidia-smi's "NVML library version" (printed on a mismatch),
+    else the resolved ``libnvidia-ml.so.1`` of ``ldconfig -p``."""
+    for line in (snapshot(ctx).report.error.detail if snapshot(ctx).report.error else []):
+        m = re.search(r"NVML library version:? (\d+\.\d+(?:\.\d+)?)", line)
+        if m:
+            return m.group(1), "nvidia-smi: NVML library version"
+    ld = ctx.tool("ldconfig", "-p")
+    for line in ld.stdout.splitlines() if ld.ok else []:
+        if "libnvidia-ml.so.1" in line and "=>" in line:
+            path = line.split("=>")[-1].strip()
+            real = ctx.fact("realpath %s" % path, lambda: os.path.realpath(path))
+            version = versions.library_file([real], "libnvidia-ml")
+            if version:
+                return version, real
+    return None, "no NVML library version in nvidia-smi's output, no libnvidia-ml.so.1 in ldconfig -p"
+
+
+@check("gpu.driver_module", "NVIDIA kernel module vs user-space driver library (/proc/driver/nvidia/version)",
+       requires=(no_gpu_reason,))
+def driver_module(ctx: Context) -> CheckResult:
+    module = versions.nvidia_kernel_module(ctx.read("/proc/driver/nvidia/version") or "")
+    library, where = _user_space_library(ctx) if module else (None, "")
+    return judge_driver_module(module, library, where, len(snapshot(ctx).pci_gpus or []))
