@@ -230,3 +230,97 @@ def singularity_nv(ctx: Context) -> CheckResult:
     host = ctx.fact("host libcuda.so.1", lambda: any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
                                                     ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib")))
     return judge_nv_libs(nv_libs(res.stdout), host)
+
+
+#: Printed by every probe rank: the limits a rank really gets (``ulimit`` in KiB, /dev/shm in 1K blocks, the
+#: cgroup v2 / v1 memory limit in bytes or "max").
+RANK_PROBE = ('echo "chexstack-limits host=$(hostname) memlock=$(ulimit -l) stack=$(ulimit -s) nofile=$(ulimit -n) '
+              'shm_kb=$(df -k /dev/shm 2>/dev/null | awk \'NR==2{print $2}\') cgroup_mem=$(cat '
+              '/sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null '
+              '|| echo unknown)"')
+
+
+def parse_rank_limits(text: str) -> list[dict[str, str]]:
+    """The ``chexstack-limits key=value …`` lines of the probe ranks, one dict per rank."""
+    out = []
+    for line in (text or "").splitlines():
+        if "chexstack-limits " in line:
+            out.append(dict(kv.split("=", 1) for kv in line.split("chexstack-limits ", 1)[1].split() if "=" in kv))
+    return out
+
+
+def _cgroup_text(value: str) -> str:
+    """cgroup memory limit in bytes -> ``12.0 GiB``; ``max`` and cgroup v1's "unlimited" (≥ 2^60) -> ``max``."""
+    if not value.isdigit():
+        return value
+    return "max" if int(value) >= 1 << 60 else "%.1f GiB" % (int(value) / (1 << 30))
+
+
+def judge_rank_limits(ranks: list[dict[str, str]], how: str, expected_ranks: int, rdma: bool,
+                      local_ranks: int) -> CheckResult:
+    """The limits measured inside ranks started ``how`` (mpirun as horovodrun --mpi does, or ``docker run`` with
+    invoke train --stack's flags) — not the validate process's, which a launcher (sshd's PAM limits, the docker
+    engine's defaults) may not pass on: memlock must be unlimited where RDMA is used, /dev/shm >= 1 GiB for
+    several local ranks; stack, open files and the cgroup memory limit are shown."""
+    cid = "container.rank_limits"
+    if len(ranks) < expected_ranks:
+        return failed(cid, "%d of %d probe ranks reported their limits (%s)" % (len(ranks), expected_ranks, how),
+                      "every rank reports", "run the probe by hand: %s" % how, "RANK_PROBE_FAILED")
+    fail, shown = [], []
+    for r in ranks:
+        host, memlock = r.get("host", "?"), r.get("memlock", "?")
+        shm_kb = int(r["shm_kb"]) if r.get("shm_kb", "").isdigit() else None
+        shown.append("%s: memlock %s, stack %s, nofile %s, /dev/shm %s, cgroup memory %s" % (
+            host, memlock if memlock == "unlimited" else memlock + " KiB", r.get("stack", "?") + (
+                "" if r.get("stack") == "unlimited" else " KiB"), r.get("nofile", "?"),
+            "%d MiB" % (shm_kb // 1024) if shm_kb is not None else "?", _cgroup_text(r.get("cgroup_mem", "?"))))
+        if rdma and memlock != "unlimited":
+            fail.append(("%s: memlock %s KiB in a rank with an RDMA device present" % (host, memlock),
+                         "MEMLOCK_LIMITED", "raise it where ranks start: '* - memlock unlimited' in "
+                         "/etc/security/limits.conf (ssh sessions through PAM), LimitMEMLOCK=infinity for "
+                         "slurmd/dockerd, docker run --ulimit memlock=-1"))
+        if local_ranks > 1 and (shm_kb is None or shm_kb * 1024 < SHM_FLOOR_BYTES):
+            fail.append(("%s: /dev/shm %s in a rank, %d local ranks" % (
+                host, "%d MiB" % (shm_kb // 1024) if shm_kb is not None else "unreadable", local_ranks),
+                "NCCL_SHM_TOO_SMALL", 'start the container with ipc_mode="host" or shm_size>=1g'))
+    expected = "in the ranks: memlock unlimited where RDMA is used, /dev/shm >= 1GiB for %d local ranks" % local_ranks
+    if fail:
+        return failed(cid, fail[0][0], expected, fail[0][2], fail[0][1], [f[0] for f in fail[1:]] + shown)
+    return passed(cid, "ranks started by %s: %s" % (how, "; ".join(shown)), expected)
+
+
+def rank_probe_argv(ctx: Context) -> tuple[list[str] | None, str, int]:
+    """(argv, how, ranks) starting the limits probe as the launcher starts ranks: ``docker run`` with invoke train
+    --stack's flags (``launch.container``) when the stack's image is built, else mpirun (horovodrun --mpi's
+    launcher; ssh to each of --hosts); (None, why, 0) when neither can run."""
+    from validate.checks.mpi import mpirun_argv
+
+    tag = stack_image(ctx)[0] if ctx.stack is not None else None
+    if tag:
+        from launch.container import ulimits
+
+        flags = ctx.fact("docker --ulimit flags of invoke train", ulimits)
+        return (["docker", "run", "--rm", "--network", "host", "--ipc=host", *flags, "--init", tag, "sh", "-c",
+                 RANK_PROBE], "docker run --ipc=host %s (invoke train --stack)" % " ".join(flags), 1)
+    if ctx.tool("mpirun", "--version").missing:
+        return None, "mpirun not on PATH (and no --stack image): no launcher to start a probe rank", 0
+    n = max(1, len(ctx.hosts))
+    argv = mpirun_argv(ctx, n, ctx.hosts, 1)
+    return argv + ["sh", "-c", RANK_PROBE], "mpirun (as horovodrun --mpi)%s" % (
+        " on %s" % ",".join(ctx.hosts) if ctx.hosts else ""), n
+
+
+@check("container.rank_limits", "memlock, stack, open files, /dev/shm, cgroup memory as the ranks see them")
+def rank_limits(ctx: Context) -> CheckResult:
+    argv, how, n = rank_probe_argv(ctx)
+    if argv is None:
+        return skipped("container.rank_limits", how)
+    res = ctx.tool(*argv, timeout=60)
+    if not res.ok and not parse_rank_limits(res.stdout):
+        return failed("container.rank_limits", "the probe rank did not start: %s" % res.why_not(),
+                      "a rank started by %s" % how, "see mpi.launch", "RANK_PROBE_FAILED")
+    try:
+        local_ranks = len(snapshot(ctx).report.gpus) or 2
+    except MissingEvidence:
+        local_ranks = 2
+    return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks)
