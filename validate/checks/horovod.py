@@ -140,4 +140,5 @@ def controller(ctx: Context) -> CheckResult:
     if "error" in probe:
         return skipped(cid, "Horovod not importable here (see horovod.env)")
     built = probe.get("built") or {}
-    return judge_controller(ctx.fact("network interfaces", local_interfaces), bool(built.get("gloo_built")), bool(built.get("mpi_built", True)))
+    return judge_controller(ctx.fact("network interfaces", local_interfaces), bool(built.get("gloo_built")),
+                            bool(built.get("mpi_built", True)))
