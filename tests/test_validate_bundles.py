@@ -89,3 +89,7 @@ def test_bundle_errors_exit_2_before_any_check(tmp_path):
     build(specs()[0], tmp_path / "b")
     with pytest.raises(ChexstackError, match="the bundle records its --stack"):
         validate(stack="cpu", from_bundle=str(tmp_path / "b"))
+    index = tmp_path / "b" / "bundle.json"
+    index.write_text(index.read_text().replace('"tools/001-', '"../../001-'))
+    with pytest.raises(ChexstackError, match="field stdout: '../../001-.*' is outside the bundle folder"):
+        validate(from_bundle=str(tmp_path / "b"))

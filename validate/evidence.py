@@ -120,6 +120,8 @@ class Bundle:
                     raise ChexstackError("%s: field argv: expected the command line" % where)
                 for stream in ("stdout", "stderr"):
                     rel = entry.get(stream)
+                    if rel and not (folder / rel).resolve().is_relative_to(folder.resolve()):
+                        raise ChexstackError("%s: field %s: %r is outside the bundle folder" % (where, stream, rel))
                     try:
                         entry[stream] = (folder / rel).read_text(errors="replace") if rel else ""
                     except OSError as e:
