@@ -13,6 +13,7 @@ from pathlib import Path
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
 from validate.checks.runner import ToolRun, run
+from validate.evidence import MissingEvidence
 from validate.parsers import versions
 from validate.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -50,8 +51,11 @@ def mpi_version(ctx: Context) -> CheckResult:
     impl, version = versions.mpirun(res.output)
     cuda = None
     if impl == "Open MPI":
-        info = ctx.tool("ompi_info", "--parsable", "--all")
-        cuda = versions.ompi_info(info.stdout)["cuda_support"] if info.ok else None
+        try:
+            info = ctx.tool("ompi_info", "--parsable", "--all")
+            cuda = versions.ompi_info(info.stdout)["cuda_support"] if info.ok else None
+        except MissingEvidence:  # a bundle without it: CUDA-awareness not shown (never inferred)
+            cuda = None
     return judge_mpi_version(impl, version, cuda, bool(ctx.stack and ctx.stack.gpu))
 
 
