@@ -78,3 +78,24 @@ def test_nvlink_count_and_clock_outliers():
     result = judge_peers(props)
     assert result.status.value == "WARN" and result.measured == \
         "GPU 1 (00000000:64:00.0): max SM clock 1755 MHz (its 7 peer(s): 1980 MHz)"
+
+
+def test_every_inactive_link_and_missing_pair_is_shown_with_its_count():
+    """Issue 12 item 2. Fixture 11 (8× A100, 12 NVLinks each) with 4 links of GPU2 and GPU5 made inactive: the
+    count is right and every link is in the details even where the measured line is cut short; fixture 16 as an
+    SXM (all-pairs) platform lists every missing pair."""
+    from validate.checks.topology import judge_nvlink, judge_nvlink_links
+    from validate.parsers.nvidia_smi import parse_nvlink_status
+    from validate.parsers.topology import parse_topo
+
+    links = parse_nvlink_status((FIXTURES / "nvidia-smi-nvlink-status-a100x8.txt").read_text())
+    for gpu in (2, 5):
+        for link in list(links[gpu])[:4]:
+            links[gpu][link] = None
+    result = judge_nvlink_links(links)
+    assert result.status.value == "FAIL" and "; 8 inactive: GPU2 link 0" in result.measured
+    assert result.details[0] == "inactive: " + ", ".join("GPU%d link %d" % (g, l) for g in (2, 5) for l in range(4))
+    assert "GPU5: 12 link(s), 4 inactive" in result.details
+    topo = parse_topo((FIXTURES / "nvidia-smi-topo-3gpu-partial-nv4-2nic-legend.txt").read_text())
+    result = judge_nvlink(topo, "NVIDIA A100-SXM4-80GB")
+    assert result.measured == "1 of 3 GPU pairs NVLinked; no NVLink on 2 pair(s): GPU0–GPU2 (NODE), GPU1–GPU2 (NODE)"

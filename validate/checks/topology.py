@@ -69,10 +69,11 @@ def judge_nvlink(topo: Topology, model: str | None) -> CheckResult:
         missing = ["%s–%s (%s)" % (a, b, topo.link.get((a, b), "?")) for a, b in combinations(topo.gpus, 2)
                    if b not in peers[a]]
         if missing:
-            return failed(cid, "%s; no NVLink %s" % (measured, ", ".join(missing[:4])),
+            return failed(cid, "%s; no NVLink on %d pair(s): %s%s" % (measured, len(missing), ", ".join(missing[:4]),
+                                                                    ", …" if len(missing) > 4 else ""),
                           "NVLink between every GPU pair (%s)" % platform,
                           "reseat/replace the GPU baseboard links; check nvidia-smi nvlink --status and Xid 74",
-                          "NVLINK_DEGRADED", details)
+                          "NVLINK_DEGRADED", ["no NVLink: %s" % ", ".join(missing)] + details)
         return passed(cid, measured, "every pair (%s)" % platform, details)
     if want == "cube-mesh":
         short = ["%s has %d NVLink peers" % (g, len(p)) for g, p in peers.items() if len(p) < CUBE_MESH_PEERS]
@@ -129,9 +130,13 @@ def judge_nvlink_links(links: dict[int, dict[int, float | None]]) -> CheckResult
     measured = "%d GPUs × %s links at %s GB/s" % (len(links), "/".join(map(str, counts)),
                                                   "/".join("%g" % s for s in speeds) or "?")
     if inactive or len(counts) > 1:
-        return failed(cid, "%s; inactive: %s" % (measured, ", ".join(inactive[:6]) or "unequal link counts"),
+        per_gpu = ["GPU%d: %d link(s), %d inactive" % (g, len(ls), sum(v is None for v in ls.values()))
+                   for g, ls in links.items()]
+        return failed(cid, "%s; %d inactive: %s%s" % (measured, len(inactive), ", ".join(inactive[:6]),
+                                                     ", …" if len(inactive) > 6 else "")
+                      if inactive else "%s; unequal link counts" % measured,
                       "every link active", "check Xid 74 in dmesg; reset the GPU; service the baseboard",
-                      "NVLINK_DEGRADED")
+                      "NVLINK_DEGRADED", ["inactive: %s" % ", ".join(inactive)] * bool(inactive) + per_gpu)
     return passed(cid, measured, "every link active")
 
 
