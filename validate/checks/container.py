@@ -112,8 +112,12 @@ def docker_client():
 
 
 def _docker_info() -> dict:
+    """What ``judge_docker`` reads of ``docker info`` (only that: a bundle must not carry the engine's proxies,
+    registry settings or IDs)."""
     try:
-        return {"info": docker_client().info(), "error": None}
+        info = docker_client().info()
+        return {"info": {"ServerVersion": info.get("ServerVersion"), "DefaultRuntime": info.get("DefaultRuntime"),
+                         "Runtimes": {name: {} for name in info.get("Runtimes") or {}}}, "error": None}
     except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
         return {"info": None, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
 
