@@ -370,4 +370,5 @@ def test_mpirun_launch_failure_parser_edges():
     many = "\n".join("ssh: Could not resolve hostname n%d: Name or service not known" % i for i in range(5))
     assert launch_failure(many).endswith("n2: Name or service not known (+2 more)")
     timed_out = judge_launch_failure(ToolRun(("mpirun", "-np", "2", "x"), None, timed_out=True), 2, [])
-    assert timed_out.measured == "`mpirun -np 2 x` timed out"
+    assert timed_out.measured == "`mpirun -np 2 x` timed out" and timed_out.diagnosis == "MPI_HANG"
+    assert "ssh -o BatchMode=yes HOST true" in timed_out.remedy

@@ -136,6 +136,9 @@ LAUNCH_REMEDY = {
     "MPI_NOT_ENOUGH_SLOTS": "give the hosts' slots (-H host:N) or --oversubscribe",
     "MPI_EXECUTABLE_MISSING": "install the program at the same path on every host (or a shared file system)",
     "MPI_RANK_FAILED": "the launch worked: read the failing rank's output (`%(command)s`)",
+    "MPI_HANG": "an mpirun that neither starts nor fails waits on a host: ssh asking for a password or a host key "
+                "(`ssh -o BatchMode=yes HOST true` for each of %(hosts)s), or a firewall between the hosts on Open "
+                "MPI's TCP ports (pin the interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>)",
 }
 
 
@@ -146,7 +149,7 @@ def judge_launch_failure(res: ToolRun, np: int, hosts: list[str]) -> CheckResult
     cid, command = "mpi.launch", " ".join(res.argv)
     why = (launch_failure(res.stderr) or launch_failure(res.output)) if not (res.timed_out or res.missing) else ""
     measured = "mpirun exited %s: %s" % (res.rc, why) if why else res.why_not()
-    cause = launch_cause(res.output) if why else "MPI_LAUNCH_FAILED"
+    cause = launch_cause(res.output) if why else ("MPI_HANG" if res.timed_out else "MPI_LAUNCH_FAILED")
     remedy = LAUNCH_REMEDY.get(cause, "run `%(command)s` by hand") % {
         "hosts": ",".join(h.split(":")[0] for h in hosts) or "the hosts", "command": command}
     return failed(cid, measured, "%d ranks" % np, remedy, cause)
