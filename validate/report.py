@@ -167,7 +167,8 @@ def validate(stack: str | None = None, hosts: list[str] | None = None, json_path
                                  % (from_bundle, bundle.meta.get("stack"), ",".join(bundle.meta.get("hosts") or [])
                                     or "none"))
         stack, hosts, evidence = bundle.meta.get("stack"), bundle.meta.get("hosts") or [], Replay(bundle)
-    else:
+    manifest = load_stack(stack) if stack else None
+    if not from_bundle:
         if collect:
             folder = collect_folder(collect)
             recorder = Bundle({"host": None, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -175,7 +176,7 @@ def validate(stack: str | None = None, hosts: list[str] | None = None, json_path
         evidence = Live(recorder)
         if recorder is not None:
             recorder.meta["host"] = evidence.host
-    ctx = Context(stack=load_stack(stack) if stack else None, hosts=list(hosts or []), evidence=evidence)
+    ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence)
     report = run_checks(ctx, ids)
     report.bundle = from_bundle
     print_table(report)
