@@ -208,7 +208,8 @@ def judge_hang(log: NcclLog, seconds: float | None, causes: list[tuple[str, str]
 def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
     """What this node's evidence says about a hang, most likely first, as (finding, fix): ACS redirect on the
     GPUs' bridges, an active IOMMU under P2P channels, P2P that ``nvidia-smi topo -p2p r`` reports unsupported,
-    /dev/shm too small, memlock limited with RDMA, TCP sockets between nodes. Evidence a bundle lacks is left out."""
+    /dev/shm too small or memlock limited with RDMA (in the ranks: ``container.rank_limits``), TCP sockets between
+    nodes. Evidence a bundle lacks is left out."""
     from validate.checks import container, topology
 
     found: list[tuple[str, str]] = []
@@ -237,8 +238,9 @@ def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
             found.append(("nvidia-smi topo -p2p r reports P2P reads unsupported (%s) while NCCL uses P2P"
                           % ", ".join(bad), "NCCL_P2P_DISABLE=1, or fix P2P on the platform (ACS, IOMMU, BIOS)"))
 
-    def limits():
-        for verdict in (container.shm(ctx), container.memlock(ctx)):
+    def limits():  # as the ranks see them; this process's own limits only when no probe rank could start
+        ranks = container.rank_limits(ctx)
+        for verdict in [ranks] if ranks.status.value != "SKIP" else [container.shm(ctx), container.memlock(ctx)]:
             if verdict.status.value == "FAIL":
                 found.append((verdict.measured, verdict.remedy))
 
