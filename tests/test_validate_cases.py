@@ -161,3 +161,23 @@ def test_31_p2p_hang_is_explained_by_acs_not_passed(tmp_path):
     assert result.remedy == ACS_REMEDY and "pci=noacs" in ACS_REMEDY and "ECAP_ACS+6.w=0000" in ACS_REMEDY
     assert "NCCL_P2P_DISABLE=1" in ACS_REMEDY
     assert judge_hang(log, 600, []).remedy.startswith("isolate the transport")
+
+
+def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
+    """``nvidia-smi topo -p2p r`` in nvidia-smi's layout (constructed: a PCIe box whose chipset does not support
+    P2P, the CNS of its legend) recorded in a bundle; the case's P2P/CUMEM log that hung."""
+    from validate.checks import Context
+    from validate.checks.nccl import hang_evidence
+    from validate.checks.runner import ToolRun
+    from validate.evidence import Bundle, Replay
+    from validate.parsers.pcie import parse_p2p
+
+    matrix = (" \tGPU0\tGPU1\t\n GPU0\tX\tCNS\t\n GPU1\tCNS\tX\t\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n"
+              "  CNS  = Chipset not supported\n  GNS  = GPU not supported\n")
+    assert parse_p2p(matrix) == {("GPU0", "GPU1"): "CNS", ("GPU1", "GPU0"): "CNS"}
+    bundle = Bundle()
+    bundle.add_tool(ToolRun(("nvidia-smi", "topo", "-p2p", "r"), 0, matrix))
+    log = nccl.parse_nccl_log(case("31").split("$ NCCL_DEBUG=INFO ./build/all_reduce_perf")[1])
+    [(finding, fix)] = hang_evidence(Context(evidence=Replay(bundle)), log)
+    assert finding == "nvidia-smi topo -p2p r reports P2P reads unsupported (GPU0–GPU1 CNS) while NCCL uses P2P"
+    assert fix.startswith("NCCL_P2P_DISABLE=1")
