@@ -32,3 +32,24 @@ def test_a_limited_memlock_in_the_ranks_fails_with_rdma_and_every_host_is_named(
     missing = judge_rank_limits(ranks[:1], "mpirun", 2, rdma=False, local_ranks=1)
     assert missing.status.value == "FAIL" and missing.diagnosis == "RANK_PROBE_FAILED"
     assert "ulimit -l" in RANK_PROBE
+
+
+def test_inside_a_slurm_job_the_probe_runs_under_srun_on_every_node(tmp_path):
+    """A bundle recorded in a 2-node Slurm job (constructed outputs): the probe ran as srun tasks, one per node, and
+    node02's slurmd gave its tasks a limited memlock."""
+    from validate.checks.runner import ToolRun
+    from validate.evidence import Bundle, Replay
+
+    bundle = Bundle()
+    for name, value in (("SLURM_JOB_ID", "4242"), ("SLURM_JOB_NUM_NODES", "2"), ("RLIMIT_MEMLOCK", [-1, -1])):
+        bundle.add({"kind": "fact", "name": name, "value": value})
+    bundle.add({"kind": "glob", "pattern": "/sys/class/infiniband/*", "paths": ["/sys/class/infiniband/mlx5_0"]})
+    bundle.add_tool(ToolRun(("srun", "--version"), 0, "slurm 23.02.7\n"))
+    bundle.add_tool(ToolRun(("srun", "--ntasks-per-node=1", "sh", "-c", RANK_PROBE), 0,
+                            "chexstack-limits host=node01 memlock=unlimited stack=8192 nofile=131072 "
+                            "shm_kb=263921112 cgroup_mem=max\nchexstack-limits host=node02 memlock=65536 stack=8192 "
+                            "nofile=131072 shm_kb=263921112 cgroup_mem=max\n"))
+    result = rank_limits(Context(evidence=Replay(bundle)))
+    assert result.status.value == "FAIL" and result.diagnosis == "MEMLOCK_LIMITED"
+    assert result.measured == "node02: memlock 65536 KiB in a rank with an RDMA device present"
+    assert "LimitMEMLOCK=infinity for slurmd" in result.remedy

@@ -295,8 +295,9 @@ def judge_rank_limits(ranks: list[dict[str, str]], how: str, expected_ranks: int
 
 def rank_probe_argv(ctx: Context) -> tuple[list[str] | None, str, int]:
     """(argv, how, ranks) starting the limits probe as the launcher starts ranks: ``docker run`` with invoke train
-    --stack's flags (``launch.container``) when the stack's image is built, else mpirun (horovodrun --mpi's
-    launcher; ssh to each of --hosts); (None, why, 0) when neither can run."""
+    --stack's flags (``launch.container``) when the stack's image is built, ``srun`` inside a Slurm job (one task
+    per node), else mpirun (horovodrun --mpi's launcher; ssh to each of --hosts); (None, why, 0) when none can
+    run."""
     from validate.checks.mpi import mpirun_argv
 
     tag = stack_image(ctx)[0] if ctx.stack is not None else None
@@ -306,6 +307,11 @@ def rank_probe_argv(ctx: Context) -> tuple[list[str] | None, str, int]:
         flags = ctx.fact("docker --ulimit flags of invoke train", ulimits)
         return (["docker", "run", "--rm", "--network", "host", "--ipc=host", *flags, "--init", tag, "sh", "-c",
                  RANK_PROBE], "docker run --ipc=host %s (invoke train --stack)" % " ".join(flags), 1)
+    job = ctx.fact("SLURM_JOB_ID", lambda: os.environ.get("SLURM_JOB_ID"))
+    if job and not ctx.tool("srun", "--version").missing:
+        nodes = ctx.fact("SLURM_JOB_NUM_NODES", lambda: os.environ.get("SLURM_JOB_NUM_NODES")) or "1"
+        return (["srun", "--ntasks-per-node=1", "sh", "-c", RANK_PROBE],
+                "srun (Slurm job %s, one task on each of its %s node(s))" % (job, nodes), int(nodes))
     if ctx.tool("mpirun", "--version").missing:
         return None, "mpirun not on PATH (and no --stack image): no launcher to start a probe rank", 0
     n = max(1, len(ctx.hosts))
