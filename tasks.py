@@ -273,13 +273,16 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
             "hosts": "comma-separated hosts of a multi-node run (mpirun, NCCL and ib_write_bw across them)",
             "json": "also write the report as JSON to this file",
             "only": "comma-separated check ids or areas to run (e.g. gpu,ib.ports)",
-            "skip": "comma-separated check ids or areas to leave out"})
+            "skip": "comma-separated check ids or areas to leave out",
+            "collect": "also write a bundle to this new folder: every tool output, file and fact the checks read, "
+                       "and the report",
+            "from": "judge a bundle written by --collect (on any machine) instead of this node"})
 @user_errors
-def validate(c, stack=None, hosts=None, json=None, only=None, skip=None):
+def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None):
     """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run."""
     from validate.report import validate as run_validate
 
-    code = run_validate(stack, _csv(hosts), json, _csv(only), _csv(skip))
+    code = run_validate(stack, _csv(hosts), json, _csv(only), _csv(skip), collect, from_)
     if code:
         raise Exit(code=code)
 

@@ -180,13 +180,58 @@ def max_cuda_for_driver(driver: str) -> DriverCeiling:
     return DriverCeiling(driver, "%d.%d" % rv.release[:2], row["cuda"], _table3_source())
 
 
-def check_driver(driver: str, cuda: str) -> Verdict:
+@dataclass(frozen=True)
+class DatacenterException:
+    """An NGC release whose container also runs on older driver branches on data-center (Tesla) GPUs, through
+    the CUDA compatibility package it carries: ``branches`` ``{major: minimum driver}``."""
+
+    ngc: str
+    cuda: str
+    gpus: str
+    branches: dict
+    source: str
+
+    def allows(self, driver: str) -> bool:
+        d = parse_version(driver, "driver version")
+        low = self.branches.get(d.release[0])
+        return low is not None and d >= Version(low)
+
+    def describe(self) -> str:
+        return " or ".join("R%d (>= %s)" % (b, m) if "." in m else "R%d" % b for b, m in self.branches.items())
+
+
+def datacenter_exception(ngc_release: str | None) -> DatacenterException | None:
+    """The NGC release notes' data-center driver exception for ``ngc_release`` ("19.06"), or None."""
+    for row in _rules()["cuda_driver"]["datacenter_exceptions"]:
+        if ngc_release and row["ngc"] == ngc_release:
+            return DatacenterException(row["ngc"], row["cuda"], row["gpus"],
+                                       {b["branch"]: str(b["min"]) for b in row["branches"]}, row["source"])
+    return None
+
+
+def check_driver(driver: str, cuda: str, ngc_release: str | None = None, datacenter: bool | None = None) -> Verdict:
     """Can a host with Linux driver ``driver`` run a CUDA ``cuda`` toolkit (image, conda env, wheel)?
 
     PASS: the driver supports that release natively. WARN: only through CUDA >= 11 minor-version compatibility
     (same major family, driver at or above the family floor): PTX JIT of newer PTX and features that need the
     newer driver fail. FAIL: below the floor (the message says which driver is needed, and the ways out).
+    ``ngc_release``: the NGC container release the CUDA comes from; its release notes' data-center exception
+    (``datacenter_exception``) turns a FAIL into a PASS on data-center GPUs (``datacenter`` True) and is named in
+    the FAIL otherwise (``datacenter`` False or None: not known to be one).
     """
+    verdict = _check_driver(driver, cuda)
+    exc = datacenter_exception(ngc_release) if verdict.status == "FAIL" else None
+    if exc is None or not exc.allows(driver):
+        return verdict
+    if datacenter:
+        return Verdict("PASS", "driver %s runs NGC %s (CUDA %s) on data-center GPUs: the release notes allow %s "
+                               "there through the container's CUDA compatibility package"
+                       % (driver, exc.ngc, cuda, exc.describe()), exc.source)
+    return Verdict("FAIL", verdict.message + "; NGC %s allows %s only on %s" % (exc.ngc, exc.describe(), exc.gpus),
+                   "%s; %s" % (verdict.source, exc.source))
+
+
+def _check_driver(driver: str, cuda: str) -> Verdict:
     floor = min_driver_for_cuda(cuda)
     d = parse_version(driver, "driver version")
     ceiling = max_cuda_for_driver(driver) if d >= Version(_releases()[0][1]["driver"]) else None

@@ -132,3 +132,52 @@ def test_23_gloo_with_loopback_only():
     gloo_only = judge_controller(["lo"], gloo=True, mpi=False)
     assert gloo_only.status.value == "FAIL"
     assert judge_controller(["lo", "eth0"], gloo=True, mpi=True).status.value == "PASS"
+
+
+def test_31_p2p_hang_is_explained_by_acs_not_passed(tmp_path):
+    """../shared/cases/31: all_reduce_perf initialises with P2P/CUMEM channels and prints no result row — a hang
+    (never a transport PASS), explained from the node's evidence (the case's bundle in tests/data/bundles: ACSCtl of
+    the GPUs' bridges, the IOMMU lines) with the ACS fix."""
+    from tests.bundle_corpus import CORPUS, build
+    from validate.checks import Context
+    from validate.checks.nccl import hang_evidence, judge_hang
+    from validate.checks.topology import ACS_REMEDY
+    from validate.evidence import Bundle, Replay
+
+    run = case("31").split("$ NCCL_DEBUG=INFO ./build/all_reduce_perf")[1]
+    log, perf = nccl.parse_nccl_log(run), nccl.parse_all_reduce_perf(run)
+    assert log.init_complete and log.channels == ["P2P/CUMEM"] and not perf.rows
+    transport = judge_transport(log, hung=True)
+    assert transport.status.value == "FAIL" and transport.diagnosis == "NCCL_HANG"
+    assert transport.measured == "single node: P2P/CUMEM set up, then no result: the all-reduce hung"
+    build(CORPUS / "case31-acs-redirect-p2p-hang.yaml", tmp_path / "b")
+    causes = hang_evidence(Context(evidence=Replay(Bundle.load(tmp_path / "b"))), log)
+    result = judge_hang(log, 600, causes)
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_HANG"
+    assert result.measured == (
+        "all_reduce_perf hung after the communicator initialised (channels P2P/CUMEM): no result row in 600 s; "
+        "likely cause: ACS redirect enabled on 0000:40:03.1, 0000:40:03.2 (upstream of 0000:41:00.0, "
+        "0000:61:00.0): GPU P2P is routed through the root complex/IOMMU; NCCL may hang or run slowly")
+    assert result.remedy == ACS_REMEDY and "pci=noacs" in ACS_REMEDY and "ECAP_ACS+6.w=0000" in ACS_REMEDY
+    assert "NCCL_P2P_DISABLE=1" in ACS_REMEDY
+    assert judge_hang(log, 600, []).remedy.startswith("isolate the transport")
+
+
+def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
+    """``nvidia-smi topo -p2p r`` in nvidia-smi's layout (constructed: a PCIe box whose chipset does not support
+    P2P, the CNS of its legend) recorded in a bundle; the case's P2P/CUMEM log that hung."""
+    from validate.checks import Context
+    from validate.checks.nccl import hang_evidence
+    from validate.checks.runner import ToolRun
+    from validate.evidence import Bundle, Replay
+    from validate.parsers.pcie import parse_p2p
+
+    matrix = (" \tGPU0\tGPU1\t\n GPU0\tX\tCNS\t\n GPU1\tCNS\tX\t\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n"
+              "  CNS  = Chipset not supported\n  GNS  = GPU not supported\n")
+    assert parse_p2p(matrix) == {("GPU0", "GPU1"): "CNS", ("GPU1", "GPU0"): "CNS"}
+    bundle = Bundle()
+    bundle.add_tool(ToolRun(("nvidia-smi", "topo", "-p2p", "r"), 0, matrix))
+    log = nccl.parse_nccl_log(case("31").split("$ NCCL_DEBUG=INFO ./build/all_reduce_perf")[1])
+    [(finding, fix)] = hang_evidence(Context(evidence=Replay(bundle)), log)
+    assert finding == "nvidia-smi topo -p2p r reports P2P reads unsupported (GPU0–GPU1 CNS) while NCCL uses P2P"
+    assert fix.startswith("NCCL_P2P_DISABLE=1")

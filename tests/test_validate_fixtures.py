@@ -152,11 +152,20 @@ VERDICTS = [
      "FAIL", "NCCL using Socket transport although host HCA mlx5_0 is ACTIVE"),
     ("nccl-debug-info-socket-libibverbs-missing-t4-2.8.3.txt",
      lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST), "FAIL", "NCCL using Socket transport"),
+    # 37-39: the selection ("IB transport selected") is named, but these logs end before any communicator finished
+    # initialising, so they prove no transport (issue 12: never a transport PASS); with results it is a PASS
     ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True),
-     "PASS", "RDMA (IB) via NET/IB on mlx5_0:1"),
+     "FAIL", "NCCL selected RDMA (IB) via NET/IB on mlx5_0:1 but no communicator finished initialising"),
+    ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt",
+     lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True, results=True), "PASS",
+     "RDMA (IB) via NET/IB on mlx5_0:1"),
     ("nccl-debug-info-net-ib-roce-h100-2.19.3.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), None, True),
-     "PASS", "RDMA (RoCE) via IB on mlx5_10:1, mlx5_11:1"),
+     "FAIL", "NCCL selected RDMA (RoCE) via IB on mlx5_10:1, mlx5_11:1"),
     ("nccl-debug-info-ibext-sharp-plugin-h100.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), None, True),
+     "FAIL", "NCCL selected RDMA (IB) via IBext"),
+    ("nccl-debug-info-ibext-sharp-plugin-h100.txt",
+     lambda t: judge_transport(nccl.parse_nccl_log(t + "gpu-node19:49355:49414 [1] NCCL INFO comm 0x1 rank 1 nranks "
+                                                   "16 cudaDev 1 busId 2a000 - Init COMPLETE\n"), None, True),
      "PASS", "RDMA (IB) via IBext"),
     ("nccl-debug-info-mixed-ib-roce-rank-prefix-2.5.6.txt",
      lambda t: judge_transport(nccl.parse_nccl_log(t), None, True), "WARN", "mlx5_2 is Ethernet (RoCE)"),
@@ -221,6 +230,9 @@ DIAGNOSES = {
     "docker-compose-gpu-could-not-select-device-driver-nvidia.txt": "NVIDIA_CONTAINER_TOOLKIT_MISSING",
     "docker-run-unknown-runtime-nvidia.txt": "NVIDIA_RUNTIME_NOT_REGISTERED",
     "dmesg-nvrm-xid79-sxid20034-hgx.txt": "GPU_XID",
+    "nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt": "NCCL_INIT_INCOMPLETE",
+    "nccl-debug-info-net-ib-roce-h100-2.19.3.txt": "NCCL_INIT_INCOMPLETE",
+    "nccl-debug-info-ibext-sharp-plugin-h100.txt": "NCCL_INIT_INCOMPLETE",
 }
 
 VALUES = [
@@ -315,29 +327,37 @@ MPI_DATA = Path(__file__).resolve().parent / "data" / "mpi"
 LAUNCH_FAILURES = [
     ("openmpi-4.1.4-unresolvable-hosts.txt", 255,
      "ssh: Could not resolve hostname node1: Name or service not known; "
-     "ssh: Could not resolve hostname node2: Name or service not known"),
-    ("openmpi-4.1.4-ssh-port-refused.txt", 255, "ssh: connect to host 127.0.0.2 port 1: Connection refused"),
+     "ssh: Could not resolve hostname node2: Name or service not known", "MPI_HOST_UNREACHABLE"),
+    ("openmpi-4.1.4-ssh-port-refused.txt", 255, "ssh: connect to host 127.0.0.2 port 1: Connection refused",
+     "MPI_HOST_UNREACHABLE"),
     ("openmpi-4.1.4-not-enough-slots.txt", 1,
      "There are not enough slots available in the system to satisfy the 4 slots that were requested by the "
-     "application"),
+     "application", "MPI_NOT_ENOUGH_SLOTS"),
     ("openmpi-4.1.4-executable-missing.txt", 132,
      "mpirun was unable to launch the specified application as it could not access or execute an executable "
-     "(Executable: /nonexistent/prog, Node: vm)"),
-    ("openmpi-4.1.4-as-root.txt", 1, "mpirun has detected an attempt to run as root."),
+     "(Executable: /nonexistent/prog, Node: vm)", "MPI_EXECUTABLE_MISSING"),
+    ("openmpi-4.1.4-as-root.txt", 1, "mpirun has detected an attempt to run as root.", "MPI_RUN_AS_ROOT"),
     ("openmpi-4.1.4-rank-exit-3.txt", 3,
      "Primary job terminated normally, but 1 process returned a non-zero exit code. Per user-direction, the job "
-     "has been aborted."),
+     "has been aborted.", "MPI_RANK_FAILED"),
+    ("openmpi-4.1.4-srun-without-pmi.txt", 1,
+     "[vm:19525] OPAL ERROR: Unreachable in file ext3x_client.c at line 112; *** An error occurred in MPI_Init; "
+     "*** on a NULL communicator (+3 more)", "MPI_PMI_MISMATCH"),
 ]
+LAUNCH_REMEDIES = {"MPI_RUN_AS_ROOT": "--allow-run-as-root", "MPI_PMI_MISMATCH": "srun --mpi=pmix",
+                   "MPI_NOT_ENOUGH_SLOTS": "--oversubscribe"}
 
 
-@pytest.mark.parametrize("name,rc,why", LAUNCH_FAILURES, ids=[r[0][14:-4] for r in LAUNCH_FAILURES])
-def test_mpirun_launch_failure_names_the_line_that_matters(name, rc, why):
+@pytest.mark.parametrize("name,rc,why,cause", LAUNCH_FAILURES, ids=[r[0][14:-4] for r in LAUNCH_FAILURES])
+def test_mpirun_launch_failure_names_the_line_that_matters_and_its_cause(name, rc, why, cause):
+    """Issue 12 item 7: a refused launch is diagnosed by its cause (root, unreachable host, PMI/PMIx, …)."""
     output = (MPI_DATA / name).read_text()
     assert launch_failure(output) == why
     hosts = ["node1", "node2"]
     result = judge_launch_failure(ToolRun(("mpirun", "-H", "node1:2,node2:2", "-np", "4", "prog"), rc, "", output),
                                   4, hosts)
-    assert result.status.value == "FAIL" and result.diagnosis == "MPI_LAUNCH_FAILED"
+    assert result.status.value == "FAIL" and result.diagnosis == cause
+    assert LAUNCH_REMEDIES.get(cause, "") in result.remedy
     assert result.measured == "mpirun exited %d: %s" % (rc, why) and "-----" not in result.measured
     assert ("`ssh HOST true` for each of node1,node2" in result.remedy) == why.startswith("ssh:")
 
@@ -350,4 +370,5 @@ def test_mpirun_launch_failure_parser_edges():
     many = "\n".join("ssh: Could not resolve hostname n%d: Name or service not known" % i for i in range(5))
     assert launch_failure(many).endswith("n2: Name or service not known (+2 more)")
     timed_out = judge_launch_failure(ToolRun(("mpirun", "-np", "2", "x"), None, timed_out=True), 2, [])
-    assert timed_out.measured == "`mpirun -np 2 x` timed out"
+    assert timed_out.measured == "`mpirun -np 2 x` timed out" and timed_out.diagnosis == "MPI_HANG"
+    assert "ssh -o BatchMode=yes HOST true" in timed_out.remedy

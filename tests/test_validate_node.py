@@ -61,26 +61,34 @@ def test_runner_reports_missing_tools_and_timeouts():
     assert failing.rc == 3 and failing.why_not().endswith("exited 3: boom")
 
 
-def test_a_crashing_check_is_a_fail_and_the_others_still_run():
+def test_a_crashing_check_is_an_error_exit_2_and_the_others_still_run():
+    """Issue 12 item 7: an exception or a missing module in the checker is ERROR (exit 2), never SKIP or FAIL."""
     @check("test.crash", "raises")
     def crash(ctx):
         raise RuntimeError("bug")
 
+    @check("test.import", "a module of this tree missing")
+    def missing_module(ctx):
+        import validate.no_such_module  # noqa: F401
+
     try:
-        report = run_checks(Context(), ["test.crash", "container.memlock"])
+        report = run_checks(Context(), ["test.crash", "test.import", "container.memlock"])
     finally:
-        del CHECKS["test.crash"]
-    crashed, other = report.results
-    assert crashed.status == Status.FAIL and crashed.diagnosis == "CHECK_CRASHED" and "RuntimeError: bug" in \
-        crashed.measured
-    assert other.id == "container.memlock" and report.exit_code == 1
+        del CHECKS["test.crash"], CHECKS["test.import"]
+    crashed, missing, other = report.results
+    assert crashed.status == Status.ERROR and crashed.diagnosis == "CHECK_CRASHED" and "RuntimeError: bug" in \
+        crashed.measured and any("raise RuntimeError" in line for line in crashed.details)
+    assert missing.status == Status.ERROR and "ModuleNotFoundError" in missing.measured
+    assert other.id == "container.memlock" and other.status != Status.ERROR and report.exit_code == 2
 
 
 def test_exit_codes_are_decided_in_one_place():
     ok = Report([CheckResult("a", Status.PASS, "x"), CheckResult("b", Status.SKIP, "y"),
                  CheckResult("c", Status.WARN, "z")], 0.1)
-    assert ok.exit_code == 0 and ok.counts() == {"PASS": 1, "SKIP": 1, "WARN": 1, "FAIL": 0}
+    assert ok.exit_code == 0 and ok.counts() == {"PASS": 1, "SKIP": 1, "WARN": 1, "FAIL": 0, "ERROR": 0}
     assert Report(ok.results + [CheckResult("d", Status.FAIL, "w")], 0.1).exit_code == 1
+    assert Report(ok.results + [CheckResult("d", Status.FAIL, "w"), CheckResult("e", Status.ERROR, "v")],
+                  0.1).exit_code == 2
     with pytest.raises(ChexstackError) as err:
         select(["gpu.nosuch"], [])
     assert err.value.exit_code == EXIT_CANNOT_RUN and "known:" in str(err.value)

@@ -1,14 +1,16 @@
 """Run the selected checks and decide, in this one place, the report and the exit code.
 
 Exit codes follow Kubernetes node-problem-detector's plugin contract: 0 no FAIL, 1 at least one FAIL, 2 could not
-run at all (bad option, unknown check id or stack). A check that raises is a FAIL naming the exception (fail-closed),
-never a traceback.
+run (bad option, unknown check id or stack, unreadable bundle) or a check itself failed. A check that raises (a bug,
+an ImportError of this tree) is an ERROR naming the exception with its traceback in ``details`` — never a SKIP,
+never a bare traceback; a check whose evidence a bundle lacks (``validate.evidence.MissingEvidence``) is a SKIP
+naming what is missing — never a PASS.
 """
 from __future__ import annotations
 
 import json
-import platform
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +21,14 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_file
 from validate.checks import CHECKS, Context
-from validate.result import CheckResult, Status, failed
+from validate.evidence import Bundle, Live, MissingEvidence, Replay
+from validate.result import CheckResult, Status, skipped
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
 #: Report order: the node's hardware first, then what runs on it.
 AREAS = ("gpu", "topo", "nccl", "mpi", "ib", "container", "horovod")
-STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
+         Status.ERROR: "bold magenta"}
 
 
 @dataclass
@@ -33,18 +37,22 @@ class Report:
     seconds: float
     stack: str | None = None
     hosts: list[str] = field(default_factory=list)
+    host: str = "?"
+    bundle: str | None = None
 
     @property
     def exit_code(self) -> int:
+        if any(r.status == Status.ERROR for r in self.results):
+            return EXIT_CANNOT_RUN
         return EXIT_FAIL if any(r.status == Status.FAIL for r in self.results) else EXIT_OK
 
     def counts(self) -> dict[str, int]:
         return {s.value: sum(r.status == s for r in self.results) for s in Status}
 
     def to_json(self) -> dict:
-        return {"chexstack_validate": 1, "host": platform.node(), "stack": self.stack, "hosts": self.hosts,
-                "seconds": round(self.seconds, 2), "exit_code": self.exit_code, "summary": self.counts(),
-                "results": [r.to_json() for r in self.results]}
+        return {"chexstack_validate": 1, "host": self.host, "stack": self.stack, "hosts": self.hosts,
+                "bundle": self.bundle, "seconds": round(self.seconds, 2), "exit_code": self.exit_code,
+                "summary": self.counts(), "results": [r.to_json() for r in self.results]}
 
 
 def select(only: list[str], skip: list[str]) -> list[str]:
@@ -68,9 +76,13 @@ def select(only: list[str], skip: list[str]) -> list[str]:
 def _run_one(check_id: str, ctx: Context) -> CheckResult:
     try:
         return CHECKS[check_id].fn(ctx)
-    except Exception as e:  # a bug in a check must not hide the other results
-        return failed(check_id, "check crashed: %s: %s" % (type(e).__name__, e), "a verdict",
-                      "report this as a chexstack bug", "CHECK_CRASHED")
+    except MissingEvidence as e:
+        return skipped(check_id, "could not run: %s not in the bundle" % e.what)
+    except Exception as e:  # a bug in a check must not hide the other results, nor pass for a SKIP
+        frames = traceback.format_exception(type(e), e, e.__traceback__)
+        return CheckResult(check_id, Status.ERROR, "checker failed: %s: %s" % (type(e).__name__, e),
+                           "a verdict", "a chexstack bug: report it with the JSON report's details (traceback)",
+                           "CHECK_CRASHED", "".join(frames).rstrip().splitlines())
 
 
 def run_checks(ctx: Context, ids: list[str], workers: int = 8) -> Report:
@@ -78,16 +90,26 @@ def run_checks(ctx: Context, ids: list[str], workers: int = 8) -> Report:
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda cid: _run_one(cid, ctx), ids))
-    return Report(results, time.monotonic() - start, ctx.stack.name if ctx.stack else None, list(ctx.hosts))
+    return Report(results, time.monotonic() - start, ctx.stack.name if ctx.stack else None, list(ctx.hosts),
+                  ctx.host)
+
+
+def findings(r: CheckResult) -> str:
+    """The table's "measured" cell: the result's line, and for a WARN/FAIL every further finding (one per
+    line, as in the JSON's ``details``); an ERROR's traceback stays in the JSON."""
+    if r.status not in (Status.WARN, Status.FAIL) or not r.details:
+        return r.measured
+    return "\n".join([r.measured] + ["• " + d for d in r.details])
 
 
 def print_table(report: Report) -> None:
-    table = Table(title="chexstack validate%s — %s" % (" --stack %s" % report.stack if report.stack else "",
-                                                         platform.node()), show_lines=False)
+    title = "chexstack validate%s — %s%s" % (" --stack %s" % report.stack if report.stack else "", report.host,
+                                             " (from bundle %s)" % report.bundle if report.bundle else "")
+    table = Table(title=title, show_lines=False)
     for col in ("check", "status", "measured", "expected", "remedy"):
         table.add_column(col, overflow="fold")
     for r in report.results:
-        table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), r.measured,
+        table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), findings(r),
                       r.expected if r.status != Status.SKIP else "", r.remedy)
     console.print(table)
     counts = report.counts()
@@ -109,17 +131,60 @@ def write_json(report: Report, path: str) -> None:
                              % (path, e.strerror or e)) from None
 
 
+def collect_folder(path: str) -> Path:
+    """``--collect DIR``: an empty or new folder (created); ChexstackError (exit 2) before any check runs when it
+    holds files or cannot be written."""
+    from chexstack.outputs import output_folder
+
+    folder = Path(path)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ChexstackError("--collect %s: %s; give a new or empty folder"
+                             % (path, "not empty" if folder.is_dir() else "is a file"))
+    return output_folder(folder, "--collect")
+
+
 def validate(stack: str | None = None, hosts: list[str] | None = None, json_path: str | None = None,
-             only: list[str] | None = None, skip: list[str] | None = None) -> int:
-    """``invoke validate``: run, print the table, write the JSON, return the exit code. Raises ChexstackError
-    before any check runs for an unknown stack or check id, or a ``json_path`` that cannot be written."""
+             only: list[str] | None = None, skip: list[str] | None = None, collect: str | None = None,
+             from_bundle: str | None = None) -> int:
+    """``invoke validate``: run, print the table, write the JSON, return the exit code.
+
+    ``collect``: also record every tool run, file read and fact into a bundle in that folder (with the report as
+    ``report.json``); ``from_bundle``: judge a bundle recorded on another node instead of this node (its stack and
+    hosts are the bundle's). Raises ChexstackError before any check runs for an unknown stack or check id, a
+    ``json_path`` or ``collect`` folder that cannot be written, or an unreadable bundle."""
     from envs.manifest import load_stack
 
+    if collect and from_bundle:
+        raise ChexstackError("--collect and --from: give one (collect on the node, judge the bundle anywhere)")
     if json_path:
         output_file(json_path, "--json")
-    ctx = Context(stack=load_stack(stack) if stack else None, hosts=list(hosts or []))
-    report = run_checks(ctx, select(list(only or []), list(skip or [])))
+    ids = select(list(only or []), list(skip or []))
+    recorder = None
+    if from_bundle:
+        bundle = Bundle.load(from_bundle)
+        if stack or hosts:
+            raise ChexstackError("--from %s: the bundle records its --stack (%s) and --hosts (%s); do not give them"
+                                 % (from_bundle, bundle.meta.get("stack"), ",".join(bundle.meta.get("hosts") or [])
+                                    or "none"))
+        stack, hosts, evidence = bundle.meta.get("stack"), bundle.meta.get("hosts") or [], Replay(bundle)
+    manifest = load_stack(stack) if stack else None
+    if not from_bundle:
+        if collect:
+            folder = collect_folder(collect)
+            recorder = Bundle({"host": None, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "stack": stack, "hosts": list(hosts or []), "checks": ids})
+        evidence = Live(recorder)
+        if recorder is not None:
+            recorder.meta["host"] = evidence.host
+    ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence)
+    report = run_checks(ctx, ids)
+    report.bundle = from_bundle
     print_table(report)
+    if recorder is not None:
+        recorder.save(folder)
+        write_json(report, str(folder / "report.json"))
+        console.print("bundle: %s (%d records); judge it anywhere with invoke validate --from %s"
+                      % (folder, len(recorder.entries), folder))
     if json_path:
         write_json(report, json_path)
     return report.exit_code

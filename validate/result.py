@@ -11,16 +11,18 @@ from enum import Enum
 
 
 class Status(str, Enum):
-    """Ordered from best to worst; ``worst()`` of several statuses is the one a combined result gets."""
+    """Ordered from best to worst; ``worst()`` of several statuses is the one a combined result gets. ERROR: the
+    checker itself failed (an exception, a missing module of this tree): the node was not judged, exit 2."""
 
     PASS = "PASS"
     SKIP = "SKIP"
     WARN = "WARN"
     FAIL = "FAIL"
+    ERROR = "ERROR"
 
     @staticmethod
     def worst(statuses) -> "Status":
-        order = [Status.PASS, Status.SKIP, Status.WARN, Status.FAIL]
+        order = [Status.PASS, Status.SKIP, Status.WARN, Status.FAIL, Status.ERROR]
         return max(statuses, key=order.index, default=Status.PASS)
 
 
@@ -28,7 +30,7 @@ class Status(str, Enum):
 class CheckResult:
     """One check's verdict.
 
-    ``id``: dotted check id (``gpu.inventory``); ``status``: PASS/WARN/FAIL/SKIP; ``measured``: what was found
+    ``id``: dotted check id (``gpu.inventory``); ``status``: PASS/WARN/FAIL/SKIP/ERROR; ``measured``: what was found
     (one line); ``expected``: what a fit node has; ``remedy``: what to do (empty on PASS); ``diagnosis``: a
     stable code for a known fault or None; ``details``: further lines (per-GPU, per-port findings).
     """

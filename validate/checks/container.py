@@ -16,8 +16,9 @@ import resource
 from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence
 from validate.parsers import versions
-from validate.parsers.container import classify_runtime_error, nv_libs
+from validate.parsers.container import classify_runtime_error, df_size, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -47,14 +48,25 @@ def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> Chec
     return passed(cid, "/dev/shm %s" % size, expected)
 
 
+def _statvfs_size(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_frsize * st.f_blocks
+
+
 @check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport")
 def shm(ctx: Context) -> CheckResult:
+    res = ctx.tool("df", "-h", "/dev/shm")
+    size = df_size(res.stdout) if res.ok else None
+    if size is None:
+        size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
     try:
-        st = os.statvfs("/dev/shm")
-        size = st.f_frsize * st.f_blocks
-    except OSError:
-        size = None
-    return judge_shm(size, len(snapshot(ctx).report.gpus) or 2, in_container())
+        local_ranks = len(snapshot(ctx).report.gpus) or 2
+    except MissingEvidence:  # a bundle without nvidia-smi: judged for the smallest shared node (2 ranks)
+        local_ranks = 2
+    return judge_shm(size, local_ranks, ctx.fact("in container", in_container))
 
 
 def judge_memlock(soft: int, rdma: bool) -> CheckResult:
@@ -71,8 +83,8 @@ def judge_memlock(soft: int, rdma: bool) -> CheckResult:
 
 @check("container.memlock", "locked-memory limit for RDMA")
 def memlock(ctx: Context) -> CheckResult:
-    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    return judge_memlock(soft, bool(hcas()))
+    soft, _hard = ctx.fact("RLIMIT_MEMLOCK", lambda: resource.getrlimit(resource.RLIMIT_MEMLOCK))
+    return judge_memlock(soft, bool(hcas(ctx)))
 
 
 def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckResult:
@@ -99,16 +111,25 @@ def docker_client():
     return docker.from_env(timeout=10)
 
 
+def _docker_info() -> dict:
+    """What ``judge_docker`` reads of ``docker info`` (only that: a bundle must not carry the engine's proxies,
+    registry settings or IDs)."""
+    try:
+        info = docker_client().info()
+        return {"info": {"ServerVersion": info.get("ServerVersion"), "DefaultRuntime": info.get("DefaultRuntime"),
+                         "Runtimes": {name: {} for name in info.get("Runtimes") or {}}}, "error": None}
+    except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
+        return {"info": None, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+
+
 @check("container.docker", "docker engine and its NVIDIA runtime")
 def docker_engine(ctx: Context) -> CheckResult:
-    if not os.path.exists("/var/run/docker.sock") and not os.environ.get("DOCKER_HOST") and \
-            ctx.tool("docker", "--version").missing:
+    socket = ctx.fact("docker socket or DOCKER_HOST", lambda: os.path.exists("/var/run/docker.sock")
+                      or bool(os.environ.get("DOCKER_HOST")))
+    if not socket and ctx.tool("docker", "--version").missing:
         return skipped("container.docker", "docker not installed (no CLI, no /var/run/docker.sock)")
-    try:
-        info, error = docker_client().info(), None
-    except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
-        info, error = None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
-    return judge_docker(info, error, no_gpu_reason(ctx) is None)
+    got = ctx.fact("docker info", _docker_info)
+    return judge_docker(got["info"], got["error"], no_gpu_reason(ctx) is None)
 
 
 def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | None) -> CheckResult:
@@ -137,23 +158,23 @@ def no_stack_image(ctx: Context) -> str | None:
     return stack_image(ctx)[1]
 
 
-def stack_image(ctx: Context):
-    """(image, None) for the stack's built image, or (None, why not) — names the command that builds it."""
+def stack_image(ctx: Context) -> tuple[str | None, str | None]:
+    """(image tag, None) for the stack's built image, or (None, why not) — names the command that builds it."""
 
     def find():
-        if ctx.stack is None:
-            return None, "no --stack given"
         from images.naming import image_ref
 
         ref = image_ref(ctx.stack)
         try:
-            return docker_client().images.get(ref), None
+            return [docker_client().images.get(ref).tags[0], None]
         except Exception as e:
             if type(e).__name__ == "ImageNotFound":
-                return None, "image %s not built: invoke build --stack %s" % (ref, ctx.stack.name)
-            return None, "docker engine not reachable (%s)" % type(e).__name__
+                return [None, "image %s not built: invoke build --stack %s" % (ref, ctx.stack.name)]
+            return [None, "docker engine not reachable (%s)" % type(e).__name__]
 
-    return ctx.memo("stack.image", find)
+    if ctx.stack is None:
+        return None, "no --stack given"
+    return tuple(ctx.fact("stack image %s" % ctx.stack.name, find))
 
 
 @check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
@@ -161,7 +182,7 @@ def stack_image(ctx: Context):
 def container_gpus(ctx: Context) -> CheckResult:
     image = stack_image(ctx)[0]
     tk = ctx.tool("nvidia-container-runtime", "--version")
-    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image.tags[0], "nvidia-smi", "-L",
+    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
                    timeout=60)
     return judge_container_gpus(res.output, res.ok, len(snapshot(ctx).report.gpus),
                                 versions.nvidia_container_runtime(tk.stdout) if tk.ok else None)
@@ -202,14 +223,114 @@ def singularity_nv(ctx: Context) -> CheckResult:
     from images.build import SIF_DIR
     from images.sif import sif_path
 
-    sif = str(sif_path(image.tags[0], SIF_DIR))
-    if not os.path.exists(sif):
+    sif = str(sif_path(image, SIF_DIR))
+    if not ctx.fact("exists %s" % sif, lambda: os.path.exists(sif)):
         return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity"
                        % (sif, ctx.stack.name))
     res = ctx.tool(tool, "exec", "--nv", sif, "sh", "-c", "ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH",
                    timeout=60)
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
-    host = any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
-               ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib"))
+    host = ctx.fact("host libcuda.so.1", lambda: any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
+                                                    ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib")))
     return judge_nv_libs(nv_libs(res.stdout), host)
+
+
+#: Printed by every probe rank: the limits a rank really gets (``ulimit`` in KiB, /dev/shm in 1K blocks, the
+#: cgroup v2 / v1 memory limit in bytes or "max").
+RANK_PROBE = ('echo "chexstack-limits host=$(hostname) memlock=$(ulimit -l) stack=$(ulimit -s) nofile=$(ulimit -n) '
+              'shm_kb=$(df -k /dev/shm 2>/dev/null | awk \'NR==2{print $2}\') cgroup_mem=$(cat '
+              '/sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null '
+              '|| echo unknown)"')
+
+
+def parse_rank_limits(text: str) -> list[dict[str, str]]:
+    """The ``chexstack-limits key=value …`` lines of the probe ranks, one dict per rank."""
+    out = []
+    for line in (text or "").splitlines():
+        if "chexstack-limits " in line:
+            out.append(dict(kv.split("=", 1) for kv in line.split("chexstack-limits ", 1)[1].split() if "=" in kv))
+    return out
+
+
+def _cgroup_text(value: str) -> str:
+    """cgroup memory limit in bytes -> ``12.0 GiB``; ``max`` and cgroup v1's "unlimited" (≥ 2^60) -> ``max``."""
+    if not value.isdigit():
+        return value
+    return "max" if int(value) >= 1 << 60 else "%.1f GiB" % (int(value) / (1 << 30))
+
+
+def judge_rank_limits(ranks: list[dict[str, str]], how: str, expected_ranks: int, rdma: bool,
+                      local_ranks: int) -> CheckResult:
+    """The limits measured inside ranks started ``how`` (mpirun as horovodrun --mpi does, or ``docker run`` with
+    invoke train --stack's flags) — not the validate process's, which a launcher (sshd's PAM limits, the docker
+    engine's defaults) may not pass on: memlock must be unlimited where RDMA is used, /dev/shm >= 1 GiB for
+    several local ranks; stack, open files and the cgroup memory limit are shown."""
+    cid = "container.rank_limits"
+    if len(ranks) < expected_ranks:
+        return failed(cid, "%d of %d probe ranks reported their limits (%s)" % (len(ranks), expected_ranks, how),
+                      "every rank reports", "run the probe by hand: %s" % how, "RANK_PROBE_FAILED")
+    fail, shown = [], []
+    for r in ranks:
+        host, memlock = r.get("host", "?"), r.get("memlock", "?")
+        shm_kb = int(r["shm_kb"]) if r.get("shm_kb", "").isdigit() else None
+        shown.append("%s: memlock %s, stack %s, nofile %s, /dev/shm %s, cgroup memory %s" % (
+            host, memlock if memlock == "unlimited" else memlock + " KiB", r.get("stack", "?") + (
+                "" if r.get("stack") == "unlimited" else " KiB"), r.get("nofile", "?"),
+            "%d MiB" % (shm_kb // 1024) if shm_kb is not None else "?", _cgroup_text(r.get("cgroup_mem", "?"))))
+        if rdma and memlock != "unlimited":
+            fail.append(("%s: memlock %s KiB in a rank with an RDMA device present" % (host, memlock),
+                         "MEMLOCK_LIMITED", "raise it where ranks start: '* - memlock unlimited' in "
+                         "/etc/security/limits.conf (ssh sessions through PAM), LimitMEMLOCK=infinity for "
+                         "slurmd/dockerd, docker run --ulimit memlock=-1"))
+        if local_ranks > 1 and (shm_kb is None or shm_kb * 1024 < SHM_FLOOR_BYTES):
+            fail.append(("%s: /dev/shm %s in a rank, %d local ranks" % (
+                host, "%d MiB" % (shm_kb // 1024) if shm_kb is not None else "unreadable", local_ranks),
+                "NCCL_SHM_TOO_SMALL", 'start the container with ipc_mode="host" or shm_size>=1g'))
+    expected = "in the ranks: memlock unlimited where RDMA is used, /dev/shm >= 1GiB for %d local ranks" % local_ranks
+    if fail:
+        return failed(cid, fail[0][0], expected, fail[0][2], fail[0][1], [f[0] for f in fail[1:]] + shown)
+    return passed(cid, "ranks started by %s: %s" % (how, "; ".join(shown)), expected)
+
+
+def rank_probe_argv(ctx: Context) -> tuple[list[str] | None, str, int]:
+    """(argv, how, ranks) starting the limits probe as the launcher starts ranks: ``docker run`` with invoke train
+    --stack's flags (``launch.container``) when the stack's image is built, ``srun`` inside a Slurm job (one task
+    per node), else mpirun (horovodrun --mpi's launcher; ssh to each of --hosts); (None, why, 0) when none can
+    run."""
+    from validate.checks.mpi import mpirun_argv
+
+    tag = stack_image(ctx)[0] if ctx.stack is not None else None
+    if tag:
+        from launch.container import ulimits
+
+        flags = ctx.fact("docker --ulimit flags of invoke train", ulimits)
+        return (["docker", "run", "--rm", "--network", "host", "--ipc=host", *flags, "--init", tag, "sh", "-c",
+                 RANK_PROBE], "docker run --ipc=host %s (invoke train --stack)" % " ".join(flags), 1)
+    job = ctx.fact("SLURM_JOB_ID", lambda: os.environ.get("SLURM_JOB_ID"))
+    if job and not ctx.tool("srun", "--version").missing:
+        nodes = ctx.fact("SLURM_JOB_NUM_NODES", lambda: os.environ.get("SLURM_JOB_NUM_NODES")) or "1"
+        return (["srun", "--ntasks-per-node=1", "sh", "-c", RANK_PROBE],
+                "srun (Slurm job %s, one task on each of its %s node(s))" % (job, nodes), int(nodes))
+    if ctx.tool("mpirun", "--version").missing:
+        return None, "mpirun not on PATH (and no --stack image): no launcher to start a probe rank", 0
+    n = max(1, len(ctx.hosts))
+    argv = mpirun_argv(ctx, n, ctx.hosts, 1)
+    return argv + ["sh", "-c", RANK_PROBE], "mpirun (as horovodrun --mpi)%s" % (
+        " on %s" % ",".join(ctx.hosts) if ctx.hosts else ""), n
+
+
+@check("container.rank_limits", "memlock, stack, open files, /dev/shm, cgroup memory as the ranks see them")
+def rank_limits(ctx: Context) -> CheckResult:
+    argv, how, n = rank_probe_argv(ctx)
+    if argv is None:
+        return skipped("container.rank_limits", how)
+    res = ctx.tool(*argv, timeout=60)
+    if not res.ok and not parse_rank_limits(res.stdout):
+        return failed("container.rank_limits", "the probe rank did not start: %s" % res.why_not(),
+                      "a rank started by %s" % how, "see mpi.launch", "RANK_PROBE_FAILED")
+    try:
+        local_ranks = len(snapshot(ctx).report.gpus) or 2
+    except MissingEvidence:
+        local_ranks = 2
+    return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks)

@@ -6,16 +6,18 @@ outputs of ../shared/fixtures; each ``@check`` function runs the tools and calls
 """
 from __future__ import annotations
 
-import glob
 import os
+import re
 from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence
 from validate.parsers import versions
 from validate.parsers.dcgm import Diag, parse_dcgmi_diag
 from validate.parsers.kernel import XidEvent, parse_dmesg
-from validate.parsers.nvidia_smi import Gpu, SmiReport, gpus_from_query, parse_query_csv, parse_table
+from validate.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, gpus_from_query,
+                                        parse_nvlink_status, parse_query_csv, parse_table, peers_from_query)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
@@ -44,25 +46,23 @@ class GpuSnapshot:
     display/3D controllers on the PCI bus, from sysfs), ``smi_missing``."""
 
     report: SmiReport = field(default_factory=SmiReport)
-    pci_gpus: list[str] = field(default_factory=list)
+    pci_gpus: list[str] | None = field(default_factory=list)
     smi_missing: bool = False
 
 
-def pci_nvidia_gpus(root: str = "/sys/bus/pci/devices") -> list[str]:
+def pci_nvidia_gpus(ctx: Context, root: str = "/sys/bus/pci/devices") -> list[str] | None:
     """PCI addresses of NVIDIA GPUs (vendor 0x10de, class 0x0300xx VGA or 0x0302xx 3D controller), from sysfs;
-    NVSwitches (class 0x0680) are not GPUs."""
-    found = []
-    for dev in sorted(glob.glob(os.path.join(root, "*"))):
-        try:
-            with open(os.path.join(dev, "vendor")) as f:
-                vendor = f.read().strip()
-            with open(os.path.join(dev, "class")) as f:
-                cls = f.read().strip()
-        except OSError:
-            continue
-        if vendor == "0x10de" and cls.startswith(("0x0300", "0x0302")):
-            found.append(os.path.basename(dev))
-    return found
+    NVSwitches (class 0x0680) are not GPUs. None when a bundle holds no PCI listing (not compared then)."""
+    try:
+        devices = ctx.glob(os.path.join(root, "*"))
+        found = []
+        for dev in devices:
+            vendor, cls = ctx.read(os.path.join(dev, "vendor")), ctx.read(os.path.join(dev, "class"))
+            if vendor and cls and vendor.strip() == "0x10de" and cls.strip().startswith(("0x0300", "0x0302")):
+                found.append(os.path.basename(dev))
+        return found
+    except MissingEvidence:
+        return None
 
 
 def snapshot(ctx: Context) -> GpuSnapshot:
@@ -70,15 +70,18 @@ def snapshot(ctx: Context) -> GpuSnapshot:
 
 
 def _snapshot(ctx: Context) -> GpuSnapshot:
-    snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus())
+    snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus(ctx))
     table = ctx.tool("nvidia-smi")
     if table.missing:
         snap.smi_missing = True
         return snap
     snap.report = parse_table(table.output)
-    query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
-    if not query.ok and "not a valid field" in query.output:
-        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
+    try:  # the query adds ECC / retired pages / remapped rows; a bundle without it leaves them unreported
+        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
+        if not query.ok and "not a valid field" in query.output:
+            query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
+    except MissingEvidence:
+        return snap
     if query.ok:
         rows, problems = parse_query_csv(query.stdout)
         if rows:
@@ -170,29 +173,40 @@ def judge_ecc(gpus: list[Gpu]) -> CheckResult:
     return passed(cid, "ECC on, no uncorrectable errors or pending retirements on %d GPU(s)" % len(gpus), expected)
 
 
-def _rules():
-    """``envs.rules`` (CUDA ↔ driver tables with their sources), or None while it is not part of this tree."""
-    try:
-        from envs import rules
-    except ImportError:
-        return None
-    return rules
+#: Data-center GPU names, for the NGC release notes' driver exceptions ("Tesla (for example T4 or any other
+#: Tesla board)"; later parts are named without "Tesla").
+DATACENTER_GPU = re.compile(r"^(Tesla |NVIDIA (A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|L40|L4|B100|B200)"
+                            r"\b)")
 
 
-def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str) -> CheckResult:
+def datacenter_gpus(names: list[str]) -> bool | None:
+    """True when every GPU is a data-center part, False when one is not, None when no name is known."""
+    names = [n for n in names if n]
+    return all(DATACENTER_GPU.match(n) for n in names) if names else None
+
+
+def ngc_release(image: str | None) -> str | None:
+    """``nvcr.io/nvidia/tensorflow:19.06-py3`` -> ``19.06``; None for other images."""
+    m = re.match(r"^nvcr\.io/nvidia/[\w-]+:(\d\d\.\d\d)\b", image or "")
+    return m.group(1) if m else None
+
+
+def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str, ngc: str | None = None,
+                 datacenter: bool | None = None) -> CheckResult:
     """Can this driver run CUDA ``cuda`` (``what``: where that CUDA comes from, e.g. "stack ngc", "nvcc")?
 
     PASS natively, WARN through CUDA ≥ 11 minor-version compatibility (../shared/cases/08), FAIL below the floor
-    with both numbers (../shared/cases/06). ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's
-    maximum), shown as such; the rules are ``envs.rules.check_driver``.
+    with both numbers (../shared/cases/06). ``ngc``: the NGC release the CUDA comes from, whose release notes let
+    data-center GPUs (``datacenter``) run it on older driver branches (19.06: R384 ≥ 384.111 or R410).
+    ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's maximum), shown as such; the rules are
+    ``envs.rules.check_driver``.
     """
+    from envs import rules  # part of this tree: an ImportError is a checker bug (ERROR), never a SKIP
+
     cid = "gpu.driver_cuda"
-    rules = _rules()
     measured_driver = "driver %s (max CUDA %s per nvidia-smi)" % (driver, driver_max_cuda or "?")
-    if rules is None:
-        return skipped(cid, "%s; no CUDA/driver rules (envs.rules) in this tree" % measured_driver)
     try:
-        verdict = rules.check_driver(driver, cuda)
+        verdict = rules.check_driver(driver, cuda, ngc, datacenter)
     except ChexstackError as e:
         return warned(cid, measured_driver, "CUDA %s (%s)" % (cuda, what), "no rule to judge it: %s" % e)
     message, _, ways = verdict.message.partition("; ")
@@ -210,11 +224,8 @@ def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
     if nvcc.ok and versions.nvcc(nvcc.stdout):
         return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
-        try:
-            with open(path) as f:
-                v = versions.cuda_version_file(f.read())
-        except OSError:
-            continue
+        text = ctx.read(path)
+        v = versions.cuda_version_file(text) if text else None
         if v:
             return v, "toolkit on this node (%s)" % path
     return None, ""
@@ -243,15 +254,18 @@ def driver_cuda(ctx: Context) -> CheckResult:
     report = snapshot(ctx).report
     if not report.driver_version:
         return skipped(cid, "driver version unknown (see gpu.inventory)")
+    ngc = None
     if ctx.stack is not None:
         cuda, what = ctx.stack.version("cuda"), "stack %s" % ctx.stack.name
         if cuda is None:
             return skipped(cid, "stack %s has no CUDA" % ctx.stack.name)
+        ngc = ngc_release(ctx.stack.base.image)
     else:
         cuda, what = _local_toolkit(ctx)
         if cuda is None:
             return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)")
-    return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what)
+    return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what, ngc,
+                        datacenter_gpus([g.name for g in report.gpus]))
 
 
 def judge_xid(events: list[XidEvent]) -> CheckResult:
@@ -310,3 +324,124 @@ def dcgm(ctx: Context) -> CheckResult:
         return failed("gpu.dcgm", res.why_not(), "dcgmi diag -r 1 within 120 s", "check nv-hostengine")
     return judge_dcgm(parse_dcgmi_diag(res.output))
 
+
+
+#: Properties whose outlier slows every collective of the node (FAIL); the others are configuration (WARN).
+PEER_HARDWARE = ("PCIe generation", "PCIe width", "NVLinks")
+
+
+def _peer_text(name: str, value: int) -> str:
+    if name == "ECC":
+        return "on" if value else "off"
+    unit = dict((p[0], p[1]) for p in PEER_PROPERTIES).get(name, "")
+    return "%s%d" % (unit, value) if unit in ("Gen", "x") else "%d%s" % (value, unit)
+
+
+def judge_peers(props: dict[str, dict[str, int | None]], nvlinks: dict[str, int] | None = None) -> CheckResult:
+    """The GPUs of one node compared with each other (``{"GPU i (bus id)": {property: value}}``, properties of
+    ``parsers.nvidia_smi.PEER_PROPERTIES``, plus ``nvlinks``: active NVLinks per GPU). A GPU below its peers is
+    named with its value and theirs: FAIL for PCIe generation/width and NVLink count (a slot, riser or link fault
+    slows every collective), WARN for clocks and ECC (configuration)."""
+    cid = "gpu.peers"
+    if len(props) < 2:
+        return skipped(cid, "%d GPU on this node: no peer to compare" % len(props))
+    columns = [p[0] for p in PEER_PROPERTIES] + (["NVLinks"] if nvlinks else [])
+    values = {g: dict(v, NVLinks=(nvlinks or {}).get(g)) for g, v in props.items()}
+    fail, warn, alike, unknown = [], [], [], []
+    for name in columns:
+        known = {g: v[name] for g, v in values.items() if v.get(name) is not None}
+        if len(known) < 2:
+            unknown.append(name)
+            continue
+        best = max(known.values())
+        peers = sum(1 for v in known.values() if v == best)
+        low = ["%s: %s %s (its %d peer(s): %s)" % (g, name, _peer_text(name, v), peers, _peer_text(name, best))
+               for g, v in known.items() if v < best]
+        (fail if name in PEER_HARDWARE else warn).extend(low)
+        if not low:
+            alike.append("%s %s" % (name, _peer_text(name, best)))
+    expected = "every GPU like its peers: %s" % ", ".join(columns)
+    details = ["not reported: %s" % ", ".join(unknown)] if unknown else []
+    if fail:
+        return failed(cid, fail[0], expected, "reseat the GPU / check its riser and slot (nvidia-smi -q: GPU Link Info)"
+                      " and its NVLinks (nvidia-smi nvlink --status, Xid 74); drain the node until it matches",
+                      "GPU_PEER_OUTLIER", fail[1:] + warn + details)
+    if warn:
+        return warned(cid, warn[0], expected, "set the same clocks and ECC mode on every GPU (nvidia-smi -rgc, "
+                      "nvidia-smi -e 1 and reboot)", "GPU_PEER_OUTLIER", warn[1:] + details)
+    return passed(cid, "%d GPUs alike: %s" % (len(props), ", ".join(alike) or "nothing reported"), expected,
+                  details)
+
+
+@check("gpu.peers", "GPUs of this node alike: PCIe generation and width, clocks, NVLink count, ECC",
+       requires=(no_gpu_reason,))
+def peers(ctx: Context) -> CheckResult:
+    res = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(PEER_QUERY), "--format=csv")
+    if not res.ok:
+        return skipped("gpu.peers", res.why_not())
+    props = peers_from_query(parse_query_csv(res.stdout)[0])
+    try:
+        links = ctx.tool("nvidia-smi", "nvlink", "--status")
+    except MissingEvidence:
+        links = None
+    nvlinks = None
+    if links is not None and links.ok:
+        active = {i: sum(1 for speed in ls.values() if speed is not None)
+                  for i, ls in parse_nvlink_status(links.stdout).items()}
+        nvlinks = {g: active[int(g.split()[1])] for g in props if g.split()[1].isdigit()
+                   and int(g.split()[1]) in active} or None
+    return judge_peers(props, nvlinks)
+
+
+def _same_version(a: str, b: str) -> bool:
+    """``590.48`` (NVML's short form) and ``590.48.01`` are the same driver; ``565.57.01`` and ``570.124`` not."""
+    x, y = a.split("."), b.split(".")
+    n = min(len(x), len(y))
+    return x[:n] == y[:n]
+
+
+def judge_driver_module(module: str | None, library: str | None, library_from: str, pci_gpus: int) -> CheckResult:
+    """The loaded kernel module (``/proc/driver/nvidia/version``) against the user-space driver library
+    (``library_from``: NVML's own version in nvidia-smi's mismatch message, or the ``libnvidia-ml.so`` file).
+    They differ after a driver upgrade without a reboot: NVML then fails (fixture 57)."""
+    cid = "gpu.driver_module"
+    if module is None:
+        if pci_gpus:
+            return failed(cid, "no /proc/driver/nvidia/version: the nvidia kernel module is not loaded (%d NVIDIA "
+                          "GPU(s) on the PCI bus)" % pci_gpus, "the nvidia kernel module loaded",
+                          REMEDY["NVIDIA_DRIVER_NOT_LOADED"], "NVIDIA_DRIVER_NOT_LOADED")
+        return skipped(cid, "no nvidia kernel module loaded (no /proc/driver/nvidia/version)")
+    expected = "kernel module = user-space library version"
+    if library is None:
+        return skipped(cid, "kernel module %s; the user-space library's version was not found (%s)"
+                       % (module, library_from), expected)
+    if not _same_version(module, library):
+        return failed(cid, "kernel module %s, user-space library %s (%s)" % (module, library, library_from), expected,
+                      REMEDY["NVML_DRIVER_LIBRARY_MISMATCH"], "NVML_DRIVER_LIBRARY_MISMATCH")
+    return passed(cid, "kernel module %s, user-space library %s (%s)" % (module, library, library_from), expected)
+
+
+def _user_space_library(ctx: Context) -> tuple[str | None, str]:
+    """The NVIDIA user-space driver's version: from nvidia-smi's "NVML library version" (printed on a mismatch),
+    else the resolved ``libnvidia-ml.so.1`` of ``ldconfig -p``."""
+    for line in (snapshot(ctx).report.error.detail if snapshot(ctx).report.error else []):
+        m = re.search(r"NVML library version:? (\d+\.\d+(?:\.\d+)?)", line)
+        if m:
+            return m.group(1), "nvidia-smi: NVML library version"
+    ld = ctx.tool("ldconfig", "-p")
+    for line in ld.stdout.splitlines() if ld.ok else []:
+        if "libnvidia-ml.so.1" in line and "=>" in line:
+            path = line.split("=>")[-1].strip()
+            real = ctx.fact("realpath %s" % path, lambda: os.path.realpath(path))
+            version = versions.library_file([real], "libnvidia-ml")
+            if version:
+                return version, real
+    return None, "no NVML library version in nvidia-smi's output, no libnvidia-ml.so.1 in ldconfig -p"
+
+
+@check("gpu.driver_module", "NVIDIA kernel module vs user-space driver library (/proc/driver/nvidia/version)",
+       requires=(no_gpu_reason,))
+def driver_module(ctx: Context) -> CheckResult:
+    module = versions.nvidia_kernel_module(ctx.read("/proc/driver/nvidia/version") or "")
+    library, where = _user_space_library(ctx) if module else (None, "")
+    return judge_driver_module(module, library, where, len(snapshot(ctx).pci_gpus or []))

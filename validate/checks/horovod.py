@@ -56,16 +56,13 @@ def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: 
 def required_for(ctx: Context) -> list[tuple[str, str]]:
     """The stack's requirement (from its Horovod build flags, ``images.horovod``), else the project default."""
     if ctx.stack is not None:
-        try:
-            from images.horovod import required_components
-        except ImportError:
-            required_components = None
-        if required_components is not None:
-            req = required_components(ctx.stack.build.horovod_env)
-            if ctx.stack.gpu and ("tensor_op", "NCCL") not in req:
-                req.append(("tensor_op", "NCCL"))
-            if req:
-                return req
+        from images.horovod import required_components  # part of this tree: ImportError is ERROR, not a SKIP
+
+        req = required_components(ctx.stack.build.horovod_env)
+        if ctx.stack.gpu and ("tensor_op", "NCCL") not in req:
+            req.append(("tensor_op", "NCCL"))
+        if req:
+            return req
     return parse_requirements(horovod_gate.DEFAULT_REQUIRE)
 
 
@@ -76,7 +73,7 @@ def env_probe(ctx: Context) -> dict:
         except Exception as e:  # TimeoutExpired, bad JSON: reported, never raised
             return {"error": "%s: %s" % (type(e).__name__, e)}
 
-    return ctx.memo("horovod.env.probe", go)
+    return ctx.fact("horovod import probe", go)
 
 
 @check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for")
@@ -95,16 +92,13 @@ def env(ctx: Context) -> CheckResult:
 @check("horovod.image", "Horovod inside the stack's image (era-aware)", requires=(no_stack_image,))
 def image(ctx: Context) -> CheckResult:
     cid = "horovod.image"
-    img = stack_image(ctx)[0]
-    try:
-        from images.verify import MISMATCH, compare, probe_image
-    except ImportError:
-        return skipped(cid, "images.verify is not part of this tree")
+    tag = stack_image(ctx)[0]
+    from images.verify import MISMATCH, compare, probe_image  # part of this tree: ImportError is ERROR
     from validate.checks.container import docker_client
 
-    probe = ctx.memo("horovod.image.probe", lambda: probe_image(docker_client(), img.tags[0]))
+    probe = ctx.fact("horovod probe in %s" % tag, lambda: probe_image(docker_client(), tag))
     if "error" in probe:
-        return failed(cid, "probe in %s failed: %s" % (img.tags[0], probe["error"]), "the in-image probe runs",
+        return failed(cid, "probe in %s failed: %s" % (tag, probe["error"]), "the in-image probe runs",
                       "invoke build --stack %s (rebuild)" % ctx.stack.name)
     rows = [r for r in compare(ctx.stack, probe).rows if r.row.startswith("horovod ")]
     bad = [r for r in rows if r.verdict == MISMATCH]
@@ -113,10 +107,10 @@ def image(ctx: Context) -> CheckResult:
         found = bad[0].found
         if bad[0].row == "horovod built for TF":
             found = "horovod built for tensorflow %s, runtime %s" % (bad[0].found, bad[0].expected.lstrip("= "))
-        return failed(cid, "%s: %s" % (img.tags[0], found), bad[0].expected,
+        return failed(cid, "%s: %s" % (tag, found), bad[0].expected,
                       "rebuild: invoke build --stack %s" % ctx.stack.name, "HOROVOD_BUILD_INCOMPLETE"
                       if bad[0].row == "horovod build" else "HOROVOD_TF_MISMATCH")
-    return passed(cid, "%s: %s" % (img.tags[0], summary), "the stack's Horovod build")
+    return passed(cid, "%s: %s" % (tag, summary), "the stack's Horovod build")
 
 
 def judge_controller(interfaces: list[str], gloo: bool, mpi: bool) -> CheckResult:
@@ -146,4 +140,5 @@ def controller(ctx: Context) -> CheckResult:
     if "error" in probe:
         return skipped(cid, "Horovod not importable here (see horovod.env)")
     built = probe.get("built") or {}
-    return judge_controller(local_interfaces(), bool(built.get("gloo_built")), bool(built.get("mpi_built", True)))
+    return judge_controller(ctx.fact("network interfaces", local_interfaces), bool(built.get("gloo_built")),
+                            bool(built.get("mpi_built", True)))

@@ -10,7 +10,6 @@ fixture 25). Down + LinkUp + LID 65535 means the cable is fine but no subnet man
 """
 from __future__ import annotations
 
-import glob
 import os
 import socket
 import subprocess
@@ -21,8 +20,15 @@ from validate.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_wri
                                          parse_ibv_devinfo, parse_sysfs)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
-#: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR).
+#: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR) — the floor under every comparison.
 EXPECTED_RATE_GBPS = 100.0
+#: InfiniBand generations by 4X port rate in Gb/s (InfiniBand Trade Association roadmap).
+GENERATIONS = {40.0: "QDR", 56.0: "FDR", 100.0: "EDR", 200.0: "HDR", 400.0: "NDR", 800.0: "XDR"}
+#: The 4X rate each ConnectX physical function links at (``CA type`` = PCI device ID, vendor 15b3, PCI ID
+#: repository): ConnectX-4/-5 EDR, ConnectX-6 HDR, ConnectX-7 NDR. Virtual functions (MT4124, MT4126, …) and
+#: Ethernet-only parts are left out: their rate is the peers' to judge.
+HCA_RATE = {"MT4115": ("ConnectX-4", 100.0), "MT4119": ("ConnectX-5", 100.0), "MT4121": ("ConnectX-5 Ex", 100.0),
+            "MT4123": ("ConnectX-6", 200.0), "MT4129": ("ConnectX-7", 400.0)}
 #: ib_write_bw must reach this share of the port's line rate (fixture 64: 98.01 Gb/s on a 100G port passes;
 #: Azure's NHC asks 78 Gb/s non-GDR on EDR, conf/nd40rs_v2.conf, so 90 % is the stricter of the two).
 WRITE_BW_SHARE = 0.9
@@ -43,7 +49,37 @@ def _down_hint(p: IbPort) -> str:
     return "%s: State %s, Physical state %s" % (p.name, p.state or "?", p.phys_state or "?")
 
 
+def rate_name(gbps: float) -> str:
+    return "%g Gb/s%s" % (gbps, " (%s)" % GENERATIONS[gbps] if gbps in GENERATIONS else "")
+
+
+def rate_findings(rails: list[IbPort], floor: float) -> tuple[list[str], list[str]]:
+    """(fail, warn) findings comparing like with like: an up rail slower than its peers (the node's fastest up
+    rail: a degraded link) or below the ``floor``: FAIL; every rail of an HCA model slower than that model's
+    generation (ConnectX-7 ports at HDR 200): WARN. Each names the port, its value and its peers' value."""
+    up = [p for p in rails if p.up and p.rate_gbps is not None]
+    if not up:
+        return [], []
+    peer = max(p.rate_gbps for p in up)
+    fail, warn = [], []
+    for p in up:
+        peers = [q for q in up if q is not p and q.rate_gbps == peer]
+        if p.rate_gbps < peer:
+            fail.append("%s at %s while its %d peer(s) run %s (degraded link: check the cable, the switch port and "
+                        "ibstat's Rate)" % (p.name, rate_name(p.rate_gbps), len(peers), rate_name(peer)))
+        elif p.rate_gbps < floor:
+            fail.append("%s: %g Gb/s < %g Gb/s" % (p.name, p.rate_gbps, floor))
+    for ca_type, (model, gen_rate) in HCA_RATE.items():
+        slow = [p for p in up if p.ca_type == ca_type and p.rate_gbps == peer < gen_rate]
+        if slow:
+            warn.append("%d %s (%s) port(s) at %s; that HCA links at %s" % (len(slow), model, ca_type,
+                                                                            rate_name(peer), rate_name(gen_rate)))
+    return fail, warn
+
+
 def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, source: str = "ibstat") -> CheckResult:
+    """Every IB rail up; rates compared like with like (``rate_findings``: against the node's other rails and
+    the HCA's generation, never only a fixed floor); every finding listed (the measured line has the first)."""
     cid = "ib.ports"
     rails = [p for p in report.ports if p.link_layer != "Ethernet"]
     eth = [p for p in report.ports if p.link_layer == "Ethernet"]
@@ -62,11 +98,11 @@ def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, sou
     for hca, ports in by_hca.items():
         up = [p for p in ports if p.up]
         for p in ports:
-            if p.up:
-                if p.rate_gbps is not None and p.rate_gbps < expected_rate:
-                    fail.append("%s: %g Gb/s < %g Gb/s" % (p.name, p.rate_gbps, expected_rate))
-            else:
+            if not p.up:
                 (warn if up else fail).append(_down_hint(p))
+    rate_fail, rate_warn = rate_findings(rails, expected_rate)
+    fail += rate_fail
+    warn += rate_warn
     for hca in report.missing_hcas:
         fail.append("%s: %s could not read it (device vanished / driver problem)" % (hca, source))
     rates = sorted({p.rate_gbps for p in rails if p.up and p.rate_gbps is not None})
@@ -75,13 +111,23 @@ def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, sou
                                                    if rates else " (rate not reported by %s)" % source)
     if eth:
         measured += "; %d Ethernet port(s) not counted" % len(eth)
-    expected = "every HCA's IB ports Active + LinkUp, rate >= %g Gb/s (EDR)" % expected_rate
+    expected = ("every HCA's IB ports Active + LinkUp, each at its peers' rate and its HCA's generation (EDR 100, "
+                "HDR 200, NDR 400 Gb/s per port), >= %g Gb/s (EDR)" % expected_rate)
     if fail:
-        diagnosis = "IB_NO_SM" if any("subnet manager" in f for f in fail) else "IB_PORT_DOWN"
-        remedy = ("start/check the subnet manager (opensm/UFM) for that port" if diagnosis == "IB_NO_SM"
-                  else "check cable, switch port and HCA (ibstat, dmesg mlx5_core); expected HCAs must be up")
+        if any("subnet manager" in f for f in fail):
+            diagnosis, remedy = "IB_NO_SM", "start/check the subnet manager (opensm/UFM) for that port"
+        elif fail == rate_fail:
+            diagnosis, remedy = "IB_RATE_DEGRADED", ("reseat or replace the cable, check the switch port's speed "
+                                                     "(ibportstate), then ibstat: the port must match its peers")
+        else:
+            diagnosis, remedy = "IB_PORT_DOWN", ("check cable, switch port and HCA (ibstat, dmesg mlx5_core); "
+                                                 "expected HCAs must be up")
         return failed(cid, "%s; %s" % (measured, fail[0]), expected, remedy, diagnosis, fail[1:] + warn + details)
     if warn:
+        if warn == rate_warn:
+            return warned(cid, "%s; %s" % (measured, warn[0]), expected, "check the cables and switch ports: an "
+                          "HDR100/EDR cable or switch caps the link below the HCA's generation", "IB_RATE_BELOW_HCA",
+                          warn[1:] + details)
         return warned(cid, "%s; %s" % (measured, warn[0]), expected,
                       "cable the port or ignore it if it is not a rail", "IB_PORT_DOWN", warn[1:] + details)
     eth_down = [p.name for p in eth if not p.up]
@@ -94,24 +140,23 @@ def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, sou
     return passed(cid, measured, expected, details)
 
 
-def read_sysfs_ports(root: str = SYSFS) -> str:
+def read_sysfs_ports(ctx: Context, root: str = SYSFS) -> str:
     """The text of ``grep "" <root>/*/ports/*/{state,rate,phys_state,link_layer,lid,sm_lid}`` (for
-    ``parse_sysfs``), read directly."""
+    ``parse_sysfs``), read through ``ctx``."""
     lines = []
-    for path in sorted(glob.glob(os.path.join(root, "*", "ports", "*", "*"))):
+    for path in ctx.glob(os.path.join(root, "*", "ports", "*", "*")):
         if os.path.basename(path) in ("state", "rate", "phys_state", "link_layer", "lid", "sm_lid"):
-            try:
-                with open(path) as f:
-                    value = f.read().strip()
-            except OSError:
+            value = ctx.read(path)
+            if value is None:
                 continue
             rel = os.path.relpath(path, root)
-            lines.append("/sys/class/infiniband/%s:%s" % (rel, value))
+            lines.append("/sys/class/infiniband/%s:%s" % (rel, value.strip()))
     return "\n".join(lines)
 
 
-def hcas(root: str = SYSFS) -> list[str]:
-    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+def hcas(ctx: Context, root: str = SYSFS) -> list[str]:
+    """RDMA devices (HCAs) in sysfs."""
+    return [os.path.basename(p) for p in ctx.glob(os.path.join(root, "*"))]
 
 
 def ports_report(ctx: Context) -> tuple[IbReport, str]:
@@ -126,7 +171,7 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
             report = parse(res.output)
             if report.ports or report.missing_hcas:
                 return report, argv[0]
-        return parse_sysfs(read_sysfs_ports()), "sysfs"
+        return parse_sysfs(read_sysfs_ports(ctx)), "sysfs"
 
     return ctx.memo("ib.ports", read)
 
@@ -134,8 +179,8 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
 @check("ib.devices", "RDMA devices visible to this process (/dev/infiniband)")
 def devices(ctx: Context) -> CheckResult:
     cid = "ib.devices"
-    found = hcas()
-    uverbs = sorted(glob.glob("/dev/infiniband/uverbs*"))
+    found = hcas(ctx)
+    uverbs = ctx.glob("/dev/infiniband/uverbs*")
     if not found:
         if len(ctx.hosts) > 1:
             return warned(cid, "no RDMA device (%s is empty)" % SYSFS, "an IB/RoCE HCA for a multi-node run",
@@ -152,24 +197,22 @@ def devices(ctx: Context) -> CheckResult:
 
 @check("ib.ports", "IB port state Active + LinkUp, rate, link layer")
 def ports(ctx: Context) -> CheckResult:
-    if not hcas() and not ctx.tool("ibstat").ok:
+    if not ctx.tool("ibstat").ok and not hcas(ctx):
         return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS)
     report, source = ports_report(ctx)
     return judge_ports(report, source=source)
 
 
-def ipoib_interfaces(root: str = "/sys/class/net") -> dict[str, str]:
+def ipoib_interfaces(ctx: Context, root: str = "/sys/class/net") -> dict[str, str]:
     """``{name: operstate}`` of IPoIB interfaces (``type`` 32 = ARPHRD_INFINIBAND)."""
     out = {}
-    for dev in sorted(glob.glob(os.path.join(root, "*"))):
-        try:
-            with open(os.path.join(dev, "type")) as f:
-                if f.read().strip() != "32":
-                    continue
-            with open(os.path.join(dev, "operstate")) as f:
-                out[os.path.basename(dev)] = f.read().strip()
-        except OSError:
+    for dev in ctx.glob(os.path.join(root, "*")):
+        kind = ctx.read(os.path.join(dev, "type"))
+        if kind is None or kind.strip() != "32":
             continue
+        state = ctx.read(os.path.join(dev, "operstate"))
+        if state is not None:
+            out[os.path.basename(dev)] = state.strip()
     return out
 
 
@@ -178,7 +221,7 @@ def ipoib(ctx: Context) -> CheckResult:
     """Optional: NCCL moves data over verbs, IPoIB only helps bootstrap/OOB; fabrics without IPoIB are normal
     (imbue-ai/cluster-health#4)."""
     cid = "ib.ipoib"
-    ifaces = ipoib_interfaces()
+    ifaces = ipoib_interfaces(ctx)
     if not ifaces:
         return skipped(cid, "no IPoIB interface (optional: NCCL uses verbs, not IPoIB)")
     down = ["%s %s" % kv for kv in ifaces.items() if kv[1] != "up"]
@@ -212,7 +255,7 @@ def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
 @check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)")
 def write_bw(ctx: Context) -> CheckResult:
     cid = "ib.write_bw"
-    me = {socket.gethostname(), socket.getfqdn(), "localhost"}
+    me = set(ctx.fact("hostnames", lambda: [socket.gethostname(), socket.getfqdn(), "localhost"]))
     peers = [h for h in ctx.hosts if h.split(":")[0] not in me]
     if not peers:
         return skipped(cid, "needs a second host: pass --hosts this,other")
@@ -222,7 +265,7 @@ def write_bw(ctx: Context) -> CheckResult:
         return skipped(cid, "no RDMA port up on this node (see ib.ports)")
     peer, dev = peers[0].split(":")[0], up[0].hca
     args = ["ib_write_bw", "-d", dev, "--report_gbits", "-s", "65536", "-D", "5", "-q", "4"]
-    server = ctx.memo("ib.write_bw.server", lambda: _start_server(peer, args))
+    server = ctx.fact("ib.write_bw.server %s" % peer, lambda: _start_server(peer, args))
     if server is not None:
         return skipped(cid, server)
     client = ctx.tool(*(args + [peer]), timeout=40)

@@ -13,8 +13,9 @@ from pathlib import Path
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
 from validate.checks.runner import ToolRun, run
+from validate.evidence import MissingEvidence
 from validate.parsers import versions
-from validate.parsers.mpi import launch_failure, parse_mpi_test, world_problems
+from validate.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"
@@ -50,8 +51,11 @@ def mpi_version(ctx: Context) -> CheckResult:
     impl, version = versions.mpirun(res.output)
     cuda = None
     if impl == "Open MPI":
-        info = ctx.tool("ompi_info", "--parsable", "--all")
-        cuda = versions.ompi_info(info.stdout)["cuda_support"] if info.ok else None
+        try:
+            info = ctx.tool("ompi_info", "--parsable", "--all")
+            cuda = versions.ompi_info(info.stdout)["cuda_support"] if info.ok else None
+        except MissingEvidence:  # a bundle without it: CUDA-awareness not shown (never inferred)
+            cuda = None
     return judge_mpi_version(impl, version, cuda, bool(ctx.stack and ctx.stack.gpu))
 
 
@@ -60,7 +64,7 @@ def mpirun_argv(ctx: Context, np: int, hosts: list[str], per_host: int, env_name
     on one node, where slots default to cores) and ``-x NAME`` for each environment variable to forward."""
     impl, _ = _impl(ctx)
     argv = ["mpirun"]
-    if impl == "Open MPI" and os.geteuid() == 0:
+    if impl == "Open MPI" and ctx.fact("euid", os.geteuid) == 0:
         argv.append("--allow-run-as-root")
     if hosts:
         argv += ["-H", ",".join("%s:%d" % (h.split(":")[0], per_host) for h in hosts)]
@@ -96,7 +100,7 @@ def mpi_test_program(ctx: Context) -> tuple[str | None, str]:
         os.replace(tmp, exe)
         return str(exe), ""
 
-    return ctx.memo("mpi.test_program", build)
+    return tuple(ctx.fact("mpi.test_program", build))
 
 
 def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = "") -> CheckResult:
@@ -120,18 +124,35 @@ def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = ""
                   "%d ranks in one MPI_COMM_WORLD" % np)
 
 
+#: The fix for each cause of a refused launch (``parsers.mpi.launch_cause``); ``%(hosts)s``, ``%(command)s``.
+LAUNCH_REMEDY = {
+    "MPI_RUN_AS_ROOT": "add --allow-run-as-root (or set OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1), "
+                       "or run as a normal user (Open MPI FAQ: running as root)",
+    "MPI_HOST_UNREACHABLE": "every host must resolve and accept ssh from this node without a password: `ssh HOST "
+                            "true` for each of %(hosts)s, then `%(command)s`",
+    "MPI_PMI_MISMATCH": "start the ranks with mpirun, or with srun --mpi=pmix (srun --mpi=list shows what Slurm "
+                        "offers) and an Open MPI built against the same PMIx (ompi_info | grep -i pmix) — Open MPI "
+                        "FAQ: running jobs under Slurm",
+    "MPI_NOT_ENOUGH_SLOTS": "give the hosts' slots (-H host:N) or --oversubscribe",
+    "MPI_EXECUTABLE_MISSING": "install the program at the same path on every host (or a shared file system)",
+    "MPI_RANK_FAILED": "the launch worked: read the failing rank's output (`%(command)s`)",
+    "MPI_HANG": "an mpirun that neither starts nor fails waits on a host: ssh asking for a password or a host key "
+                "(`ssh -o BatchMode=yes HOST true` for each of %(hosts)s), or a firewall between the hosts on Open "
+                "MPI's TCP ports (pin the interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>)",
+}
+
+
 def judge_launch_failure(res: ToolRun, np: int, hosts: list[str]) -> CheckResult:
     """A failed ``mpirun``: the line that says why (``parsers.mpi.launch_failure``: ssh's error, not Open MPI's
-    banner), and a remedy that fits it (ssh to each host for ssh errors)."""
+    banner), its cause (``parsers.mpi.launch_cause``: root, unreachable host, PMI/PMIx, slots, executable, a
+    failed rank) and the fix for that cause."""
     cid, command = "mpi.launch", " ".join(res.argv)
     why = (launch_failure(res.stderr) or launch_failure(res.output)) if not (res.timed_out or res.missing) else ""
     measured = "mpirun exited %s: %s" % (res.rc, why) if why else res.why_not()
-    if "ssh:" in why or "Host key verification failed" in why or "Permission denied" in why:
-        remedy = ("every host must resolve and accept ssh from this node without a password: `ssh HOST true` for "
-                  "each of %s, then `%s`" % (",".join(h.split(":")[0] for h in hosts) or "the hosts", command))
-    else:
-        remedy = "run `%s` by hand" % command
-    return failed(cid, measured, "%d ranks" % np, remedy, "MPI_LAUNCH_FAILED")
+    cause = launch_cause(res.output) if why else ("MPI_HANG" if res.timed_out else "MPI_LAUNCH_FAILED")
+    remedy = LAUNCH_REMEDY.get(cause, "run `%(command)s` by hand") % {
+        "hosts": ",".join(h.split(":")[0] for h in hosts) or "the hosts", "command": command}
+    return failed(cid, measured, "%d ranks" % np, remedy, cause)
 
 
 @check("mpi.launch", "a real mpirun of N ranks (MPI_Init + allreduce)")
@@ -143,7 +164,7 @@ def launch(ctx: Context) -> CheckResult:
     np = per_host * max(1, len(ctx.hosts))
     exe, why = mpi_test_program(ctx)
     argv = mpirun_argv(ctx, np, ctx.hosts, per_host) + ([exe] if exe else ["hostname"])
-    res = run(argv, timeout=90)
+    res = ctx.tool(*argv, timeout=90)
     if not res.ok:
         return judge_launch_failure(res, np, ctx.hosts)
     return judge_launch(res.stdout, np, ctx.hosts, why)

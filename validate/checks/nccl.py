@@ -25,13 +25,17 @@ from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
-from validate.checks.runner import ToolRun, run
+from validate.checks.runner import ToolRun
 from validate.parsers import versions
 from validate.parsers.infiniband import IbPort
+from validate.evidence import MissingEvidence
 from validate.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
+from validate.parsers.pcie import parse_p2p
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 MULTI_NODE_SHARE = 0.8
+#: Seconds the all_reduce_perf run may take; no result row by then is a hang (1 GiB × 25 iterations takes seconds).
+ALLREDUCE_TIMEOUT_S = 180
 #: Interfaces NCCL should not use for its socket transport: tunnels, container bridges, veths, loopback.
 VIRTUAL_IFACES = ("lo", "tunl", "docker", "cali", "flannel", "veth", "virbr", "cni", "weave", "vxlan")
 SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
@@ -107,13 +111,17 @@ def judge_busbw(result: PerfResult, floor: Floor | None, expected_ranks: int | N
     return passed(cid, measured, expected, details)
 
 
-def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_node: bool = False) -> CheckResult:
-    """Which transport NCCL picked, given the host's RDMA ports.
+def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_node: bool = False,
+                    results: bool = False, hung: bool = False) -> CheckResult:
+    """Which transport NCCL picked, given the host's RDMA ports — judged by what the log proves.
 
     Socket while a host HCA is ACTIVE is FAIL (``NCCL using Socket transport although host HCA X is ACTIVE``,
     ../shared/cases/05, fixtures 35-36); IB, IBext and other net plugins count as RDMA and RoCE devices are named
     as RoCE (fixtures 37-39); IB and RoCE ports mixed in one device set is WARN (fixture 40); a shared-memory
-    segment NCCL could not create is ``NCCL_SHM_EXHAUSTED`` (../shared/cases/04).
+    segment NCCL could not create is ``NCCL_SHM_EXHAUSTED`` (../shared/cases/04). A transport is never a PASS
+    unless a communicator was seen initialised (``Init COMPLETE``, or ``results``: all_reduce_perf printed result
+    rows): a log that stops after "Using network IB" is ``NCCL_INIT_INCOMPLETE`` (fixture 38's run failed later in
+    ibv_modify_qp); ``hung`` (the run timed out with no result) is ``NCCL_HANG`` (../shared/cases/31).
     """
     cid = "nccl.transport"
     active = [p for p in host_ports or [] if p.up]
@@ -145,25 +153,102 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
                           details)
         return passed(cid, "single node: %s; no RDMA device (Socket only matters between nodes)"
                       % (", ".join(log.channels) or "intra-node"), "intra-node P2P/SHM", details)
+    if transport == "RDMA" and len(log.rdma_links) > 1:
+        eth = [d.name for d in log.ib_devices if d.link == "RoCE"]
+        return warned(cid, "RDMA over mixed %s devices: %s is Ethernet (RoCE)" % ("/".join(log.rdma_links),
+                                                                                ", ".join(eth)),
+                      "only the IB rails in NCCL's device set", "pin the rails with NCCL_IB_HCA=<IB HCAs>",
+                      "NCCL_MIXED_RAILS", details)
     if transport == "RDMA":
-        links = log.rdma_links
-        kinds = "/".join(links) or "IB"
-        nets = "/".join(log.networks) or "NET/IB"
-        if len(links) > 1:
-            eth = [d.name for d in log.ib_devices if d.link == "RoCE"]
-            return warned(cid, "RDMA over mixed %s devices: %s is Ethernet (RoCE)" % (kinds, ", ".join(eth)),
-                          "only the IB rails in NCCL's device set", "pin the rails with NCCL_IB_HCA=<IB HCAs>",
-                          "NCCL_MIXED_RAILS", details)
-        gdr = any("GDRDMA" in c for c in log.channels)
-        details.append("GPUDirect RDMA %s in channel lines" % ("seen" if gdr else "not seen"))
-        return passed(cid, "RDMA (%s) via %s on %s" % (kinds, nets, ", ".join("%s:%d" % (d.name, d.port)
-                                                                             for d in log.ib_devices) or "?"),
-                      "RDMA (IB/RoCE) between nodes", details)
-    if multi_node:
+        picked = "RDMA (%s) via %s on %s" % ("/".join(log.rdma_links) or "IB", "/".join(log.networks) or "NET/IB",
+                                             ", ".join("%s:%d" % (d.name, d.port) for d in log.ib_devices) or "?")
+        expected = "RDMA (IB/RoCE) between nodes"
+    elif multi_node:
         return failed(cid, "no network transport in the NCCL log", "RDMA between nodes",
                       "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_NO_TRANSPORT", details)
-    return passed(cid, "single node: %s" % (", ".join(log.channels) or "no network needed"), "intra-node P2P/SHM",
-                  details)
+    else:
+        picked, expected = "single node: %s" % (", ".join(log.channels) or "no network needed"), "intra-node P2P/SHM"
+    if hung:
+        return failed(cid, "%s set up, then no result: the all-reduce hung" % picked,
+                      "%s, proven by a completed all-reduce" % expected, "see nccl.busbw for the likely cause",
+                      "NCCL_HANG", details)
+    if not (log.init_complete or results):
+        return failed(cid, "NCCL selected %s but no communicator finished initialising (no \"Init COMPLETE\" line, "
+                      "no result rows)" % picked, "%s, proven by an initialised communicator" % expected,
+                      "read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over "
+                      "RoCE check the GID index (NCCL_IB_GID_INDEX) and the routes between the nodes",
+                      "NCCL_INIT_INCOMPLETE", details)
+    if transport == "RDMA":
+        gdr = any("GDRDMA" in c for c in log.channels)
+        details.append("GPUDirect RDMA %s in channel lines" % ("seen" if gdr else "not seen"))
+    return passed(cid, picked, expected, details)
+
+
+HANG_REMEDY = ("isolate the transport: rerun with NCCL_DEBUG=INFO and NCCL_P2P_DISABLE=1 (P2P) or NCCL_SHM_DISABLE=1 "
+               "(shared memory); check ACS (lspci -vvv | grep ACSCtl, as root), the IOMMU, /dev/shm and memlock "
+               "(NCCL user guide, Troubleshooting)")
+
+
+def judge_hang(log: NcclLog, seconds: float | None, causes: list[tuple[str, str]]) -> CheckResult:
+    """An all_reduce_perf run stopped with no result row is a hang, never a pass: where it stopped (before or after
+    the communicator initialised, over which channels) and, from ``causes`` — ``[(finding, fix)]`` of
+    ``hang_evidence`` — the likely cause and its fix (../shared/cases/31: ACS redirect on the GPUs' bridges)."""
+    cid = "nccl.busbw"
+    stage = ("after the communicator initialised (channels %s)" % (", ".join(log.channels) or "?")
+             if log.init_complete else "before any communicator finished initialising")
+    measured = "all_reduce_perf hung %s: no result row in %s" % (stage, "%g s" % seconds if seconds else
+                                                                 "the time allowed")
+    expected = "a completed all-reduce"
+    if not causes:
+        return failed(cid, measured + "; no cause in the evidence", expected, HANG_REMEDY, "NCCL_HANG")
+    return failed(cid, "%s; likely cause: %s" % (measured, causes[0][0]), expected, causes[0][1], "NCCL_HANG",
+                  ["%s — fix: %s" % c for c in causes])
+
+
+def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
+    """What this node's evidence says about a hang, most likely first, as (finding, fix): ACS redirect on the
+    GPUs' bridges, an active IOMMU under P2P channels, P2P that ``nvidia-smi topo -p2p r`` reports unsupported,
+    /dev/shm too small or memlock limited with RDMA (in the ranks: ``container.rank_limits``), TCP sockets between
+    nodes. Evidence a bundle lacks is left out."""
+    from validate.checks import container, topology
+
+    found: list[tuple[str, str]] = []
+    p2p = any(c.startswith("P2P") for c in log.channels)
+
+    def ask(fn):
+        try:
+            fn()
+        except MissingEvidence:
+            pass
+
+    def acs():
+        bridges, upstream, iommu, _ = topology.acs_facts(ctx)
+        verdict = topology.judge_acs(bridges, upstream, iommu) if bridges else None
+        if verdict is not None and verdict.status.value in ("FAIL", "WARN"):
+            found.append((verdict.measured, verdict.remedy))
+        elif iommu and p2p:
+            found.append(("IOMMU active (%s) under P2P channels" % iommu,
+                          "on bare metal boot with iommu=pt (or the IOMMU off); NVIDIA/nccl#257"))
+
+    def p2p_matrix():
+        res = ctx.tool("nvidia-smi", "topo", "-p2p", "r")
+        bad = sorted("%s–%s %s" % (a, b, st) for (a, b), st in parse_p2p(res.stdout).items()
+                     if st != "OK" and a < b) if res.ok else []
+        if bad and p2p:
+            found.append(("nvidia-smi topo -p2p r reports P2P reads unsupported (%s) while NCCL uses P2P"
+                          % ", ".join(bad), "NCCL_P2P_DISABLE=1, or fix P2P on the platform (ACS, IOMMU, BIOS)"))
+
+    def limits():  # as the ranks see them; this process's own limits only when no probe rank could start
+        ranks = container.rank_limits(ctx)
+        for verdict in [ranks] if ranks.status.value != "SKIP" else [container.shm(ctx), container.memlock(ctx)]:
+            if verdict.status.value == "FAIL":
+                found.append((verdict.measured, verdict.remedy))
+
+    for step in (acs, p2p_matrix, limits):
+        ask(step)
+    if log.transport == "Socket" and len(ctx.hosts) > 1:
+        found.append(("NCCL used TCP sockets between the nodes", "see nccl.transport"))
+    return found
 
 
 def _run_allreduce(ctx: Context) -> ToolRun | str:
@@ -180,7 +265,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
             argv = mpirun_argv(ctx, gpus * len(ctx.hosts), ctx.hosts, gpus, tuple(env)) + args + ["-g", "1"]
         else:
             argv = args + ["-g", str(gpus)]
-        return run(argv, timeout=180, env=env)
+        return ctx.tool(*argv, timeout=ALLREDUCE_TIMEOUT_S, env=env)
 
     return ctx.memo("nccl.allreduce", go)
 
@@ -196,12 +281,15 @@ def busbw(ctx: Context) -> CheckResult:
     if isinstance(res, str):
         return skipped("nccl.busbw", res)
     result = parse_all_reduce_perf(res.output)
+    if res.timed_out and not result.rows:
+        log = parse_nccl_log(res.output)
+        return judge_hang(log, ALLREDUCE_TIMEOUT_S, hang_evidence(ctx, log))
     if not res.ok and not result.rows:
         return failed("nccl.busbw", res.why_not(), "all_reduce_perf completes", "see nccl.transport",
                       classify_nccl_failure(parse_nccl_log(res.output)))
     gpus = snapshot(ctx).report.gpus
     model = gpus[0].name if gpus else None
-    rdma = sum(p.rate_gbps or 0 for p in ports_report(ctx)[0].ports if p.up) if hcas() else None
+    rdma = sum(p.rate_gbps or 0 for p in ports_report(ctx)[0].ports if p.up) if hcas(ctx) else None
     floor = busbw_floor(model, len(gpus), max(1, len(ctx.hosts)), rdma)
     return judge_busbw(result, floor, _expected_ranks(ctx))
 
@@ -211,17 +299,18 @@ def transport(ctx: Context) -> CheckResult:
     res = _run_allreduce(ctx)
     if isinstance(res, str):
         return skipped("nccl.transport", res)
-    ports = ports_report(ctx)[0].ports if hcas() else []
-    return judge_transport(parse_nccl_log(res.output), ports, len(ctx.hosts) > 1)
+    ports = ports_report(ctx)[0].ports if hcas(ctx) else []
+    rows = bool(parse_all_reduce_perf(res.output).rows)
+    return judge_transport(parse_nccl_log(res.output), ports, len(ctx.hosts) > 1, rows, res.timed_out and not rows)
 
 
-def host_nccl(ldconfig_text: str) -> tuple[str | None, str | None]:
-    """(version, path) of the libnccl in ``ldconfig -p`` output; the version from the resolved file name."""
+def host_nccl(ldconfig_text: str, realpath=os.path.realpath) -> tuple[str | None, str | None]:
+    """(version, path) of the libnccl in ``ldconfig -p`` output; the version from the file name ``realpath``
+    resolves it to."""
     for line in ldconfig_text.splitlines():
         if "libnccl.so" in line and "=>" in line:
             path = line.split("=>")[-1].strip()
-            real = os.path.realpath(path)
-            return versions.library_file([real, path], "libnccl"), path
+            return versions.library_file([realpath(path), path], "libnccl"), path
     return None, None
 
 
@@ -231,7 +320,7 @@ def version(ctx: Context) -> CheckResult:
     ld = ctx.tool("ldconfig", "-p")
     if not ld.ok:
         return skipped(cid, "cannot list shared libraries: %s" % ld.why_not())
-    found, path = host_nccl(ld.stdout)
+    found, path = host_nccl(ld.stdout, lambda p: ctx.fact("realpath %s" % p, lambda: os.path.realpath(p)))
     want = ctx.stack.version("nccl") if ctx.stack else None
     if path is None:
         return skipped(cid, "no libnccl on this node's library path (a container stack brings its own NCCL)")

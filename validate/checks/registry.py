@@ -2,7 +2,9 @@
 
 A check is ``fn(ctx) -> CheckResult`` registered with ``@check("area.name", "what it checks")``. Checks run
 concurrently (``validate.report.run_checks``); tools they share (``nvidia-smi``, ``ibstat``, the NCCL test run) are
-run once per ``Context`` through ``ctx.tool`` / ``ctx.memo``.
+run once per ``Context`` through ``ctx.tool`` / ``ctx.memo``. A check reads the node only through ``ctx.tool``,
+``ctx.read``, ``ctx.glob`` and ``ctx.fact``: live, recorded into a bundle, or replayed from one
+(``validate.evidence``).
 """
 from __future__ import annotations
 
@@ -12,17 +14,20 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from envs.manifest import Stack
-from validate.checks.runner import DEFAULT_TIMEOUT_S, ToolRun, run
+from validate.checks.runner import DEFAULT_TIMEOUT_S, ToolRun
+from validate.evidence import Live
 from validate.result import CheckResult, skipped
 
 
 @dataclass
 class Context:
     """What the checks know: the ``stack`` to validate against (None: node-only checks), the ``hosts`` of a
-    multi-node run (empty: this node only)."""
+    multi-node run (empty: this node only), and where the evidence comes from (``validate.evidence``: this node,
+    optionally recorded, or a bundle)."""
 
     stack: Stack | None = None
     hosts: list[str] = field(default_factory=list)
+    evidence: object = field(default_factory=Live)
     _memo: dict = field(default_factory=dict, repr=False)
     _locks: dict = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -39,7 +44,25 @@ class Context:
     def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ToolRun:
         """``runner.run(argv)`` once per distinct argv/env for this context."""
         key = ("tool", argv, tuple(sorted((env or {}).items())))
-        return self.memo(key, lambda: run(list(argv), timeout=timeout, env=env))
+        return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env))
+
+    def read(self, path: str) -> str | None:
+        """The text of ``path`` (``/proc``, ``/sys``, a version file), or None when absent or unreadable."""
+        return self.memo(("read", path), lambda: self.evidence.read(path))
+
+    def glob(self, pattern: str) -> list[str]:
+        """Sorted paths matching ``pattern`` (``/sys/class/infiniband/*``)."""
+        return self.memo(("glob", pattern), lambda: self.evidence.glob(pattern))
+
+    def fact(self, name: str, compute: Callable[[], object]):
+        """A JSON-serialisable fact about this node that no tool prints (an rlimit, ``docker info``, the euid):
+        ``compute()`` live, recorded under ``name`` in a bundle, read back from it with ``--from``."""
+        return self.memo(("fact", name), lambda: self.evidence.fact(name, compute))
+
+    @property
+    def host(self) -> str:
+        """The node the evidence comes from (this one, or the bundle's)."""
+        return self.evidence.host
 
 
 @dataclass(frozen=True)

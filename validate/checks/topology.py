@@ -1,5 +1,5 @@
-"""Topology checks from ``nvidia-smi topo -m`` and ``nvidia-smi nvlink --status``: NVLink where the platform has it,
-GPU–NIC affinity, every NVLink link up.
+"""Topology checks from ``nvidia-smi topo -m``, ``nvidia-smi nvlink --status`` and ``lspci -vvv``: NVLink where the
+platform has it, GPU–NIC affinity, every NVLink link up, ACS redirect off on the PCIe bridges above the GPUs.
 
 What "where the platform has it" means (by GPU model and count):
 
@@ -14,11 +14,14 @@ What "where the platform has it" means (by GPU model and count):
 """
 from __future__ import annotations
 
+import os
 import re
 from itertools import combinations
 
-from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.gpu import no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence
+from validate.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
 from validate.parsers.nvidia_smi import parse_nvlink_status
 from validate.parsers.topology import Topology, parse_topo
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -66,10 +69,11 @@ def judge_nvlink(topo: Topology, model: str | None) -> CheckResult:
         missing = ["%s–%s (%s)" % (a, b, topo.link.get((a, b), "?")) for a, b in combinations(topo.gpus, 2)
                    if b not in peers[a]]
         if missing:
-            return failed(cid, "%s; no NVLink %s" % (measured, ", ".join(missing[:4])),
+            return failed(cid, "%s; no NVLink on %d pair(s): %s%s" % (measured, len(missing), ", ".join(missing[:4]),
+                                                                    ", …" if len(missing) > 4 else ""),
                           "NVLink between every GPU pair (%s)" % platform,
                           "reseat/replace the GPU baseboard links; check nvidia-smi nvlink --status and Xid 74",
-                          "NVLINK_DEGRADED", details)
+                          "NVLINK_DEGRADED", ["no NVLink: %s" % ", ".join(missing)] + details)
         return passed(cid, measured, "every pair (%s)" % platform, details)
     if want == "cube-mesh":
         short = ["%s has %d NVLink peers" % (g, len(p)) for g, p in peers.items() if len(p) < CUBE_MESH_PEERS]
@@ -126,9 +130,13 @@ def judge_nvlink_links(links: dict[int, dict[int, float | None]]) -> CheckResult
     measured = "%d GPUs × %s links at %s GB/s" % (len(links), "/".join(map(str, counts)),
                                                   "/".join("%g" % s for s in speeds) or "?")
     if inactive or len(counts) > 1:
-        return failed(cid, "%s; inactive: %s" % (measured, ", ".join(inactive[:6]) or "unequal link counts"),
+        per_gpu = ["GPU%d: %d link(s), %d inactive" % (g, len(ls), sum(v is None for v in ls.values()))
+                   for g, ls in links.items()]
+        return failed(cid, "%s; %d inactive: %s%s" % (measured, len(inactive), ", ".join(inactive[:6]),
+                                                     ", …" if len(inactive) > 6 else "")
+                      if inactive else "%s; unequal link counts" % measured,
                       "every link active", "check Xid 74 in dmesg; reset the GPU; service the baseboard",
-                      "NVLINK_DEGRADED")
+                      "NVLINK_DEGRADED", ["inactive: %s" % ", ".join(inactive)] * bool(inactive) + per_gpu)
     return passed(cid, measured, "every link active")
 
 
@@ -162,3 +170,91 @@ def nvlink_links(ctx: Context) -> CheckResult:
     if not res.ok:
         return skipped("gpu.nvlink_links", res.why_not())
     return judge_nvlink_links(parse_nvlink_status(res.stdout))
+
+
+ACS_REMEDY = ("disable ACS on those bridges: in the BIOS (ACS / PCIe ACS control), or boot with pci=noacs, or at run "
+              "time `setpci -s <bridge> ECAP_ACS+6.w=0000` for each (lost at reboot); slower workaround: "
+              "NCCL_P2P_DISABLE=1 (NCCL user guide, Troubleshooting: PCI Access Control Services)")
+ACS_VM_NOTE = ("in a VM ACS is needed for device passthrough: there, keep it and use NCCL_P2P_DISABLE=1 or ask for "
+               "a host with P2P-capable passthrough (NCCL user guide, Troubleshooting: ACS)")
+
+
+def judge_acs(bridges: list[AcsBridge], gpu_upstream: dict[str, list[str]] | None, iommu: str | None = None,
+              virtual: bool | None = None) -> CheckResult:
+    """ACS redirect (``SrcValid+``/``ReqRedir+``/``CmpltRedir+`` in ``lspci -vvv``'s ACSCtl) on a bridge above a
+    GPU: FAIL ``ACS_ENABLED`` on bare metal (NCCL P2P hangs or crawls, ../shared/cases/31), WARN in a VM (ACS is
+    required for passthrough there). ``gpu_upstream``: ``{GPU PCI address: bridges above it}`` (every bridge with
+    ACS counts when unknown); ``iommu``: the kernel log line showing an IOMMU, or None; ``virtual``: None unknown."""
+    cid = "topo.pcie_acs"
+    if not bridges:
+        return skipped(cid, "no ACSCtl line in lspci -vvv (no ACS capability, or lspci not run as root)")
+    above = {b.address: sorted(g for g, ups in (gpu_upstream or {}).items() if b.address in ups) for b in bridges}
+    relevant = [b for b in bridges if above[b.address]] if gpu_upstream and any(above.values()) else bridges
+    details = ["%s (%s): ACSCtl %s" % (b.address, b.name, " ".join("%s%s" % (k, "+" if v else "-")
+                                                                   for k, v in b.flags.items()))
+               for b in relevant]
+    on = [b for b in relevant if b.redirects]
+    expected = "ACS redirect off (SrcValid- ReqRedir- CmpltRedir-) on every bridge between GPUs"
+    if not on:
+        return passed(cid, "ACS redirect off on %d bridge(s)%s" % (len(relevant), " above the GPUs"
+                                                                   if relevant is not bridges else ""),
+                      expected, details)
+    gpus = sorted({g for b in on for g in above[b.address]})
+    measured = ("ACS redirect enabled on %s%s: GPU P2P is routed through the root complex/IOMMU; NCCL may hang or "
+                "run slowly" % (", ".join(b.address for b in on), " (upstream of %s)" % ", ".join(gpus)
+                                if gpus else ""))
+    if iommu:
+        details.append("IOMMU active: %s" % iommu)
+    if virtual:
+        return warned(cid, measured, expected, ACS_VM_NOTE, "ACS_ENABLED", details)
+    if virtual is None:
+        details.append(ACS_VM_NOTE)
+    return failed(cid, measured, expected, ACS_REMEDY, "ACS_ENABLED", details)
+
+
+def gpus_on_pci(ctx: Context) -> list[str]:
+    gpus = pci_nvidia_gpus(ctx)
+    if gpus is None:
+        raise MissingEvidence("the PCI device listing (/sys/bus/pci/devices)")
+    return gpus
+
+
+def _fewer_than_two_pci_gpus(ctx: Context) -> str | None:
+    n = len(gpus_on_pci(ctx))
+    return None if n >= 2 else "%d NVIDIA GPU on the PCI bus: no GPU peer traffic" % n
+
+
+def virtual_machine(ctx: Context) -> bool | None:
+    """``systemd-detect-virt``: True in a VM, False on bare metal, None when unknown."""
+    try:
+        res = ctx.tool("systemd-detect-virt")
+    except MissingEvidence:
+        return None
+    if res.missing or res.timed_out:
+        return None
+    return res.stdout.strip() not in ("none", "")
+
+
+def acs_facts(ctx: Context) -> tuple[list[AcsBridge] | None, dict[str, list[str]], str | None, str]:
+    """(bridges with ACS from ``lspci -vvv`` or None, {GPU: bridges above it}, IOMMU line, why no lspci)."""
+    res = ctx.tool("lspci", "-vvv")
+    if not res.ok:
+        return None, {}, None, res.why_not()
+    upstream = {g: upstream_bridges(ctx.fact("sysfs path of %s" % g,
+                                             lambda g=g: os.path.realpath("/sys/bus/pci/devices/" + g)))
+                for g in gpus_on_pci(ctx)}
+    try:
+        log = ctx.tool("dmesg")
+        iommu = iommu_enabled(log.stdout) if log.ok else None
+    except MissingEvidence:
+        iommu = None
+    return parse_lspci_acs(res.stdout), upstream, iommu, ""
+
+
+@check("topo.pcie_acs", "ACS redirect off on the PCIe bridges above the GPUs (GPU peer-to-peer)",
+       requires=(_fewer_than_two_pci_gpus,))
+def pcie_acs(ctx: Context) -> CheckResult:
+    bridges, upstream, iommu, why = acs_facts(ctx)
+    if bridges is None:
+        return skipped("topo.pcie_acs", why)
+    return judge_acs(bridges, upstream, iommu, virtual_machine(ctx))

@@ -18,7 +18,7 @@ class IbPort:
     """One HCA port. ``state``: ``Active``/``Down``/``Init``/``Armed`` (capitalised as ibstat prints them);
     ``phys_state``: ``LinkUp``/``Polling``/``Disabled``…; ``rate_gbps``: signalling rate in Gb/s (meaningless
     when the port is down); ``link_layer``: ``InfiniBand`` or ``Ethernet`` (RoCE); ``base_lid``: 65535 (0xffff)
-    means no subnet manager assigned one."""
+    means no subnet manager assigned one; ``ca_type``: ibstat's ``CA type`` (``MT4129``: the PCI device ID)."""
 
     hca: str
     port: int
@@ -28,6 +28,7 @@ class IbPort:
     link_layer: str | None = None
     base_lid: int | None = None
     sm_lid: int | None = None
+    ca_type: str | None = None
 
     @property
     def name(self) -> str:
@@ -104,15 +105,19 @@ _IBPANIC = re.compile(r"ibpanic:.*?IB device '([^']+)'.*?:\s*(.*)$", re.M)
 def parse_ibstat(text: str) -> IbReport:
     """``ibstat`` (tab or space indented, fixtures 19-26): ``CA 'mlx5_0'`` blocks with ``Port N:`` sections."""
     out = IbReport()
-    hca, port = None, None
+    hca, port, ca_type = None, None, None
     for line in (text or "").splitlines():
         m = re.match(r"^CA '([^']+)'", line.strip())
         if m:
-            hca, port = m.group(1), None
+            hca, port, ca_type = m.group(1), None, None
+            continue
+        m = re.match(r"^CA type:\s*(\S+)", line.strip())
+        if m and port is None:
+            ca_type = m.group(1)
             continue
         m = re.match(r"^Port (\d+):$", line.strip())
         if m and hca:
-            port = IbPort(hca, int(m.group(1)))
+            port = IbPort(hca, int(m.group(1)), ca_type=ca_type)
             out.ports.append(port)
             continue
         key, sep, value = line.strip().partition(":")

@@ -85,3 +85,26 @@ def launch_failure(text: str, limit: int = 3) -> str:
     items = list(dict.fromkeys(outside)) or [s for s in dict.fromkeys(map(_banner_summary, banners)) if s]
     more = " (+%d more)" % (len(items) - limit) if len(items) > limit else ""
     return "; ".join(items[:limit]) + more
+
+
+#: Why a launch was refused, by cause: (diagnosis code, pattern). Open MPI's own texts (tests/data/mpi, real
+#: Open MPI 4.1.4 outputs); ssh's messages are the same under MPICH's and Intel MPI's Hydra launcher.
+_CAUSES = (
+    ("MPI_RUN_AS_ROOT", r"attempt to run as root"),
+    ("MPI_HOST_UNREACHABLE", r"ssh: |Host key verification failed|Permission denied \(publickey|"
+                             r"ORTE was unable to reliably start one or more daemons"),
+    ("MPI_PMI_MISMATCH", r"direct launched using \"srun\"|PMI support|PMIX ERROR|PMIx_Init|OPAL ERROR: Unreachable"),
+    ("MPI_NOT_ENOUGH_SLOTS", r"not enough slots\s+available"),
+    ("MPI_EXECUTABLE_MISSING", r"could not access\s+or execute an executable"),
+    ("MPI_RANK_FAILED", r"process(?:es)? returned\s+a non-zero exit code|exited on signal"),
+)
+
+
+def launch_cause(text: str) -> str:
+    """The diagnosis code of a failed launch (``MPI_RUN_AS_ROOT``, ``MPI_HOST_UNREACHABLE``,
+    ``MPI_PMI_MISMATCH``, ``MPI_NOT_ENOUGH_SLOTS``, ``MPI_EXECUTABLE_MISSING``, ``MPI_RANK_FAILED``), or
+    ``MPI_LAUNCH_FAILED`` when the output names none of them."""
+    for code, pattern in _CAUSES:
+        if re.search(pattern, text or ""):
+            return code
+    return "MPI_LAUNCH_FAILED"

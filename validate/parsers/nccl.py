@@ -133,7 +133,8 @@ class NcclLog:
     libibverbs could not be opened; ``ib_open_failed``: HCAs NCCL could not open; ``socket_ifaces``: interfaces
     of ``NET/Socket : Using``; ``channels``: transports of ``via …`` channel lines (``NET/IB/0/GDRDMA``,
     ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size) of a shared-memory
-    segment NCCL failed to create after ``posix_fallocate … No space left on device``."""
+    segment NCCL failed to create after ``posix_fallocate … No space left on device``; ``init_complete``: a
+    communicator finished initialising (``… Init COMPLETE``)."""
 
     version: str | None = None
     networks: list[str] = field(default_factory=list)
@@ -146,6 +147,7 @@ class NcclLog:
     plugins: list[str] = field(default_factory=list)
     shm_fallocate_failed: bool = False
     shm_segment: tuple[str, int] | None = None
+    init_complete: bool = False
 
     @property
     def transport(self) -> str | None:
@@ -203,6 +205,8 @@ def parse_nccl_log(text: str) -> NcclLog:
             log.plugins.append(m.group(1))
         if re.search(r"posix_fallocate failed\s*:\s*No space left on device", line):
             log.shm_fallocate_failed = True
+        if "Init COMPLETE" in line:
+            log.init_complete = True
         m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
         if m:
             log.shm_segment = (m.group(1), int(m.group(2)))

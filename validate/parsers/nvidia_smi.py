@@ -320,3 +320,42 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
             speed = re.match(r"([\d.]+) GB/s", m.group(2))
             out[gpu][int(m.group(1))] = float(speed.group(1)) if speed else None
     return out
+
+
+#: What ``gpu.peers`` compares between the GPUs of a node, higher is better: (name, unit, ``--query-gpu`` field,
+#: ``nvidia-smi -q`` path). PCIe "max" is what the GPU and its slot can reach (the current values drop at idle).
+PEER_PROPERTIES = (
+    ("PCIe generation", "Gen", "pcie.link.gen.max", ("PCI", "GPU Link Info", "PCIe Generation", "Max")),
+    ("PCIe width", "x", "pcie.link.width.max", ("PCI", "GPU Link Info", "Link Width", "Max")),
+    ("max SM clock", " MHz", "clocks.max.sm", ("Max Clocks", "SM")),
+    ("max memory clock", " MHz", "clocks.max.memory", ("Max Clocks", "Memory")),
+    ("ECC", "", "ecc.mode.current", ("ECC Mode", "Current")),
+)
+PEER_QUERY = ["index", "pci.bus_id"] + [p[2] for p in PEER_PROPERTIES]
+
+
+def _peer_value(raw) -> int | None:
+    """``16x`` / ``5`` / ``1980 MHz`` -> the number; ``Enabled``/``Disabled`` -> 1/0; N/A -> None."""
+    if not isinstance(raw, str):
+        return None
+    flag = _flag(raw)
+    if flag is not None and not re.search(r"\d", raw):
+        return int(flag)
+    m = re.match(r"\s*(\d+)", raw)
+    return int(m.group(1)) if m else None
+
+
+def peers_from_query(rows: list[dict]) -> dict[str, dict[str, int | None]]:
+    """``--query-gpu=<PEER_QUERY> --format=csv`` rows -> ``{"GPU 0 (bus id)": {property: value}}``."""
+    return {"GPU %s (%s)" % (r.get("index"), r.get("pci.bus_id")):
+            {name: _peer_value(r.get(field)) for name, _, field, _ in PEER_PROPERTIES} for r in rows}
+
+
+def peers_from_q_text(text: str) -> dict[str, dict[str, int | None]]:
+    """``nvidia-smi -q`` text (fixture 4) -> the same ``{"GPU i (bus id)": {property: value}}``."""
+    out = {}
+    for key, sec in parse_q_tree(text).items():
+        if key.startswith("GPU ") and isinstance(sec, dict):
+            label = "GPU %s (%s)" % (_get(sec, "Minor Number"), key[4:].strip())
+            out[label] = {name: _peer_value(_get(sec, *path)) for name, _, _, path in PEER_PROPERTIES}
+    return out

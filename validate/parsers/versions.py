@@ -142,3 +142,10 @@ def singularity(text: str) -> str | None:
     -> ``"3.4.2"``."""
     m = re.search(r"(?:^|version\s+)(" + _DOTTED + ")", (text or "").strip())
     return m.group(1) if m else None
+
+
+def nvidia_kernel_module(text: str) -> str | None:
+    """The kernel module's version in ``/proc/driver/nvidia/version``: ``NVRM version: NVIDIA UNIX x86_64 Kernel
+    Module  550.54.14  …`` or ``… UNIX Open Kernel Module for x86_64  575.57.08  Release Build …``."""
+    m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text or "")
+    return m.group(1) if m else None
