@@ -14,7 +14,7 @@
 #      (CUDA 12.2, cuDNN 8.9 and NCCL as NVIDIA's pip wheels: TensorFlow's tested build configuration,
 #      https://www.tensorflow.org/install/source#gpu).
 #   2. Horovod 0.28.1 compiled against it with NCCL (HOROVOD_GPU_OPERATIONS=NCCL, NCCL from the nvidia-nccl-cu12
-#      wheel), then the build gate (validate.horovod_gate: TensorFlow, MPI, Gloo, NCCL; ../shared/cases/01-02).
+#      wheel), then the build gate (facts.horovod_gate: TensorFlow, MPI, Gloo, NCCL; ../shared/cases/01-02).
 #   3. invoke bench --gpus 1 --model resnet50 --data synthetic: FP32, then the same with --amp.
 #   4. invoke bench-report FP32,AMP -> bench/results/<label>-fp32-vs-amp.{png,csv,md}; prints the AMP/FP32 ratio.
 #
@@ -87,7 +87,7 @@ run env PATH="$PWD/$VENV/bin:$CUDA_HOME/bin:$PATH" CMAKE_POLICY_VERSION_MINIMUM=
   "$PY" -m pip install -q "${pip_source[@]}" --no-build-isolation --no-cache-dir --force-reinstall --no-deps \
   horovod==0.28.1
 export LD_LIBRARY_PATH="$nccl_pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-run env PATH="$PWD/$VENV/bin:$PATH" "$PY" -m validate.horovod_gate \
+run env PATH="$PWD/$VENV/bin:$PATH" "$PY" -m facts.horovod_gate \
   --require framework=TensorFlow,controller=MPI,controller=Gloo,tensor_op=NCCL
 
 # 3. The two runs, one after the other on the same GPU.

@@ -79,7 +79,7 @@ def pip_install(stack: Stack, pip: str) -> Part:
 
 def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> Part:
     """The build fails unless Horovod is usable as the stack requires (era-aware):
-    >= 0.17: ``python -m validate.horovod_gate --require ...`` (``--check-build`` marks + TF-built-for check);
+    >= 0.17: ``python -m facts.horovod_gate --require ...`` (``--check-build`` marks + TF-built-for check);
     older: ``import horovod.tensorflow`` + ``hvd.init()``. ``python`` may be a command (``micromamba run ...
     python``); ``extra_env`` is set for the check only (e.g. CUDA stubs)."""
     root = parts.horovod_env_prefix({**MPI_AS_ROOT, **(extra_env or {})})
@@ -90,5 +90,5 @@ def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> 
     return parts.combine(
         "horovod-gate",
         parts.copy_dir("build-only/gate", files, GATE_DIR),
-        parts.run("cd %s" % GATE_DIR, "%s %s -m validate.horovod_gate --require %s" % (root, python, require)),
+        parts.run("cd %s" % GATE_DIR, "%s %s -m facts.horovod_gate --require %s" % (root, python, require)),
     )

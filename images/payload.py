@@ -19,14 +19,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: In-image path -> repository path (a file or a folder) of every image's code layers, in COPY order.
 PAYLOAD = {
-    "%s/validate/probe.py" % IN_IMAGE_HOME: "validate/probe.py",
+    "%s/facts/probe.py" % IN_IMAGE_HOME: "facts/probe.py",
     "%s/trainer" % IN_IMAGE_HOME: "trainer",
 }
 #: In-image path of the probe (run by ``images.verify.probe_image``).
-PROBE = "%s/validate/probe.py" % IN_IMAGE_HOME
-#: What ``python -m validate.horovod_gate`` needs in a devel stage (standard library + these).
-BUILD_ONLY_GATE = ("validate/__init__.py", "validate/horovod_gate.py", "validate/parsers/__init__.py",
-                   "validate/parsers/horovod.py")
+PROBE = "%s/facts/probe.py" % IN_IMAGE_HOME
+#: What ``python -m facts.horovod_gate`` needs in a devel stage (standard library + these).
+BUILD_ONLY_GATE = ("facts/__init__.py", "facts/horovod_gate.py", "facts/parsers/__init__.py",
+                   "facts/parsers/horovod.py")
 
 
 def digest(repo: Path = REPO) -> str:

@@ -1,13 +1,13 @@
 """Verify a built image against its stack manifest, from inside the image.
 
-``probe_image(client, image)`` runs ``python /opt/chexstack/validate/probe.py`` in a throw-away container and
+``probe_image(client, image)`` runs ``python /opt/chexstack/facts/probe.py`` in a throw-away container and
 returns its JSON; ``compare(stack, probe)`` -> ``Verification`` with one ``Row`` per Table 1 row plus the Horovod
 build checks; ``print_table`` shows it. Comparison rule (``envs/manifest.py``): a shorter expected version matches
 a longer found one with the same leading parts ("3.11" matches "3.11.2"); a row the stack does not have
 (expected ``None``) must not be found either; ``cuda_driver`` is a host property and is not judged here.
 
 Horovod, era-aware (``images.horovod``): from 0.17 the ``horovodrun --check-build`` marks must include what the
-stack's build flags require (parsed by ``validate.parsers.horovod``; its exit status means nothing,
+stack's build flags require (parsed by ``facts.parsers.horovod``; its exit status means nothing,
 ../shared/cases/01); before 0.17 the probe's ``import horovod.tensorflow`` + ``hvd.init()`` must have worked.
 Always: the TensorFlow Horovod was compiled for (``horovod/metadata.json``) must be the one imported (case 02).
 
@@ -32,9 +32,9 @@ from envs.manifest import COMPONENTS, Stack
 from envs.rules import same_release
 from images import horovod, mpijob, payload
 from images.naming import IN_IMAGE_HOME
-from validate.parsers.horovod import format_missing, parse_check_build
-from validate.probe import FILES
-from validate.versions import Observed, observed_versions
+from facts.parsers.horovod import format_missing, parse_check_build
+from facts.probe import FILES
+from facts.versions import Observed, observed_versions
 
 PROBE = payload.PROBE
 MATCH, MISMATCH, NOT_JUDGED = "match", "MISMATCH", "n/a"

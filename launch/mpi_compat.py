@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
-from validate.parsers import versions as parse_versions
+from facts.parsers import versions as parse_versions
 
 SOURCE = ("Apptainer user guide, MPI hybrid model (apptainer/apptainer-userdocs mpi.rst); "
           "Open MPI README on mixing versions (open-mpi/ompi#3063)")

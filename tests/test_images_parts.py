@@ -21,7 +21,7 @@ PARTS = {
     "os-packages": lambda: parts.os_packages(["git", "curl"]),
     "env": lambda: parts.env({"PATH": "/opt/venv/bin:$PATH", "GREETING": "hello world", "Q": 'say "hi"'}),
     "run": lambda: parts.run("echo one", "echo two"),
-    "copy-file": lambda: parts.copy_file("chexstack/probe.py", b"print(1)\n", "/opt/chexstack/validate/probe.py"),
+    "copy-file": lambda: parts.copy_file("chexstack/probe.py", b"print(1)\n", "/opt/chexstack/facts/probe.py"),
     "copy-dir": lambda: parts.copy_dir("chexstack/trainer", {"": parts.REPO / "trainer"}, "/opt/chexstack/trainer"),
     "copy-from-stage": lambda: parts.copy_from_stage("devel", "/opt/venv"),
     "note": lambda: parts.note("a comment"),

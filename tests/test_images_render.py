@@ -31,7 +31,7 @@ def test_base_lines_resolved_and_code_last(name):
     # the trainer is the very last layer, the probe just before it: a trainer-only change rebuilds seconds
     instructions = [l for l in docker.splitlines() if re.match(r"^[A-Z]+ ", l)]
     assert instructions[-1] == "COPY chexstack/trainer /opt/chexstack/trainer"
-    assert instructions[-2] == "COPY chexstack/probe.py /opt/chexstack/validate/probe.py"
+    assert instructions[-2] == "COPY chexstack/probe.py /opt/chexstack/facts/probe.py"
     sing = render(stack, "singularity")
     assert all("$" not in l for l in sing.splitlines() if l.startswith("From:"))
     assert not re.search(r"^\s*su\s+-", sing, re.M)
@@ -60,7 +60,7 @@ def test_cpu_horovod_last_no_cache_and_gated():
     assert tf < hvd
     assert "--no-cache-dir" in runs[hvd] and "HOROVOD_WITH_MPI=1" in runs[hvd]
     gate = docker.split("horovod==0.28.1")[1]
-    assert "python -m validate.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo" in gate
+    assert "python -m facts.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo" in gate
 
 
 def test_env_values_with_spaces_are_quoted_in_both_formats():

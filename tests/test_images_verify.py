@@ -33,7 +33,7 @@ Available Tensor Operations:
 
 
 def _probe(**over) -> dict:
-    """A probe JSON as validate/probe.py prints it inside the cpu image (values from a real run)."""
+    """A probe JSON as facts/probe.py prints it inside the cpu image (values from a real run)."""
     probe = {
         "probe": 1,
         "python": {"version": "3.11.2 (main, Apr 28 2025, 14:11:48) [GCC 12.2.0]", "executable": "/opt/venv/bin/python"},

@@ -1,5 +1,5 @@
 """Code that runs inside the stack images must be valid Python 3.5 (NGC 19.06 ships Python 3.5.2): vermin with
-target 3.5 over trainer/ and validate/probe.py, and ASCII messages (no non-ASCII string outside docstrings)."""
+target 3.5 over trainer/ and facts/probe.py, and ASCII messages (no non-ASCII string outside docstrings)."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-IN_IMAGE = ["trainer", "validate/probe.py"]
+IN_IMAGE = ["trainer", "facts/probe.py"]
 
 
 def test_vermin_target_35_reports_no_violation():

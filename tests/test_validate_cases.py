@@ -10,8 +10,8 @@ from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
 from validate.checks.nccl import judge_transport
-from validate.parsers import container, infiniband, nccl, nvidia_smi, versions
-from validate.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
+from facts.parsers import container, infiniband, nccl, nvidia_smi, versions
+from facts.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
 
 
 def case(prefix: str) -> str:
@@ -170,7 +170,7 @@ def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
     from validate.checks.nccl import hang_evidence
     from validate.checks.runner import ToolRun
     from validate.evidence import Bundle, Replay
-    from validate.parsers.pcie import parse_p2p
+    from facts.parsers.pcie import parse_p2p
 
     matrix = (" \tGPU0\tGPU1\t\n GPU0\tX\tCNS\t\n GPU1\tCNS\tX\t\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n"
               "  CNS  = Chipset not supported\n  GNS  = GPU not supported\n")

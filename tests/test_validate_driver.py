@@ -5,7 +5,7 @@ from __future__ import annotations
 from envs import rules
 from tests.conftest import FIXTURES
 from validate.checks.gpu import datacenter_gpus, judge_driver, judge_driver_module, ngc_release
-from validate.parsers import nvidia_smi as smi, versions
+from facts.parsers import nvidia_smi as smi, versions
 
 NGC_1906 = "https://docs.nvidia.com/deeplearning/dgx/tensorflow-release-notes/rel_19.06.html"
 

@@ -19,13 +19,13 @@ from validate.checks.mpi import judge_launch_failure, judge_mpi_version
 from validate.checks.runner import ToolRun
 from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_transport
 from validate.checks.topology import judge_gpu_nic, judge_nvlink, judge_nvlink_links
-from validate.parsers import container, infiniband as ib, nccl, nvidia_smi as smi, versions
-from validate.parsers.dcgm import parse_dcgmi_diag
-from validate.parsers.horovod import parse_check_build
-from validate.parsers.infiniband import IbPort
-from validate.parsers.kernel import parse_dmesg
-from validate.parsers.mpi import launch_failure
-from validate.parsers.topology import parse_topo
+from facts.parsers import container, infiniband as ib, nccl, nvidia_smi as smi, versions
+from facts.parsers.dcgm import parse_dcgmi_diag
+from facts.parsers.horovod import parse_check_build
+from facts.parsers.infiniband import IbPort
+from facts.parsers.kernel import parse_dmesg
+from facts.parsers.mpi import launch_failure
+from facts.parsers.topology import parse_topo
 
 
 def text(name: str) -> str:

@@ -18,8 +18,8 @@ from validate import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
 from validate.checks.registry import check
 from validate.checks.runner import run
-from validate.parsers import container as pcontainer, dcgm, infiniband, kernel, nccl, nvidia_smi, topology, versions
-from validate.parsers.horovod import build_from_api, parse_check_build, parse_requirements
+from facts.parsers import container as pcontainer, dcgm, infiniband, kernel, nccl, nvidia_smi, topology, versions
+from facts.parsers.horovod import build_from_api, parse_check_build, parse_requirements
 from validate.report import EXIT_CANNOT_RUN, Report, run_checks, select
 from validate.result import CheckResult, Status
 from chexstack.errors import ChexstackError

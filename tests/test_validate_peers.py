@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.conftest import FIXTURES
 from validate.checks.gpu import judge_peers
 from validate.checks.infiniband import judge_ports
-from validate.parsers.infiniband import parse_ibstat
-from validate.parsers.nvidia_smi import peers_from_q_text
+from facts.parsers.infiniband import parse_ibstat
+from facts.parsers.nvidia_smi import peers_from_q_text
 
 
 def ndr_node():
@@ -85,8 +85,8 @@ def test_every_inactive_link_and_missing_pair_is_shown_with_its_count():
     count is right and every link is in the details even where the measured line is cut short; fixture 16 as an
     SXM (all-pairs) platform lists every missing pair."""
     from validate.checks.topology import judge_nvlink, judge_nvlink_links
-    from validate.parsers.nvidia_smi import parse_nvlink_status
-    from validate.parsers.topology import parse_topo
+    from facts.parsers.nvidia_smi import parse_nvlink_status
+    from facts.parsers.topology import parse_topo
 
     links = parse_nvlink_status((FIXTURES / "nvidia-smi-nvlink-status-a100x8.txt").read_text())
     for gpu in (2, 5):

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 from tests.conftest import REPO
-from validate.parsers import versions as v
-from validate.versions import observed_versions
+from facts.parsers import versions as v
+from facts.versions import observed_versions
 
 
 def test_nvcc_all_layouts(fixture_text):
@@ -50,7 +50,7 @@ def test_misc_versions():
 
 def test_probe_runs_here_and_maps_every_row():
     """The real probe on this host, read back through observed_versions."""
-    out = subprocess.run([sys.executable, str(REPO / "validate" / "probe.py")], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, str(REPO / "facts" / "probe.py")], capture_output=True, text=True,
                          check=True, timeout=300).stdout
     obs = observed_versions(json.loads(out))
     from envs.manifest import COMPONENTS

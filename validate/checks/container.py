@@ -17,8 +17,8 @@ from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.parsers import versions
-from validate.parsers.container import classify_runtime_error, df_size, nv_libs
+from facts.parsers import versions
+from facts.parsers.container import classify_runtime_error, df_size, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30

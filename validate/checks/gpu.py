@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from chexstack.errors import ChexstackError
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.parsers import versions
-from validate.parsers.dcgm import Diag, parse_dcgmi_diag
-from validate.parsers.kernel import XidEvent, parse_dmesg
-from validate.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, gpus_from_query,
+from facts.parsers import versions
+from facts.parsers.dcgm import Diag, parse_dcgmi_diag
+from facts.parsers.kernel import XidEvent, parse_dmesg
+from facts.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, gpus_from_query,
                                         parse_nvlink_status, parse_query_csv, parse_table, peers_from_query)
 from validate.result import CheckResult, failed, passed, skipped, warned
 

@@ -3,7 +3,7 @@ controllers, tensor operations; era-aware), whether it was built for the TensorF
 controller can run over this node's network interfaces.
 
 * ``horovod.env``: this project's environment (the interpreter running chexstack). It asks Horovod's Python API in
-  one interpreter (``validate.horovod_gate.import_probe``) — ``horovodrun --check-build`` gives the same marks but
+  one interpreter (``facts.horovod_gate.import_probe``) — ``horovodrun --check-build`` gives the same marks but
   starts one interpreter per framework and controller (~20 s here); the tests run it for real.
 * ``horovod.image``: the stack's built image, through ``images.verify`` (the in-image probe; ``--check-build``
   from 0.17.0, import + ``hvd.init()`` before). The image must exist; otherwise the SKIP names ``invoke build``.
@@ -16,7 +16,7 @@ from launch.controller import local_interfaces, pick_controller
 from validate import horovod_gate
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
-from validate.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
+from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: The build variable that makes Horovod's build fail loudly instead of silently skipping a component.

@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from validate.checks.registry import Context, check
-from validate.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_write_bw, parse_ibstat, parse_ibstatus,
+from facts.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_write_bw, parse_ibstat, parse_ibstatus,
                                          parse_ibv_devinfo, parse_sysfs)
 from validate.result import CheckResult, failed, passed, skipped, warned
 

@@ -14,8 +14,8 @@ from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
 from validate.checks.runner import ToolRun, run
 from validate.evidence import MissingEvidence
-from validate.parsers import versions
-from validate.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
+from facts.parsers import versions
+from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"

@@ -26,11 +26,11 @@ from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
 from validate.checks.runner import ToolRun
-from validate.parsers import versions
-from validate.parsers.infiniband import IbPort
+from facts.parsers import versions
+from facts.parsers.infiniband import IbPort
 from validate.evidence import MissingEvidence
-from validate.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
-from validate.parsers.pcie import parse_p2p
+from facts.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
+from facts.parsers.pcie import parse_p2p
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 MULTI_NODE_SHARE = 0.8

@@ -21,9 +21,9 @@ from itertools import combinations
 from validate.checks.gpu import no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
-from validate.parsers.nvidia_smi import parse_nvlink_status
-from validate.parsers.topology import Topology, parse_topo
+from facts.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
+from facts.parsers.nvidia_smi import parse_nvlink_status
+from facts.parsers.topology import Topology, parse_topo
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: NVLinks per GPU in a DGX-1V hybrid cube mesh: 4 peers (WP-08437-002).

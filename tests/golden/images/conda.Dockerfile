@@ -115,6 +115,6 @@ ENV CONDA_PREFIX=/opt/conda-env \
 ENV CHEXSTACK_HOME=/opt/chexstack \
     PYTHONPATH=/opt/chexstack
 
-COPY chexstack/probe.py /opt/chexstack/validate/probe.py
+COPY chexstack/probe.py /opt/chexstack/facts/probe.py
 
 COPY chexstack/trainer /opt/chexstack/trainer

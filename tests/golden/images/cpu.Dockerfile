@@ -30,7 +30,7 @@ RUN CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYT
 COPY build-only/gate /usr/local/share/chexstack-build/gate
 
 RUN cd /usr/local/share/chexstack-build/gate && \
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 /opt/venv/bin/python -m validate.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 /opt/venv/bin/python -m facts.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo
 
 FROM docker.io/library/debian:bookworm AS runtime
 
@@ -58,6 +58,6 @@ ENV PATH=/opt/venv/bin:$PATH
 ENV CHEXSTACK_HOME=/opt/chexstack \
     PYTHONPATH=/opt/chexstack
 
-COPY chexstack/probe.py /opt/chexstack/validate/probe.py
+COPY chexstack/probe.py /opt/chexstack/facts/probe.py
 
 COPY chexstack/trainer /opt/chexstack/trainer

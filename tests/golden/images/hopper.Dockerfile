@@ -36,6 +36,6 @@ RUN if command -v python >/dev/null; then python -m pip install --no-cache-dir -
 ENV CHEXSTACK_HOME=/opt/chexstack \
     PYTHONPATH=/opt/chexstack
 
-COPY chexstack/probe.py /opt/chexstack/validate/probe.py
+COPY chexstack/probe.py /opt/chexstack/facts/probe.py
 
 COPY chexstack/trainer /opt/chexstack/trainer

@@ -1,1 +1,1 @@
-COPY chexstack/probe.py /opt/chexstack/validate/probe.py
+COPY chexstack/probe.py /opt/chexstack/facts/probe.py

@@ -1,4 +1,4 @@
-"""Turn the JSON of ``validate/probe.py`` (run inside an image or on a node) into one observed version per
+"""Turn the JSON of ``facts/probe.py`` (run inside an image or on a node) into one observed version per
 Table 1 row (``envs.manifest.COMPONENTS``).
 
 ``observed_versions(probe)`` -> ``{row: Observed}``; each ``Observed`` says where the value was read
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from validate.parsers import versions as p
+from facts.parsers import versions as p
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Run by scripts/setup after building Horovod and inside images after their Horovod step::
 
-    python -m validate.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo
+    python -m facts.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo
 
 Two checks (../shared/cases/01 and 02):
 
@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-from validate.parsers.horovod import format_missing, parse_check_build, parse_requirements
+from facts.parsers.horovod import format_missing, parse_check_build, parse_requirements
 
 _IMPORT_PROBE = r"""
 import json, os, sys
@@ -74,7 +74,7 @@ def import_probe() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m validate.horovod_gate", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m facts.horovod_gate", description=__doc__.split("\n")[0])
     ap.add_argument("--require", default=DEFAULT_REQUIRE,
                     help="comma-separated KIND=NAME (KIND: framework, controller, tensor_op)")
     ap.add_argument("--quiet", action="store_true", help="print nothing, only set the exit status")

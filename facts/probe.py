@@ -1,9 +1,9 @@
 """Collect the raw facts of an environment as JSON, for version checks done elsewhere.
 
-Runs INSIDE stack images (``python validate/probe.py``), with the interpreter the trainer uses, so it is Python 3.5
+Runs INSIDE stack images (``python facts/probe.py``), with the interpreter the trainer uses, so it is Python 3.5
 syntax and standard library only, and it never parses versions itself: it records command outputs and file
-contents verbatim, and the host-side parsers in ``validate/parsers/versions.py`` turn them into versions
-(``validate.versions.observed_versions``). A missing tool is recorded as ``null`` / an ``error`` text, never
+contents verbatim, and the host-side parsers in ``facts/parsers/versions.py`` turn them into versions
+(``facts.versions.observed_versions``). A missing tool is recorded as ``null`` / an ``error`` text, never
 raised.
 
 Output (stdout, one JSON object)::
