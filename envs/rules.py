@@ -1,6 +1,7 @@
 """Compatibility rules with their sources: CUDA ↔ Linux driver, TensorFlow's tested builds, Horovod features.
 
-The facts live in ``envs/rules.yaml`` (each table with its source URL); this module loads them once and answers
+The facts live in ``envs/rules.yaml`` (each table with its source URL), validated by the strict model of
+``envs/rules_model.py`` (a typo stops at load, naming file and field); this module loads them once and answers
 questions. Versions compare with ``packaging.version`` (driver "535.216.03" and toolkit "10.1.168" both parse).
 
 Queries (stable API; ``validate`` uses the driver ones):
@@ -29,10 +30,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from packaging.version import InvalidVersion, Version
 
 from chexstack.errors import ChexstackError
+from envs.rules_model import (BuildEnvVariable, DriverRelease, HorovodBuildEnv, HorovodFeature, MvcFamily, Rules,
+                              load_rules)
 
 RULES_FILE = Path(__file__).resolve().parent / "rules.yaml"
 
@@ -117,20 +119,20 @@ class TfTested:
 
 
 @lru_cache(maxsize=None)
-def _rules() -> dict:
-    return yaml.safe_load(RULES_FILE.read_text())
+def _rules() -> Rules:
+    return load_rules(RULES_FILE)
 
 
-def _releases() -> list[tuple[Version, dict]]:
-    rows = _rules()["cuda_driver"]["releases"]
-    return sorted(((Version(r["cuda"]), r) for r in rows), key=lambda t: t[0])
+def _releases() -> list[tuple[Version, DriverRelease]]:
+    rows = _rules().cuda_driver.releases
+    return sorted(((Version(r.cuda), r) for r in rows), key=lambda t: t[0])
 
 
 def _table3_source() -> str:
-    return _rules()["cuda_driver"]["source"]
+    return _rules().cuda_driver.source
 
 
-def _release_row(cuda: str) -> dict | None:
+def _release_row(cuda: str) -> DriverRelease | None:
     """The Table 3 row for this toolkit: the newest release of the same major.minor not newer than it (9.2.148 →
     the 9.2.148 row, 10.1.168 → 10.1.105), else the first release of that major.minor (9.2 → 9.2.88)."""
     v = parse_version(cuda, "CUDA version")
@@ -141,9 +143,9 @@ def _release_row(cuda: str) -> dict | None:
     return (older[-1] if older else same[0])[1]
 
 
-def _family_floor(major: int) -> dict | None:
-    for fam in _rules()["cuda_driver"]["minor_version_compatibility"]["families"]:
-        if fam["major"] == major:
+def _family_floor(major: int) -> MvcFamily | None:
+    for fam in _rules().cuda_driver.minor_version_compatibility.families:
+        if fam.major == major:
             return fam
     return None
 
@@ -155,15 +157,15 @@ def min_driver_for_cuda(cuda: str) -> DriverFloor:
     """
     v = parse_version(cuda, "CUDA version")
     row = _release_row(cuda)
-    native = row["driver"] if row else None
+    native = row.driver if row else None
     fam = _family_floor(v.release[0]) if v.release[0] >= 11 else None
     if fam is not None:
-        mvc = _rules()["cuda_driver"]["minor_version_compatibility"]
-        return DriverFloor(cuda, fam["driver"], native, "minor-version-compatibility", mvc["source"])
+        mvc = _rules().cuda_driver.minor_version_compatibility
+        return DriverFloor(cuda, fam.driver, native, "minor-version-compatibility", mvc.source)
     if row is None:
         known = ", ".join(sorted({"%d.%d" % rv.release[:2] for rv, _ in _releases()}, key=Version))
         raise ChexstackError("CUDA version %r: no driver rule; known toolkits: %s" % (cuda, known))
-    return DriverFloor(cuda, row["driver"], native, "release", _table3_source())
+    return DriverFloor(cuda, row.driver, native, "release", _table3_source())
 
 
 def max_cuda_for_driver(driver: str) -> DriverCeiling:
@@ -172,12 +174,12 @@ def max_cuda_for_driver(driver: str) -> DriverCeiling:
     Raises ChexstackError for a malformed driver or one older than every release in the table.
     """
     d = parse_version(driver, "driver version")
-    fitting = [(rv, r) for rv, r in _releases() if Version(r["driver"]) <= d]
+    fitting = [(rv, r) for rv, r in _releases() if Version(r.driver) <= d]
     if not fitting:
         raise ChexstackError("driver %s: older than every CUDA release in the rules (oldest needs %s)"
-                             % (driver, _releases()[0][1]["driver"]))
+                             % (driver, _releases()[0][1].driver))
     rv, row = fitting[-1]
-    return DriverCeiling(driver, "%d.%d" % rv.release[:2], row["cuda"], _table3_source())
+    return DriverCeiling(driver, "%d.%d" % rv.release[:2], row.cuda, _table3_source())
 
 
 @dataclass(frozen=True)
@@ -202,10 +204,10 @@ class DatacenterException:
 
 def datacenter_exception(ngc_release: str | None) -> DatacenterException | None:
     """The NGC release notes' data-center driver exception for ``ngc_release`` ("19.06"), or None."""
-    for row in _rules()["cuda_driver"]["datacenter_exceptions"]:
-        if ngc_release and row["ngc"] == ngc_release:
-            return DatacenterException(row["ngc"], row["cuda"], row["gpus"],
-                                       {b["branch"]: str(b["min"]) for b in row["branches"]}, row["source"])
+    for row in _rules().cuda_driver.datacenter_exceptions:
+        if ngc_release and row.ngc == ngc_release:
+            return DatacenterException(row.ngc, row.cuda, row.gpus, {b.branch: b.min for b in row.branches},
+                                       row.source)
     return None
 
 
@@ -234,7 +236,7 @@ def check_driver(driver: str, cuda: str, ngc_release: str | None = None, datacen
 def _check_driver(driver: str, cuda: str) -> Verdict:
     floor = min_driver_for_cuda(cuda)
     d = parse_version(driver, "driver version")
-    ceiling = max_cuda_for_driver(driver) if d >= Version(_releases()[0][1]["driver"]) else None
+    ceiling = max_cuda_for_driver(driver) if d >= Version(_releases()[0][1].driver) else None
     if floor.native_driver is not None:
         native_ok = d >= Version(floor.native_driver)
     else:  # a release missing from Table 3 (e.g. 12.7): compare with what the driver supports natively
@@ -257,25 +259,25 @@ def _check_driver(driver: str, cuda: str) -> Verdict:
 
 def horovod_feature_names() -> list[str]:
     """Names ``horovod_has`` knows."""
-    return [f["feature"] for f in _rules()["horovod_features"]]
+    return [f.feature for f in _rules().horovod_features]
 
 
-def _horovod_feature(feature: str) -> dict:
-    for f in _rules()["horovod_features"]:
-        if f["feature"] == feature:
+def _horovod_feature(feature: str) -> HorovodFeature:
+    for f in _rules().horovod_features:
+        if f.feature == feature:
             return f
     raise ChexstackError("unknown Horovod feature %r; known: %s" % (feature, ", ".join(horovod_feature_names())))
 
 
 def horovod_has(version: str, feature: str) -> bool:
     """True when Horovod ``version`` has ``feature`` (see ``horovod_feature_names``)."""
-    return parse_version(version, "Horovod version") >= Version(_horovod_feature(feature)["since"])
+    return parse_version(version, "Horovod version") >= Version(_horovod_feature(feature).since)
 
 
 def horovod_feature_source(feature: str) -> str:
     """Source and first release of a Horovod feature, for messages."""
     f = _horovod_feature(feature)
-    return "%s (since %s)" % (f["source"], f["since"])
+    return "%s (since %s)" % (f.source, f.since)
 
 
 @dataclass(frozen=True)
@@ -293,21 +295,21 @@ class BuildVariable:
     source: str
 
 
-def _build_env() -> dict:
-    return _rules()["horovod_build_env"]
+def _build_env() -> HorovodBuildEnv:
+    return _rules().horovod_build_env
 
 
 def horovod_build_variables() -> list[str]:
     """Every HOROVOD_* build variable of any checked Horovod release."""
-    return [v["name"] for v in _build_env()["variables"]]
+    return [v.name for v in _build_env().variables]
 
 
-def _read_in(entry: dict, v: Version) -> bool:
-    return Version(entry["since"]) <= v and ("until" not in entry or v < Version(entry["until"]))
+def _read_in(entry: BuildEnvVariable, v: Version) -> bool:
+    return Version(entry.since) <= v and (entry.until is None or v < Version(entry.until))
 
 
-def _releases_reading(entry: dict) -> str:
-    return "%s%s" % (entry["since"], ", no longer from %s" % entry["until"] if "until" in entry else " on")
+def _releases_reading(entry: BuildEnvVariable) -> str:
+    return "%s%s" % (entry.since, ", no longer from %s" % entry.until if entry.until else " on")
 
 
 def horovod_build_variable(version: str, name: str) -> BuildVariable:
@@ -317,9 +319,9 @@ def horovod_build_variable(version: str, name: str) -> BuildVariable:
     release between two checked ones, the answer of both when they agree, else "unchecked"."""
     v = parse_version(version, "Horovod version")
     table = _build_env()
-    source = table["source"]
-    checked = sorted(Version(r) for r in table["checked"])
-    entry = next((e for e in table["variables"] if e["name"] == name), None)
+    source = table.source
+    checked = sorted(Version(r) for r in table.checked)
+    entry = next((e for e in table.variables if e.name == name), None)
     if v < checked[0] or v > checked[-1]:
         return BuildVariable(name, "unchecked", "Horovod %s is outside the checked releases %s..%s"
                              % (version, checked[0], checked[-1]), source)
@@ -332,8 +334,8 @@ def horovod_build_variable(version: str, name: str) -> BuildVariable:
                              "read from %s" % (version, before, after, name, _releases_reading(entry)), source)
     if _read_in(entry, v):
         return BuildVariable(name, "read", "Horovod %s reads %s" % (version, name), source)
-    status = "documented" if entry.get("documented") and v >= Version(entry["since"]) else "unknown"
-    note = "; %s" % entry["note"] if entry.get("note") else ""
+    status = "documented" if entry.documented and v >= Version(entry.since) else "unknown"
+    note = "; %s" % entry.note if entry.note else ""
     return BuildVariable(name, status, "Horovod %s's build does not read %s (read from %s)%s"
                          % (version, name, _releases_reading(entry), note), source)
 
@@ -341,21 +343,20 @@ def horovod_build_variable(version: str, name: str) -> BuildVariable:
 def tf_tested(version: str) -> TfTested | None:
     """tensorflow.org's tested GPU build for TensorFlow ``version`` (same major.minor), or None if not listed."""
     mm = _major_minor(version)
-    table = _rules()["tensorflow_tested"]
-    for b in table["builds"]:
-        if _major_minor(b["tensorflow"]) == mm:
-            return TfTested(b["tensorflow"], tuple(b["python"]), b["compiler"], str(b["cudnn"]), str(b["cuda"]),
-                            table["source"], b.get("note"))
+    table = _rules().tensorflow_tested
+    for b in table.builds:
+        if _major_minor(b.tensorflow) == mm:
+            return TfTested(b.tensorflow, tuple(b.python), b.compiler, b.cudnn, b.cuda, table.source, b.note)
     return None
 
 
 def glibc_for_os(name: str, version: str) -> str | None:
     """glibc of OS ``name`` ``version`` ("CentOS", "7" → "2.17"), matched on the leading version parts."""
-    for s in _rules()["os_glibc"]["systems"]:
-        if s["os"].lower() == name.lower() and same_release(s["version"], version):
-            return s["glibc"]
+    for s in _rules().os_glibc.systems:
+        if s.os.lower() == name.lower() and same_release(s.version, version):
+            return s.glibc
     return None
 
 
 def glibc_source() -> str:
-    return _rules()["os_glibc"]["source"]
+    return _rules().os_glibc.source

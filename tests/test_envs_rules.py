@@ -130,10 +130,30 @@ def test_horovod_build_variables_by_release(version, name, status):
 
 
 def test_horovod_build_variable_table_is_consistent():
-    table = rules._rules()["horovod_build_env"]
-    checked = table["checked"]
+    table = rules._rules().horovod_build_env
+    checked = table.checked
     assert checked == sorted(checked, key=rules.parse_version)
-    for entry in table["variables"]:
-        assert entry["name"].startswith("HOROVOD_") and entry["since"] in checked
-        assert entry.get("until") in (None, *checked)
-    assert len(set(rules.horovod_build_variables())) == len(table["variables"])
+    for entry in table.variables:
+        assert entry.name.startswith("HOROVOD_") and entry.since in checked
+        assert entry.until in (None, *checked)
+    assert len(set(rules.horovod_build_variables())) == len(table.variables)
+
+
+def test_a_typo_in_the_rules_stops_at_load_naming_file_and_field(tmp_path):
+    """envs/rules.yaml has a strict model (envs/rules_model.py): an unknown field or a version that is not one is
+    refused when the rules are loaded, with the file and the field path."""
+    import yaml
+
+    from chexstack.errors import ChexstackError
+    from envs.rules_model import load_rules
+    data = yaml.safe_load(rules.RULES_FILE.read_text())
+    data["cuda_driver"]["releases"][2]["drvier"] = "396.26"
+    data["horovod_features"][0]["since"] = "0.16.x"
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(ChexstackError) as e:
+        load_rules(bad)
+    msg = str(e.value)
+    assert "%s: field cuda_driver.releases.2.drvier: Extra inputs are not permitted" % bad in msg
+    assert "%s: field horovod_features.0.since: String should match pattern" % bad in msg
+    assert load_rules(rules.RULES_FILE).cuda_driver.releases

@@ -14,7 +14,7 @@ from envs.manifest import load_stack
 from launch.controller import local_interfaces
 from tests.conftest import FIXTURES, REPO
 from tests.readonly import run_with_read_only
-from validate import horovod_gate
+from facts import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
 from validate.checks.registry import check
 from validate.checks.runner import run

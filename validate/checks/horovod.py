@@ -13,7 +13,7 @@ controller can run over this node's network interfaces.
 from __future__ import annotations
 
 from launch.controller import local_interfaces, pick_controller
-from validate import horovod_gate
+from facts import horovod_gate
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
 from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements

@@ -1,0 +1,126 @@
+"""The strict model of ``envs/rules.yaml``: every table, row and field typed, unknown fields refused, every
+version a dotted version. ``load_rules(path)`` raises ChexstackError naming the file and the field path
+(``cuda_driver.releases.3.driver: ...``), so a typo in the rules stops at load, not in a query.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from chexstack.errors import ChexstackError
+
+VERSION = r"^[0-9]+(\.[0-9]+)*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DriverRelease(_Strict):
+    """One row of NVIDIA's Table 3: a toolkit release and the driver it ships with."""
+
+    cuda: str = Field(pattern=VERSION)
+    driver: str = Field(pattern=VERSION)
+    note: str | None = None
+    checked: bool = True
+
+
+class MvcFamily(_Strict):
+    major: int
+    driver: str = Field(pattern=VERSION)
+
+
+class MinorVersionCompatibility(_Strict):
+    source: str
+    families: list[MvcFamily]
+
+
+class DriverBranch(_Strict):
+    branch: int
+    min: str = Field(pattern=VERSION)
+
+
+class DatacenterExceptionRow(_Strict):
+    """An NGC release whose notes allow older driver branches on data-center GPUs."""
+
+    ngc: str = Field(pattern=r"^[0-9]{2}\.[0-9]{2}$")
+    cuda: str = Field(pattern=VERSION)
+    gpus: str
+    branches: list[DriverBranch]
+    source: str
+
+
+class CudaDriver(_Strict):
+    source: str
+    releases: list[DriverRelease]
+    minor_version_compatibility: MinorVersionCompatibility
+    forward_compatibility: str
+    datacenter_exceptions: list[DatacenterExceptionRow] = Field(default_factory=list)
+
+
+class TestedBuild(_Strict):
+    tensorflow: str = Field(pattern=VERSION)
+    python: list[str]
+    compiler: str
+    cudnn: str
+    cuda: str
+    note: str | None = None
+    checked: bool = True
+
+
+class TensorflowTested(_Strict):
+    source: str
+    builds: list[TestedBuild]
+
+
+class HorovodFeature(_Strict):
+    feature: str
+    since: str = Field(pattern=VERSION)
+    superseded_by: str | None = None
+    source: str
+
+
+class BuildEnvVariable(_Strict):
+    name: str = Field(pattern=r"^HOROVOD_[A-Z0-9_]+$")
+    since: str = Field(pattern=VERSION)
+    until: str | None = Field(default=None, pattern=VERSION)
+    documented: bool = False
+    note: str | None = None
+
+
+class HorovodBuildEnv(_Strict):
+    source: str
+    checked: list[str]
+    variables: list[BuildEnvVariable]
+
+
+class OsGlibcRow(_Strict):
+    os: str
+    version: str = Field(pattern=VERSION)
+    glibc: str = Field(pattern=VERSION)
+
+
+class OsGlibc(_Strict):
+    source: str
+    systems: list[OsGlibcRow]
+
+
+class Rules(_Strict):
+    """The whole of ``envs/rules.yaml``."""
+
+    cuda_driver: CudaDriver
+    tensorflow_tested: TensorflowTested
+    horovod_features: list[HorovodFeature]
+    horovod_build_env: HorovodBuildEnv
+    os_glibc: OsGlibc
+
+
+def load_rules(path: Path) -> Rules:
+    """Parse and validate ``path``; ChexstackError naming the file and each bad field otherwise."""
+    from envs.manifest import validation_error, yaml_mapping
+    data = yaml_mapping(path.read_text(), path, "rule tables")
+    try:
+        return Rules.model_validate(data)
+    except ValidationError as e:
+        raise validation_error(path, e) from None
