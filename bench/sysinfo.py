@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chexstack import engine
+
 SYSFS_INFINIBAND = Path("/sys/class/infiniband")
 
 
@@ -83,10 +85,10 @@ def interconnect(root: Path = SYSFS_INFINIBAND) -> Interconnect:
 def image_identity(ref: str) -> tuple[str | None, list[str]]:
     """(image ID ``sha256:…``, registry digests ``repo@sha256:…``) of a local Docker image; (None, []) when the
     image or the Docker engine is not there."""
+    client = engine.optional_client()
     try:
-        import docker
-        image = docker.from_env().images.get(ref)
-    except Exception:  # docker SDK missing, engine down, or no such image: unknown, not an error
+        image = client.images.get(ref)
+    except Exception:  # engine down (None), or no such image: unknown, not an error
         return None, []
     return image.id, list(image.attrs.get("RepoDigests") or [])
 

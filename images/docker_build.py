@@ -16,6 +16,7 @@ import docker
 import docker.errors
 
 from chexstack.console import console
+from chexstack import engine
 from chexstack.errors import ChexstackError, ExitCode
 
 TAIL_LINES = 40
@@ -81,14 +82,8 @@ class _Progress:
 
 
 def docker_client() -> docker.DockerClient:
-    """A client of the local engine, or ChexstackError saying how to start one."""
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-        return client
-    except docker.errors.DockerException as e:
-        raise ChexstackError("no Docker engine answers (%s); start one with scripts/start-dockerd "
-                             "(scripts/setup --docker installs it)" % e) from None
+    """A client of the local engine (``chexstack.engine.client``), or ChexstackError saying how to start one."""
+    return engine.client(timeout=600)
 
 
 def docker_build(client: docker.DockerClient, tar, *, labels: dict[str, str] | None = None,

@@ -15,6 +15,7 @@ import tempfile
 import docker
 import docker.errors
 
+from chexstack import engine
 from chexstack.errors import ChexstackError
 
 LOCAL_DEBIAN = "chexstack-local/debian:bookworm"
@@ -30,7 +31,7 @@ def _run(argv: list[str], what: str) -> None:
 
 def ensure_debian_base(tag: str = LOCAL_DEBIAN, client: docker.DockerClient | None = None) -> str:
     """Return the image ID of ``tag``, making it first when absent (debootstrap + docker import)."""
-    client = client or docker.from_env()
+    client = client or engine.client()
     try:
         return client.images.get(tag).id
     except docker.errors.ImageNotFound:

@@ -24,6 +24,7 @@ import shlex
 import shutil
 import uuid
 
+from chexstack import engine
 from chexstack.console import console
 from chexstack.errors import ChexstackError
 from envs.manifest import load_stack
@@ -57,11 +58,12 @@ class ContainerPlan:
         """Remove the container if it still exists (after its ``docker run`` client was killed)."""
         if self.container is None:
             return
-        import docker
         import docker.errors
 
+        client = engine.optional_client()
         try:
-            docker.from_env().containers.get(self.container).remove(force=True)
+            if client is not None:
+                client.containers.get(self.container).remove(force=True)
         except docker.errors.DockerException:  # gone already (--rm), or being removed
             pass
 
@@ -87,11 +89,10 @@ def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainReq
 def docker_interfaces(image: str, network: str, stack: str | None = None) -> list[str]:
     """Network interfaces a container of ``image`` on ``network`` has (``ls /sys/class/net`` inside it).
     ChexstackError when the image is not in this Docker engine (never a pull: chexstack's tags are local)."""
-    import docker
     import docker.errors
 
+    client = engine.client()
     try:
-        client = docker.from_env()
         client.images.get(image)  # containers.run would try to pull a missing tag from Docker Hub
         out = client.containers.run(image, ["ls", "/sys/class/net"], network_mode=network, remove=True)
     except docker.errors.ImageNotFound:
@@ -163,13 +164,13 @@ def trainer_drift(image: str, stack_name: str) -> str | None:
     ``images.labels.CODE`` differs from ``code_digest()``, or is missing): the run would silently use the
     image's copy. None when they match, and for images chexstack did not build or that do not exist (the launch
     itself reports those)."""
-    import docker
     import docker.errors
 
     from images.labels import CODE, STACK, code_digest
 
+    client = engine.optional_client()
     try:
-        labels = docker.from_env().images.get(image).labels or {}
+        labels = (client.images.get(image).labels or {}) if client is not None else {}
     except docker.errors.DockerException:
         return None
     if STACK not in labels:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import resource
 
+from chexstack import engine
 from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
@@ -106,9 +107,8 @@ def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckR
 
 
 def docker_client():
-    import docker
-
-    return docker.from_env(timeout=10)
+    """The engine's client for the container checks (``chexstack.engine``); they report a missing engine."""
+    return engine.client(timeout=10)
 
 
 def _docker_info() -> dict:
