@@ -1,7 +1,7 @@
 """Layer-cache benchmark: a full build of the cpu image vs a rebuild after a trainer-only change, side by side in
 one run, printed as a ratio.
 
-    .venv/bin/python bench/build_cache.py [--base IMAGE] [--skip-full]
+    .venv/bin/python bench/ratios/build_cache.py [--base IMAGE] [--skip-full]
 
 1. full build: every layer rebuilt (``nocache``): apt, TensorFlow, Horovod compiled, gate, runtime stage, code.
 2. trainer-only rebuild: the same context with one trainer file changed (a comment appended in a temporary copy;
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from chexstack.console import console
 from envs.manifest import load_stack
@@ -47,12 +47,12 @@ def with_changed_trainer(ctx: dict, tmp: Path) -> dict:
     copy = tmp / "trainer"
     shutil.copytree(ctx["chexstack/trainer"], copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     init = copy / "__init__.py"
-    init.write_text(init.read_text() + "\n# bench.build_cache: trainer-only change %f\n" % time.time())
+    init.write_text(init.read_text() + "\n# bench.ratios.build_cache: trainer-only change %f\n" % time.time())
     return {**ctx, "chexstack/trainer": copy}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python bench/build_cache.py", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python bench/ratios/build_cache.py", description=__doc__.split("\n")[0])
     ap.add_argument("--base", default=None, help="base image (default: the local Debian base, made when missing)")
     ap.add_argument("--skip-full", action="store_true", help="time only the trainer-only rebuild")
     args = ap.parse_args(argv)

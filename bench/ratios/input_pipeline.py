@@ -8,7 +8,7 @@ undecodable, batch, prefetch) for one pass of the files. Baseline: ``tf.data`` r
 over one pixel per element) so Python iteration costs nothing to either. Goal: wall-clock ratio >= 0.9; the ratio
 per CPU-second is printed too (robust when other processes share the cores).
 
-    .venv/bin/python bench/input_pipeline.py [--files 420] [--rounds 9] [--image-size 224] [--batch-size 16]
+    .venv/bin/python bench/ratios/input_pipeline.py [--files 420] [--rounds 9] [--image-size 224] [--batch-size 16]
 """
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 SOURCE = REPO.parent / "shared" / "data" / "chestxray14" / "images-1024"
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench.sidebyside import Rates, alternate, measure, report  # noqa: E402
+from bench.ratios.sidebyside import Rates, alternate, measure, report  # noqa: E402
 from trainer import compat, pipeline, pngcheck  # noqa: E402
 
 

@@ -16,7 +16,7 @@ CPU (same for both variants) and would swamp the step. Goal: median ratio >= 0.9
 measures the time spent inside the trainer's callback hooks directly (the only per-step work the bare fit lacks
 besides the loss and the optimizer wrapper).
 
-    .venv/bin/python bench/trainer_overhead.py [--model densenet121] [--image-size 64] [--batch-size 16]
+    .venv/bin/python bench/ratios/trainer_overhead.py [--model densenet121] [--image-size 64] [--batch-size 16]
                                                [--steps 15] [--rounds 11]
 """
 from __future__ import annotations
@@ -29,14 +29,14 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench.sidebyside import Rates, alternate, cpu_seconds, report  # noqa: E402
+from bench.ratios.sidebyside import Rates, alternate, cpu_seconds, report  # noqa: E402
 from trainer import callbacks, compat, loss, model as model_mod, runtime  # noqa: E402
 
 
