@@ -1,0 +1,5 @@
+# ENTRYPOINT (exec) + CMD (exec): CMD is the default arguments; the user's arguments replace it.
+FROM chexstack-local/debian:bookworm
+WORKDIR /srv
+ENTRYPOINT ["/bin/echo", "entry:"]
+CMD ["default", "args"]
