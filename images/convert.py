@@ -74,21 +74,24 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER).
 HELPERS = {
-    "copy": r'''chexstack_copy() {  # STAGED DEST [OWNER] [MODE]: Dockerfile COPY: a folder's contents, not the folder
+    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: a folder's contents, not the folder
   [ -z "$3" ] || chown -R "$3" "$1"
   [ -z "$4" ] || chmod -R "$4" "$1"
+  if [ -d "$1" ] && [ ! -L "$1" ]; then d=${2%/}; else case "$2" in */) d=${2%/} ;; *) d=$(dirname "$2") ;; esac; fi
+  d=${d:-/}; n=$d; new=
+  while [ ! -e "$n" ]; do new="$n $new"; n=$(dirname "$n"); done
+  mkdir -p "$d"
+  [ -z "$3" ] || [ -z "$new" ] || chown "$3" $new
   if [ -d "$1" ] && [ ! -L "$1" ]; then
-    mkdir -p "$2"
-    for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$e" ] || [ -L "$e" ]; then cp -a "$e" "$2"/; fi; done
+    for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$e" ] || [ -L "$e" ]; then cp -a "$e" "$d"/; fi; done
   else
-    case "$2" in */) mkdir -p "$2" ;; *) mkdir -p "$(dirname "$2")" ;; esac
     cp -a "$1" "$2"
   fi
-  rm -rf "$1"
+  rm -rf "$(dirname "$1")"
 }''',
     "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: a tar archive is unpacked
   if [ -f "$1" ] && tar -tf "$1" >/dev/null 2>&1; then
-    mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -f "$1"
+    mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -rf "$(dirname "$1")"
   else
     chexstack_copy "$@"
   fi
@@ -451,7 +454,7 @@ class _Converter:
                 if mode:
                     self.fail("--chmod with a URL source is not converted")
                 continue
-            staged = "%s-%d-%d" % (STAGING, c.start_line, i)
+            staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, posixpath.basename(src.rstrip("/")) or "root")
             if origin is None:
                 local = posixpath.normpath(src.lstrip("/"))
                 if local.startswith(".."):

@@ -90,9 +90,10 @@ def test_11_copy_into_workdir():
     result = convert(_case("11"))
     post = _post(result.text)
     # each source goes to the WORKDIR folder (expected.md: /opt/chexnet/), put in place at its position in %post
-    assert "%files\ntrain.py /.chexstack-copy-3-1\nlabels.csv /.chexstack-copy-3-2\n" in result.text
-    assert ("mkdir -p /opt/chexnet\ncd /opt/chexnet\nchexstack_copy /.chexstack-copy-3-1 /opt/chexnet/\n"
-            "chexstack_copy /.chexstack-copy-3-2 /opt/chexnet/\nchexstack_copy /.chexstack-copy-3-3 /opt/chexnet/\n"
+    assert "%files\ntrain.py /.chexstack-copy-3-1/train.py\nlabels.csv /.chexstack-copy-3-2/labels.csv\n" in result.text
+    assert ("mkdir -p /opt/chexnet\ncd /opt/chexnet\nchexstack_copy /.chexstack-copy-3-1/train.py /opt/chexnet/\n"
+            "chexstack_copy /.chexstack-copy-3-2/labels.csv /opt/chexnet/\n"
+            "chexstack_copy /.chexstack-copy-3-3/environment.yml /opt/chexnet/\n"
             "ls -l /opt/chexnet/train.py /opt/chexnet/labels.csv /opt/chexnet/environment.yml") in post
     assert any("source train.py is not in the build context" in w for w in result.warnings)
 
@@ -117,8 +118,8 @@ def test_27_add_url_and_local_tarball():
     text = convert(_case("27")).text
     assert "curl -fsSL --retry 3 -R -o \"$f\" \"$1\"" in text and "wget -q -O" in text
     assert "chexstack_fetch https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v2.13.8.tar.gz /opt/\n" in text
-    assert "%files\nhorovod-0.16.2.tar.gz /.chexstack-copy-5-1\n" in text
-    assert "chexstack_add /.chexstack-copy-5-1 /opt/src/\n" in text
+    assert "%files\nhorovod-0.16.2.tar.gz /.chexstack-copy-5-1/horovod-0.16.2.tar.gz\n" in text
+    assert "chexstack_add /.chexstack-copy-5-1/horovod-0.16.2.tar.gz /opt/src/\n" in text
     assert 'mkdir -p "$2" && tar -xf "$1" -C "$2"' in text
     assert "tar -zvf" not in text and not re.search(r"^curl \S+ -o", text, re.M)
 

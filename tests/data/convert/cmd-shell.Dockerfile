@@ -3,3 +3,4 @@ FROM chexstack-local/debian:bookworm
 ENV GREETING=hi
 ENTRYPOINT []
 CMD echo "$GREETING from $(pwd)"
+# chexstack-harness: run /bin/echo replaced

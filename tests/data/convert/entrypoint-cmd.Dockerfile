@@ -3,3 +3,5 @@ FROM chexstack-local/debian:bookworm
 WORKDIR /srv
 ENTRYPOINT ["/bin/echo", "entry:"]
 CMD ["default", "args"]
+# chexstack-harness: run mine "two words"
+# chexstack-harness: exec /bin/sh -c "echo exec with \"$*\"" sh a b
