@@ -114,10 +114,10 @@ class Built:
     image: str
     stages: dict[str, str]
     client: docker.DockerClient
-    log: list[str] = field(default_factory=list)
+    kept: set = field(default_factory=set)  # reused images, never removed
 
     def remove(self) -> None:
-        for image in (set(self.stages.values()) | {self.image}) - {""}:
+        for image in (set(self.stages.values()) | {self.image}) - {""} - self.kept:
             try:
                 self.client.images.remove(image, force=True, noprune=False)
             except docker.errors.APIError:
@@ -137,11 +137,17 @@ class Emulator:
     def __init__(self, client: docker.DockerClient, context: Path):
         self.client, self.context = client, Path(context)
 
-    def build(self, definition: str) -> Built:
+    def build(self, definition: str, reuse: dict[str, str] | None = None) -> Built:
+        """The emulated image of ``definition``. ``reuse`` maps a stage name to an image taken as that stage's
+        result instead of building it (its %post is then not emulated: say so wherever the result is reported)."""
         stages = parse_definition(definition)
         built = Built("", {}, self.client)
         try:
             for i, st in enumerate(stages):
+                if st.name in (reuse or {}):
+                    built.stages[st.name] = built.image = self.client.images.get(reuse[st.name]).id
+                    built.kept.add(built.image)
+                    continue
                 try:
                     image = self._stage(st, built)
                 except docker.errors.APIError:  # the container was removed under us (a shared engine): once more
@@ -245,7 +251,7 @@ class Emulator:
                                                % uuid.uuid4().hex[:12])
         try:
             stream, _ = holder.get_archive(src)
-            box.put_archive(inbox, b"".join(stream))
+            box.put_archive(inbox, stream)  # streamed: a stage's folder may be gigabytes
         except docker.errors.NotFound:
             raise BuildFailed("%%files %s" % line, "no %s in stage %s" % (src, stage)) from None
         finally:
@@ -446,3 +452,62 @@ def compare_images(client, docker_image: str, emulated_image: str, base: str, ru
         if x != y:
             diffs.append(Difference("exec %s" % shlex.join(argv), "exit %d: %s" % x, "exit %d: %s" % y))
     return diffs
+
+
+# --- a stack's rendered definition -----------------------------------------------------------------------------
+#: Paths whose bytes differ between any two builds of the same recipe: made at build time from randomness or the
+#: clock (ssh host keys, logs, caches). Not compared.
+BUILD_VARIABLE = ("/etc/ssh/ssh_host_*", "/var/log", "/var/cache", "/var/lib/apt/lists", "/tmp")
+
+
+@dataclass
+class StackReport:
+    """The cpu (or another) stack's definition against its Docker image."""
+
+    differences: list[Difference]
+    docker_rows: list
+    apptainer_rows: list
+    apptainer_ok: bool
+    reused: list[str]
+
+
+def probe_emulated(client, image: str) -> dict:
+    """The in-image probe's JSON as ``apptainer exec IMAGE python probe.py`` gives it."""
+    from images.verify import PROBE
+    code, out = exec_emulated(client, image, ["python", PROBE])
+    try:
+        return json.loads(out[out.index("{"):]) if code == 0 else {"error": "exit %d: %s" % (code, out[-500:])}
+    except ValueError:
+        return {"error": "probe printed no JSON: %s" % out[-500:]}
+
+
+def check_stack(client, stack_name: str, base: str, docker_image: str, context_dir: Path,
+                reuse: dict[str, str] | None = None, runs: list[list[str]] = (),
+                execs: list[list[str]] = ()) -> StackReport:
+    """Build ``invoke render --stack S --format singularity`` as Apptainer would (the build context written to
+    ``context_dir``), then compare it with the Docker image: file tree and contents (``BUILD_VARIABLE`` left out),
+    run-time environment, every Table 1 row of the in-image probe judged against the manifest, ``run``/``exec``."""
+    from envs.manifest import load_stack
+    from images import context
+    from images.render import build_context, render
+    from images.verify import compare, probe_image
+
+    stack = load_stack(stack_name)
+    for name, src in context.expand(build_context(stack, base)).items():
+        target = Path(context_dir) / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(src if isinstance(src, bytes) else src.read_bytes())
+        if not isinstance(src, bytes) and src.stat().st_mode & 0o111:
+            target.chmod(0o755)
+    built = Emulator(client, Path(context_dir)).build(render(stack, "singularity", base), reuse)
+    try:
+        diffs = compare_images(client, docker_image, built.image, base, runs, execs, BUILD_VARIABLE)
+        ours = compare(stack, probe_emulated(client, built.image))
+        theirs = compare(stack, probe_image(client, docker_image))
+        for a, b in zip(theirs.rows, ours.rows):
+            if (a.row, a.found, a.verdict) != (b.row, b.found, b.verdict):
+                diffs.append(Difference("Table 1 row %s" % a.row, "%s (%s)" % (a.found, a.verdict),
+                                        "%s (%s)" % (b.found, b.verdict)))
+        return StackReport(diffs, theirs.rows, ours.rows, ours.ok, sorted(reuse or {}))
+    finally:
+        built.remove()

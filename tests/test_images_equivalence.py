@@ -20,7 +20,7 @@ from images.convert import convert
 from images.docker_build import docker_build
 from images.equivalence import Emulator, compare_images, parse_definition, run_emulated
 from tests.test_images_convert import CORPUS
-from tests.test_images_docker import client, debian_base  # noqa: F401  (session fixtures)
+from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.docker]
 _DIRECTIVE = re.compile(r"^# chexstack-harness: (no|run|exec)\b ?(.*)$", re.M)
@@ -94,3 +94,31 @@ def test_parse_definition_concatenates_sections_per_stage():
                               "Bootstrap: docker\nFrom: b\nStage: two\n%files from one\n/f /g\n")
     assert [s.name for s in stages] == ["one", "two"]
     assert stages[0].body("post") == ["    x", "y"] and stages[1].sections[0].args == "from one"
+
+
+@pytest.mark.slow
+def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_build, tmp_path):
+    """Item 2 of issue 13: ``invoke render --stack cpu --format singularity`` built as Apptainer would gives the
+    verified Docker image: same files, environment, Table 1 rows (every one a match) and run behaviour.
+
+    The devel stage is reused from the Docker build (``--target devel``, from the engine's cache) unless
+    ``CHEXSTACK_HARNESS_FULL=1``: emulating it compiles Horovod again (many minutes); the runtime stage, which is
+    the image, is always built from the definition."""
+    import os
+
+    from envs.manifest import load_stack
+    from images.equivalence import check_stack
+    from images.render import build_context, render
+
+    stack = load_stack("cpu")
+    devel = docker_build(client, context_tar(render(stack, "docker", debian_base), build_context(stack, debian_base)),
+                         quiet=True, target="devel")
+    reuse = None if os.environ.get("CHEXSTACK_HARNESS_FULL") == "1" else {"devel": devel}
+    report = check_stack(client, "cpu", debian_base, cpu_build.image_id, tmp_path / "context", reuse=reuse,
+                         runs=[["python", "-m", "trainer", "--help"]],
+                         execs=[["/bin/sh", "-c", "command -v python mpirun sshd; python -c 'import sys; "
+                                 "print(sys.prefix)'"]])
+    assert report.apptainer_ok, [r for r in report.apptainer_rows if r.verdict == "MISMATCH"]
+    assert len(report.apptainer_rows) == len(report.docker_rows) >= 8
+    assert not report.differences, "\n".join("%s: docker %r, apptainer %r" % (d.what, d.docker, d.apptainer)
+                                             for d in report.differences[:40])
