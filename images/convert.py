@@ -41,7 +41,7 @@ Mapping (Dockerfile reference), per instruction:
   is refused: the base image's ENTRYPOINT would apply in Docker and is not known here (add ``ENTRYPOINT []``).
   Neither: no runscript, so Apptainer runs the base image's own.
 - ``SHELL``: used for the RUN, CMD and ENTRYPOINT shell forms after it. ``LABEL``: one ``%labels`` line per key.
-  ``MAINTAINER``: label ``maintainer``. ``EXPOSE``: a comment (documentation only, in Docker too).
+  ``MAINTAINER``: label ``Author`` (Docker's Author field). ``EXPOSE``: a comment (documentation only, in Docker too).
   ``STOPSIGNAL SIGTERM`` and ``HEALTHCHECK NONE``: comments; any other ``STOPSIGNAL``, ``HEALTHCHECK``, ``VOLUME``
   and ``ONBUILD`` are refused (Apptainer has no equivalent; a ``%test`` runs once at build, not on a running
   service).
@@ -293,7 +293,7 @@ class _Converter:
             self.stage.labels.append((k, v))
 
     def _maintainer(self, c) -> None:
-        self.stage.labels.append(("maintainer", " ".join(c.value)))
+        self.stage.labels.append(("Author", " ".join(c.value)))  # Docker's Author field; the user guide's label
 
     def _workdir(self, c) -> None:
         path = self.text(c.value[0], "WORKDIR")

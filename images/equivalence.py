@@ -437,12 +437,27 @@ def diff_maps(what: str, docker_side: dict, apptainer_side: dict) -> list[Differ
     return out
 
 
+def labels_of(client, docker_image: str, base: str) -> dict[str, str]:
+    """The labels a Dockerfile gave ``docker_image`` (the base image's left out), with MAINTAINER's ``Author``."""
+    config = client.images.get(docker_image).attrs
+    own = dict(config["Config"].get("Labels") or {})
+    for key, value in (client.images.get(base).attrs["Config"].get("Labels") or {}).items():
+        if own.get(key) == value:
+            del own[key]
+    if config.get("Author"):
+        own["Author"] = config["Author"]
+    return own
+
+
 def compare_images(client, docker_image: str, emulated_image: str, base: str, runs: list[list[str]] = (),
-                   execs: list[list[str]] = (), not_compared=()) -> list[Difference]:
+                   execs: list[list[str]] = (), not_compared=(), labels: bool = True) -> list[Difference]:
     """Every difference between the Docker image and the emulated Apptainer image built from ``base``: file tree and
-    contents (``tree_differences``), run-time environment, and the output and exit status of ``run ARGS`` and
-    ``exec ARGV`` for each given case."""
+    contents (``tree_differences``), run-time environment, labels (``%labels`` against the Dockerfile's LABELs and
+    MAINTAINER), and the output and exit status of ``run ARGS`` and ``exec ARGV`` for each given case."""
     diffs = tree_differences(client, docker_image, emulated_image, base, not_compared)
+    if labels:
+        _, text = exec_emulated(client, emulated_image, ["cat", "/.singularity.d/labels.json"])
+        diffs += diff_maps("label", labels_of(client, docker_image, base), json.loads(text))
     for args in runs:
         x, y = run_docker(client, docker_image, args), run_emulated(client, emulated_image, args)
         if x != y:
@@ -501,7 +516,8 @@ def check_stack(client, stack_name: str, base: str, docker_image: str, context_d
             target.chmod(0o755)
     built = Emulator(client, Path(context_dir)).build(render(stack, "singularity", base), reuse)
     try:
-        diffs = compare_images(client, docker_image, built.image, base, runs, execs, BUILD_VARIABLE)
+        # labels: `invoke build` gives the Docker image its own (BOM, revision), the SIF gets them at `build --runtime`
+        diffs = compare_images(client, docker_image, built.image, base, runs, execs, BUILD_VARIABLE, labels=False)
         ours = compare(stack, probe_emulated(client, built.image))
         theirs = compare(stack, probe_image(client, docker_image))
         for a, b in zip(theirs.rows, ours.rows):

@@ -18,7 +18,7 @@ import pytest
 from images.context import context_tar
 from images.convert import convert
 from images.docker_build import docker_build
-from images.equivalence import Emulator, compare_images, parse_definition, run_emulated
+from images.equivalence import Emulator, compare_images, parse_definition
 from tests.test_images_convert import CORPUS
 from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
@@ -77,16 +77,6 @@ def test_the_harness_sees_a_wrong_definition(client, debian_base):
     finally:
         built.remove()
         client.images.remove(docker_image, force=True)
-
-
-def test_runscript_gets_the_users_arguments(client, debian_base):
-    dockerfile = CORPUS / "entrypoint-cmd.Dockerfile"
-    built = Emulator(client, dockerfile.parent).build(convert(dockerfile).text)
-    try:
-        assert run_emulated(client, built.image, []) == (0, "entry: default args\n")
-        assert run_emulated(client, built.image, ["mine", "two words"]) == (0, "entry: mine two words\n")
-    finally:
-        built.remove()
 
 
 def test_parse_definition_concatenates_sections_per_stage():
