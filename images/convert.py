@@ -27,7 +27,8 @@ Mapping (Dockerfile reference), per instruction:
   image holds no cache, as in Docker); ``secret``/``ssh``/``bind`` mounts and ``--network=none`` are refused.
   Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
-  is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder), ``DEST/``
+  is put in place in ``%post`` at its position (``--from``: the stage packs the path with tar, so symbolic links
+  stay links; a local source with symbolic links is refused, as ``%files`` follows them), with Docker's rules: a folder's contents (not the folder), ``DEST/``
   a folder, owner root or ``--chown``, ``--chmod``; ``--from=image`` adds a stage of that image. ``ADD`` of a local
   tar archive unpacks it (case 27), of a URL downloads it following redirects and failing on HTTP errors (curl or
   wget), mode 600, never unpacked; ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``,
@@ -96,6 +97,12 @@ HELPERS = {
     chexstack_copy "$@"
   fi
 }''',
+    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: the stage's files as tar keeps them
+  s=$(dirname "$1"); n=$(basename "$1" .tar)
+  mkdir -p "$s/x" && tar -xpf "$1" -C "$s/x"
+  chexstack_copy "$s/x/$n" "$2" "$3" "$4"
+  rm -rf "$s"
+}''',
     "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: redirects followed, HTTP errors fail, mode 600
   case "$2" in */) f="$2$(basename "${1%%[?#]*}")" ;; *) f="$2" ;; esac
   mkdir -p "$(dirname "$f")"
@@ -148,7 +155,7 @@ class _Stage:
     comments: list = field(default_factory=list)
 
     def need(self, helper: str) -> None:
-        for h in (["copy"] if helper == "add" else []) + [helper]:
+        for h in (["copy"] if helper in ("add", "from") else []) + [helper]:
             if h not in self.helpers:
                 self.helpers.append(h)
 
@@ -454,12 +461,29 @@ class _Converter:
                 if mode:
                     self.fail("--chmod with a URL source is not converted")
                 continue
-            staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, posixpath.basename(src.rstrip("/")) or "root")
+            name = posixpath.basename(src.rstrip("/")) or "root"
+            staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
+            if origin is not None:
+                # %files copies with `cp -fLr` (symlinks followed, owners lost): the stage packs the path with tar
+                # at its end instead (links and owners kept, as Docker's COPY --from keeps them), this one unpacks it
+                packed = "/.chexstack-from-%d-%d.tar" % (c.start_line, i)
+                parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
+                source = next(s for s in self.stages if s.name == origin)
+                source.post.append("tar -C %s -cf %s %s" % (
+                    shlex.quote(parent), packed, shlex.quote(name)))
+                st.files.setdefault(origin, []).append((packed, staged + ".tar"))
+                st.need("from")
+                st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
+                continue
             if origin is None:
                 local = posixpath.normpath(src.lstrip("/"))
                 if local.startswith(".."):
                     self.fail("source %s is outside the build context" % src)
-                if not (self.path.parent / local).exists():
+                here = self.path.parent / local
+                if here.is_symlink() or (here.is_dir() and any(p.is_symlink() for p in here.rglob("*"))):
+                    self.fail("source %s holds symbolic links: Apptainer's %%files follows them (cp -L), Docker "
+                              "copies them as links; replace them or ADD a tar archive of the folder" % src)
+                if not here.exists():
                     self.warn("source %s is not in the build context (%s); it must be there when the SIF is built"
                               % (src, self.path.parent))
                 src = local
@@ -481,7 +505,7 @@ class _Converter:
             return ref.lower()
         if ref.lower() == self.stage.name:
             self.fail("--from=%s names the stage itself" % ref)
-        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref)
+        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref, post=[DOCKER_ENV])
         self.stages.insert(len(self.stages) - 1, extra)
         return extra.name
 

@@ -52,6 +52,8 @@ SOURCE_ENV = 'for f in /.singularity.d/env/*.sh; do [ -f "$f" ] && . "$f"; done'
 #: Paths the engine or the harness manages, never part of either image's recipe.
 NOT_COMPARED = ("/proc", "/sys", "/dev", "/.singularity.d", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
                 "/.dockerenv")
+#: The ``Difference.what`` of a symlink that Apptainer's ``%files`` (``cp -fLr``) copied as what it points to.
+FOLLOWED = "symlink followed by %files "
 #: Variables the runtimes set themselves.
 ENV_NOT_COMPARED = {"HOSTNAME", "PWD", "SHLVL", "_", "OLDPWD"}
 
@@ -423,8 +425,15 @@ def tree_differences(client, docker_image: str, emulated_image: str, base: str, 
                      and int(a.tree[p][0].rsplit(" ", 1)[1]) < 2 << 20
                      and (p not in old.tree or old.tree[p][0] != a.tree[p][0] or max(a.tree[p][1], b.tree[p][1]) > newest))
     ha, hb = hashes(client, docker_image, False, changed), hashes(client, emulated_image, True, changed)
-    diffs = diff_maps("file", {p: v[0] for p, v in a.tree.items()}, {p: v[0] for p, v in b.tree.items()})
-    diffs += diff_maps("content", ha, hb)
+    # a symlink in Docker's image that is a file or folder in Apptainer's: %files copies with `cp -L`; one row for
+    # it, none for what its copy holds
+    followed = sorted(p for p in a.tree if a.tree[p][0].startswith("l ") and p in b.tree
+                      and not b.tree[p][0].startswith("l "))
+    inside = tuple(p + "/" for p in followed)
+    diffs = [Difference(FOLLOWED + p, a.tree[p][0], b.tree[p][0]) for p in followed]
+    diffs += [d for d in diff_maps("file", {p: v[0] for p, v in a.tree.items()}, {p: v[0] for p, v in b.tree.items()})
+              if d.what[5:] not in followed and not d.what[5:].startswith(inside)]
+    diffs += [d for d in diff_maps("content", ha, hb) if not d.what[8:].startswith(inside)]
     return diffs + diff_maps("env", a.env, b.env)
 
 
@@ -480,6 +489,7 @@ class StackReport:
     """The cpu (or another) stack's definition against its Docker image."""
 
     differences: list[Difference]
+    followed: list[str]  # symlinks that Apptainer's %files copies as their targets (also in ``differences``)
     docker_rows: list
     apptainer_rows: list
     apptainer_ok: bool
@@ -524,6 +534,7 @@ def check_stack(client, stack_name: str, base: str, docker_image: str, context_d
             if (a.row, a.found, a.verdict) != (b.row, b.found, b.verdict):
                 diffs.append(Difference("Table 1 row %s" % a.row, "%s (%s)" % (a.found, a.verdict),
                                         "%s (%s)" % (b.found, b.verdict)))
-        return StackReport(diffs, theirs.rows, ours.rows, ours.ok, sorted(reuse or {}))
+        followed = [d.what[len(FOLLOWED):] for d in diffs if d.what.startswith(FOLLOWED)]
+        return StackReport(diffs, followed, theirs.rows, ours.rows, ours.ok, sorted(reuse or {}))
     finally:
         built.remove()
