@@ -27,14 +27,15 @@ Mapping (Dockerfile reference), per instruction:
   image holds no cache, as in Docker); ``secret``/``ssh``/``bind`` mounts and ``--network=none`` are refused.
   Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
-  is put in place in ``%post`` at its position (``--from``: the stage packs the path with tar, so symbolic links
-  stay links; a local source with symbolic links is refused, as ``%files`` follows them), with Docker's rules: a folder's contents (not the folder), ``DEST/``
-  a folder, owner root or ``--chown``, ``--chmod``; ``--from=image`` adds a stage of that image. ``ADD`` of a local
-  tar archive unpacks it (case 27), of a URL downloads it following redirects and failing on HTTP errors (curl or
-  wget), mode 600, never unpacked; ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``,
-  ``--exclude`` are refused.
+  is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
+  ``DEST/`` a folder, owner root or ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies
+  with ``cp -fLr`` (symbolic links followed, owners lost), so ``--from`` goes through a tar the source stage makes
+  at its end (links and owners kept, as Docker keeps them) and a local source holding symbolic links is refused;
+  ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it (case 27), of a URL
+  downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
+  ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
 - ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there.
-- ``USER name|uid[:gid]``: later RUNs (and COPY ownership is unchanged, as in Docker) run through ``setpriv`` with
+- ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
   that uid, its primary gid or the given one, its groups and its HOME (case 12: never ``su -``). Apptainer always
   runs the image as the invoking user: a warning says so.
 - ``ENTRYPOINT``/``CMD``: ``%runscript`` and ``%startscript`` run ``ENTRYPOINT + (arguments or CMD)`` with Docker's

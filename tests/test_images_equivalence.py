@@ -18,11 +18,12 @@ import pytest
 from images.context import context_tar
 from images.convert import convert
 from images.docker_build import docker_build
-from images.equivalence import Emulator, compare_images, parse_definition
+from images.equivalence import FOLLOWED, Emulator, compare_images, parse_definition
 from tests.test_images_convert import CORPUS
 from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.docker]
+VENV_LINKS = {"/opt/venv/bin/python", "/opt/venv/bin/python3", "/opt/venv/bin/python3.11", "/opt/venv/lib64"}
 _DIRECTIVE = re.compile(r"^# chexstack-harness: (no|run|exec)\b ?(.*)$", re.M)
 
 
@@ -110,5 +111,9 @@ def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_bui
                                  "print(sys.prefix)'"]])
     assert report.apptainer_ok, [r for r in report.apptainer_rows if r.verdict == "MISMATCH"]
     assert len(report.apptainer_rows) == len(report.docker_rows) >= 8
-    assert not report.differences, "\n".join("%s: docker %r, apptainer %r" % (d.what, d.docker, d.apptainer)
-                                             for d in report.differences[:40])
+    # A finding, pinned: hpccm's `%files from devel /opt/venv /opt/venv` is copied by Apptainer with `cp -fLr`, so
+    # the venv's symbolic links (python -> python3 -> /usr/bin/python3, lib64 -> lib) become copies of what they
+    # point to (lib64 a second copy of the whole lib/). Same behaviour, bigger SIF; nothing else may differ.
+    assert set(report.followed) <= VENV_LINKS, report.followed
+    others = [d for d in report.differences if d.what[len(FOLLOWED):] not in VENV_LINKS]
+    assert not others, "\n".join("%s: docker %r, apptainer %r" % (d.what, d.docker, d.apptainer) for d in others[:40])
