@@ -179,11 +179,12 @@ def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, 
                 allow_mismatch=allow_mismatch)
 
 
-@task(help={"dockerfile": "path of the Dockerfile", "build-arg": "NAME=VALUE for an ARG without default (repeatable)",
+@task(help={"dockerfile": "path of the Dockerfile", "build-arg": "NAME=VALUE for an ARG (repeatable), as docker build --build-arg",
             "output": "write the definition here instead of stdout"}, iterable=["build_arg"])
 @user_errors
 def convert(c, dockerfile, build_arg=None, output=None):
-    """Convert a Dockerfile to a Singularity definition (spython) and repair what it gets wrong."""
+    """Convert a Dockerfile to a Singularity definition that builds and runs the same, or refuse naming the line
+    (exit 2)."""
     from images.convert import convert_file, parse_build_args
 
     from chexstack.outputs import output_file

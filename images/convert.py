@@ -1,225 +1,167 @@
-"""Convert an existing Dockerfile to a Singularity/Apptainer definition with spython, repairing what spython
-0.3.14/0.3.15 gets wrong (each verified against ../shared/cases):
+"""Convert an existing Dockerfile to a Singularity/Apptainer definition that builds and runs the same image, or
+refuse (``ChexstackError``, exit 2) naming the line, the instruction and why.
 
-- 09 ARG in FROM: ``${VAR}``/``$VAR`` in FROM are resolved from the ARGs before it (``--build-arg`` overrides);
-  an ARG with no value is an error naming it, never a ``From:`` with a ``$`` in it. As in Docker, ARGs declared
-  before FROM are not visible in the stage unless re-declared.
-- 10 ENV during %post: every ENV pair is ``export``ed in ``%post`` where the ENV stood (spython writes bare
-  assignments, which child processes such as pip never see), and ``%post`` first sources the base image's
-  environment like hpccm does.
-- 11 COPY into a WORKDIR: relative destinations are resolved against the WORKDIR in effect, and the destination
-  folders are created in ``%setup`` (``%files`` runs before ``%post``).
-- 12 USER: never ``su -``; a comment says it is ignored, and the commands after it run as that user through
-  ``su USER -c '...'``. Names that merely contain USER (``$NB_USER``) are left alone.
+The Dockerfile is read by Docker's own parser (BuildKit's ``frontend/dockerfile/parser`` through the ``dockerfile``
+package: continuations, comments, the escape directive, flags, JSON forms and heredocs as Docker reads them); the
+mapping of each instruction is ours, because spython's (0.3.14; 0.3.15 differs only in the curl flags of ``ADD``
+URLs, singularityhub/singularity-cli#229) loses meaning in the ways ../shared/cases 09-12, 27 and 28 record.
+Definition semantics (Apptainer user guide, "Definition Files"): ``%files`` is copied before ``%post``, ``%post``
+runs under ``/bin/sh -e`` without ``%environment``, ``%environment`` is sourced at run time after the base image's
+environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` gets the user's arguments as
+``"$@"``, ``%startscript`` is what ``instance start`` runs.
 
-``convert_file(path, build_args) -> str``; ``convert(path, build_args) -> Conversion`` also returns warnings.
-Errors: ``ChexstackError`` naming the file and the instruction.
+Mapping (Dockerfile reference), per instruction:
+
+- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``); ``ARG``s before
+  the first ``FROM`` only resolve ``FROM`` (``--build-arg`` overrides; no value -> error). ``FROM <stage>``,
+  ``--platform`` and ``scratch`` are refused.
+- ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post`` (case 09); never in
+  ``%environment``. An ``ENV`` of the same name wins, as in Docker.
+- ``ENV``: ``export`` in ``%post`` where it stood (case 10) and in ``%environment``; values are expanded as Docker
+  does, with what the Dockerfile defines; references to the base image's variables stay ``${NAME}``.
+- ``RUN``: Docker runs each RUN as ``SHELL + [command]`` (default ``/bin/sh -c``) in a fresh shell, failing only on
+  the command's exit status. A single simple command is written as it is; anything else (lists, ``cd``,
+  assignments, another ``SHELL``, heredocs) as ``/bin/sh -c '...'``, because under ``sh -e`` ``a && b`` does not
+  stop the build when ``a`` fails and ``cd``/variables would leak into the next lines. Exec form runs the argv.
+  ``--mount=type=cache|tmpfs``: the command runs with the target emptied and what it wrote there is removed (the
+  image holds no cache, as in Docker); ``secret``/``ssh``/``bind`` mounts and ``--network=none`` are refused.
+  Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
+- ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
+  is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
+  ``DEST/`` a folder, owner root or ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies
+  with ``cp -fLr`` (symbolic links followed, owners lost), so ``--from`` goes through a tar the source stage makes
+  at its end (links and owners kept, as Docker keeps them) and a local source holding symbolic links is refused;
+  ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it (case 27), of a URL
+  downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
+  ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
+- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there.
+- ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
+  that uid, its primary gid or the given one, its groups and its HOME (case 12: never ``su -``). Apptainer always
+  runs the image as the invoking user: a warning says so.
+- ``ENTRYPOINT``/``CMD``: ``%runscript`` and ``%startscript`` run ``ENTRYPOINT + (arguments or CMD)`` with Docker's
+  rules (shell forms through ``SHELL``; ``ENTRYPOINT`` resets an inherited ``CMD``). ``CMD`` without ``ENTRYPOINT``
+  is refused: the base image's ENTRYPOINT would apply in Docker and is not known here (add ``ENTRYPOINT []``).
+  Neither: no runscript, so Apptainer runs the base image's own.
+- ``SHELL``: used for the RUN, CMD and ENTRYPOINT shell forms after it. ``LABEL``: one ``%labels`` line per key.
+  ``MAINTAINER``: label ``Author`` (Docker's Author field). ``EXPOSE``: a comment (documentation only, in Docker too).
+  ``STOPSIGNAL SIGTERM`` and ``HEALTHCHECK NONE``: comments; any other ``STOPSIGNAL``, ``HEALTHCHECK``, ``VOLUME``
+  and ``ONBUILD`` are refused (Apptainer has no equivalent; a ``%test`` runs once at build, not on a running
+  service).
+
+``convert(path, build_args) -> Conversion(text, warnings)``; ``convert_file`` prints the warnings.
 """
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spython.logger import bot
-from spython.logger.message import QUIET
-from spython.main.parse.parsers.docker import DockerParser
-from spython.main.parse.writers.singularity import SingularityWriter
+import dockerfile
 
 from chexstack.errors import ChexstackError
+from images import dockerwords
+from images.dockerwords import UnsupportedExpansion
 
 DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
-#: Dockerfile instructions spython cannot map, with what to do instead.
-_DOCKER_ONLY = {
-    "SHELL": "write the RUN commands for /bin/sh, which %post uses",
-    "ONBUILD": "it only affects images built FROM this one",
+DEFAULT_SHELL = ["/bin/sh", "-c"]
+STAGING = "/.chexstack-copy"
+#: Shell builtins whose effect outlives the command: such a RUN is never written inline in %post.
+_STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "alias", "unalias", "shift", "trap",
+             "umask", "ulimit", "readonly", "local", "return", "eval", "wait", "break", "continue", "hash", "read",
+             "pushd", "popd", "shopt", "declare", "typeset", "getopts", "builtin", "command", "!"}
+_REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+#: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER).
+HELPERS = {
+    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: a folder's contents, not the folder
+  [ -z "$3" ] || chown -R "$3" "$1"
+  [ -z "$4" ] || chmod -R "$4" "$1"
+  if [ -d "$1" ] && [ ! -L "$1" ]; then d=${2%/}; else case "$2" in */) d=${2%/} ;; *) d=$(dirname "$2") ;; esac; fi
+  d=${d:-/}; n=$d; new=
+  while [ ! -e "$n" ]; do new="$n $new"; n=$(dirname "$n"); done
+  mkdir -p "$d"
+  [ -z "$3" ] || [ -z "$new" ] || chown "$3" $new
+  if [ -d "$1" ] && [ ! -L "$1" ]; then
+    for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$e" ] || [ -L "$e" ]; then cp -a "$e" "$d"/; fi; done
+  else
+    cp -a "$1" "$2"
+  fi
+  rm -rf "$(dirname "$1")"
+}''',
+    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: a tar archive is unpacked
+  if [ -f "$1" ] && tar -tf "$1" >/dev/null 2>&1; then
+    mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -rf "$(dirname "$1")"
+  else
+    chexstack_copy "$@"
+  fi
+}''',
+    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: the stage's files as tar keeps them
+  s=$(dirname "$1"); n=$(basename "$1" .tar)
+  mkdir -p "$s/x" && tar -xpf "$1" -C "$s/x"
+  chexstack_copy "$s/x/$n" "$2" "$3" "$4"
+  rm -rf "$s"
+}''',
+    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: redirects followed, HTTP errors fail, mode 600
+  case "$2" in */) f="$2$(basename "${1%%[?#]*}")" ;; *) f="$2" ;; esac
+  mkdir -p "$(dirname "$f")"
+  if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -R -o "$f" "$1"
+  elif command -v wget >/dev/null 2>&1; then wget -q -O "$f" "$1"
+  else echo "ADD $1: the image needs curl or wget" >&2; exit 1; fi
+  [ -z "$4" ] || echo "$4  $f" | sha256sum -c -
+  chmod 600 "$f"
+  [ -z "$3" ] || chown "$3" "$f"
+}''',
+    "mount": r'''chexstack_mount() {  # TARGET HIDDEN: RUN --mount=type=cache|tmpfs: the command sees an empty TARGET
+  top=$1
+  if [ -e "$1" ] || [ -L "$1" ]; then mv "$1" "$2"
+  else while [ ! -e "$(dirname "$top")" ]; do top=$(dirname "$top"); done; fi
+  echo "$top" > "$2.top" && mkdir -p "$1"
 }
-_VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}|\$(\w+)")
+chexstack_unmount() {  # TARGET HIDDEN: what the command wrote there is not kept, what was there is back
+  rm -rf "$(cat "$2.top")" "$2.top"
+  if [ -e "$2" ] || [ -L "$2" ]; then mv "$2" "$1"; fi
+}''',
+    "as": r'''chexstack_as() {  # USER[:GROUP] ARGV...: a RUN after USER, as Docker runs it: uid, gid, groups, HOME
+  u=${1%%:*}; g=${1#"$u"}; g=${g#:}; shift
+  if [ -n "$g" ]; then groups=--clear-groups
+  elif getent passwd "$u" >/dev/null; then g=$(id -g "$u"); groups=--init-groups
+  else g=0; groups=--clear-groups; fi
+  h=$(getent passwd "$u" | cut -d: -f6)
+  HOME=${h:-/} setpriv --reuid="$u" --regid="$g" $groups -- "$@"
+}''',
+}
 
 
-def substitute(text: str, values: dict[str, str | None]) -> tuple[str, list[str]]:
-    """Replace ``${A}``, ``$A`` and ``${A:-default}`` from ``values``; returns the text and the names that had no
-    value (left in place)."""
-    missing: list[str] = []
+@dataclass
+class _Stage:
+    name: str
+    image: str
+    files: dict = field(default_factory=dict)  # source stage (None: the build context) -> [(src, staged)]
+    post: list = field(default_factory=list)
+    environment: list = field(default_factory=list)
+    labels: list = field(default_factory=list)
+    helpers: list = field(default_factory=list)
+    vars: dict = field(default_factory=dict)  # name -> value (None: declared, value unknown)
+    env_names: set = field(default_factory=set)
+    workdir: str | None = None
+    user: str | None = None
+    shell: list = field(default_factory=lambda: list(DEFAULT_SHELL))
+    entrypoint: list | None = None
+    cmd: list | None = None
+    cmd_set: bool = False
+    cmd_at: object = None  # the CMD instruction
+    comments: list = field(default_factory=list)
 
-    def repl(m: re.Match) -> str:
-        name = m.group(1) or m.group(3)
-        if values.get(name) is not None:
-            return values[name]
-        if m.group(2) is not None:
-            return m.group(2)
-        missing.append(name)
-        return m.group(0)
+    def need(self, helper: str) -> None:
+        for h in (["copy"] if helper in ("add", "from") else []) + [helper]:
+            if h not in self.helpers:
+                self.helpers.append(h)
 
-    return _VAR.sub(repl, text), missing
-
-
-class _RepairingParser(DockerParser):
-    """spython's DockerParser with the four repairs (see the module docstring)."""
-
-    def __init__(self, filename: str, build_args: dict[str, str]):
-        self.build_args = dict(build_args)
-        self.global_args: dict[str, str | None] = {}
-        self.stage_vars: dict[str, str | None] = {}
-        self.workdir, self.user, self.seen_from = "/", None, False
-        self.setup_dirs: dict[str, list[str]] = {}
-        self.warnings: list[str] = []
-        self._pending: list[str] = []
-        super().__init__(filename, load=True)
-
-    @property
-    def layer(self):
-        return self.recipe[self.active_layer]
-
-    def _fail(self, instruction: str, why: str) -> None:
-        text = instruction.strip()
-        raise ChexstackError("%s%s: %s: %s" % (self.filename, self._line_of(text), text, why))
-
-    def _line_of(self, text: str) -> str:
-        """``:N`` for the first line of the Dockerfile that starts with ``text`` (spython keeps no numbers)."""
-        head = text.splitlines()[0][:60] if text else ""
-        with open(self.filename, errors="replace") as f:
-            for number, line in enumerate(f, 1):
-                if head and line.strip().startswith(head):
-                    return ":%d" % number
-        return ""
-
-    def _get_mapping(self, line, parser=None, previous=None):
-        if isinstance(line, str) and re.match(r"^\s*USER\s", line, re.I):
-            return self._user
-        return super()._get_mapping(line, parser, previous)
-
-    def _default(self, line):
-        """spython copies any line it does not know into %post as a shell command; only comments may land here."""
-        if not line.strip():
-            return None
-        if line.strip().startswith("#"):
-            return self._comment(line)
-        word = line.split(None, 1)[0].upper()
-        if word in _DOCKER_ONLY:
-            self._fail(line, "%s has no Singularity/Apptainer equivalent in this conversion (%s)"
-                       % (word, _DOCKER_ONLY[word]))
-        self._fail(line, "not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, "
-                   "LABEL, CMD, ENTRYPOINT, EXPOSE, VOLUME, HEALTHCHECK, STOPSIGNAL or MAINTAINER)")
-
-    def _from(self, line):
-        header = self._setup("FROM", line)[0]
-        m = re.match(r"^(\S+)(?:\s+AS\s+(\S+))?\s*$", header, re.I)
-        if not m:
-            self._fail(line, "expected FROM IMAGE [AS NAME]")
-        image, name = m.group(1), m.group(2)
-        if not name and self.seen_from:
-            name = "stage%d" % (len(self.recipe) + 1)
-        self._multistage("%s AS %s" % (image, name) if name else image)
-        resolved, missing = substitute(image, {**self.global_args, **self.build_args})
-        if missing or "$" in resolved:
-            self._fail(line, "ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)"
-                       % (", ".join(missing) or "?", (missing or ["NAME"])[0]))
-        self.layer.fromHeader = resolved
-        self.seen_from, self.workdir, self.user, self.stage_vars = True, "/", None, {}
-
-    def _arg(self, line):
-        for item in self._setup("ARG", line):
-            for decl in shlex.split(item):
-                name, eq, default = decl.partition("=")
-                if not self.seen_from:
-                    self.global_args[name] = default if eq else None
-                    continue
-                value = self.build_args.get(name, default if eq else self.global_args.get(name))
-                self.stage_vars[name] = value
-                if value is None:
-                    self.warnings.append("ARG %s has no value: empty in the stage, as in Docker" % name)
-                else:
-                    self.layer.install.append("export %s=%s" % (name, shlex.quote(value)))
-
-    def _env(self, line):
-        pairs = self.parse_env(self._setup("ENV", line))
-        for pair in pairs:
-            name, _, value = pair.partition("=")
-            self.stage_vars[name] = value.strip("\"'")
-            self.layer.install.append("export %s" % pair)
-        self.layer.environ += pairs
-
-    def _workdir(self, line):
-        path, _ = substitute(self._setup("WORKDIR", line)[0], self.stage_vars)
-        self.workdir = posixpath.normpath(posixpath.join(self.workdir, path))
-        self.layer.install += ["mkdir -p %s" % self.workdir, "cd %s" % self.workdir]
-        self.layer.workdir = self.workdir
-
-    def _copy(self, lines):
-        for line in self._setup("COPY", lines):
-            words = [w for w in line.split(" ") if w]
-            for opt in [w for w in words if w.startswith("--chown") or w.startswith("--chmod")]:
-                self.warnings.append("COPY %s ignored: files belong to the user who builds the SIF" % opt)
-            words = [w for w in words if not (w.startswith("--chown") or w.startswith("--chmod"))]
-            super()._copy(" ".join(words))
-
-    def _add_files(self, source, dest, layer=None):
-        dest, _ = substitute(dest, self.stage_vars)
-        if not dest.startswith("/"):
-            as_dir = dest.endswith("/") or dest in (".", "..")
-            dest = posixpath.normpath(posixpath.join(self.workdir, dest)) + ("/" if as_dir else "")
-        if layer is None and not (Path(self.filename).parent / source).exists():
-            self.warnings.append("COPY source %s is not next to the Dockerfile; it must exist when the SIF is built"
-                                 % source)
-        folder = dest.rstrip("/") if dest.endswith("/") else posixpath.dirname(dest)
-        dirs = self.setup_dirs.setdefault(self.active_layer, [])
-        if folder not in ("", "/") and folder not in dirs:
-            dirs.append(folder)
-        super()._add_files(source, dest, layer)
-
-    def _user(self, line):
-        name, _ = substitute(re.sub(r"^\s*USER\s+", "", line, flags=re.I).strip(), self.stage_vars)
-        name = name.split(":")[0]
-        self.user = None if name in ("root", "0") else name
-        self.layer.install.append("# USER %s (ignored: Singularity/Apptainer runs as the invoking host user)" % name)
-        if self.user:
-            self.warnings.append("USER %s: the commands after it run through `su %s -c`; the SIF itself runs as "
-                                 "the invoking host user" % (name, name))
-
-    def _run(self, line):
-        if self.user is None:
-            return super()._run(line)
-        text = " ".join(self._setup("RUN", line))
-        self._pending.append(text.rstrip("\\").strip())
-        if text.rstrip().endswith("\\"):
-            return None
-        command = " ".join(self._pending)
-        self._pending = []
-        if command.startswith("["):
-            command = shlex.join(json.loads(command))
-        self.layer.install.append("su %s -c %s" % (self.user, shlex.quote(command)))
-        return None
-
-
-class _Writer(SingularityWriter):
-    """spython's writer plus, in each stage: a first ``%post`` that sources the base image's environment, and a
-    ``%setup`` that creates every ``%files`` destination folder. Singularity concatenates same-named sections in
-    order, so the sourcing still runs before every converted command; when nothing stands between the two ``%post``
-    sections they are written as one."""
-
-    def __init__(self, recipe, setup_dirs: dict[str, list[str]]):
-        super().__init__(recipe)
-        self.setup_dirs = setup_dirs
-        self._post_open = False
-
-    def _create_section(self, attribute, name=None, stage=None):
-        section = [l for l in super()._create_section(attribute, name, stage) if l.strip()]
-        if attribute == "files":
-            dirs = self.setup_dirs.get(self.stage)
-            setup = ["%setup"] + ["mkdir -p ${SINGULARITY_ROOTFS}%s" % d for d in dirs] if dirs else []
-            self._post_open = not (setup or section or self.recipe[self.stage].layer_files)
-            return ["%post", DOCKER_ENV] + setup + section
-        if attribute == "labels" and section:
-            self._post_open = False
-        if attribute == "install":
-            if self._post_open and section[:1] == ["%post"]:
-                section = section[1:]
-            self._post_open = False
-        return section
+    def known(self) -> dict[str, str]:
+        return {k: v for k, v in self.vars.items() if v is not None}
 
 
 @dataclass
@@ -228,27 +170,467 @@ class Conversion:
     warnings: list[str] = field(default_factory=list)
 
 
-def convert(dockerfile: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
-    """The repaired Singularity definition of ``dockerfile`` and the warnings of the conversion."""
-    path = Path(dockerfile)
+class _Converter:
+    def __init__(self, path: Path, build_args: dict[str, str]):
+        self.path, self.build_args = path, dict(build_args)
+        self.global_args: dict[str, str | None] = {}
+        self.stages: list[_Stage] = []
+        self.warnings: list[str] = []
+        self.cmd: dockerfile.Command | None = None
+
+    # --- errors -------------------------------------------------------------------------------------------------
+    def fail(self, why: str) -> None:
+        c = self.cmd
+        first = c.original.splitlines()[0] if c else ""
+        raise ChexstackError("%s:%s: %s: %s" % (self.path, c.start_line if c else "?", first, why))
+
+    def warn(self, why: str) -> None:
+        self.warnings.append("%s:%d: %s: %s" % (self.path, self.cmd.start_line, self.cmd.cmd, why))
+
+    @property
+    def stage(self) -> _Stage:
+        return self.stages[-1]
+
+    # --- words --------------------------------------------------------------------------------------------------
+    def words(self, text: str, known: dict | None = None, split: bool = True) -> list:
+        try:
+            return dockerwords.words(text, self.stage.known() if known is None else known, split)
+        except UnsupportedExpansion as e:
+            self.fail(str(e))
+
+    def text(self, text: str, what: str, known: dict | None = None) -> str:
+        """``text`` expanded to one literal value, or an error naming what it refers to."""
+        word = self.words(text, known, split=False)[0]
+        value = dockerwords.literal(word)
+        if value is None:
+            names = dockerwords.unknown(word)
+            self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
+                      "image's environment, which a definition cannot see); define it with ARG or ENV"
+                      % (what, names[0]))
+        return value
+
+    # --- instructions -------------------------------------------------------------------------------------------
+    def run(self) -> list[_Stage]:
+        try:
+            commands = dockerfile.parse_file(str(self.path))
+        except dockerfile.GoParseError as e:
+            raise ChexstackError("%s: not a Dockerfile Docker can read: %s" % (self.path, e)) from None
+        for c in commands:
+            self.cmd = c
+            name = c.cmd.upper()
+            if name != "FROM" and name != "ARG" and not self.stages:
+                self.fail("expected FROM (or ARG) before any other instruction")
+            getattr(self, "_" + name.lower(), self._unknown)(c)
+        if not self.stages:
+            raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % self.path)
+        self._finish()
+        return self.stages
+
+    def _unknown(self, c) -> None:
+        self.fail("not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, LABEL, "
+                  "CMD, ENTRYPOINT, SHELL, EXPOSE, VOLUME, HEALTHCHECK, STOPSIGNAL, ONBUILD or MAINTAINER)")
+
+    def _from(self, c) -> None:
+        if c.flags:
+            self.fail("%s: not converted (Apptainer builds for the machine that builds)" % " ".join(c.flags))
+        if len(c.value) not in (1, 3) or (len(c.value) == 3 and c.value[1].upper() != "AS"):
+            self.fail("expected FROM IMAGE [AS NAME]")
+        args = {**{k: v for k, v in self.global_args.items() if v is not None}, **self.build_args}
+        word = self.words(c.value[0], args, split=False)[0]
+        missing = dockerwords.unknown(word)
+        if missing:
+            self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)"
+                      % (", ".join(missing), missing[0]))
+        image = dockerwords.literal(word)
+        names = [s.name for s in self.stages]
+        if image.lower() in names:
+            self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image; "
+                      "copy what you need with COPY --from=%s" % (image, image))
+        if image == "scratch":
+            self.fail("FROM scratch is not converted (its stage has no shell for %post)")
+        name = c.value[2].lower() if len(c.value) == 3 else "stage%d" % len(self.stages)
+        if name in names:
+            self.fail("stage name %s is used twice" % name)
+        self.stages.append(_Stage(name, image))
+        self.stage.post.append(DOCKER_ENV)
+
+    def _arg(self, c) -> None:
+        for decl in c.value:
+            name, eq, default = decl.partition("=")
+            if not self.stages:
+                value = self.words(default, {}, split=False)[0] if eq else None
+                self.global_args[name] = dockerwords.literal(value) if value is not None else None
+                continue
+            st = self.stage
+            if name in self.build_args:
+                value = [self.build_args[name]]
+            elif eq:
+                value = self.words(default, split=False)[0]
+            elif self.global_args.get(name) is not None:
+                value = [self.global_args[name]]
+            else:
+                value = None
+            if name in st.env_names:
+                continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
+            st.vars[name] = dockerwords.literal(value) if value is not None else None
+            if value is not None:
+                st.post.append("export %s=%s" % (name, dockerwords.shell(value)))
+
+    def _env(self, c) -> None:
+        st = self.stage
+        pairs = list(zip(c.value[0::2], c.value[1::2]))
+        for name, raw in pairs:
+            word = self.words(raw, split=False)[0]
+            for ref in dockerwords.unknown(word):
+                if ref in st.vars:
+                    self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
+            line = "export %s=%s" % (name, dockerwords.shell(word))
+            st.vars[name] = dockerwords.literal(word)
+            st.env_names.add(name)
+            st.post.append(line)
+            st.environment.append(line)
+
+    def _label(self, c) -> None:
+        for key, raw in zip(c.value[0::2], c.value[1::2]):
+            k = self.text(key, "LABEL key %s" % key)
+            v = self.text(raw, "LABEL %s" % k)
+            if not k or re.search(r"\s", k):
+                self.fail("label key %r: an Apptainer %%labels key is one word" % k)
+            if "\n" in v:
+                self.fail("label %s: a %%labels value is one line" % k)
+            self.stage.labels.append((k, v))
+
+    def _maintainer(self, c) -> None:
+        self.stage.labels.append(("Author", " ".join(c.value)))  # Docker's Author field; the user guide's label
+
+    def _workdir(self, c) -> None:
+        path = self.text(c.value[0], "WORKDIR")
+        st = self.stage
+        st.workdir = posixpath.normpath(posixpath.join(st.workdir or "/", path))
+        q = shlex.quote(st.workdir)
+        st.post += ["mkdir -p %s" % q, "cd %s" % q]
+
+    def _user(self, c) -> None:
+        spec = self.text(c.value[0], "USER")
+        user, _, group = spec.partition(":")
+        st = self.stage
+        st.user = None if user in ("root", "0") and group in ("", "root", "0") else spec
+        st.post.append("# USER %s: the RUN commands after it run as %s" % (spec, spec if st.user else "root"))
+        if st.user:
+            st.need("as")
+
+    def _shell(self, c) -> None:
+        if not c.json or not c.value:
+            self.fail('SHELL takes the JSON form, e.g. SHELL ["/bin/bash", "-c"]')
+        if re.search(r"(cmd|powershell|pwsh)(\.exe)?$", c.value[0], re.I):
+            self.fail("a Windows shell is not converted")
+        self.stage.shell = list(c.value)
+
+    def _expose(self, c) -> None:
+        ports = [self.text(p, "EXPOSE") for p in c.value]
+        self.stage.comments.append("# EXPOSE %s: documentation only in Docker too; Apptainer uses the host's "
+                                   "network" % " ".join(ports))
+
+    def _stopsignal(self, c) -> None:
+        sig = self.text(c.value[0], "STOPSIGNAL").upper()
+        if sig not in ("SIGTERM", "TERM", "15"):
+            self.fail("STOPSIGNAL %s has no definition equivalent (Apptainer stops instances with SIGTERM unless "
+                      "`apptainer instance stop --signal %s` is given); remove it" % (sig, sig))
+
+    def _healthcheck(self, c) -> None:
+        if c.value and c.value[0].upper() == "NONE":
+            return
+        self.fail("Apptainer has no health checks: %test runs once, at build time and by `apptainer test`, where "
+                  "the service is not running; remove HEALTHCHECK (or put a build-time check in a RUN)")
+
+    def _volume(self, c) -> None:
+        self.fail("Apptainer images have no volumes: the path is read-only in the SIF at run time; bind a host "
+                  "folder instead (`apptainer run --bind HOST:PATH`) and remove VOLUME")
+
+    def _onbuild(self, c) -> None:
+        self.fail("ONBUILD only affects images built FROM this one; a definition has no triggers")
+
+    # --- RUN ----------------------------------------------------------------------------------------------------
+    def _run(self, c) -> None:
+        st = self.stage
+        mounts = []
+        for flag in c.flags:
+            opt, _, val = flag.partition("=")
+            if opt == "--mount":
+                kv = dict(p.partition("=")[::2] for p in val.split(","))
+                kind = kv.get("type", "bind")
+                target = kv.get("target") or kv.get("dst") or kv.get("destination")
+                if kind not in ("cache", "tmpfs") or not target:
+                    self.fail("%s: a %s mount cannot be reproduced in %%post (files from outside the image); "
+                              "refused" % (flag, kind))
+                mounts.append(posixpath.normpath(posixpath.join(st.workdir or "/", target)))
+                self.warn("%s: %%post runs without the cache; what the command writes to %s is removed after it, "
+                          "as Docker keeps it out of the image" % (flag, mounts[-1]))
+            elif opt == "--network" and val in ("default", "host"):
+                continue
+            else:
+                self.fail("%s is not converted (%%post has the build machine's network and privileges)" % flag)
+        argv = self._run_argv(c)
+        line = self._command_line(argv, c)
+        hidden = ["%s-hidden-%d-%d" % (STAGING, c.start_line, i) for i in range(len(mounts))]
+        if mounts:
+            st.need("mount")
+        st.post += ["chexstack_mount %s" % _args(t, h) for t, h in zip(mounts, hidden)]
+        st.post.append(line)
+        st.post += ["chexstack_unmount %s" % _args(t, h) for t, h in reversed(list(zip(mounts, hidden)))]
+
+    def _run_argv(self, c) -> list[str]:
+        st = self.stage
+        if c.json:
+            return list(c.value)
+        text = c.value[0]
+        if c.heredocs:
+            if text.strip() == "<<%s" % c.heredocs[0].name or re.match(r"^<<-?['\"]?\w+['\"]?$", text.strip()):
+                body = c.heredocs[0].content
+                if body.startswith("#!"):
+                    self.fail("a heredoc with a shebang runs as its own program; write it to a file with COPY and "
+                              "RUN it")
+                return st.shell + [body]
+            return st.shell + [text + "".join("\n" + h.content + h.name for h in c.heredocs)]
+        return st.shell + [text]
+
+    def _command_line(self, argv: list[str], c) -> str:
+        st = self.stage
+        if st.user:
+            return "chexstack_as %s %s" % (shlex.quote(st.user), shlex.join(argv))
+        if argv[:2] == DEFAULT_SHELL and len(argv) == 3 and _simple(argv[2]):
+            return argv[2]
+        return shlex.join(argv)
+
+    # --- COPY / ADD ---------------------------------------------------------------------------------------------
+    def _copy(self, c) -> None:
+        self._transfer(c, add=False)
+
+    def _add(self, c) -> None:
+        self._transfer(c, add=True)
+
+    def _transfer(self, c, add: bool) -> None:
+        st = self.stage
+        if c.heredocs:
+            self.fail("heredoc sources are not converted; put the text in a file next to the Dockerfile")
+        opts = {}
+        for flag in c.flags:
+            opt, _, val = flag.partition("=")
+            if opt in ("--from", "--chown", "--chmod", "--checksum") and val:
+                opts[opt] = self.text(val, opt)
+            elif opt == "--link":
+                continue  # layer reuse only, same files
+            else:
+                self.fail("%s is not converted" % flag)
+        if c.json:
+            parts = [self.text(v, "%s argument" % c.cmd) for v in c.value]
+        else:
+            parts = []
+            for w in self.words(" ".join(c.value)):
+                value = dockerwords.literal(w)
+                if value is None:
+                    self.fail("refers to $%s, which this Dockerfile does not define" % dockerwords.unknown(w)[0])
+                parts.append(value)
+        if len(parts) < 2:
+            self.fail("expected SOURCE... DEST")
+        sources, dest = parts[:-1], parts[-1]
+        if len(sources) > 1 and not dest.endswith("/"):
+            self.fail("with more than one source the destination must be a folder ending in / (Docker refuses it "
+                      "too)")
+        if not dest.startswith("/"):
+            is_dir = dest.endswith("/") or dest in (".", "..")
+            dest = posixpath.normpath(posixpath.join(st.workdir or "/", dest)) + ("/" if is_dir else "")
+        elif len(sources) > 1 or dest.endswith("/"):
+            dest = dest.rstrip("/") + "/"
+        origin = self._origin(opts.get("--from"))
+        owner, mode = opts.get("--chown", ""), opts.get("--chmod", "")
+        if "--checksum" in opts and not (add and all(_is_url(s) for s in sources)):
+            self.fail("--checksum is only for ADD of URLs")
+        for i, src in enumerate(sources, 1):
+            if re.search(r"[*?\[]", src):
+                self.fail("wildcard source %s is not converted (list the files)" % src)
+            if re.search(r"\s", src) or re.search(r"\s", dest):
+                self.fail("paths with spaces are not converted (%%files splits on whitespace)")
+            if add and origin is None and (src.startswith("git@") or src.endswith(".git")):
+                self.fail("ADD of a git repository is not converted; clone it in a RUN")
+            if add and origin is None and _is_url(src):
+                checksum = opts.get("--checksum", "")
+                if checksum and not checksum.startswith("sha256:"):
+                    self.fail("--checksum %s: only sha256 is converted" % checksum)
+                st.need("fetch")
+                st.post.append("chexstack_fetch %s" % _args(src, dest, owner, checksum[len("sha256:"):]))
+                if mode:
+                    self.fail("--chmod with a URL source is not converted")
+                continue
+            name = posixpath.basename(src.rstrip("/")) or "root"
+            staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
+            if origin is not None:
+                # %files copies with `cp -fLr` (symlinks followed, owners lost): the stage packs the path with tar
+                # at its end instead (links and owners kept, as Docker's COPY --from keeps them), this one unpacks it
+                packed = "/.chexstack-from-%d-%d.tar" % (c.start_line, i)
+                parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
+                source = next(s for s in self.stages if s.name == origin)
+                source.post.append("tar -C %s -cf %s %s" % (
+                    shlex.quote(parent), packed, shlex.quote(name)))
+                st.files.setdefault(origin, []).append((packed, staged + ".tar"))
+                st.need("from")
+                st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
+                continue
+            if origin is None:
+                local = posixpath.normpath(src.lstrip("/"))
+                if local.startswith(".."):
+                    self.fail("source %s is outside the build context" % src)
+                here = self.path.parent / local
+                if here.is_symlink() or (here.is_dir() and any(p.is_symlink() for p in here.rglob("*"))):
+                    self.fail("source %s holds symbolic links: Apptainer's %%files follows them (cp -L), Docker "
+                              "copies them as links; replace them or ADD a tar archive of the folder" % src)
+                if not here.exists():
+                    self.warn("source %s is not in the build context (%s); it must be there when the SIF is built"
+                              % (src, self.path.parent))
+                src = local
+            st.files.setdefault(origin, []).append((src, staged))
+            st.need("add" if add and origin is None else "copy")
+            helper = "chexstack_add" if add and origin is None else "chexstack_copy"
+            st.post.append("%s %s" % (helper, _args(staged, dest, owner, mode)))
+
+    def _origin(self, ref: str | None) -> str | None:
+        """The stage ``--from`` names (a name, an index, or an image, for which a stage is added)."""
+        if ref is None:
+            return None
+        names = [s.name for s in self.stages[:-1]]
+        if ref.isdigit():
+            if int(ref) >= len(names):
+                self.fail("--from=%s: there is no earlier stage %s" % (ref, ref))
+            return names[int(ref)]
+        if ref.lower() in names:
+            return ref.lower()
+        if ref.lower() == self.stage.name:
+            self.fail("--from=%s names the stage itself" % ref)
+        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref, post=[DOCKER_ENV])
+        self.stages.insert(len(self.stages) - 1, extra)
+        return extra.name
+
+    # --- ENTRYPOINT / CMD ---------------------------------------------------------------------------------------
+    def _entrypoint(self, c) -> None:
+        st = self.stage
+        st.entrypoint = list(c.value) if c.json else st.shell + [c.value[0]]
+        if not st.cmd_set:
+            st.cmd = []  # "If CMD is defined from the base image, setting ENTRYPOINT will reset CMD to an empty value"
+
+    def _cmd(self, c) -> None:
+        st = self.stage
+        st.cmd = list(c.value) if c.json else st.shell + [c.value[0]]
+        st.cmd_set, st.cmd_at = True, c
+
+    def _finish(self) -> None:
+        final = self.stages[-1]
+        for st in self.stages:
+            if st.user:
+                self.cmd = None
+                self.warnings.append("%s: USER %s: the RUN commands after it run as that user; the SIF itself "
+                                     "runs as the invoking host user (Apptainer has no image user)"
+                                     % (self.path, st.user))
+        if final.cmd is not None and final.entrypoint is None:
+            self.cmd = final.cmd_at
+            self.fail("CMD without ENTRYPOINT: Docker runs the base image's ENTRYPOINT (if any) with it, which a "
+                      "Dockerfile does not show; add `ENTRYPOINT []` before CMD if the base has none (or its "
+                      "ENTRYPOINT)")
+
+
+def _is_url(src: str) -> bool:
+    return bool(re.match(r"^https?://", src))
+
+
+def _args(*values: str) -> str:
+    """Shell words for the helpers, trailing empty ones dropped."""
+    values = list(values)
+    while values and values[-1] == "":
+        values.pop()
+    return " ".join(shlex.quote(v) for v in values)
+
+
+def _simple(command: str) -> bool:
+    """True when ``command`` behaves the same written in a ``sh -e`` script as run by ``sh -c``: one simple command
+    or pipeline, no lists, no state left behind (cd, assignments, set...)."""
+    if "\n" in command:
+        return False
+    try:
+        lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        tokens = list(lex)
+    except ValueError:
+        return False
+    if not tokens:
+        return False
+    words = []
+    for t in tokens:
+        if t and set(t) <= set("();<>|&"):
+            if t not in _REDIRECTS:
+                return False
+        else:
+            words.append(t)
+    while words and _ASSIGNMENT.match(words[0]):
+        words.pop(0)
+    return bool(words) and words[0] not in _STATEFUL
+
+
+def _runscript(st: _Stage) -> list[str]:
+    lines = ["cd %s" % shlex.quote(st.workdir)] if st.workdir else []
+    if st.cmd:
+        lines.append('if [ "$#" -eq 0 ]; then set -- %s; fi' % shlex.join(st.cmd))
+    if st.entrypoint:
+        lines.append('exec %s "$@"' % shlex.join(st.entrypoint))
+    else:
+        if not st.cmd:
+            lines.append('[ "$#" -gt 0 ] || { echo "no command specified" >&2; exit 125; }')
+        lines.append('exec "$@"')
+    return lines
+
+
+def write(stages: list[_Stage], source: str) -> str:
+    """The definition text of the converted ``stages``."""
+    out = ["# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, see "
+           "images/convert.py" % source]
+    multi = len(stages) > 1
+    for st in stages:
+        out += ["", "Bootstrap: docker", "From: %s" % st.image] + (["Stage: %s" % st.name] if multi else [])
+        for origin, pairs in st.files.items():
+            out.append("%%files from %s" % origin if origin else "%files")
+            out += ["%s %s" % pair for pair in pairs]
+        if st is stages[-1] and st.labels:
+            out.append("%labels")
+            out += ["%s %s" % kv for kv in st.labels]
+        post = st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments
+        if len(st.post) > 1 or st.comments or st.helpers:
+            out += ["%post"] + post
+        if st is stages[-1]:
+            if st.environment:
+                out += ["%environment"] + st.environment
+            if st.entrypoint is not None:
+                body = _runscript(st)
+                out += ["%runscript"] + body + ["%startscript"] + body
+    return "\n".join(out) + "\n"
+
+
+def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
+    """The definition of ``dockerfile_path`` that builds and runs as Docker would, and the conversion's warnings.
+    Errors: ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
+    path = Path(dockerfile_path)
     if not path.is_file():
         raise ChexstackError("%s: no such Dockerfile" % path)
-    quiet, bot.level = bot.level, QUIET  # our warnings replace spython's (which resolve paths against $PWD)
     try:
-        parser = _RepairingParser(str(path), build_args or {})
-        if not parser.seen_from:
-            raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % path)
-        text = _Writer(parser.recipe, parser.setup_dirs).convert() + "\n"
+        path.read_text()
     except UnicodeDecodeError as e:
         raise ChexstackError("%s: not a text file (%s)" % (path, e.reason)) from None
-    finally:
-        bot.level = quiet
+    conv = _Converter(path, build_args or {})
+    stages = conv.run()
+    text = write(stages, path.name)
     for line in text.splitlines():
         if line.startswith("From:") and "$" in line:
             raise ChexstackError("%s: converted %r still holds a variable" % (path, line))
         if re.match(r"^\s*su\s+-", line):
             raise ChexstackError("%s: converted %r: USER must not become `su -`" % (path, line))
-    return Conversion(text, parser.warnings)
+    return Conversion(text, conv.warnings)
 
 
 def parse_build_args(items: list[str] | None) -> dict[str, str]:
@@ -262,11 +644,11 @@ def parse_build_args(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def convert_file(dockerfile: str | Path, build_args: dict[str, str] | None = None) -> str:
+def convert_file(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> str:
     """Like ``convert``, the warnings printed to stderr."""
     import sys
 
-    result = convert(dockerfile, build_args)
+    result = convert(dockerfile_path, build_args)
     for w in result.warnings:
         print("warning: %s" % w, file=sys.stderr)
     return result.text

@@ -87,12 +87,15 @@ def docker_client() -> docker.DockerClient:
 
 
 def docker_build(client: docker.DockerClient, tar, *, labels: dict[str, str] | None = None,
-                 nocache: bool = False, quiet: bool = False, steps: list | None = None) -> str:
+                 nocache: bool = False, quiet: bool = False, steps: list | None = None,
+                 target: str | None = None) -> str:
     """Build the context ``tar`` (file object with a ``Dockerfile``) and return the image ID (``sha256:…``).
-    ``steps``, when given, receives one ``(step line, from cache, seconds)`` per step."""
+    ``steps``, when given, receives one ``(step line, from cache, seconds)`` per step; ``target`` builds only up to
+    that stage."""
     progress = _Progress(quiet=quiet, steps=steps if steps is not None else [])
     stream = client.api.build(fileobj=tar, custom_context=True, rm=True, forcerm=True, pull=False,
-                              nocache=nocache, network_mode="host", labels=labels or {}, decode=True)
+                              nocache=nocache, network_mode="host", labels=labels or {}, decode=True,
+                              target=target)
     for item in stream:
         progress.feed(item)
     progress.finish()

@@ -1,0 +1,152 @@
+"""Docker's word processing for the instructions it expands (ADD, COPY, ENV, EXPOSE, FROM, LABEL, STOPSIGNAL,
+USER, VOLUME, WORKDIR): quotes, backslash escapes and ``$NAME``, ``${NAME}``, ``${NAME:-word}``, ``${NAME-word}``,
+``${NAME:+word}``, ``${NAME+word}`` (Dockerfile reference, "Environment replacement"; BuildKit's
+``frontend/dockerfile/shell/lex.go``).
+
+``words(text, known, split=True) -> list[Word]``: a ``Word`` is a list of parts, each a literal ``str`` or a
+``Ref`` to a variable the Dockerfile does not define (Docker takes those from the base image's environment, which a
+definition cannot see). ``literal(word)`` is its text when it has no such reference; ``shell(word)`` writes it for
+``/bin/sh`` so that the references are expanded when the shell runs. Other ``${...}`` forms (``:?``, ``#``, ``%``,
+``/``) raise ``UnsupportedExpansion``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+class UnsupportedExpansion(ValueError):
+    """A ``${...}`` form this conversion does not reproduce."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``${name}`` (``op`` "") or ``${name<op>word}`` with ``op`` in ``:-``, ``-``, ``:+``, ``+``."""
+
+    name: str
+    op: str = ""
+    word: tuple = ()
+
+
+Word = list  # of str | Ref
+
+
+def words(text: str, known: dict[str, str], split: bool = True) -> list[Word]:
+    """Docker's processing of ``text``: quotes removed, escapes applied, ``known`` variables substituted; with
+    ``split``, one ``Word`` per unquoted-whitespace-separated word."""
+    out: list[Word] = []
+    cur: Word = []
+    started = False
+    i, n = 0, len(text)
+
+    def add(part) -> None:
+        if isinstance(part, str) and cur and isinstance(cur[-1], str):
+            cur[-1] += part
+        elif part != "":
+            cur.append(part)
+
+    while i < n:
+        ch = text[i]
+        if split and ch in " \t\n":
+            if started:
+                out.append(cur)
+                cur, started = [], False
+            i += 1
+            continue
+        started = True
+        if ch == "\\":
+            add(text[i + 1:i + 2])
+            i += 2
+        elif ch == "'":
+            end = text.find("'", i + 1)
+            end = n if end < 0 else end
+            add(text[i + 1:end])
+            i = end + 1
+        elif ch == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                if text[i] == "\\" and i + 1 < n and text[i + 1] in '"$\\':
+                    add(text[i + 1])
+                    i += 2
+                elif text[i] == "$":
+                    part, i = _dollar(text, i, known)
+                    for p in part:
+                        add(p)
+                else:
+                    add(text[i])
+                    i += 1
+            i += 1
+        elif ch == "$":
+            part, i = _dollar(text, i, known)
+            for p in part:
+                add(p)
+        else:
+            add(ch)
+            i += 1
+    if started or not split:
+        out.append(cur)
+    return out
+
+
+def _dollar(text: str, i: int, known: dict[str, str]) -> tuple[list, int]:
+    """The parts of the ``$`` expression at ``text[i]`` and the index after it."""
+    m = _NAME.match(text, i + 1)
+    if m:
+        return _value(Ref(m.group(0)), known), m.end()
+    if not text.startswith("${", i):
+        return ["$"], i + 1
+    m = _NAME.match(text, i + 2)
+    if not m:
+        raise UnsupportedExpansion("%s: expected ${NAME...}" % text[i:i + 20])
+    j = m.end()
+    if text.startswith("}", j):
+        return _value(Ref(m.group(0)), known), j + 1
+    op = next((o for o in (":-", ":+", "-", "+") if text.startswith(o, j)), None)
+    end = text.find("}", j)
+    if op is None or end < 0:
+        raise UnsupportedExpansion("%s: only ${NAME}, ${NAME:-word}, ${NAME-word}, ${NAME:+word} and "
+                                   "${NAME+word} are converted" % text[i:(end + 1 if end >= 0 else i + 20)])
+    inner = words(text[j + len(op):end], known, split=False)[0]
+    return _value(Ref(m.group(0), op, tuple(inner)), known), end + 1
+
+
+def _value(ref: Ref, known: dict[str, str]) -> list:
+    if ref.name not in known:
+        return [ref]
+    value = known[ref.name]
+    if ref.op in (":-", "-"):
+        return [value] if (value or ref.op == "-") else list(ref.word)
+    if ref.op in (":+", "+"):
+        return list(ref.word) if (value or ref.op == "+") else []
+    return [value]
+
+
+def unknown(word: Word) -> list[str]:
+    """The names ``word`` still refers to."""
+    return [p.name for p in word if isinstance(p, Ref)]
+
+
+def literal(word: Word) -> str | None:
+    """The text of ``word``, or None when it refers to a variable the Dockerfile does not define."""
+    return None if unknown(word) else "".join(word)
+
+
+def shell(word: Word) -> str:
+    """``word`` as one ``/bin/sh`` word: bare when safe, else double-quoted; references stay ``${NAME...}``."""
+    text = literal(word)
+    if text is not None and _SAFE.match(text):
+        return text
+    return '"%s"' % _inner(word)
+
+
+def _inner(word) -> str:
+    out = []
+    for p in word:
+        if isinstance(p, Ref):
+            out.append("${%s%s%s}" % (p.name, p.op, _inner(p.word)))
+        else:
+            out.append(re.sub(r'([\\"$`])', r"\\\1", p))
+    return "".join(out)

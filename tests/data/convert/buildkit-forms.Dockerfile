@@ -1,0 +1,14 @@
+# syntax=docker/dockerfile:1.4
+# chexstack-harness: no (BuildKit-only syntax; the engine here has the classic builder only)
+# BuildKit: a heredoc RUN, a command after the heredoc, a cache mount, COPY --chmod.
+FROM chexstack-local/debian:bookworm
+RUN <<EOT
+echo heredoc > /opt/heredoc.txt
+echo "second line" >> /opt/heredoc.txt
+EOT
+RUN cat > /opt/fed.txt <<EOF
+fed through stdin
+EOF
+RUN --mount=type=cache,target=/root/.cache/tool \
+    echo cached > /root/.cache/tool/data && echo after-mount > /opt/mount.txt
+COPY --chmod=700 files/table.csv /opt/private.csv

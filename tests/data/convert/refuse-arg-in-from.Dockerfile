@@ -1,0 +1,2 @@
+ARG CUDA_VERSION
+FROM nvidia/cuda:${CUDA_VERSION}-devel

@@ -1,0 +1,2 @@
+FROM chexstack-local/debian:bookworm
+CMD ["python", "app.py"]

@@ -1,0 +1,4 @@
+FROM chexstack-local/debian:bookworm
+COPY <<EOF /etc/motd
+hello
+EOF

@@ -1,0 +1,2 @@
+FROM chexstack-local/debian:bookworm
+COPY files/app.py files/table.csv /app

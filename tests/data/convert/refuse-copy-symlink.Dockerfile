@@ -1,0 +1,2 @@
+FROM chexstack-local/debian:bookworm
+COPY files/link-to-app.py /opt/

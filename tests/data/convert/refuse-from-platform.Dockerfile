@@ -1,0 +1,1 @@
+FROM --platform=linux/arm64 chexstack-local/debian:bookworm

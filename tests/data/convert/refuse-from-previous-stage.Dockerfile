@@ -1,0 +1,4 @@
+FROM chexstack-local/debian:bookworm AS base
+RUN true
+FROM base
+RUN true

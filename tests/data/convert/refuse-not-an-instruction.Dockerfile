@@ -1,0 +1,4 @@
+FROM chexstack-local/debian:bookworm
+RUN true
+
+BOGUS thing

@@ -1,0 +1,2 @@
+FROM chexstack-local/debian:bookworm
+RUN --network=none make test
