@@ -210,6 +210,9 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/; default runs/train); "
                   "slurm/k8s: required, an absolute path the cluster's nodes see",
         "resume": "continue from the last complete checkpoint in --output",
+        "weights": "initial weights: none (random), imagenet (Keras downloads them; needs the internet) or a local .h5",
+        "seed": "seed of the split, initial weights, epoch order and augmentation (trainer default 0)",
+        "deterministic": "TensorFlow op determinism (TF >= 2.9)",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
         "val-fraction": "share of patients in the validation split (trainer default 0.1)",
         "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
@@ -231,7 +234,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
 @user_errors
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
-          stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
+          weights="none", seed=0, deterministic=False, stack=None, runtime="docker", image=None, network="host",
+          launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
@@ -242,7 +246,8 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
         "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")))
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
-                           controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
+                           controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
+                           weights=weights, seed=seed or None, deterministic=deterministic)
     if launcher != "local":
         from launch import cluster
 
@@ -255,6 +260,35 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
 
         return train_in_image(request, stack, runtime=runtime, image=image, network=network)
     train_local(request)
+
+
+@task(help={
+    "model": "saved model to score (model.h5 or model-best.h5 of a training run)",
+    "images": "folder with the PNGs (searched recursively)",
+    "labels": "label file Data_Entry_2017*.csv or .csv.gz",
+    "list": "score only the image names in this file (e.g. NIH's test_list.txt)",
+    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate)",
+    "np": "CPU ranks under horovodrun (default 1: one process)",
+})
+@user_errors
+def evaluate(c, model, images, labels, list=None, output="runs/evaluate", np=1):
+    """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
+    import subprocess
+
+    from launch.controller import local_interfaces, pick_controller
+    from launch.horovodrun import horovodrun_argv
+
+    args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
+    args += ["--list", list] if list else []
+    if np > 1:
+        controller, _ = pick_controller(local_interfaces(), None)
+        argv, env = horovodrun_argv(np, args, controller=controller)
+    else:
+        argv, env = [sys.executable, "-m", "trainer", *args], {}
+    console.print("[dim]%s[/]" % " ".join(argv), soft_wrap=True)
+    code = subprocess.run(argv, env={**os.environ, **env}).returncode
+    if code:
+        raise Exit(code=code)
 
 
 # --- validate (node fitness checks) -------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ class TrainRequest:
     controller: str | None = None
     val_fraction: float | None = None
     test_fraction: float | None = None
+    weights: str = "none"
+    seed: int | None = None
+    deterministic: bool = False
 
     def ranks(self) -> int:
         """World size: ``np``, else one rank per GPU, else 1 (a CPU rank)."""
@@ -104,7 +107,9 @@ class TrainRequest:
         def absolute(path: str | None) -> str | None:
             return path if path in (None, SYNTHETIC) else os.path.abspath(os.path.expanduser(path))
         return dataclasses.replace(self, data=absolute(self.data), images=absolute(self.images),
-                                   labels=absolute(self.labels), output=absolute(self.output))
+                                   labels=absolute(self.labels), output=absolute(self.output),
+                                   weights=self.weights if self.weights in ("none", "imagenet")
+                                   else os.path.abspath(os.path.expanduser(self.weights)))
 
     def trainer_args(self) -> list[str]:
         """The ``python -m trainer`` options of this request."""
@@ -117,6 +122,12 @@ class TrainRequest:
         for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction)):
             if value is not None:
                 args += [option, repr(value)]
+        if self.weights != "none":
+            args += ["--weights", self.weights]
+        if self.seed is not None:
+            args += ["--seed", str(self.seed)]
+        if self.deterministic:
+            args.append("--deterministic")
         if self.resume:
             args.append("--resume")
         return args

@@ -18,12 +18,16 @@ import glob
 import json
 import os
 import warnings
+from collections import OrderedDict
 
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 
 METRICS = "metrics.json"
 PREDICTIONS = "predictions.csv"
+TEST_PREDICTIONS = "test-predictions.csv"
+SPLITS = "splits.csv"
+BEST_MODEL = "model-best.h5"
 THROUGHPUT = "throughput.json"
 MODEL = "model.h5"
 SKIPPED_IMAGES = "skipped-images.csv"
@@ -94,8 +98,11 @@ def read_json(path):
         raise TrainerError("cannot read %s: %s" % (path, e))
 
 
-def write_metrics(output, run, epochs):
-    write_json(os.path.join(output, METRICS), {"run": run, "epochs": epochs})
+def write_metrics(output, run, epochs, extra=None):
+    """metrics.json: ``{"run", "epochs"}`` plus the items of ``extra`` (``test``, ``baseline``) in that order."""
+    value = OrderedDict([("run", run), ("epochs", epochs)])
+    value.update(extra or {})
+    write_json(os.path.join(output, METRICS), value)
 
 
 def read_metric_epochs(output):
@@ -104,15 +111,39 @@ def read_metric_epochs(output):
     return list(value.get("epochs", [])) if isinstance(value, dict) else []
 
 
-def write_predictions(output, names, labels, scores):
-    """``names`` [N], ``labels`` {0,1} [N, 14], ``scores`` [N, 14] → predictions.csv."""
+def write_predictions(output, names, labels, scores, filename=PREDICTIONS):
+    """``names`` [N], ``labels`` {0,1} [N, 14], ``scores`` [N, 14] → predictions.csv (or ``filename``)."""
     def write(tmp):
         with open(tmp, "w", newline="") as f:
             out = csv.writer(f)
             out.writerow(["Image Index"] + ["label_" + c for c in CLASSES] + ["score_" + c for c in CLASSES])
             for name, y, p in zip(names, labels, scores):
                 out.writerow([name] + [int(v) for v in y] + ["%.9g" % v for v in p])
-    replace_atomically(os.path.join(output, PREDICTIONS), write)
+    replace_atomically(os.path.join(output, filename), write)
+
+
+def write_splits(output, subsets):
+    """splits.csv (``Image Index``, ``Patient ID``, ``split``) of ``subsets`` [(split name, Subset)]; returns
+    {"file", "sha256", split name: {"images", "patients", "sha256"}} where a split's sha256 is that of its sorted
+    image names joined by newlines (compare runs without the file)."""
+    import hashlib
+    summary = OrderedDict([("file", SPLITS)])
+
+    def write(tmp):
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(["Image Index", "Patient ID", "split"])
+            for name, subset in subsets:
+                for image, patient in zip(subset.names, subset.patients):
+                    out.writerow([image, patient, name])
+    replace_atomically(os.path.join(output, SPLITS), write)
+    with open(os.path.join(output, SPLITS), "rb") as f:
+        summary["sha256"] = hashlib.sha256(f.read()).hexdigest()
+    for name, subset in subsets:
+        digest = hashlib.sha256("\n".join(sorted(subset.names)).encode("utf-8")).hexdigest()
+        summary[name] = OrderedDict([("images", len(subset)), ("patients", len(set(subset.patients))),
+                                     ("sha256", digest)])
+    return summary
 
 
 def write_skipped_images(path, skipped):
