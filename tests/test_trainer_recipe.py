@@ -93,3 +93,29 @@ def test_validation_loss_equals_the_keras_loss():
     w_pos, w_neg = loss.class_weights(y)
     keras_value = float(np.mean(np.asarray(loss.weighted_bce(w_pos, w_neg)(tf.constant(y), tf.constant(p)))))
     assert loss.weighted_bce_value(y, p, w_pos, w_neg) == pytest.approx(keras_value, rel=1e-5)
+
+
+def test_weights_imagenet_offline_is_a_clear_error(monkeypatch):
+    """Keras fetches the ImageNet weights with ``data_utils.get_file``; offline it raises "URL fetch failure"
+    (simulated here, so the test does not depend on the network being absent)."""
+    from keras.src.utils import data_utils
+
+    from trainer import model
+    from trainer.errors import TrainerError
+
+    def offline(*args, **kwargs):
+        raise Exception("URL fetch failure on https://storage.googleapis.com/...: None -- [Errno -3] "
+                        "Temporary failure in name resolution")
+    monkeypatch.setattr(data_utils, "get_file", offline)
+    with pytest.raises(TrainerError) as e:
+        model.build("resnet50", 32, "imagenet")
+    assert "--weights imagenet" in str(e.value) and "~/.keras/models" in str(e.value)
+    assert "Temporary failure in name resolution" in str(e.value)
+
+
+def test_resnet50_gets_caffe_preprocessing():
+    from trainer import model
+    kernel, bias = model.normalisation_weights("resnet50")
+    assert np.allclose(kernel, 1) and np.allclose(bias, [-103.939, -116.779, -123.68])  # BGR means, no scaling
+    kernel, bias = model.normalisation_weights("densenet121")
+    assert np.allclose(kernel.ravel() * 255 * np.array(model.IMAGENET_STD), 1)
