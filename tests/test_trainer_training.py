@@ -1,4 +1,4 @@
-"""Real 2-rank horovodrun training on the 800-image ChestX-ray14 sample (64 px): 1 epoch, then --resume to 2, and
+"""Real 2-rank horovodrun training on the 800-image ChestX-ray14 sample (at 32 px): 1 epoch, then --resume to 2, and
 the same 2 epochs uninterrupted (resume equivalence, seed determinism), all with --deterministic.
 
 One module-scoped set of runs (about 3-4 minutes on 2 idle cores) feeds every assertion below.
@@ -32,7 +32,7 @@ LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     output = tmp_path_factory.mktemp("train") / "run"
-    request = TrainRequest(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=64, batch_size=16,
+    request = TrainRequest(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=32, batch_size=16,
                            epochs=1, output=str(output), deterministic=True)
     first = local.train(request)
     first_state = json.loads((output / "checkpoint" / "state.json").read_text())
@@ -111,7 +111,7 @@ def test_resume_continues_after_the_checkpoint(run):
 
 
 def test_new_run_into_a_used_output_is_refused(run):
-    result = _python_trainer("--images", str(IMAGES), "--labels", str(LABELS), "--image-size", "64",
+    result = _python_trainer("--images", str(IMAGES), "--labels", str(LABELS), "--image-size", "32",
                              "--epochs", "3", "--output", str(run["output"]))
     assert result.returncode == 2
     assert "already holds the checkpoint of epoch 2: pass --resume" in result.stderr
@@ -122,7 +122,7 @@ def test_resume_with_a_different_label_file_is_refused(run, tmp_path):
         text = f.read()
     changed = tmp_path / "Data_Entry_2017.csv"  # one label changed, as between NIH releases (case 18)
     changed.write_text(text.replace("00000001_000.png,Cardiomegaly,", "00000001_000.png,Cardiomegaly|Emphysema,", 1))
-    result = _python_trainer("--images", str(IMAGES), "--labels", str(changed), "--image-size", "64",
+    result = _python_trainer("--images", str(IMAGES), "--labels", str(changed), "--image-size", "32",
                              "--epochs", "3", "--resume", "--output", str(run["output"]))
     assert result.returncode == 2
     assert "refusing to resume" in result.stderr and "label_sha256" in result.stderr
@@ -145,7 +145,7 @@ def test_resumed_run_equals_the_uninterrupted_run(run):
     assert run["metrics"]["run"]["deterministic"] is True
 
 
-def _predict(model_file, names, size=64):
+def _predict(model_file, names, size=32):
     import tensorflow as tf
     from trainer import compat, pipeline
     model = tf.keras.models.load_model(str(model_file), compile=False)
@@ -207,7 +207,7 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     evaluated = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
     assert evaluated["test"]["mean_auroc"] == pytest.approx(run["metrics"]["test"]["mean_auroc"], abs=1e-4)
-    assert evaluated["image_size"] == 64 and evaluated["world_size"] == 1
+    assert evaluated["image_size"] == 32 and evaluated["world_size"] == 1
     again_names, again = _read_predictions(tmp_path / "eval" / "predictions.csv")
     order = [again_names.index(n) for n in names]
     assert np.allclose(again[order], pooled, atol=2e-5)

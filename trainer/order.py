@@ -67,14 +67,13 @@ def epoch_transforms(n, seed, epoch, image_size, augmentation):
     if not augmentation.active():
         return np.tile(IDENTITY, (n, 1))
     centre = (image_size - 1) / 2.0
+    cos, sin = np.cos(angles) / zooms, np.sin(angles) / zooms
+    sign = np.where(flips & augmentation.hflip, -1.0, 1.0)  # a horizontal flip negates the x column
+    a0, a1, b0, b1 = cos * sign, -sin, sin * sign, cos
     out = np.zeros((n, 8), dtype=np.float64)
-    for i in range(n):
-        cos, sin = math.cos(angles[i]), math.sin(angles[i])
-        m = np.array([[cos, -sin], [sin, cos]]) / zooms[i]
-        if augmentation.hflip and flips[i]:
-            m = m.dot(np.diag([-1.0, 1.0]))
-        offset = np.array([centre, centre]) + shifts[i] - m.dot([centre, centre])
-        out[i, :6] = [m[0, 0], m[0, 1], offset[0], m[1, 0], m[1, 1], offset[1]]
+    out[:, 0], out[:, 1], out[:, 3], out[:, 4] = a0, a1, b0, b1
+    out[:, 2] = centre + shifts[:, 0] - (a0 + a1) * centre
+    out[:, 5] = centre + shifts[:, 1] - (b0 + b1) * centre
     return out.astype(np.float32)
 
 

@@ -318,7 +318,7 @@ def run(options):
                 extra["baseline"] = baseline.run(data, options.baseline_size, options.seed, options.bootstrap,
                                                  lambda size: loader_for(data, size))
     if rt.chief:
-        run_info["end_epoch"] = len(epoch_end.history) and epoch_end.history[-1]["epoch"]
+        run_info["end_epoch"] = epoch_end.history[-1]["epoch"] if epoch_end.history else initial_epoch
         outputs.write_metrics(options.output, run_info, epoch_end.history, extra)
         if "test" in extra:
             events.emit("test", mean_auroc=extra["test"]["mean_auroc"], best_epoch=extra["test"]["best_epoch"],
