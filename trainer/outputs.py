@@ -1,10 +1,13 @@
 """Files under ``--output``, each replaced atomically (temp file + fsync + ``os.replace`` + fsync of the folder),
 so a crash leaves the previous complete version, never a torn one. Rank 0 writes them all.
 
-- ``metrics.json``     ``{"run": {...}, "epochs": [{epoch, loss, auroc{class: float|null}, mean_auroc,
-                       images_per_sec{per_rank, total}, world_size, label_sha256, n_train, n_val, val_rows, ...}]}``
+- ``metrics.json``     ``{"run": {...}, "epochs": [{epoch, loss, val_loss, auroc{class: float|null}, mean_auroc,
+                       images_per_sec{per_rank, total}, world_size, label_sha256, n_train, n_val, val_rows, ...}],
+                       "test": {...}, "baseline": {...}}`` (CONTRIBUTING.md lists every field)
 - ``predictions.csv``  pooled validation predictions of the last epoch: ``Image Index``, ``label_<class>`` ×14
                        (0/1), ``score_<class>`` ×14 (float32 written with 9 significant digits: exact round trip)
+- ``test-predictions.csv`` the same for the test split, scored with the best epoch (``model-best.h5``)
+- ``splits.csv``       ``Image Index``, ``Patient ID``, ``split`` of every image used (``write_splits``)
 - ``throughput.json``  throughput mode: ``{images_per_sec{total, per_rank}, step_times_s, world_size, model,
                        batch_size, amp, device, ...}``
 - ``skipped-images.csv`` images left out because they failed the PNG check: ``path``, ``reason`` (written
