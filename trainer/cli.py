@@ -139,23 +139,33 @@ def check(options):
     return options
 
 
+def reporting_errors(body, command="python -m trainer"):
+    """``body()``'s exit status, or 2 after one ``trainer: error:`` line for a TrainerError (usage errors point to
+    ``COMMAND --help``)."""
+    try:
+        return body()
+    except UsageError as e:
+        events.error("%s (%s --help lists the options)" % (e, command))
+        return TrainerError.exit_code
+    except TrainerError as e:
+        if not e.quiet:
+            events.error(str(e))
+        return TrainerError.exit_code
+
+
+def _run(argv):
+    options = check(parse(argv))
+    if options.throughput:
+        from trainer import throughput
+        return throughput.run(options)
+    from trainer import train
+    return train.run(options)
+
+
 def main(argv=None):
     import sys
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["evaluate"]:
         from trainer import evaluate
         return evaluate.main(argv[1:])
-    try:
-        options = check(parse(argv))
-        if options.throughput:
-            from trainer import throughput
-            return throughput.run(options)
-        from trainer import train
-        return train.run(options)
-    except UsageError as e:
-        events.error("%s (python -m trainer --help lists the options)" % e)
-        return TrainerError.exit_code
-    except TrainerError as e:
-        if not e.quiet:
-            events.error(str(e))
-        return TrainerError.exit_code
+    return reporting_errors(lambda: _run(argv))

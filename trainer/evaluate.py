@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 
 from trainer import events, labels, pngcheck, sources
-from trainer.cli import UsageError, _Parser
+from trainer.cli import _Parser, reporting_errors
 from trainer.data import Subset
 from trainer.errors import TrainerError
 
@@ -38,8 +38,6 @@ def parser():
 
 def rows(options):
     """The Subset to score: labelled images below ``--images`` that pass the PNG check (and are in ``--list``)."""
-    if not os.path.isfile(options.model):
-        raise TrainerError("--model %s: no such file" % options.model)
     table = labels.read_label_file(options.labels)
     on_disk = sources.index_images(options.images)
     wanted = set(sources.read_name_list(options.list)) if options.list else None
@@ -101,16 +99,16 @@ def run(options):
     return 0
 
 
+def _run(argv):
+    options = parser().parse_args(argv)
+    if options.batch_size < 1 or options.bootstrap < 0:
+        raise TrainerError("--batch-size must be at least 1 and --bootstrap not negative")
+    for option, path, isfile in (("--model", options.model, True), ("--labels", options.labels, True),
+                                 ("--list", options.list, True), ("--images", options.images, False)):
+        if path is not None and not (os.path.isfile(path) if isfile else os.path.isdir(path)):
+            raise TrainerError("%s %s: no such %s" % (option, path, "file" if isfile else "directory"))
+    return run(options)
+
+
 def main(argv=None):
-    try:
-        options = parser().parse_args(argv)
-        if options.batch_size < 1 or options.bootstrap < 0:
-            raise TrainerError("--batch-size must be at least 1 and --bootstrap not negative")
-        return run(options)
-    except UsageError as e:
-        events.error("%s (python -m trainer evaluate --help lists the options)" % e)
-        return TrainerError.exit_code
-    except TrainerError as e:
-        if not e.quiet:
-            events.error(str(e))
-        return TrainerError.exit_code
+    return reporting_errors(lambda: _run(argv), "python -m trainer evaluate")
