@@ -269,6 +269,35 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     train_local(request)
 
 
+@task(help={
+    "model": "saved model to score (model.h5 or model-best.h5 of a training run)",
+    "images": "folder with the PNGs (searched recursively)",
+    "labels": "label file Data_Entry_2017*.csv or .csv.gz",
+    "list": "score only the image names in this file (e.g. NIH's test_list.txt)",
+    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate)",
+    "np": "CPU ranks under horovodrun (default 1: one process)",
+})
+@user_errors
+def evaluate(c, model, images, labels, list=None, output="runs/evaluate", np=1):
+    """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
+    import subprocess
+
+    from launch.controller import local_interfaces, pick_controller
+    from launch.horovodrun import horovodrun_argv
+
+    args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
+    args += ["--list", list] if list else []
+    if np > 1:
+        controller, _ = pick_controller(local_interfaces(), None)
+        argv, env = horovodrun_argv(np, args, controller=controller)
+    else:
+        argv, env = [sys.executable, "-m", "trainer", *args], {}
+    console.print("[dim]%s[/]" % " ".join(argv), soft_wrap=True)
+    code = subprocess.run(argv, env={**os.environ, **env}).returncode
+    if code:
+        raise Exit(code=code)
+
+
 # --- validate (node fitness checks) -------------------------------------------------------------------------------
 @task(help={"stack": "stack to validate against (envs/stacks/<name>.yaml): its CUDA floor, image and Horovod build",
             "hosts": "comma-separated hosts of a multi-node run (mpirun, NCCL and ib_write_bw across them)",

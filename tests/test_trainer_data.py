@@ -190,9 +190,11 @@ def test_corrupt_idat_is_dropped_and_named_by_the_evaluation_pass(corrupt_dir):
 
 
 def test_training_stream_survives_corrupt_images(corrupt_dir):
-    from trainer import compat, pipeline
+    from trainer import compat, order, pipeline
     _, _, paths = corrupt_dir
     keys = [str(IMAGES / "00000001_000.png"), str(paths["idat"]), str(paths["truncated"]), str(paths["garbage"])]
-    ds = pipeline.training(keys, np.zeros((4, 14), np.uint8), 3, pipeline.png_loader(64), seed=0)
-    batches = [b for _, b in zip(range(3), compat.iterate_numpy(ds))]
-    assert [b[0].shape for b in batches] == [(3, 64, 64, 1)] * 3
+    rows, transforms, lengths = order.rank_stream(4, 3, 0, 1, 0, range(3), 64, order.Augmentation())
+    ds = pipeline.training(keys, np.zeros((4, 14), np.uint8), rows, transforms, lengths, pipeline.png_loader(64),
+                           False)
+    batches = [b for _, b in zip(range(4), compat.iterate_numpy(ds))]
+    assert [b[0].shape for b in batches] == [(1, 64, 64, 1)] * 4  # the one good image; the stream goes on

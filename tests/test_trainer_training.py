@@ -1,6 +1,7 @@
-"""Real 2-rank horovodrun training on the 800-image ChestX-ray14 sample (64 px): 1 epoch, then --resume to 2.
+"""Real 2-rank horovodrun training on the 800-image ChestX-ray14 sample (at 32 px): 1 epoch, then --resume to 2, and
+the same 2 epochs uninterrupted (resume equivalence, seed determinism), all with --deterministic.
 
-One module-scoped run pair (about 2-3 minutes on 2 cores) feeds every assertion below.
+One module-scoped set of runs (about 3-4 minutes on 2 idle cores) feeds every assertion below.
 """
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     output = tmp_path_factory.mktemp("train") / "run"
-    request = TrainRequest(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=64, batch_size=16,
-                           epochs=1, output=str(output))
+    request = TrainRequest(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=32, batch_size=16,
+                           epochs=1, output=str(output), deterministic=True)
     first = local.train(request)
     first_state = json.loads((output / "checkpoint" / "state.json").read_text())
     second = local.train(dataclasses.replace(request, epochs=2, resume=True))
-    return {"output": output, "first": first, "first_state": first_state, "metrics": second}
+    whole_output = output.parent / "uninterrupted"
+    whole = local.train(dataclasses.replace(request, epochs=2, output=str(whole_output)))
+    return {"output": output, "first": first, "first_state": first_state, "metrics": second,
+            "whole": whole, "whole_output": whole_output}
 
 
 def _python_trainer(*args):
@@ -107,7 +111,7 @@ def test_resume_continues_after_the_checkpoint(run):
 
 
 def test_new_run_into_a_used_output_is_refused(run):
-    result = _python_trainer("--images", str(IMAGES), "--labels", str(LABELS), "--image-size", "64",
+    result = _python_trainer("--images", str(IMAGES), "--labels", str(LABELS), "--image-size", "32",
                              "--epochs", "3", "--output", str(run["output"]))
     assert result.returncode == 2
     assert "already holds the checkpoint of epoch 2: pass --resume" in result.stderr
@@ -118,7 +122,92 @@ def test_resume_with_a_different_label_file_is_refused(run, tmp_path):
         text = f.read()
     changed = tmp_path / "Data_Entry_2017.csv"  # one label changed, as between NIH releases (case 18)
     changed.write_text(text.replace("00000001_000.png,Cardiomegaly,", "00000001_000.png,Cardiomegaly|Emphysema,", 1))
-    result = _python_trainer("--images", str(IMAGES), "--labels", str(changed), "--image-size", "64",
+    result = _python_trainer("--images", str(IMAGES), "--labels", str(changed), "--image-size", "32",
                              "--epochs", "3", "--resume", "--output", str(run["output"]))
     assert result.returncode == 2
     assert "refusing to resume" in result.stderr and "label_sha256" in result.stderr
+
+
+def test_resumed_run_equals_the_uninterrupted_run(run):
+    """Epoch order and augmentation are functions of (seed, epoch), the recipe state is replayed and BatchNorm
+    statistics are the ranks' mean: 1 epoch + resume gives the uninterrupted run's numbers (float tolerance), and
+    a second fresh run with the same seed repeats the first (epoch 1)."""
+    resumed, whole = run["metrics"]["epochs"], run["whole"]["epochs"]
+    for a, b in zip(resumed, whole):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-3), a["epoch"]
+        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-3), a["epoch"]
+        for name in CLASSES:
+            assert (a["auroc"][name] is None) == (b["auroc"][name] is None)
+            if a["auroc"][name] is not None:
+                assert a["auroc"][name] == pytest.approx(b["auroc"][name], abs=0.02), (a["epoch"], name)
+        assert a["learning_rate"] == pytest.approx(b["learning_rate"]) and a["best_epoch"] == b["best_epoch"]
+    assert run["metrics"]["test"]["mean_auroc"] == pytest.approx(run["whole"]["test"]["mean_auroc"], abs=0.02)
+    assert run["metrics"]["run"]["deterministic"] is True
+
+
+def _predict(model_file, names, size=32):
+    import tensorflow as tf
+    from trainer import compat, pipeline
+    model = tf.keras.models.load_model(str(model_file), compile=False)
+    paths = [str(IMAGES / n) for n in names]
+    scores = [model.predict_on_batch(x) for x, _ in
+              compat.iterate_numpy(pipeline.evaluation(paths, np.arange(len(paths)), 32, pipeline.png_loader(size)))]
+    return np.concatenate(scores)
+
+
+def _read_predictions(path):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    return [r["Image Index"] for r in rows], np.array([[float(r["score_" + c]) for c in CLASSES] for r in rows])
+
+
+def test_pooled_predictions_are_the_saved_models(run):
+    """One model: the pooled validation predictions of the last epoch (both ranks) are model.h5's, and the pooled
+    test predictions are model-best.h5's, on the same rows."""
+    names, pooled = _read_predictions(run["output"] / "predictions.csv")
+    assert np.allclose(_predict(run["output"] / "model.h5", names), pooled, atol=2e-5)
+    names, pooled = _read_predictions(run["output"] / "test-predictions.csv")
+    assert np.allclose(_predict(run["output"] / "model-best.h5", names), pooled, atol=2e-5)
+
+
+def test_test_block_baseline_and_split_records(run):
+    metrics = run["metrics"]
+    test, baseline = metrics["test"], metrics["baseline"]
+    n_test = metrics["run"]["data"]["split"]["test"]
+    assert test["n_images"] == n_test == test["rows"]["expected"] and test["rows"]["skipped"] == []
+    assert test["best_epoch"] == metrics["epochs"][-1]["best_epoch"] and test["model"] == "model-best.h5"
+    assert test["bootstrap"]["unit"] == "patient" and test["bootstrap"]["resamples"] == 1000
+    for block in (test, baseline):
+        for name, entry in block["auroc"].items():
+            if entry["auroc"] is not None and entry["ci_low"] is not None:
+                assert entry["ci_low"] <= entry["auroc"] <= entry["ci_high"], name
+        defined = [e["auroc"] for e in block["auroc"].values() if e["auroc"] is not None]
+        assert block["mean_auroc"] == pytest.approx(np.mean(defined))
+    names, _ = _read_predictions(run["output"] / "test-predictions.csv")
+    with open(run["output"] / "splits.csv") as f:
+        splits = list(csv.DictReader(f))
+    assert sorted(names) == sorted(r["Image Index"] for r in splits if r["split"] == "test")
+    assert len(splits) == 800 and {r["split"] for r in splits} == {"train", "val", "test"}
+    patients = {}
+    for r in splits:
+        patients.setdefault(r["Patient ID"], set()).add(r["split"])
+    assert all(len(v) == 1 for v in patients.values())
+    recorded = metrics["run"]["splits"]
+    assert recorded["sha256"] == hashlib.sha256((run["output"] / "splits.csv").read_bytes()).hexdigest()
+    assert recorded["test"]["sha256"] == hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    assert "logistic regression" in baseline["method"]
+
+
+def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
+    names, pooled = _read_predictions(run["output"] / "test-predictions.csv")
+    listed = tmp_path / "test_list.txt"
+    listed.write_text("\n".join(names) + "\n")
+    result = _python_trainer("evaluate", "--model", str(run["output"] / "model-best.h5"), "--images", str(IMAGES),
+                             "--labels", str(LABELS), "--list", str(listed), "--output", str(tmp_path / "eval"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    evaluated = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
+    assert evaluated["test"]["mean_auroc"] == pytest.approx(run["metrics"]["test"]["mean_auroc"], abs=1e-4)
+    assert evaluated["image_size"] == 32 and evaluated["world_size"] == 1
+    again_names, again = _read_predictions(tmp_path / "eval" / "predictions.csv")
+    order = [again_names.index(n) for n in names]
+    assert np.allclose(again[order], pooled, atol=2e-5)

@@ -13,14 +13,18 @@ Modules, one job each:
 - ``pngcheck``    O(1) structural check of each PNG (signature, IHDR, IEND)
 - ``split``       official lists or a seeded patient-level train/val/test split
 - ``data``        the above assembled into the examples of each split, with a report of what was left out
-- ``pipeline``    tf.data: decode, resize, flip, shard by rank, batch, prefetch
+- ``order``       each rank's batches and augmentation of epoch e, a function of (seed, e) (NumPy only)
+- ``pipeline``    tf.data: decode, antialiased resize, the planned batches and their transforms, prefetch
 - ``backbones``   the ``--model`` names and their smallest image size (no TensorFlow import)
 - ``model``       ImageNet normalisation layer, DenseNet-121 / ResNet-50, 14 sigmoid outputs
-- ``loss``        class-weighted binary cross-entropy (CheXNet)
-- ``evaluation``  pooled validation predictions (allgather) and per-pathology AUROC
+- ``loss``        class-weighted binary cross-entropy (CheXNet), and its value on pooled predictions
+- ``recipe``      best epoch, LR decay on plateau, early stopping (replayable from metrics.json)
+- ``baseline``    logistic regression on down-sampled pixels, on the same split
+- ``evaluate``    ``python -m trainer evaluate``: score a saved model on any labelled set
+- ``evaluation``  pooled predictions (allgather), per-pathology AUROC, patient-bootstrap intervals
 - ``checkpoint``  atomic per-epoch checkpoint and resume
 - ``runlock``     one run per output folder (an flock held for the whole run)
-- ``outputs``     metrics.json, predictions.csv, throughput.json
+- ``outputs``     metrics.json, predictions.csv, test-predictions.csv, splits.csv, throughput.json
 - ``callbacks``   Keras callbacks: step timing (images/s), rank-0 progress events
 - ``events``      rank-0 log lines and machine-readable progress events for the launcher
 - ``runtime``     Horovod set-up: init, device pinning, LR scaling, DistributedOptimizer, Horovod callbacks

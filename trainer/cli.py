@@ -8,6 +8,8 @@ Data (one of):
   --images DIR --labels FILE  PNGs anywhere below DIR, labels in FILE
   --data synthetic            random images and labels (no files)
 
+``python -m trainer evaluate --model PATH ...`` scores a saved model instead (``trainer.evaluate``).
+
 This module imports no TensorFlow (``--help`` and bad options answer at once; the host launcher runs ``parse`` and
 ``check`` on its request before starting horovodrun); ``main`` imports the run modules only when a run starts.
 """
@@ -46,14 +48,37 @@ def parser():
     data.add_argument("--synthetic-images", type=int, default=1024, help="training images of --data synthetic")
     run = p.add_argument_group("model and run")
     run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES))
-    run.add_argument("--weights", default="none", metavar="none|PATH", help="local backbone weights (.h5)")
+    run.add_argument("--weights", default="none", metavar="none|imagenet|PATH",
+                     help="initial weights: random, Keras' ImageNet weights (downloaded once; needs the internet), "
+                          "or a local .h5 of the backbone without top or of a whole chexstack model")
     run.add_argument("--epochs", type=int, default=1, help="total epochs (also with --resume)")
     run.add_argument("--batch-size", type=int, default=16, help="images per rank per step")
     run.add_argument("--image-size", type=int, default=224, help="input side in pixels (>= 32)")
     run.add_argument("--lr", type=float, default=1e-3, help="base learning rate, times world size (CheXNet: 0.001)")
     run.add_argument("--warmup-epochs", type=float, default=5,
                      help="LR warm-up from lr to lr x world size (Goyal et al. 2017: 5)")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0,
+                     help="fixes the split, initial weights, epoch order and augmentation (Python, NumPy, TF)")
+    run.add_argument("--deterministic", action="store_true",
+                     help="TensorFlow op determinism (TF >= 2.9; older TF says it has none)")
+    recipe = p.add_argument_group("recipe (after the warm-up)")
+    recipe.add_argument("--monitor", default="val_loss", choices=("val_loss", "mean_auroc"),
+                        help="what picks the best epoch (model-best.h5) and drives LR decay and early stopping")
+    recipe.add_argument("--lr-patience", type=int, default=1,
+                        help="epochs without improvement before the LR is divided (CheXNet: 1)")
+    recipe.add_argument("--lr-factor", type=float, default=0.1, help="LR multiplier on a plateau (CheXNet: 0.1)")
+    recipe.add_argument("--early-stop", type=int, default=0, metavar="EPOCHS",
+                        help="stop after this many epochs without improvement (0: never)")
+    recipe.add_argument("--rotation", type=float, default=5.0, help="random rotation range, +- degrees (5)")
+    recipe.add_argument("--shift", type=float, default=0.05, help="random shift range, +- fraction of the side")
+    recipe.add_argument("--zoom", type=float, default=0.1, help="random zoom range, 1 +- this (0.1)")
+    recipe.add_argument("--no-hflip", dest="hflip", action="store_false",
+                        help="no random horizontal flips (on by default, as in CheXNet; never vertical flips)")
+    evaluation = p.add_argument_group("held-out test")
+    evaluation.add_argument("--bootstrap", type=int, default=1000,
+                            help="bootstrap resamples of patients for the test AUROC intervals (0: none)")
+    evaluation.add_argument("--baseline-size", type=int, default=16, metavar="PIXELS",
+                            help="logistic-regression baseline on PIXELS x PIXELS down-sampled images (0: none)")
     run.add_argument("--output", default="runs/train", metavar="DIR")
     run.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
     tp = p.add_argument_group("throughput mode")
@@ -95,6 +120,14 @@ def check(options):
     if options.image_size < smallest:
         raise TrainerError("--image-size %d: %s needs at least %d pixels (tf.keras.applications)"
                            % (options.image_size, options.model, smallest))
+    for name in ("lr_patience", "early_stop", "bootstrap", "baseline_size"):
+        if getattr(options, name) < 0:
+            raise TrainerError("--%s %d cannot be negative" % (name.replace("_", "-"), getattr(options, name)))
+    if not 0 < options.lr_factor <= 1:
+        raise TrainerError("--lr-factor %g: expected a value in (0, 1]" % options.lr_factor)
+    if not (0 <= options.rotation <= 45 and 0 <= options.shift < 0.5 and 0 <= options.zoom < 0.5):
+        raise TrainerError("--rotation %g / --shift %g / --zoom %g: expected 0..45 degrees and fractions in [0, 0.5)"
+                           % (options.rotation, options.shift, options.zoom))
     if options.lr <= 0:
         raise TrainerError("--lr %g must be positive" % options.lr)
     # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given
@@ -106,18 +139,33 @@ def check(options):
     return options
 
 
-def main(argv=None):
+def reporting_errors(body, command="python -m trainer"):
+    """``body()``'s exit status, or 2 after one ``trainer: error:`` line for a TrainerError (usage errors point to
+    ``COMMAND --help``)."""
     try:
-        options = check(parse(argv))
-        if options.throughput:
-            from trainer import throughput
-            return throughput.run(options)
-        from trainer import train
-        return train.run(options)
+        return body()
     except UsageError as e:
-        events.error("%s (python -m trainer --help lists the options)" % e)
+        events.error("%s (%s --help lists the options)" % (e, command))
         return TrainerError.exit_code
     except TrainerError as e:
         if not e.quiet:
             events.error(str(e))
         return TrainerError.exit_code
+
+
+def _run(argv):
+    options = check(parse(argv))
+    if options.throughput:
+        from trainer import throughput
+        return throughput.run(options)
+    from trainer import train
+    return train.run(options)
+
+
+def main(argv=None):
+    import sys
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["evaluate"]:
+        from trainer import evaluate
+        return evaluate.main(argv[1:])
+    return reporting_errors(lambda: _run(argv))

@@ -8,6 +8,7 @@ versions differ and where that is documented.
 import inspect
 import logging
 import os
+import random
 import re
 import warnings
 
@@ -275,12 +276,33 @@ def configure_devices(local_rank, local_size):
 
 
 def set_seed(seed):
-    """Graph-level seed: ``tf.random.set_seed`` (TF 2.x) or ``tf.set_random_seed`` (TF 1.x)."""
+    """Python's ``random``, NumPy's global stream and TensorFlow's graph-level seed: ``tf.random.set_seed`` (TF 2.x)
+    or ``tf.set_random_seed`` (TF 1.x). Keras draws the seeds of unseeded initializers from Python's ``random``
+    (Keras >= 2.7 ``backend.RandomGenerator``) or from the graph seed (older), so both fix the initial weights."""
+    random.seed(seed)
+    np.random.seed(seed)
     if _has(tf, "random.set_seed"):
         tf.random.set_seed(seed)
     else:
         tf.set_random_seed(seed)
-    np.random.seed(seed)
+
+
+def enable_op_determinism():
+    """Turn on TensorFlow's op determinism (``tf.config.experimental.enable_op_determinism``, TF >= 2.9: the same
+    inputs give bitwise the same outputs on one machine); returns False where it does not exist (TF < 2.9)."""
+    fn = getattr(getattr(getattr(tf, "config", None), "experimental", None), "enable_op_determinism", None)
+    if fn is None:
+        return False
+    fn()
+    return True
+
+
+def broadcast_from_rank0(array, name):
+    """Rank 0's ``array`` on every rank (an allgather of every rank's copy, first block kept: the same bits on
+    every rank)."""
+    array = np.asarray(array)
+    gathered = allgather(array.reshape((1,) + array.shape), name)
+    return gathered[0]
 
 
 # --- log noise -------------------------------------------------------------------------------------------------
@@ -353,10 +375,34 @@ def read_file(path):
 
 
 def resize(image, size):
-    """Bilinear resize to [size, size] (float32): ``tf.image.resize`` (TF 2.x) / ``resize_images`` (TF 1.x)."""
-    if _has(tf, "image.resize_images"):
-        return tf.image.resize_images(image, [size, size])
-    return tf.image.resize(image, [size, size])
+    """Antialiased resize to [size, size] (float32): ``tf.image.resize(..., antialias=True)`` (bilinear with a
+    widened kernel when shrinking; TF >= 2.0), else area averaging (``ResizeMethod.AREA``, TF 1.x: its
+    ``resize_images`` has no ``antialias``). Without either, shrinking a 1024-pixel X-ray to 224 or 64 aliases.
+    """
+    resize_v2 = getattr(tf.image, "resize", None)
+    if resize_v2 is not None and "antialias" in _params(resize_v2):
+        return tf.image.resize(image, [size, size], antialias=True)
+    return tf.image.resize_images(image, [size, size], method=tf.image.ResizeMethod.AREA)
+
+
+def transform_images(images, transforms):
+    """Projective transform of each image: images float32 [B, H, W, C], transforms float32 [B, 8] (output pixel
+    (x, y) samples the input at ((a0 x + a1 y + a2)/k, (b0 x + b1 y + b2)/k), k = c0 x + c1 y + 1); bilinear,
+    zero outside the image.
+
+    TF >= 2.3: ``tf.raw_ops.ImageProjectiveTransformV2`` (``fill_mode`` CONSTANT; the op behind Keras'
+    RandomRotation); TF 1.x: ``tf.contrib.image.transform`` (the same op, zero fill).
+    """
+    raw = getattr(getattr(tf, "raw_ops", None), "ImageProjectiveTransformV2", None)
+    if raw is not None:
+        shape = tf.shape(images)[1:3]
+        return raw(images=images, transforms=transforms, output_shape=shape, interpolation="BILINEAR",
+                   fill_mode="CONSTANT")
+    contrib = getattr(getattr(tf, "contrib", None), "image", None)
+    if contrib is None:
+        raise TrainerError("TensorFlow %s has neither tf.raw_ops.ImageProjectiveTransformV2 nor "
+                           "tf.contrib.image: run with --rotation 0 --shift 0 --zoom 0 --no-hflip" % tf.__version__)
+    return contrib.transform(images, transforms, interpolation="BILINEAR")
 
 
 def random_uniform(shape, maxval):

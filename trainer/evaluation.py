@@ -80,3 +80,71 @@ def mean_defined(values):
     """Mean of the values that are not None, or None if there are none."""
     defined = [v for v in values if v is not None]
     return float(np.mean(defined)) if defined else None
+
+
+def _weighted_auroc(scores, positive, weights):
+    """AUROC of one class for each row of ``weights`` [R, n] (resample multiplicities): the Mann-Whitney statistic
+    with ties counted half, vectorised over resamples. Returns float64 [R], NaN where a resample has no positive or
+    no negative."""
+    order = np.argsort(scores, kind="mergesort")
+    sorted_scores = scores[order]
+    starts = np.concatenate([[0], np.nonzero(np.diff(sorted_scores))[0] + 1])
+    w = weights[:, order]
+    pos = np.add.reduceat(w * positive[order], starts, axis=1)
+    neg = np.add.reduceat(w * (1 - positive[order]), starts, axis=1)
+    below = np.cumsum(neg, axis=1) - neg
+    n_pos, n_neg = pos.sum(axis=1), neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc = (pos * (below + 0.5 * neg)).sum(axis=1) / (n_pos * n_neg)
+    auc[(n_pos == 0) | (n_neg == 0)] = np.nan
+    return auc
+
+
+def bootstrap_auroc(labels, scores, patients, resamples=1000, seed=0, level=0.95):
+    """Per-class AUROC with a percentile bootstrap interval, resampling PATIENTS with replacement (a patient's
+    images move together: they are not independent; Efron & Tibshirani 1993, ch. 13).
+
+    labels {0,1} [N, C], scores [N, C], patients: N IDs. Returns a list of C dicts {"auroc", "ci_low", "ci_high",
+    "n_positive", "n_resamples_defined"}; "auroc" None where the class has no positive or no negative, the interval
+    None where fewer than half of the resamples define it (``resamples`` 0: no intervals).
+    """
+    labels = np.asarray(labels, dtype=np.float64)
+    scores = np.asarray(scores, dtype=np.float64)
+    point = auroc_per_class(labels, scores)
+    ids = sorted(set(patients))
+    index = dict((p, i) for i, p in enumerate(ids))
+    row_patient = np.array([index[p] for p in patients], dtype=np.int64)
+    rng = np.random.RandomState(seed)
+    chunks = []
+    for start in range(0, resamples, 100):
+        draws = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=min(100, resamples - start))
+        chunks.append(draws[:, row_patient].astype(np.float64))
+    alpha = (1.0 - level) / 2 * 100
+    result = []
+    for c in range(labels.shape[1]):
+        entry = {"auroc": point[c], "ci_low": None, "ci_high": None,
+                 "n_positive": int(labels[:, c].sum()), "n_resamples_defined": 0}
+        if point[c] is not None and chunks:
+            values = np.concatenate([_weighted_auroc(scores[:, c], labels[:, c], w) for w in chunks])
+            defined = values[~np.isnan(values)]
+            entry["n_resamples_defined"] = int(len(defined))
+            if len(defined) >= resamples / 2.0:
+                entry["ci_low"], entry["ci_high"] = (float(v) for v in np.percentile(defined, [alpha, 100 - alpha]))
+        result.append(entry)
+    return result
+
+
+def held_out_block(labels, scores, patients, resamples, seed, n_expected, skipped):
+    """The ``test`` block of metrics.json: per-class AUROC with 95 % patient-bootstrap intervals and positives,
+    the mean AUROC over defined classes, the rows scored."""
+    from collections import OrderedDict
+    per_class = bootstrap_auroc(labels, scores, patients, resamples, seed)
+    return OrderedDict([
+        ("auroc", OrderedDict((name, OrderedDict(sorted(entry.items()))) for name, entry in zip(CLASSES, per_class))),
+        ("mean_auroc", mean_defined([e["auroc"] for e in per_class])),
+        ("n_classes_defined", sum(e["auroc"] is not None for e in per_class)),
+        ("n_images", int(len(labels))), ("n_patients", len(set(patients))),
+        ("rows", OrderedDict([("expected", n_expected), ("evaluated", int(len(labels))), ("skipped", skipped)])),
+        ("bootstrap", OrderedDict([("resamples", resamples), ("unit", "patient"), ("level", 0.95),
+                                   ("method", "percentile"), ("seed", seed)])),
+    ])

@@ -37,3 +37,14 @@ def weighted_bce(w_pos, w_neg):
         return -K.mean(terms, axis=-1)
 
     return weighted_bce
+
+
+def weighted_bce_value(labels, scores, w_pos, w_neg):
+    """The loss above in NumPy over pooled predictions: labels {0,1} [N, 14], scores [N, 14] -> float (mean over
+    rows and pathologies); the validation loss of an epoch."""
+    y = np.asarray(labels, dtype=np.float64)
+    p = np.clip(np.asarray(scores, dtype=np.float64), EPSILON, 1.0 - EPSILON)
+    if not len(y):
+        return None
+    terms = np.asarray(w_pos) * y * np.log(p) + np.asarray(w_neg) * (1.0 - y) * np.log(1.0 - p)
+    return float(-np.mean(terms))

@@ -1,10 +1,13 @@
 """Files under ``--output``, each replaced atomically (temp file + fsync + ``os.replace`` + fsync of the folder),
 so a crash leaves the previous complete version, never a torn one. Rank 0 writes them all.
 
-- ``metrics.json``     ``{"run": {...}, "epochs": [{epoch, loss, auroc{class: float|null}, mean_auroc,
-                       images_per_sec{per_rank, total}, world_size, label_sha256, n_train, n_val, val_rows, ...}]}``
+- ``metrics.json``     ``{"run": {...}, "epochs": [{epoch, loss, val_loss, auroc{class: float|null}, mean_auroc,
+                       images_per_sec{per_rank, total}, world_size, label_sha256, n_train, n_val, val_rows, ...}],
+                       "test": {...}, "baseline": {...}}`` (CONTRIBUTING.md lists every field)
 - ``predictions.csv``  pooled validation predictions of the last epoch: ``Image Index``, ``label_<class>`` ×14
                        (0/1), ``score_<class>`` ×14 (float32 written with 9 significant digits: exact round trip)
+- ``test-predictions.csv`` the same for the test split, scored with the best epoch (``model-best.h5``)
+- ``splits.csv``       ``Image Index``, ``Patient ID``, ``split`` of every image used (``write_splits``)
 - ``throughput.json``  throughput mode: ``{images_per_sec{total, per_rank}, step_times_s, world_size, model,
                        batch_size, amp, device, ...}``
 - ``skipped-images.csv`` images left out because they failed the PNG check: ``path``, ``reason`` (written
@@ -18,12 +21,16 @@ import glob
 import json
 import os
 import warnings
+from collections import OrderedDict
 
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 
 METRICS = "metrics.json"
 PREDICTIONS = "predictions.csv"
+TEST_PREDICTIONS = "test-predictions.csv"
+SPLITS = "splits.csv"
+BEST_MODEL = "model-best.h5"
 THROUGHPUT = "throughput.json"
 MODEL = "model.h5"
 SKIPPED_IMAGES = "skipped-images.csv"
@@ -94,8 +101,11 @@ def read_json(path):
         raise TrainerError("cannot read %s: %s" % (path, e))
 
 
-def write_metrics(output, run, epochs):
-    write_json(os.path.join(output, METRICS), {"run": run, "epochs": epochs})
+def write_metrics(output, run, epochs, extra=None):
+    """metrics.json: ``{"run", "epochs"}`` plus the items of ``extra`` (``test``, ``baseline``) in that order."""
+    value = OrderedDict([("run", run), ("epochs", epochs)])
+    value.update(extra or {})
+    write_json(os.path.join(output, METRICS), value)
 
 
 def read_metric_epochs(output):
@@ -104,15 +114,39 @@ def read_metric_epochs(output):
     return list(value.get("epochs", [])) if isinstance(value, dict) else []
 
 
-def write_predictions(output, names, labels, scores):
-    """``names`` [N], ``labels`` {0,1} [N, 14], ``scores`` [N, 14] → predictions.csv."""
+def write_predictions(output, names, labels, scores, filename=PREDICTIONS):
+    """``names`` [N], ``labels`` {0,1} [N, 14], ``scores`` [N, 14] → predictions.csv (or ``filename``)."""
     def write(tmp):
         with open(tmp, "w", newline="") as f:
             out = csv.writer(f)
             out.writerow(["Image Index"] + ["label_" + c for c in CLASSES] + ["score_" + c for c in CLASSES])
             for name, y, p in zip(names, labels, scores):
                 out.writerow([name] + [int(v) for v in y] + ["%.9g" % v for v in p])
-    replace_atomically(os.path.join(output, PREDICTIONS), write)
+    replace_atomically(os.path.join(output, filename), write)
+
+
+def write_splits(output, subsets):
+    """splits.csv (``Image Index``, ``Patient ID``, ``split``) of ``subsets`` [(split name, Subset)]; returns
+    {"file", "sha256", split name: {"images", "patients", "sha256"}} where a split's sha256 is that of its sorted
+    image names joined by newlines (compare runs without the file)."""
+    import hashlib
+    summary = OrderedDict([("file", SPLITS)])
+
+    def write(tmp):
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(["Image Index", "Patient ID", "split"])
+            for name, subset in subsets:
+                for image, patient in zip(subset.names, subset.patients):
+                    out.writerow([image, patient, name])
+    replace_atomically(os.path.join(output, SPLITS), write)
+    with open(os.path.join(output, SPLITS), "rb") as f:
+        summary["sha256"] = hashlib.sha256(f.read()).hexdigest()
+    for name, subset in subsets:
+        digest = hashlib.sha256("\n".join(sorted(subset.names)).encode("utf-8")).hexdigest()
+        summary[name] = OrderedDict([("images", len(subset)), ("patients", len(set(subset.patients))),
+                                     ("sha256", digest)])
+    return summary
 
 
 def write_skipped_images(path, skipped):

@@ -2,16 +2,18 @@
 
 Per element (parallel map): read, decode as 8-bit grayscale (``channels=1``: libpng converts RGB/RGBA to
 luminance and 16-bit/palette images to 8-bit gray; chest X-rays are grayscale, NIH stores a few as RGBA),
-bilinear resize to ``image_size``, random horizontal flip for training; then batch and prefetch.
+antialiased resize to ``image_size`` (``compat.resize``); for training, batches as ``trainer.order`` plans them
+(epoch order and augmentation are functions of (seed, epoch)), then the batch's projective transforms (flip,
+rotation, shift, zoom); prefetch.
 
 The gray → 3-channel expansion and the ImageNet normalisation are the model's first layer
 (``trainer.model``: a fixed 1x1 convolution), i.e. they run on the accelerator: the host decodes one channel and
 ships a third of the bytes. Doing them here per batch cost 12 % of the host's decode throughput
 (bench/input_pipeline.py measures the pipeline against a bare PNG decode).
 
-Sharding: each rank gets every ``size``-th example (``shard``), so shards differ by at most one example. Training
-streams repeat forever, reshuffled each pass; ``model.fit(steps_per_epoch=...)`` makes every rank run the same
-number of steps, so an uneven shard cannot leave one rank waiting in an allreduce. Evaluation streams are finite
+Sharding: training batches come from ``trainer.order`` (each row once per epoch across ranks, the same number of
+steps on every rank, so no rank waits in an allreduce); evaluation rows are every ``size``-th (``shard``).
+Evaluation streams are finite
 and carry each example's index, so the evaluation pass can check that no row was lost or duplicated.
 
 Decode errors: elements whose decode fails are dropped (``compat.ignore_errors``) — never a crash; the
@@ -42,14 +44,34 @@ def synthetic_loader(image_size):
     return load
 
 
-def training(keys, labels, batch_size, loader, seed):
-    """Endless shuffled stream of (images [B, H, W, 1], labels float32 [B, 14]) over this rank's ``keys``."""
+def training(keys, labels, rows, transforms, lengths, loader, augment):
+    """This rank's training stream, one batch per step: (images [b, H, W, 1], labels float32 [b, 14]).
+
+    ``keys``/``labels``: the whole training split; ``rows``, ``transforms``, ``lengths``: the rows in stream order,
+    their projective transforms and the batch sizes (``trainer.order.rank_stream``), so the order and the
+    augmentation are the plan's, not a shuffle buffer's. ``augment``: apply the transforms (else identity).
+    """
     parallel = compat.autotune()
-    ds = tf.data.Dataset.from_tensor_slices((keys, np.asarray(labels, dtype=np.float32)))
-    ds = ds.shuffle(len(keys), seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.map(lambda key, y: (tf.image.random_flip_left_right(loader(key), seed=seed), y),
-                num_parallel_calls=parallel)
-    return compat.ignore_errors(ds).batch(batch_size).prefetch(parallel)
+    keys_t = tf.constant(np.asarray(keys))
+    labels_t = tf.constant(np.asarray(labels, dtype=np.float32))
+    rows_t = tf.constant(np.asarray(rows, dtype=np.int64))
+    transforms_t = tf.constant(np.asarray(transforms, dtype=np.float32))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+    def one_batch(start, length):
+        elements = tf.data.Dataset.from_tensor_slices((rows_t[start:start + length],
+                                                       transforms_t[start:start + length]))
+        elements = elements.map(lambda row, t: (loader(tf.gather(keys_t, row)), tf.gather(labels_t, row), t),
+                                num_parallel_calls=parallel)
+        return compat.ignore_errors(elements).batch(length)
+
+    ds = tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, dtype=np.int64))).flat_map(one_batch)
+    if augment:
+        ds = ds.map(lambda images, y, t: (compat.transform_images(images, t), y), num_parallel_calls=parallel)
+    else:
+        ds = ds.map(lambda images, y, t: (images, y))
+    # a batch whose images all failed to decode yields nothing; repeating keeps the stream from running dry
+    return ds.repeat().prefetch(parallel)
 
 
 def evaluation(keys, indices, batch_size, loader):

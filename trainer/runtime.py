@@ -5,12 +5,11 @@ from horovod/horovod#127, #478, #672): init; one GPU per local rank; learning ra
 DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST callback; metric averaging;
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
-import math
 import sys
 
 import numpy as np
 
-from trainer import compat, events, outputs, runlock
+from trainer import compat, events, order, outputs, runlock
 from trainer.errors import TrainerError
 
 
@@ -32,15 +31,26 @@ class Runtime(object):
         return self.rank == 0
 
 
-def start(seed):
-    """``hvd.init()``, rank-0-only output, device pinning, seeds; returns the Runtime."""
+def start(seed, deterministic=False):
+    """``hvd.init()``, rank-0-only output, device pinning, seeds (Python, NumPy, TensorFlow), and with
+    ``deterministic`` TensorFlow's op determinism where it exists (a warning where not); returns the Runtime with
+    ``deterministic`` True (on), False (not asked) or None (asked, unavailable)."""
     hvd = compat.import_horovod()
     hvd.init()
     events.configure(hvd.rank())
     device = compat.configure_devices(hvd.local_rank(), hvd.local_size())
     compat.set_seed(seed)
+    determinism = False
+    if deterministic:
+        determinism = True if compat.enable_op_determinism() else None
+        if determinism is None:
+            events.warn("--deterministic: TensorFlow %s has no op determinism (tf.config.experimental."
+                        "enable_op_determinism needs TF >= 2.9); seeds, order and augmentation are fixed, but "
+                        "multi-threaded kernels may still differ from run to run" % compat.tf_version())
     compat.quiet_first_batch_broadcast_warning()
-    return Runtime(hvd, device)
+    rt = Runtime(hvd, device)
+    rt.deterministic = determinism
+    return rt
 
 
 def hold_output(rt, output):
@@ -69,9 +79,8 @@ def hold_output(rt, output):
     rt.output_lock = lock
 
 
-def steps_per_epoch(n_train, batch_size, size):
-    """ceil(N_train / (batch per rank × world size)): one epoch sees the training set once across all ranks."""
-    return int(math.ceil(float(n_train) / (batch_size * size)))
+#: ceil(N_train / (batch per rank x world size)): one epoch sees the training set once across all ranks
+steps_per_epoch = order.steps_per_epoch
 
 
 def compile_model(model, hvd, learning_rate, loss, wrap_optimizer=None):

@@ -15,7 +15,7 @@ from trainer.train import load_data, training_dataset, versions
 
 
 def run(options):
-    rt = runtime.start(options.seed)
+    rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
     wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
     data = load_data(options, rt)
@@ -30,7 +30,8 @@ def run(options):
                 data="synthetic" if data.label_sha256 is None else "real", n_train=len(data.train), n_val=0,
                 device=rt.device, model=options.model, output=options.output)
     timer = callbacks.StepTimer()
-    model.fit(training_dataset(data, options, rt), steps_per_epoch=total_steps, epochs=1, verbose=0,
+    epochs = -(-total_steps // runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size))
+    model.fit(training_dataset(data, options, rt, range(epochs)), steps_per_epoch=total_steps, epochs=1, verbose=0,
               callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)
               + [timer, callbacks.Progress(total_steps)])
     timed = timer.step_times()[options.warmup_steps:]

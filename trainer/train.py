@@ -1,9 +1,14 @@
 """The training run: data → model → ``model.fit`` with Horovod callbacks → per-epoch pooled evaluation, metrics,
 predictions and checkpoint on rank 0 → final model.
 
-Every rank loads the same data description, trains on its shard for ``steps_per_epoch`` steps and predicts its
-shard of the validation split; the end-of-epoch work (``EpochEnd``) runs the same collectives on every rank in
-the same order (allgather of images/s, weight checksum, predictions), then rank 0 alone computes AUROC and writes.
+Every rank loads the same data description, trains on the batches ``trainer.order`` plans for it (a function of
+(seed, epoch): resume replays what the uninterrupted run would have done) for ``steps_per_epoch`` steps and
+predicts its shard of the validation split; the end-of-epoch work (``EpochEnd``) runs the same collectives on every
+rank in the same order (allgather of images/s, BatchNorm statistics averaged so all ranks hold one model, weight
+checksum, predictions, rank 0's monitored value), then every rank takes the same recipe decisions
+(``trainer.recipe``: best epoch, LR decay on plateau, early stop) and rank 0 writes. After the last epoch the
+best epoch's weights score the held-out test split (``test`` block of metrics.json, test-predictions.csv) and
+rank 0 fits the logistic-regression baseline on the same split (``trainer.baseline``).
 """
 import os
 import platform
@@ -13,8 +18,8 @@ from collections import OrderedDict
 import numpy as np
 import tensorflow as tf
 
-from trainer import (callbacks, checkpoint, compat, data as data_mod, evaluation, events, loss, model as model_mod,
-                     outputs, pipeline, runtime, signals)
+from trainer import (baseline, callbacks, checkpoint, compat, data as data_mod, evaluation, events, loss,
+                     model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 
@@ -39,12 +44,17 @@ def loader_for(data, image_size):
     return pipeline.png_loader(image_size)
 
 
-def training_dataset(data, options, rt):
-    """This rank's endless training stream."""
-    keys = pipeline.shard(data.train.paths, rt.rank, rt.size)
-    labels = pipeline.shard(data.train.labels, rt.rank, rt.size)
-    return pipeline.training(keys, labels, options.batch_size, loader_for(data, options.image_size),
-                             options.seed + rt.rank)
+def augmentation(options):
+    return order.Augmentation(options.rotation, options.shift, options.zoom, options.hflip)
+
+
+def training_dataset(data, options, rt, epochs):
+    """This rank's training stream for the 0-based ``epochs`` (a range), as ``trainer.order`` plans it."""
+    aug = augmentation(options)
+    rows, transforms, lengths = order.rank_stream(len(data.train), options.batch_size, rt.rank, rt.size,
+                                                  options.seed, epochs, options.image_size, aug)
+    return pipeline.training(data.train.paths, data.train.labels, rows, transforms, lengths,
+                             loader_for(data, options.image_size), aug.active())
 
 
 def versions():
@@ -52,12 +62,33 @@ def versions():
             "horovod": compat.horovod_version()}
 
 
+def synchronise_statistics(rt, model, tag):
+    """Replace every rank's non-trainable variables (BatchNorm moving means and variances) by their mean over the
+    ranks, so all ranks hold ONE model before validation, testing and saving.
+
+    Each rank's moving statistics follow only its own batches; without this the pooled validation predictions
+    mix rank-specific models and the saved model (rank 0's) is not the one that was evaluated. The mean comes
+    from an allgather, so every rank computes it from the same numbers and gets the same bits.
+    """
+    weights = model.non_trainable_weights
+    if rt.size == 1 or not weights:
+        return
+    values = tf.keras.backend.batch_get_value(weights)
+    flat = np.concatenate([np.ravel(v).astype(np.float64) for v in values])
+    mean = compat.allgather(flat.reshape(1, -1), "chexstack_statistics_%s" % tag).mean(axis=0)
+    updates, start = [], 0
+    for weight, value in zip(weights, values):
+        updates.append((weight, mean[start:start + value.size].reshape(value.shape).astype(value.dtype)))
+        start += value.size
+    tf.keras.backend.batch_set_value(updates)
+
+
 def _weights_checksum_in_sync(rt, model):
-    """Every rank's sum of trainable weights must match rank 0's: a cheap catch of replicas that diverged —
-    a missing initial broadcast (../shared/cases/17), or ranks applying the same averaged gradient differently
-    (as TF 1.12's Keras Adam did under Horovod 0.16.1 until ``compat.adam`` ordered its step counter; it caught
-    that). BatchNorm moving statistics are per rank by design and not compared."""
-    values = tf.keras.backend.batch_get_value(model.trainable_weights)
+    """Every rank's sum of all weights (trainable and, after ``synchronise_statistics``, BatchNorm statistics)
+    must match rank 0's: a cheap catch of replicas that diverged — a missing initial broadcast
+    (../shared/cases/17), or ranks applying the same averaged gradient differently (as TF 1.12's Keras Adam did
+    under Horovod 0.16.1 until ``compat.adam`` ordered its step counter; it caught that)."""
+    values = tf.keras.backend.batch_get_value(model.weights)
     total = np.array([sum(float(np.sum(w, dtype=np.float64)) for w in values)], dtype=np.float64)
     sums = compat.allgather(total, "chexstack_weight_checksum")
     if rt.chief and not np.allclose(sums, sums[0], rtol=1e-5, atol=1e-6):
@@ -67,33 +98,57 @@ def _weights_checksum_in_sync(rt, model):
                            "e.g. TF 1.12's Keras Adam without trainer.compat.adam)" % sums.tolist())
 
 
-class EpochEnd(tf.keras.callbacks.Callback):
-    """Images/s, rank sync check, pooled validation AUROC; on rank 0: metrics.json, predictions.csv, checkpoint."""
+def predict_pooled(rt, model, subset, batch_size, loader, tag):
+    """Every rank predicts its share of ``subset``; returns the pooled (indices, scores) on every rank."""
+    indices = pipeline.shard(np.arange(len(subset), dtype=np.int64), rt.rank, rt.size)
+    dataset = None  # a rank with no row (fewer rows than ranks) only joins the gather
+    if len(indices):
+        dataset = pipeline.evaluation(pipeline.shard(subset.paths, rt.rank, rt.size), indices, batch_size, loader)
+    indices, scores = evaluation.predict_shard(model, dataset)
+    return evaluation.pool(indices, scores, tag)
 
-    def __init__(self, rt, options, data, run, history, timer, identity):
+
+class EpochEnd(tf.keras.callbacks.Callback):
+    """Images/s, one model on all ranks, rank sync check, pooled validation loss and AUROC, the recipe's decisions
+    (best epoch, LR decay, early stop, the same on every rank); on rank 0: metrics.json, predictions.csv,
+    checkpoint, model-best.h5."""
+
+    def __init__(self, rt, options, data, run, history, timer, identity, plateau, base_lr, class_weights):
         super(EpochEnd, self).__init__()
         self.rt, self.options, self.data, self.run, self.history = rt, options, data, run, history
-        self.timer, self.identity = timer, identity
-        indices = np.arange(len(data.val), dtype=np.int64)
-        self.val_indices = pipeline.shard(indices, rt.rank, rt.size)
-        self.val_dataset = None  # a rank with no validation row (fewer rows than ranks) only joins the gather
-        if len(self.val_indices):
-            self.val_dataset = pipeline.evaluation(pipeline.shard(data.val.paths, rt.rank, rt.size),
-                                                   self.val_indices, options.batch_size,
-                                                   loader_for(data, options.image_size))
+        self.timer, self.identity, self.plateau, self.base_lr = timer, identity, plateau, base_lr
+        self.class_weights = class_weights
+        self.loader = loader_for(data, options.image_size)
+        self.best_weights = None  # every rank's copy of the best epoch's weights (this process's epochs only)
 
     def on_epoch_end(self, epoch, logs=None):
         number = epoch + 1
         started = time.time()
         per_rank = compat.allgather(np.array([self.timer.images_per_sec(self.options.batch_size)]),
                                     "chexstack_images_per_sec_%d" % number)
+        synchronise_statistics(self.rt, self.model, number)
         _weights_checksum_in_sync(self.rt, self.model)
-        indices, scores = evaluation.predict_shard(self.model, self.val_dataset)
-        indices, scores = evaluation.pool(indices, scores, number)
+        indices, scores = predict_pooled(self.rt, self.model, self.data.val, self.options.batch_size, self.loader,
+                                         number)
+        entry = self._entry(number, logs or {}, per_rank, indices, scores) if self.rt.chief else None
+        value = compat.broadcast_from_rank0(
+            np.array([np.nan if not entry or entry["monitor_value"] is None else entry["monitor_value"]]),
+            "chexstack_monitor_%d" % number)[0]
+        learning_rate = compat.get_learning_rate(self.model.optimizer)
+        improved, decayed, stop = self.plateau.update(number, None if np.isnan(value) else float(value))
+        if improved:
+            self.best_weights = self.model.get_weights()
+        if decayed:
+            compat.set_learning_rate(self.model.optimizer, self.base_lr * self.plateau.lr_multiplier())
+        if stop:
+            self.model.stop_training = True
         if self.rt.chief:
-            self._report(number, logs or {}, per_rank, indices, scores, time.time() - started)
+            entry.update([("learning_rate", learning_rate), ("improved", improved), ("lr_decayed", decayed),
+                          ("lr_decays", self.plateau.decays), ("best_epoch", self.plateau.best_epoch),
+                          ("early_stop", stop), ("eval_time_s", float(time.time() - started))])
+            self._write(number, entry, indices, improved)
 
-    def _report(self, number, logs, per_rank, indices, scores, eval_s):
+    def _entry(self, number, logs, per_rank, indices, scores):
         val = self.data.val
         indices, scores, missing = evaluation.order_rows(indices, scores, len(val))
         if len(missing):
@@ -101,27 +156,37 @@ class EpochEnd(tf.keras.callbacks.Callback):
                         % (number, len(missing), ", ".join(val.paths[i] for i in missing[:20])))
         labels = val.labels[indices]
         auroc = evaluation.auroc_per_class(labels, scores)
-        entry = OrderedDict([
-            ("epoch", number), ("loss", float(logs["loss"]) if "loss" in logs else None),
-            ("auroc", OrderedDict(zip(CLASSES, auroc))), ("mean_auroc", evaluation.mean_defined(auroc)),
+        val_loss = loss.weighted_bce_value(labels, scores, *self.class_weights)
+        mean_auroc = evaluation.mean_defined(auroc)
+        self._rows = (indices, labels, scores)
+        return OrderedDict([
+            ("epoch", number), ("loss", float(logs["loss"]) if "loss" in logs else None), ("val_loss", val_loss),
+            ("auroc", OrderedDict(zip(CLASSES, auroc))), ("mean_auroc", mean_auroc),
             ("n_classes_defined", sum(v is not None for v in auroc)),
+            ("monitor", self.plateau.monitor),
+            ("monitor_value", val_loss if self.plateau.monitor == "val_loss" else mean_auroc),
             ("images_per_sec", OrderedDict([("per_rank", [float(v) for v in per_rank]),
                                             ("total", float(np.sum(per_rank)))])),
             ("world_size", self.rt.size), ("label_sha256", self.data.label_sha256),
             ("n_train", len(self.data.train)), ("n_val", len(val)),
             ("val_rows", OrderedDict([("expected", len(val)), ("evaluated", int(len(indices))),
                                       ("skipped", [val.paths[i] for i in missing])])),
-            ("learning_rate", compat.get_learning_rate(self.model.optimizer)),
-            ("epoch_time_s", float(sum(self.timer.step_times()))), ("eval_time_s", float(eval_s)),
+            ("epoch_time_s", float(sum(self.timer.step_times()))),
         ])
+
+    def _write(self, number, entry, indices, improved):
         self.history.append(entry)
         output = self.options.output
-        with signals.held():  # all three or none: metrics.json never ahead of the checkpoint after Ctrl-C/SIGTERM
+        indices, labels, scores = self._rows
+        with signals.held():  # all of them or none: metrics.json never ahead of the checkpoint after Ctrl-C/SIGTERM
+            if improved:
+                outputs.save_model(self.model, os.path.join(output, outputs.BEST_MODEL), include_optimizer=False)
             outputs.write_metrics(output, self.run, self.history)
-            outputs.write_predictions(output, [val.names[i] for i in indices], labels, scores)
+            outputs.write_predictions(output, [self.data.val.names[i] for i in indices], labels, scores)
             checkpoint.save(self.model, output, number, self.identity)
-        events.emit("epoch_end", epoch=number, loss=entry["loss"], mean_auroc=entry["mean_auroc"],
-                    auroc=entry["auroc"], images_per_sec=entry["images_per_sec"]["total"])
+        events.emit("epoch_end", epoch=number, loss=entry["loss"], val_loss=entry["val_loss"],
+                    mean_auroc=entry["mean_auroc"], auroc=entry["auroc"], best_epoch=entry["best_epoch"],
+                    images_per_sec=entry["images_per_sec"]["total"])
 
 
 def _resume_state(options, identity):
@@ -141,8 +206,50 @@ def _load_checkpoint(rt, options, state, loss_fn):
         raise checkpoint.unreadable(options.output, state, e)
 
 
+def _best_weights(rt, model, epoch_end, options):
+    """Set the best epoch's weights on every rank: kept in memory when that epoch ran in this process, else
+    (a resumed run whose best epoch came before) read from model-best.h5 — resume already needs --output on a
+    file system every rank sees. Returns the best epoch (0: none)."""
+    best = epoch_end.plateau.best_epoch
+    if epoch_end.best_weights is not None:
+        model.set_weights(epoch_end.best_weights)
+    elif best:
+        path = os.path.join(options.output, outputs.BEST_MODEL)
+        if not os.path.isfile(path):
+            raise TrainerError("the best epoch (%d) came before this resumed run, but %s is missing: cannot score "
+                               "the test split with it" % (best, path))
+        model.load_weights(path)
+    return best
+
+
+def score_test(rt, model, data, options, loader):
+    """Pool every rank's test predictions; on rank 0 write test-predictions.csv and return the ``test`` block
+    (None on other ranks and without a test split)."""
+    indices, scores = predict_pooled(rt, model, data.test, options.batch_size, loader, "test")
+    if not rt.chief:
+        return None
+    test = data.test
+    indices, scores, missing = evaluation.order_rows(indices, scores, len(test))
+    labels = test.labels[indices]
+    outputs.write_predictions(options.output, [test.names[i] for i in indices], labels, scores,
+                              outputs.TEST_PREDICTIONS)
+    return evaluation.held_out_block(labels, scores, [test.patients[i] for i in indices], options.bootstrap,
+                                     options.seed, len(test), [test.paths[i] for i in missing])
+
+
+def _recipe_info(options, plateau):
+    return OrderedDict([
+        ("monitor", plateau.monitor), ("lr_patience", plateau.patience), ("lr_factor", plateau.factor),
+        ("early_stop", plateau.early_stop),
+        ("augmentation", OrderedDict([("rotation_deg", options.rotation), ("shift", options.shift),
+                                      ("zoom", options.zoom), ("hflip", options.hflip), ("vflip", False)])),
+        ("preprocessing", model_mod.PREPROCESSING[options.model]),
+        ("resize", "antialiased (tf.image.resize antialias=True; TF 1.x: area)"),
+    ])
+
+
 def run(options):
-    rt = runtime.start(options.seed)
+    rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
     data = load_data(options, rt)
     steps = runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size)
@@ -161,9 +268,12 @@ def run(options):
         events.info("checkpoint of epoch %d already reaches --epochs %d: nothing to do"
                     % (initial_epoch, options.epochs))
         return 0
+    history = [e for e in outputs.read_metric_epochs(options.output) if e.get("epoch", 0) <= initial_epoch]
+    plateau = recipe.Plateau(options.monitor, options.lr_patience, options.lr_factor, options.early_stop,
+                             options.warmup_epochs if rt.size > 1 else 0).replay(history)
     if state:
         model = _load_checkpoint(rt, options, state, loss_fn)
-        compat.set_learning_rate(model.optimizer, learning_rate)
+        compat.set_learning_rate(model.optimizer, learning_rate * plateau.lr_multiplier())
         events.info("resuming after epoch %d from %s" % (initial_epoch, checkpoint.folder(options.output)))
     else:
         model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights),
@@ -175,22 +285,44 @@ def run(options):
         ("world_size", rt.size), ("device", rt.device), ("epochs", options.epochs),
         ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
         ("lr_scaled", learning_rate), ("warmup_epochs", options.warmup_epochs), ("seed", options.seed),
+        ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau)),
         ("label_file", os.path.abspath(data.label_file) if data.label_sha256 else data.label_file),
         ("label_sha256", data.label_sha256), ("data", data.report),
         ("class_weights", OrderedDict([("w_pos", OrderedDict(zip(CLASSES, w_pos.tolist()))),
                                        ("w_neg", OrderedDict(zip(CLASSES, w_neg.tolist())))])),
         ("versions", versions()),
     ])
-    history = [e for e in outputs.read_metric_epochs(options.output) if e.get("epoch", 0) <= initial_epoch]
+    if rt.chief:
+        run_info["splits"] = outputs.write_splits(options.output, [(split.TRAIN, data.train), (split.VAL, data.val),
+                                                                   (split.TEST, data.test)])
     events.emit("run", world_size=rt.size, epochs=options.epochs, initial_epoch=initial_epoch,
                 steps_per_epoch=steps, n_train=len(data.train), n_val=len(data.val), device=rt.device,
                 model=options.model, output=options.output)
     timer = callbacks.StepTimer()
+    epoch_end = EpochEnd(rt, options, data, run_info, history, timer, identity, plateau, learning_rate,
+                         (w_pos, w_neg))
     fit_callbacks = runtime.horovod_callbacks(rt.hvd, learning_rate, options.warmup_epochs, steps) + [
-        timer, callbacks.Progress(steps), EpochEnd(rt, options, data, run_info, history, timer, identity)]
-    model.fit(training_dataset(data, options, rt), steps_per_epoch=steps, epochs=options.epochs,
-              initial_epoch=initial_epoch, callbacks=fit_callbacks, verbose=0)
+        timer, callbacks.Progress(steps), epoch_end]
+    model.fit(training_dataset(data, options, rt, range(initial_epoch, options.epochs)), steps_per_epoch=steps,
+              epochs=options.epochs, initial_epoch=initial_epoch, callbacks=fit_callbacks, verbose=0)
     if rt.chief:
         outputs.save_model(model, os.path.join(options.output, outputs.MODEL), include_optimizer=False)
+    extra = OrderedDict()
+    if len(data.test):
+        best = _best_weights(rt, model, epoch_end, options)
+        extra["test"] = score_test(rt, model, data, options, epoch_end.loader)
+        if rt.chief:
+            extra["test"]["model"] = outputs.BEST_MODEL if best else outputs.MODEL
+            extra["test"]["best_epoch"] = best
+            if options.baseline_size:
+                extra["baseline"] = baseline.run(data, options.baseline_size, options.seed, options.bootstrap,
+                                                 lambda size: loader_for(data, size))
+    if rt.chief:
+        run_info["end_epoch"] = epoch_end.history[-1]["epoch"] if epoch_end.history else initial_epoch
+        outputs.write_metrics(options.output, run_info, epoch_end.history, extra)
+        if "test" in extra:
+            events.emit("test", mean_auroc=extra["test"]["mean_auroc"], best_epoch=extra["test"]["best_epoch"],
+                        auroc=OrderedDict((k, v["auroc"]) for k, v in extra["test"]["auroc"].items()),
+                        baseline_mean_auroc=extra.get("baseline", {}).get("mean_auroc"))
         events.emit("done", output=options.output)
     return 0

@@ -2,8 +2,8 @@
 
 Data: the 3 full-resolution ChestX-ray14 PNGs (1024x1024, 8-bit gray) of ../shared/data/chestxray14/images-1024,
 copied to >= 200 files in a temp dir (page-cached after the first round, so disk is out of the picture).
-Ours: ``trainer.pipeline.training`` (read, decode to gray, resize to --image-size, random flip, shuffle, skip
-undecodable, batch, prefetch) for one pass of the files. Baseline: ``tf.data`` read + ``decode_png``
+Ours: ``trainer.pipeline.training`` (read, decode to gray, antialiased resize to --image-size, the planned
+order and augmentation of ``trainer.order``: flip, rotation, shift, zoom; skip undecodable, batch, prefetch) for one pass of the files. Baseline: ``tf.data`` read + ``decode_png``
 (native channels) with the same parallel map and prefetch. Both are consumed inside TensorFlow (``Dataset.reduce``
 over one pixel per element) so Python iteration costs nothing to either. Goal: wall-clock ratio >= 0.9; the ratio
 per CPU-second is printed too (robust when other processes share the cores).
@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench.ratios.sidebyside import Rates, alternate, measure, report  # noqa: E402
-from trainer import compat, pipeline, pngcheck  # noqa: E402
+from trainer import compat, order, pipeline, pngcheck  # noqa: E402
 
 
 def replicate(folder: Path, count: int) -> list[str]:
@@ -60,7 +60,9 @@ def main() -> None:
         labels = np.zeros((len(paths), 14), np.uint8)
 
         def ours() -> Rates:
-            ds = pipeline.training(paths, labels, args.batch_size, pipeline.png_loader(args.image_size), seed=0)
+            plan = order.rank_stream(len(paths), args.batch_size, 0, 1, 0, range(1), args.image_size,
+                                     order.Augmentation(5, 0.05, 0.1, True))
+            ds = pipeline.training(paths, labels, *plan, loader=pipeline.png_loader(args.image_size), augment=True)
             return rate(ds.take(steps), steps * args.batch_size, lambda e: e[0][0, 0, 0, 0])
 
         def baseline() -> Rates:

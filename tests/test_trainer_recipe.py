@@ -1,0 +1,121 @@
+"""The recipe's pure parts: epoch plans (order, once per epoch, augmentation as a function of (seed, epoch)),
+plateau decisions and their replay, the patient bootstrap, the validation loss. No TensorFlow run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainer import order, recipe
+from trainer.evaluation import bootstrap_auroc
+
+AUG = order.Augmentation(rotation=5, shift=0.05, zoom=0.1, hflip=True)
+
+
+@pytest.mark.parametrize("n,batch,size", [(560, 16, 2), (33, 16, 2), (800, 16, 3), (5, 1, 2), (7, 4, 4), (1, 8, 1)])
+def test_each_row_once_per_epoch_across_ranks_and_equal_steps(n, batch, size):
+    steps = order.steps_per_epoch(n, batch, size)
+    for epoch in range(3):
+        per_rank = [order.rank_stream(n, batch, r, size, 7, [epoch], 32, AUG) for r in range(size)]
+        assert {len(lengths) for _, _, lengths in per_rank} == {steps}
+        assert all(lengths.max() <= batch and lengths.min() >= 1 for _, _, lengths in per_rank)
+        seen = np.concatenate([rows for rows, _, _ in per_rank])
+        if steps * size <= n:
+            assert sorted(seen.tolist()) == list(range(n))
+        else:  # --batch-size 1, N not a multiple of the world size: the only repeats
+            assert set(seen.tolist()) == set(range(n)) and len(seen) == steps * size
+
+
+def test_plan_is_a_function_of_seed_and_epoch():
+    whole = order.rank_stream(100, 8, 1, 2, 3, range(0, 3), 64, AUG)
+    tail = order.rank_stream(100, 8, 1, 2, 3, range(1, 3), 64, AUG)
+    cut = len(order.rank_stream(100, 8, 1, 2, 3, [0], 64, AUG)[0])
+    assert np.array_equal(whole[0][cut:], tail[0]) and np.array_equal(whole[1][cut:], tail[1])
+    other_epoch = order.epoch_batches(100, 8, 2, 3, 1)
+    assert not np.array_equal(np.concatenate(order.epoch_batches(100, 8, 2, 3, 0)), np.concatenate(other_epoch))
+    assert not np.array_equal(np.concatenate(order.epoch_batches(100, 8, 2, 4, 1)), np.concatenate(other_epoch))
+
+
+def test_transforms_stay_small_and_never_flip_vertically():
+    t = order.epoch_transforms(2000, 0, 0, 64, AUG)
+    assert t.shape == (2000, 8) and not t[:, 6:].any()
+    # the y row of the affine part never has a negative determinant component from a vertical flip
+    det = t[:, 0] * t[:, 4] - t[:, 1] * t[:, 3]
+    flipped = det < 0
+    assert 0.4 < flipped.mean() < 0.6  # horizontal flips about half the time
+    assert (t[:, 4] > 0).all()  # y keeps its direction (rotation <= 5 degrees)
+    assert (np.abs(det) > 1 / 1.1 ** 2 - 1e-3).all() and (np.abs(det) < 1 / 0.9 ** 2 + 1e-3).all()
+    none = order.epoch_transforms(10, 0, 0, 64, order.Augmentation())
+    assert np.array_equal(none, np.tile(order.IDENTITY, (10, 1)))
+
+
+def test_plateau_decays_after_warmup_stops_early_and_replays():
+    p = recipe.Plateau("val_loss", patience=1, factor=0.1, early_stop=3, warmup_epochs=3)
+    decisions = [p.update(e, v) for e, v in enumerate([1.0, 1.1, 1.2, 0.9, 0.95, 0.96, 0.97], start=1)]
+    assert [d[0] for d in decisions] == [True, False, False, True, False, False, False]
+    assert [d[1] for d in decisions] == [False, False, True, False, True, True, True]  # epoch 2 ends inside the warm-up
+    assert [d[2] for d in decisions] == [False] * 6 + [True]
+    assert p.best_epoch == 4 and p.lr_multiplier() == pytest.approx(1e-4)
+    entries = [{"epoch": e, "monitor_value": v} for e, v in enumerate([1.0, 1.1, 1.2, 0.9], start=1)]
+    again = recipe.Plateau("val_loss", 1, 0.1, 3, 3).replay(entries)
+    assert (again.best, again.best_epoch, again.decays, again.wait) == (0.9, 4, 1, 0)
+    auroc = recipe.Plateau("mean_auroc", patience=2)
+    assert [auroc.update(e, v)[0] for e, v in enumerate([0.6, 0.7, None, 0.65], 1)] == [True, True, False, False]
+    assert auroc.decays == 1
+
+
+def test_bootstrap_point_estimate_and_interval_match_scikit_learn_weighted():
+    from sklearn.metrics import roc_auc_score
+    rng = np.random.RandomState(0)
+    n = 300
+    patients = ["p%d" % (i // 3) for i in range(n)]
+    y = (rng.rand(n, 14) < 0.2).astype(np.uint8)
+    y[:, 13] = 0  # no positive: undefined
+    scores = np.round(y * 0.3 + rng.rand(n, 14), 2)  # ties
+    result = bootstrap_auroc(y, scores, patients, resamples=200, seed=1)
+    assert result[13]["auroc"] is None and result[13]["ci_low"] is None and result[13]["n_positive"] == 0
+    for c in range(13):
+        assert result[c]["auroc"] == pytest.approx(roc_auc_score(y[:, c], scores[:, c]))
+        assert result[c]["ci_low"] < result[c]["auroc"] < result[c]["ci_high"]
+        assert result[c]["n_positive"] == int(y[:, c].sum())
+    # one resample by hand: patient multiplicities as sample weights
+    from trainer.evaluation import _weighted_auroc
+    weights = rng.randint(0, 3, size=(1, n)).astype(float)
+    assert _weighted_auroc(scores[:, 0], y[:, 0].astype(float), weights)[0] == pytest.approx(
+        roc_auc_score(y[:, 0], scores[:, 0], sample_weight=weights[0]))
+
+
+def test_validation_loss_equals_the_keras_loss():
+    import tensorflow as tf
+    from trainer import loss
+    rng = np.random.RandomState(0)
+    y = (rng.rand(20, 14) < 0.3).astype(np.float32)
+    p = rng.rand(20, 14).astype(np.float32)
+    w_pos, w_neg = loss.class_weights(y)
+    keras_value = float(np.mean(np.asarray(loss.weighted_bce(w_pos, w_neg)(tf.constant(y), tf.constant(p)))))
+    assert loss.weighted_bce_value(y, p, w_pos, w_neg) == pytest.approx(keras_value, rel=1e-5)
+
+
+def test_weights_imagenet_offline_is_a_clear_error(monkeypatch):
+    """Keras fetches the ImageNet weights with ``data_utils.get_file``; offline it raises "URL fetch failure"
+    (simulated here, so the test does not depend on the network being absent)."""
+    from keras.src.utils import data_utils
+
+    from trainer import model
+    from trainer.errors import TrainerError
+
+    def offline(*args, **kwargs):
+        raise Exception("URL fetch failure on https://storage.googleapis.com/...: None -- [Errno -3] "
+                        "Temporary failure in name resolution")
+    monkeypatch.setattr(data_utils, "get_file", offline)
+    with pytest.raises(TrainerError) as e:
+        model.build("resnet50", 32, "imagenet")
+    assert "--weights imagenet" in str(e.value) and "~/.keras/models" in str(e.value)
+    assert "Temporary failure in name resolution" in str(e.value)
+
+
+def test_resnet50_gets_caffe_preprocessing():
+    from trainer import model
+    kernel, bias = model.normalisation_weights("resnet50")
+    assert np.allclose(kernel, 1) and np.allclose(bias, [-103.939, -116.779, -123.68])  # BGR means, no scaling
+    kernel, bias = model.normalisation_weights("densenet121")
+    assert np.allclose(kernel.ravel() * 255 * np.array(model.IMAGENET_STD), 1)

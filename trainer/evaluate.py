@@ -1,0 +1,114 @@
+"""``python -m trainer evaluate``: score a saved model on any labelled set of images, with Horovod ranks or one
+process.
+
+    python -m trainer evaluate --model runs/x/model-best.h5 --images DIR --labels FILE [--list FILE] [--output DIR]
+
+Every labelled image below ``--images`` (restricted to the names in ``--list``, e.g. NIH's ``test_list.txt``) is
+scored: each rank predicts every ``size``-th row, predictions are pooled, and rank 0 writes ``evaluation.json``
+(the ``test`` block of a training run's metrics.json: per-pathology AUROC with 95 % patient-bootstrap intervals
+and positives, plus the model's and label file's SHA-256) and ``predictions.csv`` to ``--output``. The image size
+is the model's input size; the model normalises its own input (``trainer.model``).
+"""
+import argparse
+import hashlib
+import os
+from collections import OrderedDict
+
+
+from trainer import events, labels, pngcheck, sources
+from trainer.cli import _Parser, reporting_errors
+from trainer.data import Subset
+from trainer.errors import TrainerError
+
+EVALUATION = "evaluation.json"
+
+
+def parser():
+    p = _Parser(prog="python -m trainer evaluate", description="Score a saved chexstack model on labelled images.")
+    p.add_argument("--model", required=True, metavar="PATH", help="model.h5 or model-best.h5 of a training run")
+    p.add_argument("--images", required=True, metavar="DIR", help="folder with the PNGs (searched recursively)")
+    p.add_argument("--labels", required=True, metavar="FILE", help="label file Data_Entry_2017*.csv or .csv.gz")
+    p.add_argument("--list", metavar="FILE", help="score only the image names in FILE (e.g. test_list.txt)")
+    p.add_argument("--output", default="runs/evaluate", metavar="DIR")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--bootstrap", type=int, default=1000, help="patient resamples for the intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def rows(options):
+    """The Subset to score: labelled images below ``--images`` that pass the PNG check (and are in ``--list``)."""
+    table = labels.read_label_file(options.labels)
+    on_disk = sources.index_images(options.images)
+    wanted = set(sources.read_name_list(options.list)) if options.list else None
+    keep = [i for i, n in enumerate(table.names) if n in on_disk and (wanted is None or n in wanted)]
+    problems = pngcheck.find_problems([on_disk[table.names[i]] for i in keep])
+    if problems:
+        events.warn("%d image files failed the PNG check and are not scored: %s"
+                    % (len(problems), "; ".join("%s (%s)" % (on_disk[table.names[keep[k]]], r)
+                                                for k, r in sorted(problems.items())[:20])))
+    keep = [i for k, i in enumerate(keep) if k not in problems]
+    if not keep:
+        raise TrainerError("no labelled image to score below --images %s%s" % (
+            options.images, " among the names in --list %s" % options.list if options.list else ""))
+    return Subset([table.names[i] for i in keep], [on_disk[table.names[i]] for i in keep], table.labels[keep],
+                  [table.patients[i] for i in keep]), table.sha256
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run(options):
+    import tensorflow as tf
+    from trainer import evaluation, outputs, pipeline, runtime
+    from trainer.train import predict_pooled
+    rt = runtime.start(options.seed)
+    runtime.hold_output(rt, options.output)
+    subset, label_sha256 = rows(options)
+    try:
+        model = tf.keras.models.load_model(options.model, compile=False)
+    except (IOError, OSError, ValueError) as e:
+        raise TrainerError("--model %s: not a readable Keras model (%s)" % (options.model, " ".join(str(e).split())))
+    image_size = int(model.input_shape[1])
+    indices, scores = predict_pooled(rt, model, subset, options.batch_size, pipeline.png_loader(image_size), "eval")
+    if not rt.chief:
+        return 0
+    indices, scores, missing = evaluation.order_rows(indices, scores, len(subset))
+    y = subset.labels[indices]
+    outputs.write_predictions(options.output, [subset.names[i] for i in indices], y, scores)
+    block = evaluation.held_out_block(y, scores, [subset.patients[i] for i in indices], options.bootstrap,
+                                      options.seed, len(subset), [subset.paths[i] for i in missing])
+    result = OrderedDict([
+        ("model", os.path.abspath(options.model)), ("model_sha256", _sha256(options.model)),
+        ("image_size", image_size), ("label_file", os.path.abspath(options.labels)), ("label_sha256", label_sha256),
+        ("list", os.path.abspath(options.list) if options.list else None), ("world_size", rt.size),
+        ("test", block)])
+    outputs.write_json(os.path.join(options.output, EVALUATION), result)
+    events.emit("evaluate", mean_auroc=block["mean_auroc"], n_images=block["n_images"],
+                auroc=OrderedDict((k, v["auroc"]) for k, v in block["auroc"].items()), output=options.output)
+    for name, entry in block["auroc"].items():
+        events.info("%-20s AUROC %s  95%% CI %s  positives %d" % (
+            name, "undefined" if entry["auroc"] is None else "%.3f" % entry["auroc"],
+            "-" if entry["ci_low"] is None else "%.3f-%.3f" % (entry["ci_low"], entry["ci_high"]),
+            entry["n_positive"]))
+    return 0
+
+
+def _run(argv):
+    options = parser().parse_args(argv)
+    if options.batch_size < 1 or options.bootstrap < 0:
+        raise TrainerError("--batch-size must be at least 1 and --bootstrap not negative")
+    for option, path, isfile in (("--model", options.model, True), ("--labels", options.labels, True),
+                                 ("--list", options.list, True), ("--images", options.images, False)):
+        if path is not None and not (os.path.isfile(path) if isfile else os.path.isdir(path)):
+            raise TrainerError("%s %s: no such %s" % (option, path, "file" if isfile else "directory"))
+    return run(options)
+
+
+def main(argv=None):
+    return reporting_errors(lambda: _run(argv), "python -m trainer evaluate")
