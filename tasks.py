@@ -238,8 +238,10 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     from launch.options import check_applicable, given
     from launch.request import TrainRequest
 
+    from launch.cluster import LAUNCHERS
+
     check_applicable(launcher, stack, given(train.body, locals(), (
-        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")))
+        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")), ("local",) + LAUNCHERS)
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
@@ -311,8 +313,10 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
 
     if collect:
         return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
+    from bench.sweep import LAUNCHERS
+
     check_applicable(launcher, stack, given(bench.body, locals(), (
-        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")))
+        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)
     req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,

@@ -30,6 +30,7 @@ from spython.main.parse.parsers.docker import DockerParser
 from spython.main.parse.writers.singularity import SingularityWriter
 
 from chexstack.errors import ChexstackError
+from chexstack.inputs import input_file
 
 DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
 #: Dockerfile instructions spython cannot map, with what to do instead.
@@ -230,9 +231,7 @@ class Conversion:
 
 def convert(dockerfile: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
     """The repaired Singularity definition of ``dockerfile`` and the warnings of the conversion."""
-    path = Path(dockerfile)
-    if not path.is_file():
-        raise ChexstackError("%s: no such Dockerfile" % path)
+    path = input_file(dockerfile, str(dockerfile), "a Dockerfile")
     quiet, bot.level = bot.level, QUIET  # our warnings replace spython's (which resolve paths against $PWD)
     try:
         parser = _RepairingParser(str(path), build_args or {})
