@@ -2,11 +2,19 @@
 with other options, a folder where a file is expected, and the ``chexstack`` command from any folder."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
 import pytest
 
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
 from launch.options import check_applicable
+from tests.conftest import REPO
 from validate.report import select
 
 
@@ -53,3 +61,47 @@ def test_a_file_where_the_trainer_expects_a_folder_is_called_a_file(tmp_path):
         sources.find_label_file(str(tmp_path / "labels.csv"))
     with pytest.raises(TrainerError, match=r"--images .*labels.csv: is a file; expected a folder$"):
         sources.index_images(str(tmp_path / "labels.csv"))
+
+
+def _chexstack(*args: str, cwd, pythonpath) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chexstack", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(pythonpath), "COLUMNS": "120",
+                                            "NO_COLOR": "1"})
+
+
+def test_chexstack_command_works_from_another_folder(tmp_path):
+    """``chexstack validate`` where no tasks.py is: the tasks come with the package, not from the folder."""
+    run = _chexstack("validate", "--only", "mpi.version", "--json", "report.json", cwd=tmp_path, pythonpath=REPO)
+    assert run.returncode in (0, 1), run.stdout + run.stderr
+    assert "chexstack validate" in run.stdout and "mpi.version" in run.stdout
+    assert json.loads((tmp_path / "report.json").read_text())["results"][0]["id"] == "mpi.version"
+    refused = _chexstack("validate", "--only", "gpu", "--skip", "gpu", cwd=tmp_path, pythonpath=REPO)
+    assert refused.returncode == 2 and "error: --only gpu --skip gpu: selects no check" in refused.stdout
+    listed = _chexstack("--list", cwd=tmp_path, pythonpath=REPO)
+    assert listed.returncode == 0 and "validate" in listed.stdout and "bench-report" in listed.stdout
+
+
+def test_the_installed_package_has_the_command_and_its_tasks(tmp_path):
+    """A wheel of this checkout (what ``pip install`` puts on a node) has the ``chexstack`` console script and the
+    tasks module, and ``chexstack`` runs from that installation alone, outside any checkout."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv*", "runs", "build", "tests", "*.egg-info",
+                                                             "__pycache__", "bench"))
+    shutil.copytree(REPO / "bench", src / "bench", ignore=shutil.ignore_patterns("results", "__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    wheel = next((tmp_path / "wheel").glob("chexstack-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "tasks.py" in names and "chexstack/cli.py" in names
+    assert "chexstack = chexstack.cli:main" in entry_points
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    run = _chexstack("--list", cwd=tmp_path, pythonpath=site)
+    assert run.returncode == 0 and "validate" in run.stdout, run.stdout + run.stderr
+    where = subprocess.run([sys.executable, "-c", "import tasks, chexstack.cli; print(tasks.__file__)"], cwd=tmp_path,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)})
+    assert where.stdout.strip() == str(site / "tasks.py")
