@@ -23,9 +23,10 @@ LAUNCHERS_OF = {
     "hosts": ("mpirun",),
     "runtime": ("local",),
     "network": ("local",),
+    "as_root": ("local",),
 }
 #: options of a run here (``--launcher local``) that act on the stack's container, so they need ``--stack``.
-NEEDS_STACK = ("runtime", "network", "image")
+NEEDS_STACK = ("runtime", "network", "image", "as_root")
 
 
 def flag(option: str) -> str:

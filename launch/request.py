@@ -38,6 +38,7 @@ class TrainRequest:
     controller: str | None = None
     val_fraction: float | None = None
     test_fraction: float | None = None
+    max_bad_images: float | None = None
 
     def ranks(self) -> int:
         """World size: ``np``, else one rank per GPU, else 1 (a CPU rank)."""
@@ -114,7 +115,8 @@ class TrainRequest:
                 args += [option, value]
         args += ["--model", self.model, "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
                  "--image-size", str(self.image_size), "--output", self.output]
-        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction)):
+        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction),
+                              ("--max-bad-images", self.max_bad_images)):
             if value is not None:
                 args += [option, repr(value)]
         if self.resume:
