@@ -19,6 +19,10 @@ from trainer.data import SYNTHETIC
 from trainer.errors import TrainerError
 
 
+#: Default of ``--max-bad-images``: NIH's full set decodes completely; a share above 1 % is a broken copy.
+MAX_BAD_IMAGES = 0.01
+
+
 class UsageError(TrainerError):
     """An unknown option or a value of the wrong type (argparse's message)."""
 
@@ -44,6 +48,9 @@ def parser():
     data.add_argument("--test-fraction", type=float, default=0.2,
                       help="share of patients held out for test without official lists (0.2)")
     data.add_argument("--synthetic-images", type=int, default=1024, help="training images of --data synthetic")
+    data.add_argument("--max-bad-images", type=float, default=MAX_BAD_IMAGES, metavar="SHARE",
+                      help="stop when more than this share of the labelled images fail the PNG check or the decode "
+                           "(%g; 0: any bad image stops the run, 1: never)" % MAX_BAD_IMAGES)
     run = p.add_argument_group("model and run")
     run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES))
     run.add_argument("--weights", default="none", metavar="none|PATH", help="local backbone weights (.h5)")
@@ -95,6 +102,8 @@ def check(options):
     if options.image_size < smallest:
         raise TrainerError("--image-size %d: %s needs at least %d pixels (tf.keras.applications)"
                            % (options.image_size, options.model, smallest))
+    if not 0 <= options.max_bad_images <= 1:
+        raise TrainerError("--max-bad-images %g: expected a share from 0 to 1" % options.max_bad_images)
     if options.lr <= 0:
         raise TrainerError("--lr %g must be positive" % options.lr)
     # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given
