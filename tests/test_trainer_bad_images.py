@@ -146,3 +146,28 @@ def test_max_bad_images_is_a_share():
     assert cli.parse([]).max_bad_images == cli.MAX_BAD_IMAGES == 0.01
     with pytest.raises(TrainerError, match="--max-bad-images 1.5: expected a share from 0 to 1"):
         cli.check(cli.parse(["--data", "synthetic", "--max-bad-images", "1.5"]))
+
+
+@pytest.mark.slow
+def test_a_training_run_names_counts_and_leaves_out_the_corrupt_images(broken, tmp_path):
+    """``python -m trainer`` (world size 1) on the sample with the corrupt images: skipped-images.csv names all 8,
+    metrics.json counts them, n_train + n_val are the usable images only."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    root, by_kind = broken
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "trainer", "--data", str(root), "--model", "resnet50",
+                          "--image-size", "32", "--batch-size", "8", "--epochs", "1", "--val-fraction", "0.3",
+                          "--test-fraction", "0", "--max-bad-images", "0.25", "--output", str(out)],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert set(_listed(out / outputs.SKIPPED_IMAGES)) == set(by_kind.values())
+    metrics = json.loads((out / outputs.METRICS).read_text())
+    assert metrics["run"]["data"]["images_skipped"] == {"png_check": 5, "decode": 3, "total": 8}
+    epoch = metrics["epochs"][-1]
+    assert epoch["n_train"] + epoch["n_val"] == N - 8 and epoch["val_rows"]["skipped"] == []
