@@ -1,12 +1,12 @@
 """Every image decoded once before training, by the input pipeline's own decoder: the images that fail are named.
 
 ``trainer.pngcheck`` reads a few bytes per file and misses corruption inside the compressed data (a bad IDAT
-stream, a chunk whose CRC does not match: libpng stops with "Invalid PNG data" or "CRC error"). The input
-pipeline would then drop such an image silently (``compat.ignore_errors``) while ``n_train`` still counts it. So
-every image that passed the structural check is decoded here with ``tf.image.decode_png`` (as
+stream, a data chunk whose CRC does not match, rows shorter than the bit depth says: libpng stops with "Invalid
+PNG data"). The input pipeline would then drop such an image silently (``compat.ignore_errors``) while ``n_train``
+still counts it. So every image that passed the structural check is decoded here with ``tf.image.decode_png`` (as
 ``pipeline.png_loader`` does) in a parallel tf.data pass; each rank decodes every ``size``-th image and the
-verdicts are gathered, so all ranks leave out the same images. Cost: one decode per image per run start (the
-first epoch's decode work spread over all ranks; about 1 ms for a 64² PNG, 10 ms for NIH's 1024² on one core).
+verdicts are gathered, so all ranks leave out the same images. Cost: one decode per image per run start, the
+decode work of one epoch spread over all ranks (no resize, no training step).
 """
 import re
 
@@ -28,8 +28,7 @@ def _undecodable(paths, indices):
     """The entries of ``indices`` (into ``paths``) whose decode fails, in one parallel tf.data pass."""
     if not len(indices):
         return []
-    ds = tf.data.Dataset.from_tensor_slices((np.asarray([paths[i] for i in indices]),
-                                             np.asarray(indices, dtype=np.int64)))
+    ds = tf.data.Dataset.from_tensor_slices(([paths[i] for i in indices], np.asarray(indices, dtype=np.int64)))
     ds = ds.map(lambda path, i: (_decoded_size(path), i), num_parallel_calls=compat.autotune())
     decoded = set()
     for _, batch in compat.iterate_numpy(compat.ignore_errors(ds, log=False).batch(256)):
