@@ -221,11 +221,15 @@ TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "im
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
         "val-fraction": "share of patients in the validation split (trainer default 0.1)",
         "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
+        "max-bad-images": "stop when more than this share of the images fail the PNG check or the decode "
+                          "(trainer default 0.01)",
         "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine; with "
                  "--launcher slurm/k8s: the stack whose image the cluster runs",
         "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
         "image": "with --stack: this image reference, .sqsh or SIF path instead of the stack's verified tag",
         "network": "with --stack and docker: host (default) or none (loopback only: the MPI controller is used)",
+        "as-root": "with --stack: run as root in the container (default: as you, so --output stays yours; "
+                   "singularity: --fakeroot)",
         "launcher": "local (default), slurm (batch script) or k8s (MPIJob); slurm/k8s need --render or --submit",
         "per-node": "slurm/k8s: GPUs (or CPU ranks) per node",
         "hybrid": "slurm: the hybrid model (host mpirun + singularity exec of the SIF) instead of srun --mpi=pmix "
@@ -242,15 +246,18 @@ TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "im
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
-          rdma=None, render=False, submit=False, **trainer):
+          rdma=None, render=False, submit=False, as_root=False, **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
     from launch.local import train as train_local
     from launch.options import check_applicable, given, trainer_argv
     from launch.request import TrainRequest
 
+    from launch.cluster import LAUNCHERS
+
     check_applicable(launcher, stack, given(train.body, locals(), (
-        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")))
+        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root")),
+        ("local",) + LAUNCHERS)
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
@@ -265,7 +272,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     if stack:
         from launch.container import train_in_image
 
-        return train_in_image(request, stack, runtime=runtime, image=image, network=network)
+        return train_in_image(request, stack, runtime=runtime, image=image, network=network, as_root=as_root)
     train_local(request)
 
 
@@ -355,8 +362,10 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
 
     if collect:
         return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
+    from bench.sweep import LAUNCHERS
+
     check_applicable(launcher, stack, given(bench.body, locals(), (
-        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")))
+        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)
     req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,

@@ -45,7 +45,11 @@ class Comparison:
     units: tuple[str, ...]
     counts: tuple[int, ...]
     cells: dict[tuple[str, int], Cell | None]
-    comparable: tuple[bool, ...]
+    differences: tuple[tuple[str, ...], ...]  # per series: what differs from the baseline (``differences``)
+
+    @property
+    def comparable(self) -> tuple[bool, ...]:
+        return tuple(not d for d in self.differences)
 
     @property
     def baseline(self) -> str:
@@ -57,16 +61,39 @@ class Comparison:
         return units[0] if len(units) == 1 else " / ".join(units)
 
 
+#: What must be equal for a % difference to mean something: (name in messages, value of a sweep or None when its
+#: record does not say). A 32 px sweep is not "−90 %" of a 224 px one.
+COMPARED = (
+    ("device kind", lambda s: s.unit),
+    ("model", lambda s: s.record.model),
+    ("image size", lambda s: None if s.record.image_size is None else "%d px" % s.record.image_size),
+    ("batch size per rank", lambda s: s.record.batch_size_per_rank),
+    ("precision", lambda s: None if s.record.amp is None else ("mixed float16" if s.record.amp else "float32")),
+)
+
+
+def differences(sweep: Sweep, base: Sweep) -> tuple[str, ...]:
+    """What differs between ``sweep`` and ``base`` among ``COMPARED``, e.g. ``("image size 32 px vs 224 px",)``;
+    empty when they compare like with like. A field one record does not give (a published series) is not
+    compared."""
+    out = []
+    for name, value in COMPARED:
+        mine, theirs = value(sweep), value(base)
+        if mine is not None and theirs is not None and mine != theirs:
+            out.append("%s %s vs %s" % (name, mine, theirs))
+    return tuple(out)
+
+
 def comparable(sweep: Sweep, base: Sweep) -> bool:
-    """A % difference means something only for the same kind of count (GPUs vs CPU ranks) and the same model."""
-    models = {sweep.record.model, base.record.model}
-    return sweep.unit == base.unit and (None in models or len(models) == 1)
+    """Whether a % difference against ``base`` means something: nothing of ``COMPARED`` differs."""
+    return not differences(sweep, base)
 
 
 def compare(sweeps: list[Sweep]) -> Comparison:
     """Line up the sweeps by count. The first sweep is the baseline of the % differences: ``100 · (X − X_base) /
-    X_base`` with X the total images/s, for sweeps ``comparable`` with it. Raises ChexstackError for no sweeps or
-    a repeated label."""
+    X_base`` with X the total images/s, for sweeps ``comparable`` with it; the others are shown as their own
+    group, labelled with what differs (``differences``). Raises ChexstackError for no sweeps or a repeated
+    label."""
     if not sweeps:
         raise ChexstackError("bench-report: expected at least one result file")
     labels = [s.label for s in sweeps]
@@ -85,7 +112,7 @@ def compare(sweeps: list[Sweep]) -> Comparison:
             cells[(sweep.label, n)] = None if p is None else Cell(p.images_per_sec, p.images_per_sec_per_rank,
                                                                    p.scaling_efficiency, diff)
     return Comparison(tuple(labels), tuple(s.unit for s in sweeps), tuple(counts), cells,
-                      tuple(comparable(s, sweeps[0]) for s in sweeps))
+                      tuple(differences(s, sweeps[0]) for s in sweeps))
 
 
 def _num(x: float | None, digits: int = 1) -> str:
@@ -110,7 +137,7 @@ def rows(cmp: Comparison) -> list[list[str]]:
         if label == cmp.baseline:
             return "baseline"
         if not cmp.comparable[cmp.labels.index(label)]:
-            return "not comparable"
+            return "not comparable: %s" % "; ".join(cmp.differences[cmp.labels.index(label)])
         return "" if c.diff_pct is None else "%+.1f" % c.diff_pct
     return [[str(n), label, _num(c.images_per_sec), _num(c.per_rank),
              _num(c.efficiency * 100 if c.efficiency is not None else None), diff(label, c)]
@@ -134,14 +161,17 @@ def rich_table(cmp: Comparison, title: str = "Throughput vs count") -> Table:
 
 
 def csv_text(cmp: Comparison) -> str:
-    """CSV with full-precision numbers (empty where undefined)."""
+    """CSV with full-precision numbers (empty where undefined); when a series is not comparable with the
+    baseline, a last column ``not comparable`` says what differs."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns(cmp))
+    why = not all(cmp.comparable)
+    writer.writerow(columns(cmp) + (["not comparable"] if why else []))
     for n, label, c in records(cmp):
         writer.writerow([n, label, "%.3f" % c.images_per_sec, "%.3f" % c.per_rank,
                          "" if c.efficiency is None else "%.2f" % (100 * c.efficiency),
-                         "" if c.diff_pct is None else "%.2f" % c.diff_pct])
+                         "" if c.diff_pct is None else "%.2f" % c.diff_pct]
+                        + (["; ".join(cmp.differences[cmp.labels.index(label)])] if why else []))
     return buf.getvalue()
 
 
@@ -194,6 +224,8 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
         offsets = [xi - 0.4 + width * (i + 0.5) for xi in x]
         cells = [cmp.cells[(label, n)] for n in cmp.counts]
         legend = "%s (%s)" % (label, unit) if mixed_units else label
+        if cmp.differences[i]:
+            legend += " [n/c: %s]" % "; ".join(cmp.differences[i])
         bars = ax.bar([o for o, c in zip(offsets, cells) if c], [c.images_per_sec for c in cells if c], width * 0.95,
                       color=colour, label=legend)
         upright = n_series >= UPRIGHT_BAR_LABELS
@@ -226,7 +258,7 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
     if n_series > 1:
         note = "%% above bars: difference vs %s" % cmp.baseline
         if not all(cmp.comparable):
-            note += "\n(n/c): not comparable (other device kind or model)"
+            note += "\n(n/c): not comparable (the legend names what differs)"
         ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top", fontsize=8, color="0.3")
     ax_eff.axhline(100, color="0.5", linestyle="--", linewidth=1)
     ax_eff.set_ylabel("scaling\nefficiency (%)")

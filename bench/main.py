@@ -10,6 +10,7 @@ from bench.results import Sweep, load_sweep
 from bench.sweep import SweepRequest, run_sweep
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
+from chexstack.inputs import input_file
 from launch import k8s, slurm, submit
 from launch.cluster import cluster_path, local_image_warning
 
@@ -122,9 +123,9 @@ def expand_results(items: list[str]) -> list[Path]:
     for entry in items:
         for part in [p.strip() for p in entry.split(",") if p.strip()]:
             matches = sorted(glob.glob(part)) if any(ch in part for ch in "*?[") else [part]
-            if not matches or not all(Path(m).is_file() for m in matches):
+            if not matches:
                 raise ChexstackError("result %s: no such file" % part)
-            paths += [Path(m) for m in matches]
+            paths += [input_file(m, "result %s" % m, "a sweep JSON file") for m in matches]
     if not paths:
         raise ChexstackError("bench-report: give the result files (the first is the baseline), e.g. "
                              "invoke bench-report bench/reference/seed-densenet121-baremetal.json,bench/results/x.json")

@@ -32,6 +32,7 @@ from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from launch import stream
 from launch.cluster import cluster_path
+from launch.options import check_launcher
 from launch.request import TrainRequest
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
@@ -67,9 +68,7 @@ class SweepRequest:
         if not _LABEL.match(self.label):
             raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
                                  % self.label)
-        if self.launcher not in LAUNCHERS:
-            raise ChexstackError("unknown launcher %r: expected %s or %s" % (self.launcher, ", ".join(LAUNCHERS[:-1]),
-                                                                             LAUNCHERS[-1]))
+        check_launcher(self.launcher, LAUNCHERS)
         if self.model not in MODELS:
             raise ChexstackError("--model %r: expected one of %s" % (self.model, ", ".join(MODELS)))
         for name in ("batch_size", "image_size", "steps"):

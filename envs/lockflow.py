@@ -12,6 +12,7 @@ from pathlib import Path
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
+from chexstack.inputs import input_file
 from envs import lock as L
 from envs.installed import check_installed, lock_pins, parse_installed_json, spec_pins
 from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
@@ -96,9 +97,7 @@ def render_explicit(files: L.CondaFiles, platforms: list[str] | None) -> int:
 
 def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | None) -> int:
     """Every pinned package of the lock (or, without a lock, of the environment file) present at its version."""
-    if not listing.is_file():
-        raise ChexstackError("--installed %s: no such file (expected `conda list --json` or "
-                             "`pip list --format=json` output)" % listing)
+    input_file(listing, "--installed %s" % listing, "`conda list --json` or `pip list --format=json` output")
     installed, kind = parse_installed_json(listing.read_text(), str(listing))
     if files.lockfile.is_file():
         lockfile = L.read_lock(files.lockfile)

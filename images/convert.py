@@ -61,6 +61,7 @@ from pathlib import Path
 import dockerfile
 
 from chexstack.errors import ChexstackError
+from chexstack.inputs import input_file
 from images import dockerwords
 from images.dockerwords import UnsupportedExpansion
 
@@ -615,9 +616,7 @@ def write(stages: list[_Stage], source: str) -> str:
 def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
     """The definition of ``dockerfile_path`` that builds and runs as Docker would, and the conversion's warnings.
     Errors: ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
-    path = Path(dockerfile_path)
-    if not path.is_file():
-        raise ChexstackError("%s: no such Dockerfile" % path)
+    path = input_file(dockerfile_path, str(dockerfile_path), "a Dockerfile")
     try:
         path.read_text()
     except UnicodeDecodeError as e:

@@ -18,6 +18,7 @@ from envs.manifest import Stack, load_stack
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
+from launch.options import check_launcher
 from launch.request import SYNTHETIC, TrainRequest
 
 LAUNCHERS = ("slurm", "k8s")
@@ -38,8 +39,7 @@ class ClusterOptions:
     submit: bool = False
 
     def __post_init__(self):
-        if self.launcher not in LAUNCHERS:
-            raise ChexstackError("unknown launcher %r: expected local, %s or %s" % (self.launcher, *LAUNCHERS))
+        check_launcher(self.launcher, ("local",) + LAUNCHERS)
 
 
 def cluster_path(launcher: str, option: str, path: str | None) -> str | None:

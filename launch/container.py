@@ -10,7 +10,11 @@ horovodrun — a PID 1 without a handler ignores it, so Ctrl-C would wait for ``
 ``--name``: an interrupted run whose ``docker run`` client had to be killed still has its container removed
 (``ContainerPlan.force_stop``). ``CHEXSTACK_OUTPUT_LOCK`` (value from the launcher's environment) tells rank 0 that
 the launcher holds the output folder's lock (``trainer.runlock``).
-Singularity: ``singularity exec --nv --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``.
+``--user UID:GID`` (the calling user's) with ``HOME`` on a tmpfs of that user: every file the run writes into
+``--output`` belongs to whoever started it, not to root (who alone could delete it from shared storage); the
+image's root is used only when asked for (``as_root``), and always when the caller is root.
+Singularity: ``singularity exec --nv --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``: it runs as
+the calling user already (``as_root``: ``--fakeroot``, root in a user namespace; files still the user's).
 
 The controller (Gloo or MPI) is picked from the interfaces the container really has (``ls /sys/class/net`` in
 a throw-away container on the same network): with loopback only, Gloo segfaults every rank (exit 139,
@@ -41,6 +45,21 @@ RUNTIMES = ("docker", "singularity")
 #: (open-mpi/ompi#4948; measured here: 4 min 49 s vs 1 min 20 s for one epoch). Copy through shared memory instead.
 OMPI_IN_CONTAINER = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 NETWORKS = ("host", "none")
+#: HOME inside a container run as the calling user: an image has no home for an arbitrary UID (Docker sets HOME=/,
+#: not writable), while Keras, Horovod and Open MPI write below HOME. A tmpfs owned by that user, gone with the run.
+CONTAINER_HOME = "/home/chexstack"
+
+
+def user_options(as_root: bool = False, uid: int | None = None, gid: int | None = None) -> list[str]:
+    """``docker run`` options that run the container as ``uid:gid`` (default: this process's real IDs) with a
+    writable ``HOME`` (``CONTAINER_HOME``, a tmpfs of that user). None for ``as_root`` or a caller that is root
+    (the image's own user, root, with its HOME)."""
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    if as_root or uid == 0:
+        return []
+    return ["--user", "%d:%d" % (uid, gid), "--tmpfs", "%s:rw,exec,uid=%d,gid=%d,mode=700" % (CONTAINER_HOME, uid, gid),
+            "-e", "HOME=%s" % CONTAINER_HOME]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +152,9 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
 
 
 def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpus_here: int | None = None,
-                interfaces: list[str] | None = None, stack: str | None = None) -> ContainerPlan:
-    """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run)."""
+                interfaces: list[str] | None = None, stack: str | None = None, as_root: bool = False) -> ContainerPlan:
+    """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run), as the calling
+    user (``user_options``) unless ``as_root``."""
     request.check().check_paths()
     if network not in NETWORKS:
         raise ChexstackError("--network %r: expected one of %s" % (network, ", ".join(NETWORKS)))
@@ -146,7 +166,7 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
         inside, docker_interfaces(image, network, stack) if interfaces is None else interfaces)
     name = "chexstack-train-%s" % uuid.uuid4().hex[:8]
     run = ["docker", "run", "--rm", "--network", network, "--ipc=host", *ulimits(), "--init", "--name", name,
-           "-w", OUTPUT]
+           *user_options(as_root), "-w", OUTPUT]
     if request.gpus > 0:
         run += ["--gpus", "all"]
     if os.path.exists("/dev/infiniband"):
@@ -184,8 +204,9 @@ def trainer_drift(image: str, stack_name: str) -> str | None:
             % (image, what, stack_name))
 
 
-def singularity_plan(request: TrainRequest, sif: str) -> ContainerPlan:
-    """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces)."""
+def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> ContainerPlan:
+    """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces), as
+    the calling user, or with ``--fakeroot`` for ``as_root``."""
     from images.sif import require_tool
 
     request.check().check_paths()
@@ -195,7 +216,7 @@ def singularity_plan(request: TrainRequest, sif: str) -> ContainerPlan:
                              % sif)
     binds, inside = mounts(request)
     argv, env, controller, reason = _trainer_command(inside, local_interfaces())
-    run = [exe, "exec", "--nv", "--pwd", OUTPUT]
+    run = [exe, "exec", "--nv", *(["--fakeroot"] if as_root else []), "--pwd", OUTPUT]
     for host, path, ro in binds:
         run += ["--bind", "%s:%s%s" % (host, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):
@@ -204,9 +225,10 @@ def singularity_plan(request: TrainRequest, sif: str) -> ContainerPlan:
 
 
 def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "docker", image: str | None = None,
-                   network: str = "host") -> dict:
+                   network: str = "host", as_root: bool = False) -> dict:
     """Run ``request`` inside the stack's image under the output lock (``launch.local.execute``: the exact command
-    first, the results, the interruption line or the failing rank's error); return metrics.json."""
+    first, the results, the interruption line or the failing rank's error), as the calling user unless
+    ``as_root``; return metrics.json."""
     from images.build import SIF_DIR
     from images.naming import image_ref
     from images.sif import sif_path
@@ -215,12 +237,12 @@ def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "do
     if runtime == "docker":
         if shutil.which("docker") is None:
             raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
-        plan = docker_plan(request, ref, network=network, stack=stack_name)
+        plan = docker_plan(request, ref, network=network, stack=stack_name, as_root=as_root)
         drift = trainer_drift(ref, stack_name)
         if drift:
             plan = dataclasses.replace(plan, warnings=plan.warnings + (drift,))
     elif runtime == "singularity":
-        plan = singularity_plan(request, image or str(sif_path(ref, SIF_DIR)))
+        plan = singularity_plan(request, image or str(sif_path(ref, SIF_DIR)), as_root=as_root)
     else:
         raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
     return execute(request, plan.argv, {}, command_line=plan.command_line(), controller=plan.controller,

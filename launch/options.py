@@ -2,8 +2,8 @@
 
 An option given where it has no effect is an error, not silence: ``invoke train --render`` without
 ``--launcher slurm|k8s`` would otherwise start a full training run here, ``--network none`` without ``--stack``
-would run on the host's network, and so on. ``check_applicable(launcher, stack, given)`` raises a ChexstackError
-(exit 2) naming the first such option and where it applies.
+would run on the host's network, and so on. ``check_applicable(launcher, stack, given, known)`` raises a
+ChexstackError (exit 2) naming an unknown launcher first, then the first such option and where it applies.
 
 ``with_trainer_options(stated)`` gives a task every ``python -m trainer`` option it does not state itself, taken
 from the trainer's own parser (``trainer.cli.parser``: one declaration of the trainer's contract), so each is
@@ -30,9 +30,10 @@ LAUNCHERS_OF = {
     "hosts": ("mpirun",),
     "runtime": ("local",),
     "network": ("local",),
+    "as_root": ("local",),
 }
 #: options of a run here (``--launcher local``) that act on the stack's container, so they need ``--stack``.
-NEEDS_STACK = ("runtime", "network", "image")
+NEEDS_STACK = ("runtime", "network", "image", "as_root")
 
 
 def flag(option: str) -> str:
@@ -45,9 +46,17 @@ def given(fn: Callable, values: dict, options: tuple[str, ...] | list[str]) -> d
     return {name: values[name] for name in options if values[name] != params[name].default}
 
 
-def check_applicable(launcher: str, stack: str | None, options: dict) -> None:
-    """Raise ChexstackError for the first of ``options`` (name -> value, only those set) that has no effect with
-    ``launcher`` (and ``stack``)."""
+def check_launcher(launcher: str, known: tuple[str, ...]) -> None:
+    """Raise ChexstackError unless ``launcher`` is one of ``known``."""
+    if launcher not in known:
+        raise ChexstackError("unknown launcher %r: expected %s or %s" % (launcher, ", ".join(known[:-1]), known[-1]))
+
+
+def check_applicable(launcher: str, stack: str | None, options: dict, known: tuple[str, ...]) -> None:
+    """Raise ChexstackError when ``launcher`` is not one of ``known`` (before any other rule: an option "applies
+    to slurm only" would hide the typo), else for the first of ``options`` (name -> value, only those set) that has
+    no effect with ``launcher`` (and ``stack``)."""
+    check_launcher(launcher, known)
     for option in options:
         launchers = LAUNCHERS_OF.get(option)
         if launchers and launcher not in launchers:

@@ -67,8 +67,8 @@ class TrainRequest:
         with trainer_errors():
             if req.data and req.data != SYNTHETIC:
                 sources.find_label_file(req.data)
-            if req.images is not None and not os.path.isdir(req.images):
-                raise TrainerError("--images %s: no such directory" % req.images)
+            if req.images is not None:
+                sources.check_folder(req.images, "--images")
             if req.labels is not None and not os.path.isfile(req.labels):
                 why = ("a directory; expected the label file (Data_Entry_2017*.csv or .csv.gz)"
                        if os.path.isdir(req.labels) else "no such file")
@@ -125,7 +125,8 @@ class TrainRequest:
                 args += [option, value]
         args += ["--model", self.model, "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
                  "--image-size", str(self.image_size), "--output", self.output]
-        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction)):
+        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction),
+                              ("--max-bad-images", self.max_bad_images)):
             if value is not None:
                 args += [option, repr(value)]
         if self.resume:

@@ -62,6 +62,34 @@ def test_other_device_kinds_are_not_compared(tmp_path):
     assert "not comparable" in figure.markdown_text(cmp)
 
 
+@pytest.mark.parametrize("field, value, other, named", [
+    ("image_size", 32, 224, "image size 32 px vs 224 px"),
+    ("batch_size_per_rank", 8, 32, "batch size per rank 8 vs 32"),
+    ("amp", True, False, "precision mixed float16 vs float32"),
+    ("model", "resnet50", "densenet121", "model resnet50 vs densenet121"),
+])
+def test_series_run_differently_are_a_labelled_group_naming_the_field(tmp_path, field, value, other, named):
+    """32 px vs 224 px must not read as -90 %: no difference is computed, and the table, CSV, Markdown and the
+    figure's legend say which field differs (../shared/cases: issue 15)."""
+    base, run = _gpu_sweep("224px", 1.0), _gpu_sweep("32px", 10.0)
+    base.record = base.record.model_copy(update={field: other})
+    run.record = run.record.model_copy(update={field: value})
+    cmp = figure.compare([base, run])
+    assert cmp.comparable == (True, False) and cmp.differences[1] == (named,)
+    assert cmp.cells[("32px", 8)].diff_pct is None
+    assert "not comparable: %s" % named in figure.markdown_text(cmp) and named in figure.csv_text(cmp)
+    fig = figure.figure(cmp, [base, run])
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    figure.plt.close(fig)
+    assert legend == ["224px", "32px [n/c: %s]" % named]
+
+
+def test_a_field_a_published_series_does_not_give_is_not_compared():
+    run = _gpu_sweep("k8s", 0.9)
+    run.record = run.record.model_copy(update={"image_size": 224, "batch_size_per_rank": 32, "amp": False})
+    assert figure.compare([load_sweep(SEED), run]).comparable == (True, True)
+
+
 def test_tables_golden():
     cmp = figure.compare([load_sweep(SEED), _gpu_sweep("kubernetes", 0.92)])
     assert_golden("bench/figure1-seed-vs-kubernetes.csv", figure.csv_text(cmp))

@@ -182,3 +182,126 @@ def test_an_image_that_is_not_built_is_named_never_pulled(tmp_path):
 def test_a_label_folder_given_as_the_label_file_is_named_as_such(tmp_path):
     with pytest.raises(ChexstackError, match=r"--labels .*: a directory; expected the label file"):
         docker_plan(_request(tmp_path, labels=str(tmp_path)), "img", gpus_here=0, interfaces=["eth0"])
+
+
+# --- runs in an image write as the calling user (issue 15) ------------------------------------------------------
+USER = (4321, 4321)  # a non-root user without an entry in the image's /etc/passwd
+
+
+def _as_user(monkeypatch, uid_gid=USER):
+    monkeypatch.setattr("os.getuid", lambda: uid_gid[0])
+    monkeypatch.setattr("os.getgid", lambda: uid_gid[1])
+
+
+def test_docker_runs_as_the_calling_user_unless_root_is_asked_for(tmp_path, monkeypatch):
+    _as_user(monkeypatch)
+    argv = docker_plan(_request(tmp_path), "img", gpus_here=0, interfaces=["eth0"]).argv
+    user = argv.index("--user")
+    assert argv[user:user + 6] == ["--user", "4321:4321", "--tmpfs",
+                                   "/home/chexstack:rw,exec,uid=4321,gid=4321,mode=700", "-e", "HOME=/home/chexstack"]
+    assert user < argv.index("img")
+    assert "--user" not in docker_plan(_request(tmp_path), "img", gpus_here=0, interfaces=["eth0"], as_root=True).argv
+    _as_user(monkeypatch, (0, 0))  # root calling: the image's root, as before
+    assert "--user" not in docker_plan(_request(tmp_path), "img", gpus_here=0, interfaces=["eth0"]).argv
+
+
+def test_singularity_runs_as_the_user_and_fakeroot_on_request(tmp_path, monkeypatch):
+    monkeypatch.setattr("images.sif.require_tool", lambda: "apptainer")
+    sif = tmp_path / "x.sif"
+    sif.write_bytes(b"")
+    assert "--fakeroot" not in singularity_plan(_request(tmp_path), str(sif)).argv
+    assert singularity_plan(_request(tmp_path), str(sif), as_root=True).argv[:4] == [
+        "apptainer", "exec", "--nv", "--fakeroot"]
+
+
+def test_as_root_needs_a_stack():
+    from launch.options import check_applicable
+
+    with pytest.raises(ChexstackError, match="--as-root applies to a run in a stack's image"):
+        check_applicable("local", None, {"as_root": True}, ("local", "slurm", "k8s"))
+    with pytest.raises(ChexstackError, match="--as-root applies to --launcher local only"):
+        check_applicable("k8s", "cpu", {"as_root": True}, ("local", "slurm", "k8s"))
+
+
+def _user_folder(uid_gid=USER):
+    """A folder the non-root user owns (a pytest tmp_path is root's, mode 700: that user could not enter it)."""
+    import os
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="chexstack-test-user-")
+    os.chmod(folder, 0o755)
+    os.chown(folder, *uid_gid)
+    return folder
+
+
+@pytest.mark.docker
+def test_a_container_run_writes_as_the_calling_user_with_a_writable_home(tmp_path, monkeypatch):
+    """The real dockerd: the plan's ``docker run`` options, a shell in place of horovodrun, as a non-root user:
+    what it writes into --output belongs to that user, and HOME takes files."""
+    import os
+    import shutil
+    import subprocess
+
+    from images.local_base import LOCAL_DEBIAN, ensure_debian_base
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a folder owned by another user")
+    ensure_debian_base()
+    folder = _user_folder()
+    try:
+        for as_root, owner in ((False, USER[0]), (True, 0)):
+            _as_user(monkeypatch)
+            plan = docker_plan(_request(tmp_path, output=folder), LOCAL_DEBIAN, gpus_here=0, interfaces=["eth0"],
+                               as_root=as_root)
+            monkeypatch.undo()
+            name = "written-as-root" if as_root else "written"
+            script = 'id -u; echo "$HOME"; touch "$HOME/.probe" && touch /output/%s' % name
+            argv = plan.argv[:plan.argv.index(LOCAL_DEBIAN) + 1] + ["sh", "-c", script]
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.split()[:2] == ([str(USER[0]), "/home/chexstack"] if not as_root else ["0", "/root"])
+            assert os.stat(os.path.join(folder, name)).st_uid == owner
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs():
+    """``invoke train --stack cpu`` started by a non-root user in the docker group (skipped when the cpu image is
+    not built here): the run succeeds and every file in --output is that user's."""
+    import grp
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import docker
+    import docker.errors
+
+    from envs.manifest import load_stack
+    from images.naming import image_ref
+    from tests.conftest import REPO
+
+    try:
+        docker.from_env().images.get(image_ref(load_stack("cpu")))
+    except docker.errors.DockerException:
+        pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start a process as another user")
+    from tests.test_launch_local import SMALL
+    folder = _user_folder()
+    try:
+        out = os.path.join(folder, "out")
+        run = subprocess.run(
+            [sys.executable, "-m", "chexstack", "train", "--stack", "cpu", *SMALL, "--epochs", "1", "--output", out],
+            cwd=folder, capture_output=True, text=True, timeout=300,
+            user=USER[0], group=USER[1], extra_groups=[grp.getgrnam("docker").gr_gid],
+            env={**os.environ, "HOME": folder, "PYTHONPATH": str(REPO), "COLUMNS": "120"})
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "--user %d:%d" % USER in run.stdout
+        owners = {os.path.relpath(os.path.join(root, n), out): os.lstat(os.path.join(root, n)).st_uid
+                  for root, dirs, files in os.walk(out) for n in dirs + files}
+        assert "metrics.json" in owners and set(owners.values()) == {USER[0]}, owners
+    finally:
+        shutil.rmtree(folder)

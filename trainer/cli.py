@@ -21,6 +21,10 @@ from trainer.data import SYNTHETIC
 from trainer.errors import TrainerError
 
 
+#: Default of ``--max-bad-images``: NIH's full set decodes completely; a share above 1 % is a broken copy.
+MAX_BAD_IMAGES = 0.01
+
+
 class UsageError(TrainerError):
     """An unknown option or a value of the wrong type (argparse's message)."""
 
@@ -46,6 +50,9 @@ def parser():
     data.add_argument("--test-fraction", type=float, default=0.2,
                       help="share of patients held out for test without official lists (0.2)")
     data.add_argument("--synthetic-images", type=int, default=1024, help="training images of --data synthetic")
+    data.add_argument("--max-bad-images", type=float, default=MAX_BAD_IMAGES, metavar="SHARE",
+                      help="stop when more than this share of the labelled images fail the PNG check or the decode "
+                           "(%g; 0: any bad image stops the run, 1: never)" % MAX_BAD_IMAGES)
     run = p.add_argument_group("model and run")
     run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES))
     run.add_argument("--weights", default="none", metavar="none|imagenet|PATH",
@@ -128,6 +135,8 @@ def check(options):
     if not (0 <= options.rotation <= 45 and 0 <= options.shift < 0.5 and 0 <= options.zoom < 0.5):
         raise TrainerError("--rotation %g / --shift %g / --zoom %g: expected 0..45 degrees and fractions in [0, 0.5)"
                            % (options.rotation, options.shift, options.zoom))
+    if not 0 <= options.max_bad_images <= 1:
+        raise TrainerError("--max-bad-images %g: expected a share from 0 to 1" % options.max_bad_images)
     if options.lr <= 0:
         raise TrainerError("--lr %g must be positive" % options.lr)
     # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given

@@ -355,15 +355,16 @@ def autotune():
     return getattr(contrib, "AUTOTUNE", None) or max(1, os.cpu_count() or 1)
 
 
-def ignore_errors(dataset):
+def ignore_errors(dataset, log=True):
     """Drop elements whose map raised (a PNG that fails to decode) instead of failing the run.
 
-    TF ≥ 2.11: ``Dataset.ignore_errors(log_warning=True)`` logs each dropped element's error; TF 1.13 … 2.10:
-    ``tf.data.experimental.ignore_errors()``; TF 1.12: ``tf.contrib.data.ignore_errors()``.
+    TF ≥ 2.11: ``Dataset.ignore_errors(log_warning=log)`` logs each dropped element's error (``log=False``: a caller
+    that names them itself); TF 1.13 … 2.10: ``tf.data.experimental.ignore_errors()``; TF 1.12:
+    ``tf.contrib.data.ignore_errors()`` (these two never log).
     """
     method = getattr(dataset, "ignore_errors", None)
     if method is not None:
-        return method(log_warning=True)
+        return method(log_warning=log)
     experimental = getattr(tf.data, "experimental", None)
     fn = getattr(experimental, "ignore_errors", None) or tf.contrib.data.ignore_errors
     return dataset.apply(fn())

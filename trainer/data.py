@@ -1,8 +1,10 @@
 """The examples of each split: label rows joined to the PNGs on disk, checked, split by patient.
 
 ``load(options)`` returns a ``Data`` whose ``report`` says what was left out and why (rows without an image,
-images without a row, files failing the PNG check, images outside the official lists); rank 0 prints it and
-metrics.json keeps it. Every rank computes the same ``Data`` deterministically (same files, same seed).
+images without a row, files failing the PNG check or the decode, images outside the official lists); rank 0 prints
+it and metrics.json keeps it (``run.data``). Every rank computes the same ``Data`` deterministically (same files,
+same seed, the decode verdicts gathered from all ranks). Left-out images are in no split and no count; more than
+``--max-bad-images`` of them (a share of the images with a label row) stops the run.
 """
 import os
 
@@ -55,24 +57,49 @@ def _locate(options):
     return options.labels, options.images, "--images", train_val, test
 
 
-def _report_skipped(skipped, listed_in):
-    """Warn about the files that failed the PNG check: the first ``_SHOWN`` named, the rest counted; all of them
-    written to ``listed_in`` (a CSV; by rank 0) when given, else all named."""
+def _report_skipped(skipped, listed_in, what):
+    """Warn about the files that failed the PNG check or the decode (``what``): the first ``_SHOWN`` named, the
+    rest counted; all of them written to ``listed_in`` (a CSV; by rank 0) when given, else all named."""
     if listed_in and events.is_chief():
         outputs.write_skipped_images(listed_in, skipped)
     shown = skipped[:_SHOWN] if listed_in else skipped
     text = "; ".join("%s (%s)" % (s["path"], s["reason"]) for s in shown)
     if len(skipped) > len(shown):
         text += " ... and %d more" % (len(skipped) - len(shown))
-    events.warn("%d image files failed the PNG check and are skipped: %s%s"
-                % (len(skipped), text, " (all listed in %s)" % listed_in if listed_in else ""))
+    events.warn("%d image files %s and are skipped: %s%s"
+                % (len(skipped), what, text, " (all listed in %s)" % listed_in if listed_in else ""))
 
 
-def load(options, skipped_list=None):
+def _unusable(paths, decode_check):
+    """``({index: reason}, n failing the PNG check, n failing the decode)`` for ``paths``: the structural check
+    (``pngcheck``) of every file, then ``decode_check(paths) -> {index: reason}`` of the files that passed it."""
+    problems = pngcheck.find_problems(paths)
+    structural = len(problems)
+    if decode_check is not None:
+        passed = [k for k in range(len(paths)) if k not in problems]
+        failures = decode_check([paths[k] for k in passed])
+        problems.update((passed[j], r) for j, r in failures.items())
+    return problems, structural, len(problems) - structural
+
+
+def _check_share(n_bad, n_images, limit, option, images_dir, listed_in):
+    """TrainerError when more than ``limit`` (a share, 0..1; None: no limit) of the images are unusable."""
+    if limit is None or n_bad <= limit * n_images:
+        return
+    raise TrainerError("%d of %d images below %s %s (%.1f %%) cannot be used, more than --max-bad-images %g allows: "
+                       "is the copy of the data complete? They are %s; raise --max-bad-images to train without them"
+                       % (n_bad, n_images, option, images_dir, 100.0 * n_bad / n_images, limit,
+                          "listed in %s" % listed_in if listed_in else "named above"))
+
+
+def load(options, skipped_list=None, decode_check=None):
     """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``).
 
-    ``skipped_list``: CSV path that receives the files failing the PNG check (``outputs.write_skipped_images``),
-    written before a TrainerError for "no usable image" so the list outlives the aborted run.
+    ``skipped_list``: CSV path that receives the files failing the PNG check or the decode
+    (``outputs.write_skipped_images``), written before a TrainerError for "no usable image" or "more than
+    --max-bad-images" so the list outlives the aborted run. ``decode_check(paths) -> {index: reason}``
+    (``trainer.decodecheck.checker``; None: structural check only, no TensorFlow). ``options.max_bad_images``:
+    the largest share of unusable images that still trains (absent: no limit).
     """
     label_file, images_dir, option, train_val_list, test_list = _locate(options)
     table = labels.read_label_file(label_file)
@@ -85,16 +112,21 @@ def load(options, skipped_list=None):
         raise TrainerError("none of the %d rows of %s has an image below %s %s (%d PNGs there; names must be the "
                            "'Image Index' values, e.g. %s)" % (len(table), label_file, option, images_dir,
                                                                  len(on_disk), table.names[0]))
-    problems = pngcheck.find_problems([on_disk[table.names[i]] for i in with_image])
+    problems, structural, undecodable = _unusable([on_disk[table.names[i]] for i in with_image], decode_check)
     report["skipped_images"] = [{"path": on_disk[table.names[with_image[k]]], "reason": r}
                                 for k, r in sorted(problems.items())]
+    report["images_skipped"] = {"png_check": structural, "decode": undecodable, "total": len(problems)}
+    what = "failed the PNG check" + (" or the decode" if undecodable else "")
     if problems:
-        _report_skipped(report["skipped_images"], skipped_list)
+        _report_skipped(report["skipped_images"], skipped_list, what)
     usable = [i for k, i in enumerate(with_image) if k not in problems]
+    report["images_used"] = len(usable)
     if not usable:
-        raise TrainerError("no usable image below %s %s: all %d failed the PNG check (%s)"
-                           % (option, images_dir, len(with_image),
+        raise TrainerError("no usable image below %s %s: all %d %s (%s)"
+                           % (option, images_dir, len(with_image), what,
                               "listed in %s" % skipped_list if skipped_list else "named above"))
+    _check_share(len(problems), len(with_image), getattr(options, "max_bad_images", None), option, images_dir,
+                 skipped_list)
     if report["rows_without_image"]:
         events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
                     % (report["rows_without_image"], len(table), images_dir, len(with_image)))

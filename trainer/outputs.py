@@ -10,8 +10,9 @@ so a crash leaves the previous complete version, never a torn one. Rank 0 writes
 - ``splits.csv``       ``Image Index``, ``Patient ID``, ``split`` of every image used (``write_splits``)
 - ``throughput.json``  throughput mode: ``{images_per_sec{total, per_rank}, step_times_s, world_size, model,
                        batch_size, amp, device, ...}``
-- ``skipped-images.csv`` images left out because they failed the PNG check: ``path``, ``reason`` (written
-                       before training starts, also when the run then stops because no image is usable)
+- ``skipped-images.csv`` images left out because they failed the PNG check or the decode: ``path``, ``reason``
+                       (written before training starts, also when the run then stops because too few images are
+                       usable; a validation image that fails to decode later, during an evaluation, is added)
 
 A run killed while writing (SIGKILL, power loss) leaves a ``.tmp-*`` file next to the complete previous version;
 the next run removes them once it holds the output lock (``remove_stale_temp_files``).
@@ -158,6 +159,19 @@ def write_skipped_images(path, skipped):
             for item in skipped:
                 out.writerow([item["path"], item["reason"]])
     replace_atomically(path, write)
+
+
+def add_skipped_images(path, skipped):
+    """Add ``skipped`` ([{"path", "reason"}]) to the CSV at ``path`` (made when missing); paths listed already keep
+    their first reason."""
+    rows = []
+    if os.path.exists(path):
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [{"path": r["path"], "reason": r["reason"]} for r in csv.DictReader(f)]
+    listed = set(r["path"] for r in rows)
+    new = [s for s in skipped if s["path"] not in listed]
+    if new:
+        write_skipped_images(path, rows + new)
 
 
 def save_model(model, path, include_optimizer):

@@ -16,8 +16,10 @@ steps on every rank, so no rank waits in an allreduce); evaluation rows are ever
 Evaluation streams are finite
 and carry each example's index, so the evaluation pass can check that no row was lost or duplicated.
 
-Decode errors: elements whose decode fails are dropped (``compat.ignore_errors``) — never a crash; the
-structural check (``trainer.pngcheck``) already removed unreadable, garbage and truncated files with a warning.
+Decode errors: elements whose decode fails are dropped (``compat.ignore_errors``) — never a crash; before the
+run, the structural check (``trainer.pngcheck``) and a full decode of every image (``trainer.decodecheck``) already
+left out and named every file that fails, so only a file that changes during the run can be dropped here (the
+evaluation pass names such a validation image).
 """
 import numpy as np
 import tensorflow as tf

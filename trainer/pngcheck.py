@@ -7,8 +7,8 @@ short during a copy or download (no IEND chunk at the end). Layout from the PNG 
 (length 13, width, height, bit depth, colour type, compression, filter, interlace, CRC-32), ..., and IEND
 (length 0, CRC ``AE 42 60 82``) last.
 
-Corruption inside the compressed data (IDAT) passes this check; the tf.data pipeline drops such an image when it
-fails to decode (``compat.ignore_errors``) and the evaluation pass names it.
+Corruption inside the compressed data (IDAT), a data chunk's CRC and rows that do not match the bit depth pass this
+check; ``trainer.decodecheck`` then decodes every image that passed and names those that fail.
 """
 import struct
 import zlib

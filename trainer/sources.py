@@ -15,10 +15,17 @@ TRAIN_VAL_LIST = "train_val_list.txt"
 TEST_LIST = "test_list.txt"
 
 
+def check_folder(path, option):
+    """TrainerError unless ``path`` is a folder: a file there is called a file, a missing path missing."""
+    if os.path.isfile(path):
+        raise TrainerError("%s %s: is a file; expected a folder" % (option, path))
+    if not os.path.isdir(path):
+        raise TrainerError("%s %s: no such directory" % (option, path))
+
+
 def find_label_file(data_dir):
     """The one ``Data_Entry_2017*.csv[.gz]`` directly in ``data_dir``."""
-    if not os.path.isdir(data_dir):
-        raise TrainerError("--data %s: no such directory" % data_dir)
+    check_folder(data_dir, "--data")
     found = sorted(set(p for pattern in LABEL_PATTERNS for p in glob.glob(os.path.join(data_dir, pattern))))
     if not found:
         raise TrainerError("--data %s: no label file %s in it (give it with --images DIR --labels FILE)"
@@ -34,8 +41,7 @@ def index_images(images_dir, option="--images"):
 
     A name found twice is an error naming both paths: which copy is meant is not ours to guess.
     """
-    if not os.path.isdir(images_dir):
-        raise TrainerError("%s %s: no such directory" % (option, images_dir))
+    check_folder(images_dir, option)
     index = {}
     for root, dirs, files in os.walk(images_dir, followlinks=True):
         dirs.sort()

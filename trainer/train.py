@@ -18,20 +18,21 @@ from collections import OrderedDict
 import numpy as np
 import tensorflow as tf
 
-from trainer import (baseline, callbacks, checkpoint, compat, data as data_mod, evaluation, events, loss,
-                     model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
+from trainer import (baseline, callbacks, checkpoint, compat, data as data_mod, decodecheck, evaluation, events,
+                     loss, model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 
 
 def load_data(options, rt):
     """The Data of ``options`` (real or synthetic), checked to give every rank at least one training example.
-    Images that failed the PNG check are listed in ``OUTPUT/skipped-images.csv`` (written by rank 0)."""
+    Images that failed the PNG check or the decode are listed in ``OUTPUT/skipped-images.csv`` (rank 0)."""
     if options.data == data_mod.SYNTHETIC:
         data = data_mod.synthetic(options.synthetic_images, max(rt.size, options.synthetic_images // 4),
                                   options.seed)
     else:
-        data = data_mod.load(options, skipped_list=os.path.join(options.output, outputs.SKIPPED_IMAGES))
+        data = data_mod.load(options, skipped_list=os.path.join(options.output, outputs.SKIPPED_IMAGES),
+                             decode_check=decodecheck.checker(rt))
     if len(data.train) < rt.size:
         raise TrainerError("%d training images for %d ranks: every rank needs at least one"
                            % (len(data.train), rt.size))
@@ -154,6 +155,9 @@ class EpochEnd(tf.keras.callbacks.Callback):
         if len(missing):
             events.warn("epoch %d: %d validation images failed to decode and were skipped: %s"
                         % (number, len(missing), ", ".join(val.paths[i] for i in missing[:20])))
+            outputs.add_skipped_images(os.path.join(self.options.output, outputs.SKIPPED_IMAGES), [
+                {"path": val.paths[i], "reason": "failed to decode in the evaluation of epoch %d" % number}
+                for i in missing])
         labels = val.labels[indices]
         auroc = evaluation.auroc_per_class(labels, scores)
         val_loss = loss.weighted_bce_value(labels, scores, *self.class_weights)

@@ -57,7 +57,7 @@ class Report:
 
 def select(only: list[str], skip: list[str]) -> list[str]:
     """Check ids to run: ``only`` (ids or ``area.`` prefixes such as ``gpu``) minus ``skip``; ChexstackError
-    (exit 2) naming an id that matches no check."""
+    (exit 2) naming an id that matches no check, or when the selection leaves no check to run."""
     def expand(names: list[str], option: str) -> set[str]:
         out = set()
         for name in names:
@@ -70,6 +70,10 @@ def select(only: list[str], skip: list[str]) -> list[str]:
     chosen = expand(only, "--only") if only else set(CHECKS)
     dropped = expand(skip, "--skip")
     ids = [c for c in CHECKS if c in chosen and c not in dropped]
+    if not ids:
+        given = " ".join("%s %s" % (o, ",".join(v)) for o, v in (("--only", only), ("--skip", skip)) if v)
+        raise ChexstackError("%s: selects no check (--skip removes every check --only chose); nothing would be "
+                             "validated" % given)
     return sorted(ids, key=lambda c: AREAS.index(c.split(".")[0]) if c.split(".")[0] in AREAS else len(AREAS))
 
 
