@@ -224,7 +224,13 @@ def convert(c, dockerfile, build_arg=None, output=None):
                   "with pyxis --container-image",
         "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
-        "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
+        "submit": "slurm/k8s: submit it with sbatch / kubectl; slurm waits for the job, showing its progress",
+        "nodes": "slurm/k8s: number of nodes (with --ntasks-per-node: the world size is their product)",
+        "ntasks-per-node": "slurm/k8s: ranks per node (default --per-node)",
+        "time": "slurm: time limit, e.g. 01:00:00",
+        "partition": "slurm: partition",
+        "account": "slurm: account",
+        "detach": "slurm --submit: print the job id and return instead of waiting for the job",
     },
     floats=["val_fraction", "test_fraction"],
 )
@@ -232,14 +238,16 @@ def convert(c, dockerfile, build_arg=None, output=None):
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
-          rdma=None, render=False, submit=False):
+          rdma=None, render=False, submit=False, nodes=0, ntasks_per_node=0, time="01:00:00", partition=None,
+          account=None, detach=False):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.options import check_applicable, given
     from launch.request import TrainRequest
 
     check_applicable(launcher, stack, given(train.body, locals(), (
-        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit")))
+        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "nodes", "ntasks_per_node",
+        "time", "partition", "account", "detach")))
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
@@ -249,7 +257,8 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
         return cluster.train(request, cluster.ClusterOptions(
             launcher=launcher, stack=stack, image=image, per_node=per_node,
             slurm_model="hybrid" if hybrid else "pyxis",
-            rdma_resource=rdma, render=render, submit=submit))
+            rdma_resource=rdma, render=render, submit=submit, nodes=nodes or None,
+            ntasks_per_node=ntasks_per_node or None, time=time, partition=partition, account=account, detach=detach))
     if stack:
         from launch.container import train_in_image
 

@@ -3,6 +3,9 @@
 - ``pyxis``: ``srun --mpi=pmix`` starts one task per GPU and NVIDIA's pyxis SPANK plugin runs it in the image
   (``--container-image`` takes an enroot URI ``[USER@][REGISTRY#]IMAGE[:TAG]`` or a squashfs path;
   https://github.com/NVIDIA/pyxis/wiki/Usage). The image's MPI must speak the PMIx version of Slurm's pmix plugin.
+- bare metal (``render_baremetal``, a ``JobSpec`` without a stack): the host's Open MPI ``mpirun`` inside the
+  allocation starts ``python -m trainer`` of a Python environment on shared storage on every node (the conda
+  column's way); Open MPI launches its daemons through Slurm (``srun``), so no ssh between nodes is needed.
 - ``hybrid``: the host's ``mpirun`` starts ``singularity exec [--nv]`` on every node (Apptainer's hybrid model),
   the script checks where the job runs that host and image run the same MPI release series (``launch.mpi_compat``);
   the rendering machine's own MPI is checked too, but only warned about (it may be a workstation).
@@ -207,10 +210,34 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
         mpirun=hybrid_lines(spec))
 
 
+def baremetal_lines(spec: JobSpec) -> str:
+    """``mpirun --tag-output … PYTHON -m trainer …`` for a bare-metal ``spec`` (``spec.image``: the Python of the
+    environment): Horovod's Open MPI flags, every line prefixed with its rank (``[job,rank]<stdout>:``)."""
+    command = [spec.image, "-m", "trainer"] + list(spec.trainer_args)
+    full = mpirun_argv(spec.world_size, command, exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
+    launcher = full[:1] + ["--tag-output"] + full[1:len(full) - len(command)]
+    return _command_lines(launcher, command)
+
+
+def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
+    """Bare-metal script: ``spec.image`` is the Python of an environment every node sees, ``spec.workdir`` the
+    checkout holding ``trainer/``. Raises ChexstackError for a spec with a stack (that runs its image)."""
+    if spec.stack is not None:
+        raise ChexstackError("the bare-metal Slurm script runs a Python environment, not stack %s's image"
+                             % spec.stack.name)
+    return Template((TEMPLATES / "slurm-baremetal.sbatch").read_text()).substitute(
+        python=_comment(spec.image), rank_unit="one rank per GPU" if spec.gpus else "CPU ranks", workdir=_comment(spec.workdir),
+        workdir_q=shlex.quote(spec.workdir), directives=directives(spec, opts), exports=exports(spec),
+        output_dirs=output_dirs(spec.mounts), mpirun=baremetal_lines(spec))
+
+
 def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOptions(),
            mpirun_version_output: str | None = None, render_host: str | None = None) -> str:
     """The batch script for ``spec``. For ``hybrid``, ``mpirun_version_output`` is the host's ``mpirun
-    --version`` (read from this host when None). Raises ChexstackError for an unknown model or a failed check."""
+    --version`` (read from this host when None). A spec without a stack is the bare-metal script
+    (``render_baremetal``) whatever the model. Raises ChexstackError for an unknown model or a failed check."""
+    if spec.stack is None:
+        return render_baremetal(spec, opts)
     if model == "pyxis":
         return render_pyxis(spec, opts)
     if model == "hybrid":

@@ -47,6 +47,8 @@ _EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Except
 _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes exited"
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
+#: lines a launcher's own helper prints for the user (``launch.slurmjob``: the job id, its final state)
+_LAUNCHER = "chexstack: "
 TAIL_LINES = 25
 RANK_TAIL_LINES = 60
 GRACE_S = 30.0
@@ -214,7 +216,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                     display.event(event)
                 elif text.startswith(_ERROR):  # shown once, in the failure message
                     errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
-                elif text.startswith(_TRAINER) and rank in (0, None):
+                elif text.startswith(_TRAINER) and rank in (0, None) or text.startswith(_LAUNCHER) and rank is None:
                     progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
             returncode = proc.wait()
         if stopper.signal is not None:

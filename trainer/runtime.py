@@ -6,6 +6,7 @@ DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST ca
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
 import math
+import socket
 import sys
 
 import numpy as np
@@ -67,6 +68,17 @@ def hold_output(rt, output):
             events.warn(lock.problem)
         outputs.remove_stale_temp_files(output)
     rt.output_lock = lock
+
+
+def rank_hosts(rt):
+    """The host name (``socket.gethostname()``) of every rank, in rank order: an allgather of each name's UTF-8
+    bytes (at most 255) as int32 codes, so a multi-node run records where each rank ran."""
+    name = bytearray(socket.gethostname().encode("utf-8")[:255])
+    row = np.zeros((1, 256), dtype=np.int32)
+    row[0, 0] = len(name)
+    row[0, 1:1 + len(name)] = list(name)
+    rows = compat.allgather(row, "chexstack_rank_hosts")
+    return [bytes(bytearray(int(c) for c in r[1:1 + int(r[0])])).decode("utf-8", "replace") for r in rows]
 
 
 def steps_per_epoch(n_train, batch_size, size):
