@@ -54,8 +54,17 @@ class SlurmOptions:
 def enroot_uri(image: str) -> str:
     """Docker reference -> enroot URI for ``--container-image``: the registry host is separated by ``#``
     (``registry.example.com:5000/chexstack/cpu:1`` -> ``registry.example.com:5000#chexstack/cpu:1``). A host is a
-    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). Squashfs paths pass unchanged."""
-    if image.startswith(("/", "./", "../")) or image.endswith(".sqsh") or "#" in image:
+    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). An absolute squashfs path passes
+    unchanged; a relative one (``chexstack-cpu.sqsh``, ``./x.sqsh``) raises ChexstackError: pyxis takes an image
+    as a file only when it starts with ``.`` or ``/`` and pulls any other name from Docker Hub (NVIDIA/pyxis#127),
+    and a path relative to the job's directory is not the absolute cluster path the launchers require."""
+    if image.endswith(".sqsh") or image.startswith(("./", "../")):
+        if not image.startswith("/"):
+            raise ChexstackError("--image %s: a squashfs image must be an absolute path the nodes see, e.g. "
+                                 "/shared/images/%s (pyxis treats a name without a leading / or ./ as a registry "
+                                 "image: docker://%s)" % (image, image.rsplit("/", 1)[-1], image))
+        return image
+    if image.startswith("/") or "#" in image:
         return image
     first, sep, rest = image.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
@@ -146,8 +155,11 @@ def singularity_exec_argv(spec: JobSpec) -> list[str]:
 
 
 def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
-    note = ("enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
-            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % enroot_uri(spec.image))
+    uri = enroot_uri(spec.image)
+    note = ("the squashfs file %s on shared storage (pyxis runs a path starting with / as is)" % uri
+            if uri.startswith("/") else
+            "enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
+            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % uri)
     return Template((TEMPLATES / "slurm-pyxis.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), rank_unit="GPU" if spec.gpus else "CPU rank",
         image_note=_comment(note), directives=directives(spec, opts), exports=exports(spec),

@@ -1,6 +1,7 @@
 """Slurm batch scripts (pyxis and the hybrid model): golden text, `bash -n`, the host/image MPI check, submit."""
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -114,6 +115,19 @@ def test_enroot_uri():
     assert slurm.enroot_uri("localhost/chexstack/cpu:1") == "localhost#chexstack/cpu:1"
     assert slurm.enroot_uri("chexstack/cpu:0.1.0-abc") == "chexstack/cpu:0.1.0-abc"
     assert slurm.enroot_uri("/shared/cpu.sqsh") == "/shared/cpu.sqsh"
+
+
+@pytest.mark.parametrize("image", ["chexstack-cpu.sqsh", "./chexstack-cpu.sqsh", "images/chexstack-cpu.sqsh"])
+def test_a_relative_squashfs_image_is_refused_never_pulled(image):
+    """../shared/cases/29: pyxis pulls `chexstack-cpu.sqsh` from Docker Hub (NVIDIA/pyxis#67, #127)."""
+    with pytest.raises(ChexstackError, match=r"--image %s: a squashfs image must be an absolute path the nodes see, "
+                       r"e.g. /shared/images/chexstack-cpu.sqsh \(pyxis treats a name without a leading / or \./ "
+                       r"as a registry image: docker://%s\)" % (re.escape(image), re.escape(image))):
+        slurm.render(_spec(image=image), "pyxis")
+    text = slurm.render(_spec(image="/shared/images/chexstack-cpu.sqsh"), "pyxis")
+    assert "--container-image=/shared/images/chexstack-cpu.sqsh" in text
+    assert "# Image: the squashfs file /shared/images/chexstack-cpu.sqsh on shared storage" in text
+    assert "pulls" not in text.split("#SBATCH")[0]
 
 
 def test_bad_values_cannot_change_the_script():
