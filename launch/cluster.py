@@ -139,14 +139,15 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
         if opts.image:
             raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
                                  % sys.executable)
-        env = dict(OPEN_MPI_ROOT_ENV, **({"CUDA_VISIBLE_DEVICES": ""} if request.gpus == 0 else {}))
+        env = dict(OPEN_MPI_ROOT_ENV, **request.device_env())
         return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
                        gpus=request.gpus > 0, trainer_args=tuple(request.trainer_args()),
                        mounts=(Mount(request.output),), env=env, workdir=REPO_ROOT)
     inputs = (request.data, request.images, request.labels and request.labels.rsplit("/", 1)[0] or None)
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(inputs) if path and path != SYNTHETIC]
+    gpus = stack.gpu and request.gpus > 0
     return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),
-                   nodes=nodes, ranks_per_node=per_node, gpus=stack.gpu and request.gpus > 0,
+                   nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=request.device_env() if gpus else {},
                    trainer_args=tuple(request.trainer_args()), mounts=tuple(mounts + [Mount(request.output)]))
 
 

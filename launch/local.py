@@ -97,8 +97,7 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
                              "(scripts/setup does) or give the host a network interface for Gloo" % reason)
     argv, env = horovodrun_argv(request.ranks(), request.with_absolute_paths().trainer_args(),
                                 controller=controller, python=python)
-    if request.gpus == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(request.device_env())
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         env["TF_CPP_MIN_LOG_LEVEL"] = "1"
     return Plan(argv, env, controller, reason, tuple(oversubscription(request)))

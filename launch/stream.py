@@ -45,6 +45,8 @@ _EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Except
                              r"KeyboardInterrupt|SystemExit)(?::\s.*)?|Fatal Python error: .*|\S[^:]*: error: .*)$")
 #: horovodrun's own summary exception, which only restates the first failing rank and its code
 _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes exited"
+#: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU: ../shared/cases/32)
+_MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
 #: lines a launcher's own helper prints for the user (``launch.slurmjob``: the job id, its final state)
@@ -277,6 +279,13 @@ def rank_reason(outcome: Outcome) -> str | None:
     return None
 
 
+def missing_libraries(outcome: Outcome) -> list[str]:
+    """The libraries TensorFlow said it could not load (``Could not load dynamic library 'libcudnn.so.8'``), in
+    the order first seen across the ranks' last lines."""
+    lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    return list(dict.fromkeys(m.group(1) for line in lines for m in _MISSING_LIBRARY.finditer(line)))
+
+
 def explain_failure(outcome: Outcome, controller: str) -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log."""
     parts = ["training failed (horovodrun exit status %d)" % outcome.returncode]
@@ -289,6 +298,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     reason = rank_reason(outcome) if outcome.interrupted is None else None
     if reason:
         parts.append(reason)
+    missing = missing_libraries(outcome)
+    if missing:
+        parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
         parts.append("exit 139 is a segmentation fault; %s: %s" % (GLOO_ON_LOOPBACK, GLOO_FIXES))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path

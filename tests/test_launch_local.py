@@ -121,6 +121,7 @@ def test_plan_checks_the_request():
 def test_plan_gpus_one_rank_each():
     p = plan(TrainRequest(gpus=4, data="synthetic"), gpus_here=8, interfaces=["eth0"])
     assert p.argv[1:5] == ["-np", "4", "-H", "localhost:4"] and "CUDA_VISIBLE_DEVICES" not in p.env
+    assert p.env["CHEXSTACK_REQUIRE_GPU"] == "1"  # a rank whose TensorFlow sees no GPU stops (case 32)
 
 
 def _outcome_of(text, returncode=1):

@@ -6,12 +6,13 @@ DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST ca
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
 import math
+import os
 import socket
 import sys
 
 import numpy as np
 
-from trainer import compat, events, outputs, runlock
+from trainer import cli, compat, events, outputs, runlock
 from trainer.errors import TrainerError
 
 
@@ -39,6 +40,11 @@ def start(seed):
     hvd.init()
     events.configure(hvd.rank())
     device = compat.configure_devices(hvd.local_rank(), hvd.local_size())
+    if device != "GPU" and os.environ.get(cli.REQUIRE_GPU_ENV) == "1":
+        raise TrainerError("GPUs were asked for (--gpus) but TensorFlow %s sees no GPU on %s: its CUDA libraries did "
+                           "not load (its 'Could not load dynamic library' warnings name them) or no GPU is visible; "
+                           "fix LD_LIBRARY_PATH or use the stack image, or ask for CPU ranks (--gpus 0)"
+                           % (compat.tf_version(), socket.gethostname()))
     compat.set_seed(seed)
     compat.quiet_first_batch_broadcast_warning()
     return Runtime(hvd, device)
