@@ -21,7 +21,7 @@ from tests.conftest import REPO, SAMPLE
 
 INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
 SAMPLE_ARGS = ("--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
-               "--image-size", "64", "--val-fraction", "0.2", "--test-fraction", "0")
+               "--image-size", "32", "--val-fraction", "0.2", "--test-fraction", "0")
 
 
 def invoke(cluster, *args, timeout=600):
@@ -94,3 +94,52 @@ def test_baremetal_train_on_two_nodes_of_two_ranks(testcluster, tmp_path):
     with gzip.open(SAMPLE / "Data_Entry_2017_v2020.csv.gz", "rt") as f:
         known = {row["Image Index"] for row in csv.DictReader(f)}
     assert {r["Image Index"] for r in rows} <= known
+
+
+def _ranks_on(host: str) -> list[int]:
+    """Process ids of the trainer ranks running on ``host`` (its network namespace)."""
+    pids = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in pids:
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if b"-m\0trainer\0" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_a_host_whose_ranks_die_mid_epoch_ends_the_job_naming_host_and_rank(testcluster, tmp_path):
+    """chex2's ranks are killed (SIGKILL) during the first epoch: the job ends by itself within a bounded time
+    and the message names the host, the rank and the cause."""
+    import signal
+    import time
+
+    out = tmp_path / "fault"
+    proc = subprocess.Popen([INVOKE, "train", "--launcher", "slurm", "--submit", "--nodes", "2",
+                             "--ntasks-per-node", "2", "--epochs", "2", "--time", "00:15:00", "--output", str(out),
+                             *SAMPLE_ARGS], cwd=REPO, env=testcluster.env(COLUMNS="160", PYTHONPATH=str(REPO)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            logs = list(out.glob("slurm-*.out"))
+            if logs and '"event": "step"' in logs[0].read_text(errors="replace") and _ranks_on("chex2"):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the first training step did not come within 10 minutes")
+        killed = _ranks_on("chex2")
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        text, _ = proc.communicate(timeout=180)
+        assert time.monotonic() - killed_at < 180
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, text
+    assert re.search(r"rank [23] on host chex2 exited first, with code 137 \(SIGKILL\)", text), text
+    assert re.search(r"Slurm job \d+ FAILED on chex\[1-2\]", text), text
