@@ -231,6 +231,9 @@ def convert(c, dockerfile, build_arg=None, output=None):
         "partition": "slurm: partition",
         "account": "slurm: account",
         "detach": "slurm --submit: print the job id and return instead of waiting for the job",
+        "hosts": "local: run the ranks on these hosts over ssh, host:slots,... (horovodrun -H; run it on one of "
+                 "them, with the environment and data on shared storage)",
+        "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
     },
     floats=["val_fraction", "test_fraction"],
 )
@@ -239,7 +242,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False, nodes=0, ntasks_per_node=0, time="01:00:00", partition=None,
-          account=None, detach=False):
+          account=None, detach=False, hosts=None, ssh_key=None):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs."""
     from launch.local import train as train_local
     from launch.options import check_applicable, given
@@ -248,6 +251,11 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     check_applicable(launcher, stack, given(train.body, locals(), (
         "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "nodes", "ntasks_per_node",
         "time", "partition", "account", "detach")))
+    if hosts or ssh_key:
+        if launcher != "local" or stack or not hosts:
+            raise ChexstackError("--ssh-key applies with --hosts" if not hosts else
+                                 "--hosts applies to --launcher local without --stack (this Python environment on "
+                                 "the hosts, over ssh)")
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction)
@@ -263,7 +271,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
         from launch.container import train_in_image
 
         return train_in_image(request, stack, runtime=runtime, image=image, network=network)
-    train_local(request)
+    train_local(request, hosts=_csv(hosts) or None, ssh_identity_file=ssh_key)
 
 
 # --- validate (node fitness checks) -------------------------------------------------------------------------------

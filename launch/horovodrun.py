@@ -32,11 +32,13 @@ def horovodrun_executable(python: str) -> str:
 
 
 def horovodrun_argv(np: int, trainer_args: list[str], *, hosts: list[str] | None = None,
-                    controller: str | None = None, python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+                    controller: str | None = None, python: str = sys.executable,
+                    ssh_identity_file: str | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, extra environment) running ``python -m trainer TRAINER_ARGS`` as ``np`` Horovod ranks.
 
     ``hosts``: ``["node1:4", "node2:4"]`` (default ``["localhost:NP"]``); their slots must cover ``np``.
-    ``controller``: "gloo", "mpi" or None (horovodrun's own choice). Raises ChexstackError on bad values.
+    ``controller``: "gloo", "mpi" or None (horovodrun's own choice). ``ssh_identity_file``: the key horovodrun's
+    ssh (and mpirun's, through it) uses for the remote hosts. Raises ChexstackError on bad values.
     """
     if np < 1:
         raise ChexstackError("np %d: at least one rank is needed" % np)
@@ -46,6 +48,8 @@ def horovodrun_argv(np: int, trainer_args: list[str], *, hosts: list[str] | None
     if controller is not None and controller not in CONTROLLERS:
         raise ChexstackError("controller %r: expected one of %s" % (controller, ", ".join(CONTROLLERS)))
     argv = [horovodrun_executable(python), "-np", str(np), "-H", ",".join(hosts)]
+    if ssh_identity_file:
+        argv += ["--ssh-identity-file", ssh_identity_file]
     env: dict[str, str] = {}
     if controller == "gloo":
         argv.append("--gloo")

@@ -480,3 +480,13 @@ def test_a_lost_host_and_a_killed_rank_are_named(tmp_path):
     killed = _run_printing(tmp_path, [
         "mpirun noticed that process rank 3 with PID 4242 on node chex2 exited on signal 9 (Killed)."])
     assert "rank 3 on host chex2 exited first, with code 137 (SIGKILL)" in stream.explain_failure(killed, "mpi")
+
+
+def test_plan_on_other_hosts_over_ssh():
+    """--hosts: horovodrun -H with the hosts' slots and the ssh key; no GPU count of this machine applies."""
+    p = plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"],
+             ssh_identity_file="/run/key", python="/shared/venv/bin/python")
+    assert p.argv[1:8] == ["-np", "4", "-H", "chex1:2,chex2:2",
+                           "--ssh-identity-file", "/run/key", "--gloo"]
+    with pytest.raises(ChexstackError, match="hosts chex1:1 have 1 slots for 4 ranks"):
+        plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:1"])
