@@ -18,7 +18,8 @@ OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONF
 OPEN_MPI_ROOT_ARG = "--mpi-args=--allow-run-as-root"
 
 
-def _slots(host: str) -> int:
+def slots(host: str) -> int:
+    """The slots of a ``NAME[:SLOTS]`` host entry (1 without SLOTS); ChexstackError for a bad entry."""
     name, _, slots = host.partition(":")
     if not name or (slots and not slots.isdigit()) or slots == "0":
         raise ChexstackError("host %r: expected NAME or NAME:SLOTS (SLOTS >= 1)" % host)
@@ -43,8 +44,8 @@ def horovodrun_argv(np: int, trainer_args: list[str], *, hosts: list[str] | None
     if np < 1:
         raise ChexstackError("np %d: at least one rank is needed" % np)
     hosts = list(hosts) if hosts else ["localhost:%d" % np]
-    if sum(_slots(h) for h in hosts) < np:
-        raise ChexstackError("hosts %s have %d slots for %d ranks" % (",".join(hosts), sum(map(_slots, hosts)), np))
+    if sum(slots(h) for h in hosts) < np:
+        raise ChexstackError("hosts %s have %d slots for %d ranks" % (",".join(hosts), sum(map(slots, hosts)), np))
     if controller is not None and controller not in CONTROLLERS:
         raise ChexstackError("controller %r: expected one of %s" % (controller, ", ".join(CONTROLLERS)))
     argv = [horovodrun_executable(python), "-np", str(np), "-H", ",".join(hosts)]

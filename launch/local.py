@@ -27,7 +27,7 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from launch import report, stream
 from launch.controller import local_interfaces, pick_controller
-from launch.horovodrun import horovodrun_argv
+from launch.horovodrun import horovodrun_argv, slots
 from launch.request import TrainRequest, trainer_errors
 from trainer import checkpoint, runlock
 from trainer.errors import TrainerError
@@ -89,6 +89,8 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     the network interface it finds common to all hosts is also this machine's: Horovod picks the Gloo rendezvous
     address and MPI's ``btl_tcp_if_include`` by interface name); the Python, the checkout and the data must be at
     the same paths on every host (shared storage). The GPU count is then not this machine's to check."""
+    if hosts and request.np is None and request.gpus == 0:  # CPU ranks: one per slot of the hosts
+        request = dataclasses.replace(request, np=sum(slots(h) for h in hosts))
     request.check().check_paths()
     have = gpu_count() if gpus_here is None else gpus_here
     if hosts:

@@ -490,3 +490,5 @@ def test_plan_on_other_hosts_over_ssh():
                            "--ssh-identity-file", "/run/key", "--gloo"]
     with pytest.raises(ChexstackError, match="hosts chex1:1 have 1 slots for 4 ranks"):
         plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:1"])
+    every_slot = plan(TrainRequest(gpus=0, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"])
+    assert every_slot.argv[1:5] == ["-np", "4", "-H", "chex1:2,chex2:2"]
