@@ -21,7 +21,7 @@ from tests.conftest import REPO, SAMPLE
 
 INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
 SAMPLE_ARGS = ("--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
-               "--image-size", "32", "--val-fraction", "0.2", "--test-fraction", "0")
+               "--image-size", "32", "--batch-size", "64", "--val-fraction", "0.2", "--test-fraction", "0")
 
 
 def invoke(cluster, *args, timeout=600):
