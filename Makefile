@@ -3,13 +3,18 @@ SHELL := /bin/bash
 VENV ?= .venv
 SAMPLE ?= ../shared/data/chestxray14
 
-.PHONY: setup setup-docker setup-legacy demo test
+.PHONY: setup setup-docker setup-legacy setup-testcluster demo test
 
 setup:
 	scripts/setup
 
 setup-docker:
 	scripts/setup --docker
+
+# The test cluster's Debian packages (Slurm, munge, sshd, iperf3: scripts/testcluster). After setup-docker, not
+# beside it (both may call apt-get).
+setup-testcluster: setup-docker
+	scripts/setup --testcluster
 
 # .venv-tf112: Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1, for tests/test_trainer_legacy.py.
 setup-legacy:
@@ -27,6 +32,7 @@ demo: setup
 # Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap, the TF 1.12 venv), then the whole
 # suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
 # Exit 3 of setup-legacy: no Python 3.6 on this machine (said in its output; tests/test_trainer_legacy.py then skips).
-test: setup-docker
+# The tests bring the test cluster up once (tests/testcluster.py, as root) and take it down at the end.
+test: setup-testcluster
 	scripts/setup-legacy || [ $$? = 3 ]
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

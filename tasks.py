@@ -238,6 +238,16 @@ TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "im
         "render": "slurm/k8s: print the batch script / MPIJob",
         "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
         **trainer_help(TRAIN_STATED),
+        "submit": "slurm/k8s: submit it with sbatch / kubectl; slurm waits for the job, showing its progress",
+        "nodes": "slurm/k8s: number of nodes (with --ntasks-per-node: the world size is their product)",
+        "ntasks-per-node": "slurm/k8s: ranks per node (default --per-node)",
+        "time": "slurm: time limit, e.g. 01:00:00",
+        "partition": "slurm: partition",
+        "account": "slurm: account",
+        "detach": "slurm --submit: print the job id and return instead of waiting for the job",
+        "hosts": "local: run the ranks on these hosts over ssh, host:slots,... (horovodrun -H; run it on one of "
+                 "them, with the environment and data on shared storage)",
+        "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
     },
     floats=["val_fraction", "test_fraction"],
 )
@@ -246,7 +256,8 @@ TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "im
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
-          rdma=None, render=False, submit=False, as_root=False, **trainer):
+          rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
+          partition=None, account=None, detach=False, hosts=None, ssh_key=None, **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
     from launch.local import train as train_local
@@ -256,8 +267,13 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     from launch.cluster import LAUNCHERS
 
     check_applicable(launcher, stack, given(train.body, locals(), (
-        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root")),
-        ("local",) + LAUNCHERS)
+        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
+        "ntasks_per_node", "time", "partition", "account", "detach")), ("local",) + LAUNCHERS)
+    if hosts or ssh_key:
+        if launcher != "local" or stack or not hosts:
+            raise ChexstackError("--ssh-key applies with --hosts" if not hosts else
+                                 "--hosts applies to --launcher local without --stack (this Python environment on "
+                                 "the hosts, over ssh)")
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
@@ -268,12 +284,13 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
         return cluster.train(request, cluster.ClusterOptions(
             launcher=launcher, stack=stack, image=image, per_node=per_node,
             slurm_model="hybrid" if hybrid else "pyxis",
-            rdma_resource=rdma, render=render, submit=submit))
+            rdma_resource=rdma, render=render, submit=submit, nodes=nodes or None,
+            ntasks_per_node=ntasks_per_node or None, time=time, partition=partition, account=account, detach=detach))
     if stack:
         from launch.container import train_in_image
 
         return train_in_image(request, stack, runtime=runtime, image=image, network=network, as_root=as_root)
-    train_local(request)
+    train_local(request, hosts=_csv(hosts) or None, ssh_identity_file=ssh_key)
 
 
 @task(help={

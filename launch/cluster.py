@@ -6,10 +6,22 @@ data and output folders are mounted at the same paths inside the containers (Kub
 must exist on the nodes, e.g. a shared file system). Those paths are the cluster's: ``cluster_path`` refuses a
 relative one (such as the local default ``runs/train``), which would silently name a folder of this machine, and
 ``local_image_warning`` says when the image is this machine's local tag, which no cluster can pull.
+
+Slurm without ``--stack`` is bare metal: the batch script runs this Python environment (on shared storage, the
+conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.slurm.render_baremetal``).
+``--submit`` to Slurm waits for the job and shows its progress from the job's output (``launch.slurmjob``, under
+``launch.local.execute``: the output lock, the failure explanation, the results table); ``--detach`` prints the
+job id and returns. Job names are unique per output folder (``job_name``) and printed.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+import re
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
 
 from chexstack.console import console, warn
@@ -19,9 +31,11 @@ from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
 from launch.options import check_launcher
+from launch.horovodrun import OPEN_MPI_ROOT_ENV
 from launch.request import SYNTHETIC, TrainRequest
 
 LAUNCHERS = ("slurm", "k8s")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass(frozen=True)
@@ -37,9 +51,50 @@ class ClusterOptions:
     rdma_resource: str | None = None
     render: bool = False
     submit: bool = False
+    nodes: int | None = None
+    ntasks_per_node: int | None = None
+    time: str = slurm.SlurmOptions.time
+    partition: str | None = None
+    account: str | None = None
+    detach: bool = False
 
     def __post_init__(self):
         check_launcher(self.launcher, ("local",) + LAUNCHERS)
+        for option, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
+            if value is not None and value < 1:
+                raise ChexstackError("%s %d: expected 1 or more" % (option, value))
+
+
+def geometry(request: TrainRequest, opts: ClusterOptions) -> tuple[TrainRequest, int, int]:
+    """(request with its world size, nodes, ranks per node). ``--nodes`` and ``--ntasks-per-node`` fix the layout
+    (their product is the world size; ``--np`` must agree); otherwise the ranks go on as few nodes of
+    ``--ntasks-per-node`` or ``--per-node`` slots as possible (``launch.job.layout``)."""
+    per_node = opts.ntasks_per_node or opts.per_node
+    if opts.nodes is None:
+        return (request,) + layout(request.ranks(), per_node)
+    if opts.ntasks_per_node is None:
+        if request.ranks() % opts.nodes:
+            raise ChexstackError("%d ranks cannot be spread evenly over --nodes %d" % (request.ranks(), opts.nodes))
+        return request, opts.nodes, request.ranks() // opts.nodes
+    world = opts.nodes * opts.ntasks_per_node
+    if request.np is not None and request.np != world:
+        raise ChexstackError("--np %d disagrees with --nodes %d × --ntasks-per-node %d = %d ranks"
+                             % (request.np, opts.nodes, opts.ntasks_per_node, world))
+    if request.gpus > 0 and request.gpus != world:
+        raise ChexstackError("--gpus %d disagrees with --nodes %d × --ntasks-per-node %d = %d ranks (one GPU each)"
+                             % (request.gpus, opts.nodes, opts.ntasks_per_node, world))
+    return dataclasses.replace(request, np=world), opts.nodes, opts.ntasks_per_node
+
+
+def job_name(stack: str | None, output: str) -> str:
+    """``chexstack-<stack or baremetal>-<output folder's name>-<6 hex of its absolute path's SHA-1>``: unique per
+    output folder (one run at a time per folder: ``trainer.runlock``), at most 63 characters of ``[a-z0-9-]``
+    (an RFC 1123 label: MPIJob and Slurm names). ``/shared/runs/r1`` with ngc -> ``chexstack-ngc-r1-<hash>``."""
+    folder = re.sub(r"[^a-z0-9]+", "-", os.path.basename(output.rstrip("/")).lower()).strip("-")
+    digest = hashlib.sha1(output.rstrip("/").encode()).hexdigest()[:6]
+    head = "chexstack-%s" % (stack or "baremetal")
+    folder = folder[:63 - len(head) - len(digest) - 2].strip("-")
+    return "-".join(part for part in (head, folder, digest) if part)
 
 
 def cluster_path(launcher: str, option: str, path: str | None) -> str | None:
@@ -64,42 +119,65 @@ def local_image_warning(stack: Stack, image: str, launcher: str) -> str | None:
 
 
 def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
-    """The JobSpec of ``request`` on ``opts``' cluster. Raises ChexstackError without a stack, for paths that are
-    not the cluster's (``cluster_path``), and for the hybrid model without a SIF (``--image``)."""
-    if opts.stack is None:
-        raise ChexstackError("--launcher %s runs a stack's image: give --stack (e.g. --stack ngc)" % opts.launcher)
-    stack = load_stack(opts.stack)
+    """The JobSpec of ``request`` on ``opts``' cluster. Raises ChexstackError without a stack (except bare-metal
+    Slurm), for paths that are not the cluster's (``cluster_path``), and for the hybrid model without a SIF
+    (``--image``)."""
+    baremetal = opts.launcher == "slurm" and opts.stack is None and opts.slurm_model != "hybrid"
+    if opts.stack is None and not baremetal:
+        raise ChexstackError("--launcher %s runs a stack's image: give --stack (e.g. --stack ngc)%s" % (
+            opts.launcher, "" if opts.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this "
+            "Python environment on the nodes (bare metal)"))
+    stack = None if baremetal else load_stack(opts.stack)
     for field in ("output", "data", "images", "labels"):
         cluster_path(opts.launcher, "--" + field, getattr(request, field))
     for i in request.more_paths():
         cluster_path(opts.launcher, request.more[i - 1], request.more[i])
-    request = request.check()
+    request, nodes, per_node = geometry(request.check(), opts)
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid" and not opts.image:
         raise ChexstackError("--hybrid runs `singularity exec` on a SIF: give --image /shared/path/%s.sif (invoke "
                              "build --stack %s --runtime singularity makes one)" % (stack.name, stack.name))
-    nodes, per_node = layout(request.ranks(), opts.per_node)
+    name = opts.name or job_name(opts.stack, request.output)
+    if baremetal:
+        if opts.image:
+            raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
+                                 % sys.executable)
+        env = dict(OPEN_MPI_ROOT_ENV, **request.device_env())
+        return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
+                       gpus=request.gpus > 0, trainer_args=tuple(request.trainer_args()),
+                       mounts=(Mount(request.output),), env=env, workdir=REPO_ROOT)
     inputs = (request.data, request.images, request.labels and request.labels.rsplit("/", 1)[0] or None,
               *(os.path.dirname(request.more[i]) for i in request.more_paths()))
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(inputs) if path and path != SYNTHETIC]
-    return JobSpec(name=opts.name or "chexstack-%s" % stack.name, stack=stack, image=opts.image or image_ref(stack),
-                   nodes=nodes, ranks_per_node=per_node, gpus=stack.gpu and request.gpus > 0,
+    gpus = stack.gpu and request.gpus > 0
+    return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),
+                   nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=request.device_env() if gpus else {},
                    trainer_args=tuple(request.trainer_args()), mounts=tuple(mounts + [Mount(request.output)]))
 
 
-def render(spec: JobSpec, opts: ClusterOptions) -> str:
+def slurm_options(request: TrainRequest, opts: ClusterOptions) -> slurm.SlurmOptions:
+    """Scheduler options; the job's output goes to ``<output>/slurm-<job id>.out`` (shared storage), where
+    ``--submit`` follows it."""
+    return slurm.SlurmOptions(time=opts.time, partition=opts.partition, account=opts.account,
+                              output=os.path.join(request.output, "slurm-%j.out"))
+
+
+def render(spec: JobSpec, opts: ClusterOptions, request: TrainRequest) -> str:
     if opts.launcher == "slurm":
-        return slurm.render(spec, opts.slurm_model)
+        return slurm.render(spec, opts.slurm_model, slurm_options(request, opts))
     return k8s.render(spec, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
 
 
 def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
-    """Print the artifact (``render``) and/or submit it; returns the job id when submitted."""
+    """Print the artifact (``render``) and/or submit it; returns the job id when submitted (Slurm: after the job
+    ended, unless ``detach``)."""
     if not (opts.render or opts.submit):
         raise ChexstackError("--launcher %s: add --render to print the %s or --submit to hand it to %s" % (
             opts.launcher, *(("batch script", "sbatch") if opts.launcher == "slurm" else ("MPIJob", "kubectl"))))
+    if opts.detach and not (opts.submit and opts.launcher == "slurm"):
+        raise ChexstackError("--detach applies to --launcher slurm --submit (it returns the job id at once)")
     spec = job_spec(request, opts)
-    text = render(spec, opts)
-    warning = local_image_warning(spec.stack, spec.image, opts.launcher)
+    text = render(spec, opts, request)
+    warning = spec.stack and local_image_warning(spec.stack, spec.image, opts.launcher)
     if warning:
         warn(warning)
         if opts.launcher == "k8s":
@@ -108,6 +186,38 @@ def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
         print(text, end="")
     if not opts.submit:
         return None
+    console.print("job name: %s (%d node%s × %d rank%s)" % (spec.name, spec.nodes, "s"[:spec.nodes > 1],
+                                                          spec.ranks_per_node, "s"[:spec.ranks_per_node > 1]),
+                  markup=False, highlight=False)
+    if opts.launcher == "slurm" and not opts.detach:
+        return submit_and_follow(request, spec, text)
+    if opts.launcher == "slurm":
+        try:  # sbatch opens --output before the script's mkdir: create the folder when this machine sees it
+            os.makedirs(request.output, exist_ok=True)
+        except OSError:
+            pass
     job = submit.submit_slurm(text) if opts.launcher == "slurm" else submit.submit_k8s(text)
     console.print("submitted: [bold]%s[/]" % job)
     return job
+
+
+def submit_and_follow(request: TrainRequest, spec: JobSpec, script: str) -> dict:
+    """Submit ``script`` and follow the job (``launch.slurmjob``) under ``launch.local.execute``: the output
+    folder must be visible here (the shared storage the nodes see); returns metrics.json."""
+    from launch import local
+
+    if not shutil.which("sbatch"):
+        submit.submit_slurm(script)  # the clear "sbatch not found" error
+    request.check_paths()
+    fd, path = tempfile.mkstemp(prefix="chexstack-", suffix=".sbatch")
+    with os.fdopen(fd, "w") as f:
+        f.write(script)
+    pattern = os.path.join(request.output, "slurm-%j.out")
+    argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
+    try:
+        return local.execute(request, argv, {}, command_line="sbatch (job %s) and follow %s" % (spec.name, pattern),
+                             controller="mpi", reason="Open MPI's mpirun inside the Slurm allocation" if spec.stack
+                             is None else "the job script's launcher", cwd=REPO_ROOT)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)

@@ -143,8 +143,7 @@ def ulimits() -> list[str]:
 def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list[str], dict[str, str], str, str]:
     controller, reason = pick_controller(interfaces, request.controller)
     argv, env = horovodrun_argv(request.ranks(), request.trainer_args(), controller=controller, python="python")
-    if request.gpus == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(request.device_env())
     if controller == "mpi":
         env.update(OMPI_IN_CONTAINER)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")

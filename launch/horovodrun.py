@@ -18,7 +18,8 @@ OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONF
 OPEN_MPI_ROOT_ARG = "--mpi-args=--allow-run-as-root"
 
 
-def _slots(host: str) -> int:
+def slots(host: str) -> int:
+    """The slots of a ``NAME[:SLOTS]`` host entry (1 without SLOTS); ChexstackError for a bad entry."""
     name, _, slots = host.partition(":")
     if not name or (slots and not slots.isdigit()) or slots == "0":
         raise ChexstackError("host %r: expected NAME or NAME:SLOTS (SLOTS >= 1)" % host)
@@ -32,20 +33,24 @@ def horovodrun_executable(python: str) -> str:
 
 
 def horovodrun_argv(np: int, trainer_args: list[str], *, hosts: list[str] | None = None,
-                    controller: str | None = None, python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+                    controller: str | None = None, python: str = sys.executable,
+                    ssh_identity_file: str | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, extra environment) running ``python -m trainer TRAINER_ARGS`` as ``np`` Horovod ranks.
 
     ``hosts``: ``["node1:4", "node2:4"]`` (default ``["localhost:NP"]``); their slots must cover ``np``.
-    ``controller``: "gloo", "mpi" or None (horovodrun's own choice). Raises ChexstackError on bad values.
+    ``controller``: "gloo", "mpi" or None (horovodrun's own choice). ``ssh_identity_file``: the key horovodrun's
+    ssh (and mpirun's, through it) uses for the remote hosts. Raises ChexstackError on bad values.
     """
     if np < 1:
         raise ChexstackError("np %d: at least one rank is needed" % np)
     hosts = list(hosts) if hosts else ["localhost:%d" % np]
-    if sum(_slots(h) for h in hosts) < np:
-        raise ChexstackError("hosts %s have %d slots for %d ranks" % (",".join(hosts), sum(map(_slots, hosts)), np))
+    if sum(slots(h) for h in hosts) < np:
+        raise ChexstackError("hosts %s have %d slots for %d ranks" % (",".join(hosts), sum(map(slots, hosts)), np))
     if controller is not None and controller not in CONTROLLERS:
         raise ChexstackError("controller %r: expected one of %s" % (controller, ", ".join(CONTROLLERS)))
     argv = [horovodrun_executable(python), "-np", str(np), "-H", ",".join(hosts)]
+    if ssh_identity_file:
+        argv += ["--ssh-identity-file", ssh_identity_file]
     env: dict[str, str] = {}
     if controller == "gloo":
         argv.append("--gloo")

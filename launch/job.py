@@ -37,13 +37,15 @@ class JobSpec:
     """One Horovod run of the trainer: ``nodes`` × ``ranks_per_node`` ranks (one per GPU when ``gpus``).
 
     ``name``: job name, an RFC 1123 DNS label (Kubernetes object names; Slurm accepts it too).
-    ``image``: what the launcher runs — a registry reference (pyxis, Kubernetes) or a SIF path (hybrid model).
+    ``stack``: the stack whose image runs; None for a bare-metal Slurm job (a Python environment on shared storage).
+    ``image``: what the launcher runs — a registry reference (pyxis, Kubernetes), a SIF path (hybrid model), or
+    for bare metal the environment's Python (``workdir``: the checkout with ``trainer/``).
     ``trainer_args``: arguments after ``python -m trainer`` (CONTRIBUTING.md's trainer contract).
     Raises ChexstackError for a bad name or counts.
     """
 
     name: str
-    stack: Stack
+    stack: Stack | None
     image: str
     nodes: int
     ranks_per_node: int

@@ -27,7 +27,7 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from launch import report, stream
 from launch.controller import local_interfaces, pick_controller
-from launch.horovodrun import horovodrun_argv
+from launch.horovodrun import horovodrun_argv, slots
 from launch.request import TrainRequest, trainer_errors
 from trainer import checkpoint, runlock
 from trainer.errors import TrainerError
@@ -82,10 +82,19 @@ def oversubscription(request: TrainRequest, cores: int | None = None) -> list[st
 
 
 def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: list[str] | None = None,
-         python: str = sys.executable) -> Plan:
-    """The horovodrun command for ``request`` on this machine, or a ChexstackError saying why it cannot run."""
+         python: str = sys.executable, hosts: list[str] | None = None, ssh_identity_file: str | None = None) -> Plan:
+    """The horovodrun command for ``request`` on this machine, or a ChexstackError saying why it cannot run.
+
+    ``hosts``: ``["node1:2", "node2:2"]`` — horovodrun starts the ranks there over ssh (run from one of them, so
+    the network interface it finds common to all hosts is also this machine's: Horovod picks the Gloo rendezvous
+    address and MPI's ``btl_tcp_if_include`` by interface name); the Python, the checkout and the data must be at
+    the same paths on every host (shared storage). The GPU count is then not this machine's to check."""
+    if hosts and request.np is None and request.gpus == 0:  # CPU ranks: one per slot of the hosts
+        request = dataclasses.replace(request, np=sum(slots(h) for h in hosts))
     request.check().check_paths()
     have = gpu_count() if gpus_here is None else gpus_here
+    if hosts:
+        have = request.gpus
     if request.gpus > have:
         raise ChexstackError("--gpus %d: this machine has %d GPU%s (nvidia-smi -L); use %s--gpus 0 --np N for CPU "
                              "ranks" % (request.gpus, have, "" if have == 1 else "s",
@@ -95,10 +104,9 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     if controller == "mpi" and shutil.which("mpirun") is None:
         raise ChexstackError("the MPI controller (%s) needs Open MPI's mpirun on PATH; install Open MPI "
                              "(scripts/setup does) or give the host a network interface for Gloo" % reason)
-    argv, env = horovodrun_argv(request.ranks(), request.with_absolute_paths().trainer_args(),
-                                controller=controller, python=python)
-    if request.gpus == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""
+    argv, env = horovodrun_argv(request.ranks(), request.with_absolute_paths().trainer_args(), hosts=hosts,
+                                controller=controller, python=python, ssh_identity_file=ssh_identity_file)
+    env.update(request.device_env())
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         env["TF_CPP_MIN_LOG_LEVEL"] = "1"
     return Plan(argv, env, controller, reason, tuple(oversubscription(request)))
@@ -166,9 +174,9 @@ def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, comm
     return metrics
 
 
-def train(request: TrainRequest) -> dict:
-    """Launch ``request`` here and return its metrics.json; ChexstackError if it cannot start, fails or is
-    interrupted (``execute``)."""
-    p = plan(request)
+def train(request: TrainRequest, hosts: list[str] | None = None, ssh_identity_file: str | None = None) -> dict:
+    """Launch ``request`` here (or on ``hosts``, ``plan``) and return its metrics.json; ChexstackError if it cannot
+    start, fails or is interrupted (``execute``)."""
+    p = plan(request, hosts=hosts, ssh_identity_file=ssh_identity_file)
     return execute(request, p.argv, p.env, command_line=p.command_line(), controller=p.controller, reason=p.reason,
                    cwd=REPO_ROOT, warnings=p.warnings)

@@ -117,6 +117,11 @@ class TrainRequest:
         from launch.options import path_values
         return path_values(self.more)
 
+    def device_env(self) -> dict[str, str]:
+        """The ranks' device environment: CPU ranks see no GPU (``CUDA_VISIBLE_DEVICES=""``); with ``--gpus N``
+        a rank whose TensorFlow sees no GPU stops instead of training on CPU (``trainer.cli.REQUIRE_GPU_ENV``)."""
+        return {"CUDA_VISIBLE_DEVICES": ""} if self.gpus == 0 else {cli.REQUIRE_GPU_ENV: "1"}
+
     def trainer_args(self) -> list[str]:
         """The ``python -m trainer`` options of this request."""
         args: list[str] = []

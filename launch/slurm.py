@@ -3,6 +3,9 @@
 - ``pyxis``: ``srun --mpi=pmix`` starts one task per GPU and NVIDIA's pyxis SPANK plugin runs it in the image
   (``--container-image`` takes an enroot URI ``[USER@][REGISTRY#]IMAGE[:TAG]`` or a squashfs path;
   https://github.com/NVIDIA/pyxis/wiki/Usage). The image's MPI must speak the PMIx version of Slurm's pmix plugin.
+- bare metal (``render_baremetal``, a ``JobSpec`` without a stack): the host's Open MPI ``mpirun`` inside the
+  allocation starts ``python -m trainer`` of a Python environment on shared storage on every node (the conda
+  column's way); Open MPI launches its daemons through Slurm (``srun``), so no ssh between nodes is needed.
 - ``hybrid``: the host's ``mpirun`` starts ``singularity exec [--nv]`` on every node (Apptainer's hybrid model),
   the script checks where the job runs that host and image run the same MPI release series (``launch.mpi_compat``);
   the rendering machine's own MPI is checked too, but only warned about (it may be a workstation).
@@ -51,8 +54,17 @@ class SlurmOptions:
 def enroot_uri(image: str) -> str:
     """Docker reference -> enroot URI for ``--container-image``: the registry host is separated by ``#``
     (``registry.example.com:5000/chexstack/cpu:1`` -> ``registry.example.com:5000#chexstack/cpu:1``). A host is a
-    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). Squashfs paths pass unchanged."""
-    if image.startswith(("/", "./", "../")) or image.endswith(".sqsh") or "#" in image:
+    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). An absolute squashfs path passes
+    unchanged; a relative one (``chexstack-cpu.sqsh``, ``./x.sqsh``) raises ChexstackError: pyxis takes an image
+    as a file only when it starts with ``.`` or ``/`` and pulls any other name from Docker Hub (NVIDIA/pyxis#127),
+    and a path relative to the job's directory is not the absolute cluster path the launchers require."""
+    if image.endswith(".sqsh") or image.startswith(("./", "../")):
+        if not image.startswith("/"):
+            raise ChexstackError("--image %s: a squashfs image must be an absolute path the nodes see, e.g. "
+                                 "/shared/images/%s (pyxis treats a name without a leading / or ./ as a registry "
+                                 "image: docker://%s)" % (image, image.rsplit("/", 1)[-1], image))
+        return image
+    if image.startswith("/") or "#" in image:
         return image
     first, sep, rest = image.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
@@ -143,8 +155,11 @@ def singularity_exec_argv(spec: JobSpec) -> list[str]:
 
 
 def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
-    note = ("enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
-            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % enroot_uri(spec.image))
+    uri = enroot_uri(spec.image)
+    note = ("the squashfs file %s on shared storage (pyxis runs a path starting with / as is)" % uri
+            if uri.startswith("/") else
+            "enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
+            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % uri)
     return Template((TEMPLATES / "slurm-pyxis.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), rank_unit="GPU" if spec.gpus else "CPU rank",
         image_note=_comment(note), directives=directives(spec, opts), exports=exports(spec),
@@ -207,10 +222,34 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
         mpirun=hybrid_lines(spec))
 
 
+def baremetal_lines(spec: JobSpec) -> str:
+    """``mpirun --tag-output … PYTHON -m trainer …`` for a bare-metal ``spec`` (``spec.image``: the Python of the
+    environment): Horovod's Open MPI flags, every line prefixed with its rank (``[job,rank]<stdout>:``)."""
+    command = [spec.image, "-m", "trainer"] + list(spec.trainer_args)
+    full = mpirun_argv(spec.world_size, command, exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
+    launcher = full[:1] + ["--tag-output"] + full[1:len(full) - len(command)]
+    return _command_lines(launcher, command)
+
+
+def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
+    """Bare-metal script: ``spec.image`` is the Python of an environment every node sees, ``spec.workdir`` the
+    checkout holding ``trainer/``. Raises ChexstackError for a spec with a stack (that runs its image)."""
+    if spec.stack is not None:
+        raise ChexstackError("the bare-metal Slurm script runs a Python environment, not stack %s's image"
+                             % spec.stack.name)
+    return Template((TEMPLATES / "slurm-baremetal.sbatch").read_text()).substitute(
+        python=_comment(spec.image), rank_unit="one rank per GPU" if spec.gpus else "CPU ranks", workdir=_comment(spec.workdir),
+        workdir_q=shlex.quote(spec.workdir), directives=directives(spec, opts), exports=exports(spec),
+        output_dirs=output_dirs(spec.mounts), mpirun=baremetal_lines(spec))
+
+
 def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOptions(),
            mpirun_version_output: str | None = None, render_host: str | None = None) -> str:
     """The batch script for ``spec``. For ``hybrid``, ``mpirun_version_output`` is the host's ``mpirun
-    --version`` (read from this host when None). Raises ChexstackError for an unknown model or a failed check."""
+    --version`` (read from this host when None). A spec without a stack is the bare-metal script
+    (``render_baremetal``) whatever the model. Raises ChexstackError for an unknown model or a failed check."""
+    if spec.stack is None:
+        return render_baremetal(spec, opts)
     if model == "pyxis":
         return render_pyxis(spec, opts)
     if model == "hybrid":

@@ -36,7 +36,7 @@ from trainer import events
 
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
 _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
-_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
 _PROCESS_NAME = re.compile(r"Process name:\s*(?:\[\[\d+,\d+\],)?(\d+)\]?")
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
 #: the last line of a Python traceback (``OSError: ...``, ``tensorflow.python.framework.errors_impl.XError: ...``),
@@ -45,8 +45,16 @@ _EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Except
                              r"KeyboardInterrupt|SystemExit)(?::\s.*)?|Fatal Python error: .*|\S[^:]*: error: .*)$")
 #: horovodrun's own summary exception, which only restates the first failing rank and its code
 _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes exited"
+#: exceptions a rank raises only because another rank failed first (Horovod stops every rank's collectives)
+_CONSEQUENCES = (_HOROVODRUN_SUMMARY, "Horovod has been shut down", "HorovodInternalError", "closed by peer")
+#: Open MPI's report of a daemon (a host) that stopped answering (ORTE "lost communication with a remote daemon")
+_LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
+#: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU: ../shared/cases/32)
+_MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
+#: lines a launcher's own helper prints for the user (``launch.slurmjob``: the job id, its final state)
+_LAUNCHER = "chexstack: "
 TAIL_LINES = 25
 RANK_TAIL_LINES = 60
 GRACE_S = 30.0
@@ -65,6 +73,9 @@ class Outcome:
     log_path: str
     rank_tails: dict[int, list[str]] = dataclasses.field(default_factory=dict)
     interrupted: int | None = None
+    first_exception: tuple[int, str] | None = None
+    lost_host: str | None = None
+    failure_host: str | None = None
 
 
 class _Failures:
@@ -73,6 +84,7 @@ class _Failures:
     def __init__(self) -> None:
         self.first: tuple[int, int] | None = None
         self._name: int | None = None
+        self.host: str | None = None  # where the first failing rank ran, when mpirun says
 
     def feed(self, line: str) -> None:
         if self.first is not None:
@@ -81,7 +93,8 @@ class _Failures:
             if int(m.group(2)) != 0:
                 self.first = (int(m.group(1)), int(m.group(2)))
         elif m := _MPI_SIGNAL.search(line):
-            self.first = (int(m.group(1)), 128 + int(m.group(2)))
+            self.first = (int(m.group(1)), 128 + int(m.group(3)))
+            self.host = m.group(2)
         elif m := _PROCESS_NAME.search(line):
             self._name = int(m.group(1))
         elif (m := _EXIT_CODE.search(line)) and self._name is not None:
@@ -196,6 +209,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
         raise ChexstackError("cannot write the run's log %s: %s" % (log_path, e.strerror or e)) from None
     failures, errors, tail = _Failures(), [], collections.deque(maxlen=TAIL_LINES)
     rank_tails: dict[int, collections.deque] = {}
+    first_exception, lost_host = None, None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                TimeElapsedColumn())
     with log, Progress(*columns, console=console, transient=True) as progress:
@@ -215,11 +229,15 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                 rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
                 if rank is not None:
                     rank_tails.setdefault(rank, collections.deque(maxlen=RANK_TAIL_LINES)).append(text)
+                    if first_exception is None and _is_cause(text):
+                        first_exception = (rank, text.strip())
+                elif lost_host is None and (m := _LOST_DAEMON.search(line)):
+                    lost_host = m.group(1)
                 if (event := events.parse(text)) is not None:
                     display.event(event)
                 elif text.startswith(_ERROR):  # shown once, in the failure message
                     errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
-                elif text.startswith(_TRAINER) and rank in (0, None):
+                elif text.startswith(_TRAINER) and rank in (0, None) or text.startswith(_LAUNCHER) and rank is None:
                     progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
             returncode = proc.wait()
         if stopper.signal is not None:
@@ -227,7 +245,8 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
             if force_stop is not None:
                 force_stop()
     return Outcome(returncode, failures.first, errors, list(tail), log_path,
-                   {r: list(lines) for r, lines in rank_tails.items()}, stopper.signal)
+                   {r: list(lines) for r, lines in rank_tails.items()}, stopper.signal, first_exception,
+                   lost_host, failures.host)
 
 
 def _describe_code(code: int) -> str:
@@ -236,6 +255,12 @@ def _describe_code(code: int) -> str:
         return " (%s)" % signal.Signals(number).name if number else ""
     except ValueError:
         return ""
+
+
+def _is_cause(text: str) -> bool:
+    """An exception line that is not the mere consequence of another rank's failure (``_CONSEQUENCES``)."""
+    text = text.strip()
+    return bool(_EXCEPTION_LINE.match(text)) and not any(c in text for c in _CONSEQUENCES)
 
 
 def _last_exception(lines: list[str]) -> str | None:
@@ -264,13 +289,16 @@ def without_tracebacks(lines: list[str]) -> list[str]:
 
 
 def rank_reason(outcome: Outcome) -> str | None:
-    """Why the run failed, in the failing rank's own words: its ``trainer: error:`` line, else the last
-    exception line of its output; else the same from any rank (the first to report one)."""
+    """Why the run failed, in the failing rank's own words: its ``trainer: error:`` line (else any rank's), else
+    the first exception in time across all ranks that is not a consequence of another rank's failure (rank 0's
+    "Horovod has been shut down" when rank 2 failed first), else the last exception line of a rank's output."""
     failing = outcome.first_failure[0] if outcome.first_failure else None
     prefix = "rank %d:" % failing if failing is not None else None
     mine = [e for e in outcome.errors if prefix and e.startswith(prefix)]
     if mine or outcome.errors:
         return (mine or outcome.errors)[0]
+    if outcome.first_exception is not None:  # first in time across ranks, not the first rank to exit
+        return "rank %d: %s" % outcome.first_exception
     order = ([failing] if failing in outcome.rank_tails else []) + sorted(r for r in outcome.rank_tails
                                                                           if r != failing)
     for rank in order:
@@ -278,6 +306,13 @@ def rank_reason(outcome: Outcome) -> str | None:
         if found:
             return "rank %d: %s" % (rank, found)
     return None
+
+
+def missing_libraries(outcome: Outcome) -> list[str]:
+    """The libraries TensorFlow said it could not load (``Could not load dynamic library 'libcudnn.so.8'``), in
+    the order first seen across the ranks' last lines."""
+    lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    return list(dict.fromkeys(m.group(1) for line in lines for m in _MISSING_LIBRARY.finditer(line)))
 
 
 def explain_failure(outcome: Outcome, controller: str) -> str:
@@ -288,10 +323,17 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
         parts.append("interrupted by %s" % signal.Signals(outcome.interrupted).name)
     elif outcome.first_failure:
         rank, code = outcome.first_failure
-        parts.append("rank %d exited first, with code %d%s" % (rank, code, _describe_code(code)))
+        parts.append("rank %d%s exited first, with code %d%s" % (
+            rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code, _describe_code(code)))
     reason = rank_reason(outcome) if outcome.interrupted is None else None
     if reason:
         parts.append(reason)
+    if outcome.lost_host and outcome.interrupted is None:
+        parts.append("host %s was lost: mpirun's daemon there stopped answering (the host or its network went down, "
+                     "or its processes were killed), so every rank on it ended" % outcome.lost_host)
+    missing = missing_libraries(outcome)
+    if missing:
+        parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
         parts.append("exit 139 is a segmentation fault; %s: %s" % (GLOO_ON_LOOPBACK, GLOO_FIXES))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path

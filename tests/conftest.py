@@ -32,3 +32,16 @@ def built_once(stack: str, base: str):
     them from building and verifying twice."""
     from images.build import build
     return build(stack, base=base)
+
+
+@pytest.fixture(scope="session")
+def testcluster():
+    """The 2-host Slurm test cluster (``tests.testcluster``), up for the session, down at its end if it started it."""
+    from tests import testcluster as tc
+
+    started = tc.bring_up()
+    try:
+        yield tc.Cluster()
+    finally:
+        if started:
+            tc.take_down()

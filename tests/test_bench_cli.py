@@ -95,13 +95,14 @@ def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stdout
 
 
-def test_train_renders_a_slurm_script_and_submit_needs_sbatch():
+def test_train_renders_a_slurm_script_and_submit_needs_sbatch(tmp_path):
     run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", *CLUSTER_OUT,
                  "--render")
     assert run.returncode == 0, run.stderr
     assert subprocess.run(["bash", "-n"], input=run.stdout, text=True).returncode == 0
     assert "srun --mpi=pmix --container-image=chexstack/cpu:" in run.stdout
-    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit")
+    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
+                    env={"PATH": str(tmp_path)})
     assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stdout
     neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
     assert neither.returncode == 2 and "--render" in neither.stdout

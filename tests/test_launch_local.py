@@ -121,6 +121,7 @@ def test_plan_checks_the_request():
 def test_plan_gpus_one_rank_each():
     p = plan(TrainRequest(gpus=4, data="synthetic"), gpus_here=8, interfaces=["eth0"])
     assert p.argv[1:5] == ["-np", "4", "-H", "localhost:4"] and "CUDA_VISIBLE_DEVICES" not in p.env
+    assert p.env["CHEXSTACK_REQUIRE_GPU"] == "1"  # a rank whose TensorFlow sees no GPU stops (case 32)
 
 
 def _outcome_of(text, returncode=1):
@@ -434,3 +435,60 @@ def test_resume_into_a_checkpoint_of_another_model_size_or_label_file_is_refused
         with pytest.raises(ChexstackError) as e:
             dataclasses.replace(base, **change).check_checkpoint()
         assert "refusing to resume from %s: its %s" % (out / "checkpoint" / "state.json", field) in str(e.value)
+
+
+def _run_printing(tmp_path, lines):
+    """stream.run over a command that prints ``lines`` in order, as horovodrun/mpirun pass the ranks' output."""
+    import io
+
+    from rich.console import Console
+
+    script = tmp_path / "out.txt"
+    script.write_text("\n".join(lines) + "\n")
+    return stream.run(["sh", "-c", "cat %s; exit 1" % script], {}, str(tmp_path / "launch.log"),
+                      Console(file=io.StringIO()), cwd=str(tmp_path))
+
+
+def test_the_first_exception_in_time_across_ranks_is_named_not_rank0s_shutdown(tmp_path):
+    """Rank 2 fails first; rank 0 then raises Horovod's shutdown error and is the first to exit."""
+    outcome = _run_printing(tmp_path, [
+        "[1,2]<stderr>:Traceback (most recent call last):",
+        "[1,2]<stderr>:  File \"trainer/train.py\", line 1, in run",
+        "[1,2]<stderr>:OSError: Unable to open file /data/x.png",
+        "[1,0]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: Horovod has been shut down. This was "
+        "caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor "
+        "after one of the ranks finished execution.",
+        "  Process name: [[51023,1],0]",
+        "  Exit code:    1"])
+    message = stream.explain_failure(outcome, "mpi")
+    assert "rank 0 exited first, with code 1; rank 2: OSError: Unable to open file /data/x.png" in message
+
+
+def test_a_lost_host_and_a_killed_rank_are_named(tmp_path):
+    """Open MPI 4.1's reports when a host's daemon goes away, or a rank is killed there."""
+    lost = _run_printing(tmp_path, [
+        "ORTE has lost communication with a remote daemon.",
+        "",
+        "  HNP daemon   : [[13043,0],0] on node chex1",
+        "  Remote daemon: [[13043,0],1] on node chex2",
+        "",
+        "This is usually due to either a failure of the TCP network",
+        "connection to the node, or possibly an internal failure of",
+        "the daemon itself. We cannot recover from this failure, and",
+        "therefore will terminate the job."])
+    assert "host chex2 was lost: mpirun's daemon there stopped answering" in stream.explain_failure(lost, "mpi")
+    killed = _run_printing(tmp_path, [
+        "mpirun noticed that process rank 3 with PID 4242 on node chex2 exited on signal 9 (Killed)."])
+    assert "rank 3 on host chex2 exited first, with code 137 (SIGKILL)" in stream.explain_failure(killed, "mpi")
+
+
+def test_plan_on_other_hosts_over_ssh():
+    """--hosts: horovodrun -H with the hosts' slots and the ssh key; no GPU count of this machine applies."""
+    p = plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"],
+             ssh_identity_file="/run/key", python="/shared/venv/bin/python")
+    assert p.argv[1:8] == ["-np", "4", "-H", "chex1:2,chex2:2",
+                           "--ssh-identity-file", "/run/key", "--gloo"]
+    with pytest.raises(ChexstackError, match="hosts chex1:1 have 1 slots for 4 ranks"):
+        plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:1"])
+    every_slot = plan(TrainRequest(gpus=0, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"])
+    assert every_slot.argv[1:5] == ["-np", "4", "-H", "chex1:2,chex2:2"]

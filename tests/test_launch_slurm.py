@@ -1,6 +1,7 @@
 """Slurm batch scripts (pyxis and the hybrid model): golden text, `bash -n`, the host/image MPI check, submit."""
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -116,6 +117,19 @@ def test_enroot_uri():
     assert slurm.enroot_uri("/shared/cpu.sqsh") == "/shared/cpu.sqsh"
 
 
+@pytest.mark.parametrize("image", ["chexstack-cpu.sqsh", "./chexstack-cpu.sqsh", "images/chexstack-cpu.sqsh"])
+def test_a_relative_squashfs_image_is_refused_never_pulled(image):
+    """../shared/cases/29: pyxis pulls `chexstack-cpu.sqsh` from Docker Hub (NVIDIA/pyxis#67, #127)."""
+    with pytest.raises(ChexstackError, match=r"--image %s: a squashfs image must be an absolute path the nodes see, "
+                       r"e.g. /shared/images/chexstack-cpu.sqsh \(pyxis treats a name without a leading / or \./ "
+                       r"as a registry image: docker://%s\)" % (re.escape(image), re.escape(image))):
+        slurm.render(_spec(image=image), "pyxis")
+    text = slurm.render(_spec(image="/shared/images/chexstack-cpu.sqsh"), "pyxis")
+    assert "--container-image=/shared/images/chexstack-cpu.sqsh" in text
+    assert "# Image: the squashfs file /shared/images/chexstack-cpu.sqsh on shared storage" in text
+    assert "pulls" not in text.split("#SBATCH")[0]
+
+
 def test_bad_values_cannot_change_the_script():
     with pytest.raises(ChexstackError, match="--partition"):
         slurm.render(_spec(), "pyxis", slurm.SlurmOptions(partition="gpu\n#SBATCH --uid=0"))
@@ -136,7 +150,7 @@ def test_layout():
 
 
 def test_submit_without_sbatch_is_a_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))  # sbatch is not installed on this machine either
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without sbatch (the test cluster installs one here)
     with pytest.raises(ChexstackError, match="sbatch not found on PATH"):
         submit_slurm("#!/bin/bash\n")
 
@@ -161,3 +175,68 @@ def test_the_train_script_creates_its_output_folder_before_srun_mounts_it(tmp_pa
     assert run.returncode == 0 and run.stdout.strip() == "srun ok", run.stdout + run.stderr
     assert output.is_dir()
     assert slurm.output_dirs((Mount("/data", read_only=True),)) == ""
+
+
+def _baremetal_spec(gpus=False):
+    return JobSpec(name="chexstack-baremetal-run1-0a1b2c", stack=None, image="/shared/envs/chexstack/bin/python",
+                   nodes=2, ranks_per_node=2, gpus=gpus, trainer_args=TRAINER_ARGS, mounts=(MOUNTS[1],),
+                   env={"CUDA_VISIBLE_DEVICES": ""}, workdir="/shared/chexstack")
+
+
+def test_baremetal_script_golden_and_bash_clean():
+    """Bare metal (no stack): the host's mpirun inside the allocation runs the shared environment's Python."""
+    opts = slurm.SlurmOptions(time="00:20:00", partition="debug", account="proj1",
+                              output="/scratch/chexstack/run1/slurm-%j.out")
+    text = slurm.render(_baremetal_spec(), "pyxis", opts)
+    assert_golden("launch/slurm-baremetal-2x2cpu.sbatch", text)
+    _bash_n(text)
+    assert "mpirun --tag-output -np 4 -bind-to none -map-by slot" in text
+    assert "\ncd /shared/chexstack\n" in text and "/shared/envs/chexstack/bin/python -m trainer --data" in text
+    for line in ("--time=00:20:00", "--partition=debug", "--account=proj1", "--output=/scratch/chexstack/run1/"):
+        assert "#SBATCH " + line in text
+    with pytest.raises(ChexstackError, match="runs a Python environment, not stack cpu's image"):
+        slurm.render_baremetal(_spec())
+
+
+def test_job_names_are_unique_per_output_folder_and_valid_labels():
+    from launch.cluster import job_name
+
+    names = {job_name("ngc", "/shared/runs/r1"), job_name("ngc", "/other/runs/r1"), job_name("ngc", "/shared/r2"),
+             job_name(None, "/shared/runs/r1")}
+    assert len(names) == 4
+    assert job_name("ngc", "/shared/runs/r1").startswith("chexstack-ngc-r1-")
+    assert job_name(None, "/shared/runs/r1").startswith("chexstack-baremetal-r1-")
+    long = job_name("ngc", "/shared/" + "Very_Long Folder Name." * 5)
+    JobSpec(name=long, stack=load_stack("cpu"), image="x", nodes=1, ranks_per_node=1, gpus=False, trainer_args=())
+    assert len(long) <= 63
+
+
+def test_geometry_from_nodes_and_tasks_per_node():
+    from launch.cluster import ClusterOptions, geometry
+    from launch.request import TrainRequest
+
+    req = TrainRequest(data="synthetic", output="/shared/r")
+    both = geometry(req, ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
+    assert (both[0].ranks(), both[1], both[2]) == (4, 2, 2)
+    assert geometry(TrainRequest(np=6, data="synthetic"), ClusterOptions("slurm", None, nodes=3))[1:] == (3, 2)
+    assert geometry(TrainRequest(np=6, data="synthetic"), ClusterOptions("slurm", None, ntasks_per_node=3))[1:] == (2, 3)
+    with pytest.raises(ChexstackError, match="--np 3 disagrees with --nodes 2 × --ntasks-per-node 2 = 4 ranks"):
+        geometry(TrainRequest(np=3), ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
+    with pytest.raises(ChexstackError, match="5 ranks cannot be spread evenly over --nodes 2"):
+        geometry(TrainRequest(np=5), ClusterOptions("slurm", None, nodes=2))
+    with pytest.raises(ChexstackError, match="--nodes 0: expected 1 or more"):
+        ClusterOptions("slurm", None, nodes=0)
+
+
+def test_job_state_read_from_scontrol_output():
+    """launch.slurmjob reads the final state of real `scontrol -o show job` lines (Slurm 22.05, tests/data/slurm)."""
+    from launch.slurmjob import parse_scontrol
+    from tests.conftest import REPO
+
+    data = REPO / "tests" / "data" / "slurm"
+    done = parse_scontrol((data / "scontrol-show-job-completed.txt").read_text())
+    assert (done.state, done.exit_code, done.nodes, done.final, done.status()) == (
+        "COMPLETED", "0:0", "chex[1-2]", True, 0)
+    failed = parse_scontrol((data / "scontrol-show-job-failed.txt").read_text())
+    assert (failed.state, failed.reason, failed.status()) == ("FAILED", "NonZeroExitCode", 3)
+    assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None

@@ -333,7 +333,7 @@ def quiet_first_batch_broadcast_warning():
     Keras times the hooks of the first few batches; Horovod's ``BroadcastGlobalVariablesCallback`` broadcasts rank 0's
     variables in ``on_batch_end`` of the FIRST batch (horovod/_keras/callbacks.py), which takes longer than a
     step, so every run logged the warning although nothing is wrong. Our own hooks' cost per step is measured by
-    ``bench/trainer_overhead.py``. Other log records, including the batch-begin variant, pass.
+    ``bench/ratios/trainer_overhead.py``. Other log records, including the batch-begin variant, pass.
     """
     logger = logging.getLogger("tensorflow")
     if not any(isinstance(f, _DropSlowBatchEnd) for f in logger.filters):

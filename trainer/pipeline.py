@@ -9,7 +9,7 @@ rotation, shift, zoom); prefetch.
 The gray → 3-channel expansion and the ImageNet normalisation are the model's first layer
 (``trainer.model``: a fixed 1x1 convolution), i.e. they run on the accelerator: the host decodes one channel and
 ships a third of the bytes. Doing them here per batch cost 12 % of the host's decode throughput
-(bench/input_pipeline.py measures the pipeline against a bare PNG decode).
+(bench/ratios/input_pipeline.py measures the pipeline against a bare PNG decode).
 
 Sharding: training batches come from ``trainer.order`` (each row once per epoch across ranks, the same number of
 steps on every rank, so no rank waits in an allreduce); evaluation rows are every ``size``-th (``shard``).

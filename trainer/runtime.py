@@ -1,15 +1,17 @@
-"""Horovod set-up shared by the training and throughput runs (and bench/trainer_overhead.py).
+"""Horovod set-up shared by the training and throughput runs (and bench/ratios/trainer_overhead.py).
 
 What every Horovod Keras trainer must do (Horovod docs "Horovod with Keras"; the checklist of ../shared/cases/17,
 from horovod/horovod#127, #478, #672): init; one GPU per local rank; learning rate × world size with warm-up;
 DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST callback; metric averaging;
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
+import os
+import socket
 import sys
 
 import numpy as np
 
-from trainer import compat, events, order, outputs, runlock
+from trainer import cli, compat, events, order, outputs, runlock
 from trainer.errors import TrainerError
 
 
@@ -39,6 +41,11 @@ def start(seed, deterministic=False):
     hvd.init()
     events.configure(hvd.rank())
     device = compat.configure_devices(hvd.local_rank(), hvd.local_size())
+    if device != "GPU" and os.environ.get(cli.REQUIRE_GPU_ENV) == "1":
+        raise TrainerError("GPUs were asked for (--gpus) but TensorFlow %s sees no GPU on %s: its CUDA libraries did "
+                           "not load (its 'Could not load dynamic library' warnings name them) or no GPU is visible; "
+                           "fix LD_LIBRARY_PATH or use the stack image, or ask for CPU ranks (--gpus 0)"
+                           % (compat.tf_version(), socket.gethostname()))
     compat.set_seed(seed)
     determinism = False
     if deterministic:
@@ -77,6 +84,17 @@ def hold_output(rt, output):
             events.warn(lock.problem)
         outputs.remove_stale_temp_files(output)
     rt.output_lock = lock
+
+
+def rank_hosts(rt):
+    """The host name (``socket.gethostname()``) of every rank, in rank order: an allgather of each name's UTF-8
+    bytes (at most 255) as int32 codes, so a multi-node run records where each rank ran."""
+    name = bytearray(socket.gethostname().encode("utf-8")[:255])
+    row = np.zeros((1, 256), dtype=np.int32)
+    row[0, 0] = len(name)
+    row[0, 1:1 + len(name)] = list(name)
+    rows = compat.allgather(row, "chexstack_rank_hosts")
+    return [bytes(bytearray(int(c) for c in r[1:1 + int(r[0])])).decode("utf-8", "replace") for r in rows]
 
 
 #: ceil(N_train / (batch per rank x world size)): one epoch sees the training set once across all ranks

@@ -286,7 +286,8 @@ def run(options):
     run_info = OrderedDict([
         ("model", options.model), ("weights", options.weights), ("image_size", options.image_size),
         ("batch_size_per_rank", options.batch_size), ("global_batch_size", options.batch_size * rt.size),
-        ("world_size", rt.size), ("device", rt.device), ("epochs", options.epochs),
+        ("world_size", rt.size), ("hosts", runtime.rank_hosts(rt)), ("device", rt.device),
+        ("epochs", options.epochs),
         ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
         ("lr_scaled", learning_rate), ("warmup_epochs", options.warmup_epochs), ("seed", options.seed),
         ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau)),

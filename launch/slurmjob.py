@@ -1,0 +1,141 @@
+"""Submit a Slurm batch script and follow the job to its end: what ``invoke train --launcher slurm --submit`` runs
+(under ``launch.local.execute``, which shows rank 0's progress from the lines printed here and explains a failure).
+
+``python -m launch.slurmjob SCRIPT OUTPUT_PATTERN``: ``sbatch --parsable SCRIPT`` (this environment is the job's:
+``sbatch`` exports it, https://slurm.schedmd.com/sbatch.html ``--export``), then every line the job writes to
+OUTPUT_PATTERN (``%j`` is the job id) as it appears, then one line with the job's final state from ``scontrol show
+job`` (``JobState``, ``ExitCode``, ``NodeList``). Exit status: 0 when the state is COMPLETED, else the job's exit
+code, else 1. SIGTERM/SIGINT cancel the job (``scancel``) and keep following it to its end. Lines of this module
+start with ``chexstack: ``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from chexstack.errors import ChexstackError
+from launch import submit
+
+#: Slurm's final job states (squeue(1), JOB STATE CODES).
+FINAL = frozenset(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                   "BOOT_FAIL", "DEADLINE", "REVOKED"))
+PREFIX = "chexstack: "
+_FIELD = re.compile(r"(\w+)=(\S*)")
+#: how long a job may be unknown to scontrol before following gives up (seconds)
+UNKNOWN_S = 60.0
+
+
+@dataclass(frozen=True)
+class JobState:
+    """``state``: JobState (``CANCELLED by 0`` -> ``CANCELLED``); ``exit_code``: ExitCode ``status:signal``."""
+
+    state: str
+    exit_code: str = "0:0"
+    nodes: str = ""
+    reason: str = "None"
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL
+
+    def status(self) -> int:
+        """0 for COMPLETED; else the job's exit status when non-zero, else 128 + its signal, else 1."""
+        if self.state == "COMPLETED":
+            return 0
+        code, _, sig = self.exit_code.partition(":")
+        if code.isdigit() and int(code):
+            return int(code)
+        return 128 + int(sig) if sig.isdigit() and int(sig) else 1
+
+
+def parse_scontrol(text: str) -> JobState | None:
+    """The JobState of ``scontrol -o show job ID`` output (one line of ``Key=Value`` words), None without one."""
+    fields = dict(_FIELD.findall(text))
+    if "JobState" not in fields:
+        return None
+    return JobState(fields["JobState"], fields.get("ExitCode", "0:0"), fields.get("NodeList", ""),
+                    fields.get("Reason", "None"))
+
+
+def job_state(job_id: str) -> JobState | None:
+    """The job's state from ``scontrol -o show job``; None when Slurm does not know it (yet, or any more)."""
+    proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=60)
+    return parse_scontrol(proc.stdout) if proc.returncode == 0 else None
+
+
+class _Tail:
+    """The complete lines appended to a file since the last read."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def read(self, final: bool = False) -> list[str]:
+        try:
+            with open(self.path, errors="replace") as f:
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return []
+        lines = (self.partial + text).split("\n")
+        self.partial = "" if final else lines.pop()
+        return [line for line in lines if line or not final]
+
+
+def follow(job_id: str, output_path: str, poll_s: float = 1.0, out=sys.stdout) -> JobState:
+    """Print the job's output lines as they are written, until the job is in a final state; return that state.
+    Raises ChexstackError when Slurm does not know the job for ``UNKNOWN_S`` seconds."""
+    tail, unknown_since = _Tail(output_path), None
+    while True:
+        state = job_state(job_id)
+        for line in tail.read():
+            print(line, file=out, flush=True)
+        if state is None:
+            unknown_since = unknown_since or time.monotonic()
+            if time.monotonic() - unknown_since > UNKNOWN_S:
+                raise ChexstackError("Slurm job %s: scontrol does not know it (for %.0f s); see %s"
+                                     % (job_id, UNKNOWN_S, output_path))
+        elif state.final:
+            for line in tail.read(final=True):
+                print(line, file=out, flush=True)
+            return state
+        else:
+            unknown_since = None
+        time.sleep(poll_s)
+
+
+def main(argv: list[str]) -> int:
+    script_path, pattern = argv
+    with open(script_path) as f:
+        script = f.read()
+    os.unlink(script_path)
+    try:
+        job_id = submit.submit_slurm(script)
+    except ChexstackError as e:
+        print("%s%s" % (PREFIX, e), flush=True)
+        return 2
+    print("%ssubmitted Slurm job %s; its output: %s" % (PREFIX, job_id, pattern.replace("%j", job_id)), flush=True)
+
+    def cancel(signum, frame):
+        print("%s%s: cancelling Slurm job %s (scancel)" % (PREFIX, signal.Signals(signum).name, job_id), flush=True)
+        subprocess.run(["scancel", job_id], timeout=60)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, cancel)
+    try:
+        state = follow(job_id, pattern.replace("%j", job_id))
+    except ChexstackError as e:
+        print("%s%s" % (PREFIX, e), flush=True)
+        return 1
+    print("%sSlurm job %s %s on %s (exit code %s%s)" % (
+        PREFIX, job_id, state.state, state.nodes, state.exit_code,
+        "" if state.reason in ("None", "") else ", reason %s" % state.reason), flush=True)
+    return state.status()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

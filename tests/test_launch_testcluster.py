@@ -1,0 +1,145 @@
+"""On the test cluster (scripts/testcluster: 2 hosts in their own network and UTS namespaces, a real Slurm 22.05):
+its hosts, and `invoke train --launcher slurm --submit` for real, bare metal, 2 nodes × 2 ranks on the sample.
+
+The session fixture ``testcluster`` (tests/conftest.py) brings the cluster up once and takes it down at the end;
+these tests skip, saying why, only when it cannot be brought up here (not root, packages or namespaces missing).
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO, SAMPLE
+
+INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
+SAMPLE_ARGS = ("--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
+               "--image-size", "32", "--batch-size", "64", "--val-fraction", "0.2", "--test-fraction", "0")
+
+
+def invoke(cluster, *args, timeout=600):
+    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)))
+
+
+def test_hosts_have_their_own_name_and_address_and_slurm_runs_across_them(testcluster, tmp_path):
+    again = subprocess.run([str(REPO / "scripts" / "testcluster"), "up"], capture_output=True, text=True)
+    assert again.returncode == 0 and "up already" in again.stdout  # idempotent
+    for k, host in enumerate(testcluster.hosts, start=1):
+        name = subprocess.run([str(REPO / "scripts" / "testcluster"), "exec", host, "hostname"],
+                              capture_output=True, text=True)
+        assert name.stdout.strip() == host
+        ssh = subprocess.run(["ssh", "-F", testcluster.ssh_config, host, "hostname -I"], capture_output=True,
+                             text=True, timeout=30)
+        assert ssh.returncode == 0 and ssh.stdout.split() == ["10.213.57.%d" % (10 + k)], ssh.stderr
+    job = testcluster.run("sbatch", "--parsable", "--wait", "--nodes=2", "--ntasks-per-node=1",
+                          "--output=%s/%%j.out" % tmp_path, "--wrap", "srun hostname", timeout=60)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip()
+    assert sorted((tmp_path / ("%s.out" % job_id)).read_text().split()) == list(testcluster.hosts)
+    assert re.search(r"\b%s\b.*chex\[1-2\]\s+COMPLETED" % job_id, testcluster.run("sacct", "-c", "-j", job_id).stdout)
+
+
+def test_detach_prints_the_job_name_and_id_and_returns(testcluster, tmp_path):
+    out = tmp_path / "detached"
+    run = invoke(testcluster, "train", "--launcher", "slurm", "--submit", "--detach", "--nodes", "2",
+                 "--ntasks-per-node", "1", "--data", "synthetic", "--time", "00:05:00", "--output", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    name = re.search(r"job name: (chexstack-baremetal-detached-[0-9a-f]{6}) \(2 nodes × 1 rank\)", run.stdout)
+    job_id = re.search(r"submitted: (\d+)", run.stdout)
+    assert name and job_id, run.stdout
+    try:
+        shown = testcluster.run("scontrol", "-o", "show", "job", job_id.group(1)).stdout
+        assert "JobName=%s " % name.group(1) in shown and "TimeLimit=00:05:00" in shown
+    finally:
+        testcluster.run("scancel", job_id.group(1))
+
+
+@pytest.mark.slow
+def test_baremetal_train_on_two_nodes_of_two_ranks(testcluster, tmp_path):
+    """2 nodes × 2 CPU ranks of the shared .venv on the real sample: the job COMPLETED, every rank's host is
+    recorded, and the AUROC is the pooled one (every validation row, from all ranks, as on one host)."""
+    out = tmp_path / "r1"
+    run = invoke(testcluster, "train", "--launcher", "slurm", "--submit", "--nodes", "2", "--ntasks-per-node", "2",
+                 "--epochs", "1", "--time", "00:15:00", "--output", str(out), *SAMPLE_ARGS)
+    assert run.returncode == 0, run.stdout + run.stderr
+    job_id = re.search(r"submitted Slurm job (\d+)", run.stdout).group(1)
+    assert re.search(r"Slurm job %s COMPLETED on chex\[1-2\]" % job_id, run.stdout), run.stdout
+    assert "epoch 1: loss" in run.stdout and "mean AUROC" in run.stdout
+    assert re.search(r"\b%s\b.*COMPLETED" % job_id, testcluster.run("sacct", "-c", "-j", job_id).stdout)
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["run"]["world_size"] == 4
+    assert metrics["run"]["hosts"] == ["chex1", "chex1", "chex2", "chex2"]
+    last = metrics["epochs"][-1]
+    assert last["val_rows"]["evaluated"] == last["val_rows"]["expected"] == last["n_val"]
+    from trainer import evaluation
+    from trainer.labels import CLASSES
+
+    with open(out / "predictions.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == last["n_val"]
+    labels = np.array([[float(r["label_" + c]) for c in CLASSES] for r in rows])
+    scores = np.array([[float(r["score_" + c]) for c in CLASSES] for r in rows])
+    pooled = evaluation.auroc_per_class(labels, scores)
+    for name, value in zip(CLASSES, pooled):
+        assert (value is None and last["auroc"][name] is None) or abs(value - last["auroc"][name]) < 1e-6
+    with gzip.open(SAMPLE / "Data_Entry_2017_v2020.csv.gz", "rt") as f:
+        known = {row["Image Index"] for row in csv.DictReader(f)}
+    assert {r["Image Index"] for r in rows} <= known
+
+
+def _ranks_on(host: str) -> list[int]:
+    """Process ids of the trainer ranks running on ``host`` (its network namespace)."""
+    pids = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in pids:
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if b"-m\0trainer\0" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_a_host_whose_ranks_die_mid_epoch_ends_the_job_naming_host_and_rank(testcluster, tmp_path):
+    """chex2's ranks are killed (SIGKILL) during the first epoch: the job ends by itself within a bounded time
+    and the message names the host, the rank and the cause."""
+    import signal
+    import time
+
+    out = tmp_path / "fault"
+    proc = subprocess.Popen([INVOKE, "train", "--launcher", "slurm", "--submit", "--nodes", "2",
+                             "--ntasks-per-node", "2", "--epochs", "2", "--time", "00:15:00", "--output", str(out),
+                             *SAMPLE_ARGS], cwd=REPO, env=testcluster.env(COLUMNS="160", PYTHONPATH=str(REPO)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            logs = list(out.glob("slurm-*.out"))
+            if logs and '"event": "step"' in logs[0].read_text(errors="replace") and _ranks_on("chex2"):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the first training step did not come within 10 minutes")
+        killed = _ranks_on("chex2")
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        text, _ = proc.communicate(timeout=180)
+        assert time.monotonic() - killed_at < 180
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, text
+    assert re.search(r"rank [23] on host chex2 exited first, with code 137 \(SIGKILL\)", text), text
+    assert re.search(r"Slurm job \d+ FAILED on chex\[1-2\]", text), text
