@@ -130,8 +130,7 @@ class TrainRequest:
                 args += [option, value]
         args += ["--model", self.model, "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
                  "--image-size", str(self.image_size), "--output", self.output]
-        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction),
-                              ("--max-bad-images", self.max_bad_images)):
+        for option, value in (("--val-fraction", self.val_fraction), ("--test-fraction", self.test_fraction)):
             if value is not None:
                 args += [option, repr(value)]
         if self.resume:
