@@ -38,6 +38,23 @@ def _docker_image(client, dockerfile: Path) -> str:
     return docker_build(client, tar, quiet=True)
 
 
+@pytest.fixture
+def stage_images(client):
+    """Removes the untagged stage images a multi-stage Docker build of the test leaves (the classic builder keeps
+    each earlier stage as a dangling image): new dangling images whose last step is a RUN of a corpus Dockerfile,
+    never another build's (the engine is shared)."""
+    before = {i.id for i in client.images.list(filters={"dangling": True})}
+    yield
+    texts = " ".join(p.read_text() for p in CORPUS.glob("*.Dockerfile"))
+    for image in client.images.list(filters={"dangling": True}):
+        last = (image.history() or [{}])[0].get("CreatedBy") or ""
+        if image.id not in before and last.startswith("/bin/sh -c ") and last[len("/bin/sh -c "):][:60] in texts:
+            try:
+                client.images.remove(image.id)
+            except Exception:  # in use: not ours to force
+                pass
+
+
 def _cases(dockerfile: Path) -> tuple[list[list[str]], list[list[str]]]:
     runs, execs = [[]], []
     for m in _DIRECTIVE.finditer(dockerfile.read_text()):
@@ -49,7 +66,7 @@ def _cases(dockerfile: Path) -> tuple[list[list[str]], list[list[str]]]:
 
 
 @pytest.mark.parametrize("dockerfile", _pairs(), ids=lambda p: p.name.replace(".Dockerfile", ""))
-def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile):
+def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile, stage_images):
     docker_image = _docker_image(client, dockerfile)
     built = Emulator(client, dockerfile.parent).build(convert(dockerfile).text)
     try:
@@ -61,7 +78,7 @@ def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile):
         client.images.remove(docker_image, force=True)
 
 
-def test_the_harness_sees_a_wrong_definition(client, debian_base):
+def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images):
     """Control: a definition that loses COPY --chown (owners differ) and one ENV (the run-time environment
     differs) is reported on both counts."""
     dockerfile = CORPUS / "copy-forms.Dockerfile"
