@@ -302,12 +302,17 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     "np": "CPU ranks under horovodrun (default 1: one process)",
 })
 @user_errors
-def evaluate(c, model, images, labels, list=None, output="runs/evaluate", np=1):
+def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/evaluate", np=1):
     """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
     import subprocess
 
     from launch.controller import local_interfaces, pick_controller
     from launch.horovodrun import horovodrun_argv
+
+    missing = [name for name, value in (("--model", model), ("--images", images), ("--labels", labels)) if not value]
+    if missing:
+        raise ChexstackError("invoke evaluate needs %s (e.g. invoke evaluate --model runs/demo/model-best.h5 "
+                             "--images DIR --labels FILE)" % ", ".join(missing))
 
     args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
     args += ["--list", list] if list else []
