@@ -9,7 +9,7 @@ training split, scored on the same test split. Prints both test mean AUROCs with
 intervals per pathology averaged, and the ratio CNN / baseline (> 1: the CNN is better). Nothing is tuned on the
 test split.
 
-    .venv/bin/python bench/recipe_vs_baseline.py [--epochs 10] [--model densenet121] [--seed 0] [--output DIR]
+    .venv/bin/python bench/ratios/recipe_vs_baseline.py [--epochs 10] [--model densenet121] [--seed 0] [--output DIR]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 SAMPLE = (REPO / ".." / "shared" / "data" / "chestxray14").resolve()
 
