@@ -273,6 +273,7 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs():
     import grp
     import os
     import shutil
+    from pathlib import Path
     import subprocess
     import sys
 
@@ -289,6 +290,11 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs():
         pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
     if os.geteuid() != 0:
         pytest.skip("needs root to start a process as another user")
+    python = os.path.realpath(sys.executable)
+    closed = [d for d in Path(python).parents if not os.stat(d).st_mode & 0o001]
+    if closed:
+        pytest.skip("the venv's Python (%s) cannot be run by uid %d: %s is not searchable by others (the docker "
+                    "--user ownership itself is tested above)" % (python, USER[0], closed[-1]))
     from tests.test_launch_local import SMALL
     folder = _user_folder()
     try:
