@@ -192,3 +192,9 @@ def test_trainer_input_files_are_mounted_read_only_in_images_and_jobs(tmp_path):
     with pytest.raises(ChexstackError, match="--weights w/w.h5 is a path relative to this machine"):
         job_spec(TrainRequest(data="synthetic", output="/shared/o", more=("--weights", "w/w.h5")),
                  ClusterOptions(launcher="slurm", stack="cpu"))
+
+
+def test_evaluate_names_the_options_it_needs():
+    p = invoke("evaluate", "--images", "x")
+    assert p.returncode == 2 and "Traceback" not in p.stdout + p.stderr
+    assert "invoke evaluate needs --model, --labels" in p.stdout + p.stderr, p.stdout + p.stderr
