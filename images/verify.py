@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
 
 import docker
@@ -73,13 +74,19 @@ def _run(client: docker.DockerClient, image: str, argv: list[str], **options) ->
     """(stdout, None) of ``argv`` in a throw-away container of ``image`` (network host unless ``options`` say
     otherwise), or (None, why it failed)."""
     options = {"network_mode": "host", **options}
+    name = "chexstack-probe-%s" % uuid.uuid4().hex[:12]
     try:
-        return client.containers.run(image, argv, remove=True, stdout=True, stderr=False,
+        return client.containers.run(image, argv, remove=True, stdout=True, stderr=False, name=name,
                                      environment={"TF_CPP_MIN_LOG_LEVEL": "3"}, **options), None
     except docker.errors.ContainerError as e:
         err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         return None, "exit %s: %s" % (e.exit_status, err[-1] if err else "no output")
     except docker.errors.APIError as e:
+        # a container that could not start (no such executable in the image) stays "Created": remove it
+        try:
+            client.containers.get(name).remove(force=True)
+        except docker.errors.DockerException:
+            pass
         return None, str(e.explanation or e)
 
 

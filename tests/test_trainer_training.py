@@ -33,7 +33,7 @@ LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 def run(tmp_path_factory):
     output = tmp_path_factory.mktemp("train") / "run"
     request = TrainRequest(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=32, batch_size=16,
-                           epochs=1, output=str(output), deterministic=True)
+                           epochs=1, output=str(output), more=("--deterministic",))
     first = local.train(request)
     first_state = json.loads((output / "checkpoint" / "state.json").read_text())
     second = local.train(dataclasses.replace(request, epochs=2, resume=True))
