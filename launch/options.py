@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 from typing import Callable
 
@@ -104,12 +105,18 @@ def _path_words(metavar: str | None) -> tuple[str, ...] | None:
 
 def trainer_options(stated: tuple[str, ...] | frozenset[str] = ()) -> list[TrainerOption]:
     """The trainer's options (``trainer.cli.parser()``) except ``stated`` and the throughput mode, in order."""
+    return [o for o in _all_trainer_options() if o.name not in stated]
+
+
+@functools.lru_cache(maxsize=None)
+def _all_trainer_options() -> tuple[TrainerOption, ...]:
+    """Every trainer option but the throughput mode's, read once from the trainer's parser."""
     from trainer import cli
     found = []
     for action in cli.parser()._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
-        if action.dest in stated or action.dest in THROUGHPUT_OPTIONS:
+        if action.dest in THROUGHPUT_OPTIONS:
             continue
         switch = isinstance(action, argparse._StoreTrueAction)
         default = "" if switch or action.default is None else " (trainer default %s)" % action.default
@@ -117,7 +124,7 @@ def trainer_options(stated: tuple[str, ...] | frozenset[str] = ()) -> list[Train
         found.append(TrainerOption(action.dest, flag_, switch,
                                    "python -m trainer %s: %s%s" % (flag_, action.help or action.dest, default),
                                    action.default, _path_words(action.metavar)))
-    return found
+    return tuple(found)
 
 
 def with_trainer_options(stated: tuple[str, ...]):
