@@ -1,112 +1,20 @@
 """chexstack's command line: thin invoke glue over envs/, images/, validate/, trainer/, launch/ and bench/.
 
-Each task parses its options, calls one function of an area module and turns a ``ChexstackError`` into a clear
-message and an exit code (no traceback). Run ``invoke --list`` for the tasks, ``invoke --help TASK`` for options.
+Each task parses its options and calls one function of an area module; the invoke machinery (number options
+checked while parsing, a ``ChexstackError`` as one ``error:`` line on stderr and its exit code) is
+``chexstack.cli``. Run ``invoke --list`` for the tasks, ``invoke --help TASK`` for options.
 """
 from __future__ import annotations
 
-import functools
-import math
 import os
 import sys
-from typing import NoReturn
 
-import invoke
 from invoke import Exit
-from invoke.parser import Argument
 
+from chexstack.cli import csv_list, task, user_errors
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from launch.options import trainer_help, with_trainer_options
-
-
-def fail(error: ChexstackError) -> NoReturn:
-    """Print ``error`` as one red message and exit with its code (no traceback)."""
-    console.print("[bold red]error:[/] %s" % error, soft_wrap=True)
-    raise Exit(code=error.exit_code)
-
-
-def user_errors(fn):
-    """Print a ChexstackError as one red message and exit with its code, instead of a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ChexstackError as e:
-            fail(e)
-
-    return wrapper
-
-
-#: What a number option expects, by its Python type.
-_EXPECTED = {int: "a whole number", float: "a number"}
-
-
-def _finite_float(text) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(text)
-    return value
-
-
-class _NumberOption(Argument):
-    """A number option: invoke converts an ``int`` default's option with ``int()`` while parsing, and a bad value
-    escaped as a ValueError traceback (review finding 5). Here it is a ChexstackError naming the option and what
-    was expected (exit 2), before the task runs. ``convert``: ``int``, or ``float`` for the options a task
-    declares in ``floats`` (shown as STRING in ``--help``: invoke names only str and int)."""
-
-    def __init__(self, arg: Argument, number: type):
-        super().__init__(names=arg.names, kind=arg.kind, default=arg.default, help=arg.help,
-                         positional=arg.positional, optional=arg.optional, incrementable=arg.incrementable,
-                         attr_name=arg.attr_name)
-        self.number = number
-
-    def set_value(self, value, cast: bool = True) -> None:
-        if not cast:
-            return super().set_value(value, cast=False)
-        try:
-            number = (_finite_float if self.number is float else self.number)(value)
-        except (TypeError, ValueError):
-            fail(ChexstackError("--%s %r: expected %s" % (self.names[0], value, _EXPECTED[self.number])))
-        super().set_value(number, cast=False)
-
-
-class _Task(invoke.Task):
-    """invoke's Task with number options checked while parsing (``_NumberOption``)."""
-
-    def __init__(self, body, floats=(), **kwargs):
-        super().__init__(body, **kwargs)
-        self.floats = frozenset(floats)
-
-    def __call__(self, *args, **kwargs):
-        """A task with a positional argument (``bench-report RESULTS``): invoke's parser takes ``-h``/``--help``
-        after the task name as that argument's value; here it prints the task's help, as for every other task."""
-        if any(kwargs.get(name) in ("-h", "--help") for name in self.positional):
-            import subprocess
-            name = self.body.__name__.replace("_", "-")
-            raise Exit(code=subprocess.call([sys.executable, "-m", "invoke", "--search-root",
-                                             os.path.dirname(os.path.abspath(__file__)), "--help", name]))
-        return super().__call__(*args, **kwargs)
-
-    def get_arguments(self, ignore_unknown_help=None) -> list[Argument]:
-        args = []
-        for arg in super().get_arguments(ignore_unknown_help):
-            number = float if arg.attr_name in self.floats or arg.name in self.floats else (
-                int if arg.kind is int else None)
-            args.append(_NumberOption(arg, number) if number else arg)
-        return args
-
-
-def task(*args, **kwargs):
-    """``@invoke.task`` for chexstack: number options (``int`` defaults, and the names in ``floats=``) give a clear
-    error for a bad value; no automatic short flags (``-h`` stays invoke's help, ``train -h`` is not ``--hybrid``
-    or ``--launcher``)."""
-    return invoke.task(*args, klass=_Task, auto_shortflags=False, **kwargs)
-
-
-def _csv(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
 # --- envs: stacks (Table 1, manifests, consistency) and conda locks ------------------------------------------------
@@ -260,11 +168,10 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
           partition=None, account=None, detach=False, hosts=None, ssh_key=None, **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
-    from launch.local import train as train_local
+    import launch
+    from launch.cluster import LAUNCHERS
     from launch.options import check_applicable, given, trainer_argv
     from launch.request import TrainRequest
-
-    from launch.cluster import LAUNCHERS
 
     check_applicable(launcher, stack, given(train.body, locals(), (
         "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
@@ -279,18 +186,13 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
                            more=trainer_argv(trainer, TRAIN_STATED))
     if launcher != "local":
-        from launch import cluster
-
-        return cluster.train(request, cluster.ClusterOptions(
-            launcher=launcher, stack=stack, image=image, per_node=per_node,
-            slurm_model="hybrid" if hybrid else "pyxis",
-            rdma_resource=rdma, render=render, submit=submit, nodes=nodes or None,
-            ntasks_per_node=ntasks_per_node or None, time=time, partition=partition, account=account, detach=detach))
+        return launch.train(request, launcher, stack=stack, image=image, per_node=per_node,
+                            slurm_model="hybrid" if hybrid else "pyxis", rdma_resource=rdma, render=render,
+                            submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None, time=time,
+                            partition=partition, account=account, detach=detach)
     if stack:
-        from launch.container import train_in_image
-
-        return train_in_image(request, stack, runtime=runtime, image=image, network=network, as_root=as_root)
-    train_local(request, hosts=_csv(hosts) or None, ssh_identity_file=ssh_key)
+        return launch.train(request, runtime, stack=stack, image=image, network=network, as_root=as_root)
+    launch.train(request, "local", hosts=csv_list(hosts) or None, ssh_identity_file=ssh_key)
 
 
 @task(help={
@@ -341,12 +243,12 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
     """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run."""
     from validate.report import validate as run_validate
 
-    code = run_validate(stack, _csv(hosts), json, _csv(only), _csv(skip), collect, from_)
+    code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_)
     if code:
         raise Exit(code=code)
 
 
-# --- bench: scaling sweep, Figure 1, launchers (issue 6) -------------------------------------------------------
+# --- bench: scaling sweep, Figure 1, launchers ---------------------------------------------------------------------
 @task(help={
     "gpus": "rank counts, e.g. 1,2,3,4,8 (GPUs; CPU ranks on a host without GPUs)",
     "stack": "run the trainer in this stack's image (local: docker, as invoke train --stack; required for slurm/k8s)",
@@ -389,7 +291,7 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
     check_applicable(launcher, stack, given(bench.body, locals(), (
         "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)
     req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
-                            launcher=launcher, hosts=tuple(_csv(hosts)), stack=stack, model=model,
+                            launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,
                             warmup_steps=warmup_steps, data=data, amp=amp, image=image)
     opts = main.Scheduled(per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis",

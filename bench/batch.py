@@ -12,14 +12,13 @@ Per count, ranks are laid out on as few nodes as possible with the same number o
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
 
-from bench import sysinfo
+from facts import host
 from bench.results import RunRecord, Sweep
 from bench.sweep import (SweepRequest, keep_sweep, read_point, request_record, settle_device, stamp,
                          throughput_args, with_gpus)
@@ -112,7 +111,7 @@ def render_k8s(req: SweepRequest, target: BatchTarget, opts: k8s.K8sOptions = k8
 
 def _collected_gpus(folder: Path) -> list[tuple[str, str]]:
     path = folder / "nvidia-smi.csv"
-    return sysinfo.parse_gpu_query(path.read_text()) if path.is_file() else []
+    return host.gpus_from_query(path.read_text()) if path.is_file() else []
 
 
 def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:

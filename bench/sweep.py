@@ -25,12 +25,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import sysinfo
+from facts import host
 from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
-from chexstack.console import console
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
+import launch
 from launch import stream
+from launch.plans import Plan
 from launch.cluster import cluster_path
 from launch.options import check_launcher
 from launch.request import TrainRequest
@@ -139,7 +142,7 @@ def stamp(now: datetime | None = None) -> str:
 
 def request_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
     """The record fields that do not depend on where the ranks run: time, git state, the request."""
-    rev, dirty = sysinfo.git_state(repo)
+    rev, dirty = host.git_state(repo)
     return RunRecord(time=now.isoformat(timespec="seconds"), git_revision=rev, git_dirty=dirty, stack=req.stack,
                      launcher=req.launcher, hosts=list(req.hosts), model=req.model,
                      batch_size_per_rank=req.batch_size, image_size=req.image_size, steps=req.steps,
@@ -157,8 +160,8 @@ def with_gpus(record: RunRecord, gpus: list[tuple[str, str]], where: str) -> Run
 
 def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
     """The record of a sweep that runs from this host: the request plus this host's GPUs, interconnect, cores."""
-    link = sysinfo.interconnect()
-    gpus = sysinfo.gpus()
+    link = host.interconnect()
+    gpus = host.gpus()
     record = with_gpus(request_record(req, repo, now), gpus, sysinfo.hostname())
     if req.stack:
         from images.naming import image_ref
@@ -167,9 +170,9 @@ def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
         image_id, digests = sysinfo.image_identity(ref)
         record = record.model_copy(update={"image": ref, "image_id": image_id, "image_repo_digests": digests})
     return record.model_copy(update={
-        "hosts": list(req.hosts) or ["%s:%d" % (sysinfo.hostname(), len(gpus) or sysinfo.cpu_slots())],
+        "hosts": list(req.hosts) or ["%s:%d" % (sysinfo.hostname(), len(gpus) or host.cpu_cores())],
         "interconnect": link.summary, "interconnect_ports": link.ports, "hostname": sysinfo.hostname(),
-        "cpu_count": sysinfo.cpu_slots()})
+        "cpu_count": host.cpu_cores()})
 
 
 def settle_device(record: RunRecord, devices: set) -> RunRecord:
@@ -198,8 +201,7 @@ def keep_sweep(sweep: Sweep, path: Path, fallback: Path) -> Path:
     except OSError as e:
         raise ChexstackError("cannot write the sweep to %s (%s) nor to %s (%s); the per-count results stay in %s"
                              % (path, first, fallback, e.strerror or e, fallback.parent)) from None
-    console.print("[yellow]warning:[/] cannot write %s (%s); the sweep went to %s instead" % (path, first, written),
-                  soft_wrap=True)
+    warn("cannot write %s (%s); the sweep went to %s instead" % (path, first, written))
     return written
 
 
@@ -220,36 +222,21 @@ def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
         return sum(_slots(h) for h in req.hosts), "hosts %s" % ",".join(req.hosts)
     if record.gpu_count:
         return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
-    return sysinfo.cpu_slots(), "this host (no GPU; %d CPU cores for CPU ranks)" % sysinfo.cpu_slots()
+    return host.cpu_cores(), "this host (no GPU; %d CPU cores for CPU ranks)" % host.cpu_cores()
 
 
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]
-    controller: str
-
-
-def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Launch:
-    """How ``count`` ranks run: in the stack's image (``launch.container``, Docker, as ``invoke train --stack``),
-    horovodrun here (``launch.local``, as ``invoke train``), or horovodrun's MPI controller across ``--hosts``."""
+def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Plan:
+    """How ``count`` ranks run (``launch.plan``): in the stack's image (target ``docker``, as ``invoke train
+    --stack``), horovodrun here (``local``, as ``invoke train``), or Horovod's MPI controller across ``--hosts``
+    (``mpirun``)."""
     treq = count_request(req, count, str(run_dir.resolve()), gpus)
     if req.stack:
         from images.naming import image_ref
-        from launch.container import docker_plan
 
-        plan = docker_plan(treq, req.image or image_ref(load_stack(req.stack)))
-        return Launch(plan.argv, {}, plan.controller)
+        return launch.plan(treq, "docker", image=req.image or image_ref(load_stack(req.stack)))
     if req.launcher == "mpirun":
-        from launch.horovodrun import horovodrun_argv
-
-        argv, env = horovodrun_argv(count, treq.with_absolute_paths().trainer_args(), hosts=list(req.hosts),
-                                    controller="mpi")
-        return Launch(argv, env, "mpi")
-    from launch.local import plan
-
-    p = plan(treq)
-    return Launch(p.argv, p.env, p.controller)
+        return launch.plan(treq, "mpirun", hosts=list(req.hosts))
+    return launch.plan(treq, "local")
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:

@@ -1,4 +1,10 @@
-"""The ``chexstack`` command: the tasks of ``tasks.py`` (the same ones ``invoke ...`` runs in the checkout) from any
+"""invoke's machinery for chexstack's tasks, and the ``chexstack`` command.
+
+``tasks.py`` is only a list of tasks; each is declared with ``task`` (numbers checked while parsing, no automatic
+short flags) and wrapped in ``user_errors`` (a ``ChexstackError`` is one ``error:`` line on stderr and its exit code,
+never a traceback).
+
+The ``chexstack`` command: the tasks of ``tasks.py`` (the same ones ``invoke ...`` runs in the checkout) from any
 folder, and on a node where only the package is installed (``pip install chexstack``: ``tasks`` is installed as a
 module beside the packages, pyproject ``[tool.setuptools] py-modules``).
 
@@ -8,13 +14,119 @@ in the current folder (https://docs.pyinvoke.org/en/stable/concepts/library.html
 """
 from __future__ import annotations
 
+import functools
+import math
+import os
+import sys
 from importlib import metadata
+from typing import NoReturn
+
+import invoke
+from invoke import Exit
+from invoke.parser import Argument
+from rich.markup import escape
+
+from chexstack.console import err_console
+from chexstack.errors import ChexstackError
 
 NAME = "chexstack"
 
 
-def program():
-    """invoke's ``Program`` over the project's tasks, named ``chexstack``."""
+def fail(error: ChexstackError) -> NoReturn:
+    """Print ``error`` as one red ``error:`` message on stderr and exit with its code (no traceback). On stderr so
+    that ``invoke render ... > Dockerfile`` never writes an error into the file."""
+    err_console.print("[bold red]error:[/] %s" % escape(str(error)), soft_wrap=True)
+    raise Exit(code=error.exit_code)
+
+
+def user_errors(fn):
+    """Print a ChexstackError as one red message and exit with its code, instead of a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ChexstackError as e:
+            fail(e)
+
+    return wrapper
+
+
+#: What a number option expects, by its Python type.
+_EXPECTED = {int: "a whole number", float: "a number"}
+
+
+def _finite_float(text) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+class NumberOption(Argument):
+    """A number option, converted while parsing: a bad value is a ChexstackError naming the option and what was
+    expected (exit 2) before the task runs — invoke's own ``int()`` conversion of an ``int`` default's option
+    would escape as a ValueError traceback. ``number``: ``int``, or ``float`` for the options a task declares in
+    ``floats`` (shown as STRING in ``--help``: invoke names only str and int)."""
+
+    def __init__(self, arg: Argument, number: type):
+        super().__init__(names=arg.names, kind=arg.kind, default=arg.default, help=arg.help,
+                         positional=arg.positional, optional=arg.optional, incrementable=arg.incrementable,
+                         attr_name=arg.attr_name)
+        self.number = number
+
+    def set_value(self, value, cast: bool = True) -> None:
+        if not cast:
+            return super().set_value(value, cast=False)
+        try:
+            number = (_finite_float if self.number is float else self.number)(value)
+        except (TypeError, ValueError):
+            fail(ChexstackError("--%s %r: expected %s" % (self.names[0], value, _EXPECTED[self.number])))
+        super().set_value(number, cast=False)
+
+
+class Task(invoke.Task):
+    """invoke's Task with number options checked while parsing (``NumberOption``)."""
+
+    def __init__(self, body, floats=(), **kwargs):
+        super().__init__(body, **kwargs)
+        self.floats = frozenset(floats)
+
+    def __call__(self, *args, **kwargs):
+        """A task with a positional argument (``bench-report RESULTS``): invoke's parser takes ``-h``/``--help``
+        after the task name as that argument's value; here it prints the task's help, as for every other task."""
+        if any(kwargs.get(name) in ("-h", "--help") for name in self.positional):
+            name = self.body.__name__.replace("_", "-")
+            typed = os.path.basename(sys.argv[0])
+            binary = "inv[oke]" if typed in ("inv", "invoke") else NAME  # as invoke's own help names itself
+            program(binary).run([typed or NAME, "--help", name], exit=False)
+            raise Exit(code=0)
+        return super().__call__(*args, **kwargs)
+
+    def get_arguments(self, ignore_unknown_help=None) -> list[Argument]:
+        args = []
+        for arg in super().get_arguments(ignore_unknown_help):
+            number = float if arg.attr_name in self.floats or arg.name in self.floats else (
+                int if arg.kind is int else None)
+            args.append(NumberOption(arg, number) if number else arg)
+        return args
+
+
+def task(*args, **kwargs):
+    """``@invoke.task`` for chexstack: number options (``int`` defaults, and the names in ``floats=``) give a clear
+    error for a bad value; no automatic short flags (``-h`` stays invoke's help, ``train -h`` is not ``--hybrid``
+    or ``--launcher``)."""
+    return invoke.task(*args, klass=Task, auto_shortflags=False, **kwargs)
+
+
+def csv_list(value: str | None) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]`` (a comma-separated option; None or empty: ``[]``)."""
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def program(binary: str = NAME):
+    """invoke's ``Program`` over the project's tasks, named ``chexstack`` (``binary``: the command name its help
+    shows)."""
     from invoke import Collection, Program
 
     import tasks
@@ -23,7 +135,7 @@ def program():
         version = metadata.version(NAME)
     except metadata.PackageNotFoundError:  # run from a checkout that is not installed (PYTHONPATH)
         version = "unknown"
-    return Program(namespace=Collection.from_module(tasks), name=NAME, binary=NAME, binary_names=[NAME],
+    return Program(namespace=Collection.from_module(tasks), name=NAME, binary=binary, binary_names=[binary],
                    version=version)
 
 

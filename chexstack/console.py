@@ -10,6 +10,7 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 #: Columns when the output is not a terminal and $COLUMNS is not set.
 LOG_WIDTH = 120
@@ -28,5 +29,6 @@ err_console = Console(highlight=False, stderr=True, width=width_for(sys.stderr))
 
 
 def warn(message: str) -> None:
-    """One yellow ``warning:`` line on stderr."""
-    err_console.print("[yellow]warning:[/] %s" % message, soft_wrap=True)
+    """One yellow ``warning:`` line on stderr; ``message`` is plain text (brackets in it are printed, not read as
+    rich markup)."""
+    err_console.print("[yellow]warning:[/] %s" % escape(message), soft_wrap=True)

@@ -207,7 +207,8 @@ def min_driver_findings(stack: Stack) -> list[Finding]:
 
 def virtual_package_findings(stack: Stack, conda_dir: Path = lock.CONDA_DIR) -> list[Finding]:
     """The conda lock's target (virtual-packages.yml) against the stack: __cuda = the stack's CUDA (major.minor),
-    not above the Table 1 driver's CUDA; __glibc = the base OS's glibc (../shared/cases/14)."""
+    not above the Table 1 driver's CUDA; __glibc = the base OS's glibc
+    (https://github.com/conda/conda-lock/issues/101)."""
     if stack.name not in lock.conda_stacks(conda_dir):
         return []
     files = lock.conda_files(stack.name, conda_dir)

@@ -1,5 +1,6 @@
 """After an install: is every pinned package present at its version? (An explicit lock installs no pip
-requirements and nothing says so: https://github.com/conda/conda-lock/issues/161; ../shared/cases/15.)
+requirements and nothing says so: https://github.com/conda/conda-lock/issues/161;
+https://github.com/conda/conda-lock/issues/285.)
 
 Inputs are text, so the check runs on the host against what an image or node printed:
 

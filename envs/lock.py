@@ -6,13 +6,14 @@ The pipeline is conda-lock's own (source parser → lock specification → solve
   ``make_lock_spec`` (channels, platforms, conda and pip dependencies).
 - ``content_hashes(files)`` is conda-lock's content hash of that specification together with the stack's explicit
   virtual packages (``virtual-packages.yml``: ``__cuda`` = the stack's CUDA, ``__glibc`` = the base OS's glibc), so
-  a lock made on any host is the lock for the cluster (../shared/cases/14).
+  a lock made on any host is the lock for the cluster (https://github.com/conda/conda-lock/issues/101).
 - ``run_lock(files)`` runs the ``conda-lock lock`` CLI with that virtual-package spec; it needs a solver (conda,
   mamba or micromamba) and reachable channels, and fails with a clear ChexstackError otherwise.
 - ``check_lock(files)`` compares the committed lock's content hash with the current inputs and names the file that
   changed (``environment.yml`` through conda-lock's ``input_sha`` metadata, ``virtual-packages.yml`` through ours).
 - ``refuse_explicit(files)``: an explicit lock turns pip requirements into comments that ``conda create --file``
-  ignores (../shared/cases/15), so explicit output is refused when the environment has a pip section.
+  ignores (https://github.com/conda/conda-lock/issues/285), so explicit output is refused when the environment has a pip
+  section.
 
 The GPU content assertion lives in ``envs.lockcontent``, the post-install check in ``envs.installed``.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -37,6 +37,7 @@ from conda_lock.virtual_package import VirtualPackageSpec, virtual_package_repo_
 from pydantic import ValidationError
 
 from chexstack.errors import ChexstackError
+from chexstack.tools import run
 from envs.manifest import validation_error, yaml_mapping
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -290,12 +291,12 @@ def run_lock(files: CondaFiles, platforms: list[str] | None = None, conda_exe: s
         meta = Path(tmp) / "metadata.yml"
         meta.write_text(yaml.safe_dump({VP_SHA_KEY: file_sha256(files.virtual_packages)}))
         cmd = lock_command(files, solver, platforms, meta)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ChexstackError("conda-lock failed for stack %s (exit %d): %s\nIf the channels (%s) are unreachable "
+        proc = run(cmd, timeout=None)
+    if not proc.ok:
+        raise ChexstackError("conda-lock failed for stack %s (%s): %s\nIf the channels (%s) are unreachable "
                              "from this machine, lock where they are (README, 'Conda locks')."
-                             % (files.stack, proc.returncode, failure_summary(proc.stderr or proc.stdout),
-                                ", ".join(_channels(files))))
+                             % (files.stack, "exit %d" % proc.rc if proc.rc is not None else proc.why_not(),
+                                failure_summary(proc.stderr or proc.stdout), ", ".join(_channels(files))))
     return cmd
 
 

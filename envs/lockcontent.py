@@ -1,11 +1,13 @@
-"""What a GPU stack's lock must contain (../shared/cases/14): a lock solved without the target's virtual packages
+"""What a GPU stack's lock must contain (https://github.com/conda/conda-lock/issues/101): a lock solved without the
+target's virtual packages
 can silently hold a CPU TensorFlow; this assertion turns that into a FAIL.
 
 ``gpu_lock_problems(lock, platform, cuda_max, cudatoolkit)`` returns one line per problem (empty: the lock is fit):
 
 - a CUDA runtime package (``cudatoolkit``, or ``cuda-version`` in CUDA 12-era conda-forge) is present, matching
   ``cudatoolkit`` (the environment's exact pin, e.g. "11.8") when given, and not newer than ``cuda_max`` (the
-  ``__cuda`` the lock targets: the cluster driver's CUDA, ../shared/cases/08 and 06);
+  ``__cuda`` the lock targets: the cluster driver's CUDA, https://github.com/devcontainers/features/issues/1295 and
+  https://github.com/NVIDIA/nvidia-docker/issues/745);
 - ``cudnn`` and ``nccl`` are present;
 - some ``tensorflow*`` package has a build string containing ``gpu`` or ``cuda``.
 """

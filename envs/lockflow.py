@@ -6,13 +6,13 @@ One function per mode, each printing through the shared console and returning th
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
+from chexstack.tools import run_checked
 from envs import lock as L
 from envs.installed import check_installed, lock_pins, parse_installed_json, spec_pins
 from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
@@ -86,10 +86,7 @@ def render_explicit(files: L.CondaFiles, platforms: list[str] | None) -> int:
     cmd = [sys.executable, "-m", "conda_lock", "render", "--kind", "explicit", str(files.lockfile)]
     for p in platforms or []:
         cmd += ["--platform", p]
-    proc = subprocess.run(cmd, cwd=files.lockfile.parent, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ChexstackError("conda-lock render failed (exit %d): %s" % (
-            proc.returncode, "\n".join(proc.stderr.strip().splitlines()[-5:])))
+    run_checked(cmd, "conda-lock render", timeout=None, cwd=str(files.lockfile.parent), tail_lines=5)
     for f in sorted(files.lockfile.parent.glob("conda-*.lock")):
         console.print("wrote %s" % L.shown(f))
     return 0

@@ -11,9 +11,10 @@ Queries (stable API; ``validate`` uses the driver ones):
   on it is the family's minor-version-compatibility floor (11.x 450.80.02, 12.x 525.60.13, 13.x 580), and
   ``native_driver`` says which driver gives the full feature set.
 - ``max_cuda_for_driver("535.216.03") -> DriverCeiling(cuda="12.2", ...)``: the newest toolkit release that driver
-  supports natively — what ``nvidia-smi`` prints as "CUDA Version" (../shared/cases/08), not an installed toolkit.
+  supports natively — what ``nvidia-smi`` prints as "CUDA Version"
+  (https://github.com/devcontainers/features/issues/1295), not an installed toolkit.
 - ``check_driver(driver, cuda) -> Verdict``: PASS, WARN (runs only through minor-version compatibility) or FAIL
-  (../shared/cases/06: 390.48 vs 9.2.88 → FAIL, needs >= 396.26).
+  (https://github.com/NVIDIA/nvidia-docker/issues/745: 390.48 vs 9.2.88 → FAIL, needs >= 396.26).
 - ``horovod_has(version, feature) -> bool`` for ``horovodrun``, ``check_build``, ``nccl_built``,
   ``gpu_allreduce_env``, ``gpu_operations_env``.
 - ``horovod_build_variable(version, "HOROVOD_WITH_GLOO") -> BuildVariable``: whether that release's build reads

@@ -4,7 +4,7 @@ Run by scripts/setup after building Horovod and inside images after their Horovo
 
     python -m facts.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo
 
-Two checks (../shared/cases/01 and 02):
+Two checks (https://github.com/horovod/horovod/issues/3858 and https://github.com/horovod/horovod/issues/2619):
 
 1. ``horovodrun --check-build`` lists every required component as ``[X]`` (its exit status means nothing).
 2. ``import horovod.tensorflow`` works and the TensorFlow Horovod was compiled against (``horovod/metadata.json``,

@@ -43,7 +43,8 @@ COMMANDS = [
     ["nvidia-smi"],
 ]
 
-# Runs in a child interpreter so that a crashing import (a Horovod built for another TF: ../shared/cases/02)
+# Runs in a child interpreter so that a crashing import (a Horovod built for another TF:
+# https://github.com/horovod/horovod/issues/2619)
 # is recorded instead of killing the probe.
 TF_SNIPPET = r"""
 import json

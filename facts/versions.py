@@ -6,7 +6,7 @@ Table 1 row (``envs.manifest.COMPONENTS``).
 CUDA: ``nvcc --version`` > ``/usr/local/cuda/version.{json,txt}`` > the image's ``CUDA_VERSION`` variable >
 TensorFlow's build info. ``cuda_driver`` is a host property, read from ``nvidia-smi`` when a GPU is visible, never
 from the image. nvidia-smi's "CUDA Version" is the driver's maximum CUDA, so it is never used for ``cuda``
-(../shared/cases/08).
+(https://github.com/devcontainers/features/issues/1295).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from chexstack.console import console
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from envs.manifest import load_stack
 from images import context, labels, sif
@@ -44,8 +44,8 @@ def _base_digest(client: docker.DockerClient, base_ref: str, pinned: str | None)
     try:
         img = client.images.get(base_ref)
     except docker.errors.ImageNotFound:
-        console.print("[yellow]warning:[/] base image %s is not present locally; the engine will try to pull it "
-                      "(without a registry: --base IMAGE names a local stand-in)" % base_ref, soft_wrap=True)
+        warn("base image %s is not present locally; the engine will try to pull it "
+             "(without a registry: --base IMAGE names a local stand-in)" % base_ref)
         return None
     digests = img.attrs.get("RepoDigests") or []
     return digests[0].split("@", 1)[1] if digests else img.id

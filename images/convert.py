@@ -4,7 +4,9 @@ refuse (``ChexstackError``, exit 2) naming the line, the instruction and why.
 The Dockerfile is read by Docker's own parser (BuildKit's ``frontend/dockerfile/parser`` through the ``dockerfile``
 package: continuations, comments, the escape directive, flags, JSON forms and heredocs as Docker reads them); the
 mapping of each instruction is ours, because spython's (0.3.14; 0.3.15 differs only in the curl flags of ``ADD``
-URLs, singularityhub/singularity-cli#229) loses meaning in the ways ../shared/cases 09-12, 27 and 28 record.
+URLs, singularityhub/singularity-cli#229) loses meaning in the ways singularityhub/singularity-cli#187,
+singularityhub/singularity-cli#20, singularityhub/singularity-cli#73, singularityhub/singularity-cli#158,
+singularityhub/singularity-cli#229, containerbuildsystem/dockerfile-parse#145 record.
 Definition semantics (Apptainer user guide, "Definition Files"): ``%files`` is copied before ``%post``, ``%post``
 runs under ``/bin/sh -e`` without ``%environment``, ``%environment`` is sourced at run time after the base image's
 environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` gets the user's arguments as
@@ -15,9 +17,11 @@ Mapping (Dockerfile reference), per instruction:
 - ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``); ``ARG``s before
   the first ``FROM`` only resolve ``FROM`` (``--build-arg`` overrides; no value -> error). ``FROM <stage>``,
   ``--platform`` and ``scratch`` are refused.
-- ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post`` (case 09); never in
+- ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
+(singularityhub/singularity-cli#187); never in
   ``%environment``. An ``ENV`` of the same name wins, as in Docker.
-- ``ENV``: ``export`` in ``%post`` where it stood (case 10) and in ``%environment``; values are expanded as Docker
+- ``ENV``: ``export`` in ``%post`` where it stood (singularityhub/singularity-cli#20) and in ``%environment``; values
+are expanded as Docker
   does, with what the Dockerfile defines; references to the base image's variables stay ``${NAME}``.
 - ``RUN``: Docker runs each RUN as ``SHELL + [command]`` (default ``/bin/sh -c``) in a fresh shell, failing only on
   the command's exit status. A single simple command is written as it is; anything else (lists, ``cd``,
@@ -31,12 +35,14 @@ Mapping (Dockerfile reference), per instruction:
   ``DEST/`` a folder, owner root or ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies
   with ``cp -fLr`` (symbolic links followed, owners lost), so ``--from`` goes through a tar the source stage makes
   at its end (links and owners kept, as Docker keeps them) and a local source holding symbolic links is refused;
-  ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it (case 27), of a URL
+  ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it
+  (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
   ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
 - ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there.
 - ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
-  that uid, its primary gid or the given one, its groups and its HOME (case 12: never ``su -``). Apptainer always
+  that uid, its primary gid or the given one, its groups and its HOME (singularityhub/singularity-cli#158: never ``su
+  -``). Apptainer always
   runs the image as the invoking user: a warning says so.
 - ``ENTRYPOINT``/``CMD``: ``%runscript`` and ``%startscript`` run ``ENTRYPOINT + (arguments or CMD)`` with Docker's
   rules (shell forms through ``SHELL``; ``ENTRYPOINT`` resets an inherited ``CMD``). ``CMD`` without ``ENTRYPOINT``
@@ -63,6 +69,7 @@ import dockerfile
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
 from images import dockerwords
+from images.lint import lint_definition
 from images.dockerwords import UnsupportedExpansion
 
 DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
@@ -624,12 +631,7 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = Non
     conv = _Converter(path, build_args or {})
     stages = conv.run()
     text = write(stages, path.name)
-    for line in text.splitlines():
-        if line.startswith("From:") and "$" in line:
-            raise ChexstackError("%s: converted %r still holds a variable" % (path, line))
-        if re.match(r"^\s*su\s+-", line):
-            raise ChexstackError("%s: converted %r: USER must not become `su -`" % (path, line))
-    return Conversion(text, conv.warnings)
+    return Conversion(lint_definition(text, str(path)), conv.warnings)
 
 
 def parse_build_args(items: list[str] | None) -> dict[str, str]:

@@ -8,7 +8,8 @@ Facts (with their sources in envs/rules.yaml, queried through ``envs.rules``):
 - ``HOROVOD_GPU_OPERATIONS`` exists from 0.20.0; ``HOROVOD_GPU_ALLREDUCE`` (+ ``_ALLGATHER``/``_BROADCAST``) before.
 
 Why last and with ``--no-cache-dir``: a later layer that changes TensorFlow, or a cached wheel compiled for
-another TensorFlow, breaks every rank at import (../shared/cases/02); the gate makes the build itself fail.
+another TensorFlow, breaks every rank at import (https://github.com/horovod/horovod/issues/2619); the gate makes the
+build itself fail.
 """
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ from chexstack.errors import ChexstackError
 from envs.manifest import Stack
 from envs.check import horovod_env_findings
 from envs.rules import horovod_has
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV  # the build runs as root; hvd.init() starts MPI
 from images import parts
 from images.parts import Part
 from images.payload import BUILD_ONLY_GATE
 
 GATE_DIR = "/usr/local/share/chexstack-build/gate"
-#: Open MPI refuses to run as root without these (the build runs as root; ``hvd.init()`` starts MPI).
-MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 # Horovod < 0.17: no --check-build; the import + init is the whole proof (Python >= 3.5 syntax).
@@ -82,7 +82,7 @@ def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> 
     >= 0.17: ``python -m facts.horovod_gate --require ...`` (``--check-build`` marks + TF-built-for check);
     older: ``import horovod.tensorflow`` + ``hvd.init()``. ``python`` may be a command (``micromamba run ...
     python``); ``extra_env`` is set for the check only (e.g. CUDA stubs)."""
-    root = parts.horovod_env_prefix({**MPI_AS_ROOT, **(extra_env or {})})
+    root = parts.horovod_env_prefix({**ALLOW_RUN_AS_ROOT_ENV, **(extra_env or {})})
     if not has_check_build(stack.version("horovod")):
         return parts.run("%s %s -c %s" % (root, python, shlex.quote(_IMPORT_INIT_CHECK)), name="horovod-gate")
     require = ",".join("%s=%s" % kn for kn in required_components(stack.build.horovod_env))

@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import subprocess
 import urllib.parse
 
 from envs.manifest import Stack
+from facts import host
 from images import payload
 from images.naming import chexstack_version, image_ref, manifest_digest
 from images.parts import REPO
@@ -26,19 +26,10 @@ DOCKER_IMAGE_ID = "org.chexstack.docker.image.id"
 CODE = "org.chexstack.code.sha256"
 
 
-def _git(*args: str) -> str:
-    try:
-        p = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return p.stdout.strip() if p.returncode == 0 else ""
-
-
 def revision() -> str:
     """The git commit of this checkout, ``-dirty`` appended when tracked files differ from it ("" outside git)."""
-    commit = _git("rev-parse", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
-    return commit + ("-dirty" if commit and dirty else "")
+    commit, dirty = host.git_state(REPO)
+    return (commit or "") + ("-dirty" if commit and dirty else "")
 
 
 def source_url(remote: str) -> str:
@@ -60,7 +51,7 @@ def source_url(remote: str) -> str:
 
 def source() -> str:
     """The ``origin`` remote of this checkout as a public URL (``source_url``), "" when there is none."""
-    return source_url(_git("remote", "get-url", "origin"))
+    return source_url(host.git(REPO, "remote", "get-url", "origin") or "")
 
 
 def code_digest() -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 
 import docker
@@ -17,16 +16,14 @@ import docker.errors
 
 from chexstack import engine
 from chexstack.errors import ChexstackError
+from chexstack.tools import run_checked
 
 LOCAL_DEBIAN = "chexstack-local/debian:bookworm"
 MIRROR = "http://deb.debian.org/debian"
 
 
 def _run(argv: list[str], what: str) -> None:
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        tail = "\n".join(p.stdout.strip().splitlines()[-15:])
-        raise ChexstackError("%s failed (exit %d): %s\n%s" % (what, p.returncode, " ".join(argv), tail))
+    run_checked(argv, what, timeout=None)
 
 
 def ensure_debian_base(tag: str = LOCAL_DEBIAN, client: docker.DockerClient | None = None) -> str:

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from hpccm.building_blocks import packages
 
+from facts.openmpi import ALLOW_RUN_AS_ROOT_FLAG
 from images.parts import Part, combine, run
 
 SSHD = "/usr/sbin/sshd"
@@ -104,13 +105,13 @@ mkdir -p /root/.ssh && chmod 1777 /root/.ssh && rm -f /root/.ssh/id_rsa /root/.s
 r=$?
 if [ $r = 0 ]; then
   @SSHD@ -De 2> /tmp/sshd.log &
-  timeout 120 mpirun --allow-run-as-root -np 1 -H @WORKER@:1 -mca plm_rsh_args '-o BatchMode=yes -o ConnectionAttempts=10' \
+  timeout 120 mpirun @ALLOW_ROOT@ -np 1 -H @WORKER@:1 -mca plm_rsh_args '-o BatchMode=yes -o ConnectionAttempts=10' \
     -mca pml ob1 -mca btl self sh -c 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE, ssh $SSH_CONNECTION"'
   r=$?
   if [ $r != 0 ]; then echo '--- sshd log ---'; tail -n 10 /tmp/sshd.log; fi
 fi
 rc $r
-""".replace("@SSHD@", SSHD).replace("@PRIVSEP@", PRIVSEP_DIR).replace("@WORKER@", CHECK_WORKER)
+""".replace("@ALLOW_ROOT@", ALLOW_RUN_AS_ROOT_FLAG).replace("@SSHD@", SSHD).replace("@PRIVSEP@", PRIVSEP_DIR).replace("@WORKER@", CHECK_WORKER)
 
 
 def parse_report(text: str) -> dict[str, tuple[str, int | None]]:

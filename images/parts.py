@@ -5,16 +5,20 @@ edge (``images.render``), and ``context`` maps the build-context paths its COPYs
 folder of this repository, or bytes). Versions never live here: every value comes from the stack manifest through
 the recipe that calls a part.
 
-What the parts get right that Dockerfile -> Singularity converters get wrong (../shared/cases/09-12):
+What the parts get right that Dockerfile -> Singularity converters get wrong
+(https://github.com/singularityhub/singularity-cli/issues/187,
+https://github.com/singularityhub/singularity-cli/issues/20,
+https://github.com/singularityhub/singularity-cli/issues/73,
+https://github.com/singularityhub/singularity-cli/issues/158):
 
 - ``base``: the image reference is resolved before rendering (manifest or ``--base``); a ``$`` in it is refused,
-  so no ``From:`` line can carry an unresolved ARG (case 09).
+  so no ``From:`` line can carry an unresolved ARG (singularityhub/singularity-cli#187).
 - ``env``: values with spaces or quotes are quoted (hpccm's ``environment`` writes ``K=a b``, which Docker and
-  ``export`` both split), and for Singularity hpccm also exports them in ``%post`` (case 10).
+  ``export`` both split), and for Singularity hpccm also exports them in ``%post`` (singularityhub/singularity-cli#20).
 - ``copy_file``/``copy_dir``: destinations are absolute and, for Singularity, created in ``%setup`` before ``%files`` runs
-  (case 11).
+  (singularityhub/singularity-cli#73).
 - no ``USER``: images run as the invoking user; hpccm's ``user`` renders nothing for Singularity, never ``su -``
-  (case 12).
+  (https://github.com/singularityhub/singularity-cli/issues/158).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from hpccm.primitives import baseimage, comment, copy, environment, shell
 
 from chexstack.errors import ChexstackError
 from images.naming import IN_IMAGE_HOME
+from images.payload import PAYLOAD
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,7 +95,7 @@ def run(*commands: str, name: str = "run") -> Part:
 
 def copy_file(ctx: str, source: Path | bytes, dest: str, name: str = "copy") -> Part:
     """COPY one build-context file to the absolute path ``dest``; Singularity creates its folder in ``%setup``
-    before ``%files`` copies (../shared/cases/11)."""
+    before ``%files`` copies (https://github.com/singularityhub/singularity-cli/issues/73)."""
     return copy_dir(ctx, {"": source}, dest, name)
 
 
@@ -140,7 +145,6 @@ def chexstack_code() -> Part:
     """The payload (``images.payload.PAYLOAD``: the trainer and the in-image probe) under ``/opt/chexstack``
     (``python -m trainer`` works from any directory through PYTHONPATH). Last in every image: a trainer-only
     change rebuilds only these layers. Build-context names: ``chexstack/<file or folder name>``."""
-    from images.payload import PAYLOAD
     home = IN_IMAGE_HOME
     copies = [copy_dir("chexstack/%s" % Path(rel).name, {"": REPO / rel}, inside) for inside, rel in PAYLOAD.items()]
     return combine("chexstack-code", env({"PYTHONPATH": home, "CHEXSTACK_HOME": home}), *copies)

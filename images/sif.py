@@ -4,7 +4,7 @@
 PATH. ``build_sif(ref, image_id, out_dir)`` bootstraps from ``docker-daemon://<ref>`` and records the Docker image
 ID in the SIF's labels (``org.chexstack.docker.image.id``), so a SIF always names the exact image it came from.
 ``probe_sif`` runs the same in-image probe as the Docker verification (a converter may reorder layers:
-../shared/cases/02).
+https://github.com/horovod/horovod/issues/2619).
 """
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ a longer found one with the same leading parts ("3.11" matches "3.11.2"); a row 
 
 Horovod, era-aware (``images.horovod``): from 0.17 the ``horovodrun --check-build`` marks must include what the
 stack's build flags require (parsed by ``facts.parsers.horovod``; its exit status means nothing,
-../shared/cases/01); before 0.17 the probe's ``import horovod.tensorflow`` + ``hvd.init()`` must have worked.
-Always: the TensorFlow Horovod was compiled for (``horovod/metadata.json``) must be the one imported (case 02).
+https://github.com/horovod/horovod/issues/3858); before 0.17 the probe's ``import horovod.tensorflow`` + ``hvd.init()``
+must have worked.
+Always: the TensorFlow Horovod was compiled for (``horovod/metadata.json``) must be the one imported
+(horovod/horovod#2619).
 
 Launch requirements (``launch_report`` runs ``images.mpijob.CHECK_SCRIPT`` in a loopback-only container,
 ``launch_rows`` judges it): what ``launch/k8s.py``'s MPIJob, ``launch/slurm.py``'s pyxis script and every launcher

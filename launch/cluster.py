@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack, load_stack
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
 from launch.options import check_launcher
-from launch.horovodrun import OPEN_MPI_ROOT_ENV
+from launch.plans import Plan
 from launch.request import SYNTHETIC, TrainRequest
 
 LAUNCHERS = ("slurm", "k8s")
@@ -141,7 +142,7 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
         if opts.image:
             raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
                                  % sys.executable)
-        env = dict(OPEN_MPI_ROOT_ENV, **request.device_env())
+        env = dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env())
         return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
                        gpus=request.gpus > 0, trainer_args=tuple(request.trainer_args()),
                        mounts=(Mount(request.output),), env=env, workdir=REPO_ROOT)
@@ -215,9 +216,10 @@ def submit_and_follow(request: TrainRequest, spec: JobSpec, script: str) -> dict
     pattern = os.path.join(request.output, "slurm-%j.out")
     argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
     try:
-        return local.execute(request, argv, {}, command_line="sbatch (job %s) and follow %s" % (spec.name, pattern),
-                             controller="mpi", reason="Open MPI's mpirun inside the Slurm allocation" if spec.stack
-                             is None else "the job script's launcher", cwd=REPO_ROOT)
+        return local.execute(request, Plan(
+            argv, {}, "mpi", "Open MPI's mpirun inside the Slurm allocation" if spec.stack is None
+            else "the job script's launcher", shown="sbatch (job %s) and follow %s" % (spec.name, pattern)),
+            cwd=REPO_ROOT)
     finally:
         if os.path.exists(path):
             os.unlink(path)

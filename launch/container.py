@@ -3,12 +3,13 @@
 Docker: ``docker run --rm --network host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 --init --name
 chexstack-train-XXXXXXXX [--gpus all] [--device /dev/infiniband] -v DATA:/data:ro -v OUTPUT:/output -e ...
 -e CHEXSTACK_OUTPUT_LOCK IMAGE horovodrun ... python -m trainer ...``.
-``--ipc=host``: NCCL's shared-memory transport needs more than Docker's 64 MiB /dev/shm (../shared/cases/04);
+``--ipc=host``: NCCL's shared-memory transport needs more than Docker's 64 MiB /dev/shm
+(https://github.com/NVIDIA/nccl/issues/290);
 ``memlock=-1``: InfiniBand verbs pin memory; ``stack``: NVIDIA's recommended ulimit for its TF containers; both
 capped at the host's hard limits (``ulimits``). ``--init``: Docker's init (tini) is PID 1 and passes SIGTERM on to
 horovodrun — a PID 1 without a handler ignores it, so Ctrl-C would wait for ``docker stop``'s 10 s and SIGKILL;
 ``--name``: an interrupted run whose ``docker run`` client had to be killed still has its container removed
-(``ContainerPlan.force_stop``). ``CHEXSTACK_OUTPUT_LOCK`` (value from the launcher's environment) tells rank 0 that
+(``Plan.force_stop``). ``CHEXSTACK_OUTPUT_LOCK`` (value from the launcher's environment) tells rank 0 that
 the launcher holds the output folder's lock (``trainer.runlock``).
 ``--user UID:GID`` (the calling user's) with ``HOME`` on a tmpfs of that user: every file the run writes into
 ``--output`` belongs to whoever started it, not to root (who alone could delete it from shared storage); the
@@ -18,25 +19,27 @@ the calling user already (``as_root``: ``--fakeroot``, root in a user namespace;
 
 The controller (Gloo or MPI) is picked from the interfaces the container really has (``ls /sys/class/net`` in
 a throw-away container on the same network): with loopback only, Gloo segfaults every rank (exit 139,
-../shared/cases/23), so MPI is used, or a request for Gloo stops before launching with the cause and the fixes.
+observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a container whose only interface is loopback), so MPI is used, or a
+request for Gloo stops before launching with the cause and the fixes.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import shutil
 import uuid
 
 from chexstack import engine
-from chexstack.console import console
+from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from envs.manifest import load_stack
+from facts import host
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
-from launch.local import execute, gpu_count, oversubscription
+from launch.local import execute, oversubscription
+from launch.plans import Plan
 from launch.request import SYNTHETIC, TrainRequest
-from trainer.runlock import TOKEN_ENV
+from trainer.preflight import TOKEN_ENV
 
 DATA, OUTPUT = "/data", "/output"
 RUNTIMES = ("docker", "singularity")
@@ -60,31 +63,6 @@ def user_options(as_root: bool = False, uid: int | None = None, gid: int | None 
         return []
     return ["--user", "%d:%d" % (uid, gid), "--tmpfs", "%s:rw,exec,uid=%d,gid=%d,mode=700" % (CONTAINER_HOME, uid, gid),
             "-e", "HOME=%s" % CONTAINER_HOME]
-
-
-@dataclasses.dataclass(frozen=True)
-class ContainerPlan:
-    argv: list[str]
-    controller: str
-    reason: str
-    container: str | None = None  # docker: the container's --name
-    warnings: tuple[str, ...] = ()
-
-    def command_line(self) -> str:
-        return shlex.join(self.argv)
-
-    def force_stop(self) -> None:
-        """Remove the container if it still exists (after its ``docker run`` client was killed)."""
-        if self.container is None:
-            return
-        import docker.errors
-
-        client = engine.optional_client()
-        try:
-            if client is not None:
-                client.containers.get(self.container).remove(force=True)
-        except docker.errors.DockerException:  # gone already (--rm), or being removed
-            pass
 
 
 def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainRequest]:
@@ -134,8 +112,8 @@ def ulimits() -> list[str]:
         if hard != resource.RLIM_INFINITY and (wanted == -1 or wanted > hard):
             wanted = hard
             if name == "memlock" and os.path.exists("/dev/infiniband"):
-                console.print("[yellow]warning:[/] memlock is limited to %d bytes here (hard limit); InfiniBand "
-                              "verbs need it unlimited (raise it for the Docker engine: LimitMEMLOCK=infinity)" % hard)
+                warn("memlock is limited to %d bytes here (hard limit); InfiniBand "
+                     "verbs need it unlimited (raise it for the Docker engine: LimitMEMLOCK=infinity)" % hard)
         out += ["--ulimit", "%s=%d" % (name, wanted)]
     return out
 
@@ -151,15 +129,15 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
 
 
 def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpus_here: int | None = None,
-                interfaces: list[str] | None = None, stack: str | None = None, as_root: bool = False) -> ContainerPlan:
+                interfaces: list[str] | None = None, stack: str | None = None, as_root: bool = False) -> Plan:
     """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run), as the calling
     user (``user_options``) unless ``as_root``."""
     request.check().check_paths()
     if network not in NETWORKS:
         raise ChexstackError("--network %r: expected one of %s" % (network, ", ".join(NETWORKS)))
-    have = gpu_count() if gpus_here is None else gpus_here
+    have = host.gpu_count() if gpus_here is None else gpus_here
     if request.gpus > have:
-        raise ChexstackError("--gpus %d: this machine has %d GPU(s) (nvidia-smi -L)" % (request.gpus, have))
+        raise ChexstackError("--gpus %d: this machine has %d GPU(s) (nvidia-smi)" % (request.gpus, have))
     binds, inside = mounts(request)
     argv, env, controller, reason = _trainer_command(
         inside, docker_interfaces(image, network, stack) if interfaces is None else interfaces)
@@ -175,7 +153,7 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
     for k, v in sorted(env.items()):
         run += ["-e", "%s=%s" % (k, v)]
     run += ["-e", TOKEN_ENV]
-    return ContainerPlan(run + [image] + argv, controller, reason, name, tuple(oversubscription(request)))
+    return Plan(run + [image] + argv, {}, controller, reason, tuple(oversubscription(request)), container=name)
 
 
 def trainer_drift(image: str, stack_name: str) -> str | None:
@@ -203,7 +181,7 @@ def trainer_drift(image: str, stack_name: str) -> str | None:
             % (image, what, stack_name))
 
 
-def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> ContainerPlan:
+def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> Plan:
     """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces), as
     the calling user, or with ``--fakeroot`` for ``as_root``."""
     from images.sif import require_tool
@@ -220,7 +198,7 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
         run += ["--bind", "%s:%s%s" % (host, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):
         run += ["--env", "%s=%s" % (k, v)]
-    return ContainerPlan(run + [sif] + argv, controller, reason, warnings=tuple(oversubscription(request)))
+    return Plan(run + [sif] + argv, {}, controller, reason, tuple(oversubscription(request)))
 
 
 def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "docker", image: str | None = None,
@@ -232,17 +210,18 @@ def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "do
     from images.naming import image_ref
     from images.sif import sif_path
 
+    import launch
+
     ref = image or image_ref(load_stack(stack_name))
     if runtime == "docker":
         if shutil.which("docker") is None:
             raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
-        plan = docker_plan(request, ref, network=network, stack=stack_name, as_root=as_root)
+        plan = launch.plan(request, "docker", image=ref, network=network, stack=stack_name, as_root=as_root)
         drift = trainer_drift(ref, stack_name)
         if drift:
-            plan = dataclasses.replace(plan, warnings=plan.warnings + (drift,))
+            plan = plan.with_warning(drift)
     elif runtime == "singularity":
-        plan = singularity_plan(request, image or str(sif_path(ref, SIF_DIR)), as_root=as_root)
+        plan = launch.plan(request, "singularity", sif=image or str(sif_path(ref, SIF_DIR)), as_root=as_root)
     else:
         raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
-    return execute(request, plan.argv, {}, command_line=plan.command_line(), controller=plan.controller,
-                   reason=plan.reason, cwd=os.getcwd(), warnings=plan.warnings, force_stop=plan.force_stop)
+    return execute(request, plan, cwd=os.getcwd())

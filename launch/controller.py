@@ -1,6 +1,6 @@
 """Which Horovod controller (Gloo or MPI) can run on this host's network interfaces.
 
-Fact (../shared/cases/23, observed with Horovod 0.28.1 + TF 2.15.1 on Debian 12): with only the loopback
+Fact (observed here with Horovod 0.28.1 + TensorFlow 2.15.1 on Debian 12): with only the loopback
 interface (a container started with ``--network none``) every rank of the Gloo controller dies with SIGSEGV
 (exit 139), even with ``--network-interface lo``; the MPI controller runs the same job. So: MPI when loopback is
 all there is; if the user insisted on Gloo there, stop BEFORE launching with the cause and both fixes.

@@ -2,9 +2,8 @@
 
 Facts used: ``horovodrun -np N -H host1:slots,host2:slots [--gloo|--mpi] [--mpi-args=...] CMD`` (Horovod docs,
 "Running Horovod"); with MPI, horovodrun forwards its environment to the ranks (``mpirun -x``), with Gloo it
-passes it on itself. Open MPI refuses to run as root unless told twice: ``--allow-run-as-root`` on mpirun, or
-``OMPI_ALLOW_RUN_AS_ROOT=1`` + ``OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` (Open MPI >= 3.0, mpirun(1) man page). Both
-are added for the MPI controller — harmless for a non-root user, required in containers that run as root.
+passes it on itself. Open MPI's run-as-root permission (``facts.openmpi``) is added in both forms for the MPI
+controller — harmless for a non-root user, required in containers that run as root.
 """
 from __future__ import annotations
 
@@ -12,10 +11,11 @@ import os
 import sys
 
 from chexstack.errors import ChexstackError
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from launch.controller import CONTROLLERS
 
-OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-OPEN_MPI_ROOT_ARG = "--mpi-args=--allow-run-as-root"
+#: horovodrun passes ``--mpi-args`` on to mpirun.
+OPEN_MPI_ROOT_ARG = "--mpi-args=" + ALLOW_RUN_AS_ROOT_FLAG
 
 
 def slots(host: str) -> int:
@@ -56,5 +56,5 @@ def horovodrun_argv(np: int, trainer_args: list[str], *, hosts: list[str] | None
         argv.append("--gloo")
     elif controller == "mpi":
         argv += ["--mpi", OPEN_MPI_ROOT_ARG]
-        env.update(OPEN_MPI_ROOT_ENV)
+        env.update(ALLOW_RUN_AS_ROOT_ENV)
     return argv + [python, "-m", "trainer", *trainer_args], env

@@ -7,10 +7,11 @@ Open MPI flags, ``launch.mpirun``), which reaches the Worker pods over SSH with 
 does not fail on DNS or sshd that is not up yet.
 
 Per worker: ``nvidia.com/gpu`` limits (NVIDIA device plugin) equal to its slots; ``/dev/shm`` as a memory-backed
-``emptyDir`` (NCCL's shared-memory transport dies in the 64 MiB default: ../shared/cases/04); where an RDMA device
+``emptyDir`` (NCCL's shared-memory transport dies in the 64 MiB default: https://github.com/NVIDIA/nccl/issues/290);
+where an RDMA device
 resource is configured (e.g. ``rdma/hca_shared_devices_a`` of Mellanox's k8s-rdma-shared-dev-plugin) that
 resource plus the ``IPC_LOCK`` capability, without which NCCL cannot register memory and silently falls back to
-TCP sockets (../shared/cases/05).
+TCP sockets (https://github.com/NVIDIA/nccl/issues/451).
 
 Mounts: ``Mount.source`` ``pvc:CLAIM`` is a PersistentVolumeClaim, any other path a ``hostPath`` directory.
 """

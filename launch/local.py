@@ -2,7 +2,7 @@
 
 ``--gpus N`` runs N ranks with one GPU each (``--np`` defaults to N); ``--gpus 0 --np K`` runs K CPU ranks (the
 ranks see no GPU: ``CUDA_VISIBLE_DEVICES=""``; more ranks than cores is allowed — tests do it — with a warning).
-GPUs are counted with ``nvidia-smi -L`` (one ``GPU i: ...`` line each; none without the NVIDIA driver).
+GPUs are counted by ``facts.host.gpu_count`` (``nvidia-smi --query-gpu``; none without the NVIDIA driver).
 
 ``execute`` is what every launcher that runs here shares (this module, ``launch.container``): take the output
 folder's lock (``trainer.runlock``; the ranks get its token), check ``--resume`` against the folder, run with the
@@ -14,66 +14,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import shutil
 import signal
-import subprocess
 import sys
-from collections.abc import Callable
 
 from rich.text import Text
 
-from chexstack.console import console
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
+from facts import host
 from launch import report, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv, slots
+from launch.plans import Plan
 from launch.request import TrainRequest, trainer_errors
-from trainer import checkpoint, runlock
+from trainer import preflight
 from trainer.errors import TrainerError
-from trainer.outputs import SKIPPED_IMAGES
+from trainer.preflight import SKIPPED_IMAGES
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = "launch.log"
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    argv: list[str]
-    env: dict[str, str]
-    controller: str
-    reason: str
-    warnings: tuple[str, ...] = ()
-
-    def command_line(self) -> str:
-        """The exact command, environment first, as a shell would take it."""
-        return " ".join(["%s=%s" % (k, shlex.quote(v)) for k, v in sorted(self.env.items())] +
-                        [shlex.join(self.argv)])
-
-
-def gpu_count() -> int:
-    """GPUs on this machine according to ``nvidia-smi -L`` (0 without nvidia-smi or when it fails)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return 0
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
-
-
-def cpu_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, as taskset/cgroups set it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def oversubscription(request: TrainRequest, cores: int | None = None) -> list[str]:
     """A warning when CPU ranks outnumber the cores: allowed (tests run more ranks than cores), but slow."""
-    cores = cpu_cores() if cores is None else cores
+    cores = host.cpu_cores() if cores is None else cores
     if request.gpus == 0 and request.ranks() > cores:
         return ["%d CPU ranks on %d core%s: ranks will share cores, so images/s will be lower than with %d ranks "
                 "(fine for tests, not for measurements)" % (request.ranks(), cores, "" if cores == 1 else "s",
@@ -92,11 +57,11 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     if hosts and request.np is None and request.gpus == 0:  # CPU ranks: one per slot of the hosts
         request = dataclasses.replace(request, np=sum(slots(h) for h in hosts))
     request.check().check_paths()
-    have = gpu_count() if gpus_here is None else gpus_here
+    have = host.gpu_count() if gpus_here is None else gpus_here
     if hosts:
         have = request.gpus
     if request.gpus > have:
-        raise ChexstackError("--gpus %d: this machine has %d GPU%s (nvidia-smi -L); use %s--gpus 0 --np N for CPU "
+        raise ChexstackError("--gpus %d: this machine has %d GPU%s (nvidia-smi); use %s--gpus 0 --np N for CPU "
                              "ranks" % (request.gpus, have, "" if have == 1 else "s",
                                         "--gpus %d, or " % have if have else ""))
     controller, reason = pick_controller(local_interfaces() if interfaces is None else interfaces,
@@ -112,6 +77,16 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     return Plan(argv, env, controller, reason, tuple(oversubscription(request)))
 
 
+def mpirun_plan(request: TrainRequest, *, hosts: list[str], python: str = sys.executable,
+                ssh_identity_file: str | None = None) -> Plan:
+    """``plan`` with Horovod's MPI controller across ``hosts`` (``["node1:4", "node2:4"]``, required): what
+    ``invoke bench --launcher mpirun`` runs. ChexstackError without hosts, or as ``plan``."""
+    if not hosts:
+        raise ChexstackError("the mpirun target needs hosts (host:slots,...)")
+    return plan(dataclasses.replace(request, controller="mpi"), hosts=hosts, python=python,
+                ssh_identity_file=ssh_identity_file)
+
+
 def read_metrics(output: str) -> dict:
     path = os.path.join(output, "metrics.json")
     try:
@@ -125,20 +100,20 @@ def interrupted_message(signum: int, output: str) -> str:
     """The one line after an interrupted run: the last complete checkpoint and how to continue."""
     name = signal.Signals(signum).name
     try:
-        state = checkpoint.load_state(output)
+        state = preflight.load_state(output)
     except TrainerError as e:  # a state.json we cannot read: say so rather than guess
         return "interrupted by %s; the checkpoint state in %s cannot be read (%s)" % (
-            name, checkpoint.folder(output), e)
+            name, preflight.checkpoint_folder(output), e)
     if state is None:
         return ("interrupted by %s before the first epoch was complete: no checkpoint in %s; start again without "
                 "--resume" % (name, output))
     return ("interrupted by %s after epoch %d; the last complete checkpoint is epoch %d (%s): continue with "
-            "--resume" % (name, state["epoch"], state["epoch"], checkpoint.folder(output)))
+            "--resume" % (name, state["epoch"], state["epoch"], preflight.checkpoint_folder(output)))
 
 
-def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, command_line: str, controller: str,
-            reason: str, cwd: str, warnings: tuple[str, ...] = (), force_stop: Callable[[], None] | None = None) -> dict:
-    """Run a planned training command here under the output lock; print the results; return metrics.json.
+def execute(request: TrainRequest, plan: Plan, *, cwd: str) -> dict:
+    """Run ``plan`` (any target's, ``launch.plan``) here under the output lock, in ``cwd``; print the results;
+    return metrics.json.
 
     ChexstackError: exit 2 when the output is in use, ``--resume`` does not fit the folder or the trainer refused
     its input (a rank's ``trainer: error:`` and exit 2), 128 + signal when interrupted (SIGINT 130, SIGTERM 143),
@@ -146,24 +121,24 @@ def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, comm
     """
     output = request.with_absolute_paths().output
     with trainer_errors():
-        lock = runlock.acquire(output, " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
+        lock = preflight.acquire(output, " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
     with lock:
         if lock.problem:
-            console.print("[yellow]warning:[/] %s" % lock.problem, soft_wrap=True, highlight=False)
+            warn(lock.problem)
         request.check_checkpoint()
-        for warning in warnings:
-            console.print("[yellow]warning:[/] %s" % warning, soft_wrap=True, highlight=False)
-        console.print(Text.assemble(("launch: ", "bold"), command_line), soft_wrap=True)
-        console.print("controller: %s (%s)" % (controller, reason), markup=False)
-        token = {runlock.TOKEN_ENV: lock.token} if lock.token else {}
-        outcome = stream.run(argv, {**env, **token}, os.path.join(output, LOG), console, cwd=cwd,
-                             force_stop=force_stop)
+        for warning in plan.warnings:
+            warn(warning)
+        console.print(Text.assemble(("launch: ", "bold"), plan.command_line()), soft_wrap=True)
+        console.print("controller: %s (%s)" % (plan.controller, plan.reason), markup=False)
+        token = {preflight.TOKEN_ENV: lock.token} if lock.token else {}
+        outcome = stream.run(plan.argv, {**plan.env, **token}, os.path.join(output, LOG), console, cwd=cwd,
+                             force_stop=plan.force_stop if plan.container else None)
     if outcome.interrupted is not None and outcome.returncode != 0:  # (0: it ended by itself meanwhile)
         raise ChexstackError(interrupted_message(outcome.interrupted, output),
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
-        raise ChexstackError(stream.explain_failure(outcome, controller),
+        raise ChexstackError(stream.explain_failure(outcome, plan.controller),
                              exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
@@ -177,6 +152,7 @@ def execute(request: TrainRequest, argv: list[str], env: dict[str, str], *, comm
 def train(request: TrainRequest, hosts: list[str] | None = None, ssh_identity_file: str | None = None) -> dict:
     """Launch ``request`` here (or on ``hosts``, ``plan``) and return its metrics.json; ChexstackError if it cannot
     start, fails or is interrupted (``execute``)."""
-    p = plan(request, hosts=hosts, ssh_identity_file=ssh_identity_file)
-    return execute(request, p.argv, p.env, command_line=p.command_line(), controller=p.controller, reason=p.reason,
-                   cwd=REPO_ROOT, warnings=p.warnings)
+    import launch
+
+    return execute(request, launch.plan(request, "local", hosts=hosts, ssh_identity_file=ssh_identity_file),
+                   cwd=REPO_ROOT)

@@ -18,11 +18,9 @@ this is stated in the result); another implementation or another series -> incom
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 
-from chexstack.errors import ChexstackError
+from chexstack.tools import run_checked
 from envs.manifest import Stack
 from facts.parsers import versions as parse_versions
 
@@ -78,12 +76,6 @@ def check_hybrid(stack: Stack, mpirun_version_output: str) -> MpiCompatibility:
 
 def host_mpirun_version(mpirun: str = "mpirun") -> str:
     """Output of ``mpirun --version`` on this host. Raises ChexstackError when mpirun is missing or fails."""
-    path = shutil.which(mpirun)
-    if path is None:
-        raise ChexstackError("%s not found on PATH: the hybrid model (host mpirun + singularity exec) needs the "
-                             "host's MPI; load its module or install it" % mpirun)
-    proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise ChexstackError("%s --version failed (exit %d): %s" % (path, proc.returncode,
-                                                                     (proc.stderr or proc.stdout).strip()[-500:]))
-    return proc.stdout + proc.stderr
+    return run_checked([mpirun, "--version"], "the host's MPI version", timeout=60,
+                       missing="%s not found on PATH: the hybrid model (host mpirun + singularity exec) needs the "
+                               "host's MPI; load its module or install it" % mpirun).output

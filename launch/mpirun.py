@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from facts.openmpi import ALLOW_RUN_AS_ROOT_FLAG
+
 #: Exported to every rank: the loader and executable search paths, plus NCCL's transport log so a silent
-#: fall-back to TCP sockets is visible (../shared/cases/05).
+#: fall-back to TCP sockets is visible (https://github.com/NVIDIA/nccl/issues/451).
 EXPORTED_ENV = ("NCCL_DEBUG=INFO", "LD_LIBRARY_PATH", "PATH")
 
 
@@ -21,8 +23,8 @@ def mpirun_argv(np: int, command: Sequence[str], *, hosts: Sequence[str] | None 
     """``mpirun`` argv that starts ``np`` ranks of ``command``.
 
     ``hosts``: Open MPI ``-H`` entries ``host:slots`` (None: the hosts come from the resource manager, e.g. a
-    Slurm allocation or the MPIJob's hostfile). ``allow_run_as_root``: Open MPI refuses to start as root without
-    ``--allow-run-as-root``. Raises ValueError for ``np < 1`` or an empty command.
+    Slurm allocation or the MPIJob's hostfile). ``allow_run_as_root``: add Open MPI's run-as-root permission
+    (``facts.openmpi``). Raises ValueError for ``np < 1`` or an empty command.
     """
     if np < 1:
         raise ValueError("np must be >= 1, got %d" % np)
@@ -30,7 +32,7 @@ def mpirun_argv(np: int, command: Sequence[str], *, hosts: Sequence[str] | None 
         raise ValueError("command must not be empty")
     argv = [mpirun]
     if allow_run_as_root:
-        argv.append("--allow-run-as-root")
+        argv.append(ALLOW_RUN_AS_ROOT_FLAG)
     argv += ["-np", str(np)]
     if hosts:
         argv += ["-H", ",".join(hosts)]

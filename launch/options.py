@@ -111,9 +111,9 @@ def trainer_options(stated: tuple[str, ...] | frozenset[str] = ()) -> list[Train
 @functools.lru_cache(maxsize=None)
 def _all_trainer_options() -> tuple[TrainerOption, ...]:
     """Every trainer option but the throughput mode's, read once from the trainer's parser."""
-    from trainer import cli
+    from trainer import preflight
     found = []
-    for action in cli.parser()._actions:
+    for action in preflight.parser()._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
         if action.dest in THROUGHPUT_OPTIONS:

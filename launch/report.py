@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from trainer.labels import CLASSES
+from trainer.preflight import CLASSES
 
 
 def _auroc(value: float | None) -> str:

@@ -16,10 +16,9 @@ import os
 from collections.abc import Iterator
 
 from chexstack.errors import ChexstackError
-from trainer import checkpoint, cli, labels, runlock, sources
+from trainer import preflight
 from trainer.errors import TrainerError
-
-SYNTHETIC = "synthetic"
+from trainer.preflight import SYNTHETIC
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +55,7 @@ class TrainRequest:
         if self.gpus > 0 and self.ranks() > self.gpus:
             raise ChexstackError("--np %d with --gpus %d: each rank needs its own GPU" % (self.ranks(), self.gpus))
         with trainer_errors():  # data given once, each number in range, the model known, ...
-            cli.check(cli.parse(self.trainer_args()))
+            preflight.check_options(self.trainer_args())
         return self
 
     def check_paths(self) -> "TrainRequest":
@@ -66,16 +65,16 @@ class TrainRequest:
         req = self.with_absolute_paths()
         with trainer_errors():
             if req.data and req.data != SYNTHETIC:
-                sources.find_label_file(req.data)
+                preflight.find_label_file(req.data)
             if req.images is not None:
-                sources.check_folder(req.images, "--images")
+                preflight.check_folder(req.images, "--images")
             if req.labels is not None and not os.path.isfile(req.labels):
                 why = ("a directory; expected the label file (Data_Entry_2017*.csv or .csv.gz)"
                        if os.path.isdir(req.labels) else "no such file")
                 raise TrainerError("--labels %s: %s" % (req.labels, why))
-            runlock.check_output_folder(req.output)
+            preflight.check_output_folder(req.output)
             if not os.path.exists(req.output):  # --resume into nothing: refused before the folder is made
-                checkpoint.committed_state(req.output, req.resume)
+                preflight.committed_state(req.output, req.resume)
         return self
 
     def check_checkpoint(self) -> "TrainRequest":
@@ -84,9 +83,9 @@ class TrainRequest:
         with another model, image size or label file (``trainer.checkpoint.check_identity``)."""
         req = self.with_absolute_paths()
         with trainer_errors():
-            state = checkpoint.committed_state(req.output, req.resume)
+            state = preflight.committed_state(req.output, req.resume)
             if state is not None:
-                checkpoint.check_identity(state, req.known_identity(), req.output)
+                preflight.check_identity(state, req.known_identity(), req.output)
         return self
 
     def known_identity(self) -> dict:
@@ -96,9 +95,9 @@ class TrainRequest:
         if self.data == SYNTHETIC:
             identity["label_sha256"] = None
         else:
-            path = self.labels or (self.data and sources.find_label_file(self.data))
+            path = self.labels or (self.data and preflight.find_label_file(self.data))
             if path:
-                identity["label_sha256"] = labels.read_text(path)[1]
+                identity["label_sha256"] = preflight.label_sha256(path)
         return identity
 
     def with_absolute_paths(self) -> "TrainRequest":
@@ -120,7 +119,7 @@ class TrainRequest:
     def device_env(self) -> dict[str, str]:
         """The ranks' device environment: CPU ranks see no GPU (``CUDA_VISIBLE_DEVICES=""``); with ``--gpus N``
         a rank whose TensorFlow sees no GPU stops instead of training on CPU (``trainer.cli.REQUIRE_GPU_ENV``)."""
-        return {"CUDA_VISIBLE_DEVICES": ""} if self.gpus == 0 else {cli.REQUIRE_GPU_ENV: "1"}
+        return {"CUDA_VISIBLE_DEVICES": ""} if self.gpus == 0 else {preflight.REQUIRE_GPU_ENV: "1"}
 
     def trainer_args(self) -> list[str]:
         """The ``python -m trainer`` options of this request."""

@@ -36,7 +36,8 @@ MODELS = ("pyxis", "hybrid")
 
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:%@+/=-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: Set in every job: NCCL's transport choice in the log (a silent fall-back to sockets: ../shared/cases/05).
+#: Set in every job: NCCL's transport choice in the log (a silent fall-back to sockets:
+#: https://github.com/NVIDIA/nccl/issues/451).
 DEFAULT_ENV = {"NCCL_DEBUG": "INFO"}
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 from chexstack.errors import ChexstackError
+from chexstack.tools import run
 from launch import submit
 
 #: Slurm's final job states (squeue(1), JOB STATE CODES).
@@ -64,8 +64,8 @@ def parse_scontrol(text: str) -> JobState | None:
 
 def job_state(job_id: str) -> JobState | None:
     """The job's state from ``scontrol -o show job``; None when Slurm does not know it (yet, or any more)."""
-    proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=60)
-    return parse_scontrol(proc.stdout) if proc.returncode == 0 else None
+    result = run(["scontrol", "-o", "show", "job", job_id], timeout=60)
+    return parse_scontrol(result.stdout) if result.ok else None
 
 
 class _Tail:
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
 
     def cancel(signum, frame):
         print("%s%s: cancelling Slurm job %s (scancel)" % (PREFIX, signal.Signals(signum).name, job_id), flush=True)
-        subprocess.run(["scancel", job_id], timeout=60)
+        run(["scancel", job_id], timeout=60)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, cancel)
     try:

@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from chexstack.errors import ChexstackError
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
-from trainer import events
+from trainer.preflight import parse_event
 
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
 _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
@@ -49,7 +49,8 @@ _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes
 _CONSEQUENCES = (_HOROVODRUN_SUMMARY, "Horovod has been shut down", "HorovodInternalError", "closed by peer")
 #: Open MPI's report of a daemon (a host) that stopped answering (ORTE "lost communication with a remote daemon")
 _LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
-#: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU: ../shared/cases/32)
+#: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU:
+#: https://github.com/tensorflow/tensorflow/issues/45930)
 _MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
@@ -233,7 +234,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                         first_exception = (rank, text.strip())
                 elif lost_host is None and (m := _LOST_DAEMON.search(line)):
                     lost_host = m.group(1)
-                if (event := events.parse(text)) is not None:
+                if (event := parse_event(text)) is not None:
                     display.event(event)
                 elif text.startswith(_ERROR):  # shown once, in the failure message
                     errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)

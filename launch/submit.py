@@ -3,22 +3,13 @@
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-
-from chexstack.errors import ChexstackError
+from chexstack.tools import run_checked
 
 
-def _run(tool: str, args: list[str], stdin: str, what: str, timeout_s: int = 300) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise ChexstackError("%s not found on PATH: cannot submit the %s here; render it with --render and submit "
-                             "it where %s is installed" % (tool, what, tool))
-    proc = subprocess.run([path] + args, input=stdin, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise ChexstackError("%s %s failed (exit %d): %s" % (tool, " ".join(args), proc.returncode,
-                                                              (proc.stderr or proc.stdout).strip()[-1500:]))
-    return proc.stdout.strip()
+def _run(tool: str, args: list[str], stdin: str, what: str, timeout_s: int = 300, doing: str = "submitting") -> str:
+    return run_checked([tool] + args, "%s the %s" % (doing, what), timeout=timeout_s, input=stdin,
+                       missing="%s not found on PATH: cannot submit the %s here; render it with --render and submit "
+                               "it where %s is installed" % (tool, what, tool)).stdout.strip()
 
 
 def submit_slurm(script: str) -> str:
@@ -36,5 +27,5 @@ def submit_k8s(manifest: str) -> str:
 def wait_k8s(name: str, timeout_s: int) -> None:
     """Block until MPIJob ``name`` (``mpijob.kubeflow.org/<name>``) has the condition Succeeded (mpi-operator
     v2beta1 JobStatus conditions). Raises ChexstackError when it does not within ``timeout_s`` seconds."""
-    _run("kubectl", ["wait", "--for=condition=Succeeded", "--timeout=%ds" % timeout_s, name], "", "MPIJob wait",
-         timeout_s=timeout_s + 60)
+    _run("kubectl", ["wait", "--for=condition=Succeeded", "--timeout=%ds" % timeout_s, name], "", "MPIJob",
+         timeout_s=timeout_s + 60, doing="waiting for")

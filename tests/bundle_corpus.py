@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import CASES, FIXTURES
-from validate.checks.runner import ToolRun
+from chexstack.tools import ToolRun
 from validate.evidence import Bundle
 
 CORPUS = Path(__file__).resolve().parent / "data" / "bundles"

@@ -56,10 +56,10 @@ def test_counts_beyond_the_slots_stop_before_running():
     cores = len(os.sched_getaffinity(0))
     run = invoke("bench", "--gpus", "1,2,%d" % (cores + 1), "--data", "synthetic")
     assert run.returncode == 2
-    assert "exceed the" in run.stdout and "slot(s) of this host" in run.stdout and "Traceback" not in run.stderr
+    assert "exceed the" in run.stderr and "slot(s) of this host" in run.stderr and "Traceback" not in run.stderr
     alone = invoke("bench", "--gpus", str(cores + 1), "--data", "synthetic")  # review finding D4
     assert alone.returncode == 2 and "counts up to %d fit: run --gpus %s" % (
-        cores, ",".join(map(str, sorted({n for n in (1, 2, 3, 4, 8) if n <= cores} | {cores})))) in alone.stdout
+        cores, ",".join(map(str, sorted({n for n in (1, 2, 3, 4, 8) if n <= cores} | {cores})))) in alone.stderr
 
 
 def test_check_slots_names_the_counts_that_fit():
@@ -92,7 +92,7 @@ def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     assert {"path": "/shared/chexstack/runs/r1", "type": "Directory"} in [v.get("hostPath") for v in volumes]
     submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
                     env={"PATH": str(tmp_path)})
-    assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stdout
+    assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stderr
 
 
 def test_train_renders_a_slurm_script_and_submit_needs_sbatch(tmp_path):
@@ -103,9 +103,9 @@ def test_train_renders_a_slurm_script_and_submit_needs_sbatch(tmp_path):
     assert "srun --mpi=pmix --container-image=chexstack/cpu:" in run.stdout
     submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
                     env={"PATH": str(tmp_path)})
-    assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stdout
+    assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stderr
     neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
-    assert neither.returncode == 2 and "--render" in neither.stdout
+    assert neither.returncode == 2 and "--render" in neither.stderr
 
 
 @pytest.mark.parametrize("launcher", ["k8s", "slurm"])
@@ -114,9 +114,9 @@ def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
     base = ["train", "--launcher", launcher, "--stack", "cpu", "--render"]
     no_output = invoke(*base, "--data", "synthetic")
     assert no_output.returncode == 2 and ("error: --launcher %s: --output runs/train is a path relative to this "
-                                          "machine" % launcher) in no_output.stdout
+                                          "machine" % launcher) in no_output.stderr
     relative_data = invoke(*base, "--data", "data/cxr", *CLUSTER_OUT)
-    assert relative_data.returncode == 2 and "--data data/cxr is a path relative to this machine" in relative_data.stdout
+    assert relative_data.returncode == 2 and "--data data/cxr is a path relative to this machine" in relative_data.stderr
     local_tag = invoke(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
     assert local_tag.returncode == 0, local_tag.stdout + local_tag.stderr
     warning = " ".join(local_tag.stderr.split())
@@ -129,10 +129,10 @@ def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
 def test_hybrid_needs_a_sif_and_scheduled_sweeps_their_results_folder():
     hybrid = invoke("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
                     "--render")
-    assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stdout
+    assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stderr
     sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--render"]
-    assert "give --results DIR" in invoke(*sweep).stdout
-    assert "--results bench is a path relative to this machine" in invoke(*sweep, "--results", "bench").stdout
+    assert "give --results DIR" in invoke(*sweep).stderr
+    assert "--results bench is a path relative to this machine" in invoke(*sweep, "--results", "bench").stderr
     ok = invoke(*sweep, "--results", "/shared/bench", "--data", "/shared/cxr")
     assert ok.returncode == 0 and "mkdir -p -- /shared/bench/cpu-slurm-" in ok.stdout
     assert "--container-mounts=/shared/bench/cpu-slurm-" in ok.stdout and "/shared/cxr:/shared/cxr:ro" in ok.stdout
@@ -160,7 +160,7 @@ def test_unwritable_output_stops_before_the_sweep(tmp_path):
     run = run_with_read_only(read_only, [INVOKE, "bench", "--gpus", "1", "--data", "synthetic", "--output",
                                          str(read_only), *SMALL], timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stdout + run.stderr
-    assert run.stdout.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (read_only,
+    assert run.stderr.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (read_only,
                                                                                                       read_only)
 
 
@@ -194,14 +194,14 @@ def test_bench_report_names_the_figure_formats_and_what_is_not_a_sweep(tmp_path)
     seed = str(REFERENCE_DIR / "seed-densenet121-baremetal.json")
     run = invoke("bench-report", seed, "--output", str(tmp_path / "x.txt"))
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "expected a figure file name ending in one of" in run.stdout and ".png" in run.stdout
-    assert ".svg" in run.stdout and not list(tmp_path.iterdir())
+    assert "expected a figure file name ending in one of" in run.stderr and ".png" in run.stderr
+    assert ".svg" in run.stderr and not list(tmp_path.iterdir())
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"run": {}, "epochs": []}))
     run = invoke("bench-report", str(metrics), "--output", str(tmp_path / "f.png"))
     assert run.returncode == 2
     assert ("%s is not a chexstack.bench.sweep/1 result (no 'schema', 'label' or 'points')" % metrics
-            in " ".join(run.stdout.split()))
+            in " ".join(run.stderr.split()))
     svg = invoke("bench-report", seed, "--output", str(tmp_path / "fig" / "f.svg"))
     assert svg.returncode == 0, svg.stdout + svg.stderr
     assert (tmp_path / "fig" / "f.svg").read_text().startswith("<?xml") and (tmp_path / "fig" / "f.csv").is_file()

@@ -76,7 +76,7 @@ def test_chexstack_command_works_from_another_folder(tmp_path):
     assert "chexstack validate" in run.stdout and "mpi.version" in run.stdout
     assert json.loads((tmp_path / "report.json").read_text())["results"][0]["id"] == "mpi.version"
     refused = _chexstack("validate", "--only", "gpu", "--skip", "gpu", cwd=tmp_path, pythonpath=REPO)
-    assert refused.returncode == 2 and "error: --only gpu --skip gpu: selects no check" in refused.stdout
+    assert refused.returncode == 2 and "error: --only gpu --skip gpu: selects no check" in refused.stderr
     listed = _chexstack("--list", cwd=tmp_path, pythonpath=REPO)
     assert listed.returncode == 0 and "validate" in listed.stdout and "bench-report" in listed.stdout
 

@@ -251,20 +251,20 @@ def test_invoke_lock_without_solver_is_a_clear_error():
     env = {"PATH": "%s:/usr/bin:/bin" % (ROOT / ".venv/bin"), "CONDA_EXE": ""}
     p = _invoke("lock", "--stack", "conda", env=env)
     assert p.returncode == 2
-    assert "no conda solver" in p.stdout and "Traceback" not in p.stdout + p.stderr
+    assert "no conda solver" in p.stderr and "Traceback" not in p.stdout + p.stderr
 
 
 def test_invoke_lock_when_the_solver_fails_is_a_clear_error():
     # conda-lock runs for real; its solver exits non-zero at once, as an unusable conda would.
     p = _invoke("lock", "--stack", "cpu", "--conda", "/bin/false")
     assert p.returncode == 2
-    assert "conda-lock failed for stack cpu" in p.stdout and "conda-forge" in p.stdout
+    assert "conda-lock failed for stack cpu" in p.stderr and "conda-forge" in p.stderr
     assert "Traceback" not in p.stdout
 
 
 def test_invoke_lock_explicit_is_refused():
     p = _invoke("lock", "--stack", "conda", "--kind", "explicit")
-    assert p.returncode == 2 and "installs none of them" in p.stdout
+    assert p.returncode == 2 and "installs none of them" in p.stderr
 
 
 def test_invoke_lock_installed_case15_style(tmp_path):

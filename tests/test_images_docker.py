@@ -191,7 +191,7 @@ def test_loopback_only_container_picks_mpi_or_stops(cpu_build, tmp_path):
             str(LABELS_FILE), "--image-size", "32", "--epochs", "1", "--batch-size", "32", "--network", "none"]
     refused = _invoke(*args, "--controller", "gloo", "--output", str(out / "gloo"))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr + refused.stdout
-    assert "loopback" in refused.stdout and "--controller mpi" in refused.stdout
+    assert "loopback" in refused.stderr and "--controller mpi" in refused.stderr
     assert not (out / "gloo" / "metrics.json").exists()
     p = _invoke(*args, "--output", str(out / "auto"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

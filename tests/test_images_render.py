@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from chexstack.errors import ChexstackError
 from envs.manifest import known_stacks, load_stack
 from images import parts
 from images.render import build_context, render
@@ -122,3 +123,18 @@ def test_every_image_is_ready_for_an_mpijob(name, fmt):
                    "/etc/ssh/ssh_config"):
         assert needle in final, needle
     assert final.index("ssh-keygen -A") < final.index("chexstack/trainer")
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("Bootstrap: docker\nFrom: nvcr.io/nvidia/tensorflow:${TAG}\n", "unresolved variable"),
+    ("FROM $BASE AS devel\n", "unresolved variable"),
+    ("%post\n    su - app -c 'id'\n", "must not become `su -`"),
+])
+def test_one_lint_refuses_what_no_rendered_definition_may_hold(text, rule):
+    """render and convert share ``images.lint.lint_definition``; the error names the origin, the line and the rule."""
+    from images.lint import lint_definition
+
+    with pytest.raises(ChexstackError, match=rule) as refused:
+        lint_definition(text, "Dockerfile.x")
+    assert str(refused.value).startswith("Dockerfile.x: rendered line ")
+    assert lint_definition("FROM debian:bookworm\nRUN su app -c id\n", "ok") == "FROM debian:bookworm\nRUN su app -c id\n"

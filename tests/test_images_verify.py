@@ -225,5 +225,5 @@ def test_build_without_the_conda_lock_names_the_command_that_makes_it_before_pri
     p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "conda", "--dry-run"], cwd=REPO,
                        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"})
     assert p.returncode == 2
-    assert p.stdout == ("error: build context: %s (for build-only/conda-lock.yml) does not exist (a conda lock: make "
+    assert p.stderr == ("error: build context: %s (for build-only/conda-lock.yml) does not exist (a conda lock: make "
                         "it with `invoke lock --stack conda`)\n" % lock)

@@ -105,7 +105,7 @@ def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path):
     name = next(l for l in run.lines if l.startswith("launch: ")).split("--name ", 1)[1].split()[0]
     assert client.containers.get(name).status == "running"
     second = _invoke("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out))
-    assert second.returncode == 2 and "is in use by another run (pid %d" % run.proc.pid in second.stdout
+    assert second.returncode == 2 and "is in use by another run (pid %d" % run.proc.pid in second.stderr
     run.proc.send_signal(signal.SIGTERM)
     code, text = run.finish()
     assert code == 143, text

@@ -120,4 +120,4 @@ def test_submit_without_a_cluster_is_a_clear_error(monkeypatch, tmp_path):
 def test_submit_with_kubectl_but_no_cluster_reports_kubectl_error():
     with pytest.raises(ChexstackError) as e:
         submit_k8s(k8s.render(_spec()))
-    assert str(e.value).startswith("kubectl create -f - -o name failed")
+    assert str(e.value).startswith("submitting the MPIJob failed: `kubectl create -f - -o name` exited 1")

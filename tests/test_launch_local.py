@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from chexstack.errors import ChexstackError
+from facts import host
 from launch import local, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
@@ -174,7 +175,7 @@ def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
     invoke = os.path.join(os.path.dirname(sys.executable), "invoke")
     refused = _in_loopback_only_namespace("%s train --gpus 0 --np 2 --data synthetic --controller gloo" % invoke)
     assert refused.returncode == 2
-    assert "only network interface is loopback (lo)" in refused.stdout and "--controller mpi" in refused.stdout
+    assert "only network interface is loopback (lo)" in refused.stderr and "--controller mpi" in refused.stderr
     assert "launch:" not in refused.stdout  # stopped before horovodrun
 
 
@@ -235,7 +236,7 @@ def test_more_cpu_ranks_than_cores_warns_but_runs():
     assert local.oversubscription(request, cores=8) == []
     assert local.oversubscription(TrainRequest(gpus=8, data="synthetic"), cores=2) == []
     p = plan(request, gpus_here=0, interfaces=["eth0"])
-    assert p.argv[2] == "8" and len(p.warnings) == (1 if local.cpu_cores() < 8 else 0)
+    assert p.argv[2] == "8" and len(p.warnings) == (1 if host.cpu_cores() < 8 else 0)
 
 
 # --- what the user sees when a rank fails or the run is interrupted (findings 3, 6, 13; N7) -----------------------
@@ -382,10 +383,10 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
         f.truncate(damaged.stat().st_size // 2)
     refused = _invoke(*SMALL, "--epochs", "4", "--output", str(out), "--resume")
     assert refused.returncode == 2, refused.stdout
-    assert ("cannot resume: the checkpoint of epoch 3, %s, is damaged (Unable to" % damaged) in refused.stdout
-    assert "truncated file" in refused.stdout and "start afresh (remove %s/checkpoint" % out in refused.stdout
-    assert refused.stdout.count("is damaged") == 1
-    assert "Traceback" not in refused.stdout and "RuntimeError" not in refused.stdout
+    assert ("cannot resume: the checkpoint of epoch 3, %s, is damaged (Unable to" % damaged) in refused.stderr
+    assert "truncated file" in refused.stderr and "start afresh (remove %s/checkpoint" % out in refused.stderr
+    assert refused.stderr.count("is damaged") == 1
+    assert "Traceback" not in refused.stdout + refused.stderr and "RuntimeError" not in refused.stdout + refused.stderr
     assert _epochs(out) == [1, 2, 3]
 
 
@@ -407,7 +408,7 @@ def test_unknown_model_is_refused_before_launch(tmp_path):
     args = [("vgg" if previous == "--model" else a) for previous, a in zip([""] + SMALL, SMALL)]
     result = _invoke(*args, "--output", str(tmp_path / "vgg"))
     assert result.returncode == 2
-    assert result.stdout.count("invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')") == 1
+    assert result.stderr.count("invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')") == 1
     assert "launch:" not in result.stdout and "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "vgg").exists()
 

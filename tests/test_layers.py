@@ -7,9 +7,10 @@ import ast
 from tests.conftest import REPO
 
 #: area -> floor; an area may import its own modules and areas on lower floors only.
-FLOORS = {"trainer": 1, "chexstack": 1, "facts": 1, "envs": 2, "images": 3, "launch": 4, "validate": 5, "bench": 5}
-#: Areas that import no other chexstack area at all (they run inside images, or are the ground floor).
-ALONE = {"trainer", "facts"}
+FLOORS = {"chexstack": 0, "trainer": 1, "facts": 1, "envs": 2, "images": 3, "launch": 4, "validate": 5, "bench": 5}
+#: Areas that import no other chexstack area at all (the trainer runs inside images).
+ALONE = {"trainer"}
+
 
 
 def _imports() -> dict[tuple[str, str], list[str]]:
@@ -41,3 +42,38 @@ def test_images_and_launch_get_their_facts_from_facts_not_validate():
     edges = _imports()
     assert ("images", "validate") not in edges and ("launch", "validate") not in edges
     assert ("images", "facts") in edges and ("validate", "facts") in edges
+
+
+def test_what_runs_inside_images_imports_only_what_the_image_carries():
+    """The probe and the Horovod gate run inside images (``images.payload``): standard library, and of the project
+    only the files copied with them — never ``chexstack`` or another host area."""
+    from images.payload import BUILD_ONLY_GATE, PAYLOAD
+
+    carried = {rel[:-3].replace("/", ".").replace(".__init__", "") for rel in BUILD_ONLY_GATE}
+    for name in [rel for rel in PAYLOAD.values() if rel.endswith(".py")] + list(BUILD_ONLY_GATE):
+        for node in ast.walk(ast.parse((REPO / name).read_text(), name)):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            foreign = [m for m in modules if m.split(".")[0] in FLOORS and m not in carried]
+            assert not foreign, (name, foreign)
+
+
+def test_the_host_enters_the_trainer_through_its_door():
+    """Host areas use ``trainer.preflight`` (and ``trainer.errors``), never the trainer's other modules; the
+    project's ratio benchmarks (``bench/ratios``) measure trainer internals and are the one exception."""
+    allowed = {"trainer", "trainer.preflight", "trainer.errors"}
+    bad = []
+    for area in [a for a in FLOORS if a != "trainer"]:
+        for path in sorted((REPO / area).rglob("*.py")):
+            if path.is_relative_to(REPO / "bench" / "ratios"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("trainer"):
+                    names = ([node.module] if node.module != "trainer" else
+                             ["trainer." + a.name for a in node.names])
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names if a.name.startswith("trainer")]
+                else:
+                    continue
+                bad += ["%s: %s" % (path.relative_to(REPO), n) for n in names if n not in allowed]
+    assert not bad, bad

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import tasks
+from chexstack import cli
 from tests.conftest import REPO
 
 INVOKE = str(Path(sys.executable).with_name("invoke"))
@@ -20,15 +21,15 @@ def invoke(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "120", "NO_COLOR": "1"})
 
 
-def _tasks() -> dict[str, tasks._Task]:
-    return {name.replace("_", "-"): obj for name, obj in vars(tasks).items() if isinstance(obj, tasks._Task)}
+def _tasks() -> dict[str, cli.Task]:
+    return {name.replace("_", "-"): obj for name, obj in vars(tasks).items() if isinstance(obj, cli.Task)}
 
 
 def _number_options() -> list[tuple[str, str, type]]:
     out = []
     for name, t in _tasks().items():
         for arg in t.get_arguments():
-            if isinstance(arg, tasks._NumberOption):
+            if isinstance(arg, cli.NumberOption):
                 out.append((name, arg.names[0], arg.number))
     return out
 
@@ -40,7 +41,7 @@ def test_every_task_uses_chexstack_task_and_every_number_option_is_checked():
         assert not t.auto_shortflags, name
         params = inspect.signature(t.body).parameters
         assert t.floats <= set(params), (name, t.floats)
-        numbers = {arg.attr_name or arg.name for arg in t.get_arguments() if isinstance(arg, tasks._NumberOption)}
+        numbers = {arg.attr_name or arg.name for arg in t.get_arguments() if isinstance(arg, cli.NumberOption)}
         for p in params.values():
             if isinstance(p.default, int) and not isinstance(p.default, bool) or "fraction" in p.name:
                 assert p.name in numbers, (name, p.name)
@@ -52,15 +53,15 @@ def test_a_bad_number_names_the_option_and_what_was_expected(task, option, numbe
     run = invoke(task, "--%s" % option, "abc")
     expected = "a whole number" if number is int else "a number"
     assert run.returncode == 2, run.stdout + run.stderr
-    assert "error: --%s 'abc': expected %s" % (option, expected) in run.stdout
+    assert "error: --%s 'abc': expected %s" % (option, expected) in run.stderr
     assert "Traceback" not in run.stderr and "ValueError" not in run.stderr
 
 
 def test_numbers_still_parse():
     """A fraction of 0.1 and a non-finite value: parsed, and refused."""
-    assert tasks._finite_float("0.1") == 0.1
+    assert cli._finite_float("0.1") == 0.1
     with pytest.raises(ValueError):
-        tasks._finite_float("inf")
+        cli._finite_float("inf")
     run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic",
                  "--val-fraction", "0.2", "--output", "/shared/runs/r", "--render")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -70,9 +71,9 @@ def test_numbers_still_parse():
 def test_unknown_launcher_is_named():
     run = invoke("train", "--launcher", "foo")
     assert run.returncode == 2
-    assert run.stdout.strip() == "error: unknown launcher 'foo': expected local, slurm or k8s"
+    assert run.stderr.strip() == "error: unknown launcher 'foo': expected local, slurm or k8s"
     bench = invoke("bench", "--launcher", "foo")
-    assert bench.returncode == 2 and "unknown launcher 'foo': expected local, mpirun, slurm or k8s" in bench.stdout
+    assert bench.returncode == 2 and "unknown launcher 'foo': expected local, mpirun, slurm or k8s" in bench.stderr
 
 
 def test_dash_h_is_help_and_the_list_shows_whole_first_lines():
@@ -136,7 +137,7 @@ def test_an_option_without_effect_for_the_launcher_is_refused_before_anything_ru
     """``invoke train --render`` without a scheduler would start a full training run here (review finding)."""
     run = invoke(*args, "--data", "synthetic") if args[0] == "train" else invoke(*args)
     assert run.returncode == 2, run.stdout + run.stderr
-    assert "error: " + message in run.stdout
+    assert "error: " + message in run.stderr
     assert "launch:" not in run.stdout and "Traceback" not in run.stderr
 
 
@@ -146,7 +147,7 @@ def test_a_missing_stack_is_a_clear_error(task, known):
     """Not invoke's "did not receive required positional arguments: 'stack'" (exit 1): --stack is an option."""
     run = invoke(task)
     assert run.returncode == 2, run.stdout + run.stderr
-    assert run.stdout.startswith("error: no stack given: add --stack NAME;") and known in run.stdout
+    assert run.stderr.startswith("error: no stack given: add --stack NAME;") and known in run.stderr
 
 
 def test_every_trainer_option_is_an_invoke_train_option():

@@ -80,7 +80,7 @@ def test_collect_on_this_node_then_judge_the_bundle_gives_the_same_report(tmp_pa
 
 def test_bundle_errors_exit_2_before_any_check(tmp_path):
     p = _invoke("--from", str(tmp_path))
-    assert p.returncode == 2 and "no bundle.json there" in p.stdout
+    assert p.returncode == 2 and "no bundle.json there" in p.stderr
     (tmp_path / "bundle.json").write_text('{"schema": "other"}')
     with pytest.raises(ChexstackError, match="field schema: expected 'chexstack.validate.bundle/1'"):
         validate(from_bundle=str(tmp_path))

@@ -168,7 +168,7 @@ def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
     P2P, the CNS of its legend) recorded in a bundle; the case's P2P/CUMEM log that hung."""
     from validate.checks import Context
     from validate.checks.nccl import hang_evidence
-    from validate.checks.runner import ToolRun
+    from chexstack.tools import ToolRun
     from validate.evidence import Bundle, Replay
     from facts.parsers.pcie import parse_p2p
 

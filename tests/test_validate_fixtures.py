@@ -16,7 +16,7 @@ from validate.checks.gpu import judge_dcgm, judge_driver, judge_ecc, judge_inven
 from validate.checks.horovod import judge_build
 from validate.checks.infiniband import judge_ports, judge_write_bw
 from validate.checks.mpi import judge_launch_failure, judge_mpi_version
-from validate.checks.runner import ToolRun
+from chexstack.tools import ToolRun
 from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_transport
 from validate.checks.topology import judge_gpu_nic, judge_nvlink, judge_nvlink_links
 from facts.parsers import container, infiniband as ib, nccl, nvidia_smi as smi, versions

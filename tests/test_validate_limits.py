@@ -37,7 +37,7 @@ def test_a_limited_memlock_in_the_ranks_fails_with_rdma_and_every_host_is_named(
 def test_inside_a_slurm_job_the_probe_runs_under_srun_on_every_node(tmp_path):
     """A bundle recorded in a 2-node Slurm job (constructed outputs): the probe ran as srun tasks, one per node, and
     node02's slurmd gave its tasks a limited memlock."""
-    from validate.checks.runner import ToolRun
+    from chexstack.tools import ToolRun
     from validate.evidence import Bundle, Replay
 
     bundle = Bundle()

@@ -7,7 +7,8 @@ crash between the two leaves the previous epoch's pair.
 
 Resume continues after ``state["epoch"]`` up to the same ``--epochs`` total (Keras ``initial_epoch``), so no epoch
 is lost or repeated. It is refused when the run's identity differs — above all the label file's SHA-256: labels
-changed between NIH releases (../shared/cases/18), and a model trained on one must not silently continue on another.
+changed between NIH releases (https://github.com/jrzech/reproduce-chexnet/issues/2), and a model trained on one must not
+silently continue on another.
 
 Only the newest checkpoint is kept. If the file ``state.json`` names cannot be read (truncated or overwritten after
 it was committed: a damaged disk or copy, not a crash of ours — a crash leaves the previous complete pair), resume

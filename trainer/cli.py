@@ -10,7 +10,8 @@ Data (one of):
 
 ``python -m trainer evaluate --model PATH ...`` scores a saved model instead (``trainer.evaluate``).
 Environment: ``CHEXSTACK_REQUIRE_GPU=1`` (set by the launchers for ``--gpus N > 0``): a rank whose TensorFlow sees no
-GPU stops before training instead of training on CPU (../shared/cases/32: missing CUDA libraries leave TF CPU-only).
+GPU stops before training instead of training on CPU (https://github.com/tensorflow/tensorflow/issues/45930: missing
+CUDA libraries leave TF CPU-only).
 
 This module imports no TensorFlow (``--help`` and bad options answer at once; the host launcher runs ``parse`` and
 ``check`` on its request before starting horovodrun); ``main`` imports the run modules only when a run starts.
@@ -19,7 +20,7 @@ import argparse
 
 from trainer import events, sources, split
 from trainer.backbones import BACKBONES, MIN_IMAGE_SIZE
-from trainer.data import SYNTHETIC
+from trainer.sources import SYNTHETIC
 from trainer.errors import TrainerError
 
 #: set to "1" by a launcher that asked for GPUs: no GPU visible to TensorFlow is then an error (``runtime.start``)

@@ -12,8 +12,8 @@ import numpy as np
 
 from trainer import events, labels, outputs, pngcheck, sources, split
 from trainer.errors import TrainerError
+from trainer.sources import SYNTHETIC
 
-SYNTHETIC = "synthetic"
 _SHOWN = 20
 
 

@@ -1,7 +1,8 @@
 """Validation AUROC from the predictions of ALL ranks pooled — never an average of per-rank AUROCs.
 
 AUROC is a rank statistic of the whole set: averaging per-shard values (``hvd.allreduce(auc)``,
-``MetricAverageCallback``) is wrong — ../shared/cases/16 has shards with AUROC 1.0 each whose pooled AUROC is
+``MetricAverageCallback``) is wrong — https://github.com/horovod/horovod/issues/444 has shards with AUROC 1.0 each whose
+pooled AUROC is
 0.4375 (horovod/horovod#444). So each rank predicts its shard, ``hvd.allgather`` pools (row index, scores) on
 every rank, and rank 0 computes one AUROC per pathology with scikit-learn's ``roc_auc_score`` on the pooled rows.
 

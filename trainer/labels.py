@@ -1,6 +1,7 @@
 """NIH ChestX-ray14 label file (``Data_Entry_2017*.csv`` or ``.csv.gz``) → one 14-label vector per image.
 
-Facts (NIH release, https://nihcc.app.box.com/v/ChestXray-NIHCC; Wang et al., CVPR 2017; ../shared/cases/18):
+Facts (NIH release, https://nihcc.app.box.com/v/ChestXray-NIHCC; Wang et al., CVPR 2017;
+https://github.com/jrzech/reproduce-chexnet/issues/2):
 
 - Header ``Image Index,Finding Labels,Follow-up #,Patient ID,Patient Age,Patient Gender,View Position,
   OriginalImage[Width,Height],OriginalImagePixelSpacing[x,y]`` — the bracketed names hold unquoted commas and

@@ -1,6 +1,7 @@
 """Horovod set-up shared by the training and throughput runs (and bench/ratios/trainer_overhead.py).
 
-What every Horovod Keras trainer must do (Horovod docs "Horovod with Keras"; the checklist of ../shared/cases/17,
+What every Horovod Keras trainer must do (Horovod docs "Horovod with Keras"; the checklist of
+https://github.com/horovod/horovod/issues/478,
 from horovod/horovod#127, #478, #672): init; one GPU per local rank; learning rate × world size with warm-up;
 DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST callback; metric averaging;
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.

@@ -10,6 +10,8 @@ import os
 
 from trainer.errors import TrainerError
 
+#: ``--data synthetic``: random images and labels instead of files.
+SYNTHETIC = "synthetic"
 LABEL_PATTERNS = ("Data_Entry_2017*.csv", "Data_Entry_2017*.csv.gz")
 TRAIN_VAL_LIST = "train_val_list.txt"
 TEST_LIST = "test_list.txt"

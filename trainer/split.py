@@ -10,8 +10,6 @@
 Patients are shuffled with ``numpy.random.RandomState(seed)`` (its stream is frozen across numpy versions, NEP 19),
 so the same seed gives the same split in a 2019 image and on today's host.
 """
-import numpy as np
-
 from trainer.errors import TrainerError
 
 TRAIN, VAL, TEST, UNLISTED = "train", "val", "test", "unlisted"
@@ -30,6 +28,8 @@ def check_fractions(val_fraction, test_fraction=None):
 
 def _assign_patients(patient_ids, seed, fractions):
     """{patient: split} for ``fractions`` = [(split, fraction), ...]; the last split takes the rest."""
+    import numpy as np  # here, not at the top: the host's option checks (trainer.cli) import this module
+
     unique = sorted(set(patient_ids))
     order = np.random.RandomState(seed).permutation(len(unique))
     assignment, start = {}, 0

@@ -22,12 +22,13 @@ from trainer import (baseline, callbacks, checkpoint, compat, data as data_mod, 
                      loss, model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
+from trainer.sources import SYNTHETIC
 
 
 def load_data(options, rt):
     """The Data of ``options`` (real or synthetic), checked to give every rank at least one training example.
     Images that failed the PNG check or the decode are listed in ``OUTPUT/skipped-images.csv`` (rank 0)."""
-    if options.data == data_mod.SYNTHETIC:
+    if options.data == SYNTHETIC:
         data = data_mod.synthetic(options.synthetic_images, max(rt.size, options.synthetic_images // 4),
                                   options.seed)
     else:
@@ -40,7 +41,7 @@ def load_data(options, rt):
 
 
 def loader_for(data, image_size):
-    if data.label_file == data_mod.SYNTHETIC:
+    if data.label_file == SYNTHETIC:
         return pipeline.synthetic_loader(image_size)
     return pipeline.png_loader(image_size)
 
@@ -87,7 +88,8 @@ def synchronise_statistics(rt, model, tag):
 def _weights_checksum_in_sync(rt, model):
     """Every rank's sum of all weights (trainable and, after ``synchronise_statistics``, BatchNorm statistics)
     must match rank 0's: a cheap catch of replicas that diverged — a missing initial broadcast
-    (../shared/cases/17), or ranks applying the same averaged gradient differently (as TF 1.12's Keras Adam did
+    (https://github.com/horovod/horovod/issues/478), or ranks applying the same averaged gradient differently (as TF
+    1.12's Keras Adam did
     under Horovod 0.16.1 until ``compat.adam`` ordered its step counter; it caught that)."""
     values = tf.keras.backend.batch_get_value(model.weights)
     total = np.array([sum(float(np.sum(w, dtype=np.float64)) for w in values)], dtype=np.float64)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from chexstack.errors import ChexstackError
-from validate.checks.runner import ToolRun, run, which
+from chexstack.tools import ToolRun, run, which
 
 SCHEMA = "chexstack.validate.bundle/1"
 #: How each tool says its version, for the bundle's ``tools`` table (first line kept); tools not named here get

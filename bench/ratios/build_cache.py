@@ -7,7 +7,7 @@ one run, printed as a ratio.
 2. trainer-only rebuild: the same context with one trainer file changed (a comment appended in a temporary copy;
    the repository is not touched); only the layers from the trainer's COPY on may rebuild.
 
-Goal (issue 3): the heavy layers are reused and the trainer-only rebuild takes <= 20 s. ``--skip-full`` times only
+Goal: the heavy layers are reused and the trainer-only rebuild takes <= 20 s. ``--skip-full`` times only
 the rebuild (the full build is then the last cached one's steps, not a measurement, and no ratio is printed).
 Needs a Docker engine; the local Debian base is made when missing (``images.local_base``). Images are built
 untagged; the rebuilt one is then verified (timed apart: the ratio is about the build). One round of each, not

@@ -9,7 +9,7 @@ Error codes (one per diagnosis, several spellings each):
 * ``NVIDIA_RUNTIME_NOT_REGISTERED``: ``unknown or invalid runtime name: nvidia`` (fixture 62): daemon.json lost
   the runtime (nvidia-container-toolkit#653); fix ``nvidia-ctk runtime configure --runtime=docker``.
 * ``CUDA_DRIVER_TOO_OLD``: ``unsatisfied condition: cuda >= X`` (nvidia-container-cli) and ``CUDA driver version
-  is insufficient for CUDA runtime version`` (cudaError 35) (../shared/cases/06).
+  is insufficient for CUDA runtime version`` (cudaError 35) (https://github.com/NVIDIA/nvidia-docker/issues/745).
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def human_bytes(size: str) -> int | None:
 
 
 def df_size(text: str, mount: str = "/dev/shm") -> int | None:
-    """Size in bytes of ``mount`` in ``df -h`` / ``df -k`` output (../shared/cases/04: ``shm 64M … /dev/shm``)."""
+    """Size in bytes of ``mount`` in ``df -h`` / ``df -k`` output (https://github.com/NVIDIA/nccl/issues/290: ``shm 64M
+    … /dev/shm``)."""
     block_1k = re.search(r"1K-blocks", text or "")
     for line in (text or "").splitlines():
         cells = line.split()
@@ -58,7 +59,8 @@ def df_size(text: str, mount: str = "/dev/shm") -> int | None:
 
 def nv_libs(text: str) -> dict:
     """What ``singularity exec --nv IMAGE sh -c 'ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH'`` printed
-    (or the ``grep -c libcuda`` form of ../shared/cases/21): ``{"libcuda": count, "libs": [...],
+    (or the ``grep -c libcuda`` form of https://github.com/apptainer/singularity/issues/4783): ``{"libcuda": count,
+    "libs": [...],
     "ld_library_path": str|None}``."""
     libs, count, ld = [], None, None
     for line in (text or "").splitlines():

@@ -1,7 +1,8 @@
 """Parse ``horovodrun --check-build`` output.
 
 ``horovodrun --check-build`` exits 0 whatever Horovod was built with (``sys.exit(0)`` in
-horovod/runner/launch.py; ../shared/cases/01, fixtures 41-42), so the ``[X]`` marks are the only truth.
+horovod/runner/launch.py; https://github.com/horovod/horovod/issues/3858, fixtures 41-42), so the ``[X]`` marks are the
+only truth.
 The command exists from Horovod 0.17.0 (older releases: import + ``hvd.init()`` instead).
 
 Sections, as printed by Horovod 0.17-0.28::
@@ -97,7 +98,8 @@ def parse_requirements(spec: str) -> list[tuple[str, str]]:
 
 
 def format_missing(missing: list[tuple[str, str]]) -> str:
-    """The message of ../shared/cases/01: ``missing: framework=TensorFlow, controller=MPI, tensor_op=NCCL``."""
+    """The message of https://github.com/horovod/horovod/issues/3858: ``missing: framework=TensorFlow, controller=MPI,
+    tensor_op=NCCL``."""
     return "missing: " + ", ".join("%s=%s" % kn for kn in missing)
 
 
@@ -124,6 +126,7 @@ _MISMATCH = re.compile(r"Framework (\w+) installed with version (\S+) but found 
 
 def version_mismatch(text: str) -> tuple[str, str, str] | None:
     """``HorovodVersionMismatchError: Framework tensorflow installed with version 2.3.0 but found version 2.4.1.``
-    (../shared/cases/02) -> ``("tensorflow", "2.3.0", "2.4.1")`` (framework, built for, found), else None."""
+    (https://github.com/horovod/horovod/issues/2619) -> ``("tensorflow", "2.3.0", "2.4.1")`` (framework, built for,
+    found), else None."""
     m = _MISMATCH.search(text or "")
     return (m.group(1), m.group(2), m.group(3)) if m else None

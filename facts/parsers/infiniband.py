@@ -152,7 +152,7 @@ def parse_ibv_devinfo(text: str, device: str | None = None) -> IbReport:
     physical state and no rate: an ACTIVE port implies LinkUp; the rate stays None (not a failure).
 
     ``device``: the HCA of ``ibv_devinfo -d DEV | egrep 'state|link_layer'`` output, which has no ``hca_id``/``port``
-    lines (../shared/cases/05); its lines are then port 1 of ``device``.
+    lines (https://github.com/NVIDIA/nccl/issues/451); its lines are then port 1 of ``device``.
     """
     out = IbReport()
     hca, port = device, None

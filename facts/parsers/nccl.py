@@ -215,9 +215,10 @@ def parse_nccl_log(text: str) -> NcclLog:
 
 def classify_nccl_failure(log: NcclLog) -> str | None:
     """The root cause code behind a generic ``ncclCommInitRank failed: unhandled system error``:
-    ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm segment: /dev/shm too small, ../shared/cases/04),
+    ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm segment: /dev/shm too small,
+    https://github.com/NVIDIA/nccl/issues/290),
     ``NCCL_NO_LIBIBVERBS`` (rdma-core user space missing, fixture 36), ``NCCL_IB_DEVICE_NOT_VISIBLE`` (an HCA
-    NCCL could not open, ../shared/cases/05), or None."""
+    NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), or None."""
     if log.shm_fallocate_failed or log.shm_segment:
         return "NCCL_SHM_EXHAUSTED"
     if log.ibverbs_missing:

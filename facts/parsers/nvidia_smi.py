@@ -2,7 +2,8 @@
 ``-q`` (text), ``-q -x`` (XML), ``nvlink --status``, and the NVML error lines it prints instead of a table.
 
 ``driver_max_cuda`` is the "CUDA Version" nvidia-smi prints: the newest CUDA the **driver** supports, never the
-installed toolkit (NVIDIA engineer in tensorflow/docs#1616; ../shared/cases/08). No field here is called
+installed toolkit (NVIDIA engineer in tensorflow/docs#1616; https://github.com/devcontainers/features/issues/1295). No
+field here is called
 ``cuda_version``.
 
 Fixture numbers refer to ../shared/fixtures/SOURCES.md.

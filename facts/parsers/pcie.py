@@ -3,7 +3,7 @@ path), the IOMMU (kernel log), and ``nvidia-smi topo -p2p r``.
 
 ACS (PCI Access Control Services) with request/completion redirect on (``ACSCtl: … ReqRedir+ CmpltRedir+``)
 routes GPU peer traffic up through the root complex / IOMMU; NCCL's P2P then hangs or crawls (NCCL user guide,
-Troubleshooting, "PCI Access Control Services (ACS)"; NVIDIA/nccl#2079, ../shared/cases/31).
+Troubleshooting, "PCI Access Control Services (ACS)"; https://github.com/NVIDIA/nccl/issues/2079).
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 devel:   base + compilers + Open MPI dev + venv (TensorFlow + python_packages: ``Stack.pip_pins``, Horovod's pin
          excepted) -> Horovod (manifest's horovod_env,
          --no-cache-dir) -> Horovod gate (the build fails when Horovod lacks a required part or was built for
-         another TensorFlow: ../shared/cases/01, 02). The proxy CA is given to this stage only.
+         another TensorFlow: https://github.com/horovod/horovod/issues/3858,
+         https://github.com/horovod/horovod/issues/2619). The proxy CA is given to this stage only.
 runtime: base + Python + Open MPI runtime + the verbs userspace + OpenSSH ready for an MPIJob (``images.mpijob``)
          + the venv copied from devel + our code (last).
 """

@@ -3,7 +3,7 @@ binding, /dev/shm size, the memlock limit.
 
 /dev/shm: NCCL's intra-node SHM transport allocates its segments there; Docker's default is 64 MiB, which fails
 ``ncclCommInitRank`` with "unhandled system error" as soon as several ranks share a node (NVIDIA/nccl#290, #342,
-#525; ../shared/cases/04). The floor is the 1 GiB the remedy asks for.
+#525; https://github.com/NVIDIA/nccl/issues/290). The floor is the 1 GiB the remedy asks for.
 
 memlock: RDMA registers (pins) memory; with a limit below unlimited ``ibv_reg_mr`` fails or NCCL falls back
 (NCCL and Mellanox docs: ``--ulimit memlock=-1`` / ``ulimited memlock`` in limits.conf).
@@ -32,7 +32,8 @@ def in_container() -> bool:
 
 
 def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> CheckResult:
-    """``shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g`` (case 04)."""
+    """``shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g``
+    (NVIDIA/nccl#290)."""
     cid = "container.shm"
     if size_bytes is None:
         return failed(cid, "/dev/shm missing or unreadable", "a tmpfs /dev/shm >= 1 GiB",
@@ -190,7 +191,8 @@ def container_gpus(ctx: Context) -> CheckResult:
 
 def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
     """``singularity exec --nv``: libcuda.so.1 bound into /.singularity.d/libs and on LD_LIBRARY_PATH
-    (../shared/cases/21). Missing while the host has it: ``NV_LIBS_NOT_BOUND`` — TensorFlow would list no GPU
+    (https://github.com/apptainer/singularity/issues/4783). Missing while the host has it: ``NV_LIBS_NOT_BOUND`` —
+    TensorFlow would list no GPU
     and train on the CPU."""
     cid = "container.singularity_nv"
     ld = inside.get("ld_library_path")

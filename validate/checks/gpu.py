@@ -195,8 +195,10 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
                  datacenter: bool | None = None) -> CheckResult:
     """Can this driver run CUDA ``cuda`` (``what``: where that CUDA comes from, e.g. "stack ngc", "nvcc")?
 
-    PASS natively, WARN through CUDA ≥ 11 minor-version compatibility (../shared/cases/08), FAIL below the floor
-    with both numbers (../shared/cases/06). ``ngc``: the NGC release the CUDA comes from, whose release notes let
+    PASS natively, WARN through CUDA ≥ 11 minor-version compatibility
+    (https://github.com/devcontainers/features/issues/1295), FAIL below the floor
+    with both numbers (https://github.com/NVIDIA/nvidia-docker/issues/745). ``ngc``: the NGC release the CUDA comes
+    from, whose release notes let
     data-center GPUs (``datacenter``) run it on older driver branches (19.06: R384 ≥ 384.111 or R410).
     ``driver_max_cuda`` is nvidia-smi's "CUDA Version" (the driver's maximum), shown as such; the rules are
     ``envs.rules.check_driver``.

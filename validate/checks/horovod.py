@@ -8,7 +8,8 @@ controller can run over this node's network interfaces.
 * ``horovod.image``: the stack's built image, through ``images.verify`` (the in-image probe; ``--check-build``
   from 0.17.0, import + ``hvd.init()`` before). The image must exist; otherwise the SKIP names ``invoke build``.
 * ``horovod.controller``: Gloo needs a non-loopback interface; with only ``lo`` its ranks die with SIGSEGV
-  (exit 139) while MPI works (../shared/cases/23).
+  (exit 139) while MPI works (observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a container whose only interface is
+  loopback).
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def rebuild_hint(missing: list[tuple[str, str]]) -> str:
 
 def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: str | None = None,
                 built_for: str | None = None, where: str = "this environment") -> CheckResult:
-    """Every required component marked built (../shared/cases/01: the message lists exactly what is missing;
-    ``[X]`` on other components does not count) and Horovod built for the TensorFlow imported (case 02)."""
+    """Every required component marked built (https://github.com/horovod/horovod/issues/3858: the message lists exactly
+    what is missing;
+    ``[X]`` on other components does not count) and Horovod built for the TensorFlow imported (horovod/horovod#2619)."""
     cid = "horovod.env"
     want = ", ".join("%s=%s" % kn for kn in required)
     if build.problems:
@@ -115,7 +117,8 @@ def image(ctx: Context) -> CheckResult:
 
 def judge_controller(interfaces: list[str], gloo: bool, mpi: bool) -> CheckResult:
     """The controller ``launch.controller.pick_controller`` chooses on these interfaces, against what Horovod was
-    built with: Gloo needs a non-loopback interface (../shared/cases/23); MPI runs over loopback."""
+    built with: Gloo needs a non-loopback interface (observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a container
+    whose only interface is loopback); MPI runs over loopback."""
     cid = "horovod.controller"
     built = ", ".join(n for n, b in (("Gloo", gloo), ("MPI", mpi)) if b) or "none"
     chosen, reason = pick_controller(interfaces, None)

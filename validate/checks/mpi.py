@@ -1,8 +1,8 @@
 """MPI checks: which MPI ``mpirun`` is, and a real launch of N ranks (on ``--hosts`` when given) that joins
 MPI_COMM_WORLD and allreduces (``data/mpi_allreduce.c``, compiled with ``mpicc`` once and cached).
 
-As root, Open MPI refuses to start without ``--allow-run-as-root`` (Open MPI FAQ "running as root"); the flag is
-added only for Open MPI and only for root.
+As root, Open MPI refuses to start without its run-as-root permission (``facts.openmpi``); the flag is added only
+where ``refuses_root`` says so (Open MPI, as root).
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
-from validate.checks.runner import ToolRun, run
+from chexstack.tools import ToolRun, run
 from validate.evidence import MissingEvidence
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, refuses_root
 from facts.parsers import versions
 from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -64,8 +65,8 @@ def mpirun_argv(ctx: Context, np: int, hosts: list[str], per_host: int, env_name
     on one node, where slots default to cores) and ``-x NAME`` for each environment variable to forward."""
     impl, _ = _impl(ctx)
     argv = ["mpirun"]
-    if impl == "Open MPI" and ctx.fact("euid", os.geteuid) == 0:
-        argv.append("--allow-run-as-root")
+    if impl is not None and refuses_root(impl, ctx.fact("euid", os.geteuid)):
+        argv.append(ALLOW_RUN_AS_ROOT_FLAG)
     if hosts:
         argv += ["-H", ",".join("%s:%d" % (h.split(":")[0], per_host) for h in hosts)]
     elif impl == "Open MPI":
@@ -126,8 +127,8 @@ def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = ""
 
 #: The fix for each cause of a refused launch (``parsers.mpi.launch_cause``); ``%(hosts)s``, ``%(command)s``.
 LAUNCH_REMEDY = {
-    "MPI_RUN_AS_ROOT": "add --allow-run-as-root (or set OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1), "
-                       "or run as a normal user (Open MPI FAQ: running as root)",
+    "MPI_RUN_AS_ROOT": "add %s (or set %s), or run as a normal user (Open MPI FAQ: running as root)" % (
+        ALLOW_RUN_AS_ROOT_FLAG, " ".join("%s=%s" % kv for kv in sorted(ALLOW_RUN_AS_ROOT_ENV.items()))),
     "MPI_HOST_UNREACHABLE": "every host must resolve and accept ssh from this node without a password: `ssh HOST "
                             "true` for each of %(hosts)s, then `%(command)s`",
     "MPI_PMI_MISMATCH": "start the ranks with mpirun, or with srun --mpi=pmix (srun --mpi=list shows what Slurm "

@@ -1,5 +1,5 @@
 """NCCL checks: the NCCL library on this node, all-reduce bus bandwidth from nccl-tests against a floor for the
-interconnect, and the transport NCCL chose (RDMA vs the TCP Socket fallback, ../shared/cases/05).
+interconnect, and the transport NCCL chose (RDMA vs the TCP Socket fallback, https://github.com/NVIDIA/nccl/issues/451).
 
 One ``all_reduce_perf`` run (``NCCL_DEBUG=INFO``, 1 GiB messages) feeds both ``nccl.busbw`` and
 ``nccl.transport``. On one node it runs ``-g <GPUs>`` in one process; with ``--hosts`` it runs under mpirun with
@@ -25,7 +25,7 @@ from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
-from validate.checks.runner import ToolRun
+from chexstack.tools import ToolRun
 from facts.parsers import versions
 from facts.parsers.infiniband import IbPort
 from validate.evidence import MissingEvidence
@@ -116,12 +116,15 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
     """Which transport NCCL picked, given the host's RDMA ports — judged by what the log proves.
 
     Socket while a host HCA is ACTIVE is FAIL (``NCCL using Socket transport although host HCA X is ACTIVE``,
-    ../shared/cases/05, fixtures 35-36); IB, IBext and other net plugins count as RDMA and RoCE devices are named
+    https://github.com/NVIDIA/nccl/issues/451, fixtures 35-36); IB, IBext and other net plugins count as RDMA and RoCE
+    devices are named
     as RoCE (fixtures 37-39); IB and RoCE ports mixed in one device set is WARN (fixture 40); a shared-memory
-    segment NCCL could not create is ``NCCL_SHM_EXHAUSTED`` (../shared/cases/04). A transport is never a PASS
+    segment NCCL could not create is ``NCCL_SHM_EXHAUSTED`` (https://github.com/NVIDIA/nccl/issues/290). A transport is
+    never a PASS
     unless a communicator was seen initialised (``Init COMPLETE``, or ``results``: all_reduce_perf printed result
     rows): a log that stops after "Using network IB" is ``NCCL_INIT_INCOMPLETE`` (fixture 38's run failed later in
-    ibv_modify_qp); ``hung`` (the run timed out with no result) is ``NCCL_HANG`` (../shared/cases/31).
+    ibv_modify_qp); ``hung`` (the run timed out with no result) is ``NCCL_HANG``
+    (https://github.com/NVIDIA/nccl/issues/2079).
     """
     cid = "nccl.transport"
     active = [p for p in host_ports or [] if p.up]
@@ -192,7 +195,8 @@ HANG_REMEDY = ("isolate the transport: rerun with NCCL_DEBUG=INFO and NCCL_P2P_D
 def judge_hang(log: NcclLog, seconds: float | None, causes: list[tuple[str, str]]) -> CheckResult:
     """An all_reduce_perf run stopped with no result row is a hang, never a pass: where it stopped (before or after
     the communicator initialised, over which channels) and, from ``causes`` — ``[(finding, fix)]`` of
-    ``hang_evidence`` — the likely cause and its fix (../shared/cases/31: ACS redirect on the GPUs' bridges)."""
+    ``hang_evidence`` — the likely cause and its fix (https://github.com/NVIDIA/nccl/issues/2079: ACS redirect on the
+    GPUs' bridges)."""
     cid = "nccl.busbw"
     stage = ("after the communicator initialised (channels %s)" % (", ".join(log.channels) or "?")
              if log.init_complete else "before any communicator finished initialising")

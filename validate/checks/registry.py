@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from envs.manifest import Stack
-from validate.checks.runner import DEFAULT_TIMEOUT_S, ToolRun
+from chexstack.tools import DEFAULT_TIMEOUT_S, ToolRun
 from validate.evidence import Live
 from validate.result import CheckResult, skipped
 
@@ -42,7 +42,7 @@ class Context:
             return self._memo[key]
 
     def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ToolRun:
-        """``runner.run(argv)`` once per distinct argv/env for this context."""
+        """``chexstack.tools.run(argv)`` once per distinct argv/env for this context."""
         key = ("tool", argv, tuple(sorted((env or {}).items())))
         return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env))
 

@@ -182,7 +182,8 @@ ACS_VM_NOTE = ("in a VM ACS is needed for device passthrough: there, keep it and
 def judge_acs(bridges: list[AcsBridge], gpu_upstream: dict[str, list[str]] | None, iommu: str | None = None,
               virtual: bool | None = None) -> CheckResult:
     """ACS redirect (``SrcValid+``/``ReqRedir+``/``CmpltRedir+`` in ``lspci -vvv``'s ACSCtl) on a bridge above a
-    GPU: FAIL ``ACS_ENABLED`` on bare metal (NCCL P2P hangs or crawls, ../shared/cases/31), WARN in a VM (ACS is
+    GPU: FAIL ``ACS_ENABLED`` on bare metal (NCCL P2P hangs or crawls, https://github.com/NVIDIA/nccl/issues/2079), WARN
+    in a VM (ACS is
     required for passthrough there). ``gpu_upstream``: ``{GPU PCI address: bridges above it}`` (every bridge with
     ACS counts when unknown); ``iommu``: the kernel log line showing an IOMMU, or None; ``virtual``: None unknown."""
     cid = "topo.pcie_acs"

@@ -1,7 +1,10 @@
-"""The one way checks run tools: argv in, a ``ToolRun`` out, never an exception.
+"""The one way chexstack runs a tool to completion: argv in, a ``ToolRun`` out, never an exception.
 
 A missing tool, a timeout or a permission error is recorded in the ``ToolRun`` (``missing``, ``timed_out``,
-``error``) so that a check can turn it into a SKIP or FAIL with a reason.
+``error``) so that the caller turns it into a SKIP, a FAIL or a ``ChexstackError`` with the reason
+(``ToolRun.why_not()``). Every area uses it (validate's checks, conda-lock, git, scontrol/sbatch/kubectl, mpirun
+--version, nvidia-smi -L). Not here: commands whose output is streamed while they run (horovodrun/mpirun in
+``launch.stream``, docker builds through the SDK) and the in-image probe (``facts/probe.py``, Python 3.5, stdlib).
 """
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+
+from chexstack.errors import ChexstackError
 
 #: Default seconds a tool may run; node-local tools answer in well under a second when the node is healthy.
 DEFAULT_TIMEOUT_S = 15.0
@@ -56,16 +61,17 @@ def which(name: str) -> str | None:
     return local if os.access(local, os.X_OK) else shutil.which(name)
 
 
-def run(argv: list[str], timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
-        cwd: str | None = None) -> ToolRun:
-    """Run ``argv`` with a timeout; ``env`` entries are added to the current environment."""
+def run(argv: list[str], timeout: float | None = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+        cwd: str | None = None, input: str | None = None) -> ToolRun:
+    """Run ``argv`` (``argv[0]`` looked up by ``which``) with a ``timeout`` in seconds (None: none); ``env`` entries
+    are added to the current environment; ``input`` is given on stdin (else stdin is /dev/null)."""
     exe = which(argv[0])
     if exe is None:
         return ToolRun(tuple(argv), None, missing=True)
     full_env = dict(os.environ, **(env or {}))
     try:
         p = subprocess.run([exe] + list(argv[1:]), capture_output=True, timeout=timeout, env=full_env, cwd=cwd,
-                           stdin=subprocess.DEVNULL)
+                           **({"input": input.encode()} if input is not None else {"stdin": subprocess.DEVNULL}))
     except subprocess.TimeoutExpired as e:
         return ToolRun(tuple(argv), None, _text(e.stdout), _text(e.stderr), timed_out=True)
     except OSError as e:
@@ -75,3 +81,22 @@ def run(argv: list[str], timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str]
 
 def _text(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", "replace")
+
+
+def run_checked(argv: list[str], what: str, *, timeout: float | None = DEFAULT_TIMEOUT_S,
+                env: dict[str, str] | None = None, cwd: str | None = None, input: str | None = None,
+                missing: str | None = None, tail_lines: int = 15) -> ToolRun:
+    """``run`` for a tool the work cannot go on without: the ``ToolRun`` when it exits 0, else a
+    ``ChexstackError`` naming ``what`` the tool was doing, the command, and why (exit status and the last
+    ``tail_lines`` lines of its output, or: not found on PATH — then ``missing`` is the message when given —, timed
+    out, could not start)."""
+    result = run(argv, timeout=timeout, env=env, cwd=cwd, input=input)
+    if result.ok:
+        return result
+    if result.missing and missing:
+        raise ChexstackError(missing)
+    if result.rc is None:
+        raise ChexstackError("%s: %s" % (what, result.why_not()))
+    tail = "\n".join(result.output.strip().splitlines()[-tail_lines:])
+    raise ChexstackError("%s failed: `%s` exited %d%s" % (what, " ".join(argv), result.rc,
+                                                         (":\n" + tail) if tail else ""))
