@@ -250,7 +250,9 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
 
 # --- bench: scaling sweep, Figure 1, launchers ---------------------------------------------------------------------
 @task(help={
-    "gpus": "rank counts, e.g. 1,2,3,4,8 (GPUs; CPU ranks on a host without GPUs)",
+    "gpus": "GPU counts to sweep, one rank per GPU as in invoke train --gpus (default 1,2,3,4,8, the seed's "
+            "Figure 1)",
+    "np": "CPU rank counts to sweep instead, e.g. 1,2 (as invoke train --gpus 0 --np N)",
     "stack": "run the trainer in this stack's image (local: docker, as invoke train --stack; required for slurm/k8s)",
     "launcher": "local (horovodrun here), mpirun (horovodrun's MPI across --hosts), slurm, k8s",
     "hosts": "for mpirun: host:slots,... (Horovod's -H)",
@@ -274,7 +276,7 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
     "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
 })
 @user_errors
-def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
+def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
           image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
           per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
           collect=None):
@@ -286,11 +288,15 @@ def bench(c, gpus="1,2,3,4,8", stack=None, launcher="local", hosts=None, model="
 
     if collect:
         return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
-    from bench.sweep import LAUNCHERS
+    from bench.sweep import FIGURE1_COUNTS, LAUNCHERS
 
     check_applicable(launcher, stack, given(bench.body, locals(), (
         "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)
-    req = main.SweepRequest(counts=main.parse_counts(gpus), label=label or main.default_label(stack, launcher),
+    if gpus and np:
+        raise ChexstackError("--gpus %s and --np %s: give one (GPU counts, or CPU rank counts)" % (gpus, np))
+    counts = main.parse_counts(np, "--np") if np else main.parse_counts(gpus) if gpus else FIGURE1_COUNTS
+    req = main.SweepRequest(counts=counts,
+                            gpus=not np, label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,
                             warmup_steps=warmup_steps, data=data, amp=amp, image=image)

@@ -13,18 +13,19 @@ Per count, ranks are laid out on as few nodes as possible with the same number o
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
 
-from facts import host
 from bench.results import RunRecord, Sweep
 from bench.sweep import (SweepRequest, keep_sweep, read_point, request_record, settle_device, stamp,
                          throughput_args, with_gpus)
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
+from facts import host
 from launch import k8s, slurm
 from launch.job import JobSpec, Mount, layout
 
@@ -76,27 +77,18 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     out_root = "%s/%s-%s" % (target.results.rstrip("/"), req.label, stamp(now))
     jobs = specs(req, target, out_root, (Mount(out_root),))
     largest = max(jobs, key=lambda j: j.nodes)
-    sweep_spec = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
-                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=())
-    guard = ""
-    if model == "hybrid":
-        guard = slurm.hybrid_guard(largest, slurm.render_host_compat(largest.stack, mpirun_version_output),
-                                   render_host)
-    elif model != "pyxis":
-        raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(slurm.MODELS)))
-    steps = []
-    for job in jobs:
-        lines = slurm.hybrid_lines(job) if model == "hybrid" else slurm.pyxis_lines(job, geometry=True)
-        steps.append("# %d %s on %d node(s)\n%s" % (job.world_size, "GPU(s)" if job.gpus else "CPU rank(s)", job.nodes,
-                                                    lines))
+    allocation = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
+                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=(), mounts=(Mount(out_root),))
+    compat = (slurm.render_host_compat(largest.stack, mpirun_version_output) if model == "hybrid" else None)
     record = request_record(req, repo, now).model_copy(update={"image": target.image})
-    return Template((TEMPLATES / "slurm-sweep.sbatch").read_text()).substitute(
+    header = Template((TEMPLATES / "sweep-header.txt").read_text()).substitute(
         counts=",".join(map(str, sorted(req.counts))), unit="GPUs" if target.gpus else "CPU ranks",
-        stack=largest.stack.name, title=" ".join(largest.stack.title.split()), launch_model=model,
-        out=out_root, out_q=slurm.shlex.quote(out_root), output_dirs=slurm.output_dirs((Mount(out_root),)),
-        directives=slurm.directives(sweep_spec, opts),
-        exports=slurm.exports(sweep_spec), mpi_guard=guard, steps="\n".join(steps),
+        stack=largest.stack.name, title=" ".join(largest.stack.title.split()), launch_model=model, out=out_root)
+    prologue = Template((TEMPLATES / "sweep-prologue.sh").read_text()).substitute(
+        out_q=shlex.quote(out_root), gpu_query=shlex.join(host.GPU_QUERY),
         record_json=record.model_dump_json(exclude_defaults=True))
+    return slurm.render_steps(allocation, jobs, model, opts, header=header, prologue=prologue, compat=compat,
+                              render_host=render_host)
 
 
 def render_k8s(req: SweepRequest, target: BatchTarget, opts: k8s.K8sOptions = k8s.K8sOptions(),

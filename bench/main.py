@@ -30,14 +30,14 @@ class Scheduled:
     wait_s: int = 6 * 3600
 
 
-def parse_counts(text: str) -> tuple[int, ...]:
-    """``"1,2,3,4,8"`` -> (1, 2, 3, 4, 8). Raises ChexstackError naming the bad entry."""
+def parse_counts(text: str, option: str = "--gpus") -> tuple[int, ...]:
+    """``"1,2,3,4,8"`` (the value of ``option``) -> (1, 2, 3, 4, 8). Raises ChexstackError naming the bad entry."""
     counts = []
     for item in (text or "").split(","):
         item = item.strip()
         if not item.isdigit() or int(item) < 1:
-            raise ChexstackError("--gpus %r: expected counts >= 1 separated by commas, e.g. 1,2,3,4,8 (bad: %r)"
-                                 % (text, item))
+            raise ChexstackError("%s %r: expected counts >= 1 separated by commas, e.g. 1,2,3,4,8 (bad: %r)"
+                                 % (option, text, item))
         counts.append(int(item))
     return tuple(counts)
 
@@ -71,7 +71,10 @@ def _target(req: SweepRequest, opts: Scheduled) -> batch.BatchTarget:
     warning = local_image_warning(stack, image, req.launcher)
     if warning:
         warn(warning)
-    return batch.BatchTarget(image=image, per_node=opts.per_node, gpus=stack.gpu, results=opts.results)
+    if req.gpus and not stack.gpu:
+        raise ChexstackError("--gpus %s: stack %s has no GPU build; sweep CPU ranks with --np %s"
+                             % (",".join(map(str, req.counts)), stack.name, ",".join(map(str, req.counts))))
+    return batch.BatchTarget(image=image, per_node=opts.per_node, gpus=req.gpus, results=opts.results)
 
 
 def scheduled(req: SweepRequest, opts: Scheduled) -> None:

@@ -39,18 +39,19 @@ from launch.options import check_launcher
 from launch.request import TrainRequest
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
-MODELS = ("densenet121", "resnet50")
 THROUGHPUT_FILE = "throughput.json"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """What ``invoke bench`` asked for. ``counts``: rank counts (GPUs, or CPU ranks without GPUs);
-    ``batch_size``: per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``."""
+    """What ``invoke bench`` asked for. ``counts``: rank counts, GPUs with ``gpus`` (``--gpus``, one rank per GPU,
+    as ``invoke train --gpus N``) or else CPU ranks (``--np``, as ``invoke train --gpus 0 --np N``); ``batch_size``:
+    per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``."""
 
     counts: tuple[int, ...]
     label: str
+    gpus: bool = True
     launcher: str = "local"
     hosts: tuple[str, ...] = ()
     stack: str | None = None
@@ -63,22 +64,22 @@ class SweepRequest:
     amp: bool = False
     image: str | None = None
 
+    @property
+    def count_option(self) -> str:
+        """The option the counts came from: ``--gpus`` or ``--np``."""
+        return "--gpus" if self.gpus else "--np"
+
     def check(self) -> "SweepRequest":
         """Raise ChexstackError naming the option that cannot work."""
         if not self.counts or any(n < 1 for n in self.counts) or len(set(self.counts)) != len(self.counts):
-            raise ChexstackError("--gpus %s: expected distinct counts >= 1, e.g. 1,2,3,4,8"
-                                 % ",".join(map(str, self.counts)))
+            raise ChexstackError("%s %s: expected distinct counts >= 1, e.g. 1,2,3,4,8"
+                                 % (self.count_option, ",".join(map(str, self.counts))))
         if not _LABEL.match(self.label):
             raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
                                  % self.label)
         check_launcher(self.launcher, LAUNCHERS)
-        if self.model not in MODELS:
-            raise ChexstackError("--model %r: expected one of %s" % (self.model, ", ".join(MODELS)))
-        for name in ("batch_size", "image_size", "steps"):
-            if getattr(self, name) < 1:
-                raise ChexstackError("--%s %d: expected >= 1" % (name.replace("_", "-"), getattr(self, name)))
-        if self.warmup_steps < 0:
-            raise ChexstackError("--warmup-steps %d: expected >= 0" % self.warmup_steps)
+        # model, sizes and steps are judged by the trainer's own parser, as for invoke train (trainer.preflight)
+        count_request(self, min(self.counts), "bench-check", self.gpus).check()
         if self.launcher in ("slurm", "k8s"):  # the data are the cluster's: absolute, not checked here
             cluster_path(self.launcher, "--data", self.data)
         elif self.data != "synthetic" and not Path(self.data).is_dir():
@@ -124,15 +125,16 @@ def throughput_args(req: SweepRequest, output: str) -> list[str]:
 FIGURE1_COUNTS = (1, 2, 3, 4, 8)
 
 
-def check_slots(counts: tuple[int, ...], slots: int, where: str) -> None:
-    """Raise ChexstackError when a count needs more slots than ``where`` has, naming the counts that fit: the
-    requested ones that do, else Figure 1's counts up to ``slots`` (and ``slots`` itself)."""
+def check_slots(counts: tuple[int, ...], slots: int, where: str, option: str = "--gpus") -> None:
+    """Raise ChexstackError when a count needs more slots than ``where`` has, naming the counts that fit (for
+    ``option``, ``--gpus`` or ``--np``): the requested ones that do, else Figure 1's counts up to ``slots`` (and
+    ``slots`` itself)."""
     too_big = [n for n in counts if n > slots]
     if too_big:
         fits = [n for n in counts if n <= slots] or sorted({n for n in FIGURE1_COUNTS if n <= slots} | {slots})
-        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; counts up to %d fit: run --gpus %s, or add "
+        raise ChexstackError("count(s) %s exceed the %d slot(s) of %s; counts up to %d fit: run %s %s, or add "
                              "hosts (--launcher mpirun --hosts)" % (",".join(map(str, too_big)), slots, where, slots,
-                                                                     ",".join(map(str, fits))))
+                                                                     option, ",".join(map(str, fits))))
 
 
 def stamp(now: datetime | None = None) -> str:
@@ -162,7 +164,9 @@ def host_record(req: SweepRequest, repo: Path, now: datetime) -> RunRecord:
     """The record of a sweep that runs from this host: the request plus this host's GPUs, interconnect, cores."""
     link = host.interconnect()
     gpus = host.gpus()
-    record = with_gpus(request_record(req, repo, now), gpus, sysinfo.hostname())
+    record = request_record(req, repo, now)
+    record = (with_gpus(record, gpus, sysinfo.hostname()) if req.gpus else
+              record.model_copy(update={"device": "cpu", "count_unit": "CPU ranks"}))
     if req.stack:
         from images.naming import image_ref
 
@@ -218,11 +222,15 @@ def read_point(count: int, run_dir: Path) -> Reading:
 def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
     """(slots, where) for the synchronous launchers: this host's GPUs (else CPU cores), or the ``--hosts``."""
     if req.launcher == "mpirun":
-        from launch.horovodrun import _slots
-        return sum(_slots(h) for h in req.hosts), "hosts %s" % ",".join(req.hosts)
-    if record.gpu_count:
-        return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
-    return host.cpu_cores(), "this host (no GPU; %d CPU cores for CPU ranks)" % host.cpu_cores()
+        from launch.horovodrun import slots
+        return sum(slots(h) for h in req.hosts), "hosts %s" % ",".join(req.hosts)
+    if not req.gpus:
+        return host.cpu_cores(), "this host (%d CPU cores for CPU ranks)" % host.cpu_cores()
+    if not record.gpu_count:
+        raise ChexstackError("--gpus %s: this host has no GPU (nvidia-smi); sweep CPU ranks with --np %s (as "
+                             "invoke train --gpus 0 --np N)" % (",".join(map(str, req.counts)),
+                                                                 ",".join(map(str, req.counts))))
+    return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
 
 
 def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Plan:
@@ -252,11 +260,11 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     tag = "%s-%s" % (req.label, stamp(now))
     record = host_record(req, repo, now)
     slots, where = available_slots(req, record)
-    check_slots(req.counts, slots, where)
+    check_slots(req.counts, slots, where, req.count_option)
     points, devices = [], set()
     for n in sorted(req.counts):
         run_dir = runs / tag / ("np-%d" % n)
-        launch = plan_count(req, n, run_dir, record.device == "gpu")
+        launch = plan_count(req, n, run_dir, req.gpus)
         console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(launch.argv)), soft_wrap=True,
                       highlight=False)
         start = time.monotonic()

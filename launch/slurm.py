@@ -244,6 +244,33 @@ def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
         output_dirs=output_dirs(spec.mounts), mpirun=baremetal_lines(spec))
 
 
+def step_lines(spec: JobSpec, model: Model) -> str:
+    """One job step of a multi-step script: a comment with its size, then its launch lines (``hybrid_lines``, or
+    ``pyxis_lines`` with the step's own node and task counts)."""
+    lines = hybrid_lines(spec) if model == "hybrid" else pyxis_lines(spec, geometry=True)
+    return "# %d %s on %d node(s)\n%s" % (spec.world_size, "GPU(s)" if spec.gpus else "CPU rank(s)", spec.nodes,
+                                          lines)
+
+
+def render_steps(allocation: JobSpec, steps: list[JobSpec], model: Model = "pyxis",
+                 opts: SlurmOptions = SlurmOptions(), *, header: str = "", prologue: str = "",
+                 compat: MpiCompatibility | None = None, render_host: str | None = None) -> str:
+    """One batch script running ``steps`` one after another inside one allocation sized by ``allocation`` (its
+    directives, exports and output folders): ``header`` (comment lines after the shebang), the MPI guard (hybrid:
+    ``compat`` from ``render_host_compat``), ``prologue`` (shell lines before the first step), then each step
+    (``step_lines``). Raises ChexstackError for an unknown model or a refused hybrid check."""
+    if model not in MODELS:
+        raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(MODELS)))
+    guard = ""
+    if model == "hybrid":
+        biggest = max(steps, key=lambda s: s.nodes)
+        guard = hybrid_guard(biggest, compat or render_host_compat(biggest.stack), render_host)
+    return Template((TEMPLATES / "slurm-steps.sbatch").read_text()).substitute(
+        header=header.rstrip("\n"), directives=directives(allocation, opts), exports=exports(allocation),
+        mpi_guard=guard, output_dirs=output_dirs(allocation.mounts), prologue=prologue.rstrip("\n"),
+        steps="\n".join(step_lines(s, model) for s in steps))
+
+
 def render(spec: JobSpec, model: Model = "pyxis", opts: SlurmOptions = SlurmOptions(),
            mpirun_version_output: str | None = None, render_host: str | None = None) -> str:
     """The batch script for ``spec``. For ``hybrid``, ``mpirun_version_output`` is the host's ``mpirun

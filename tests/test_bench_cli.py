@@ -29,9 +29,9 @@ def invoke(*args, env=None):
 
 @pytest.mark.slow
 def test_cpu_sweep_then_figure(tmp_path):
-    """`invoke bench --gpus 1,2 --data synthetic` (2 CPU ranks here) writes one JSON; bench-report draws it next
+    """`invoke bench --np 1,2 --data synthetic` (CPU ranks, as train --gpus 0 --np N) writes one JSON; bench-report draws it next
     to the seed's bare-metal series."""
-    run = invoke("bench", "--gpus", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
+    run = invoke("bench", "--np", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
                  *SMALL)
     assert run.returncode == 0, run.stdout + run.stderr
     [result] = tmp_path.glob("cpu-test-*.json")
@@ -54,11 +54,11 @@ def test_cpu_sweep_then_figure(tmp_path):
 
 def test_counts_beyond_the_slots_stop_before_running():
     cores = len(os.sched_getaffinity(0))
-    run = invoke("bench", "--gpus", "1,2,%d" % (cores + 1), "--data", "synthetic")
+    run = invoke("bench", "--np", "1,2,%d" % (cores + 1), "--data", "synthetic")
     assert run.returncode == 2
     assert "exceed the" in run.stderr and "slot(s) of this host" in run.stderr and "Traceback" not in run.stderr
-    alone = invoke("bench", "--gpus", str(cores + 1), "--data", "synthetic")  # review finding D4
-    assert alone.returncode == 2 and "counts up to %d fit: run --gpus %s" % (
+    alone = invoke("bench", "--np", str(cores + 1), "--data", "synthetic")
+    assert alone.returncode == 2 and "counts up to %d fit: run --np %s" % (
         cores, ",".join(map(str, sorted({n for n in (1, 2, 3, 4, 8) if n <= cores} | {cores})))) in alone.stderr
 
 
@@ -130,7 +130,7 @@ def test_hybrid_needs_a_sif_and_scheduled_sweeps_their_results_folder():
     hybrid = invoke("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
                     "--render")
     assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stderr
-    sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--render"]
+    sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--np", "1,2", "--render"]
     assert "give --results DIR" in invoke(*sweep).stderr
     assert "--results bench is a path relative to this machine" in invoke(*sweep, "--results", "bench").stderr
     ok = invoke(*sweep, "--results", "/shared/bench", "--data", "/shared/cxr")
@@ -157,7 +157,7 @@ def test_unwritable_output_stops_before_the_sweep(tmp_path):
     """Review finding 4: a read-only --output failed after the whole sweep; now nothing runs."""
     read_only = tmp_path / "ro"
     read_only.mkdir()
-    run = run_with_read_only(read_only, [INVOKE, "bench", "--gpus", "1", "--data", "synthetic", "--output",
+    run = run_with_read_only(read_only, [INVOKE, "bench", "--np", "1", "--data", "synthetic", "--output",
                                          str(read_only), *SMALL], timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stdout + run.stderr
     assert run.stderr.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (read_only,
@@ -171,7 +171,7 @@ def test_a_sweep_whose_output_turns_read_only_is_kept_in_its_run_folder(tmp_path
     out.mkdir()
     label = "ro-%d" % os.getpid()
     runs = REPO / "runs" / "bench"
-    script = ("mount --bind {o} {o} && ({invoke} bench --gpus 1 --data synthetic --label {label} --output {o} {small}"
+    script = ("mount --bind {o} {o} && ({invoke} bench --np 1 --data synthetic --label {label} --output {o} {small}"
               " & pid=$!; while ! ls {runs}/{label}-*/np-1/launch.log >/dev/null 2>&1; do sleep 0.2; done; "
               "mount -o remount,bind,ro {o}; wait $pid)").format(o=out, invoke=INVOKE, label=label, runs=runs,
                                                                   small=" ".join(SMALL))
@@ -183,7 +183,7 @@ def test_a_sweep_whose_output_turns_read_only_is_kept_in_its_run_folder(tmp_path
     try:
         assert run.returncode == 0, run.stdout + run.stderr
         [kept] = runs.glob("%s-*/%s-*.json" % (label, label))
-        assert "warning: cannot write %s/" % out in run.stdout and "the sweep went to %s" % kept in run.stdout
+        assert "warning: cannot write %s/" % out in run.stderr and "the sweep went to %s" % kept in run.stderr
         assert [p.count for p in load_sweep(kept).points] == [1] and list(out.iterdir()) == []
     finally:
         for folder in runs.glob("%s-*" % label):
@@ -205,3 +205,23 @@ def test_bench_report_names_the_figure_formats_and_what_is_not_a_sweep(tmp_path)
     svg = invoke("bench-report", seed, "--output", str(tmp_path / "fig" / "f.svg"))
     assert svg.returncode == 0, svg.stdout + svg.stderr
     assert (tmp_path / "fig" / "f.svg").read_text().startswith("<?xml") and (tmp_path / "fig" / "f.csv").is_file()
+
+
+def test_bench_gpus_means_what_train_gpus_means():
+    """``--gpus N`` is N GPUs (one rank each), refused where there are none, as ``invoke train --gpus N``; CPU
+    ranks are ``--np``. A CPU stack on a cluster takes ``--np`` too."""
+    from bench.results import RunRecord
+    from bench.sweep import SweepRequest, available_slots
+
+    no_gpu = RunRecord(gpu_count=0)  # what host_record finds on a host without GPUs
+    with pytest.raises(ChexstackError, match="--gpus 1,2: this host has no GPU .* --np 1,2"):
+        available_slots(SweepRequest(counts=(1, 2), label="x"), no_gpu)
+    assert available_slots(SweepRequest(counts=(1, 2), label="x", gpus=False), no_gpu)[0] >= 1
+    assert available_slots(SweepRequest(counts=(1, 2), label="x"), RunRecord(gpu_count=8))[0] == 8
+    both = invoke("bench", "--gpus", "1", "--np", "1")
+    assert both.returncode == 2 and "give one" in both.stderr
+    cpu_stack = invoke("bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--results", "/shared/b",
+                       "--render")
+    assert cpu_stack.returncode == 2 and "stack cpu has no GPU build; sweep CPU ranks with --np 1,2" in cpu_stack.stderr
+    bad = invoke("bench", "--np", "0,x")
+    assert bad.returncode == 2 and "--np '0,x': expected counts >= 1" in bad.stderr

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_sweep_inside_the_stack_image(cpu_build, tmp_path):  # noqa: F811
-    run = subprocess.run([INVOKE, "bench", "--stack", "cpu", "--gpus", "1,2", "--data", "synthetic", "--model",
+    run = subprocess.run([INVOKE, "bench", "--stack", "cpu", "--np", "1,2", "--data", "synthetic", "--model",
                           "resnet50", "--batch-size", "4", "--image-size", "64", "--steps", "3", "--warmup-steps", "1",
                           "--label", "cpu-image", "--output", str(tmp_path)], cwd=REPO, capture_output=True,
                          text=True, timeout=1800, env={**os.environ, "COLUMNS": "200"})

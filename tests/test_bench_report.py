@@ -120,7 +120,7 @@ def test_save_is_atomic_and_round_trips(tmp_path):
 
 
 def test_a_finished_sweep_is_kept_when_its_folder_cannot_be_written(tmp_path, capsys):
-    """Review finding 4: the sweep's last write failed and the whole sweep was lost. Now it goes beside the
+    """A sweep whose last write fails is not lost: it goes beside the
     run's files and says so; only when that fails too is it an error (naming both)."""
     from bench.sweep import keep_sweep
 
@@ -129,7 +129,7 @@ def test_a_finished_sweep_is_kept_when_its_folder_cannot_be_written(tmp_path, ca
     blocker.write_text("")
     path = keep_sweep(sweep, blocker / "k.json", tmp_path / "runs" / "k.json")
     assert path == tmp_path / "runs" / "k.json" and load_sweep(path) == sweep
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())
     assert "warning: cannot write %s" % (blocker / "k.json") in out and "the sweep went to %s" % path in out
     with pytest.raises(ChexstackError, match="cannot write the sweep to .* nor to .*; the per-count results stay in"):
         keep_sweep(sweep, blocker / "k.json", blocker / "k2.json")
