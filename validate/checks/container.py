@@ -19,7 +19,7 @@ from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from facts.parsers import versions
-from facts.parsers.container import classify_runtime_error, df_size, nv_libs
+from facts.parsers.container import classify_runtime_error, df_size, docker_runtimes, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -124,6 +124,14 @@ def _docker_info() -> dict:
 
 @check("container.docker", "docker engine and its NVIDIA runtime")
 def docker_engine(ctx: Context) -> CheckResult:
+    info = ctx.recorded(docker_info_run)
+    if info is not None:  # a bundle's `docker info` text (captured by hand) instead of the engine's answer
+        runtimes, default = docker_runtimes(info.stdout)
+        result = judge_docker({"ServerVersion": "?", "DefaultRuntime": default,
+                               "Runtimes": dict.fromkeys(runtimes, {})} if info.ok else None,
+                              None if info.ok else info.why_not(), no_gpu_reason(ctx) is None)
+        result.details.append("from the bundle's `%s`" % " ".join(info.argv))
+        return result
     socket = ctx.fact("docker socket or DOCKER_HOST", lambda: os.path.exists("/var/run/docker.sock")
                       or bool(os.environ.get("DOCKER_HOST")))
     if not socket and ctx.tool("docker", "--version").missing:
@@ -132,7 +140,15 @@ def docker_engine(ctx: Context) -> CheckResult:
     return judge_docker(got["info"], got["error"], no_gpu_reason(ctx) is None)
 
 
-def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | None) -> CheckResult:
+def docker_info_run(argv: tuple, env: dict) -> bool:
+    """``docker info`` text in a bundle (also through a pipe: ``sh -c "docker info | grep -i runtime"``)."""
+    return tuple(argv[:2]) == ("docker", "info") or (tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2
+                                                          and "docker info" in argv[2])
+
+
+def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None) -> CheckResult:
+    """``docker run --gpus all <image> nvidia-smi -L``: refused (toolkit missing, runtime not registered, driver
+    too old: fixtures 59, 62, ../shared/cases/06) is FAIL; fewer GPUs than ``host_gpus`` (None: unknown) too."""
     cid = "container.gpus"
     codes = classify_runtime_error(output)
     seen = sum(1 for line in output.splitlines() if line.startswith("GPU "))
@@ -145,8 +161,12 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | N
                   }.get(codes[0] if codes else "", "run the docker command by hand")
         last = [l for l in output.strip().splitlines() if l.strip()]
         return failed(cid, "docker run --gpus all failed%s: %s" % (tk, last[-1] if last else "no output"),
-                      "nvidia-smi -L inside a container lists %d GPUs" % host_gpus, remedy,
+                      "nvidia-smi -L inside a container lists %s GPUs" % (host_gpus if host_gpus is not None
+                                                                           else "the host's"), remedy,
                       codes[0] if codes else "CONTAINER_GPU_FAILED")
+    if host_gpus is None:
+        return warned(cid, "%d GPUs visible in the container%s; the host's count was not recorded" % (seen, tk),
+                      "all the host's GPUs", "record nvidia-smi with the bundle to compare")
     if seen != host_gpus:
         return failed(cid, "%d of %d GPUs visible in the container%s" % (seen, host_gpus, tk), "all GPUs",
                       "check NVIDIA_VISIBLE_DEVICES and the toolkit's configuration", "CONTAINER_GPU_FAILED")
@@ -177,15 +197,40 @@ def stack_image(ctx: Context) -> tuple[str | None, str | None]:
     return tuple(ctx.fact("stack image %s" % ctx.stack.name, find))
 
 
+def _no_image_nor_recorded_run(ctx: Context) -> str | None:
+    why = no_stack_image(ctx)
+    return None if why is None or ctx.recorded(docker_gpu_run) is not None else why
+
+
 @check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
-       requires=(no_gpu_reason, no_stack_image))
+       requires=(no_gpu_reason, _no_image_nor_recorded_run))
 def container_gpus(ctx: Context) -> CheckResult:
-    image = stack_image(ctx)[0]
-    tk = ctx.tool("nvidia-container-runtime", "--version")
-    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
-                   timeout=60)
-    return judge_container_gpus(res.output, res.ok, len(snapshot(ctx).report.gpus),
-                                versions.nvidia_container_runtime(tk.stdout) if tk.ok else None)
+    image = stack_image(ctx)[0] if ctx.stack is not None else None
+    try:
+        tk = ctx.tool("nvidia-container-runtime", "--version")
+    except MissingEvidence:  # a bundle without it: the toolkit's version is not shown
+        tk = None
+    if image is None:  # a bundle's docker run of another image (outputs captured by hand)
+        res = ctx.recorded(docker_gpu_run)
+    else:
+        res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
+                       timeout=60)
+    try:
+        host_gpus = len(snapshot(ctx).report.gpus)
+    except MissingEvidence:
+        host_gpus = None
+    result = judge_container_gpus(res.output, res.ok, host_gpus,
+                                  versions.nvidia_container_runtime(tk.stdout) if tk is not None and tk.ok else None)
+    if image is None:
+        result.details.append("from the bundle's `%s`" % " ".join(res.argv))
+    return result
+
+
+def docker_gpu_run(argv: tuple, env: dict) -> bool:
+    """What a bundle may hold instead of this check's own run: any ``docker run`` asking for GPUs (``--gpus`` or
+    ``--runtime=nvidia``: fixtures 59, 62)."""
+    return len(argv) > 1 and os.path.basename(argv[0]) == "docker" and argv[1] == "run" and any(
+        a == "--gpus" or a.startswith("--gpus=") or a == "--runtime=nvidia" for a in argv)
 
 
 def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
