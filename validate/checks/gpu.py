@@ -261,8 +261,11 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
 
 
 def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
-    nvcc = ctx.tool("nvcc", "--version")
-    if nvcc.ok and versions.nvcc(nvcc.stdout):
+    try:
+        nvcc = ctx.tool("nvcc", "--version")
+    except MissingEvidence:  # a bundle without nvcc: the toolkit's version file may be there
+        nvcc = None
+    if nvcc is not None and nvcc.ok and versions.nvcc(nvcc.stdout):
         return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
         text = ctx.read(path)
