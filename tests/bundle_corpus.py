@@ -47,8 +47,8 @@ def specs() -> list[Path]:
 
 
 def text_of(source) -> str:
-    """A literal string, ``{fixture: NAME}``, ``{case: "NN", after: LINE}`` (a section of a case file), or a list
-    of them (joined)."""
+    """A literal string, ``{fixture: NAME}``, ``{case: "NN", after: LINE}`` (a section of a case file: the lines
+    after LINE up to the next ``$ `` line, or the next line starting with ``until``), or a list of them (joined)."""
     if isinstance(source, list):
         return "".join(map(text_of, source))
     if source is None or isinstance(source, str):
@@ -60,7 +60,8 @@ def text_of(source) -> str:
         return text
     lines = text.splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == source["after"]) + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("$ ")), len(lines))
+    stops = ("$ ",) + ((source["until"],) if "until" in source else ())
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith(stops)), len(lines))
     return "".join(lines[start:end])
 
 

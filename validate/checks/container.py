@@ -146,7 +146,8 @@ def docker_info_run(argv: tuple, env: dict) -> bool:
                                                           and "docker info" in argv[2])
 
 
-def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None) -> CheckResult:
+def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None,
+                         command: str = "docker run --gpus all") -> CheckResult:
     """``docker run --gpus all <image> nvidia-smi -L``: refused (toolkit missing, runtime not registered, driver
     too old: fixtures 59, 62, ../shared/cases/06) is FAIL; fewer GPUs than ``host_gpus`` (None: unknown) too."""
     cid = "container.gpus"
@@ -160,7 +161,7 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: 
                   "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
                   }.get(codes[0] if codes else "", "run the docker command by hand")
         last = [l for l in output.strip().splitlines() if l.strip()]
-        return failed(cid, "docker run --gpus all failed%s: %s" % (tk, last[-1] if last else "no output"),
+        return failed(cid, "%s failed%s: %s" % (command, tk, last[-1] if last else "no output"),
                       "nvidia-smi -L inside a container lists %s GPUs" % (host_gpus if host_gpus is not None
                                                                            else "the host's"), remedy,
                       codes[0] if codes else "CONTAINER_GPU_FAILED")
@@ -220,7 +221,9 @@ def container_gpus(ctx: Context) -> CheckResult:
     except MissingEvidence:
         host_gpus = None
     result = judge_container_gpus(res.output, res.ok, host_gpus,
-                                  versions.nvidia_container_runtime(tk.stdout) if tk is not None and tk.ok else None)
+                                  versions.nvidia_container_runtime(tk.stdout) if tk is not None and tk.ok else None,
+                                  "docker run --runtime=nvidia" if "--runtime=nvidia" in res.argv
+                                  else "docker run --gpus all")
     if image is None:
         result.details.append("from the bundle's `%s`" % " ".join(res.argv))
     return result

@@ -45,12 +45,14 @@ REMEDY = {
 class GpuSnapshot:
     """nvidia-smi's view of this node once per run: ``report`` (table + query CSV merged), ``pci_gpus`` (NVIDIA
     display/3D controllers on the PCI bus, from sysfs), ``smi_missing``, ``source``: the bundle's run the report
-    comes from when it is not nvidia-smi's table (None: the table)."""
+    comes from when it is not nvidia-smi's table (None: the table); ``excerpt``: the bundle's run of the head of
+    the table when that is all it holds (driver and maximum CUDA only)."""
 
     report: SmiReport = field(default_factory=SmiReport)
     pci_gpus: list[str] | None = field(default_factory=list)
     smi_missing: bool = False
     source: str | None = None
+    excerpt: str | None = None
 
 
 def pci_nvidia_gpus(ctx: Context, root: str = "/sys/bus/pci/devices") -> list[str] | None:
@@ -86,7 +88,9 @@ def parse_gpu_properties(res) -> SmiReport:
         return parse_q_xml(res.stdout)
     if "-q" in res.argv:
         return parse_q_text(res.stdout)
-    rows, problems = parse_query_csv(res.stdout)
+    query = next(a for a in res.argv if a.startswith("--query-gpu="))[len("--query-gpu="):].split(",")
+    noheader = any("noheader" in a for a in res.argv if a.startswith("--format="))
+    rows, problems = parse_query_csv(res.stdout, fields=query if noheader else None)
     return SmiReport(driver_version=rows[0].get("driver_version") if rows else None,
                      gpus=gpus_from_query(rows) if rows else [], problems=problems)
 
@@ -96,7 +100,11 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
     try:  # a bundle of outputs captured by hand may hold only the per-GPU query (or nvidia-smi -q)
         table = ctx.tool("nvidia-smi")
     except MissingEvidence:
-        table = None
+        table = ctx.recorded(nvidia_smi_excerpt_run)
+        if table is not None:
+            snap.report = parse_table(table.output)
+            snap.excerpt = "`%s`" % " ".join(table.argv)
+            table = None
     if table is not None and table.missing:
         snap.smi_missing = True
         return snap
@@ -108,7 +116,7 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
         if not query.ok and "not a valid field" in query.output:
             query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
     except MissingEvidence:
-        if table is None:
+        if table is None and snap.excerpt is None:
             raise MissingEvidence("`nvidia-smi`") from None
         return snap
     if not query.ok:
@@ -117,6 +125,7 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
         return snap
     got = parse_gpu_properties(query)
     if table is None:
+        got.driver_max_cuda = got.driver_max_cuda or snap.report.driver_max_cuda
         snap.report = got
         snap.report.problems = list(got.problems)
         if tuple(query.argv[:2]) != ("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS)):
@@ -260,11 +269,25 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
     return passed(cid, message, expected, [measured_driver])
 
 
+def nvcc_run(argv: tuple, env: dict) -> bool:
+    """``nvcc --version`` in a bundle, also filtered (``sh -c "nvcc --version | grep release"``)."""
+    return tuple(argv) == ("nvcc", "--version") or (tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2
+                                                    and argv[2].startswith("nvcc --version"))
+
+
+def nvidia_smi_excerpt_run(argv: tuple, env: dict) -> bool:
+    """The head of nvidia-smi's table in a bundle (``sh -c "nvidia-smi | head -4"``, ../shared/cases/08): its
+    header gives the driver and its maximum CUDA; it proves nothing about the GPUs."""
+    return tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2 and re.match(r"nvidia-smi\s*\|", argv[2]) is not None
+
+
 def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
-    try:
-        nvcc = ctx.tool("nvcc", "--version")
-    except MissingEvidence:  # a bundle without nvcc: the toolkit's version file may be there
-        nvcc = None
+    nvcc = ctx.recorded(nvcc_run)  # a bundle's nvcc, also `nvcc --version | grep release` (../shared/cases/08)
+    if nvcc is None:
+        try:
+            nvcc = ctx.tool("nvcc", "--version")
+        except MissingEvidence:  # a bundle without nvcc: the toolkit's version file may be there
+            nvcc = None
     if nvcc is not None and nvcc.ok and versions.nvcc(nvcc.stdout):
         return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
@@ -278,6 +301,9 @@ def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
 @check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)")
 def inventory(ctx: Context) -> CheckResult:
     snap = snapshot(ctx)
+    if snap.excerpt and not snap.report.gpus:
+        return skipped("gpu.inventory", "the bundle holds only an excerpt of nvidia-smi (%s): driver %s, no GPU rows"
+                       % (snap.excerpt, snap.report.driver_version or "?"))
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu))
     if snap.source:
         result.details.append("from the bundle's %s (no nvidia-smi table recorded)" % snap.source)

@@ -84,13 +84,14 @@ def check_build_run(argv: tuple, env: dict) -> bool:
 @check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for")
 def env(ctx: Context) -> CheckResult:
     cid = "horovod.env"
-    if ctx.stack is not None and ctx.stack.family != "cpu":
-        return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name)
     check_build = ctx.recorded(check_build_run)
     if check_build is not None:  # a bundle's `horovodrun --check-build` (the same marks; exit status means nothing)
-        result = judge_build(parse_check_build(check_build.output), required_for(ctx))
+        result = judge_build(parse_check_build(check_build.output), required_for(ctx),
+                             where="the recorded `%s`" % " ".join(check_build.argv))
         result.details.append("from the bundle's `%s`" % " ".join(check_build.argv))
         return result
+    if ctx.stack is not None and ctx.stack.family != "cpu":
+        return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name)
     probe = env_probe(ctx)
     if "error" in probe:
         return failed(cid, "import horovod.tensorflow failed: %s" % probe["error"][:300], "Horovod with TensorFlow",

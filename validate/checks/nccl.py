@@ -349,6 +349,10 @@ def _host_ports(ctx: Context) -> list[IbPort] | None:
     try:
         return ports_report(ctx)[0].ports if hcas(ctx) else []
     except MissingEvidence:
+        pass
+    try:  # no HCA listing in the bundle: a port tool it holds (ibv_devinfo of the host, ../shared/cases/05)
+        return ports_report(ctx)[0].ports
+    except MissingEvidence:
         return None
 
 
