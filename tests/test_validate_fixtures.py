@@ -1,5 +1,7 @@
 """Every file in ../shared/fixtures gives the verdict ../shared/fixtures/SOURCES.md documents (row numbers in the
-comments), through the same parser + judge the check uses on a live node.
+comments), through the same parser + judge the check uses on a live node — judge by judge, with the parameters a
+node would give (host ports, GPU model). The same fixtures as recorded nodes through ``invoke validate --from``:
+tests/test_validate_bundles.py.
 
 VERDICTS: fixture -> (judge on its parsed text) -> status + text the result must contain.
 VALUES: fixtures that are version sources (no verdict of their own) -> the value parsed.
