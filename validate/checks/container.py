@@ -17,7 +17,7 @@ from chexstack import engine
 from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
 from facts.parsers.container import classify_runtime_error, df_size, docker_runtimes, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -142,8 +142,7 @@ def docker_engine(ctx: Context) -> CheckResult:
 
 def docker_info_run(argv: tuple, env: dict) -> bool:
     """``docker info`` text in a bundle (also through a pipe: ``sh -c "docker info | grep -i runtime"``)."""
-    return tuple(argv[:2]) == ("docker", "info") or (tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2
-                                                          and "docker info" in argv[2])
+    return shell_command(argv).startswith("docker info")
 
 
 def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
 from facts.parsers.kernel import XidEvent, parse_dmesg
@@ -271,14 +271,13 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
 
 def nvcc_run(argv: tuple, env: dict) -> bool:
     """``nvcc --version`` in a bundle, also filtered (``sh -c "nvcc --version | grep release"``)."""
-    return tuple(argv) == ("nvcc", "--version") or (tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2
-                                                    and argv[2].startswith("nvcc --version"))
+    return shell_command(argv).startswith("nvcc --version")
 
 
 def nvidia_smi_excerpt_run(argv: tuple, env: dict) -> bool:
     """The head of nvidia-smi's table in a bundle (``sh -c "nvidia-smi | head -4"``, ../shared/cases/08): its
     header gives the driver and its maximum CUDA; it proves nothing about the GPUs."""
-    return tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2 and re.match(r"nvidia-smi\s*\|", argv[2]) is not None
+    return tuple(argv[:2]) == ("sh", "-c") and re.match(r"nvidia-smi\s*\|", shell_command(argv)) is not None
 
 
 def _local_toolkit(ctx: Context) -> tuple[str | None, str]:

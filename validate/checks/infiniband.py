@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_write_bw, parse_ibstat, parse_ibstatus,
                                          parse_ibv_devinfo, parse_sysfs)
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -164,8 +164,7 @@ def hcas(ctx: Context, root: str = SYSFS) -> list[str]:
 def ibv_devinfo_run(argv: tuple, env: dict) -> bool:
     """``ibv_devinfo`` in a bundle, also for one device and filtered (``sh -c "ibv_devinfo -d mlx5_bond_0 | egrep
     'state|link_layer'"``, ../shared/cases/05); the device comes from ``-d``."""
-    return tuple(argv) == ("ibv_devinfo",) or (bool(argv) and argv[0] == "ibv_devinfo") or (
-        tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2 and argv[2].startswith("ibv_devinfo"))
+    return shell_command(argv).split(" ")[0] == "ibv_devinfo"
 
 
 def ports_report(ctx: Context) -> tuple[IbReport, str]:
@@ -181,7 +180,7 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
                 continue
             if res.missing:
                 continue
-            words = shlex.split(res.argv[2]) if tuple(res.argv[:2]) == ("sh", "-c") else list(res.argv)
+            words = shlex.split(shell_command(res.argv))
             device = words[words.index("-d") + 1] if "-d" in words[:-1] else None
             report = parse_ibv_devinfo(res.output, device=device) if device else parse(res.output)
             if report.ports or report.missing_hcas:

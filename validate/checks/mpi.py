@@ -13,7 +13,7 @@ from pathlib import Path
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
 from validate.checks.runner import ToolRun, run
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
 from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -67,8 +67,7 @@ def mpi_version(ctx: Context) -> CheckResult:
 
 def ompi_info_run(argv: tuple, env: dict) -> bool:
     """``ompi_info`` in any form (``--parsable --all``, ``-a | grep cuda``, a head of it: fixtures 44-46)."""
-    return bool(argv) and (argv[0] == "ompi_info" or (tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2
-                                                     and argv[2].startswith("ompi_info")))
+    return shell_command(argv).split(" ")[0] == "ompi_info"
 
 
 def _from_ompi_info(ctx: Context, info: ToolRun) -> CheckResult:

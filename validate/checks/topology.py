@@ -20,7 +20,7 @@ from itertools import combinations
 
 from validate.checks.gpu import no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
 from facts.parsers.nvidia_smi import parse_nvlink_status
 from facts.parsers.topology import Topology, parse_topo
@@ -243,8 +243,7 @@ def virtual_machine(ctx: Context) -> bool | None:
 def kernel_log_run(argv: tuple, env: dict) -> bool:
     """The kernel log in a bundle: ``dmesg``, or a filtered ``sh -c "dmesg | grep …"`` (../shared/cases/31) — enough
     for the IOMMU lines, never for ``gpu.xid`` (a filtered log proves no absence of Xids)."""
-    return tuple(argv) == ("dmesg",) or (tuple(argv[:2]) == ("sh", "-c") and len(argv) > 2
-                                         and argv[2].startswith("dmesg"))
+    return shell_command(argv) == "dmesg" or shell_command(argv).startswith("dmesg |")
 
 
 def acs_facts(ctx: Context) -> tuple[list[AcsBridge] | None, dict[str, list[str]], str | None, str]:
