@@ -391,7 +391,8 @@ def _nccl_log(ctx: Context, cid: str) -> tuple[ToolRun | None, CheckResult | Non
     if isinstance(res, str):
         return None, skipped(cid, res)
     if "NCCL INFO" not in res.output:
-        return None, skipped(cid, "no NCCL_DEBUG=INFO log in `%s`" % " ".join(res.argv))
+        return None, skipped(cid, "no \"NCCL INFO\" line in the output of `%s` (NCCL_DEBUG=INFO log)"
+                             % " ".join(res.argv))
     return res, None
 
 
