@@ -233,7 +233,8 @@ def test_bundle_verdicts_are_the_documented_ones(fixture):
 CASES_JUDGED = {
     "01": "case01-horovod-check-build-partial", "04": "case04-shm-64mib-in-container",
     "05": "case05-nccl-socket-fallback-hca-active", "06": "case06-cuda-driver-too-old",
-    "08": "case08-cuda-version-field", "23": "case23-gloo-loopback-only", "31": "case31-acs-redirect-p2p-hang",
+    "08": "case08-cuda-version-field", "21": "case21-singularity-nv-missing-libcuda",
+    "23": "case23-gloo-loopback-only", "31": "case31-acs-redirect-p2p-hang",
 }
 CASES_NOT_VALIDATE = {
     "02": "an image build that must fail at its Horovod/TF check (images/), and its runtime import error",
@@ -244,8 +245,6 @@ CASES_NOT_VALIDATE = {
     "18": "label parsing (trainer/)", "27": "Singularity recipe conversion (images/)",
     "28": "Dockerfile syntax (images/)", "29": "the Slurm launcher's image argument (launch/)",
     "32": "the launcher/trainer stopping a GPU run that sees no GPU (launch/, trainer/)",
-    "21": "singularity exec --nv in the stack's SIF: container.singularity_nv needs the stack's built image and "
-          "SIF; judged on the case's text in test_validate_cases (judge_nv_libs)",
 }
 
 

@@ -255,16 +255,42 @@ def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
                   "--nv binds the host driver libraries")
 
 
+def singularity_libs_run(argv: tuple, env: dict) -> bool:
+    """A bundle's ``singularity|apptainer exec --nv IMAGE sh -c 'ls /.singularity.d/libs …; echo
+    LD=$LD_LIBRARY_PATH'`` of any image (../shared/cases/21: the ``grep -c libcuda`` form)."""
+    return (len(argv) > 2 and os.path.basename(argv[0]) in ("singularity", "apptainer") and argv[1] == "exec"
+            and "--nv" in argv and "/.singularity.d/libs" in " ".join(argv) and "LD=" in " ".join(argv))
+
+
 def _no_singularity(ctx: Context) -> str | None:
+    if ctx.recorded(singularity_libs_run) is not None:
+        return None
     if all(ctx.tool(t, "version").missing for t in ("apptainer", "singularity")):
         return "neither apptainer nor singularity on PATH"
     return None
 
 
+def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
+    why = no_stack_image(ctx)
+    return None if why is None or ctx.recorded(singularity_libs_run) is not None else why
+
+
+def _host_libcuda() -> bool:
+    return any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in ("/usr/lib64", "/usr/lib/x86_64-linux-gnu",
+                                                                        "/usr/lib"))
+
+
 @check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
-       requires=(_no_singularity, no_gpu_reason, no_stack_image))
+       requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec))
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
+    recorded = ctx.recorded(singularity_libs_run) if no_stack_image(ctx) else None
+    if recorded is not None:  # a bundle's exec --nv of another image (outputs captured by hand)
+        if not recorded.ok:
+            return failed(cid, recorded.why_not(), "%s exec --nv works" % recorded.argv[0], "run it by hand")
+        result = judge_nv_libs(nv_libs(recorded.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
+        result.details.append("from the bundle's `%s`" % " ".join(recorded.argv))
+        return result
     tool = next(t for t in ("apptainer", "singularity") if not ctx.tool(t, "version").missing)
     image = stack_image(ctx)[0]
     from images.build import SIF_DIR
@@ -278,9 +304,7 @@ def singularity_nv(ctx: Context) -> CheckResult:
                    timeout=60)
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
-    host = ctx.fact("host libcuda.so.1", lambda: any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
-                                                    ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib")))
-    return judge_nv_libs(nv_libs(res.stdout), host)
+    return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
 
 
 #: Printed by every probe rank: the limits a rank really gets (``ulimit`` in KiB, /dev/shm in 1K blocks, the
