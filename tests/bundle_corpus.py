@@ -14,6 +14,7 @@ section of a ../shared/cases file (never copied into this repository), sysfs rea
         env: {NCCL_DEBUG: INFO}                     # optional
       - tool: [nvidia-smi, topo, -m]
         stdout: {case: "31", after: "$ nvidia-smi topo -m"}   # the lines after that one up to the next "$ "
+      - tool: [nvidia-smi, {query_gpu_of: FIXTURE}, --format=csv]   # --query-gpu= the fields of its CSV header
       - tool: [lspci, -vvv]                         # a list of sources is joined
         stdout: [{case: "31", after: "$ sudo lspci -s 40:03.1 -vvv | …"}, {case: "31", after: "…"}]
       - sysfs_grep: {fixture: sysfs-infiniband-ports-grep-edr-active.txt}   # `grep "" FILES` → reads + globs
@@ -46,8 +47,8 @@ def specs() -> list[Path]:
 
 
 def text_of(source) -> str:
-    """A literal string, ``{fixture: NAME}``, ``{case: "NN", after: LINE}`` (a section of a case file), or a list
-    of them (joined)."""
+    """A literal string, ``{fixture: NAME}``, ``{case: "NN", after: LINE}`` (a section of a case file: the lines
+    after LINE up to the next ``$ `` line, or the next line starting with ``until``), or a list of them (joined)."""
     if isinstance(source, list):
         return "".join(map(text_of, source))
     if source is None or isinstance(source, str):
@@ -59,8 +60,21 @@ def text_of(source) -> str:
         return text
     lines = text.splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == source["after"]) + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("$ ")), len(lines))
+    stops = ("$ ",) + ((source["until"],) if "until" in source else ())
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith(stops)), len(lines))
     return "".join(lines[start:end])
+
+
+def argv_of(tool: list) -> tuple[str, ...]:
+    """The argv of a spec's ``tool``: strings, or ``{query_gpu_of: FIXTURE}`` for ``--query-gpu=`` with the fields
+    the fixture's CSV header names (units dropped): the command line that printed it."""
+    out = []
+    for a in tool:
+        if isinstance(a, dict):
+            header = (FIXTURES / a["query_gpu_of"]).read_text().splitlines()[0]
+            a = "--query-gpu=" + ",".join(f.split(" [")[0].strip() for f in header.split(","))
+        out.append(a)
+    return tuple(out)
 
 
 def build(spec_path: Path, folder: Path) -> dict:
@@ -71,7 +85,7 @@ def build(spec_path: Path, folder: Path) -> dict:
     for e in spec["evidence"]:
         if "tool" in e:
             missing = bool(e.get("missing"))
-            bundle.add_tool(ToolRun(tuple(e["tool"]), None if missing or e.get("timed_out") else e.get("rc", 0),
+            bundle.add_tool(ToolRun(argv_of(e["tool"]), None if missing or e.get("timed_out") else e.get("rc", 0),
                                     text_of(e.get("stdout")), text_of(e.get("stderr")), missing,
                                     bool(e.get("timed_out"))), e.get("env"))
         elif "sysfs_grep" in e:

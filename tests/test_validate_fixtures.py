@@ -1,5 +1,7 @@
 """Every file in ../shared/fixtures gives the verdict ../shared/fixtures/SOURCES.md documents (row numbers in the
-comments), through the same parser + judge the check uses on a live node.
+comments), through the same parser + judge the check uses on a live node — judge by judge, with the parameters a
+node would give (host ports, GPU model). The same fixtures as recorded nodes through ``invoke validate --from``:
+tests/test_validate_bundles.py.
 
 VERDICTS: fixture -> (judge on its parsed text) -> status + text the result must contain.
 VALUES: fixtures that are version sources (no verdict of their own) -> the value parsed.
@@ -17,7 +19,7 @@ from validate.checks.horovod import judge_build
 from validate.checks.infiniband import judge_ports, judge_write_bw
 from validate.checks.mpi import judge_launch_failure, judge_mpi_version
 from chexstack.tools import ToolRun
-from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_transport
+from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_init, judge_transport
 from validate.checks.topology import judge_gpu_nic, judge_nvlink, judge_nvlink_links
 from facts.parsers import container, infiniband as ib, nccl, nvidia_smi as smi, versions
 from facts.parsers.dcgm import parse_dcgmi_diag
@@ -49,6 +51,10 @@ def docker_info(gpu_node: bool):
     return judge_docker({"Runtimes": dict.fromkeys(runtimes, {}), "DefaultRuntime": default}, None, gpu_node)
 
 
+#: Constructed: the kind of line NVIDIA/nccl-tests#185 reports after fixture 38's selection (ibv_modify_qp: Network
+#: is unreachable), to show that an error after the selection fails the run.
+ROCE_QP_FAILURE = ("dgxh100-4:460770:460842 [0] NCCL WARN Call to ibv_modify_qp failed with error Network is "
+                   "unreachable\n")
 IB_HOST = [IbPort("mlx5_0", 1, "Active", "LinkUp", 100.0, "InfiniBand")]
 TF_MPI_NCCL = [("framework", "TensorFlow"), ("controller", "MPI"), ("tensor_op", "NCCL")]
 
@@ -152,21 +158,33 @@ VERDICTS = [
      "FAIL", "NCCL using Socket transport although host HCA mlx5_0 is ACTIVE"),
     ("nccl-debug-info-socket-libibverbs-missing-t4-2.8.3.txt",
      lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST), "FAIL", "NCCL using Socket transport"),
-    # 37-39: the selection ("IB transport selected") is named, but these logs end before any communicator finished
-    # initialising, so they prove no transport (issue 12: never a transport PASS); with results it is a PASS
+    # 37-39: judged by what the log proves (issue 12): the transport selection is observed (PASS, RoCE named as
+    # RoCE, IBext/SHARP counts as RDMA); these logs end before any communicator finished initialising, so
+    # nccl.init is "not observed" (WARN), never a PASS; an error after the selection fails both
     ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True),
-     "FAIL", "NCCL selected RDMA (IB) via NET/IB on mlx5_0:1 but no communicator finished initialising"),
-    ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt",
-     lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True, results=True), "PASS",
-     "RDMA (IB) via NET/IB on mlx5_0:1"),
+     "PASS", "RDMA transport selected: IB via NET/IB on mlx5_0:1"),
+    ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), IB_HOST, True),
+     "PASS", "GPUDirect RDMA: not observed (no NET channel lines in the log)"),
+    ("nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt", lambda t: judge_init(nccl.parse_nccl_log(t)), "WARN",
+     "log ends before communicator init completes"),
     ("nccl-debug-info-net-ib-roce-h100-2.19.3.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), None, True),
-     "FAIL", "NCCL selected RDMA (RoCE) via IB on mlx5_10:1, mlx5_11:1"),
+     "PASS", "RDMA transport selected: RoCE via IB on mlx5_10:1, mlx5_11:1"),
+    ("nccl-debug-info-net-ib-roce-h100-2.19.3.txt", lambda t: judge_init(nccl.parse_nccl_log(t)), "WARN",
+     "an excerpt?"),
+    # the issue's later failure (its text paraphrased into one constructed WARN line): no transport PASS
+    ("nccl-debug-info-net-ib-roce-h100-2.19.3.txt",
+     lambda t: judge_transport(nccl.parse_nccl_log(t + ROCE_QP_FAILURE), None, True), "FAIL",
+     "then the run failed before a communicator initialised: dgxh100-4:460770:460842 [0] NCCL WARN"),
+    ("nccl-debug-info-net-ib-roce-h100-2.19.3.txt", lambda t: judge_init(nccl.parse_nccl_log(t + ROCE_QP_FAILURE)),
+     "FAIL", "the communicator never initialised: dgxh100-4:460770:460842 [0] NCCL WARN"),
     ("nccl-debug-info-ibext-sharp-plugin-h100.txt", lambda t: judge_transport(nccl.parse_nccl_log(t), None, True),
-     "FAIL", "NCCL selected RDMA (IB) via IBext"),
+     "PASS", "RDMA transport selected: IB via IBext on mlx5_0:1"),
+    ("nccl-debug-info-ibext-sharp-plugin-h100.txt", lambda t: judge_init(nccl.parse_nccl_log(t)), "WARN",
+     "no \"Init COMPLETE\", no error"),
     ("nccl-debug-info-ibext-sharp-plugin-h100.txt",
-     lambda t: judge_transport(nccl.parse_nccl_log(t + "gpu-node19:49355:49414 [1] NCCL INFO comm 0x1 rank 1 nranks "
-                                                   "16 cudaDev 1 busId 2a000 - Init COMPLETE\n"), None, True),
-     "PASS", "RDMA (IB) via IBext"),
+     lambda t: judge_init(nccl.parse_nccl_log(t + "gpu-node19:49355:49414 [1] NCCL INFO comm 0x1 rank 1 nranks "
+                                              "16 cudaDev 1 busId 2a000 - Init COMPLETE\n")),
+     "PASS", "communicator initialised (Init COMPLETE)"),
     ("nccl-debug-info-mixed-ib-roce-rank-prefix-2.5.6.txt",
      lambda t: judge_transport(nccl.parse_nccl_log(t), None, True), "WARN", "mlx5_2 is Ethernet (RoCE)"),
     # 41, 42: horovodrun --check-build (exit status means nothing; the marks do)
@@ -230,9 +248,8 @@ DIAGNOSES = {
     "docker-compose-gpu-could-not-select-device-driver-nvidia.txt": "NVIDIA_CONTAINER_TOOLKIT_MISSING",
     "docker-run-unknown-runtime-nvidia.txt": "NVIDIA_RUNTIME_NOT_REGISTERED",
     "dmesg-nvrm-xid79-sxid20034-hgx.txt": "GPU_XID",
-    "nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt": "NCCL_INIT_INCOMPLETE",
-    "nccl-debug-info-net-ib-roce-h100-2.19.3.txt": "NCCL_INIT_INCOMPLETE",
-    "nccl-debug-info-ibext-sharp-plugin-h100.txt": "NCCL_INIT_INCOMPLETE",
+    "nccl-debug-info-net-ib-mlx5-ib-2.4.7.txt": "NCCL_INIT_NOT_OBSERVED",
+    "nccl-debug-info-ibext-sharp-plugin-h100.txt": "NCCL_INIT_NOT_OBSERVED",
 }
 
 VALUES = [
@@ -270,6 +287,8 @@ def test_fixture_verdict(fixture, judge, status, contains):
     assert contains in " | ".join([result.measured, result.expected] + result.details), result
     if fixture in DIAGNOSES and status != "PASS":
         assert result.diagnosis == DIAGNOSES[fixture]
+    elif fixture == "nccl-debug-info-net-ib-roce-h100-2.19.3.txt" and status == "FAIL":
+        assert result.diagnosis == "NCCL_INIT_FAILED"
     if status in ("FAIL", "WARN"):
         assert result.remedy, "a FAIL/WARN names its remedy"
     assert "no GPU" not in result.measured

@@ -93,7 +93,7 @@ def test_exit_codes_are_decided_in_one_place():
         select(["gpu.nosuch"], [])
     assert err.value.exit_code == EXIT_CANNOT_RUN and "known:" in str(err.value)
     assert select(["gpu"], ["gpu.dcgm"]) == [c for c in CHECKS if c.startswith("gpu.") and c != "gpu.dcgm"]
-    assert [c.split(".")[0] for c in select(["mpi", "ib", "nccl"], [])] == ["nccl"] * 3 + ["mpi"] * 2 + ["ib"] * 4
+    assert [c.split(".")[0] for c in select(["mpi", "ib", "nccl"], [])] == ["nccl"] * 4 + ["mpi"] * 2 + ["ib"] * 4
 
 
 def test_a_gpu_stack_on_this_cpu_node_fails_gpu_inventory():

@@ -9,6 +9,10 @@ which ask one ``Evidence`` source:
   stderr, start time and duration; each tool's path and version once).
 * ``Replay(bundle)`` answers from the bundle. What the bundle does not hold raises ``MissingEvidence``; the report
   turns it into a SKIP "could not run: … not in the bundle" — a check never PASSes on evidence it did not observe.
+  A check may name, with ``like``, other command lines whose output proves the same thing (a ``--query-gpu`` with
+  other fields, ``nvidia-smi -q``, a ``NCCL_DEBUG=INFO`` log of another program, ``horovodrun --check-build``):
+  a bundle assembled from outputs captured by hand answers with the first such run when it lacks the exact one,
+  and the ``ToolRun`` carries the argv it really came from, for the check to name. Live runs ignore ``like``.
 
 Bundle layout (schema ``chexstack.validate.bundle/1``)::
 
@@ -52,6 +56,13 @@ class MissingEvidence(Exception):
     def __init__(self, what: str):
         super().__init__(what)
         self.what = what
+
+
+def shell_command(argv) -> str:
+    """The command line of a recorded ``sh -c "CMD"`` run (a filtered transcript: ``nvcc --version | grep release``),
+    else the argv joined: what a ``like`` predicate matches a recorded run against."""
+    argv = tuple(argv)
+    return argv[2] if argv[:2] == ("sh", "-c") and len(argv) > 2 else " ".join(argv)
 
 
 def _tool_key(argv, env) -> str:
@@ -139,7 +150,7 @@ class Live:
         self.recorder = recorder
         self.host = platform.node()
 
-    def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None) -> ToolRun:
+    def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None, like=None) -> ToolRun:
         started = time.time()
         res = run(list(argv), timeout=timeout, env=env)
         if self.recorder is not None:
@@ -161,6 +172,10 @@ class Live:
             lines = [l.strip() for l in v.output.splitlines() if l.strip()]
             version = lines[0] if v.ok and lines else None
         tools[name] = {"path": which(name), "version": version}
+
+    def recorded(self, like: Callable[[tuple, dict], bool]) -> None:
+        """Live evidence has no record to look up: None (the check runs its own command)."""
+        return None
 
     def read(self, path: str) -> str | None:
         try:
@@ -192,6 +207,7 @@ class Replay:
         self.bundle = bundle
         self.host = bundle.meta.get("host") or "?"
         self._tools, self._reads, self._globs, self._facts = {}, {}, {}, {}
+        self._runs = [e for e in bundle.entries if e["kind"] == "tool"]
         for e in bundle.entries:
             if e["kind"] == "tool":
                 self._tools[_tool_key(e["argv"], e.get("env"))] = e
@@ -202,14 +218,28 @@ class Replay:
             else:
                 self._facts[e["name"]] = e.get("value")
 
-    def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None) -> ToolRun:
+    def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None,
+             like: Callable[[tuple, dict], bool] | None = None) -> ToolRun:
+        """The recorded run of ``argv`` with ``env``; without one, the first recorded run ``like(argv, env)``
+        accepts (in bundle order); ``MissingEvidence`` when neither is there."""
         e = self._tools.get(_tool_key(argv, env))
+        if e is None and like is not None:
+            e = next((t for t in self._runs if like(tuple(t["argv"]), dict(t.get("env") or {}))), None)
         if e is None:
             raise MissingEvidence("`%s`%s" % (" ".join(argv), " with %s" % " ".join("%s=%s" % kv for kv in
                                                                                    sorted(env.items()))
                                                if env else ""))
+        return self._run(e)
+
+    @staticmethod
+    def _run(e: dict) -> ToolRun:
         return ToolRun(tuple(e["argv"]), e.get("rc"), e.get("stdout") or "", e.get("stderr") or "",
                        bool(e.get("missing")), bool(e.get("timed_out")), e.get("error"))
+
+    def recorded(self, like: Callable[[tuple, dict], bool]) -> ToolRun | None:
+        """The first recorded run ``like(argv, env)`` accepts, or None."""
+        e = next((t for t in self._runs if like(tuple(t["argv"]), dict(t.get("env") or {}))), None)
+        return None if e is None else self._run(e)
 
     def read(self, path: str) -> str | None:
         if path not in self._reads:

@@ -134,7 +134,9 @@ class NcclLog:
     of ``NET/Socket : Using``; ``channels``: transports of ``via …`` channel lines (``NET/IB/0/GDRDMA``,
     ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size) of a shared-memory
     segment NCCL failed to create after ``posix_fallocate … No space left on device``; ``init_complete``: a
-    communicator finished initialising (``… Init COMPLETE``)."""
+    communicator finished initialising (``… Init COMPLETE``); ``selected_at``: the line number of the first
+    transport selection (``NET/IB : Using``, ``NET/Socket : Using``, ``Using network X``), None when none;
+    ``errors``: ``(line number, line)`` of each ``NCCL WARN``, NCCL error, abort or timeout line."""
 
     version: str | None = None
     networks: list[str] = field(default_factory=list)
@@ -148,6 +150,15 @@ class NcclLog:
     shm_fallocate_failed: bool = False
     shm_segment: tuple[str, int] | None = None
     init_complete: bool = False
+    selected_at: int | None = None
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def failure_after_selection(self) -> str | None:
+        """The first error/abort/timeout line after the transport was selected: the communicator never
+        initialised (fixture 38's issue: a later ``ibv_modify_qp`` failure), or None."""
+        after = [line for n, line in self.errors if self.selected_at is not None and n > self.selected_at]
+        return after[0] if after else None
 
     @property
     def transport(self) -> str | None:
@@ -167,13 +178,22 @@ class NcclLog:
         return sorted({d.link for d in self.ib_devices})
 
 
+#: Lines that say a NCCL run went wrong: NCCL's WARN level, its error returns, aborts and timeouts.
+_ERROR = re.compile(r"NCCL WARN|NCCL error|unhandled (?:system|cuda|internal) error|ncclCommInitRank failed|"
+                    r"\bAbort(?:ed|ing)?\b|timed out|\btimeout\b", re.I)
+_SELECTION = re.compile(r"NET/IB\s*:\s*Using|NET/Socket\s*:\s*Using|NCCL INFO Using network ")
+
 _DEV = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)((?:/[\w-]+)*)")
 
 
 def parse_nccl_log(text: str) -> NcclLog:
     """Parse an ``NCCL_DEBUG=INFO`` log (any NCCL 2.x; fixtures 35-40, cases 04-05)."""
     log = NcclLog()
-    for line in strip_prefixes(text):
+    for n, line in enumerate(strip_prefixes(text)):
+        if log.selected_at is None and _SELECTION.search(line):
+            log.selected_at = n
+        if _ERROR.search(line):
+            log.errors.append((n, line.strip()))
         m = re.search(r"NCCL version (\d+\.\d+\.\d+)", line)
         if m and log.version is None:
             log.version = m.group(1)

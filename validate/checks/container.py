@@ -17,9 +17,9 @@ from chexstack import engine
 from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
-from facts.parsers.container import classify_runtime_error, df_size, nv_libs
+from facts.parsers.container import classify_runtime_error, df_size, docker_runtimes, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -125,6 +125,14 @@ def _docker_info() -> dict:
 
 @check("container.docker", "docker engine and its NVIDIA runtime")
 def docker_engine(ctx: Context) -> CheckResult:
+    info = ctx.recorded(docker_info_run)
+    if info is not None:  # a bundle's `docker info` text (captured by hand) instead of the engine's answer
+        runtimes, default = docker_runtimes(info.stdout)
+        result = judge_docker({"ServerVersion": "?", "DefaultRuntime": default,
+                               "Runtimes": dict.fromkeys(runtimes, {})} if info.ok else None,
+                              None if info.ok else info.why_not(), no_gpu_reason(ctx) is None)
+        result.details.append("from the bundle's `%s`" % " ".join(info.argv))
+        return result
     socket = ctx.fact("docker socket or DOCKER_HOST", lambda: os.path.exists("/var/run/docker.sock")
                       or bool(os.environ.get("DOCKER_HOST")))
     if not socket and ctx.tool("docker", "--version").missing:
@@ -133,7 +141,16 @@ def docker_engine(ctx: Context) -> CheckResult:
     return judge_docker(got["info"], got["error"], no_gpu_reason(ctx) is None)
 
 
-def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | None) -> CheckResult:
+def docker_info_run(argv: tuple, env: dict) -> bool:
+    """``docker info`` text in a bundle (also through a pipe: ``sh -c "docker info | grep -i runtime"``)."""
+    return shell_command(argv).startswith("docker info")
+
+
+def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None,
+                         command: str = "docker run --gpus all") -> CheckResult:
+    """``docker run --gpus all <image> nvidia-smi -L``: refused (toolkit missing, runtime not registered, driver
+    too old: fixtures 59, 62, https://github.com/NVIDIA/nvidia-docker/issues/745) is FAIL; fewer GPUs than ``host_gpus``
+    (None: unknown) too."""
     cid = "container.gpus"
     codes = classify_runtime_error(output)
     seen = sum(1 for line in output.splitlines() if line.startswith("GPU "))
@@ -145,9 +162,13 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int, toolkit: str | N
                   "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
                   }.get(codes[0] if codes else "", "run the docker command by hand")
         last = [l for l in output.strip().splitlines() if l.strip()]
-        return failed(cid, "docker run --gpus all failed%s: %s" % (tk, last[-1] if last else "no output"),
-                      "nvidia-smi -L inside a container lists %d GPUs" % host_gpus, remedy,
+        return failed(cid, "%s failed%s: %s" % (command, tk, last[-1] if last else "no output"),
+                      "nvidia-smi -L inside a container lists %s GPUs" % (host_gpus if host_gpus is not None
+                                                                           else "the host's"), remedy,
                       codes[0] if codes else "CONTAINER_GPU_FAILED")
+    if host_gpus is None:
+        return warned(cid, "%d GPUs visible in the container%s; the host's count was not recorded" % (seen, tk),
+                      "all the host's GPUs", "record nvidia-smi with the bundle to compare")
     if seen != host_gpus:
         return failed(cid, "%d of %d GPUs visible in the container%s" % (seen, host_gpus, tk), "all GPUs",
                       "check NVIDIA_VISIBLE_DEVICES and the toolkit's configuration", "CONTAINER_GPU_FAILED")
@@ -178,15 +199,42 @@ def stack_image(ctx: Context) -> tuple[str | None, str | None]:
     return tuple(ctx.fact("stack image %s" % ctx.stack.name, find))
 
 
+def _no_image_nor_recorded_run(ctx: Context) -> str | None:
+    why = no_stack_image(ctx)
+    return None if why is None or ctx.recorded(docker_gpu_run) is not None else why
+
+
 @check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
-       requires=(no_gpu_reason, no_stack_image))
+       requires=(no_gpu_reason, _no_image_nor_recorded_run))
 def container_gpus(ctx: Context) -> CheckResult:
-    image = stack_image(ctx)[0]
-    tk = ctx.tool("nvidia-container-runtime", "--version")
-    res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
-                   timeout=60)
-    return judge_container_gpus(res.output, res.ok, len(snapshot(ctx).report.gpus),
-                                versions.nvidia_container_runtime(tk.stdout) if tk.ok else None)
+    image = stack_image(ctx)[0] if ctx.stack is not None else None
+    try:
+        tk = ctx.tool("nvidia-container-runtime", "--version")
+    except MissingEvidence:  # a bundle without it: the toolkit's version is not shown
+        tk = None
+    if image is None:  # a bundle's docker run of another image (outputs captured by hand)
+        res = ctx.recorded(docker_gpu_run)
+    else:
+        res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
+                       timeout=60)
+    try:
+        host_gpus = len(snapshot(ctx).report.gpus)
+    except MissingEvidence:
+        host_gpus = None
+    result = judge_container_gpus(res.output, res.ok, host_gpus,
+                                  versions.nvidia_container_runtime(tk.stdout) if tk is not None and tk.ok else None,
+                                  "docker run --runtime=nvidia" if "--runtime=nvidia" in res.argv
+                                  else "docker run --gpus all")
+    if image is None:
+        result.details.append("from the bundle's `%s`" % " ".join(res.argv))
+    return result
+
+
+def docker_gpu_run(argv: tuple, env: dict) -> bool:
+    """What a bundle may hold instead of this check's own run: any ``docker run`` asking for GPUs (``--gpus`` or
+    ``--runtime=nvidia``: fixtures 59, 62)."""
+    return len(argv) > 1 and os.path.basename(argv[0]) == "docker" and argv[1] == "run" and any(
+        a == "--gpus" or a.startswith("--gpus=") or a == "--runtime=nvidia" for a in argv)
 
 
 def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
@@ -210,16 +258,43 @@ def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
                   "--nv binds the host driver libraries")
 
 
+def singularity_libs_run(argv: tuple, env: dict) -> bool:
+    """A bundle's ``singularity|apptainer exec --nv IMAGE sh -c 'ls /.singularity.d/libs …; echo
+    LD=$LD_LIBRARY_PATH'`` of any image (https://github.com/apptainer/singularity/issues/4783: the ``grep -c libcuda``
+    form)."""
+    return (len(argv) > 2 and os.path.basename(argv[0]) in ("singularity", "apptainer") and argv[1] == "exec"
+            and "--nv" in argv and "/.singularity.d/libs" in " ".join(argv) and "LD=" in " ".join(argv))
+
+
 def _no_singularity(ctx: Context) -> str | None:
+    if ctx.recorded(singularity_libs_run) is not None:
+        return None
     if all(ctx.tool(t, "version").missing for t in ("apptainer", "singularity")):
         return "neither apptainer nor singularity on PATH"
     return None
 
 
+def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
+    why = no_stack_image(ctx)
+    return None if why is None or ctx.recorded(singularity_libs_run) is not None else why
+
+
+def _host_libcuda() -> bool:
+    return any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in ("/usr/lib64", "/usr/lib/x86_64-linux-gnu",
+                                                                        "/usr/lib"))
+
+
 @check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
-       requires=(_no_singularity, no_gpu_reason, no_stack_image))
+       requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec))
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
+    recorded = ctx.recorded(singularity_libs_run) if no_stack_image(ctx) else None
+    if recorded is not None:  # a bundle's exec --nv of another image (outputs captured by hand)
+        if not recorded.ok:
+            return failed(cid, recorded.why_not(), "%s exec --nv works" % recorded.argv[0], "run it by hand")
+        result = judge_nv_libs(nv_libs(recorded.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
+        result.details.append("from the bundle's `%s`" % " ".join(recorded.argv))
+        return result
     tool = next(t for t in ("apptainer", "singularity") if not ctx.tool(t, "version").missing)
     image = stack_image(ctx)[0]
     from images.build import SIF_DIR
@@ -233,9 +308,7 @@ def singularity_nv(ctx: Context) -> CheckResult:
                    timeout=60)
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
-    host = ctx.fact("host libcuda.so.1", lambda: any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in
-                                                    ("/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib")))
-    return judge_nv_libs(nv_libs(res.stdout), host)
+    return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
 
 
 #: Printed by every probe rank: the limits a rank really gets (``ulimit`` in KiB, /dev/shm in 1K blocks, the

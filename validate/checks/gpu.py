@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
 from facts.parsers.kernel import XidEvent, parse_dmesg
-from facts.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, gpus_from_query,
-                                        parse_nvlink_status, parse_query_csv, parse_table, peers_from_query)
+from facts.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, classify_error, gpus_from_query,
+                                        parse_nvlink_status, parse_q_text, parse_q_xml, parse_query_csv, parse_table,
+                                        peers_from_query)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
@@ -43,11 +44,15 @@ REMEDY = {
 @dataclass
 class GpuSnapshot:
     """nvidia-smi's view of this node once per run: ``report`` (table + query CSV merged), ``pci_gpus`` (NVIDIA
-    display/3D controllers on the PCI bus, from sysfs), ``smi_missing``."""
+    display/3D controllers on the PCI bus, from sysfs), ``smi_missing``, ``source``: the bundle's run the report
+    comes from when it is not nvidia-smi's table (None: the table); ``excerpt``: the bundle's run of the head of
+    the table when that is all it holds (driver and maximum CUDA only)."""
 
     report: SmiReport = field(default_factory=SmiReport)
     pci_gpus: list[str] | None = field(default_factory=list)
     smi_missing: bool = False
+    source: str | None = None
+    excerpt: str | None = None
 
 
 def pci_nvidia_gpus(ctx: Context, root: str = "/sys/bus/pci/devices") -> list[str] | None:
@@ -69,30 +74,75 @@ def snapshot(ctx: Context) -> GpuSnapshot:
     return ctx.memo("gpu.snapshot", lambda: _snapshot(ctx))
 
 
+def gpu_properties_run(argv: tuple, env: dict) -> bool:
+    """What a bundle may hold instead of the inventory's ``--query-gpu``: ``--query-gpu`` with other fields (the CSV
+    header names them: fixtures 7-8), ``nvidia-smi -q`` (fixture 4) or ``nvidia-smi -q -x`` (fixtures 5-6)."""
+    return bool(argv) and os.path.basename(argv[0]) == "nvidia-smi" and (
+        tuple(argv[1:]) in (("-q",), ("-q", "-x"), ("-x", "-q"))
+        or (any(a.startswith("--query-gpu=") for a in argv) and any(a.startswith("--format=csv") for a in argv)))
+
+
+def parse_gpu_properties(res) -> SmiReport:
+    """The SmiReport of a ``gpu_properties_run`` (driver version, per-GPU name, memory, persistence, ECC)."""
+    if "-x" in res.argv:
+        return parse_q_xml(res.stdout)
+    if "-q" in res.argv:
+        return parse_q_text(res.stdout)
+    query = next(a for a in res.argv if a.startswith("--query-gpu="))[len("--query-gpu="):].split(",")
+    noheader = any("noheader" in a for a in res.argv if a.startswith("--format="))
+    rows, problems = parse_query_csv(res.stdout, fields=query if noheader else None)
+    return SmiReport(driver_version=rows[0].get("driver_version") if rows else None,
+                     gpus=gpus_from_query(rows) if rows else [], problems=problems)
+
+
 def _snapshot(ctx: Context) -> GpuSnapshot:
     snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus(ctx))
-    table = ctx.tool("nvidia-smi")
-    if table.missing:
+    try:  # a bundle of outputs captured by hand may hold only the per-GPU query (or nvidia-smi -q)
+        table = ctx.tool("nvidia-smi")
+    except MissingEvidence:
+        table = ctx.recorded(nvidia_smi_excerpt_run)
+        if table is not None:
+            snap.report = parse_table(table.output)
+            snap.excerpt = "`%s`" % " ".join(table.argv)
+            table = None
+    if table is not None and table.missing:
         snap.smi_missing = True
         return snap
-    snap.report = parse_table(table.output)
+    if table is not None:
+        snap.report = parse_table(table.output)
     try:  # the query adds ECC / retired pages / remapped rows; a bundle without it leaves them unreported
-        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
+        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv",
+                         like=gpu_properties_run)
         if not query.ok and "not a valid field" in query.output:
             query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
     except MissingEvidence:
+        if table is None and snap.excerpt is None:
+            raise MissingEvidence("`nvidia-smi`") from None
         return snap
-    if query.ok:
-        rows, problems = parse_query_csv(query.stdout)
-        if rows:
-            snap.report.gpus = gpus_from_query(rows)
-        snap.report.problems.extend(problems)
+    if not query.ok:
+        if table is None:
+            snap.report = SmiReport(error=classify_error(query.output), problems=[query.why_not()])
+        return snap
+    got = parse_gpu_properties(query)
+    if table is None:
+        got.driver_max_cuda = got.driver_max_cuda or snap.report.driver_max_cuda
+        snap.report = got
+        snap.report.problems = list(got.problems)
+        if tuple(query.argv[:2]) != ("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS)):
+            snap.source = "`%s`" % " ".join(query.argv)
+    elif got.gpus:
+        snap.report.gpus = got.gpus
+        snap.report.problems.extend(got.problems)
     return snap
 
 
 def no_gpu_reason(ctx: Context) -> str | None:
-    """Why GPU checks do not apply on this node, or None when there are NVIDIA GPUs (working or not)."""
-    snap = snapshot(ctx)
+    """Why GPU checks do not apply on this node, or None when there are NVIDIA GPUs (working or not) — or when a
+    bundle recorded no nvidia-smi (each check then asks for its own evidence and SKIPs without it)."""
+    try:
+        snap = snapshot(ctx)
+    except MissingEvidence:
+        return None
     if snap.smi_missing and not snap.pci_gpus:
         return NOT_GPU_NODE
     return None
@@ -221,9 +271,27 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
     return passed(cid, message, expected, [measured_driver])
 
 
+def nvcc_run(argv: tuple, env: dict) -> bool:
+    """``nvcc --version`` in a bundle, also filtered (``sh -c "nvcc --version | grep release"``)."""
+    return shell_command(argv).startswith("nvcc --version")
+
+
+def nvidia_smi_excerpt_run(argv: tuple, env: dict) -> bool:
+    """The head of nvidia-smi's table in a bundle (``sh -c "nvidia-smi | head -4"``,
+    https://github.com/devcontainers/features/issues/1295): its
+    header gives the driver and its maximum CUDA; it proves nothing about the GPUs."""
+    return tuple(argv[:2]) == ("sh", "-c") and re.match(r"nvidia-smi\s*\|", shell_command(argv)) is not None
+
+
 def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
-    nvcc = ctx.tool("nvcc", "--version")
-    if nvcc.ok and versions.nvcc(nvcc.stdout):
+    # a bundle's nvcc, also `nvcc --version | grep release` (https://github.com/devcontainers/features/issues/1295)
+    nvcc = ctx.recorded(nvcc_run)
+    if nvcc is None:
+        try:
+            nvcc = ctx.tool("nvcc", "--version")
+        except MissingEvidence:  # a bundle without nvcc: the toolkit's version file may be there
+            nvcc = None
+    if nvcc is not None and nvcc.ok and versions.nvcc(nvcc.stdout):
         return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
         text = ctx.read(path)
@@ -236,7 +304,13 @@ def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
 @check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)")
 def inventory(ctx: Context) -> CheckResult:
     snap = snapshot(ctx)
-    return judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu))
+    if snap.excerpt and not snap.report.gpus:
+        return skipped("gpu.inventory", "the bundle holds only an excerpt of nvidia-smi (%s): driver %s, no GPU rows"
+                       % (snap.excerpt, snap.report.driver_version or "?"))
+    result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu))
+    if snap.source:
+        result.details.append("from the bundle's %s (no nvidia-smi table recorded)" % snap.source)
+    return result
 
 
 @check("gpu.persistence", "persistence mode", requires=(no_gpu_reason,))

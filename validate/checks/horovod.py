@@ -17,7 +17,7 @@ from launch.controller import local_interfaces, pick_controller
 from facts import horovod_gate
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
-from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
+from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_check_build, parse_requirements
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: The build variable that makes Horovod's build fail loudly instead of silently skipping a component.
@@ -78,9 +78,20 @@ def env_probe(ctx: Context) -> dict:
     return ctx.fact("horovod import probe", go)
 
 
+def check_build_run(argv: tuple, env: dict) -> bool:
+    """``horovodrun --check-build`` in a bundle (fixtures 41-42)."""
+    return bool(argv) and argv[0].endswith("horovodrun") and "--check-build" in argv
+
+
 @check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for")
 def env(ctx: Context) -> CheckResult:
     cid = "horovod.env"
+    check_build = ctx.recorded(check_build_run)
+    if check_build is not None:  # a bundle's `horovodrun --check-build` (the same marks; exit status means nothing)
+        result = judge_build(parse_check_build(check_build.output), required_for(ctx),
+                             where="the recorded `%s`" % " ".join(check_build.argv))
+        result.details.append("from the bundle's `%s`" % " ".join(check_build.argv))
+        return result
     if ctx.stack is not None and ctx.stack.family != "cpu":
         return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name)
     probe = env_probe(ctx)

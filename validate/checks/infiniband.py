@@ -11,11 +11,13 @@ fixture 25). Down + LinkUp + LID 65535 means the cable is fine but no subnet man
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import time
 
 from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence, shell_command
 from facts.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_write_bw, parse_ibstat, parse_ibstatus,
                                          parse_ibv_devinfo, parse_sysfs)
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -159,18 +161,30 @@ def hcas(ctx: Context, root: str = SYSFS) -> list[str]:
     return [os.path.basename(p) for p in ctx.glob(os.path.join(root, "*"))]
 
 
+def ibv_devinfo_run(argv: tuple, env: dict) -> bool:
+    """``ibv_devinfo`` in a bundle, also for one device and filtered (``sh -c "ibv_devinfo -d mlx5_bond_0 | egrep
+    'state|link_layer'"``, https://github.com/NVIDIA/nccl/issues/451); the device comes from ``-d``."""
+    return shell_command(argv).split(" ")[0] == "ibv_devinfo"
+
+
 def ports_report(ctx: Context) -> tuple[IbReport, str]:
     """Port state from the first source that answers: ibstat, ibstatus, ibv_devinfo, then sysfs (no tool)."""
 
     def read() -> tuple[IbReport, str]:
         for argv, parse in ((("ibstat",), parse_ibstat), (("ibstatus",), parse_ibstatus),
                             (("ibv_devinfo",), parse_ibv_devinfo)):
-            res = ctx.tool(*argv)
+            try:
+                res = ctx.recorded(ibv_devinfo_run) if argv == ("ibv_devinfo",) else None
+                res = res or ctx.tool(*argv)
+            except MissingEvidence:  # a bundle without this tool: the next source
+                continue
             if res.missing:
                 continue
-            report = parse(res.output)
+            words = shlex.split(shell_command(res.argv))
+            device = words[words.index("-d") + 1] if "-d" in words[:-1] else None
+            report = parse_ibv_devinfo(res.output, device=device) if device else parse(res.output)
             if report.ports or report.missing_hcas:
-                return report, argv[0]
+                return report, " ".join(res.argv) if device else argv[0]
         return parse_sysfs(read_sysfs_ports(ctx)), "sysfs"
 
     return ctx.memo("ib.ports", read)
@@ -197,10 +211,17 @@ def devices(ctx: Context) -> CheckResult:
 
 @check("ib.ports", "IB port state Active + LinkUp, rate, link layer")
 def ports(ctx: Context) -> CheckResult:
-    if not ctx.tool("ibstat").ok and not hcas(ctx):
+    try:
+        listed = ctx.tool("ibstat").ok or bool(hcas(ctx))
+    except MissingEvidence:  # a bundle without ibstat or the HCA listing: whatever port tool it holds decides
+        listed = True
+    if not listed:
         return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS)
     report, source = ports_report(ctx)
-    return judge_ports(report, source=source)
+    result = judge_ports(report, source=source)
+    if " " in source:  # a bundle's run for one device (`ibv_devinfo -d X | egrep …`): it proves only that HCA
+        result.measured = "one HCA recorded (`%s`): %s" % (source, result.measured)
+    return result
 
 
 def ipoib_interfaces(ctx: Context, root: str = "/sys/class/net") -> dict[str, str]:
@@ -255,6 +276,9 @@ def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
 @check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)")
 def write_bw(ctx: Context) -> CheckResult:
     cid = "ib.write_bw"
+    recorded = ctx.recorded(write_bw_client_run)
+    if recorded is not None:
+        return _recorded_write_bw(ctx, recorded)
     me = set(ctx.fact("hostnames", lambda: [socket.gethostname(), socket.getfqdn(), "localhost"]))
     peers = [h for h in ctx.hosts if h.split(":")[0] not in me]
     if not peers:
@@ -275,6 +299,24 @@ def write_bw(ctx: Context) -> CheckResult:
         return failed(cid, client.why_not(), "ib_write_bw to %s" % peer, "check that both hosts reach each other "
                       "over %s (ibstat, GID/LID)" % dev)
     return judge_write_bw(parse_ib_write_bw(client.output), up[0].rate_gbps)
+
+
+def write_bw_client_run(argv: tuple, env: dict) -> bool:
+    """An ``ib_write_bw`` client run in a bundle (other options than this check's: fixtures 64-65)."""
+    return bool(argv) and os.path.basename(argv[0]) == "ib_write_bw"
+
+
+def _recorded_write_bw(ctx: Context, run) -> CheckResult:
+    """Judge a bundle's ``ib_write_bw`` run against the line rate of its device's port, when the bundle recorded
+    the ports (without them the rate is unknown: a WARN, never a PASS)."""
+    wb = parse_ib_write_bw(run.output)
+    try:
+        rates = [p.rate_gbps for p in ports_report(ctx)[0].ports if p.up and p.hca == wb.device]
+    except MissingEvidence:
+        rates = []
+    result = judge_write_bw(wb, rates[0] if rates else None)
+    result.details.append("from the bundle's `%s`" % " ".join(run.argv))
+    return result
 
 
 def _start_server(peer: str, args: list[str]) -> str | None:

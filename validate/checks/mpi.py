@@ -13,7 +13,7 @@ from pathlib import Path
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
 from chexstack.tools import ToolRun, run
-from validate.evidence import MissingEvidence
+from validate.evidence import MissingEvidence, shell_command
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, refuses_root
 from facts.parsers import versions
 from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
@@ -46,7 +46,13 @@ def _impl(ctx: Context) -> tuple[str | None, str | None]:
 
 @check("mpi.version", "mpirun implementation and version")
 def mpi_version(ctx: Context) -> CheckResult:
-    res = ctx.tool("mpirun", "--version")
+    info = ctx.recorded(ompi_info_run)
+    try:
+        res = ctx.tool("mpirun", "--version")
+    except MissingEvidence:
+        if info is None:
+            raise
+        return _from_ompi_info(ctx, info)
     if res.missing:
         return skipped("mpi.version", "mpirun not on PATH")
     impl, version = versions.mpirun(res.output)
@@ -58,6 +64,21 @@ def mpi_version(ctx: Context) -> CheckResult:
         except MissingEvidence:  # a bundle without it: CUDA-awareness not shown (never inferred)
             cuda = None
     return judge_mpi_version(impl, version, cuda, bool(ctx.stack and ctx.stack.gpu))
+
+
+def ompi_info_run(argv: tuple, env: dict) -> bool:
+    """``ompi_info`` in any form (``--parsable --all``, ``-a | grep cuda``, a head of it: fixtures 44-46)."""
+    return shell_command(argv).split(" ")[0] == "ompi_info"
+
+
+def _from_ompi_info(ctx: Context, info: ToolRun) -> CheckResult:
+    """A bundle with ``ompi_info`` but no ``mpirun --version``: Open MPI, its version if the output has it."""
+    got = versions.ompi_info(info.stdout)
+    version = got.get("version")
+    result = judge_mpi_version("Open MPI", version or "(version not in the recorded ompi_info)",
+                               got.get("cuda_support"), bool(ctx.stack and ctx.stack.gpu))
+    result.details.append("from the bundle's `%s`" % " ".join(info.argv))
+    return result
 
 
 def mpirun_argv(ctx: Context, np: int, hosts: list[str], per_host: int, env_names: tuple[str, ...] = ()) -> list[str]:

@@ -113,18 +113,18 @@ def judge_busbw(result: PerfResult, floor: Floor | None, expected_ranks: int | N
 
 def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_node: bool = False,
                     results: bool = False, hung: bool = False) -> CheckResult:
-    """Which transport NCCL picked, given the host's RDMA ports — judged by what the log proves.
+    """Which transport NCCL picked, given the host's RDMA ports (None: not recorded) — judged by what the log proves.
 
     Socket while a host HCA is ACTIVE is FAIL (``NCCL using Socket transport although host HCA X is ACTIVE``,
     https://github.com/NVIDIA/nccl/issues/451, fixtures 35-36); IB, IBext and other net plugins count as RDMA and RoCE
     devices are named
-    as RoCE (fixtures 37-39); IB and RoCE ports mixed in one device set is WARN (fixture 40); a shared-memory
-    segment NCCL could not create is ``NCCL_SHM_EXHAUSTED`` (https://github.com/NVIDIA/nccl/issues/290). A transport is
-    never a PASS
-    unless a communicator was seen initialised (``Init COMPLETE``, or ``results``: all_reduce_perf printed result
-    rows): a log that stops after "Using network IB" is ``NCCL_INIT_INCOMPLETE`` (fixture 38's run failed later in
-    ibv_modify_qp); ``hung`` (the run timed out with no result) is ``NCCL_HANG``
-    (https://github.com/NVIDIA/nccl/issues/2079).
+    as RoCE (fixtures 37-39: ``RDMA transport selected: RoCE …``); IB and RoCE ports mixed in one device set is
+    WARN (fixture 40); a shared-memory segment NCCL could not create is ``NCCL_SHM_EXHAUSTED``
+    (https://github.com/NVIDIA/nccl/issues/290).
+    The selection a log shows is what this check judges; whether the communicator then initialised is
+    ``nccl.init``'s finding (``judge_init``) — but a run that failed after the selection (an error line, no
+    ``Init COMPLETE``) proves no transport: FAIL ``NCCL_INIT_FAILED``, never a PASS; ``hung`` (the run timed out
+    with no result) is ``NCCL_HANG`` (https://github.com/NVIDIA/nccl/issues/2079).
     """
     cid = "nccl.transport"
     active = [p for p in host_ports or [] if p.up]
@@ -141,6 +141,8 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
                       % seg, "/dev/shm large enough for NCCL", SHM_REMEDY, cause, details)
     transport = log.transport
     if transport == "Socket":
+        why = "NET/IB: No device found" if log.ib_no_device else ("libibverbs missing" if log.ibverbs_missing
+                                                                  else "")
         if active:
             roce = any(p.link_layer == "Ethernet" for p in active)
             remedy = {"NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
@@ -150,6 +152,13 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
             return failed(cid, "NCCL using Socket transport although host HCA %s is ACTIVE"
                           % ", ".join(sorted({p.hca for p in active})), "RDMA (IB/RoCE) between nodes", remedy,
                           cause or "NCCL_SOCKET_FALLBACK", details)
+        if host_ports is None:  # neither an HCA nor its absence observed: never "no RDMA device"
+            return warned(cid, "NCCL using Socket transport (%s); this node's HCAs were not recorded"
+                          % (why or "NCCL chose the Socket network"), "RDMA (IB/RoCE) between nodes where the node has an HCA",
+                          "on an IB/RoCE node this is the TCP fallback: %s" % (
+                              "install rdma-core/libibverbs in the image (libibverbs.so.1)"
+                              if cause == "NCCL_NO_LIBIBVERBS" else "docker run %s; check `ibstat` on the node"
+                              % DOCKER_RDMA_FLAGS), cause or "NCCL_SOCKET_FALLBACK", details)
         if multi_node:
             return warned(cid, "NCCL over TCP sockets (no RDMA device on this node)", "RDMA between nodes",
                           "multi-node throughput will be a fraction of an RDMA fabric's", "NCCL_SOCKET_FALLBACK",
@@ -163,8 +172,9 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
                       "only the IB rails in NCCL's device set", "pin the rails with NCCL_IB_HCA=<IB HCAs>",
                       "NCCL_MIXED_RAILS", details)
     if transport == "RDMA":
-        picked = "RDMA (%s) via %s on %s" % ("/".join(log.rdma_links) or "IB", "/".join(log.networks) or "NET/IB",
-                                             ", ".join("%s:%d" % (d.name, d.port) for d in log.ib_devices) or "?")
+        picked = "RDMA transport selected: %s via %s on %s" % (
+            "/".join(log.rdma_links) or "IB", "/".join(log.networks) or "NET/IB",
+            ", ".join("%s:%d" % (d.name, d.port) for d in log.ib_devices) or "?")
         expected = "RDMA (IB/RoCE) between nodes"
     elif multi_node:
         return failed(cid, "no network transport in the NCCL log", "RDMA between nodes",
@@ -175,16 +185,52 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
         return failed(cid, "%s set up, then no result: the all-reduce hung" % picked,
                       "%s, proven by a completed all-reduce" % expected, "see nccl.busbw for the likely cause",
                       "NCCL_HANG", details)
-    if not (log.init_complete or results):
-        return failed(cid, "NCCL selected %s but no communicator finished initialising (no \"Init COMPLETE\" line, "
-                      "no result rows)" % picked, "%s, proven by an initialised communicator" % expected,
-                      "read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over "
-                      "RoCE check the GID index (NCCL_IB_GID_INDEX) and the routes between the nodes",
-                      "NCCL_INIT_INCOMPLETE", details)
+    failure = log.failure_after_selection
+    if failure and not (log.init_complete or results):
+        return failed(cid, "%s, then the run failed before a communicator initialised: %s" % (picked, failure),
+                      "%s, used by an initialised communicator" % expected, INIT_REMEDY, "NCCL_INIT_FAILED", details)
     if transport == "RDMA":
-        gdr = any("GDRDMA" in c for c in log.channels)
-        details.append("GPUDirect RDMA %s in channel lines" % ("seen" if gdr else "not seen"))
+        if any("GDRDMA" in c for c in log.channels):
+            details.append("GPUDirect RDMA: used (/GDRDMA channels)")
+        elif any(c.startswith("NET/") for c in log.channels):
+            details.append("GPUDirect RDMA: not used (no /GDRDMA in the NET channels; is nvidia-peermem / "
+                           "nv_peer_mem loaded?)")
+        else:
+            details.append("GPUDirect RDMA: not observed (no NET channel lines in the log)")
+    if not (log.init_complete or results):
+        details.append("communicator initialisation not observed in this log: see nccl.init")
     return passed(cid, picked, expected, details)
+
+
+INIT_REMEDY = ("read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over RoCE check "
+               "the GID index (NCCL_IB_GID_INDEX) and the routes between the nodes")
+
+
+def judge_init(log: NcclLog, results: bool = False, hung: bool = False) -> CheckResult | None:
+    """Did a NCCL communicator initialise, by what the log proves: ``Init COMPLETE`` (or ``results``: result rows)
+    is PASS; an error/abort/timeout line after the transport selection (or, with no selection, any) means it never
+    initialised: FAIL; a log that just ends there (an excerpt: fixtures 37-39) is not observed: WARN
+    ``NCCL_INIT_NOT_OBSERVED``, never a PASS. None when the log says nothing of NCCL's initialisation."""
+    cid = "nccl.init"
+    expected = "a communicator initialised (\"Init COMPLETE\" or result rows)"
+    if log.init_complete or results:
+        return passed(cid, "communicator initialised (%s)" % ("Init COMPLETE" if log.init_complete
+                                                              else "all_reduce_perf printed result rows"), expected)
+    failure = log.failure_after_selection if log.selected_at is not None else (log.errors[0][1] if log.errors
+                                                                              else None)
+    if failure:
+        cause = classify_nccl_failure(log)
+        return failed(cid, "the communicator never initialised: %s" % failure, expected,
+                      SHM_REMEDY if cause == "NCCL_SHM_EXHAUSTED" else INIT_REMEDY, cause or "NCCL_INIT_FAILED",
+                      [line for _, line in log.errors[:5]])
+    if hung:
+        return failed(cid, "the run hung before any communicator finished initialising", expected, HANG_REMEDY,
+                      "NCCL_HANG")
+    if log.selected_at is None:
+        return None
+    return warned(cid, "log ends before communicator init completes (no \"Init COMPLETE\", no error); an excerpt?",
+                  expected, "record the whole run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET) to see whether the "
+                  "communicator initialised", "NCCL_INIT_NOT_OBSERVED")
 
 
 HANG_REMEDY = ("isolate the transport: rerun with NCCL_DEBUG=INFO and NCCL_P2P_DISABLE=1 (P2P) or NCCL_SHM_DISABLE=1 "
@@ -255,27 +301,68 @@ def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
     return found
 
 
+def recorded_nccl_run(argv: tuple, env: dict) -> bool:
+    """What a bundle may hold instead of this check's own all_reduce_perf run: any all_reduce_perf run (other sizes,
+    under mpirun: fixtures 31-34), or any run with ``NCCL_DEBUG=INFO`` (a training job's log: fixtures 35-40)."""
+    return any(os.path.basename(a) == "all_reduce_perf" for a in argv) or env.get("NCCL_DEBUG") == "INFO"
+
+
+def _is_allreduce(res: ToolRun) -> bool:
+    return any(os.path.basename(a) == "all_reduce_perf" for a in res.argv)
+
+
+def _gpus(ctx: Context) -> int | None:
+    """GPUs on this node per nvidia-smi; None when a bundle did not record nvidia-smi."""
+    try:
+        return len(snapshot(ctx).report.gpus)
+    except MissingEvidence:
+        return None
+
+
 def _run_allreduce(ctx: Context) -> ToolRun | str:
-    """One all_reduce_perf run for this context, or why it cannot run."""
+    """One all_reduce_perf run for this context (from a bundle: the run it recorded, ``recorded_nccl_run``), or why
+    it cannot run."""
 
     def go() -> ToolRun | str:
-        if ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
-            return "all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests " \
-                   "(MPI=1 for --hosts) and put its build/ on PATH"
-        gpus = len(snapshot(ctx).report.gpus) or 1
+        try:
+            if ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
+                return "all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests " \
+                       "(MPI=1 for --hosts) and put its build/ on PATH"
+        except MissingEvidence:  # a bundle holding a NCCL run but not the --help probe
+            pass
+        gpus = _gpus(ctx) or 1
         env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
         args = ["all_reduce_perf", "-b", "1G", "-e", "1G", "-f", "2", "-w", "5", "-n", "20"]
         if len(ctx.hosts) > 1:
             argv = mpirun_argv(ctx, gpus * len(ctx.hosts), ctx.hosts, gpus, tuple(env)) + args + ["-g", "1"]
         else:
             argv = args + ["-g", str(gpus)]
-        return ctx.tool(*argv, timeout=ALLREDUCE_TIMEOUT_S, env=env)
+        return ctx.tool(*argv, timeout=ALLREDUCE_TIMEOUT_S, env=env, like=recorded_nccl_run)
 
     return ctx.memo("nccl.allreduce", go)
 
 
-def _expected_ranks(ctx: Context) -> int:
-    return (len(snapshot(ctx).report.gpus) or 1) * max(1, len(ctx.hosts))
+def _expected_ranks(ctx: Context) -> int | None:
+    gpus = _gpus(ctx)
+    return None if gpus is None else (gpus or 1) * max(1, len(ctx.hosts))
+
+
+def _host_ports(ctx: Context) -> list[IbPort] | None:
+    """This node's IB/RoCE ports ([] without an HCA); None when a bundle recorded neither sysfs nor a port tool."""
+    try:
+        return ports_report(ctx)[0].ports if hcas(ctx) else []
+    except MissingEvidence:
+        pass
+    # no HCA listing in the bundle: a port tool it holds (ibv_devinfo of the host,
+    # https://github.com/NVIDIA/nccl/issues/451)
+    try:
+        return ports_report(ctx)[0].ports
+    except MissingEvidence:
+        return None
+
+
+def _from(res: ToolRun) -> list[str]:
+    return ["NCCL run recorded: `%s`" % " ".join(res.argv)]
 
 
 @check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor",
@@ -284,6 +371,8 @@ def busbw(ctx: Context) -> CheckResult:
     res = _run_allreduce(ctx)
     if isinstance(res, str):
         return skipped("nccl.busbw", res)
+    if not _is_allreduce(res):
+        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % " ".join(res.argv))
     result = parse_all_reduce_perf(res.output)
     if res.timed_out and not result.rows:
         log = parse_nccl_log(res.output)
@@ -291,21 +380,53 @@ def busbw(ctx: Context) -> CheckResult:
     if not res.ok and not result.rows:
         return failed("nccl.busbw", res.why_not(), "all_reduce_perf completes", "see nccl.transport",
                       classify_nccl_failure(parse_nccl_log(res.output)))
-    gpus = snapshot(ctx).report.gpus
+    try:
+        gpus = snapshot(ctx).report.gpus
+    except MissingEvidence:
+        gpus = []
     model = gpus[0].name if gpus else None
-    rdma = sum(p.rate_gbps or 0 for p in ports_report(ctx)[0].ports if p.up) if hcas(ctx) else None
-    floor = busbw_floor(model, len(gpus), max(1, len(ctx.hosts)), rdma)
+    ports = _host_ports(ctx)
+    rdma = sum(p.rate_gbps or 0 for p in ports if p.up) if ports else None
+    floor = busbw_floor(model, len(gpus), max(1, len(ctx.hosts)), rdma) if gpus else None
     return judge_busbw(result, floor, _expected_ranks(ctx))
+
+
+def _nccl_log(ctx: Context, cid: str) -> tuple[ToolRun | None, CheckResult | None]:
+    res = _run_allreduce(ctx)
+    if isinstance(res, str):
+        return None, skipped(cid, res)
+    if "NCCL INFO" not in res.output:
+        return None, skipped(cid, "no \"NCCL INFO\" line in the output of `%s` (NCCL_DEBUG=INFO log)"
+                             % " ".join(res.argv))
+    return res, None
 
 
 @check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)", requires=(no_gpu_reason,))
 def transport(ctx: Context) -> CheckResult:
-    res = _run_allreduce(ctx)
-    if isinstance(res, str):
-        return skipped("nccl.transport", res)
-    ports = ports_report(ctx)[0].ports if hcas(ctx) else []
+    res, skip = _nccl_log(ctx, "nccl.transport")
+    if skip:
+        return skip
     rows = bool(parse_all_reduce_perf(res.output).rows)
-    return judge_transport(parse_nccl_log(res.output), ports, len(ctx.hosts) > 1, rows, res.timed_out and not rows)
+    result = judge_transport(parse_nccl_log(res.output), _host_ports(ctx), len(ctx.hosts) > 1, rows,
+                             res.timed_out and not rows)
+    if not _is_allreduce(res):
+        result.details.extend(_from(res))
+    return result
+
+
+@check("nccl.init", "a NCCL communicator initialised (Init COMPLETE), not just a transport selected",
+       requires=(no_gpu_reason,))
+def init(ctx: Context) -> CheckResult:
+    res, skip = _nccl_log(ctx, "nccl.init")
+    if skip:
+        return skip
+    rows = bool(parse_all_reduce_perf(res.output).rows)
+    result = judge_init(parse_nccl_log(res.output), rows, res.timed_out and not rows)
+    if result is None:
+        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % " ".join(res.argv))
+    if not _is_allreduce(res):
+        result.details.extend(_from(res))
+    return result
 
 
 def host_nccl(ldconfig_text: str, realpath=os.path.realpath) -> tuple[str | None, str | None]:

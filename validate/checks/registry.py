@@ -41,10 +41,20 @@ class Context:
                 self._memo[key] = compute()
             return self._memo[key]
 
-    def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ToolRun:
-        """``chexstack.tools.run(argv)`` once per distinct argv/env for this context."""
-        key = ("tool", argv, tuple(sorted((env or {}).items())))
-        return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env))
+    def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+             like: Callable[[tuple, dict], bool] | None = None) -> ToolRun:
+        """``chexstack.tools.run(argv)`` once per distinct argv/env for this context. ``like(argv, env)``: other recorded
+        runs a bundle may answer with when it lacks this one (``validate.evidence``); the result's ``argv`` says
+        which run it is."""
+        key = ("tool", argv, tuple(sorted((env or {}).items())), like)
+        if like is None:
+            return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env))
+        return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env, like=like))
+
+    def recorded(self, like: Callable[[tuple, dict], bool]) -> ToolRun | None:
+        """A bundle's first run ``like(argv, env)`` accepts (outputs captured by hand, e.g. a ``docker run --gpus``
+        of another image); None live and when the bundle holds none."""
+        return self.memo(("recorded", like), lambda: self.evidence.recorded(like))
 
     def read(self, path: str) -> str | None:
         """The text of ``path`` (``/proc``, ``/sys``, a version file), or None when absent or unreadable."""
