@@ -77,3 +77,27 @@ def test_the_host_enters_the_trainer_through_its_door():
                     continue
                 bad += ["%s: %s" % (path.relative_to(REPO), n) for n in names if n not in allowed]
     assert not bad, bad
+
+
+def test_an_own_module_that_does_not_import_is_a_bug_never_a_skip():
+    """``pytest.importorskip`` or ``except ImportError`` around a chexstack module would turn a broken module into a
+    SKIP; only third-party modules may be optional."""
+    found = []
+    for path in sorted(REPO.glob("*/**/*.py")):
+        if ".venv" in path.parts or path.parts[len(REPO.parts)] not in set(FLOORS) | {"tests"}:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip" and node.args
+                    and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).split(".")[0] in FLOORS):
+                found.append("%s:%d importorskip(%r)" % (path.relative_to(REPO), node.lineno, node.args[0].value))
+            if isinstance(node, ast.Try) and any(
+                    isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+                    for h in node.handlers):
+                own = [n for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                       if isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+                           (a.name if isinstance(n, ast.Import) else (n.module or "")).split(".")[0] in FLOORS
+                           for a in n.names)]
+                found += ["%s:%d except ImportError around an own import" % (path.relative_to(REPO), node.lineno)
+                          for _ in own[:1]]
+    assert not found, found

@@ -41,7 +41,6 @@ def query(name: str) -> smi.SmiReport:
 
 
 def driver_vs_nvcc(table: str, nvcc: str):
-    pytest.importorskip("envs.rules")
     report = smi.parse_table(text(table))
     return judge_driver(report.driver_version, report.driver_max_cuda, versions.nvcc(text(nvcc)), "nvcc")
 
