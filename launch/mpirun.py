@@ -13,11 +13,15 @@ from collections.abc import Sequence
 #: Exported to every rank: the loader and executable search paths, plus NCCL's transport log so a silent
 #: fall-back to TCP sockets is visible (../shared/cases/05).
 EXPORTED_ENV = ("NCCL_DEBUG=INFO", "LD_LIBRARY_PATH", "PATH")
+#: Open MPI's TCP transport settings of every launch (measured: bench/ratios/allreduce_transport.py).
+TCP_MCA: tuple[tuple[str, str], ...] = ()
+#: Horovod's settings exported to every rank (measured: bench/ratios/allreduce_transport.py).
+HOROVOD_ENV: dict[str, str] = {}
 
 
 def mpirun_argv(np: int, command: Sequence[str], *, hosts: Sequence[str] | None = None,
                 allow_run_as_root: bool = False, exported_env: Sequence[str] = EXPORTED_ENV,
-                mpirun: str = "mpirun") -> list[str]:
+                mpirun: str = "mpirun", tcp_mca: bool = True) -> list[str]:
     """``mpirun`` argv that starts ``np`` ranks of ``command``.
 
     ``hosts``: Open MPI ``-H`` entries ``host:slots`` (None: the hosts come from the resource manager, e.g. a
@@ -38,4 +42,6 @@ def mpirun_argv(np: int, command: Sequence[str], *, hosts: Sequence[str] | None 
     for name in exported_env:
         argv += ["-x", name]
     argv += ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+    for name, value in (TCP_MCA if tcp_mca else ()):
+        argv += ["-mca", name, value]
     return argv + list(command)

@@ -168,3 +168,21 @@ def test_validate_hosts_reports_the_allreduce_bandwidth_beside_raw_tcp(testclust
     assert mpi > 0 and tcp > 0
     assert bandwidth["status"] == ("PASS" if ratio >= 0.5 else "WARN"), bandwidth
     assert len(bandwidth["details"]) >= 2  # every round's numbers, PASS or not
+
+
+@pytest.mark.slow
+def test_allreduce_transport_benchmark_prints_both_ratios_before_and_after_tuning(testcluster):
+    """bench/ratios/allreduce_transport.py on chex1 and chex2 (small buffer, one round: the script, not the
+    numbers): Horovod / MPI_Allreduce and MPI_Allreduce / iperf3 for Open MPI's defaults and the launchers'
+    settings, side by side in one run."""
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "ratios" / "allreduce_transport.py"), "--mib", "4",
+                          "--rounds", "1", "--iters", "1", "--tcp-seconds", "1"], cwd=REPO, capture_output=True,
+                         text=True, timeout=600, env=testcluster.env(PYTHONPATH=str(REPO)))
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = run.stdout
+    assert "Open MPI and Horovod defaults: 4 MiB float32, 2 ranks on chex1,chex2" in text, text
+    assert "Open MPI and Horovod as the launchers set them: 4 MiB float32, 2 ranks on chex1,chex2" in text, text
+    assert len(re.findall(r"ratio Horovod/MPI = \d+\.\d+ \(goal >= 0\.95: (?:met|MISSED)\)", text)) == 2, text
+    assert len(re.findall(r"ratio MPI/TCP     = \d+\.\d+ \(goal >= 0\.50: (?:met|MISSED)\)", text)) == 2, text
+    assert re.search(r"tuned / defaults, mpi busbw: \d+\.\d+", text), text
+    assert "error:" not in text, text

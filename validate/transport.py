@@ -12,7 +12,9 @@ Per round, in alternating order (so drift from other load on the machine hits al
 * ``MPI_Allreduce`` (mpi4py's ``Comm.Allreduce``, the MPI library ``mpirun`` belongs to) of a float32 buffer of
   ``mib`` MiB, summed;
 * with ``horovod``, Horovod's allreduce (``horovod.tensorflow.allreduce``, op Sum) of a tensor of the same size and
-  type, in the same processes (Horovod's MPI controller uses the MPI that mpi4py initialised).
+  type, in the same processes (Horovod's MPI controller uses the MPI that mpi4py initialised). Horovod is
+  initialised for its step only and shut down after it (``hvd.init`` / ``hvd.shutdown``), so its background
+  thread, which negotiates every ``HOROVOD_CYCLE_TIME``, does not slow the other measurements.
 
 Bus bandwidth is nccl-tests' convention (NVIDIA/nccl-tests, doc/PERFORMANCE.md): algbw = bytes / seconds, busbw =
 algbw × 2(n−1)/n for allreduce with n ranks, so it is comparable with the link's bandwidth whatever n; the time of
@@ -130,7 +132,6 @@ def measure(hosts: list[str], mib: int = 64, rounds: int = 3, iters: int = 3, tc
         import horovod.tensorflow as hvd
         import tensorflow as tf
 
-        hvd.init()
         tensor = tf.constant(send)
 
         def hvd_allreduce():
@@ -151,17 +152,16 @@ def measure(hosts: list[str], mib: int = 64, rounds: int = 3, iters: int = 3, tc
                 row[step], why = _iperf3(comm, hosts[0], tcp_seconds, step == "tcp_bidir", port)
                 if why and why not in errors:
                     errors.append(why)
-            else:
-                seconds = _time_allreduce(comm, mpi_allreduce if step == "mpi" else hvd_allreduce, iters)
-                row[step] = busbw_gbits(nbytes, seconds, n) if n > 1 else None
+            elif step == "mpi":
+                row[step] = busbw_gbits(nbytes, _time_allreduce(comm, mpi_allreduce, iters), n) if n > 1 else None
+            else:  # Horovod runs only now: its background thread must not slow the other measurements
+                hvd.init()
+                row[step] = busbw_gbits(nbytes, _time_allreduce(comm, hvd_allreduce, iters), n) if n > 1 else None
+                hvd.shutdown()
         results.append(row)
     if not np.all(recv == n):  # the sum must be right, not only fast
         errors.append("MPI_Allreduce sum wrong: expected %d in every element" % n)
     names = comm.gather(_name(), root=0)
-    if horovod:
-        import horovod.tensorflow as hvd
-
-        hvd.shutdown()
     if comm.Get_rank() != 0:
         return None
     return {"hosts": hosts[:n], "processors": names, "mib": mib, "ranks": n, "iters": iters, "rounds": results,
