@@ -56,3 +56,9 @@ def test_bandwidth_without_a_tcp_baseline_or_a_run_never_passes():
     assert verdict.status.value == "FAIL" and "Could not resolve hostname chex2" in verdict.measured
     no_mpi4py = ToolRun(ARGV, 1, "", "ModuleNotFoundError: No module named 'mpi4py'")
     assert judge_bandwidth(None, no_mpi4py, HOSTS).status.value == "SKIP"
+
+
+def test_a_wrong_allreduce_sum_fails_however_fast():
+    wrong = _result([{"tcp": 10.0, "mpi": 9.0}], [transport.WRONG_SUM + ": expected 2 in every element"])
+    verdict = judge_bandwidth(wrong, _ran(wrong), HOSTS)
+    assert verdict.status.value == "FAIL" and "MPI_Allreduce sum wrong" in verdict.measured

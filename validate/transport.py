@@ -38,6 +38,8 @@ import sys
 import time
 
 PREFIX = "chexstack-transport: "
+#: The start of the error a wrong allreduce result gives (fast but wrong is a failure, not a bandwidth).
+WRONG_SUM = "MPI_Allreduce sum wrong"
 #: The iperf3 port (iperf3's default).
 IPERF3_PORT = 5201
 
@@ -127,7 +129,7 @@ def measure(hosts: list[str], mib: int = 64, rounds: int = 3, iters: int = 3, tc
     send = np.ones(nbytes // 4, dtype=np.float32)
     recv = np.empty_like(send)
     errors: list[str] = []
-    hvd_allreduce = None
+    hvd_allreduce, hvd_out = None, []
     if horovod:
         import horovod.tensorflow as hvd
         import tensorflow as tf
@@ -135,7 +137,7 @@ def measure(hosts: list[str], mib: int = 64, rounds: int = 3, iters: int = 3, tc
         tensor = tf.constant(send)
 
         def hvd_allreduce():
-            hvd.allreduce(tensor, op=hvd.Sum, name="chexstack_transport").numpy()
+            hvd_out[:] = [hvd.allreduce(tensor, op=hvd.Sum, name="chexstack_transport").numpy()]
 
     def mpi_allreduce():
         comm.Allreduce(send, recv, op=MPI.SUM)
@@ -160,7 +162,9 @@ def measure(hosts: list[str], mib: int = 64, rounds: int = 3, iters: int = 3, tc
                 hvd.shutdown()
         results.append(row)
     if not np.all(recv == n):  # the sum must be right, not only fast
-        errors.append("MPI_Allreduce sum wrong: expected %d in every element" % n)
+        errors.append(WRONG_SUM + ": expected %d in every element" % n)
+    if hvd_out and not np.all(hvd_out[0] == n):
+        errors.append("Horovod allreduce sum wrong: expected %d in every element" % n)
     names = comm.gather(_name(), root=0)
     if comm.Get_rank() != 0:
         return None

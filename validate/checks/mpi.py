@@ -192,7 +192,7 @@ def bandwidth_argv(ctx: Context, hosts: list[str]) -> list[str]:
 def judge_bandwidth(result: dict | None, res: ToolRun, hosts: list[str]) -> CheckResult:
     """Allreduce bus bandwidth beside raw TCP between the same two hosts (``validate.transport``): PASS at
     >= ``BANDWIDTH_GOAL`` of it, WARN below, WARN when the TCP baseline was not measured (no iperf3): the ratio
-    is then unobserved; FAIL when the measurement did not run."""
+    is then unobserved; FAIL when the measurement did not run or its allreduce summed wrong."""
     from validate import transport
 
     cid, pair = "mpi.bandwidth", "%s,%s" % tuple(h.split(":")[0] for h in hosts[:2])
@@ -204,6 +204,10 @@ def judge_bandwidth(result: dict | None, res: ToolRun, hosts: list[str]) -> Chec
                            "constraints.txt pins it)", expected)
         return failed(cid, "the bandwidth run across %s failed: %s" % (pair, why), expected,
                       "run `%s` by hand" % " ".join(res.argv), "MPI_BANDWIDTH_RUN_FAILED")
+    wrong = [e for e in result["errors"] if e.startswith(transport.WRONG_SUM)]
+    if wrong:
+        return failed(cid, "across %s: %s" % (pair, wrong[0]), expected, "run `%s` by hand; a wrong sum is a broken "
+                      "MPI or network path, not a slow one" % " ".join(res.argv), "MPI_WORLD_BROKEN")
     mpi, tcp = transport.median_of(result, "mpi"), transport.median_of(result, "tcp")
     details = ["round %d: %s Gbit/s" % (i, ", ".join("%s %.2f" % kv for kv in row.items() if kv[1] is not None))
                for i, row in enumerate(result["rounds"], 1)] + result["errors"]
