@@ -143,3 +143,46 @@ def test_a_host_whose_ranks_die_mid_epoch_ends_the_job_naming_host_and_rank(test
     assert proc.returncode == 1, text
     assert re.search(r"rank [23] on host chex2 exited first, with code 137 \(SIGKILL\)", text), text
     assert re.search(r"Slurm job \d+ FAILED on chex\[1-2\]", text), text
+
+
+def test_validate_hosts_reports_the_allreduce_bandwidth_beside_raw_tcp(testcluster, tmp_path):
+    """`invoke validate --hosts chex1,chex2` from chex1 (mpirun reaches chex2 over ssh): the MPI launch spans both
+    hosts, and mpi.bandwidth reports MPI_Allreduce's bus bandwidth beside iperf3's between the same two hosts; its
+    verdict follows the measured ratio (PASS only at >= 0.5)."""
+    report = tmp_path / "report.json"
+    run = subprocess.run([str(REPO / "scripts" / "testcluster"), "exec", "chex1", INVOKE, "validate", "--hosts",
+                          "chex1,chex2", "--only", "mpi.launch,mpi.bandwidth", "--json", str(report)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env=testcluster.env(COLUMNS="200", PYTHONPATH=str(REPO),
+                                             OMPI_MCA_plm_rsh_agent="ssh -F %s" % testcluster.ssh_config))
+    assert run.returncode == 0, run.stdout + run.stderr
+    results = {r["id"]: r for r in json.loads(report.read_text())["results"]}
+    launch = results["mpi.launch"]
+    assert launch["status"] == "PASS" and "4 ranks on chex1,chex2 joined one world" in launch["measured"], launch
+    bandwidth = results["mpi.bandwidth"]
+    found = re.match(r"MPI_Allreduce 64 MiB busbw ([\d.]+) Gbit/s, raw TCP ([\d.]+) Gbit/s \(iperf3 chex2→chex1\): "
+                     r"ratio ([\d.]+) \(median of the rounds' ratios\); both ways at once ([\d.]+) Gbit/s per "
+                     r"direction", bandwidth["measured"])
+    assert found, bandwidth
+    mpi, tcp, ratio, _ = map(float, found.groups())
+    assert mpi > 0 and tcp > 0
+    assert bandwidth["status"] == ("PASS" if ratio >= 0.5 else "WARN"), bandwidth
+    assert len(bandwidth["details"]) >= 2  # every round's numbers, PASS or not
+
+
+@pytest.mark.slow
+def test_allreduce_transport_benchmark_prints_both_ratios_before_and_after_tuning(testcluster):
+    """bench/ratios/allreduce_transport.py on chex1 and chex2 (small buffer, one round: the script, not the
+    numbers): Horovod / MPI_Allreduce and MPI_Allreduce / iperf3 for Open MPI's defaults and the launchers'
+    settings, side by side in one run."""
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "ratios" / "allreduce_transport.py"), "--mib", "4",
+                          "--rounds", "1", "--iters", "1", "--tcp-seconds", "1"], cwd=REPO, capture_output=True,
+                         text=True, timeout=600, env=testcluster.env(PYTHONPATH=str(REPO)))
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = run.stdout
+    assert "Open MPI and Horovod defaults: 4 MiB float32, 2 ranks on chex1,chex2" in text, text
+    assert "Open MPI and Horovod as the launchers set them: 4 MiB float32, 2 ranks on chex1,chex2" in text, text
+    assert len(re.findall(r"ratio Horovod/MPI = \d+\.\d+ \(goal >= 0\.95: (?:met|MISSED)\)", text)) == 2, text
+    assert len(re.findall(r"ratio MPI/TCP     = \d+\.\d+ \(goal >= 0\.50: (?:met|MISSED)\)", text)) == 2, text
+    assert re.search(r"tuned / defaults, mpi busbw: \d+\.\d+", text), text
+    assert "error:" not in text, text

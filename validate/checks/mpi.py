@@ -190,3 +190,76 @@ def launch(ctx: Context) -> CheckResult:
     if not res.ok:
         return judge_launch_failure(res, np, ctx.hosts)
     return judge_launch(res.stdout, np, ctx.hosts, why)
+
+
+#: The share of the raw TCP bandwidth between two hosts an allreduce's bus bandwidth should reach.
+BANDWIDTH_GOAL = 0.5
+
+
+def bandwidth_argv(ctx: Context, hosts: list[str]) -> list[str]:
+    """``mpirun`` of ``validate/transport.py`` (the measurement of bench/ratios/allreduce_transport.py), one rank
+    on each of the first two hosts, with the launchers' Open MPI TCP settings (``launch.mpirun.TCP_MCA``)."""
+    import sys
+
+    from launch.mpirun import TCP_MCA
+    from validate import transport
+
+    argv = mpirun_argv(ctx, 2, hosts[:2], 1)
+    for name, value in TCP_MCA:
+        argv += ["--mca", name, value]
+    return argv + [sys.executable, transport.__file__, "--hosts", ",".join(h.split(":")[0] for h in hosts[:2]),
+                   "--rounds", "2", "--bidir"]
+
+
+def judge_bandwidth(result: dict | None, res: ToolRun, hosts: list[str]) -> CheckResult:
+    """Allreduce bus bandwidth beside raw TCP between the same two hosts (``validate.transport``): PASS at
+    >= ``BANDWIDTH_GOAL`` of it, WARN below, WARN when the TCP baseline was not measured (no iperf3): the ratio
+    is then unobserved; FAIL when the measurement did not run or its allreduce summed wrong."""
+    from validate import transport
+
+    cid, pair = "mpi.bandwidth", "%s,%s" % tuple(h.split(":")[0] for h in hosts[:2])
+    expected = "allreduce busbw >= %.1f × raw TCP between %s" % (BANDWIDTH_GOAL, pair)
+    if result is None or transport.median_of(result, "mpi") is None:
+        why = res.why_not() if not res.ok else "no result line (%s)" % (res.output.strip()[-300:] or "no output")
+        if "No module named 'mpi4py'" in res.output:
+            return skipped(cid, "mpi4py is not installed on the hosts: pip install mpi4py (requirements/"
+                           "constraints.txt pins it)", expected)
+        return failed(cid, "the bandwidth run across %s failed: %s" % (pair, why), expected,
+                      "run `%s` by hand" % " ".join(res.argv), "MPI_BANDWIDTH_RUN_FAILED")
+    wrong = [e for e in result["errors"] if e.startswith(transport.WRONG_SUM)]
+    if wrong:
+        return failed(cid, "across %s: %s" % (pair, wrong[0]), expected, "run `%s` by hand; a wrong sum is a broken "
+                      "MPI or network path, not a slow one" % " ".join(res.argv), "MPI_WORLD_BROKEN")
+    mpi, tcp = transport.median_of(result, "mpi"), transport.median_of(result, "tcp")
+    details = ["round %d: %s Gbit/s" % (i, ", ".join("%s %.2f" % kv for kv in row.items() if kv[1] is not None))
+               for i, row in enumerate(result["rounds"], 1)] + result["errors"]
+    bidir = transport.median_of(result, "tcp_bidir")
+    if tcp is None:
+        return warned(cid, "MPI_Allreduce %d MiB busbw %.2f Gbit/s; raw TCP not measured (%s)"
+                      % (result["mib"], mpi, "; ".join(result["errors"]) or "no iperf3 result"), expected,
+                      "install iperf3 on both hosts (Debian/Ubuntu: apt-get install iperf3) to compare",
+                      "TCP_BASELINE_MISSING", details)
+    ratio = transport.median_ratio(result, "mpi", "tcp")
+    measured = ("MPI_Allreduce %d MiB busbw %.2f Gbit/s, raw TCP %.2f Gbit/s (iperf3 %s→%s): ratio %.2f (median "
+                "of the rounds' ratios)" % (result["mib"], mpi, tcp, result["hosts"][1], result["hosts"][0], ratio))
+    if bidir is not None:
+        measured += "; both ways at once %.2f Gbit/s per direction" % bidir
+    if ratio >= BANDWIDTH_GOAL:
+        return passed(cid, measured, expected, details)
+    return warned(cid, measured, expected, "a two-rank allreduce sends both ways at once: compare with the "
+                  "per-direction TCP figure; tune Open MPI's TCP transport (btl_tcp_links, coll_tuned "
+                  "allreduce algorithm: see bench/ratios/allreduce_transport.py) or pin the fast interface "
+                  "(--mca btl_tcp_if_include <iface>)", "MPI_BANDWIDTH_LOW", details)
+
+
+@check("mpi.bandwidth", "allreduce bus bandwidth across two --hosts vs raw TCP (iperf3) between them")
+def bandwidth(ctx: Context) -> CheckResult:
+    cid = "mpi.bandwidth"
+    if len(ctx.hosts) < 2:
+        return skipped(cid, "needs --hosts with two hosts (the allreduce and iperf3 run between them)")
+    if ctx.tool("mpirun", "--version").missing:
+        return skipped(cid, "mpirun not on PATH")
+    from validate import transport
+
+    res = ctx.tool(*bandwidth_argv(ctx, ctx.hosts), timeout=180)
+    return judge_bandwidth(transport.parse(res.stdout) if res.ok else None, res, ctx.hosts)
