@@ -35,4 +35,4 @@ demo: setup
 # The tests bring the test cluster up once (tests/testcluster.py, as root) and take it down at the end.
 test: setup-testcluster
 	scripts/setup-legacy || [ $$? = 3 ]
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)

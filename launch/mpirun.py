@@ -16,7 +16,7 @@ from facts.openmpi import ALLOW_RUN_AS_ROOT_FLAG
 #: fall-back to TCP sockets is visible (https://github.com/NVIDIA/nccl/issues/451).
 EXPORTED_ENV = ("NCCL_DEBUG=INFO", "LD_LIBRARY_PATH", "PATH")
 #: Open MPI TCP transport settings added to every launch: none, because none measurably helped. Measured with
-#: bench/ratios/allreduce_transport.py's program (validate/transport.py) on the test cluster (two network
+#: bench/ratios/allreduce_transport.py's program (facts/transport.py) on the test cluster (two network
 #: namespaces on one 2-core machine, a veth pair, 64 MiB float32, one rank per host, the machine shared with other
 #: work): MPI_Allreduce busbw / iperf3 one way, median of 3 rounds per launch, two launches each —
 #: defaults 0.33 and 0.25; coll_tuned_allreduce_algorithm 2 (reduce + bcast) 0.34, 0.29; 4 (ring) 0.21, 0.38;

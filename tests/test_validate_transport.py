@@ -1,15 +1,15 @@
-"""validate/transport.py's arithmetic and result line, and how ``mpi.bandwidth`` judges a measurement (the real run
+"""facts/transport.py's arithmetic and result line, and how ``mpi.bandwidth`` judges a measurement (the real run
 across two hosts is in tests/test_launch_testcluster.py)."""
 from __future__ import annotations
 
 import json
 
-from validate import transport
+from facts import transport
 from validate.checks.mpi import judge_bandwidth
-from validate.checks.runner import ToolRun
+from chexstack.tools import ToolRun
 
 HOSTS = ["chex1", "chex2"]
-ARGV = ("mpirun", "-H", "chex1:1,chex2:1", "-np", "2", "python", "validate/transport.py")
+ARGV = ("mpirun", "-H", "chex1:1,chex2:1", "-np", "2", "python", "facts/transport.py")
 
 
 def _result(rounds, errors=()):

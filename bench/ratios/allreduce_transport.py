@@ -3,7 +3,7 @@
 with Open MPI's and Horovod's defaults and with the settings the launchers use (``launch.mpirun.TCP_MCA``,
 ``launch.mpirun.HOROVOD_ENV``), side by side in one run.
 
-Each variant is one ``mpirun`` of ``validate.transport`` (the measurement ``invoke validate --hosts`` runs), one rank
+Each variant is one ``mpirun`` of ``facts.transport`` (the measurement ``invoke validate --hosts`` runs), one rank
 per host, started on the first host (``scripts/testcluster exec``) and reaching the second over ssh as users'
 launches do. Within it, ``--rounds`` rounds alternate raw TCP, ``MPI_Allreduce`` and Horovod's allreduce; the
 ratios are medians of the per-round ratios. Variants alternate too (default, tuned, default, tuned ...).
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from launch import mpirun  # noqa: E402
-from validate import transport  # noqa: E402
+from facts import transport  # noqa: E402
 
 HOSTS = ("chex1", "chex2")
 STATE = "/run/chexstack-testcluster"

@@ -197,12 +197,12 @@ BANDWIDTH_GOAL = 0.5
 
 
 def bandwidth_argv(ctx: Context, hosts: list[str]) -> list[str]:
-    """``mpirun`` of ``validate/transport.py`` (the measurement of bench/ratios/allreduce_transport.py), one rank
+    """``mpirun`` of ``facts/transport.py`` (the measurement of bench/ratios/allreduce_transport.py), one rank
     on each of the first two hosts, with the launchers' Open MPI TCP settings (``launch.mpirun.TCP_MCA``)."""
     import sys
 
     from launch.mpirun import TCP_MCA
-    from validate import transport
+    from facts import transport
 
     argv = mpirun_argv(ctx, 2, hosts[:2], 1)
     for name, value in TCP_MCA:
@@ -212,10 +212,10 @@ def bandwidth_argv(ctx: Context, hosts: list[str]) -> list[str]:
 
 
 def judge_bandwidth(result: dict | None, res: ToolRun, hosts: list[str]) -> CheckResult:
-    """Allreduce bus bandwidth beside raw TCP between the same two hosts (``validate.transport``): PASS at
+    """Allreduce bus bandwidth beside raw TCP between the same two hosts (``facts.transport``): PASS at
     >= ``BANDWIDTH_GOAL`` of it, WARN below, WARN when the TCP baseline was not measured (no iperf3): the ratio
     is then unobserved; FAIL when the measurement did not run or its allreduce summed wrong."""
-    from validate import transport
+    from facts import transport
 
     cid, pair = "mpi.bandwidth", "%s,%s" % tuple(h.split(":")[0] for h in hosts[:2])
     expected = "allreduce busbw >= %.1f × raw TCP between %s" % (BANDWIDTH_GOAL, pair)
@@ -259,7 +259,7 @@ def bandwidth(ctx: Context) -> CheckResult:
         return skipped(cid, "needs --hosts with two hosts (the allreduce and iperf3 run between them)")
     if ctx.tool("mpirun", "--version").missing:
         return skipped(cid, "mpirun not on PATH")
-    from validate import transport
+    from facts import transport
 
     res = ctx.tool(*bandwidth_argv(ctx, ctx.hosts), timeout=180)
     return judge_bandwidth(transport.parse(res.stdout) if res.ok else None, res, ctx.hosts)

@@ -24,7 +24,7 @@ Rank 0 prints one line ``chexstack-transport: {JSON}``: ``{"hosts", "processors"
 "tcp_bidir", "mpi", "horovod"}], "errors": [...]}`` (Gbit/s; null for what was not measured, with the reason in
 ``errors``).
 
-    mpirun -H a:1,b:1 -np 2 python validate/transport.py --hosts a,b [--mib 64] [--rounds 3] [--iters 3]
+    mpirun -H a:1,b:1 -np 2 python facts/transport.py --hosts a,b [--mib 64] [--rounds 3] [--iters 3]
                                                             [--tcp-seconds 2] [--bidir] [--horovod]
 """
 from __future__ import annotations
