@@ -7,9 +7,12 @@ Emulated (Apptainer user guide, "Definition Files" and "Build Environment"; Appt
 - each stage starts from its ``From:`` image, which must be in the local engine (``docker-daemon:`` semantics);
   the base image's ENV is written to ``/.singularity.d/env/10-docker2singularity.sh``;
 - ``%setup`` runs under ``/bin/sh -e`` with ``SINGULARITY_ROOTFS=APPTAINER_ROOTFS=/``;
-- ``%files [from STAGE]``: every line ``SRC [DST]``, sources from the build context (globs expanded) or from the
-  stage's result, the parent of DST created, then ``/bin/cp -fLr SRC... DST`` (so as root: owner root, mode masked
-  by the umask 022, symlinks followed), all before ``%post``;
+- ``%files``: every line ``SRC [DST]`` from the build context (globs expanded), the parent of DST created, then
+  ``/bin/cp -fLr SRC... DST`` (so as root: owner root, mode masked by the umask 022, symlinks followed), all before
+  ``%post`` (``CopyFromHost``);
+- ``%files from STAGE``: ``SRC`` resolved in the stage's filesystem (a link named as SRC is followed there), DST's
+  parent created, an existing folder DST gets SRC's name inside it, then copied as moby's ``CopyWithTar`` copies
+  (``CopyFromStage``, Singularity >= 3.5.3 and Apptainer): owners, modes and symbolic links inside kept as they are, also before ``%post``;
 - ``%post`` (same-named sections concatenated in order) runs as ``/bin/sh -e`` (or ``%post -c SHELL``) with a
   clean environment (``PATH`` Apptainer's default, ``HOME=/root``): no ``%environment``, no base ENV unless sourced;
 - ``%environment`` -> ``/.singularity.d/env/90-environment.sh``, ``%runscript``/``%startscript`` ->
@@ -23,7 +26,7 @@ Not emulated (limits of a Docker emulation, none of which a definition can chang
 home folder and current directory passed into ``run``/``exec`` (compared here with a clean environment and ``/``),
 the invoking user (everything runs as root, as ``apptainer build`` does), the read-only SIF and the host bind
 mounts, ``%setup`` running on the host, Apptainer's own ``/.singularity.d`` files and variables (``APPTAINER_*``,
-``PS1``), absolute symlinks in ``%files from`` resolved in the stage's filesystem, not the host's.
+``PS1``), globs in ``%files from`` sources.
 
 ``Emulator(client, context).build(definition) -> Built(image, stages)``; ``run_docker``/``run_emulated`` give
 ``(exit status, output)``; ``file_tree``, ``run_env`` and ``compare_images`` return the comparisons (``Difference``
@@ -52,7 +55,8 @@ SOURCE_ENV = 'for f in /.singularity.d/env/*.sh; do [ -f "$f" ] && . "$f"; done'
 #: Paths the engine or the harness manages, never part of either image's recipe.
 NOT_COMPARED = ("/proc", "/sys", "/dev", "/.singularity.d", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
                 "/.dockerenv")
-#: The ``Difference.what`` of a symlink that Apptainer's ``%files`` (``cp -fLr``) copied as what it points to.
+#: The ``Difference.what`` of a symlink that Apptainer's ``%files`` from the build context (``cp -fLr``) copied as
+#: what it points to.
 FOLLOWED = "symlink followed by %files "
 #: Variables the runtimes set themselves.
 ENV_NOT_COMPARED = {"HOSTNAME", "PWD", "SHLVL", "_", "OLDPWD"}
@@ -223,14 +227,14 @@ class Emulator:
             inbox = "/.chexstack-harness-in-%s" % uuid.uuid4().hex[:8]
             self._exec(box, ["mkdir", "-p", inbox], "%%files %s" % line)
             if origin:
-                names = self._from_stage(box, built, origin.group(1), src, inbox, line)
+                name = self._from_stage(box, built, origin.group(1), src, inbox, line)
+                script = _place_from_stage("%s/%s" % (inbox, name), dst, src.split("/")[-1])
             else:
                 names = self._from_context(box, src, inbox, line)
-            paths = " ".join(shlex.quote("%s/%s" % (inbox, n)) for n in names)
-            parent = dst if len(names) > 1 else os.path.dirname(dst.rstrip("/")) or "/"
-            self._sh(box, "mkdir -p %s\n/bin/cp -fLr %s %s\nrm -rf %s" % (shlex.quote(parent), paths,
-                                                                           shlex.quote(dst), shlex.quote(inbox)),
-                     "%%files %s" % line)
+                paths = " ".join(shlex.quote("%s/%s" % (inbox, n)) for n in names)
+                parent = dst if len(names) > 1 else os.path.dirname(dst.rstrip("/")) or "/"
+                script = "mkdir -p %s\n/bin/cp -fLr %s %s" % (shlex.quote(parent), paths, shlex.quote(dst))
+            self._sh(box, "%s\nrm -rf %s" % (script, shlex.quote(inbox)), "%%files %s" % line)
 
     def _from_context(self, box, src: str, inbox: str, line: str) -> list[str]:
         matches = sorted(glob.glob(str(self.context / src)))
@@ -246,19 +250,27 @@ class Emulator:
         box.put_archive(inbox, buf.getvalue())
         return names
 
-    def _from_stage(self, box, built: Built, stage: str, src: str, inbox: str, line: str) -> list[str]:
+    def _from_stage(self, box, built: Built, stage: str, src: str, inbox: str, line: str) -> str:
+        """``src`` of the stage's result, as it is there (owners, modes, links, times), put under ``inbox``; a
+        symbolic link named as ``src`` (or on its way) is resolved in the stage's filesystem first, as Apptainer's
+        ``CopyFromStage`` does. Returns the name of what is in ``inbox``."""
         if stage not in built.stages:
             raise BuildFailed("%%files %s" % line, "no earlier stage %s" % stage)
+        if re.search(r"[*?\[]", src):
+            raise ChexstackError("definition: %%files from %s: %s: the harness does not expand globs in a stage's "
+                                 "sources" % (stage, line.strip()))
         holder = self.client.containers.create(built.stages[stage], ["true"], name="chexstack-harness-%s"
                                                % uuid.uuid4().hex[:12])
         try:
-            stream, _ = holder.get_archive(src)
+            stream, stat = holder.get_archive(src)
+            if stat.get("linkTarget"):  # Docker gives the link fully resolved inside the container
+                stream, stat = holder.get_archive(stat["linkTarget"])
             box.put_archive(inbox, stream)  # streamed: a stage's folder may be gigabytes
         except docker.errors.NotFound:
             raise BuildFailed("%%files %s" % line, "no %s in stage %s" % (src, stage)) from None
         finally:
             holder.remove(force=True)
-        return [os.path.basename(src.rstrip("/"))]
+        return stat["name"]
 
     # --- container primitives ---------------------------------------------------------------------------------
     def _write(self, box, path: str, text: str, mode: int = 0o644) -> None:
@@ -283,6 +295,21 @@ class Emulator:
             self._exec(box, clean + shlex.split(shell) + ["-e", path], what)
         finally:
             box.exec_run(["rm", "-f", path], user="0")
+
+
+def _place_from_stage(staged: str, dst: str, name: str) -> str:
+    """The shell commands that put ``staged`` (a stage's file or folder as the stage has it) at ``dst`` as
+    Apptainer's ``CopyFromStage`` does (internal/pkg/build/files/copy.go): DST's parent made (DST itself when it ends
+    in ``/``), an existing folder DST gets ``name`` (the source's own name) inside it; then moby's ``CopyWithTar``:
+    a folder's contents go into DST (made ``0755`` root when absent), a file to DST, with their owners, modes, times
+    and symbolic links as they are (Singularity >= 3.5.3: links inside are never followed)."""
+    q = shlex.quote
+    return "\n".join([
+        "s=%s; d=%s" % (q(staged), q(dst)),
+        'if [ ! -e "$d" ]; then case "$d" in */) mkdir -p "$d" ;; *) mkdir -p "$(dirname "$d")" ;; esac; fi',
+        'if [ -d "$d" ]; then d="${d%%/}/"%s; fi' % q(name),
+        'if [ -d "$s" ]; then mkdir -p "$d" && find "$s" -mindepth 1 -maxdepth 1 -exec cp -af {} "$d"/ \\;',
+        'else cp -af "$s" "$d"; fi'])
 
 
 def _tar_of(name: str, data: bytes, mode: int) -> bytes:
