@@ -101,13 +101,14 @@ def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images):
 def test_files_from_a_stage_keeps_its_links_as_apptainer_does(client, debian_base, stage_images):
     """``%files from STAGE`` copies as Apptainer's ``CopyFromStage`` (Singularity >= 3.5.3): links inside a folder
     stay links, absolute ones dangling in the new stage too (copied before ``%post``), a link named as the source is
-    followed in the stage; the same image as Docker's ``COPY --from``."""
+    followed in the stage, a folder merges into one the image has; the same image as Docker's ``COPY --from``."""
     make = ("mkdir -p /opt/d/sub && echo x > /opt/d/sub/f && chmod 750 /opt/d/sub && ln -s /usr/bin/absent /opt/d/abs"
-            " && ln -s sub/f /opt/d/rel && ln -s ../../bin/true /opt/d/sub/up && ln -s /opt/d /opt/link")
+            " && ln -s sub/f /opt/d/rel && ln -s ../../bin/true /opt/d/sub/up && ln -s /opt/d /opt/link"
+            " && ln -s sources.list.d /etc/apt/chexstack-link && chmod 700 /etc/apt/apt.conf.d")
     dockerfile = ("FROM %s AS one\nRUN %s\nFROM %s\nCOPY --from=one /opt/d /opt/d\nCOPY --from=one /opt/link /opt/e\n"
-                  % (debian_base, make, debian_base))
+                  "COPY --from=one /etc/apt /etc/apt\n" % (debian_base, make, debian_base))
     definition = ("Bootstrap: docker\nFrom: %s\nStage: one\n%%post\n    %s\n\nBootstrap: docker\nFrom: %s\n"
-                  "Stage: two\n%%files from one\n    /opt/d /opt/d\n    /opt/link /opt/e\n"
+                  "Stage: two\n%%files from one\n    /opt/d /opt/d\n    /opt/link /opt/e\n    /etc/apt /etc\n"
                   % (debian_base, make, debian_base))
     stage_images.append(dockerfile)
     docker_image = docker_build(client, context_tar(dockerfile, {}), quiet=True)
@@ -115,8 +116,9 @@ def test_files_from_a_stage_keeps_its_links_as_apptainer_does(client, debian_bas
     try:
         diffs = compare_images(client, docker_image, built.image, debian_base, labels=False)
         assert not diffs, "\n".join("%s: docker %r, apptainer %r" % (d.what, d.docker, d.apptainer) for d in diffs)
-        _, out = exec_emulated(client, built.image, ["sh", "-c", "readlink /opt/d/abs /opt/e/rel; stat -c %a /opt/e/sub"])
-        assert out.split() == ["/usr/bin/absent", "sub/f", "750"]
+        _, out = exec_emulated(client, built.image, ["sh", "-c", "readlink /opt/d/abs /opt/e/rel /etc/apt/chexstack-link;"
+                                                     " stat -c %a /opt/e/sub /etc/apt/apt.conf.d"])
+        assert out.split() == ["/usr/bin/absent", "sub/f", "sources.list.d", "750", "700"]
     finally:
         built.remove()
         client.images.remove(docker_image, force=True)
@@ -149,7 +151,8 @@ def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_bui
     report = check_stack(client, "cpu", debian_base, cpu_build.image_id, tmp_path / "context", reuse=reuse,
                          runs=[["python", "-m", "trainer", "--help"]],
                          execs=[["/bin/sh", "-c", "command -v python mpirun sshd; python -c 'import sys; "
-                                 "print(sys.prefix)'; readlink /opt/venv/bin/python3"]])
+                                 "print(sys.prefix)'; readlink /opt/venv/bin/python3"]],
+                         docker_verification=cpu_build.verification)
     assert report.apptainer_ok, [r for r in report.apptainer_rows if r.verdict == "MISMATCH"]
     assert len(report.apptainer_rows) == len(report.docker_rows) >= 8
     assert not report.differences, "\n".join("%s: docker %r, apptainer %r" % (d.what, d.docker, d.apptainer)
