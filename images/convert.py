@@ -33,8 +33,9 @@ are expanded as Docker
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
   is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
   ``DEST/`` a folder, owner root or ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies
-  with ``cp -fLr`` (symbolic links followed, owners lost), so ``--from`` goes through a tar the source stage makes
-  at its end (links and owners kept, as Docker keeps them) and a local source holding symbolic links is refused;
+  from the build context with ``cp -fLr`` (symbolic links followed, owners lost), so a local source holding
+  symbolic links is refused; ``%files from`` keeps links only since Singularity 3.5.3, so ``--from`` goes through a
+  tar the source stage makes at its end (links and owners kept, as Docker keeps them, on every release);
   ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it
   (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
@@ -473,8 +474,8 @@ class _Converter:
             name = posixpath.basename(src.rstrip("/")) or "root"
             staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
             if origin is not None:
-                # %files copies with `cp -fLr` (symlinks followed, owners lost): the stage packs the path with tar
-                # at its end instead (links and owners kept, as Docker's COPY --from keeps them), this one unpacks it
+                # `%files from` follows symlinks before Singularity 3.5.3: the stage packs the path with tar at its
+                # end instead (links and owners kept on every release, as Docker's COPY --from keeps them)
                 packed = "/.chexstack-from-%d-%d.tar" % (c.start_line, i)
                 parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
                 source = next(s for s in self.stages if s.name == origin)

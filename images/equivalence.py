@@ -7,9 +7,12 @@ Emulated (Apptainer user guide, "Definition Files" and "Build Environment"; Appt
 - each stage starts from its ``From:`` image, which must be in the local engine (``docker-daemon:`` semantics);
   the base image's ENV is written to ``/.singularity.d/env/10-docker2singularity.sh``;
 - ``%setup`` runs under ``/bin/sh -e`` with ``SINGULARITY_ROOTFS=APPTAINER_ROOTFS=/``;
-- ``%files [from STAGE]``: every line ``SRC [DST]``, sources from the build context (globs expanded) or from the
-  stage's result, the parent of DST created, then ``/bin/cp -fLr SRC... DST`` (so as root: owner root, mode masked
-  by the umask 022, symlinks followed), all before ``%post``;
+- ``%files``: every line ``SRC [DST]`` from the build context (globs expanded), the parent of DST created, then
+  ``/bin/cp -fLr SRC... DST`` (so as root: owner root, mode masked by the umask 022, symlinks followed), all before
+  ``%post`` (``CopyFromHost``);
+- ``%files from STAGE``: ``SRC`` resolved in the stage's filesystem (a link named as SRC is followed there), DST's
+  parent created, an existing folder DST gets SRC's name inside it, then copied as moby's ``CopyWithTar`` copies
+  (``CopyFromStage``, Singularity >= 3.5.3 and Apptainer): owners, modes and symbolic links inside kept as they are, also before ``%post``;
 - ``%post`` (same-named sections concatenated in order) runs as ``/bin/sh -e`` (or ``%post -c SHELL``) with a
   clean environment (``PATH`` Apptainer's default, ``HOME=/root``): no ``%environment``, no base ENV unless sourced;
 - ``%environment`` -> ``/.singularity.d/env/90-environment.sh``, ``%runscript``/``%startscript`` ->
@@ -23,7 +26,7 @@ Not emulated (limits of a Docker emulation, none of which a definition can chang
 home folder and current directory passed into ``run``/``exec`` (compared here with a clean environment and ``/``),
 the invoking user (everything runs as root, as ``apptainer build`` does), the read-only SIF and the host bind
 mounts, ``%setup`` running on the host, Apptainer's own ``/.singularity.d`` files and variables (``APPTAINER_*``,
-``PS1``), absolute symlinks in ``%files from`` resolved in the stage's filesystem, not the host's.
+``PS1``), globs in ``%files from`` sources.
 
 ``Emulator(client, context).build(definition) -> Built(image, stages)``; ``run_docker``/``run_emulated`` give
 ``(exit status, output)``; ``file_tree``, ``run_env`` and ``compare_images`` return the comparisons (``Difference``
@@ -34,10 +37,12 @@ from __future__ import annotations
 import glob
 import io
 import json
+import logging
 import os
 import re
 import shlex
 import tarfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +52,14 @@ import docker.errors
 
 from chexstack.errors import ChexstackError
 
+log = logging.getLogger(__name__)
 APPTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SOURCE_ENV = 'for f in /.singularity.d/env/*.sh; do [ -f "$f" ] && . "$f"; done'
 #: Paths the engine or the harness manages, never part of either image's recipe.
 NOT_COMPARED = ("/proc", "/sys", "/dev", "/.singularity.d", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
                 "/.dockerenv")
-#: The ``Difference.what`` of a symlink that Apptainer's ``%files`` (``cp -fLr``) copied as what it points to.
+#: The ``Difference.what`` of a symlink that Apptainer's ``%files`` from the build context (``cp -fLr``) copied as
+#: what it points to.
 FOLLOWED = "symlink followed by %files "
 #: Variables the runtimes set themselves.
 ENV_NOT_COMPARED = {"HOSTNAME", "PWD", "SHLVL", "_", "OLDPWD"}
@@ -175,18 +182,22 @@ class Emulator:
         try:
             env = [_quote_env(*e.split("=", 1)) for e in config.get("Env") or []]
             self._write(box, "/.singularity.d/env/10-docker2singularity.sh", "#!/bin/sh\n" + "\n".join(env) + "\n")
+            clock = _Phases()
             self._sh(box, "\n".join(st.body("setup")), "%setup",
                      env={"SINGULARITY_ROOTFS": "/", "APPTAINER_ROOTFS": "/"})
             for section in st.sections:
                 if section.name == "files":
                     self._files(box, section, built)
+            clock("stage %s: %%setup, %%files" % st.name)
             posts = [s for s in st.sections if s.name == "post"]
             shell = next((re.sub(r"^-c\s+", "", s.args) for s in posts if s.args.startswith("-c")), "/bin/sh")
             self._sh(box, "\n".join(st.body("post")), "%post", shell=shell)
+            clock("stage %s: %%post" % st.name)
             self._metadata(box, st, config)
             if st.body("test"):
                 self._sh(box, SOURCE_ENV + "\n" + "\n".join(st.body("test")), "%test")
             image = box.commit(changes=['ENTRYPOINT []', 'CMD ["/bin/sh"]']).id
+            clock("stage %s: commit" % st.name)
         finally:
             try:
                 box.remove(force=True)
@@ -223,14 +234,14 @@ class Emulator:
             inbox = "/.chexstack-harness-in-%s" % uuid.uuid4().hex[:8]
             self._exec(box, ["mkdir", "-p", inbox], "%%files %s" % line)
             if origin:
-                names = self._from_stage(box, built, origin.group(1), src, inbox, line)
+                name = self._from_stage(box, built, origin.group(1), src, inbox, line)
+                script = _place_from_stage("%s/%s" % (inbox, name), dst, src.split("/")[-1])
             else:
                 names = self._from_context(box, src, inbox, line)
-            paths = " ".join(shlex.quote("%s/%s" % (inbox, n)) for n in names)
-            parent = dst if len(names) > 1 else os.path.dirname(dst.rstrip("/")) or "/"
-            self._sh(box, "mkdir -p %s\n/bin/cp -fLr %s %s\nrm -rf %s" % (shlex.quote(parent), paths,
-                                                                           shlex.quote(dst), shlex.quote(inbox)),
-                     "%%files %s" % line)
+                paths = " ".join(shlex.quote("%s/%s" % (inbox, n)) for n in names)
+                parent = dst if len(names) > 1 else os.path.dirname(dst.rstrip("/")) or "/"
+                script = "mkdir -p %s\n/bin/cp -fLr %s %s" % (shlex.quote(parent), paths, shlex.quote(dst))
+            self._sh(box, "%s\nrm -rf %s" % (script, shlex.quote(inbox)), "%%files %s" % line)
 
     def _from_context(self, box, src: str, inbox: str, line: str) -> list[str]:
         matches = sorted(glob.glob(str(self.context / src)))
@@ -246,19 +257,27 @@ class Emulator:
         box.put_archive(inbox, buf.getvalue())
         return names
 
-    def _from_stage(self, box, built: Built, stage: str, src: str, inbox: str, line: str) -> list[str]:
+    def _from_stage(self, box, built: Built, stage: str, src: str, inbox: str, line: str) -> str:
+        """``src`` of the stage's result, as it is there (owners, modes, links, times), put under ``inbox``; a
+        symbolic link named as ``src`` (or on its way) is resolved in the stage's filesystem first, as Apptainer's
+        ``CopyFromStage`` does. Returns the name of what is in ``inbox``."""
         if stage not in built.stages:
             raise BuildFailed("%%files %s" % line, "no earlier stage %s" % stage)
+        if re.search(r"[*?\[]", src):
+            raise ChexstackError("definition: %%files from %s: %s: the harness does not expand globs in a stage's "
+                                 "sources" % (stage, line.strip()))
         holder = self.client.containers.create(built.stages[stage], ["true"], name="chexstack-harness-%s"
                                                % uuid.uuid4().hex[:12])
         try:
-            stream, _ = holder.get_archive(src)
+            stream, stat = holder.get_archive(src)
+            if stat.get("linkTarget"):  # Docker gives the link fully resolved inside the container
+                stream, stat = holder.get_archive(stat["linkTarget"])
             box.put_archive(inbox, stream)  # streamed: a stage's folder may be gigabytes
         except docker.errors.NotFound:
             raise BuildFailed("%%files %s" % line, "no %s in stage %s" % (src, stage)) from None
         finally:
             holder.remove(force=True)
-        return [os.path.basename(src.rstrip("/"))]
+        return stat["name"]
 
     # --- container primitives ---------------------------------------------------------------------------------
     def _write(self, box, path: str, text: str, mode: int = 0o644) -> None:
@@ -283,6 +302,23 @@ class Emulator:
             self._exec(box, clean + shlex.split(shell) + ["-e", path], what)
         finally:
             box.exec_run(["rm", "-f", path], user="0")
+
+
+def _place_from_stage(staged: str, dst: str, name: str) -> str:
+    """The shell commands that put ``staged`` (a stage's file or folder as the stage has it) at ``dst`` as
+    Apptainer's ``CopyFromStage`` does (internal/pkg/build/files/copy.go): DST's parent made (DST itself when it ends
+    in ``/``), an existing folder DST gets ``name`` (the source's own name) inside it; then moby's ``CopyWithTar``:
+    a folder's contents go into DST (made ``0755`` root when absent), a file to DST, with their owners, modes, times
+    and symbolic links as they are (Singularity >= 3.5.3: links inside are never followed). ``staged`` is on the
+    same filesystem: a folder that DST does not hold yet is moved (renamed), not copied again."""
+    q = shlex.quote
+    return "\n".join([
+        "s=%s; d=%s" % (q(staged), q(dst)),
+        'if [ ! -e "$d" ]; then case "$d" in */) mkdir -p "$d" ;; *) mkdir -p "$(dirname "$d")" ;; esac; fi',
+        'if [ -d "$d" ]; then d="${d%%/}/"%s; fi' % q(name),
+        'if [ -d "$s" ] && [ -e "$d" ]; then find "$s" -mindepth 1 -maxdepth 1 -exec cp -af {} "$d"/ \\;',
+        'elif [ -d "$s" ]; then mv "$s" "$d" && chown 0:0 "$d" && chmod 0755 "$d" && touch "$d"',
+        'else mv -f "$s" "$d"; fi'])
 
 
 def _tar_of(name: str, data: bytes, mode: int) -> bytes:
@@ -416,15 +452,18 @@ def base_snapshot(client, base: str) -> Snapshot:
 def tree_differences(client, docker_image: str, emulated_image: str, base: str, not_compared=()) -> list:
     """Differences of paths, types, modes, owners, link targets, sizes, and the contents of the regular files under
     2 MiB that either build added or changed relative to ``base``."""
+    clock = _Phases()
     a = snapshot(client, docker_image, False, not_compared)
     b = snapshot(client, emulated_image, True, not_compared)
     old = base_snapshot(client, base)
+    clock("listings (%d, %d paths)" % (len(a.tree), len(b.tree)))
     newest = max((m for _, m in old.tree.values()), default=0)
     changed = sorted(p for p in set(a.tree) & set(b.tree)
                      if a.tree[p][0] == b.tree[p][0] and a.tree[p][0].startswith("f ")
                      and int(a.tree[p][0].rsplit(" ", 1)[1]) < 2 << 20
                      and (p not in old.tree or old.tree[p][0] != a.tree[p][0] or max(a.tree[p][1], b.tree[p][1]) > newest))
     ha, hb = hashes(client, docker_image, False, changed), hashes(client, emulated_image, True, changed)
+    clock("contents (%d files)" % len(changed))
     # a symlink in Docker's image that is a file or folder in Apptainer's: %files copies with `cp -L`; one row for
     # it, none for what its copy holds
     followed = sorted(p for p in a.tree if a.tree[p][0].startswith("l ") and p in b.tree
@@ -508,14 +547,16 @@ def probe_emulated(client, image: str) -> dict:
 
 def check_stack(client, stack_name: str, base: str, docker_image: str, context_dir: Path,
                 reuse: dict[str, str] | None = None, runs: list[list[str]] = (),
-                execs: list[list[str]] = ()) -> StackReport:
+                execs: list[list[str]] = (), docker_verification=None) -> StackReport:
     """Build ``invoke render --stack S --format singularity`` as Apptainer would (the build context written to
     ``context_dir``), then compare it with the Docker image: file tree and contents (``BUILD_VARIABLE`` left out),
-    run-time environment, every Table 1 row of the in-image probe judged against the manifest, ``run``/``exec``."""
+    run-time environment, every Table 1 row of the in-image probe judged against the manifest, ``run``/``exec``.
+    ``docker_verification``: the ``images.verify.Verification`` that ``invoke build`` made of ``docker_image``
+    (its Table 1 rows are taken instead of probing that image again); phases and their seconds are logged (INFO)."""
     from envs.manifest import load_stack
     from images import context
     from images.render import build_context, render
-    from images.verify import compare, probe_image
+    from images.verify import LAUNCH_ROWS, compare, probe_image
 
     stack = load_stack(stack_name)
     for name, src in context.expand(build_context(stack, base)).items():
@@ -524,17 +565,35 @@ def check_stack(client, stack_name: str, base: str, docker_image: str, context_d
         target.write_bytes(src if isinstance(src, bytes) else src.read_bytes())
         if not isinstance(src, bytes) and src.stat().st_mode & 0o111:
             target.chmod(0o755)
+    clock = _Phases()
     built = Emulator(client, Path(context_dir)).build(render(stack, "singularity", base), reuse)
+    clock("emulated build")
     try:
         # labels: `invoke build` gives the Docker image its own (BOM, revision), the SIF gets them at `build --runtime`
         diffs = compare_images(client, docker_image, built.image, base, runs, execs, BUILD_VARIABLE, labels=False)
+        clock("files, environment, run, exec")
         ours = compare(stack, probe_emulated(client, built.image))
-        theirs = compare(stack, probe_image(client, docker_image))
-        for a, b in zip(theirs.rows, ours.rows):
+        theirs = docker_verification or compare(stack, probe_image(client, docker_image))
+        theirs_rows = [r for r in theirs.rows if r.row not in LAUNCH_ROWS]
+        clock("Table 1 probes")
+        for a, b in zip(theirs_rows, ours.rows):
             if (a.row, a.found, a.verdict) != (b.row, b.found, b.verdict):
                 diffs.append(Difference("Table 1 row %s" % a.row, "%s (%s)" % (a.found, a.verdict),
                                         "%s (%s)" % (b.found, b.verdict)))
         followed = [d.what[len(FOLLOWED):] for d in diffs if d.what.startswith(FOLLOWED)]
-        return StackReport(diffs, followed, theirs.rows, ours.rows, ours.ok, sorted(reuse or {}))
+        return StackReport(diffs, followed, theirs_rows, ours.rows, ours.ok, sorted(reuse or {}))
     finally:
         built.remove()
+        clock("emulated image removed")
+
+
+class _Phases:
+    """Logs the seconds since the last call, named (``logging`` INFO of this module)."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        now = time.monotonic()
+        log.info("%s: %.1f s", what, now - self.last)
+        self.last = now
