@@ -443,5 +443,6 @@ def training_mode_function(model):
             outputs = model(inputs, training=True)
             return [np.asarray(o) for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
         return run
-    function = K.function(list(model.inputs) + [K.learning_phase()], list(model.outputs))
+    # tf.identity: an output that is an input itself cannot be fetched while fed
+    function = K.function(list(model.inputs) + [K.learning_phase()], [tf.identity(o) for o in model.outputs])
     return lambda inputs: function([inputs, 1])
