@@ -51,7 +51,7 @@ def main() -> int:
         print("%-40s test mean AUROC %.3f over %d pathologies" % (name[:40], block["mean_auroc"],
                                                                   block["n_classes_defined"]))
     print("ratio CNN / baseline: %.3f" % (test["mean_auroc"] / base["mean_auroc"]))
-    print("per pathology (AUROC [95%% CI], positives):")
+    print("per pathology (AUROC [95% CI], positives):")
     for name, entry in test["auroc"].items():
         other = base["auroc"][name]
         if entry["auroc"] is None:
