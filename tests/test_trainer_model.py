@@ -37,3 +37,27 @@ def test_smallest_image_size_is_keras_own(name):
     with pytest.raises(ValueError, match="at least %dx%d" % (smallest, smallest)):
         getattr(tf.keras.applications, model.BACKBONES[name])(include_top=False, weights=None,
                                                               input_shape=(smallest - 1, smallest - 1, 3))
+
+
+def test_batchnorm_statistics_are_recomputed_from_the_batches():
+    """Precise BN: each BatchNorm layer's moving mean/variance become the image-weighted mean of the batch means
+    and (biased) batch variances of its input; here the input is the normalised image itself."""
+    import tensorflow as tf
+    from trainer import batchnorm
+    inner = tf.keras.layers.Input(shape=(4, 4, 3))
+    backbone = tf.keras.models.Model(inner, tf.keras.layers.GlobalAveragePooling2D()(
+        tf.keras.layers.BatchNormalization()(inner)))
+    gray = tf.keras.layers.Input(shape=(4, 4, 1))
+    normalise = tf.keras.layers.Conv2D(3, 1, trainable=False, name=model.NORMALISATION)
+    net = tf.keras.models.Model(gray, tf.keras.layers.Dense(14)(backbone(normalise(gray))))
+    kernel, bias = model.normalisation_weights("densenet121")
+    normalise.set_weights([kernel, bias])
+    rng = np.random.RandomState(0)
+    batches = [rng.uniform(0, 255, (n, 4, 4, 1)).astype(np.float32) for n in (5, 3)]
+    assert batchnorm.Statistics(net).recompute(iter(batches)) == 8
+    normalised = [b * kernel.reshape(-1) + bias for b in batches]
+    mean = sum(len(b) * b.mean(axis=(0, 1, 2)) for b in normalised) / 8
+    var = sum(len(b) * b.var(axis=(0, 1, 2)) for b in normalised) / 8
+    layer = backbone.layers[1]
+    np.testing.assert_allclose(tf.keras.backend.get_value(layer.moving_mean), mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tf.keras.backend.get_value(layer.moving_variance), var, rtol=1e-4, atol=1e-6)

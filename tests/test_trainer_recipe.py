@@ -119,3 +119,18 @@ def test_resnet50_gets_caffe_preprocessing():
     assert np.allclose(kernel, 1) and np.allclose(bias, [-103.939, -116.779, -123.68])  # BGR means, no scaling
     kernel, bias = model.normalisation_weights("densenet121")
     assert np.allclose(kernel.ravel() * 255 * np.array(model.IMAGENET_STD), 1)
+
+
+@pytest.mark.parametrize("requested,epochs,expected", [(None, 10, 1.0), (None, 18, 1.0), (None, 19, 2.0),
+                                                       (None, 90, 5.0), (None, 300, 5.0), (0, 10, 0.0),
+                                                       (3, 10, 3.0)])
+def test_default_warmup_is_goyals_share_of_the_run_in_whole_epochs(requested, epochs, expected):
+    assert recipe.warmup_epochs(requested, epochs) == expected
+
+
+def test_statistics_rows_are_all_rows_or_a_seeded_sample():
+    assert order.statistics_rows(5, 2048, 0).tolist() == [0, 1, 2, 3, 4]
+    sample = order.statistics_rows(1000, 100, 3)
+    assert len(set(sample.tolist())) == 100 and np.all(np.diff(sample) > 0) and sample.max() < 1000
+    assert np.array_equal(sample, order.statistics_rows(1000, 100, 3))
+    assert not np.array_equal(sample, order.statistics_rows(1000, 100, 4))

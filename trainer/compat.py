@@ -429,3 +429,20 @@ def iterate_numpy(dataset):
             yield session.run(next_element)
         except tf.errors.OutOfRangeError:
             return
+
+
+def training_mode_function(model):
+    """A function numpy inputs [B, ...] -> ``model``'s outputs (a list of numpy arrays) with every layer in
+    training mode, so BatchNormalization normalises with the batch's own statistics.
+
+    TF 2.x: an eager call ``model(x, training=True)`` (it also moves BatchNorm moving averages, which the caller
+    overwrites); TF 1.x: ``K.function`` with the learning phase fed 1 (no update op runs).
+    """
+    if executing_eagerly():
+        def run(inputs):
+            outputs = model(inputs, training=True)
+            return [np.asarray(o) for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+        return run
+    # tf.identity: an output that is an input itself cannot be fetched while fed
+    function = K.function(list(model.inputs) + [K.learning_phase()], [tf.identity(o) for o in model.outputs])
+    return lambda inputs: function([inputs, 1])

@@ -91,3 +91,13 @@ def rank_stream(n, batch_size, rank, size, seed, epochs, image_size, augmentatio
     if not rows:
         return np.zeros((0,), np.int64), np.zeros((0, 8), np.float32), np.zeros((0,), np.int64)
     return np.concatenate(rows), np.concatenate(transforms), np.array(lengths, dtype=np.int64)
+
+
+def statistics_rows(n, count, seed):
+    """int64 [min(n, count)], sorted: the training rows whose BatchNorm statistics are recomputed at every epoch
+    end (``trainer.batchnorm``): all rows when ``n <= count``, else a sample drawn with ``seed`` alone (the same
+    rows every epoch, so a resumed run recomputes what the uninterrupted one did)."""
+    if n <= count:
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.RandomState([int(seed) % (2 ** 32), 0xb17])
+    return np.sort(rng.choice(n, count, replace=False)).astype(np.int64)

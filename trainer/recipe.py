@@ -10,6 +10,25 @@ as Keras' ReduceLROnPlateau); never while the Horovod warm-up still sets the LR 
 The state is a function of the monitored values so far, so ``--resume`` rebuilds it from metrics.json
 (``replay``) and continues exactly as the uninterrupted run. No TensorFlow here.
 """
+import math
+
+
+#: Goyal et al. 2017 (https://arxiv.org/abs/1706.02677, §2.2 and §5.1): 5 warm-up epochs of a 90-epoch schedule
+WARMUP_EPOCHS, WARMUP_OF_EPOCHS = 5.0, 90.0
+
+
+def warmup_epochs(requested, epochs):
+    """The LR warm-up length in epochs: ``requested`` (``--warmup-epochs``) when given, else Goyal et al.'s 5
+    epochs scaled to the run's share of their 90, rounded up to whole epochs: ``min(5, ceil(epochs * 5 / 90))``
+    (1 for up to 18 epochs, 5 from 73 on).
+
+    A fixed 5 epochs would ramp the LR for half of a 10-epoch run and hold off the plateau decay as long. Whole
+    epochs because Horovod's ``LearningRateWarmupCallback`` adjusts the LR through every batch of an epoch it
+    starts in the warm-up: a fractional end overshoots lr x world size and leaves the LR there.
+    """
+    if requested is not None:
+        return float(requested)
+    return float(min(WARMUP_EPOCHS, math.ceil(epochs * WARMUP_EPOCHS / WARMUP_OF_EPOCHS)))
 
 
 class Plateau(object):

@@ -18,8 +18,8 @@ from collections import OrderedDict
 import numpy as np
 import tensorflow as tf
 
-from trainer import (baseline, callbacks, checkpoint, compat, data as data_mod, decodecheck, evaluation, events,
-                     loss, model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
+from trainer import (baseline, batchnorm, callbacks, checkpoint, compat, data as data_mod, decodecheck, evaluation,
+                     events, loss, model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 from trainer.sources import SYNTHETIC
@@ -123,12 +123,29 @@ class EpochEnd(tf.keras.callbacks.Callback):
         self.class_weights = class_weights
         self.loader = loader_for(data, options.image_size)
         self.best_weights = None  # every rank's copy of the best epoch's weights (this process's epochs only)
+        self.statistics = None  # batchnorm.Statistics, built at the first epoch end
+
+    def _recompute_statistics(self):
+        """This rank's share of ``--bn-images`` un-augmented training images sets the BatchNorm statistics
+        (``trainer.batchnorm``); ``synchronise_statistics`` then averages them over the ranks."""
+        if not self.options.bn_images:
+            return
+        if self.statistics is None:
+            self.statistics = batchnorm.Statistics(self.model)
+        train = self.data.train
+        rows = pipeline.shard(order.statistics_rows(len(train), self.options.bn_images, self.options.seed),
+                              self.rt.rank, self.rt.size)
+        if len(rows):
+            paths = [train.paths[i] for i in rows]
+            dataset = pipeline.evaluation(paths, rows, self.options.batch_size, self.loader)
+            self.statistics.recompute(images for images, _ in compat.iterate_numpy(dataset))
 
     def on_epoch_end(self, epoch, logs=None):
         number = epoch + 1
         started = time.time()
         per_rank = compat.allgather(np.array([self.timer.images_per_sec(self.options.batch_size)]),
                                     "chexstack_images_per_sec_%d" % number)
+        self._recompute_statistics()
         synchronise_statistics(self.rt, self.model, number)
         _weights_checksum_in_sync(self.rt, self.model)
         indices, scores = predict_pooled(self.rt, self.model, self.data.val, self.options.batch_size, self.loader,
@@ -250,6 +267,8 @@ def _recipe_info(options, plateau):
         ("augmentation", OrderedDict([("rotation_deg", options.rotation), ("shift", options.shift),
                                       ("zoom", options.zoom), ("hflip", options.hflip), ("vflip", False)])),
         ("preprocessing", model_mod.PREPROCESSING[options.model]),
+        ("batchnorm_statistics", "recomputed each epoch on %d un-augmented training images (precise BN)"
+         % options.bn_images if options.bn_images else "moving averages (Keras)"),
         ("resize", "antialiased (tf.image.resize antialias=True; TF 1.x: area)"),
     ])
 
@@ -275,8 +294,9 @@ def run(options):
                     % (initial_epoch, options.epochs))
         return 0
     history = [e for e in outputs.read_metric_epochs(options.output) if e.get("epoch", 0) <= initial_epoch]
+    warmup = recipe.warmup_epochs(options.warmup_epochs, options.epochs)
     plateau = recipe.Plateau(options.monitor, options.lr_patience, options.lr_factor, options.early_stop,
-                             options.warmup_epochs if rt.size > 1 else 0).replay(history)
+                             warmup if rt.size > 1 else 0).replay(history)
     if state:
         model = _load_checkpoint(rt, options, state, loss_fn)
         compat.set_learning_rate(model.optimizer, learning_rate * plateau.lr_multiplier())
@@ -291,7 +311,7 @@ def run(options):
         ("world_size", rt.size), ("hosts", runtime.rank_hosts(rt)), ("device", rt.device),
         ("epochs", options.epochs),
         ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
-        ("lr_scaled", learning_rate), ("warmup_epochs", options.warmup_epochs), ("seed", options.seed),
+        ("lr_scaled", learning_rate), ("warmup_epochs", warmup), ("seed", options.seed),
         ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau)),
         ("label_file", os.path.abspath(data.label_file) if data.label_sha256 else data.label_file),
         ("label_sha256", data.label_sha256), ("data", data.report),
@@ -308,7 +328,7 @@ def run(options):
     timer = callbacks.StepTimer()
     epoch_end = EpochEnd(rt, options, data, run_info, history, timer, identity, plateau, learning_rate,
                          (w_pos, w_neg))
-    fit_callbacks = runtime.horovod_callbacks(rt.hvd, learning_rate, options.warmup_epochs, steps) + [
+    fit_callbacks = runtime.horovod_callbacks(rt.hvd, learning_rate, warmup, steps) + [
         timer, callbacks.Progress(steps), epoch_end]
     model.fit(training_dataset(data, options, rt, range(initial_epoch, options.epochs)), steps_per_epoch=steps,
               epochs=options.epochs, initial_epoch=initial_epoch, callbacks=fit_callbacks, verbose=0)

@@ -39,7 +39,7 @@ def main() -> int:
     output = args.output or os.path.join(tempfile.mkdtemp(prefix="chexstack-recipe-"), "run")
     request = TrainRequest(gpus=0, np=args.np, images=str(SAMPLE / "images-64"),
                            labels=str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), model=args.model,
-                           epochs=args.epochs, image_size=64, output=output, seed=args.seed or None)
+                           epochs=args.epochs, image_size=64, output=output, more=("--seed", str(args.seed)))
     started = time.time()
     metrics = local.train(request)
     test, base = metrics["test"], metrics["baseline"]
@@ -51,7 +51,7 @@ def main() -> int:
         print("%-40s test mean AUROC %.3f over %d pathologies" % (name[:40], block["mean_auroc"],
                                                                   block["n_classes_defined"]))
     print("ratio CNN / baseline: %.3f" % (test["mean_auroc"] / base["mean_auroc"]))
-    print("per pathology (AUROC [95%% CI], positives):")
+    print("per pathology (AUROC [95% CI], positives):")
     for name, entry in test["auroc"].items():
         other = base["auroc"][name]
         if entry["auroc"] is None:
