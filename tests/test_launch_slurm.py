@@ -280,3 +280,6 @@ def test_job_state_read_from_scontrol_output():
     failed = parse_scontrol((data / "scontrol-show-job-failed.txt").read_text())
     assert (failed.state, failed.reason, failed.status()) == ("FAILED", "NonZeroExitCode", 3)
     assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+    assert done.restarts == 0
+    requeued = parse_scontrol((data / "scontrol-show-job-requeued.txt").read_text())
+    assert (requeued.state, requeued.reason, requeued.restarts, requeued.final) == ("PENDING", "BeginTime", 1, False)
