@@ -153,6 +153,8 @@ TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "im
         "partition": "slurm: partition",
         "account": "slurm: account",
         "detach": "slurm --submit: print the job id and return instead of waiting for the job",
+        "requeue": "slurm, bare metal: #SBATCH --requeue; a job Slurm restarts (scontrol requeue, a node failure) "
+                   "continues from the last committed checkpoint",
         "hosts": "local: run the ranks on these hosts over ssh, host:slots,... (horovodrun -H; run it on one of "
                  "them, with the environment and data on shared storage)",
         "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
@@ -165,7 +167,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
-          partition=None, account=None, detach=False, hosts=None, ssh_key=None, **trainer):
+          partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
     import launch
@@ -175,7 +177,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
 
     check_applicable(launcher, stack, given(train.body, locals(), (
         "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
-        "ntasks_per_node", "time", "partition", "account", "detach")), ("local",) + LAUNCHERS)
+        "ntasks_per_node", "time", "partition", "account", "detach", "requeue")), ("local",) + LAUNCHERS)
     if hosts or ssh_key:
         if launcher != "local" or stack or not hosts:
             raise ChexstackError("--ssh-key applies with --hosts" if not hosts else
@@ -189,7 +191,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
         return launch.train(request, launcher, stack=stack, image=image, per_node=per_node,
                             slurm_model="hybrid" if hybrid else "pyxis", rdma_resource=rdma, render=render,
                             submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None, time=time,
-                            partition=partition, account=account, detach=detach)
+                            partition=partition, account=account, detach=detach, requeue=requeue)
     if stack:
         return launch.train(request, runtime, stack=stack, image=image, network=network, as_root=as_root)
     launch.train(request, "local", hosts=csv_list(hosts) or None, ssh_identity_file=ssh_key)

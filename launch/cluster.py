@@ -11,7 +11,9 @@ Slurm without ``--stack`` is bare metal: the batch script runs this Python envir
 conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.slurm.render_baremetal``).
 ``--submit`` to Slurm waits for the job and shows its progress from the job's output (``launch.slurmjob``, under
 ``launch.local.execute``: the output lock, the failure explanation, the results table); ``--detach`` prints the
-job id and returns. Job names are unique per output folder (``job_name``) and printed.
+job id and returns. ``--resume`` resubmits a run whose job ended early (cancelled, a node lost): it continues after
+the last committed epoch. ``--requeue`` (bare metal) lets Slurm restart the job itself, and the restart continues
+from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder (``job_name``) and printed.
 """
 from __future__ import annotations
 
@@ -58,9 +60,13 @@ class ClusterOptions:
     partition: str | None = None
     account: str | None = None
     detach: bool = False
+    requeue: bool = False
 
     def __post_init__(self):
         check_launcher(self.launcher, ("local",) + LAUNCHERS)
+        if self.requeue and (self.launcher != "slurm" or self.stack is not None or self.slurm_model == "hybrid"):
+            raise ChexstackError("--requeue applies to --launcher slurm on bare metal (no --stack, no --hybrid): "
+                                 "that script continues a restarted job from its checkpoint")
         for option, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
             if value is not None and value < 1:
                 raise ChexstackError("%s %d: expected 1 or more" % (option, value))
@@ -159,7 +165,7 @@ def slurm_options(request: TrainRequest, opts: ClusterOptions) -> slurm.SlurmOpt
     """Scheduler options; the job's output goes to ``<output>/slurm-<job id>.out`` (shared storage), where
     ``--submit`` follows it."""
     return slurm.SlurmOptions(time=opts.time, partition=opts.partition, account=opts.account,
-                              output=os.path.join(request.output, "slurm-%j.out"))
+                              output=os.path.join(request.output, "slurm-%j.out"), requeue=opts.requeue)
 
 
 def render(spec: JobSpec, opts: ClusterOptions, request: TrainRequest) -> str:

@@ -33,6 +33,7 @@ LAUNCHERS_OF = {
     "partition": ("slurm",),
     "account": ("slurm",),
     "detach": ("slurm",),
+    "requeue": ("slurm",),
     "rdma": ("k8s",),
     "hosts": ("mpirun",),
     "runtime": ("local",),

@@ -43,13 +43,16 @@ DEFAULT_ENV = {"NCCL_DEBUG": "INFO"}
 
 @dataclass(frozen=True)
 class SlurmOptions:
-    """Scheduler settings that are not part of the run itself. ``output``: sbatch's log file pattern."""
+    """Scheduler settings that are not part of the run itself. ``output``: sbatch's log file pattern;
+    ``requeue``: ``#SBATCH --requeue`` (Slurm may restart the job: ``scontrol requeue``, a node failure), and the
+    bare-metal script continues a restarted job from its last committed checkpoint (``requeue_lines``)."""
 
     time: str = "01:00:00"
     partition: str | None = None
     account: str | None = None
     output: str = "%x-%j.out"
     exclusive: bool = True
+    requeue: bool = False
 
 
 def enroot_uri(image: str) -> str:
@@ -94,6 +97,8 @@ def directives(spec: JobSpec, opts: SlurmOptions) -> str:
         lines.append("#SBATCH --%s=%s" % (key, value))
     if opts.exclusive:
         lines.append("#SBATCH --exclusive")
+    if opts.requeue:
+        lines.append("#SBATCH --requeue")
     return "\n".join(lines)
 
 
@@ -223,13 +228,29 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
         mpirun=hybrid_lines(spec))
 
 
-def baremetal_lines(spec: JobSpec) -> str:
+def baremetal_lines(spec: JobSpec, resume_word: str = "") -> str:
     """``mpirun --tag-output … PYTHON -m trainer …`` for a bare-metal ``spec`` (``spec.image``: the Python of the
-    environment): Horovod's Open MPI flags, every line prefixed with its rank (``[job,rank]<stdout>:``)."""
+    environment): Horovod's Open MPI flags, every line prefixed with its rank (``[job,rank]<stdout>:``).
+    ``resume_word``: shell text appended unquoted to the trainer's arguments (``requeue_lines``' ``$resume``)."""
     command = [spec.image, "-m", "trainer"] + list(spec.trainer_args)
     full = mpirun_argv(spec.world_size, command, exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
     launcher = full[:1] + ["--tag-output"] + full[1:len(full) - len(command)]
-    return _command_lines(launcher, command)
+    return _command_lines(launcher, command) + (" " + resume_word if resume_word else "")
+
+
+def requeue_lines(spec: JobSpec) -> str:
+    """Shell lines that set ``$resume`` to ``--resume`` when Slurm restarted the job (``SLURM_RESTART_COUNT`` > 0,
+    https://slurm.schedmd.com/sbatch.html#OPT_SLURM_RESTART_COUNT) and the output folder holds a committed
+    checkpoint (``checkpoint/state.json``, ``trainer.checkpoint``): the restart continues after the last committed
+    epoch, none lost or repeated; a restart before the first commit starts afresh. "" when the trainer's arguments
+    already have ``--resume``. Raises ChexstackError when they have no ``--output``."""
+    args = list(spec.trainer_args)
+    if "--resume" in args:
+        return ""
+    if "--output" not in args[:-1]:
+        raise ChexstackError("--requeue needs the trainer's --output (where the checkpoint is committed)")
+    state = "%s/checkpoint/state.json" % args[args.index("--output") + 1].rstrip("/")
+    return Template((TEMPLATES / "requeue-resume.sh").read_text()).substitute(state=shlex.quote(state)).rstrip()
 
 
 def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
@@ -238,10 +259,12 @@ def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
     if spec.stack is not None:
         raise ChexstackError("the bare-metal Slurm script runs a Python environment, not stack %s's image"
                              % spec.stack.name)
+    requeue = requeue_lines(spec) if opts.requeue else ""
+    mpirun = baremetal_lines(spec, "$resume" if requeue else "")
     return Template((TEMPLATES / "slurm-baremetal.sbatch").read_text()).substitute(
         python=_comment(spec.image), rank_unit="one rank per GPU" if spec.gpus else "CPU ranks", workdir=_comment(spec.workdir),
         workdir_q=shlex.quote(spec.workdir), directives=directives(spec, opts), exports=exports(spec),
-        output_dirs=output_dirs(spec.mounts), mpirun=baremetal_lines(spec))
+        output_dirs=output_dirs(spec.mounts), mpirun=requeue + "\n" + mpirun if requeue else mpirun)
 
 
 def step_lines(spec: JobSpec, model: Model) -> str:

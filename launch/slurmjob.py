@@ -4,7 +4,8 @@
 ``python -m launch.slurmjob SCRIPT OUTPUT_PATTERN``: ``sbatch --parsable SCRIPT`` (this environment is the job's:
 ``sbatch`` exports it, https://slurm.schedmd.com/sbatch.html ``--export``), then every line the job writes to
 OUTPUT_PATTERN (``%j`` is the job id) as it appears, then one line with the job's final state from ``scontrol show
-job`` (``JobState``, ``ExitCode``, ``NodeList``). Exit status: 0 when the state is COMPLETED, else the job's exit
+job`` (``JobState``, ``ExitCode``, ``NodeList``); a job Slurm restarts (``--requeue``: ``scontrol requeue``, a
+node failure) is followed on, with a line for each restart (``Restarts``). Exit status: 0 when the state is COMPLETED, else the job's exit
 code, else 1. SIGTERM/SIGINT cancel the job (``scancel``) and keep following it to its end. Lines of this module
 start with ``chexstack: ``.
 """
@@ -32,12 +33,14 @@ UNKNOWN_S = 60.0
 
 @dataclass(frozen=True)
 class JobState:
-    """``state``: JobState (``CANCELLED by 0`` -> ``CANCELLED``); ``exit_code``: ExitCode ``status:signal``."""
+    """``state``: JobState (``CANCELLED by 0`` -> ``CANCELLED``); ``exit_code``: ExitCode ``status:signal``;
+    ``restarts``: how often Slurm restarted the job (``Restarts``, the job's ``SLURM_RESTART_COUNT``)."""
 
     state: str
     exit_code: str = "0:0"
     nodes: str = ""
     reason: str = "None"
+    restarts: int = 0
 
     @property
     def final(self) -> bool:
@@ -58,8 +61,9 @@ def parse_scontrol(text: str) -> JobState | None:
     fields = dict(_FIELD.findall(text))
     if "JobState" not in fields:
         return None
+    restarts = fields.get("Restarts", "0")
     return JobState(fields["JobState"], fields.get("ExitCode", "0:0"), fields.get("NodeList", ""),
-                    fields.get("Reason", "None"))
+                    fields.get("Reason", "None"), int(restarts) if restarts.isdigit() else 0)
 
 
 def job_state(job_id: str) -> JobState | None:
@@ -77,6 +81,8 @@ class _Tail:
     def read(self, final: bool = False) -> list[str]:
         try:
             with open(self.path, errors="replace") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:  # written afresh (a restarted job, truncate mode)
+                    self.offset, self.partial = 0, ""
                 f.seek(self.offset)
                 text = f.read()
                 self.offset = f.tell()
@@ -90,11 +96,15 @@ class _Tail:
 def follow(job_id: str, output_path: str, poll_s: float = 1.0, out=sys.stdout) -> JobState:
     """Print the job's output lines as they are written, until the job is in a final state; return that state.
     Raises ChexstackError when Slurm does not know the job for ``UNKNOWN_S`` seconds."""
-    tail, unknown_since = _Tail(output_path), None
+    tail, unknown_since, restarts = _Tail(output_path), None, 0
     while True:
         state = job_state(job_id)
         for line in tail.read():
             print(line, file=out, flush=True)
+        if state is not None and state.restarts > restarts:
+            restarts = state.restarts
+            print("%sSlurm job %s requeued (restart %d, now %s): following it on" % (
+                PREFIX, job_id, restarts, state.state), file=out, flush=True)
         if state is None:
             unknown_since = unknown_since or time.monotonic()
             if time.monotonic() - unknown_since > UNKNOWN_S:

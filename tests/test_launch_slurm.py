@@ -198,6 +198,46 @@ def test_baremetal_script_golden_and_bash_clean():
         slurm.render_baremetal(_spec())
 
 
+def test_requeue_script_golden_and_a_restart_resumes_from_a_committed_checkpoint(tmp_path):
+    """--requeue: #SBATCH --requeue, and the trainer gets --resume only on a restart (SLURM_RESTART_COUNT > 0) of a
+    run that committed a checkpoint; a first start, or a restart before the first commit, starts afresh."""
+    opts = slurm.SlurmOptions(time="00:20:00", output="/scratch/chexstack/run1/slurm-%j.out", requeue=True)
+    text = slurm.render(_baremetal_spec(), "pyxis", opts)
+    assert_golden("launch/slurm-baremetal-2x2cpu-requeue.sbatch", text)
+    _bash_n(text)
+    assert "#SBATCH --requeue" in text and text.rstrip().endswith("--output /scratch/chexstack/run1 $resume")
+
+    spec = JobSpec(name="r", stack=None, image="python", nodes=1, ranks_per_node=1, gpus=False,
+                   trainer_args=("--data", "synthetic", "--output", str(tmp_path)))
+
+    def resume_word(restarts: str | None) -> str:
+        env = {"PATH": "/usr/bin:/bin"}
+        if restarts is not None:
+            env["SLURM_RESTART_COUNT"] = restarts
+        script = "set -euo pipefail\n%s\necho \"[$resume]\"" % slurm.requeue_lines(spec)
+        run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.splitlines()[-1]
+
+    assert resume_word("1") == resume_word(None) == "[]"  # no checkpoint committed yet
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "state.json").write_text('{"epoch": 1, "model_file": "epoch-0001.h5"}')
+    assert resume_word(None) == resume_word("0") == "[]"
+    assert resume_word("2") == "[--resume]"
+    resumed = JobSpec(name="r", stack=None, image="python", nodes=1, ranks_per_node=1, gpus=False,
+                      trainer_args=spec.trainer_args + ("--resume",))
+    assert slurm.requeue_lines(resumed) == ""  # a resubmitted --resume run resumes on every start
+
+
+def test_requeue_applies_to_the_baremetal_script_only():
+    from launch.cluster import ClusterOptions
+
+    for kwargs in ({"launcher": "k8s", "stack": "cpu"}, {"launcher": "slurm", "stack": "cpu"},
+                   {"launcher": "slurm", "stack": None, "slurm_model": "hybrid"}):
+        with pytest.raises(ChexstackError, match="--requeue applies to --launcher slurm on bare metal"):
+            ClusterOptions(requeue=True, **kwargs)
+
+
 def test_job_names_are_unique_per_output_folder_and_valid_labels():
     from launch.cluster import job_name
 
@@ -240,3 +280,6 @@ def test_job_state_read_from_scontrol_output():
     failed = parse_scontrol((data / "scontrol-show-job-failed.txt").read_text())
     assert (failed.state, failed.reason, failed.status()) == ("FAILED", "NonZeroExitCode", 3)
     assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+    assert done.restarts == 0
+    requeued = parse_scontrol((data / "scontrol-show-job-requeued.txt").read_text())
+    assert (requeued.state, requeued.reason, requeued.restarts, requeued.final) == ("PENDING", "BeginTime", 1, False)

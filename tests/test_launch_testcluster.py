@@ -186,3 +186,81 @@ def test_allreduce_transport_benchmark_prints_both_ratios_before_and_after_tunin
     assert len(re.findall(r"ratio MPI/TCP     = \d+\.\d+ \(goal >= 0\.50: (?:met|MISSED)\)", text)) == 2, text
     assert re.search(r"tuned / defaults, mpi busbw: \d+\.\d+", text), text
     assert "error:" not in text, text
+
+
+#: 3 short epochs of a small synthetic run (2 nodes × 1 CPU rank): what the resume tests need, no more.
+RESUME_ARGS = ("--launcher", "slurm", "--submit", "--nodes", "2", "--ntasks-per-node", "1", "--data", "synthetic",
+               "--synthetic-images", "128", "--image-size", "32", "--batch-size", "32",
+               "--epochs", "3", "--time", "00:15:00")
+
+
+def _start(cluster, out, *extra):
+    return subprocess.Popen([INVOKE, "train", *RESUME_ARGS, "--output", str(out), *extra], cwd=REPO,
+                            env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _when_epoch_committed(out, epoch: int, proc) -> str:
+    """The Slurm job id, once ``out``'s checkpoint/state.json commits ``epoch`` (the trainer's commit record)."""
+    import time
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        state = out / "checkpoint" / "state.json"
+        if state.exists() and json.loads(state.read_text() or "{}").get("epoch") == epoch:
+            logs = sorted(out.glob("slurm-*.out"))
+            return re.match(r"slurm-(\d+)\.out", logs[0].name).group(1)
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.5)
+    pytest.fail("epoch %d was not committed within 10 minutes" % epoch)
+
+
+def _epochs_once_each(out) -> None:
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3], metrics["epochs"]
+    assert metrics["run"]["world_size"] == 2
+
+
+@pytest.mark.slow
+def test_a_cancelled_job_resubmitted_with_resume_continues_after_the_committed_epoch(testcluster, tmp_path):
+    """The job is cancelled (scancel) once epoch 1 of 3 is committed; `invoke train ... --resume` submits it
+    again: the new job starts at epoch 2 and ends at 3, and metrics.json has epochs 1, 2, 3 once each."""
+    out = tmp_path / "cancelled"
+    proc = _start(testcluster, out)
+    try:
+        job_id = _when_epoch_committed(out, 1, proc)
+        assert testcluster.run("scancel", job_id).returncode == 0
+        text, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and re.search(r"Slurm job %s CANCELLED" % job_id, text), text
+    again = invoke(testcluster, "train", *RESUME_ARGS, "--output", str(out), "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = re.search(r"submitted Slurm job (\d+)", again.stdout).group(1)
+    assert resumed != job_id and re.search(r"Slurm job %s COMPLETED" % resumed, again.stdout), again.stdout
+    log = (out / ("slurm-%s.out" % resumed)).read_text()
+    assert '"initial_epoch": 1' in log and '"epoch": 1, "event": "epoch_begin"' not in log, log[-3000:]
+    _epochs_once_each(out)
+
+
+@pytest.mark.slow
+def test_scontrol_requeue_mid_run_resumes_from_the_committed_epoch(testcluster, tmp_path):
+    """`invoke train --requeue`: `scontrol requeue` once epoch 1 of 3 is committed restarts the job (same id),
+    which continues at epoch 2 (the script passes --resume on a restart); invoke follows it to COMPLETED and
+    metrics.json has epochs 1, 2, 3 once each."""
+    out = tmp_path / "requeued"
+    proc = _start(testcluster, out, "--requeue")
+    try:
+        job_id = _when_epoch_committed(out, 1, proc)
+        requeue = testcluster.run("scontrol", "requeue", job_id)
+        assert requeue.returncode == 0, requeue.stderr
+        text, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, text
+    assert re.search(r"Slurm job %s requeued \(restart 1" % job_id, text), text
+    assert "Slurm restart 1: continuing from the last committed checkpoint" in text, text
+    assert re.search(r"Slurm job %s COMPLETED" % job_id, text), text
+    _epochs_once_each(out)
