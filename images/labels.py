@@ -44,9 +44,9 @@ def source_url(remote: str) -> str:
     parsed = urllib.parse.urlsplit(remote)
     if parsed.scheme not in ("http", "https", "ssh", "git", "git+ssh") or not parsed.hostname:
         return ""
-    host = parsed.hostname + (":%d" % parsed.port if parsed.port and parsed.scheme in ("http", "https") else "")
+    netloc = parsed.hostname + (":%d" % parsed.port if parsed.port and parsed.scheme in ("http", "https") else "")
     scheme = parsed.scheme if parsed.scheme in ("http", "https") else "https"
-    return urllib.parse.urlunsplit((scheme, host, parsed.path, "", ""))
+    return urllib.parse.urlunsplit((scheme, netloc, parsed.path, "", ""))
 
 
 def source() -> str:

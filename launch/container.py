@@ -148,8 +148,8 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
         run += ["--gpus", "all"]
     if os.path.exists("/dev/infiniband"):
         run += ["--device", "/dev/infiniband"]
-    for host, path, ro in binds:
-        run += ["-v", "%s:%s%s" % (host, path, ":ro" if ro else "")]
+    for source, path, ro in binds:
+        run += ["-v", "%s:%s%s" % (source, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):
         run += ["-e", "%s=%s" % (k, v)]
     run += ["-e", TOKEN_ENV]
@@ -194,8 +194,8 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
     binds, inside = mounts(request)
     argv, env, controller, reason = _trainer_command(inside, local_interfaces())
     run = [exe, "exec", "--nv", *(["--fakeroot"] if as_root else []), "--pwd", OUTPUT]
-    for host, path, ro in binds:
-        run += ["--bind", "%s:%s%s" % (host, path, ":ro" if ro else "")]
+    for source, path, ro in binds:
+        run += ["--bind", "%s:%s%s" % (source, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):
         run += ["--env", "%s=%s" % (k, v)]
     return Plan(run + [sif] + argv, {}, controller, reason, tuple(oversubscription(request)))

@@ -219,7 +219,7 @@ def test_singularity_runtime_without_apptainer_is_a_clear_error():
         pytest.skip("apptainer/singularity is installed here")
     p = _invoke("build", "--stack", "cpu", "--runtime", "singularity", timeout=120)
     assert p.returncode == 3
-    assert "needs apptainer or singularity on PATH" in p.stdout and "Traceback" not in p.stdout + p.stderr
+    assert "needs apptainer or singularity on PATH" in p.stderr and "Traceback" not in p.stdout + p.stderr
 
 
 def test_allow_mismatch_keeps_the_image_with_the_mismatches_in_a_label(client, ngc_stand_in):
