@@ -264,14 +264,14 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     points, devices = [], set()
     for n in sorted(req.counts):
         run_dir = runs / tag / ("np-%d" % n)
-        launch = plan_count(req, n, run_dir, req.gpus)
-        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(launch.argv)), soft_wrap=True,
+        plan = plan_count(req, n, run_dir, req.gpus)
+        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(plan.argv)), soft_wrap=True,
                       highlight=False)
         start = time.monotonic()
-        outcome = stream.run(launch.argv, launch.env, str(run_dir / "launch.log"), console, cwd=str(repo))
+        outcome = stream.run(plan.argv, plan.env, str(run_dir / "launch.log"), console, cwd=str(repo))
         if outcome.returncode != 0:
             raise ChexstackError("throughput run with %d ranks: %s" % (
-                n, stream.explain_failure(outcome, launch.controller)), exit_code=ExitCode.FAILED)
+                n, stream.explain_failure(outcome, plan.controller)), exit_code=ExitCode.FAILED)
         wall = time.monotonic() - start
         point, device, versions = read_point(n, run_dir)
         points.append(point)
