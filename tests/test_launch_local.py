@@ -352,7 +352,7 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
 
     second = _invoke(*SMALL, "--epochs", "3", "--output", str(out))  # the launcher's lock
     assert second.returncode == 2, second.stdout + second.stderr
-    assert "--output %s is in use by another run (pid %d on host " % (out, first.proc.pid) in second.stdout
+    assert "--output %s is in use by another run (pid %d on host " % (out, first.proc.pid) in second.stderr
     assert "launch:" not in second.stdout  # refused before horovodrun
 
     bare = subprocess.run([sys.executable, "-m", "trainer", "--data", "synthetic", "--epochs", "1", "--output",
