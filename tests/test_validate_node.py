@@ -20,7 +20,7 @@ from validate.checks.registry import check
 from chexstack.tools import run
 from facts.parsers import container as pcontainer, dcgm, infiniband, kernel, nccl, nvidia_smi, topology, versions
 from facts.parsers.horovod import build_from_api, parse_check_build, parse_requirements
-from validate.report import EXIT_CANNOT_RUN, Report, run_checks, select
+from validate.report import AREAS, EXIT_CANNOT_RUN, Report, run_checks, select
 from validate.result import CheckResult, Status
 from chexstack.errors import ChexstackError
 
@@ -93,7 +93,11 @@ def test_exit_codes_are_decided_in_one_place():
         select(["gpu.nosuch"], [])
     assert err.value.exit_code == EXIT_CANNOT_RUN and "known:" in str(err.value)
     assert select(["gpu"], ["gpu.dcgm"]) == [c for c in CHECKS if c.startswith("gpu.") and c != "gpu.dcgm"]
-    assert [c.split(".")[0] for c in select(["mpi", "ib", "nccl"], [])] == ["nccl"] * 4 + ["mpi"] * 2 + ["ib"] * 4
+    chosen = select(["mpi", "ib", "nccl"], [])
+    areas = [c.split(".")[0] for c in chosen]
+    assert sorted(chosen) == sorted(c for c in CHECKS if c.split(".")[0] in ("mpi", "ib", "nccl"))
+    assert areas == sorted(areas, key=AREAS.index), "checks run area by area in AREAS order, not --only order"
+    assert areas[0] == "nccl" and areas[-1] == "ib"
 
 
 def test_a_gpu_stack_on_this_cpu_node_fails_gpu_inventory():
