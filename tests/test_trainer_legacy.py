@@ -97,6 +97,17 @@ def test_resume_continues_to_epoch_two(runs):
     assert (runs["output"] / "model.h5").is_file() and (runs["output"] / "predictions.csv").is_file()
 
 
+def test_tf112_batchnorm_moments_in_the_graph_equal_the_numpy_path():
+    """Precise BN's K.function over tf.nn.moments (learning phase 1) gives what the NumPy path did, under TF 1.12
+    (tests/batchnorm_moments.py; the TF 2 side is in test_trainer_model.py)."""
+    result = subprocess.run([str(LEGACY / "bin" / "python"), "-m", "tests.batchnorm_moments"], cwd=REPO, env=_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["count"] == 8 and probe["layers"] == 3, probe
+    assert probe["mean_error"] < 1e-4 and probe["variance_error"] < 1e-4, probe
+
+
 #: Builds Adam's updates for one variable in a fresh graph and reports, for TF 1.12's own Adam and for the
 #: trainer's, how many reads of the step counter that feed the variable's update are not ordered after the
 #: counter's increment (walking data and control inputs back from the update).
