@@ -433,10 +433,10 @@ def iterate_numpy(dataset):
 
 def training_mode_moments(probe, axes, prepare, input_shape):
     """A function numpy float32 [B, ...] (``input_shape``, batch dimension None) -> per output of ``probe`` the pair
-    (mean, variance), numpy float32 vectors: the moments over ``axes[i]`` (a tuple of axis numbers) of output ``i`` of ``probe(prepare(inputs))``, every layer
-    in training mode (BatchNormalization normalises with the batch's own statistics). The variance is the biased
-    one (divided by the count, ``tf.nn.moments``), as BatchNormalization normalises with. Only the small vectors
-    leave the graph, never the activations.
+    (mean, variance), numpy float32 vectors: the moments over ``axes[i]`` (a tuple of axis numbers) of output ``i``
+    of ``probe(prepare(inputs))``, every layer in training mode (BatchNormalization normalises with the batch's own
+    statistics). The variance is the biased one (divided by the count, ``tf.nn.moments``), as BatchNormalization
+    normalises with. Only these small vectors leave the graph, never the activations.
 
     ``prepare``: tensor -> tensor, ``probe``'s input made from the function's input inside the graph.
     TF 2.x: one ``tf.function`` whose ``input_signature`` leaves the batch dimension open, so the last, shorter
