@@ -298,10 +298,11 @@ def test_throughput_banner_says_what_the_mode_does():
 # --- real runs (slow) ---------------------------------------------------------------------------------------------
 
 INVOKE = str(Path(sys.executable).parent / "invoke")
-#: 197 training images (the sample's patients: 10 % validation, 70 % test) -> 4 steps per epoch with 2 x 32
+#: 197 training images (the sample's patients: 10 % validation, 70 % test) -> 4 steps per epoch with 2 x 32; no
+#: epoch-end BatchNorm pass and no baseline: these tests are about the launcher (the trainer's tests cover both)
 SMALL = ["--gpus", "0", "--np", "2", "--images", str(SAMPLE / "images-64"), "--labels", str(LABELS_FILE),
          "--model", "resnet50", "--image-size", "32", "--batch-size", "32", "--val-fraction", "0.1",
-         "--test-fraction", "0.7"]
+         "--test-fraction", "0.7", "--bn-images", "0", "--baseline-size", "0"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 

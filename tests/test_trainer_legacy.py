@@ -59,12 +59,15 @@ def runs(tmp_path_factory):
     output = tmp_path_factory.mktemp("legacy") / "run"
     args = ["--images", str(IMAGES), "--labels", str(LABELS), "--model", "resnet50", "--image-size", "32",
             "--batch-size", "32", "--val-fraction", "0.2", "--test-fraction", "0.4", "--output", str(output)]
-    first = _horovodrun(*args, "--epochs", "1")
+    # The first run trains and checkpoints; the resumed one also runs the epoch-end BatchNorm pass (on 64 images:
+    # one batch per rank; its numbers are checked by test_tf112_batchnorm_moments_in_the_graph_equal_the_numpy_path)
+    # and the baseline.
+    first = _horovodrun(*args, "--epochs", "1", "--bn-images", "0", "--baseline-size", "0")
     _ok(first)
     first_metrics = json.loads((output / "metrics.json").read_text())
     first_state = json.loads((output / "checkpoint" / "state.json").read_text())
     first_state["model_file_present"] = (output / "checkpoint" / first_state["model_file"]).is_file()
-    second = _horovodrun(*args, "--epochs", "2", "--resume")
+    second = _horovodrun(*args, "--epochs", "2", "--resume", "--bn-images", "64")
     _ok(second)
     return {"output": output, "first_metrics": first_metrics, "first_state": first_state, "second": second,
             "metrics": json.loads((output / "metrics.json").read_text())}
@@ -95,6 +98,19 @@ def test_resume_continues_to_epoch_two(runs):
     state = json.loads((runs["output"] / "checkpoint" / "state.json").read_text())
     assert state["epoch"] == 2 and (runs["output"] / "checkpoint" / state["model_file"]).is_file()
     assert (runs["output"] / "model.h5").is_file() and (runs["output"] / "predictions.csv").is_file()
+    assert metrics["run"]["recipe"]["batchnorm_statistics"].startswith("recomputed each epoch on 64 ")
+    assert "logistic regression" in metrics["baseline"]["method"]
+
+
+def test_tf112_batchnorm_moments_in_the_graph_equal_the_numpy_path():
+    """Precise BN's K.function over tf.nn.moments (learning phase 1) gives what the NumPy path did, under TF 1.12
+    (tests/batchnorm_moments.py; the TF 2 side is in test_trainer_model.py)."""
+    result = subprocess.run([str(LEGACY / "bin" / "python"), "-m", "tests.batchnorm_moments"], cwd=REPO, env=_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["count"] == 8 and probe["layers"] == 3, probe
+    assert probe["mean_error"] < 1e-4 and probe["variance_error"] < 1e-4, probe
 
 
 #: Builds Adam's updates for one variable in a fresh graph and reports, for TF 1.12's own Adam and for the

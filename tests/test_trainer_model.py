@@ -61,3 +61,13 @@ def test_batchnorm_statistics_are_recomputed_from_the_batches():
     layer = backbone.layers[1]
     np.testing.assert_allclose(tf.keras.backend.get_value(layer.moving_mean), mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(tf.keras.backend.get_value(layer.moving_variance), var, rtol=1e-4, atol=1e-6)
+
+
+def test_batchnorm_moments_in_the_graph_equal_the_numpy_path():
+    """Every BatchNorm layer (on the input and after convolutions) gets the moments the NumPy path computed from its
+    returned input, within float32 tolerance; the last batch is shorter (tests/batchnorm_moments.py; the same check
+    runs under TF 1.12 in test_trainer_legacy.py)."""
+    from tests import batchnorm_moments
+    result = batchnorm_moments.compare()
+    assert result["count"] == 8 and result["layers"] == 3, result
+    assert result["mean_error"] < 1e-4 and result["variance_error"] < 1e-4, result

@@ -32,38 +32,37 @@ def _channel_axis(layer, ndim):
 
 
 class Statistics(object):
-    """Recomputes ``model``'s BatchNorm statistics; builds its probe (the inputs of every BatchNorm layer of the
-    backbone, in training mode) once."""
+    """Recomputes ``model``'s BatchNorm statistics; builds once the function that computes, in the graph, the batch
+    moments of every BatchNorm layer's input of the backbone in training mode (``compat.training_mode_moments``)."""
 
     def __init__(self, model):
         self.model = model
         backbone = backbone_of(model)
         self.layers = [layer for layer in backbone.layers if isinstance(layer, tf.keras.layers.BatchNormalization)]
-        self.probe = None
+        self.moments = None
         if self.layers:
             probe = tf.keras.models.Model(backbone.inputs, [layer.input for layer in self.layers])
-            self.probe = compat.training_mode_function(probe)
-
-    def _normalised(self, images):
-        kernel, bias = self.model.get_layer(NORMALISATION).get_weights()
-        return (np.asarray(images, np.float32) * kernel.reshape(-1) + bias).astype(np.float32)
+            axes = []
+            for layer in self.layers:
+                ndim = len(tf.keras.backend.int_shape(layer.input))
+                axes.append(tuple(i for i in range(ndim) if i != _channel_axis(layer, ndim)))
+            # the normalisation's own computation (``call``: no new Keras node on the model) inside the graph
+            self.moments = compat.training_mode_moments(probe, axes, model.get_layer(NORMALISATION).call,
+                                                        model.input_shape)
 
     def recompute(self, batches):
         """Set every BatchNorm layer's moving mean/variance from ``batches`` (an iterable of gray images float32
-        [B, S, S, 1], 0..255). Returns the number of images used (0: nothing changed)."""
-        if self.probe is None:
+        [B, S, S, 1], 0..255): the image-weighted average of the batch means and biased batch variances. Returns the
+        number of images used (0: nothing changed)."""
+        if self.moments is None:
             return 0
         sums, count = None, 0
         for images in batches:
             n = len(images)
             if not n:
                 continue
-            inputs = self.probe(self._normalised(images))
-            moments = []
-            for layer, value in zip(self.layers, inputs):
-                value = np.asarray(value, np.float64)
-                axes = tuple(i for i in range(value.ndim) if i != _channel_axis(layer, value.ndim))
-                moments.append((n * value.mean(axis=axes), n * value.var(axis=axes)))
+            moments = [(n * mean.astype(np.float64), n * var.astype(np.float64))
+                       for mean, var in self.moments(np.asarray(images, np.float32))]
             sums = moments if sums is None else [(m + a, v + b) for (m, v), (a, b) in zip(sums, moments)]
             count += n
         if not count:

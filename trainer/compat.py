@@ -431,18 +431,37 @@ def iterate_numpy(dataset):
             return
 
 
-def training_mode_function(model):
-    """A function numpy inputs [B, ...] -> ``model``'s outputs (a list of numpy arrays) with every layer in
-    training mode, so BatchNormalization normalises with the batch's own statistics.
+def training_mode_moments(probe, axes, prepare, input_shape):
+    """A function numpy float32 [B, ...] (``input_shape``, batch dimension None) -> per output of ``probe`` the pair
+    (mean, variance), numpy float32 vectors: the moments over ``axes[i]`` (a tuple of axis numbers) of output ``i``
+    of ``probe(prepare(inputs))``, every layer in training mode (BatchNormalization normalises with the batch's own
+    statistics). The variance is the biased one (divided by the count, ``tf.nn.moments``), as BatchNormalization
+    normalises with. Only these small vectors leave the graph, never the activations.
 
-    TF 2.x: an eager call ``model(x, training=True)`` (it also moves BatchNorm moving averages, which the caller
-    overwrites); TF 1.x: ``K.function`` with the learning phase fed 1 (no update op runs).
+    ``prepare``: tensor -> tensor, ``probe``'s input made from the function's input inside the graph.
+    TF 2.x: one ``tf.function`` whose ``input_signature`` leaves the batch dimension open, so the last, shorter
+    batch reuses the trace (https://www.tensorflow.org/guide/function#controlling_retracing); calling a Keras model
+    with ``training=True`` also moves its BatchNorm moving averages, which the caller overwrites. TF 1.x:
+    ``K.function`` over the moments with the learning phase fed 1 (no update op runs); ``probe`` is called on a
+    placeholder, which adds a node to its layers.
     """
+    shape = (None,) + tuple(input_shape[1:])
     if executing_eagerly():
-        def run(inputs):
-            outputs = model(inputs, training=True)
-            return [np.asarray(o) for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
-        return run
-    # tf.identity: an output that is an input itself cannot be fetched while fed
-    function = K.function(list(model.inputs) + [K.learning_phase()], [tf.identity(o) for o in model.outputs])
-    return lambda inputs: function([inputs, 1])
+        @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32)])
+        def moments(inputs):
+            return _moments(probe(prepare(inputs), training=True), axes)
+
+        return lambda inputs: [(np.asarray(m), np.asarray(v)) for m, v in moments(tf.constant(inputs, tf.float32))]
+    inputs = K.placeholder(shape=shape, dtype="float32")
+    function = K.function([inputs, K.learning_phase()],
+                          [t for pair in _moments(probe(prepare(inputs)), axes) for t in pair])
+
+    def run(values):
+        fetched = function([values, 1])
+        return list(zip(fetched[0::2], fetched[1::2]))
+    return run
+
+
+def _moments(outputs, axes):
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    return [tuple(tf.nn.moments(tf.cast(o, tf.float32), list(a))) for o, a in zip(outputs, axes)]
