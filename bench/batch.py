@@ -12,6 +12,7 @@ Per count, ranks are laid out on as few nodes as possible with the same number o
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
@@ -20,12 +21,13 @@ from pathlib import Path
 from string import Template
 
 from bench.results import RunRecord, Sweep
-from bench.sweep import (SweepRequest, keep_sweep, read_point, request_record, settle_device, stamp,
-                         throughput_args, with_gpus)
+from bench.sweep import (SweepRequest, count_request, keep_sweep, read_point, request_record, settle_device,
+                         stamp, throughput_args, with_gpus)
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV
 from launch import k8s, slurm
 from launch.job import JobSpec, Mount, layout
 
@@ -37,12 +39,15 @@ K8S_RESULTS = "/results"
 @dataclass(frozen=True)
 class BatchTarget:
     """Where a scheduled sweep runs. ``per_node``: GPUs (or CPU ranks) per node; ``results``: the shared folder
-    (Slurm: a path every node sees; Kubernetes: the PVC claim name)."""
+    (Slurm: a path every node sees; Kubernetes: the PVC claim name). ``workdir``: for a bare-metal Slurm sweep
+    (a request without a stack), the checkout holding ``trainer/`` on shared storage; ``image`` is then the
+    Python of an environment every node sees."""
 
     image: str
     per_node: int
     gpus: bool
     results: str
+    workdir: str | None = None
 
 
 def job_name(label: str, count: int | None = None) -> str:
@@ -53,19 +58,31 @@ def job_name(label: str, count: int | None = None) -> str:
 
 
 def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: tuple[Mount, ...]) -> list[JobSpec]:
-    """One JobSpec per count, smallest first, each writing ``<out_root>/np-<N>``."""
-    if req.stack is None:
+    """One JobSpec per count, smallest first, each writing ``<out_root>/np-<N>``. Without a stack (bare-metal
+    Slurm, ``target.workdir``): the environment's Python, CPU ranks seeing no GPU (or GPU ranks that stop without
+    one), Open MPI allowed to run as root, as ``invoke train --launcher slurm`` bare metal."""
+    baremetal = req.stack is None and req.launcher == "slurm" and target.workdir is not None
+    if req.stack is None and not baremetal:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
-    stack = load_stack(req.stack)
+    stack = None if baremetal else load_stack(req.stack)
     data_mounts = () if req.data == "synthetic" else (Mount(req.data, read_only=True),)
     out = []
     for n in sorted(req.counts):
         nodes, per_node = layout(n, target.per_node)
+        where = {}
+        if baremetal:
+            device = count_request(req, n, "", target.gpus).device_env()
+            where = dict(env=dict(ALLOW_RUN_AS_ROOT_ENV, **device), workdir=target.workdir)
         out.append(JobSpec(name=job_name(req.label, n), stack=stack, image=target.image, nodes=nodes,
                            ranks_per_node=per_node, gpus=target.gpus,
                            trainer_args=tuple(throughput_args(req, "%s/np-%d" % (out_root, n))),
-                           mounts=extra_mounts + data_mounts))
+                           mounts=extra_mounts + data_mounts, **where))
     return out
+
+
+def results_root(req: SweepRequest, target: BatchTarget, now: datetime) -> str:
+    """The Slurm sweep's result folder, ``<results>/<label>-<UTC time>`` (what ``invoke bench --collect`` takes)."""
+    return "%s/%s-%s" % (target.results.rstrip("/"), req.label, stamp(now))
 
 
 def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str = "pyxis",
@@ -74,19 +91,26 @@ def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str 
     """The sweep's batch script. Raises ChexstackError for a bad request or (hybrid) incompatible MPIs."""
     req.check()
     now = now or datetime.now(timezone.utc)
-    out_root = "%s/%s-%s" % (target.results.rstrip("/"), req.label, stamp(now))
+    out_root = results_root(req, target, now)
     jobs = specs(req, target, out_root, (Mount(out_root),))
     largest = max(jobs, key=lambda j: j.nodes)
     allocation = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
-                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=(), mounts=(Mount(out_root),))
-    compat = (slurm.render_host_compat(largest.stack, mpirun_version_output) if model == "hybrid" else None)
+                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=(), mounts=(Mount(out_root),),
+                         env=largest.env, workdir=largest.workdir)
+    baremetal = largest.stack is None
+    compat = (slurm.render_host_compat(largest.stack, mpirun_version_output)
+              if model == "hybrid" and not baremetal else None)
     record = request_record(req, repo, now).model_copy(update={"image": target.image})
     header = Template((TEMPLATES / "sweep-header.txt").read_text()).substitute(
         counts=",".join(map(str, sorted(req.counts))), unit="GPUs" if target.gpus else "CPU ranks",
-        stack=largest.stack.name, title=" ".join(largest.stack.title.split()), launch_model=model, out=out_root)
+        stack="none" if baremetal else largest.stack.name,
+        title="bare metal: %s" % target.image if baremetal else " ".join(largest.stack.title.split()),
+        launch_model="mpirun" if baremetal else model, out=out_root)
     prologue = Template((TEMPLATES / "sweep-prologue.sh").read_text()).substitute(
         out_q=shlex.quote(out_root), gpu_query=shlex.join(host.GPU_QUERY),
         record_json=record.model_dump_json(exclude_defaults=True))
+    if opts.output == slurm.SlurmOptions.output:  # the job's log beside the results, not in sbatch's folder
+        opts = dataclasses.replace(opts, output="%s/%s-%%j.out" % (target.results.rstrip("/"), allocation.name))
     return slurm.render_steps(allocation, jobs, model, opts, header=header, prologue=prologue, compat=compat,
                               render_host=render_host)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import glob
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import batch, figure
@@ -50,12 +51,29 @@ def print_sweep(sweep: Sweep, path: Path) -> None:
 
 
 def _target(req: SweepRequest, opts: Scheduled) -> batch.BatchTarget:
-    """Image (``--image``, else the stack's verified tag), ranks per node (GPUs for a GPU stack, else CPU ranks)."""
+    """Image (``--image``, else the stack's verified tag), ranks per node (GPUs for a GPU stack, else CPU ranks).
+    Slurm without ``--stack`` (and without ``--hybrid``) is bare metal, as ``invoke train --launcher slurm``: this
+    Python environment and checkout, which every node must see at the same paths."""
+    import sys
+
     from envs.manifest import load_stack
     from images.naming import image_ref
 
+    if req.stack is None and req.launcher == "slurm" and opts.slurm_model != "hybrid":
+        if req.image:
+            raise ChexstackError("--image applies to a stack's image; a bare-metal Slurm sweep runs this Python (%s)"
+                                 % sys.executable)
+        if not opts.results:
+            raise ChexstackError("--launcher slurm: give --results DIR, an absolute path on storage every node and "
+                                 "this checkout see (e.g. --results /shared/chexstack/bench), for the counts' "
+                                 "results")
+        cluster_path(req.launcher, "--results", opts.results)
+        return batch.BatchTarget(image=sys.executable, per_node=opts.per_node, gpus=req.gpus, results=opts.results,
+                                 workdir=str(REPO))
     if req.stack is None:
-        raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
+        raise ChexstackError("--launcher %s runs the stack's image: give --stack%s" % (
+            req.launcher, "" if req.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this Python "
+            "environment on the nodes (bare metal)"))
     stack = load_stack(req.stack)
     image = req.image or image_ref(stack)
     if req.launcher == "k8s" and not opts.results:
@@ -84,11 +102,17 @@ def scheduled(req: SweepRequest, opts: Scheduled) -> None:
                              "--submit to hand them over; then `invoke bench --collect FOLDER`" % req.launcher)
     target = _target(req, opts)
     if req.launcher == "slurm":
-        text = batch.render_slurm(req, target, REPO, opts.slurm_model)
+        now = datetime.now(timezone.utc)
+        text = batch.render_slurm(req, target, REPO, opts.slurm_model, now=now)
         if opts.render:
             print(text, end="")
         if opts.submit:
-            console.print("submitted Slurm job [bold]%s[/]" % submit.submit_slurm(text))
+            try:  # sbatch opens the job's log in --results before the script runs: create it where this sees it
+                Path(target.results).mkdir(parents=True, exist_ok=True)
+            except OSError:
+                pass
+            console.print("submitted Slurm job [bold]%s[/]; when it has ended: invoke bench --collect %s"
+                          % (submit.submit_slurm(text), batch.results_root(req, target, now)))
         return
     documents = batch.render_k8s(req, target, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
     if opts.render:

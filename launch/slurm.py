@@ -228,12 +228,16 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
         mpirun=hybrid_lines(spec))
 
 
-def baremetal_lines(spec: JobSpec, resume_word: str = "") -> str:
+def baremetal_lines(spec: JobSpec, resume_word: str = "", geometry: bool = False) -> str:
     """``mpirun --tag-output … PYTHON -m trainer …`` for a bare-metal ``spec`` (``spec.image``: the Python of the
     environment): Horovod's Open MPI flags, every line prefixed with its rank (``[job,rank]<stdout>:``).
-    ``resume_word``: shell text appended unquoted to the trainer's arguments (``requeue_lines``' ``$resume``)."""
+    ``resume_word``: shell text appended unquoted to the trainer's arguments (``requeue_lines``' ``$resume``).
+    ``geometry``: ``-map-by ppr:K:node``, the step's ranks per node on its first nodes (a job step smaller than
+    its allocation, as in a sweep; https://www.open-mpi.org/doc/v4.1/man1/mpirun.1.php)."""
     command = [spec.image, "-m", "trainer"] + list(spec.trainer_args)
     full = mpirun_argv(spec.world_size, command, exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
+    if geometry:
+        full[full.index("-map-by") + 1] = "ppr:%d:node" % spec.ranks_per_node
     launcher = full[:1] + ["--tag-output"] + full[1:len(full) - len(command)]
     return _command_lines(launcher, command) + (" " + resume_word if resume_word else "")
 
@@ -269,8 +273,12 @@ def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
 
 def step_lines(spec: JobSpec, model: Model) -> str:
     """One job step of a multi-step script: a comment with its size, then its launch lines (``hybrid_lines``, or
-    ``pyxis_lines`` with the step's own node and task counts)."""
-    lines = hybrid_lines(spec) if model == "hybrid" else pyxis_lines(spec, geometry=True)
+    ``pyxis_lines`` with the step's own node and task counts; a spec without a stack: ``baremetal_lines`` with the
+    step's ranks per node)."""
+    if spec.stack is None:
+        lines = baremetal_lines(spec, geometry=True)
+    else:
+        lines = hybrid_lines(spec) if model == "hybrid" else pyxis_lines(spec, geometry=True)
     return "# %d %s on %d node(s)\n%s" % (spec.world_size, "GPU(s)" if spec.gpus else "CPU rank(s)", spec.nodes,
                                           lines)
 
@@ -281,11 +289,15 @@ def render_steps(allocation: JobSpec, steps: list[JobSpec], model: Model = "pyxi
     """One batch script running ``steps`` one after another inside one allocation sized by ``allocation`` (its
     directives, exports and output folders): ``header`` (comment lines after the shebang), the MPI guard (hybrid:
     ``compat`` from ``render_host_compat``), ``prologue`` (shell lines before the first step), then each step
-    (``step_lines``). Raises ChexstackError for an unknown model or a refused hybrid check."""
+    (``step_lines``). An ``allocation`` without a stack is bare metal (as in ``render``; ``model`` is not used):
+    its steps run ``mpirun`` of the environment's Python from ``allocation.workdir``. Raises ChexstackError for an
+    unknown model or a refused hybrid check."""
     if model not in MODELS:
         raise ChexstackError("Slurm model %r: expected one of %s" % (model, ", ".join(MODELS)))
     guard = ""
-    if model == "hybrid":
+    if allocation.stack is None:  # no MPI guard: host and ranks run the same MPI; the ranks import trainer/ here
+        guard = "cd %s" % shlex.quote(allocation.workdir)
+    elif model == "hybrid":
         biggest = max(steps, key=lambda s: s.nodes)
         guard = hybrid_guard(biggest, compat or render_host_compat(biggest.stack), render_host)
     return Template((TEMPLATES / "slurm-steps.sbatch").read_text()).substitute(

@@ -53,6 +53,22 @@ def test_slurm_hybrid_sweep_golden(tmp_path):
     assert text.count("singularity exec --nv") == 5 and "*'(Open MPI) 4.1.'*" in text
 
 
+def test_slurm_baremetal_sweep_golden(tmp_path):
+    """Without a stack, each count is `mpirun -np N -map-by ppr:K:node` of the environment's Python from the
+    checkout (Open MPI starts its daemons through Slurm), CPU ranks seeing no GPU; the job's log is in --results."""
+    target = batch.BatchTarget(image="/shared/venv/bin/python", per_node=2, gpus=False, results="/shared/bench",
+                               workdir="/shared/chexstack")
+    req = _req(counts=(1, 2, 4), label="testcluster", stack=None, gpus=False, batch_size=4, image_size=32, steps=2,
+               warmup_steps=1)
+    text = batch.render_slurm(req, target, tmp_path, now=NOW)
+    assert_golden("bench/slurm-sweep-baremetal.sbatch", text)
+    _bash_n(text)
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n" in text and "--gpus-per-node" not in text
+    assert "#SBATCH --output=/shared/bench/bench-testcluster-%j.out" in text
+    assert "mpirun --tag-output -np 4 -bind-to none -map-by ppr:2:node" in text and text.count("\nmpirun --tag-output ") == 3
+    assert "cd /shared/chexstack\n" in text and "export CUDA_VISIBLE_DEVICES=''" in text
+
+
 def test_k8s_sweep_is_one_valid_mpijob_per_count():
     target = batch.BatchTarget(image="registry.example.com/chexstack/cpu:1", per_node=4, gpus=True,
                                results="bench-results")
