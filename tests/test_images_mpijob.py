@@ -11,18 +11,22 @@ Mirrored from the operator (kubeflow/mpi-operator, pkg/controller/mpi_job_contro
 - the Launcher's environment (``ompiEnvVars``, ``OMPI_MCA_orte_set_default_slots``, ``K_MPI_JOB_ROLE``);
 - each container's command, working directory, environment and volume mounts from the rendered MPIJob.
 
-What differs, because this engine has only host networking (``dockerd --bridge=none``): all containers share one
-network namespace, so each Worker's sshd listens on its own loopback address (127.0.0.2, 127.0.0.3; the cluster
-DNS names point there through ``--add-host`` on the Launcher) on one free high port instead of 22, and the
-Launcher's ``OMPI_MCA_plm_rsh_args`` names that port after the operator's own ``-o ConnectionAttempts=10``.
-Nothing inside the image is changed. The image is named by its ID: its tag (the manifest's digest) is shared with
-every checkout that builds the same stack.
+Every pod has its own network namespace, as under a CNI plugin, on the test cluster's bridge (tests/testcluster.py,
+``scripts/testcluster plug``): a pod sandbox (a container of the same image running ``sleep infinity`` with
+``--network none``, the pod's hostname, and the cluster DNS names of every pod in its /etc/hosts) holds the
+namespace, gets a veth end on the bridge and its address (Launcher 10.213.57.100, Worker i 10.213.57.(101+i)),
+and the pod's container joins it (``--network container:<sandbox>``), as the kubelet joins a pod's containers to
+its pause container. Each Worker's sshd listens on port 22 of its own address; the Launcher's mpirun and the ranks'
+TCP traffic cross the bridge. Nothing inside the image is changed. The image is named by its ID: its tag (the
+manifest's digest) is shared with every checkout that builds the same stack.
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -32,12 +36,15 @@ from envs.manifest import load_stack
 from launch import k8s
 from launch.job import JobSpec, Mount
 from tests.leftovers import TEST_LABELS
+from tests.testcluster import SCRIPT as TESTCLUSTER
 from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 JOB, NAMESPACE = "chexstack-cxr", "default"
-WORKER_ADDRESSES = ("127.0.0.2", "127.0.0.3")
+LAUNCHER_ADDRESS = "10.213.57.100"
+WORKER_ADDRESSES = ("10.213.57.101", "10.213.57.102")
+SSH_PORT = 22
 #: mpi-operator's Launcher environment for Open MPI (ompiEnvVars) and the rank slots per worker.
 OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
                          "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
@@ -46,14 +53,12 @@ OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_
 SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker_host(i: int) -> str:
     return "%s-worker-%d.%s-worker.%s.svc" % (JOB, i, JOB, NAMESPACE)
+
+
+#: the cluster DNS of the job's pods: each Worker's name (the operator's hostfile names) -> its pod address
+CLUSTER_DNS = {_worker_host(i): address for i, address in enumerate(WORKER_ADDRESSES)}
 
 
 def _ssh_secret(client, image: str, root: Path) -> Path:
@@ -123,52 +128,64 @@ def _wait_listening(address: str, port: int, container, timeout: float = 30) -> 
 
 
 class MpiJob:
-    """The rendered MPIJob's containers on this engine (module docstring); ``stop()`` removes them."""
+    """The rendered MPIJob's pods on this engine (module docstring); ``stop()`` removes them."""
 
     def __init__(self, client, spec: JobSpec, opts: k8s.K8sOptions, root: Path):
         self.client, self.spec, self.opts = client, spec, opts
         self.obj = k8s.mpijob(spec, opts)
-        self.port = _free_port()
+        self.suffix = secrets.token_hex(3)  # container names of this job only
         self.secret = _ssh_secret(client, spec.image, root)
         self.hostfile = _hostfile(root, spec.nodes, spec.ranks_per_node)
         self.workers: list = []
-        self.names: list[str] = []  # every container asked for, also one whose start failed
+        self.names: list[str] = []  # every container asked for (sandboxes too), also one whose start failed
 
     def replica(self, role: str) -> tuple[dict, dict]:
         return _container(self.obj["spec"]["mpiReplicaSpecs"][role])
 
+    def _sandbox(self, pod: str, address: str) -> str:
+        """A pod's network namespace on the bridge at ``address``, held by a sandbox container named after the pod
+        (hostname ``pod``, /etc/hosts with CLUSTER_DNS); returns the ``network_mode`` that joins it."""
+        self.names.append("%s-%s-sandbox" % (pod, self.suffix))
+        sandbox = self.client.containers.run(
+            self.spec.image, ["sleep", "infinity"], detach=True, network_mode="none", hostname=pod,
+            extra_hosts=CLUSTER_DNS, name=self.names[-1], labels=TEST_LABELS)
+        sandbox.reload()
+        plug = subprocess.run([str(TESTCLUSTER), "plug", str(sandbox.attrs["State"]["Pid"]), address],
+                              capture_output=True, text=True, timeout=60)
+        assert plug.returncode == 0, plug.stderr
+        return "container:%s" % sandbox.id
+
     def start_worker(self, i: int, sshd_options: tuple[str, ...] = ()):
-        """Worker ``i``: the rendered command (``sshd -De``) on its own loopback address and the job's port."""
+        """Worker ``i``: the rendered command (``sshd -De``) in its own pod at WORKER_ADDRESSES[i]."""
         pod, c = self.replica("Worker")
         volumes, options = _docker_volumes(pod, c, self.secret, self.opts.ssh_auth_mount_path)
-        command = c["command"] + ["-p", str(self.port), "-o", "ListenAddress=%s" % WORKER_ADDRESSES[i],
-                                  *sshd_options]
-        self.names.append("%s-worker-%d-%d" % (JOB, i, self.port))
+        network = self._sandbox("%s-worker-%d" % (JOB, i), WORKER_ADDRESSES[i])
+        self.names.append("%s-worker-%d-%s" % (JOB, i, self.suffix))
         worker = self.client.containers.run(
-            c["image"], command, detach=True, network_mode="host", working_dir=c["workingDir"],
-            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes, name=self.names[-1], labels=TEST_LABELS,
-            **options)
+            c["image"], c["command"] + list(sshd_options), detach=True, network_mode=network,
+            working_dir=c["workingDir"], environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes,
+            name=self.names[-1], labels=TEST_LABELS, **options)
         self.workers.append(worker)
-        _wait_listening(WORKER_ADDRESSES[i], self.port, worker)
+        _wait_listening(WORKER_ADDRESSES[i], SSH_PORT, worker)
         return worker
 
     def run_launcher(self, command: list[str] | None = None, timeout: int = 600) -> tuple[int, str]:
-        """The Launcher (the rendered mpirun, or ``command``) to completion: (exit status, output)."""
+        """The Launcher (the rendered mpirun, or ``command``) to completion in its own pod: (exit status, output)."""
         pod, c = self.replica("Launcher")
         env = _env(c, {**OPERATOR_LAUNCHER_ENV, "OMPI_MCA_orte_set_default_slots": str(self.spec.ranks_per_node)})
-        env["OMPI_MCA_plm_rsh_args"] += " -p %d" % self.port
         volumes, _ = _docker_volumes(pod, c, self.secret, self.opts.ssh_auth_mount_path)
         volumes[str(self.hostfile)] = {"bind": "/etc/mpi/hostfile", "mode": "ro"}
-        hosts = {_worker_host(i): WORKER_ADDRESSES[i] for i in range(self.spec.nodes)}
-        name = "%s-launcher-%d" % (JOB, self.port)
+        name = "%s-launcher-%s" % (JOB, self.suffix)
         try:
+            network = self._sandbox("%s-launcher" % JOB, LAUNCHER_ADDRESS)
             launcher = self.client.containers.run(
-                c["image"], command or c["command"], detach=True, network_mode="host", working_dir=c["workingDir"],
-                environment=env, volumes=volumes, extra_hosts=hosts, name=name, labels=TEST_LABELS)
+                c["image"], command or c["command"], detach=True, network_mode=network, working_dir=c["workingDir"],
+                environment=env, volumes=volumes, name=name, labels=TEST_LABELS)
             status = launcher.wait(timeout=timeout)["StatusCode"]
             return status, launcher.logs().decode("utf-8", "replace")
         finally:
             self._remove(name)
+            self._remove(self.names.pop())  # the Launcher's sandbox: a next Launcher takes its address
 
     def _remove(self, name: str) -> None:
         import docker.errors
@@ -178,9 +195,9 @@ class MpiJob:
             pass
 
     def stop(self) -> list[str]:
-        """Remove the workers (also one that did not start); return each started one's sshd log."""
+        """Remove the pods (also one that did not start); return each started Worker's sshd log."""
         logs = [w.logs().decode("utf-8", "replace") for w in self.workers]
-        for name in self.names:
+        for name in reversed(self.names):
             self._remove(name)
         return logs
 
@@ -193,9 +210,11 @@ def _spec(image: str, out: Path, nodes: int = 2) -> JobSpec:
                    mounts=(Mount(str(out), "/out"),))
 
 
-def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(client, cpu_build, tmp_path):  # noqa: F811
-    """The rendered Launcher's mpirun reaches both Workers' sshd with the operator's kind of key, read-only, and
-    the trainer runs with world size 2, rank 0 writing into the Workers' /out (the Launcher has no /out)."""
+def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(testcluster, client, cpu_build,  # noqa: F811
+                                                                  tmp_path):
+    """Three pods, each in its own network namespace: the rendered Launcher's mpirun reaches both Workers' sshd
+    with the operator's kind of key, read-only, and the trainer runs with world size 2 across the two Worker pods,
+    rank 0 writing into the Workers' /out (the Launcher has no /out); each rank ran in its own pod."""
     out = tmp_path / "out"
     out.mkdir()
     job = MpiJob(client, _spec(cpu_build.image_id, out), k8s.K8sOptions(), tmp_path)
@@ -208,17 +227,19 @@ def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(client, cpu_bu
     assert status == 0, log[-4000:] + "\n".join(l[-1500:] for l in sshd_logs)
     result = json.loads((out / "throughput.json").read_text())
     assert result["world_size"] == 2 and len(result["images_per_sec"]["per_rank"]) == 2
-    # each Worker's sshd let the Launcher in with the job's key (not a password, not a host-based login)
+    assert result["hosts"] == ["%s-worker-0" % JOB, "%s-worker-1" % JOB]  # a rank per Worker pod, by its hostname
+    # each Worker's sshd let the Launcher's pod in with the job's key (not a password, not a host-based login)
     for sshd_log in sshd_logs:
-        assert "Accepted publickey for root from 127.0.0.1" in sshd_log and "ECDSA" in sshd_log, sshd_log[-2000:]
+        assert "Accepted publickey for root from %s" % LAUNCHER_ADDRESS in sshd_log and "ECDSA" in sshd_log, \
+            sshd_log[-2000:]
 
 
-def test_the_image_config_is_what_the_secret_mount_needs(client, cpu_build, tmp_path):  # noqa: F811
+def test_the_image_config_is_what_the_secret_mount_needs(testcluster, client, cpu_build, tmp_path):  # noqa: F811
     """Controls: with sshd's StrictModes back on, the read-only Secret folder refuses the key; with the client's
     host-key check back on, a new pod's host key stops the login; with known_hosts in the Secret folder, ssh cannot
     record it. The image's own settings pass all three."""
     job = MpiJob(client, _spec(cpu_build.image_id, tmp_path / "unused"), k8s.K8sOptions(), tmp_path)
-    ssh = ["ssh", "-o", "BatchMode=yes", "-p", str(job.port)]
+    ssh = ["ssh", "-o", "BatchMode=yes"]
     try:
         job.start_worker(0)
         job.start_worker(1, ("-o", "StrictModes=yes"))
