@@ -37,12 +37,13 @@ def run(options):
     timed = timer.step_times()[options.warmup_steps:]
     per_rank = compat.allgather(np.array([options.batch_size / float(np.median(timed))]),
                                 "chexstack_throughput")
+    hosts = runtime.rank_hosts(rt)
     if rt.chief:
         result = OrderedDict([
             ("images_per_sec", OrderedDict([("total", float(np.sum(per_rank))),
                                             ("per_rank", [float(v) for v in per_rank])])),
             ("step_times_s", [float(t) for t in timer.step_times()]), ("warmup_steps", options.warmup_steps),
-            ("timed_steps", options.steps), ("world_size", rt.size), ("model", options.model),
+            ("timed_steps", options.steps), ("world_size", rt.size), ("hosts", hosts), ("model", options.model),
             ("batch_size", options.batch_size), ("image_size", options.image_size), ("amp", bool(options.amp)),
             ("device", rt.device), ("data", "synthetic" if data.label_sha256 is None else data.label_file),
             ("versions", versions()),
