@@ -303,12 +303,12 @@ def _wait_for_job(cluster, job_id: str, timeout_s: float = 600):
 
 @pytest.mark.slow
 def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_report(testcluster, tmp_path):
-    """`invoke bench --launcher slurm --submit --np 1,2,4` without a stack (bare metal, this .venv; the hosts have no
-    GPUs): one job on chex1 and chex2, 2 ranks per node, a step per count (4 ranks span both hosts); then
+    """`invoke bench --launcher slurm --submit --np 1,2` without a stack (bare metal, this .venv; the hosts have no
+    GPUs): one job on chex1 and chex2, 1 rank per node, a step per count (2 ranks span both hosts); then
     `invoke bench --collect` and `invoke bench-report`, whose tables have each count and its scaling efficiency
     (a throughput run's few steps: the pipeline, not the numbers)."""
     results, sweeps = tmp_path / "results", tmp_path / "sweeps"
-    run = invoke(testcluster, "bench", "--launcher", "slurm", "--submit", "--np", "1,2,4", "--per-node", "2",
+    run = invoke(testcluster, "bench", "--launcher", "slurm", "--submit", "--np", "1,2", "--per-node", "1",
                  "--results", str(results), "--label", "testcluster", "--image-size", "32", "--batch-size", "4",
                  "--steps", "2", "--warmup-steps", "1")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -318,8 +318,8 @@ def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_repor
     assert state.state == "COMPLETED" and state.nodes == "chex[1-2]", (state, log[-3000:])
     folder, = results.glob("testcluster-*")
     assert (folder / "hosts.txt").read_text().split() == ["chex1", "chex2"]
-    assert [json.loads((folder / ("np-%d" % n) / "throughput.json").read_text())["world_size"] for n in (1, 2, 4)] \
-        == [1, 2, 4]
+    throughput = [json.loads((folder / ("np-%d" % n) / "throughput.json").read_text()) for n in (1, 2)]
+    assert [t["world_size"] for t in throughput] == [1, 2] and throughput[1]["hosts"] == ["chex1", "chex2"]
 
     collect = invoke(testcluster, "bench", "--collect", str(folder), "--output", str(sweeps))
     assert collect.returncode == 0, collect.stdout + collect.stderr
@@ -329,6 +329,6 @@ def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_repor
     assert (tmp_path / "figure1.png").stat().st_size > 0
     with open(tmp_path / "figure1.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [int(r["CPU ranks"]) for r in rows] == [1, 2, 4], rows
+    assert [int(r["CPU ranks"]) for r in rows] == [1, 2], rows
     efficiency = [r[k] for r in rows for k in r if k.startswith("scaling efficiency")]
     assert efficiency[0] == "100.00" and all(float(e) > 0 for e in efficiency), rows
