@@ -5,9 +5,11 @@
 ``sbatch`` exports it, https://slurm.schedmd.com/sbatch.html ``--export``), then every line the job writes to
 OUTPUT_PATTERN (``%j`` is the job id) as it appears, then one line with the job's final state from ``scontrol show
 job`` (``JobState``, ``ExitCode``, ``NodeList``); a job Slurm restarts (``--requeue``: ``scontrol requeue``, a
-node failure) is followed on, with a line for each restart (``Restarts``). Exit status: 0 when the state is COMPLETED, else the job's exit
-code, else 1. SIGTERM/SIGINT cancel the job (``scancel``) and keep following it to its end. Lines of this module
-start with ``chexstack: ``.
+node failure) is followed on, with a line for each restart (``Restarts``). When the job ends other than COMPLETED,
+or is restarted, each node of its allocation that Slurm holds lost (``scontrol -o show node``: State DOWN, FAIL or
+NOT_RESPONDING) gets a line with its state and Slurm's reason. Exit status: 0 when the state is COMPLETED, else the
+job's exit code, else 1. SIGTERM/SIGINT cancel the job (``scancel``) and keep following it to its end. Lines of
+this module start with ``chexstack: ``.
 """
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ FINAL = frozenset(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "
                    "BOOT_FAIL", "DEADLINE", "REVOKED"))
 PREFIX = "chexstack: "
 _FIELD = re.compile(r"(\w+)=(\S*)")
+#: one ``Key=value`` of a one-line ``scontrol show`` record whose values may hold spaces (a node's
+#: ``Reason=Not responding [root@2026-12-01T23:16:17]``): the value runs to the next `` Key=``
+_SPACED_FIELD = re.compile(r"(?:^|\s)([A-Za-z][\w:/]*)=(.*?)(?=\s+[A-Za-z][\w:/]*=|\s*$)")
+#: node state words (scontrol(1) "NODE STATE") under which Slurm has lost the node: it stopped answering
+#: (``NOT_RESPONDING``, SlurmdTimeout), was set DOWN, or is failing
+LOST_NODE_STATES = frozenset(("DOWN", "NOT_RESPONDING", "FAIL", "FAILING"))
 #: how long a job may be unknown to scontrol before following gives up (seconds)
 UNKNOWN_S = 60.0
 
@@ -66,6 +74,47 @@ def parse_scontrol(text: str) -> JobState | None:
                     fields.get("Reason", "None"), int(restarts) if restarts.isdigit() else 0)
 
 
+@dataclass(frozen=True)
+class NodeState:
+    """One node of ``scontrol -o show node``: ``name`` (NodeName), ``state`` (State, base state and flags joined
+    by ``+``: ``DOWN+NOT_RESPONDING``), ``reason`` (Reason: Slurm's or an admin's words and ``[user@time]``)."""
+
+    name: str
+    state: str
+    reason: str = ""
+
+    @property
+    def lost(self) -> bool:
+        """Slurm has lost the node (LOST_NODE_STATES)."""
+        return bool(set(self.state.split("+")) & LOST_NODE_STATES)
+
+
+def parse_nodes(text: str) -> list[NodeState]:
+    """The nodes of ``scontrol -o show node [NODELIST]`` output, one record per line (lines without
+    ``NodeName=``, such as an error, are skipped)."""
+    nodes = []
+    for line in text.splitlines():
+        fields = dict(_SPACED_FIELD.findall(line.strip()))
+        if "NodeName" in fields:
+            reason = fields.get("Reason", "")
+            nodes.append(NodeState(fields["NodeName"], fields.get("State", ""), "" if reason == "(null)" else reason))
+    return nodes
+
+
+def lost_nodes(node_list: str) -> list[str]:
+    """One line per node of ``node_list`` (a Slurm hostlist: ``chex[1-2]``) that Slurm holds lost, naming its
+    state and reason; a line saying why the nodes could not be read when ``scontrol`` failed; none for an
+    empty list."""
+    if not node_list or node_list == "(null)":
+        return []
+    result = run(["scontrol", "-o", "show", "node", node_list], timeout=60)
+    if not result.ok:
+        return ["%scould not read the state of nodes %s: %s" % (PREFIX, node_list, result.why_not())]
+    return ["%sSlurm node %s is %s%s" % (PREFIX, node.name, node.state,
+                                         " (reason: %s)" % node.reason if node.reason else "")
+            for node in parse_nodes(result.stdout) if node.lost]
+
+
 def job_state(job_id: str) -> JobState | None:
     """The job's state from ``scontrol -o show job``; None when Slurm does not know it (yet, or any more)."""
     result = run(["scontrol", "-o", "show", "job", job_id], timeout=60)
@@ -96,7 +145,7 @@ class _Tail:
 def follow(job_id: str, output_path: str, poll_s: float = 1.0, out=sys.stdout) -> JobState:
     """Print the job's output lines as they are written, until the job is in a final state; return that state.
     Raises ChexstackError when Slurm does not know the job for ``UNKNOWN_S`` seconds."""
-    tail, unknown_since, restarts = _Tail(output_path), None, 0
+    tail, unknown_since, restarts, allocated = _Tail(output_path), None, 0, ""
     while True:
         state = job_state(job_id)
         for line in tail.read():
@@ -105,6 +154,10 @@ def follow(job_id: str, output_path: str, poll_s: float = 1.0, out=sys.stdout) -
             restarts = state.restarts
             print("%sSlurm job %s requeued (restart %d, now %s): following it on" % (
                 PREFIX, job_id, restarts, state.state), file=out, flush=True)
+            for line in lost_nodes(allocated):
+                print(line, file=out, flush=True)
+        if state is not None and state.nodes not in ("", "(null)"):
+            allocated = state.nodes
         if state is None:
             unknown_since = unknown_since or time.monotonic()
             if time.monotonic() - unknown_since > UNKNOWN_S:
@@ -141,6 +194,9 @@ def main(argv: list[str]) -> int:
     except ChexstackError as e:
         print("%s%s" % (PREFIX, e), flush=True)
         return 1
+    if state.state != "COMPLETED":
+        for line in lost_nodes(state.nodes):
+            print(line, flush=True)
     print("%sSlurm job %s %s on %s (exit code %s%s)" % (
         PREFIX, job_id, state.state, state.nodes, state.exit_code,
         "" if state.reason in ("None", "") else ", reason %s" % state.reason), flush=True)

@@ -49,6 +49,8 @@ _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes
 _CONSEQUENCES = (_HOROVODRUN_SUMMARY, "Horovod has been shut down", "HorovodInternalError", "closed by peer")
 #: Open MPI's report of a daemon (a host) that stopped answering (ORTE "lost communication with a remote daemon")
 _LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
+#: ``launch.slurmjob``'s line for a node of the job that Slurm holds lost: its name, then its state and reason
+_SLURM_LOST_NODE = re.compile(r"^chexstack: Slurm node (\S+) is (.+)$")
 #: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU:
 #: https://github.com/tensorflow/tensorflow/issues/45930)
 _MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
@@ -77,6 +79,8 @@ class Outcome:
     first_exception: tuple[int, str] | None = None
     lost_host: str | None = None
     failure_host: str | None = None
+    hosts: list[str] | None = None  # each rank's host (rank order), from the trainer's ``run`` event
+    slurm_lost: tuple[str, str] | None = None  # the first node Slurm held lost: (name, "STATE (reason: ...)")
 
 
 class _Failures:
@@ -210,7 +214,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
         raise ChexstackError("cannot write the run's log %s: %s" % (log_path, e.strerror or e)) from None
     failures, errors, tail = _Failures(), [], collections.deque(maxlen=TAIL_LINES)
     rank_tails: dict[int, collections.deque] = {}
-    first_exception, lost_host = None, None
+    first_exception, lost_host, hosts, slurm_lost = None, None, None, None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                TimeElapsedColumn())
     with log, Progress(*columns, console=console, transient=True) as progress:
@@ -234,8 +238,12 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                         first_exception = (rank, text.strip())
                 elif lost_host is None and (m := _LOST_DAEMON.search(line)):
                     lost_host = m.group(1)
+                elif slurm_lost is None and (m := _SLURM_LOST_NODE.match(line)):
+                    slurm_lost = (m.group(1), m.group(2))
                 if (event := parse_event(text)) is not None:
                     display.event(event)
+                    if event["event"] == "run" and isinstance(event.get("hosts"), list):
+                        hosts = [str(h) for h in event["hosts"]]
                 elif text.startswith(_ERROR):  # shown once, in the failure message
                     errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
                 elif text.startswith(_TRAINER) and rank in (0, None) or text.startswith(_LAUNCHER) and rank is None:
@@ -247,7 +255,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                 force_stop()
     return Outcome(returncode, failures.first, errors, list(tail), log_path,
                    {r: list(lines) for r, lines in rank_tails.items()}, stopper.signal, first_exception,
-                   lost_host, failures.host)
+                   lost_host, failures.host, hosts, slurm_lost)
 
 
 def _describe_code(code: int) -> str:
@@ -316,6 +324,14 @@ def missing_libraries(outcome: Outcome) -> list[str]:
     return list(dict.fromkeys(m.group(1) for line in lines for m in _MISSING_LIBRARY.finditer(line)))
 
 
+def _ranks_on(outcome: Outcome, host: str) -> str:
+    """`` (ranks 2, 3)``: the ranks the trainer's ``run`` event placed on ``host`` (short names compared: Slurm's
+    node name against a rank's FQDN); empty when unknown."""
+    short = host.split(".")[0]
+    ranks = [str(r) for r, h in enumerate(outcome.hosts or ()) if h.split(".")[0] == short]
+    return " (rank%s %s)" % ("s" if len(ranks) > 1 else "", ", ".join(ranks)) if ranks else ""
+
+
 def explain_failure(outcome: Outcome, controller: str) -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log."""
     parts = ["training failed (horovodrun exit status %d)" % outcome.returncode]
@@ -330,8 +346,13 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if reason:
         parts.append(reason)
     if outcome.lost_host and outcome.interrupted is None:
-        parts.append("host %s was lost: mpirun's daemon there stopped answering (the host or its network went down, "
-                     "or its processes were killed), so every rank on it ended" % outcome.lost_host)
+        parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
+                     "down, or its processes were killed), so every rank on it ended" % (
+                         outcome.lost_host, _ranks_on(outcome, outcome.lost_host)))
+    if outcome.slurm_lost and outcome.interrupted is None:
+        node, how = outcome.slurm_lost
+        parts.append("Slurm lost node %s%s, which is %s: every rank on it ended with the job" % (
+            node, _ranks_on(outcome, node), how))
     missing = missing_libraries(outcome)
     if missing:
         parts.append("TensorFlow could not load %s" % ", ".join(missing))

@@ -484,6 +484,22 @@ def test_a_lost_host_and_a_killed_rank_are_named(tmp_path):
     assert "rank 3 on host chex2 exited first, with code 137 (SIGKILL)" in stream.explain_failure(killed, "mpi")
 
 
+def test_a_node_slurm_lost_is_named_with_its_ranks_and_state(tmp_path):
+    """launch.slurmjob's line for a node Slurm set DOWN (a link gone down) names the node, the ranks the trainer's
+    run event placed there and Slurm's state and reason; so does mpirun's lost daemon."""
+    run_event = '[1,0]<stdout>:@chexstack {"event": "run", "world_size": 4, "epochs": 3, "initial_epoch": 0, ' \
+        '"steps_per_epoch": 2, "n_train": 64, "n_val": 16, "device": "cpu", "model": "densenet121", ' \
+        '"output": "/out", "hosts": ["chex1", "chex1", "chex2.cluster", "chex2.cluster"]}'
+    outcome = _run_printing(tmp_path, [
+        run_event, "chexstack: Slurm node chex2 is DOWN+NOT_RESPONDING (reason: Not responding [root@T])",
+        "chexstack: Slurm job 7 NODE_FAIL on chex[1-2] (exit code 0:0, reason NodeDown)",
+        "  Remote daemon: [[13043,0],1] on node chex2"])
+    message = stream.explain_failure(outcome, "mpi")
+    assert "Slurm lost node chex2 (ranks 2, 3), which is DOWN+NOT_RESPONDING (reason: Not responding [root@T])" \
+        in message, message
+    assert "host chex2 (ranks 2, 3) was lost: mpirun's daemon" in message, message
+
+
 def test_plan_on_other_hosts_over_ssh():
     """--hosts: horovodrun -H with the hosts' slots and the ssh key; no GPU count of this machine applies."""
     p = plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"],

@@ -283,3 +283,16 @@ def test_job_state_read_from_scontrol_output():
     assert done.restarts == 0
     requeued = parse_scontrol((data / "scontrol-show-job-requeued.txt").read_text())
     assert (requeued.state, requeued.reason, requeued.restarts, requeued.final) == ("PENDING", "BeginTime", 1, False)
+
+
+def test_lost_nodes_read_from_scontrol_show_node():
+    """launch.slurmjob finds the nodes Slurm lost in real `scontrol -o show node` output (Slurm 22.05,
+    tests/data/slurm): chex2 after its link went down is DOWN+NOT_RESPONDING with Slurm's reason; chex1 is not."""
+    from launch.slurmjob import parse_nodes
+    from tests.conftest import REPO
+
+    nodes = parse_nodes((REPO / "tests" / "data" / "slurm" / "scontrol-show-node-link-down.txt").read_text())
+    assert [(n.name, n.lost) for n in nodes] == [("chex1", False), ("chex2", True)]
+    assert nodes[1].state == "DOWN+NOT_RESPONDING" and nodes[1].reason.startswith("Not responding [root@")
+    assert nodes[0].reason == ""
+    assert parse_nodes("Node chex9 not found") == []

@@ -324,7 +324,7 @@ def run(options):
                                                                    (split.TEST, data.test)])
     events.emit("run", world_size=rt.size, epochs=options.epochs, initial_epoch=initial_epoch,
                 steps_per_epoch=steps, n_train=len(data.train), n_val=len(data.val), device=rt.device,
-                model=options.model, output=options.output)
+                model=options.model, output=options.output, hosts=run_info["hosts"])
     timer = callbacks.StepTimer()
     epoch_end = EpochEnd(rt, options, data, run_info, history, timer, identity, plateau, learning_rate,
                          (w_pos, w_neg))
