@@ -198,8 +198,8 @@ RESUME_ARGS = ("--launcher", "slurm", "--submit", "--nodes", "2", "--ntasks-per-
                "--epochs", "3", "--bn-images", "0", "--time", "00:15:00")
 
 
-def _start(cluster, out, *extra):
-    return subprocess.Popen([INVOKE, "train", *RESUME_ARGS, "--output", str(out), *extra], cwd=REPO,
+def _start(cluster, out, *extra, args=RESUME_ARGS):
+    return subprocess.Popen([INVOKE, "train", *args, "--output", str(out), *extra], cwd=REPO,
                             env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -282,6 +282,76 @@ def test_requeued_then_cancelled_then_resubmitted_job_has_every_epoch_once(testc
     assert resumed != job_id and re.search(r"Slurm job %s COMPLETED" % resumed, again.stdout), again.stdout
     log = (out / ("slurm-%s.out" % resumed)).read_text()
     assert '"initial_epoch": 2' in log and '"epoch": 2, "event": "epoch_begin"' not in log, log[-3000:]
+    _epochs_once_each(out)
+
+
+def _link(host: str, state: str) -> None:
+    """Set the bridge end of ``host``'s veth (scripts/testcluster: ``<host>-v``) ``up`` or ``down``: the host's
+    only link, as a switch port or a cable failing."""
+    subprocess.run(["ip", "link", "set", "%s-v" % host, state], check=True, timeout=30)
+
+
+def _node_back(cluster, node: str, timeout_s: float = 60) -> None:
+    """Return ``node`` to service as an admin does once its link is repaired (``scontrol update nodename=NODE
+    state=resume``: Slurm 22.05 asks a DOWN node to register again only every few minutes) and wait until Slurm
+    has it back (not DOWN/NOT_RESPONDING); fail when it is not back in time."""
+    import time
+
+    from launch.slurmjob import parse_nodes
+
+    if [n.lost for n in parse_nodes(cluster.run("scontrol", "-o", "show", "node", node).stdout)] == [True]:
+        resume = cluster.run("scontrol", "update", "nodename=%s" % node, "state=resume")
+        assert resume.returncode == 0, resume.stderr
+    deadline, shown = time.monotonic() + timeout_s, ""
+    while time.monotonic() < deadline:
+        shown = cluster.run("scontrol", "-o", "show", "node", node).stdout
+        if [n.lost for n in parse_nodes(shown)] == [False]:
+            return
+        time.sleep(1)
+    pytest.fail("Slurm did not return node %s within %.0f s of state=resume: %s" % (node, timeout_s, shown))
+
+
+@pytest.mark.slow
+def test_a_host_whose_link_goes_down_is_named_and_the_requeued_job_loses_no_epoch(testcluster, tmp_path):
+    """`invoke train --requeue` on chex1 and chex2; once epoch 1 is committed chex2's link goes down (its veth's
+    bridge end): Slurm stops hearing chex2's slurmd (SlurmdTimeout=30 s), sets it DOWN and requeues the job
+    (NODE_FAIL) within 3 minutes, no hang; `invoke train` names chex2, its state and Slurm's reason. With the link
+    back and chex2 resumed, the job restarts from the committed epoch 1 and completes: epochs 1, 2, 3 once each."""
+    import time
+
+    out = tmp_path / "link-down"
+    # epochs long enough (1024 images, 16 steps) that epoch 2 cannot end between the commit and the link going down
+    i = RESUME_ARGS.index("--synthetic-images")
+    args = RESUME_ARGS[:i] + ("--synthetic-images", "1024") + RESUME_ARGS[i + 2:]
+    proc = _start(testcluster, out, "--requeue", args=args)
+    try:
+        job_id = _when_epoch_committed(out, 1, proc)
+        _link("chex2", "down")
+        down_at, shown = time.monotonic(), ""
+        while time.monotonic() - down_at < 180 and "Restarts=1 " not in shown:
+            shown = testcluster.run("scontrol", "-o", "show", "job", job_id).stdout
+            time.sleep(1)
+        requeued_s = time.monotonic() - down_at
+        time.sleep(5)  # invoke train (polling each second) reads chex2's state before the link is back
+        _link("chex2", "up")
+        assert "Restarts=1 " in shown, "job %s not requeued within 180 s of chex2's link going down: %s" % (
+            job_id, shown)
+        _node_back(testcluster, "chex2")
+        _release_requeued(testcluster, job_id)
+        text, _ = proc.communicate(timeout=600)
+    finally:
+        _link("chex2", "up")
+        if proc.poll() is None:
+            proc.kill()
+            testcluster.run("scontrol", "update", "nodename=chex2", "state=resume")  # for the next tests
+    assert requeued_s < 180
+    assert proc.returncode == 0, text
+    assert re.search(r"Slurm job %s requeued \(restart 1" % job_id, text), text
+    assert re.search(r"Slurm node chex2 is \S*(?:DOWN|NOT_RESPONDING)\S* \(reason: ", text), text
+    assert re.search(r"Slurm job %s COMPLETED" % job_id, text), text
+    restarted = (out / ("slurm-%s.out" % job_id)).read_text()
+    assert '"initial_epoch": 1' in restarted and '"epoch": 1, "event": "epoch_begin"' not in restarted, \
+        restarted[-3000:]
     _epochs_once_each(out)
 
 
