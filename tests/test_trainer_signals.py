@@ -34,6 +34,9 @@ def test_ctrl_c_becomes_keyboard_interrupt_after_the_block_and_handlers_are_rest
     run = _run("""
         import os, signal
         from trainer import signals
+        # Python's Ctrl-C handler, also where this process came in with SIGINT ignored (started by a background job
+        # of a non-interactive shell, which ignores SIGINT: held() then rightly keeps it ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         before = signal.getsignal(signal.SIGINT)
         try:
             with signals.held():
