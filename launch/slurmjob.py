@@ -28,13 +28,16 @@ from launch import submit
 FINAL = frozenset(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
                    "BOOT_FAIL", "DEADLINE", "REVOKED"))
 PREFIX = "chexstack: "
-_FIELD = re.compile(r"(\w+)=(\S*)")
-#: one ``Key=value`` of a one-line ``scontrol show`` record whose values may hold spaces (a node's
-#: ``Reason=Not responding [root@2026-12-01T23:16:17]``): the value runs to the next `` Key=``
-_SPACED_FIELD = re.compile(r"(?:^|\s)([A-Za-z][\w:/]*)=(.*?)(?=\s+[A-Za-z][\w:/]*=|\s*$)")
+#: one ``Key=value`` of a one-line ``scontrol show`` record (``AllocNode:Sid=``, ``CPUs/Task=`` are keys too); a
+#: value may hold spaces (a node's ``Reason=Not responding [root@2026-12-01T23:16:17]``): it runs to the next
+#: `` Key=``
+_FIELD = re.compile(r"(?:^|\s)([A-Za-z][\w:/]*)=(.*?)(?=\s+[A-Za-z][\w:/]*=|\s*$)")
 #: node state words (scontrol(1) "NODE STATE") under which Slurm has lost the node: it stopped answering
 #: (``NOT_RESPONDING``, SlurmdTimeout), was set DOWN, or is failing
 LOST_NODE_STATES = frozenset(("DOWN", "NOT_RESPONDING", "FAIL", "FAILING"))
+#: the line ``lost_nodes`` prints for a node (``NodeState.line``), read back by ``launch.stream``: name, then state
+#: and reason
+LOST_NODE_LINE = re.compile(r"^%sSlurm node (\S+) is (.+)$" % re.escape(PREFIX))
 #: how long a job may be unknown to scontrol before following gives up (seconds)
 UNKNOWN_S = 60.0
 
@@ -64,13 +67,19 @@ class JobState:
         return 128 + int(sig) if sig.isdigit() and int(sig) else 1
 
 
+def _fields(text: str) -> dict[str, str]:
+    """The ``Key=value`` fields of one ``scontrol -o show`` record; Slurm's ``(null)`` (no value) becomes ``""``."""
+    return {key: "" if value == "(null)" else value for key, value in _FIELD.findall(text.strip())}
+
+
 def parse_scontrol(text: str) -> JobState | None:
-    """The JobState of ``scontrol -o show job ID`` output (one line of ``Key=Value`` words), None without one."""
-    fields = dict(_FIELD.findall(text))
-    if "JobState" not in fields:
+    """The JobState of ``scontrol -o show job ID`` output (one line of ``Key=Value`` words), None without one.
+    ``nodes`` is empty while the job has no allocation (``NodeList=(null)``)."""
+    fields = _fields(text)
+    if not fields.get("JobState"):
         return None
     restarts = fields.get("Restarts", "0")
-    return JobState(fields["JobState"], fields.get("ExitCode", "0:0"), fields.get("NodeList", ""),
+    return JobState(fields["JobState"].split()[0], fields.get("ExitCode", "0:0"), fields.get("NodeList", ""),
                     fields.get("Reason", "None"), int(restarts) if restarts.isdigit() else 0)
 
 
@@ -88,31 +97,29 @@ class NodeState:
         """Slurm has lost the node (LOST_NODE_STATES)."""
         return bool(set(self.state.split("+")) & LOST_NODE_STATES)
 
+    def line(self) -> str:
+        """``chexstack: Slurm node chex2 is DOWN+NOT_RESPONDING (reason: ...)`` (LOST_NODE_LINE)."""
+        return "%sSlurm node %s is %s%s" % (PREFIX, self.name, self.state,
+                                            " (reason: %s)" % self.reason if self.reason else "")
+
 
 def parse_nodes(text: str) -> list[NodeState]:
     """The nodes of ``scontrol -o show node [NODELIST]`` output, one record per line (lines without
     ``NodeName=``, such as an error, are skipped)."""
-    nodes = []
-    for line in text.splitlines():
-        fields = dict(_SPACED_FIELD.findall(line.strip()))
-        if "NodeName" in fields:
-            reason = fields.get("Reason", "")
-            nodes.append(NodeState(fields["NodeName"], fields.get("State", ""), "" if reason == "(null)" else reason))
-    return nodes
+    records = [_fields(line) for line in text.splitlines()]
+    return [NodeState(f["NodeName"], f.get("State", ""), f.get("Reason", "")) for f in records if f.get("NodeName")]
 
 
 def lost_nodes(node_list: str) -> list[str]:
     """One line per node of ``node_list`` (a Slurm hostlist: ``chex[1-2]``) that Slurm holds lost, naming its
     state and reason; a line saying why the nodes could not be read when ``scontrol`` failed; none for an
     empty list."""
-    if not node_list or node_list == "(null)":
+    if not node_list:
         return []
     result = run(["scontrol", "-o", "show", "node", node_list], timeout=60)
     if not result.ok:
         return ["%scould not read the state of nodes %s: %s" % (PREFIX, node_list, result.why_not())]
-    return ["%sSlurm node %s is %s%s" % (PREFIX, node.name, node.state,
-                                         " (reason: %s)" % node.reason if node.reason else "")
-            for node in parse_nodes(result.stdout) if node.lost]
+    return [node.line() for node in parse_nodes(result.stdout) if node.lost]
 
 
 def job_state(job_id: str) -> JobState | None:
@@ -156,7 +163,7 @@ def follow(job_id: str, output_path: str, poll_s: float = 1.0, out=sys.stdout) -
                 PREFIX, job_id, restarts, state.state), file=out, flush=True)
             for line in lost_nodes(allocated):
                 print(line, file=out, flush=True)
-        if state is not None and state.nodes not in ("", "(null)"):
+        if state is not None and state.nodes:
             allocated = state.nodes
         if state is None:
             unknown_since = unknown_since or time.monotonic()
@@ -198,7 +205,7 @@ def main(argv: list[str]) -> int:
         for line in lost_nodes(state.nodes):
             print(line, flush=True)
     print("%sSlurm job %s %s on %s (exit code %s%s)" % (
-        PREFIX, job_id, state.state, state.nodes, state.exit_code,
+        PREFIX, job_id, state.state, state.nodes or "no node", state.exit_code,
         "" if state.reason in ("None", "") else ", reason %s" % state.reason), flush=True)
     return state.status()
 

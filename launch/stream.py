@@ -32,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from chexstack.errors import ChexstackError
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
+from launch.slurmjob import LOST_NODE_LINE
 from trainer.preflight import parse_event
 
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
@@ -49,8 +50,6 @@ _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes
 _CONSEQUENCES = (_HOROVODRUN_SUMMARY, "Horovod has been shut down", "HorovodInternalError", "closed by peer")
 #: Open MPI's report of a daemon (a host) that stopped answering (ORTE "lost communication with a remote daemon")
 _LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
-#: ``launch.slurmjob``'s line for a node of the job that Slurm holds lost: its name, then its state and reason
-_SLURM_LOST_NODE = re.compile(r"^chexstack: Slurm node (\S+) is (.+)$")
 #: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU:
 #: https://github.com/tensorflow/tensorflow/issues/45930)
 _MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
@@ -238,7 +237,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                         first_exception = (rank, text.strip())
                 elif lost_host is None and (m := _LOST_DAEMON.search(line)):
                     lost_host = m.group(1)
-                elif slurm_lost is None and (m := _SLURM_LOST_NODE.match(line)):
+                elif slurm_lost is None and (m := LOST_NODE_LINE.match(line)):
                     slurm_lost = (m.group(1), m.group(2))
                 if (event := parse_event(text)) is not None:
                     display.event(event)
