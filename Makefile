@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 SAMPLE ?= ../shared/data/chestxray14
 
-.PHONY: setup setup-docker setup-legacy setup-testcluster demo test
+.PHONY: setup setup-docker setup-legacy setup-testcluster setup-apptainer demo test
 
 setup:
 	scripts/setup
@@ -15,6 +15,10 @@ setup-docker:
 # beside it (both may call apt-get).
 setup-testcluster: setup-docker
 	scripts/setup --testcluster
+
+# Apptainer (`apptainer`, `singularity` on PATH: scripts/setup-apptainer). After setup-testcluster (apt-get).
+setup-apptainer: setup-testcluster
+	scripts/setup --apptainer
 
 # .venv-tf112: Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1, for tests/test_trainer_legacy.py.
 setup-legacy:
@@ -33,6 +37,6 @@ demo: setup
 # suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
 # Exit 3 of setup-legacy: no Python 3.6 on this machine (said in its output; tests/test_trainer_legacy.py then skips).
 # The tests bring the test cluster up once (tests/testcluster.py, as root) and take it down at the end.
-test: setup-testcluster
+test: setup-apptainer
 	scripts/setup-legacy || [ $$? = 3 ]
 	$(VENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)

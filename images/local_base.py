@@ -2,8 +2,8 @@
 import``. Tests and benchmarks build the cpu stack FROM it (this machine has no registry); it is made once and
 reused while an image with its tag exists.
 
-Needs root, ``debootstrap`` (``scripts/setup --docker`` installs it) and a reachable Debian mirror; takes about a
-minute. Errors: ``ChexstackError`` naming the missing tool or the failing step (with the end of its output).
+Needs root, ``debootstrap`` (``scripts/setup --docker`` installs it) and a reachable Debian mirror: this machine's
+own (``facts.apt_sources.debian_mirror``: its apt sources, else debootstrap's default); takes about a minute. Errors: ``ChexstackError`` naming the missing tool or the failing step (with the end of its output).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import docker.errors
 from chexstack import engine
 from chexstack.errors import ChexstackError
 from chexstack.tools import run_checked
+from facts.apt_sources import debian_mirror
 
 LOCAL_DEBIAN = "chexstack-local/debian:bookworm"
-MIRROR = "http://deb.debian.org/debian"
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -41,7 +41,8 @@ def ensure_debian_base(tag: str = LOCAL_DEBIAN, client: docker.DockerClient | No
         raise ChexstackError("making the local Debian base %s needs root (debootstrap)" % tag)
     with tempfile.TemporaryDirectory(prefix="chexstack-debootstrap-") as tmp:
         root = os.path.join(tmp, "rootfs")
-        _run(["debootstrap", "--variant=minbase", "bookworm", root, MIRROR], "debootstrap")
+        mirror = debian_mirror()
+        _run(["debootstrap", "--variant=minbase", "bookworm", root] + ([mirror] if mirror else []), "debootstrap")
         shutil.rmtree(os.path.join(root, "var", "cache", "apt", "archives"), ignore_errors=True)
         tarball = os.path.join(tmp, "rootfs.tar")
         _run(["tar", "-C", root, "--numeric-owner", "-cf", tarball, "."], "tar of the debootstrap tree")
