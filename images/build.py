@@ -1,5 +1,6 @@
 """``invoke build``: render -> Docker build (untagged) -> verify inside the image (Table 1 rows, Horovod, launch
-requirements) -> tag -> optional SIF.
+requirements) -> tag -> optional SIF (``images.sif``: made from the verified image, verified inside with the same table,
+signed, and put at ``build/sif/`` only when every row matched).
 
 A failed build or verification leaves no tag: the image is built untagged and ``images.naming.image_ref(stack)``
 (or ``--tag``) is applied only after every row matched. ``--allow-mismatch`` tags anyway, with the mismatches in
@@ -78,7 +79,7 @@ def _dry_run(dockerfile: str, ctx: dict, lab: dict, ref: str, runtimes: tuple[st
 
 def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, base: str | None = None,
           no_cache: bool = False, dry_run: bool = False, allow_mismatch: bool = False,
-          sif_dir: Path = SIF_DIR) -> BuildResult:
+          sif_dir: Path = SIF_DIR, sign_key: str | None = None) -> BuildResult:
     """Build, verify and tag the image of ``stack_name`` (see the module docstring)."""
     stack = load_stack(stack_name)
     if runtime not in RUNTIMES:
@@ -86,6 +87,7 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     runtimes = RUNTIMES[runtime]
     if "singularity" in runtimes:
         sif.require_tool()  # before minutes of Docker build
+        sif.signing_key(sign_key)  # a key the user names must exist, also before the build
     base_ref = base or stack.base.reference
     ref = tag or image_ref(stack)
     if ":" not in ref.rsplit("/", 1)[-1]:
@@ -116,6 +118,14 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
 
     out = BuildResult(image_id, ref, True, result)
     if "singularity" in runtimes:
-        out.sif = sif.build_sif(ref, image_id, sif_dir)
-        console.print("[bold green]SIF[/] %s (label %s=%s)" % (out.sif, labels.DOCKER_IMAGE_ID, image_id))
+        console.print("[bold]making the SIF[/] of %s; verifying inside it" % image_id[:19], soft_wrap=True)
+        made = sif.build_sif(client, stack, ref, image_id, sif_dir, sign_key)
+        print_table(stack, str(made.path), made.verification)
+        if not made.verification.ok:
+            raise ChexstackError("SIF verification failed: %d row(s) differ; the SIF was removed (the Docker image "
+                                 "%s stays tagged: it matched)" % (len(made.verification.mismatches()) or 1, ref),
+                                 exit_code=ExitCode.FAILED)
+        out.sif = made.path
+        console.print("[bold green]SIF[/] %s signed with %s (label %s=%s)"
+                      % (out.sif, made.key, labels.DOCKER_IMAGE_ID, image_id), soft_wrap=True)
     return out

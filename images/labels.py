@@ -21,6 +21,8 @@ BOM = "org.chexstack.bom"
 STACK = "org.chexstack.stack"
 MISMATCHES = "org.chexstack.verification.mismatches"
 DOCKER_IMAGE_ID = "org.chexstack.docker.image.id"
+#: In a SIF: SHA-256 of the stack manifest it was built for (``images.naming.manifest_digest``).
+MANIFEST_SHA256 = "org.chexstack.manifest.sha256"
 #: SHA-256 of the code the image carries from this repository (``images.payload.digest``: trainer/ and the probe):
 #: ``invoke train --stack`` warns when the checkout's code differs from the image's.
 CODE = "org.chexstack.code.sha256"

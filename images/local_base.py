@@ -45,7 +45,10 @@ def ensure_debian_base(tag: str = LOCAL_DEBIAN, client: docker.DockerClient | No
         _run(["debootstrap", "--variant=minbase", "bookworm", root] + ([mirror] if mirror else []), "debootstrap")
         shutil.rmtree(os.path.join(root, "var", "cache", "apt", "archives"), ignore_errors=True)
         tarball = os.path.join(tmp, "rootfs.tar")
-        _run(["tar", "-C", root, "--numeric-owner", "-cf", tarball, "."], "tar of the debootstrap tree")
+        # /dev left empty, as in Docker's official Debian images: the engine mounts its own /dev, and device
+        # nodes in a layer cannot be unpacked where mknod is refused (an unprivileged apptainer build of the SIF).
+        _run(["tar", "-C", root, "--numeric-owner", "--exclude=./dev/*", "-cf", tarball, "."],
+             "tar of the debootstrap tree")
         repo, _, tagname = tag.rpartition(":")
         client.api.import_image(src=tarball, repository=repo, tag=tagname,
                                 changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"])

@@ -1,10 +1,26 @@
-"""Singularity/Apptainer images (SIF) made from a built, verified Docker image, through spython's client.
+"""Singularity/Apptainer images (SIF) made from the very Docker image that was verified, verified again inside,
+signed, and only then put at their final path.
 
-``require_tool()`` fails early (before any Docker build) when neither ``apptainer`` nor ``singularity`` is on
-PATH. ``build_sif(ref, image_id, out_dir)`` bootstraps from ``docker-daemon://<ref>`` and records the Docker image
-ID in the SIF's labels (``org.chexstack.docker.image.id``), so a SIF always names the exact image it came from.
-``probe_sif`` runs the same in-image probe as the Docker verification (a converter may reorder layers:
-https://github.com/horovod/horovod/issues/2619).
+``build_sif(client, stack, ref, image_id, out_dir, key=None) -> SifBuild``:
+
+1. ``docker save`` of ``image_id`` (the verified image, by ID, not by a tag that could move) into a temporary
+   archive, and ``apptainer build`` of ``Bootstrap: docker-archive`` from it (the image's ENV, labels and entry point
+   are converted by Apptainer: https://apptainer.org/docs/user/main/docker_and_oci.html), with the labels
+   ``org.chexstack.docker.image.id`` (the Docker image ID) and ``org.chexstack.manifest.sha256`` (the manifest's
+   SHA-256, ``images.naming.manifest_digest``), into ``<out_dir>/<name>.sif.partial``;
+2. signed with the project's key (``signing_key``: ECDSA P-256 PEM, ``apptainer sign --key``; key-based signing:
+   https://apptainer.org/docs/user/main/signNverify.html);
+3. verified: every Table 1 row and the Horovod build with the same probe and table as the Docker image
+   (``images.verify.compare`` on ``probe_sif``: ``apptainer exec --cleanenv``, so only the image's own
+   environment counts), both labels read back with ``apptainer inspect --json``, and ``apptainer verify --key``;
+4. renamed to ``<out_dir>/<name>.sif`` only when every row matched; a SIF that differs is removed (raises
+   ``ChexstackError``, exit 1), never left at the final path.
+
+The launch rows of the Docker verification (sshd, MPIJob) are not judged in a SIF: a SIF runs with the host's
+network and init, as the hybrid model's ranks under the host's ``mpirun``.
+
+Errors: ``ChexstackError`` with ``ExitCode.TOOL_MISSING`` when neither ``apptainer`` nor ``singularity`` is on
+PATH (checked before minutes of Docker build), ``FAILED`` when a step or the verification fails.
 """
 from __future__ import annotations
 
@@ -12,31 +28,40 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from chexstack.errors import ChexstackError, ExitCode
-from images.labels import DOCKER_IMAGE_ID
-from images.verify import PROBE
+from chexstack.tools import run, run_checked
+from envs.manifest import Stack
+from images.labels import DOCKER_IMAGE_ID, MANIFEST_SHA256
+from images.naming import manifest_digest
+from images.verify import MATCH, MISMATCH, PROBE, Row, Verification, compare
 
-INSTALL_HINT = ("install Apptainer (https://apptainer.org/docs/admin/main/installation.html) or SingularityCE, "
-                "or use Docker (--runtime docker)")
+TOOLS = ("apptainer", "singularity")
+INSTALL_HINT = "scripts/setup --apptainer installs Apptainer; or use Docker (--runtime docker)"
+#: The project's signing key (made on first use; replace it with your site's: CHEXSTACK_SIF_KEY or --sign-key).
+DEFAULT_KEY = Path("build") / "keys" / "sif-signing.pem"
+KEY_ENV = "CHEXSTACK_SIF_KEY"
+#: A SIF build unpacks and squashes the whole image: minutes for the cpu image on 2 cores.
+BUILD_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class SifBuild:
+    path: Path
+    verification: Verification
+    key: Path
 
 
 def require_tool() -> str:
-    """Path of the ``singularity`` command spython drives (Apptainer ships one as a compatibility link)."""
-    singularity, apptainer = shutil.which("singularity"), shutil.which("apptainer")
-    if singularity:
-        return singularity
-    if apptainer:
-        raise ChexstackError("apptainer is at %s but has no `singularity` link, which spython's client calls; add "
-                             "one (ln -s %s /usr/local/bin/singularity)" % (apptainer, apptainer))
+    """Path of ``apptainer`` (else ``singularity``) on PATH; ChexstackError (exit 3) when neither is there."""
+    for name in TOOLS:
+        path = shutil.which(name)
+        if path:
+            return path
     raise ChexstackError("--runtime singularity needs apptainer or singularity on PATH; neither was found: %s"
                          % INSTALL_HINT, exit_code=ExitCode.TOOL_MISSING)
-
-
-def definition(ref: str, image_id: str) -> str:
-    """The definition that turns the local Docker image ``ref`` into a SIF labelled with its image ID."""
-    return "Bootstrap: docker-daemon\nFrom: %s\n\n%%labels\n    %s %s\n" % (ref, DOCKER_IMAGE_ID, image_id)
 
 
 def sif_path(ref: str, out_dir: Path) -> Path:
@@ -44,34 +69,123 @@ def sif_path(ref: str, out_dir: Path) -> Path:
     return out_dir / ("%s.sif" % ref.replace("/", "_").replace(":", "_"))
 
 
-def build_sif(ref: str, image_id: str, out_dir: Path) -> Path:
-    """Build ``<out_dir>/<name>_<tag>.sif`` from the Docker image ``ref``; returns its path."""
-    require_tool()
-    from spython.main import Client
+def public_key(private: Path) -> Path:
+    """The public half kept beside a private key: ``X.pem`` -> ``X.pub.pem``."""
+    return private.with_name(private.name[:-len(".pem")] + ".pub.pem" if private.name.endswith(".pem")
+                             else private.name + ".pub")
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sif = sif_path(ref, out_dir)
-    with tempfile.TemporaryDirectory(prefix="chexstack-sif-") as tmp:
-        recipe = Path(tmp) / "from-docker.def"
-        recipe.write_text(definition(ref, image_id))
-        result = Client.build(recipe=str(recipe), image=str(sif), sudo=os.geteuid() != 0, force=True,
-                              return_result=True, quiet=True)
-    if not isinstance(result, dict) or result.get("return_code") != 0:
-        message = result.get("message") if isinstance(result, dict) else result
-        raise ChexstackError("singularity build of %s from docker-daemon://%s failed: %s" % (sif, ref, message),
-                             exit_code=ExitCode.FAILED)
-    return sif
+
+def signing_key(path: str | Path | None = None) -> Path:
+    """The private key that signs SIFs: ``path``, else ``$CHEXSTACK_SIF_KEY``, else ``DEFAULT_KEY``, which is made
+    (ECDSA P-256, PKCS#8 PEM, mode 0600, with its public half ``*.pub.pem``) when absent. A key the user names
+    must exist with its public half beside it: ChexstackError naming the file otherwise."""
+    chosen = path or os.environ.get(KEY_ENV)
+    key = Path(chosen) if chosen else DEFAULT_KEY
+    if key.is_file() and public_key(key).is_file():
+        return key
+    if chosen:
+        missing = key if not key.is_file() else public_key(key)
+        raise ChexstackError("SIF signing key: %s does not exist (expected a PEM private key with its public key "
+                             "beside it as %s)" % (missing, public_key(key).name))
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    key.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    public_key(key).write_bytes(private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return key
+
+
+def definition(archive: Path, labels: dict[str, str]) -> str:
+    """The definition that turns a ``docker save`` archive into a SIF with ``labels``."""
+    lines = ["Bootstrap: docker-archive", "From: %s" % archive, "", "%labels"]
+    return "\n".join(lines + ["    %s %s" % kv for kv in sorted(labels.items())]) + "\n"
+
+
+def sif_labels(stack: Stack, image_id: str) -> dict[str, str]:
+    """The labels chexstack adds to a SIF: the Docker image ID it came from and the manifest's SHA-256."""
+    return {DOCKER_IMAGE_ID: image_id, MANIFEST_SHA256: manifest_digest(stack)}
+
+
+def _step(argv: list[str], what: str, timeout: float) -> None:
+    """``run_checked``, a failure being the build's (exit 1), not the user's input."""
+    try:
+        run_checked(argv, what, timeout=timeout)
+    except ChexstackError as e:
+        raise ChexstackError(str(e), exit_code=ExitCode.FAILED) from None
+
+
+def _save(client, image_id: str, archive: Path) -> None:
+    with open(archive, "wb") as f:
+        for chunk in client.images.get(image_id).save(named=False):
+            f.write(chunk)
 
 
 def probe_sif(sif: Path) -> dict:
-    """The in-image probe's JSON from inside ``sif`` (``{"error": ...}`` when it could not run)."""
-    require_tool()
-    from spython.main import Client
-
-    result = Client.execute(str(sif), ["python", PROBE], return_result=True, quiet=True)
-    if result.get("return_code") != 0:
-        return {"error": "exit %s: %s" % (result.get("return_code"), str(result.get("message"))[-500:])}
+    """The in-image probe's JSON from inside ``sif`` (``{"error": why}`` when it could not run)."""
+    res = run([require_tool(), "exec", "--cleanenv", "--env", "TF_CPP_MIN_LOG_LEVEL=3", str(sif), "python", PROBE],
+              timeout=600)
+    if not res.ok:
+        return {"error": res.why_not()}
     try:
-        return json.loads(result["message"] if isinstance(result["message"], str) else "".join(result["message"]))
+        return json.loads(res.stdout)
     except ValueError:
-        return {"error": "probe printed no JSON"}
+        return {"error": "probe printed no JSON: %s" % res.stdout[-500:]}
+
+
+def inspect_labels(sif: Path) -> dict[str, str]:
+    """The SIF's labels (``apptainer inspect --json``); {} when they cannot be read."""
+    res = run([require_tool(), "inspect", "--json", str(sif)], timeout=120)
+    try:
+        return json.loads(res.stdout)["data"]["attributes"]["labels"] or {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def sif_rows(sif: Path, wanted: dict[str, str], key: Path) -> list[Row]:
+    """One row per chexstack label (read back from the SIF) and one for its signature (``apptainer verify``)."""
+    found = inspect_labels(sif)
+    rows = [Row("label %s" % k, v, found.get(k, "(absent)"), "apptainer inspect --json",
+                MATCH if found.get(k) == v else MISMATCH) for k, v in sorted(wanted.items())]
+    res = run([require_tool(), "verify", "--key", str(public_key(key)), str(sif)], timeout=300)
+    rows.append(Row("signature", "verified with %s" % public_key(key), "verified" if res.ok else res.why_not(),
+                    "apptainer verify --key", MATCH if res.ok else MISMATCH))
+    return rows
+
+
+def verify_sif(stack: Stack, sif: Path, image_id: str, key: Path) -> Verification:
+    """Table 1 and Horovod rows from the probe inside ``sif``, then its labels and signature (module docstring)."""
+    result = compare(stack, probe_sif(sif))
+    return Verification(result.rows + sif_rows(sif, sif_labels(stack, image_id), key), result.probe_error)
+
+
+def build_sif(client, stack: Stack, ref: str, image_id: str, out_dir: Path, key: str | Path | None = None
+              ) -> SifBuild:
+    """Build, sign and verify the SIF of the verified Docker image ``image_id`` (module docstring)."""
+    tool = require_tool()
+    key_path = signing_key(key)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = sif_path(ref, out_dir)
+    partial = final.with_name(final.name + ".partial")
+    try:
+        with tempfile.TemporaryDirectory(prefix="chexstack-sif-", dir=out_dir) as tmp:
+            archive, recipe = Path(tmp) / "image.tar", Path(tmp) / "from-docker.def"
+            _save(client, image_id, archive)
+            recipe.write_text(definition(archive, sif_labels(stack, image_id)))
+            _step([tool, "build", "--force", str(partial), str(recipe)],
+                  "%s build of %s from the Docker image %s" % (os.path.basename(tool), final, image_id[:19]),
+                  BUILD_TIMEOUT_S)
+        _step([tool, "sign", "--key", str(key_path), str(partial)], "signing %s" % partial, 300)
+        verification = verify_sif(stack, partial, image_id, key_path)
+        if not verification.ok:
+            return SifBuild(final, verification, key_path)  # the caller prints the table and raises
+        os.replace(partial, final)
+        return SifBuild(final, verification, key_path)
+    finally:
+        if partial.exists():
+            partial.unlink()

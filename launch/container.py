@@ -14,7 +14,7 @@ the launcher holds the output folder's lock (``trainer.runlock``).
 ``--user UID:GID`` (the calling user's) with ``HOME`` on a tmpfs of that user: every file the run writes into
 ``--output`` belongs to whoever started it, not to root (who alone could delete it from shared storage); the
 image's root is used only when asked for (``as_root``), and always when the caller is root.
-Singularity: ``singularity exec --nv --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``: it runs as
+Singularity: ``apptainer exec [--nv] --bind DATA:/data:ro --bind OUTPUT:/output SIF horovodrun ...``: it runs as
 the calling user already (``as_root``: ``--fakeroot``, root in a user namespace; files still the user's).
 
 The controller (Gloo or MPI) is picked from the interfaces the container really has (``ls /sys/class/net`` in
@@ -182,8 +182,11 @@ def trainer_drift(image: str, stack_name: str) -> str | None:
 
 
 def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> Plan:
-    """The ``singularity exec --nv`` command of ``request`` in ``sif`` (host network: the host's interfaces), as
-    the calling user, or with ``--fakeroot`` for ``as_root``."""
+    """The ``apptainer exec`` command of ``request`` in ``sif`` (host network: the host's interfaces), as the
+    calling user, or with ``--fakeroot`` for ``as_root`` (root is root already); ``--nv`` (the host's NVIDIA
+    driver libraries and devices) only for a run with ``--gpus``: without GPUs it only warns that none are there.
+    Ranks under Open MPI copy through shared memory (``OMPI_IN_CONTAINER``): each ``exec`` has its own PID
+    namespace, across which Open MPI's CMA single copy does not work (it warns cma-different-user-namespace)."""
     from images.sif import require_tool
 
     request.check().check_paths()
@@ -193,7 +196,8 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
                              % sif)
     binds, inside = mounts(request)
     argv, env, controller, reason = _trainer_command(inside, local_interfaces())
-    run = [exe, "exec", "--nv", *(["--fakeroot"] if as_root else []), "--pwd", OUTPUT]
+    run = [exe, "exec", *(["--nv"] if request.gpus > 0 else []),
+           *(["--fakeroot"] if as_root and os.getuid() != 0 else []), "--pwd", OUTPUT]
     for source, path, ro in binds:
         run += ["--bind", "%s:%s%s" % (source, path, ":ro" if ro else "")]
     for k, v in sorted(env.items()):

@@ -34,6 +34,18 @@ def built_once(stack: str, base: str):
     return build(stack, base=base)
 
 
+@functools.lru_cache(maxsize=None)
+def sif_once(image_id: str, ref: str):
+    """``images.sif.build_sif`` of the verified cpu image once per test run, into ``build/sif`` (the path
+    ``invoke train --runtime singularity`` looks in), signed with the default project key; removed at the end of the
+    run unless CHEXSTACK_KEEP_TEST_IMAGES=1 (tests.leftovers)."""
+    from chexstack import engine
+    from envs.manifest import load_stack
+    from images.build import SIF_DIR
+    from images.sif import build_sif
+    return build_sif(engine.client(), load_stack("cpu"), ref, image_id, REPO / SIF_DIR)
+
+
 @pytest.fixture(scope="session")
 def testcluster():
     """The 2-host Slurm test cluster (``tests.testcluster``), up for the session, down at its end if it started it."""

@@ -209,9 +209,20 @@ def test_singularity_runs_as_the_user_and_fakeroot_on_request(tmp_path, monkeypa
     monkeypatch.setattr("images.sif.require_tool", lambda: "apptainer")
     sif = tmp_path / "x.sif"
     sif.write_bytes(b"")
+    monkeypatch.setattr("os.getuid", lambda: 1000)
     assert "--fakeroot" not in singularity_plan(_request(tmp_path), str(sif)).argv
-    assert singularity_plan(_request(tmp_path), str(sif), as_root=True).argv[:4] == [
-        "apptainer", "exec", "--nv", "--fakeroot"]
+    assert singularity_plan(_request(tmp_path), str(sif), as_root=True).argv[:3] == ["apptainer", "exec", "--fakeroot"]
+    monkeypatch.setattr("os.getuid", lambda: 0)  # root is root in the container already
+    assert "--fakeroot" not in singularity_plan(_request(tmp_path), str(sif), as_root=True).argv
+
+
+def test_singularity_binds_the_driver_only_for_a_gpu_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("images.sif.require_tool", lambda: "apptainer")
+    sif = tmp_path / "x.sif"
+    sif.write_bytes(b"")
+    assert "--nv" not in singularity_plan(_request(tmp_path), str(sif)).argv
+    plan = singularity_plan(_request(tmp_path, gpus=2), str(sif))
+    assert plan.argv[:3] == ["apptainer", "exec", "--nv"]
 
 
 def test_as_root_needs_a_stack():

@@ -9,6 +9,7 @@ DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST ca
 import os
 import socket
 import sys
+from collections import OrderedDict
 
 import numpy as np
 
@@ -85,6 +86,22 @@ def hold_output(rt, output):
             events.warn(lock.problem)
         outputs.remove_stale_temp_files(output)
     rt.output_lock = lock
+
+
+#: Set by Apptainer / SingularityCE inside a container: the image file it runs
+#: (https://apptainer.org/docs/user/main/environment_and_metadata.html).
+CONTAINER_ENV = (("apptainer", "APPTAINER_CONTAINER"), ("singularity", "SINGULARITY_CONTAINER"))
+
+
+def container():
+    """Where this process runs: ``{"runtime": "apptainer", "image": SIF path}`` inside a SIF, ``{"runtime":
+    "docker"}`` inside a Docker container (its ``/.dockerenv``), else None (bare metal)."""
+    for runtime, name in CONTAINER_ENV:
+        if os.environ.get(name):
+            return OrderedDict([("runtime", runtime), ("image", os.environ[name])])
+    if os.path.exists("/.dockerenv"):
+        return OrderedDict([("runtime", "docker")])
+    return None
 
 
 def rank_hosts(rt):

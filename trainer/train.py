@@ -309,7 +309,7 @@ def run(options):
         ("model", options.model), ("weights", options.weights), ("image_size", options.image_size),
         ("batch_size_per_rank", options.batch_size), ("global_batch_size", options.batch_size * rt.size),
         ("world_size", rt.size), ("hosts", runtime.rank_hosts(rt)), ("device", rt.device),
-        ("epochs", options.epochs),
+        ("container", runtime.container()), ("epochs", options.epochs),
         ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
         ("lr_scaled", learning_rate), ("warmup_epochs", warmup), ("seed", options.seed),
         ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau)),
