@@ -179,3 +179,58 @@ def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
     [(finding, fix)] = hang_evidence(Context(evidence=Replay(bundle)), log)
     assert finding == "nvidia-smi topo -p2p r reports P2P reads unsupported (GPU0–GPU1 CNS) while NCCL uses P2P"
     assert fix.startswith("NCCL_P2P_DISABLE=1")
+
+
+def test_35_duplicate_gpu_names_the_ranks_and_the_device_and_pins_gpus_not_the_network():
+    """../shared/cases/35 (horovod/horovod#3949): hvd.local_rank() 0 on both ranks of one node, both pin GPU 0 and
+    NCCL refuses the communicator: nccl.init names the ranks and the device; the remedy is rank->GPU pinning and the
+    MPI mismatch behind a local rank of 0 everywhere, never RoCE GIDs or routes."""
+    from validate.checks.nccl import judge_init
+
+    log = nccl.parse_nccl_log(case("35"))
+    assert [(d.device, d.ranks, d.pci) for d in log.duplicate_gpus] == [("3b000", [0, 1], "0000:3b:00.0")]
+    assert log.hosts == ["gpu-node-1"] and nccl.classify_nccl_failure(log) == "NCCL_DUPLICATE_GPU"
+    result = judge_init(log)
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
+    assert result.measured.startswith("the communicator never initialised: ranks 0 and 1 both on CUDA device 3b000")
+    for words in ("hvd.local_rank()", "CUDA_VISIBLE_DEVICES", "which mpirun", "ldd", "horovodrun --check-build",
+                  "--gpus-per-task"):
+        assert words in result.remedy
+    for wrong in ("GID", "route", "RoCE", "/dev/infiniband"):
+        assert wrong not in result.remedy
+
+
+def test_35_single_node_socket_selection_is_not_a_socket_fallback():
+    """The same log through nccl.transport: one node, NET/IB found no device, no channel over NET/: the Socket
+    selection carried nothing, so no "Socket fallback" and no --device=/dev/infiniband remedy; the run failed
+    before a communicator initialised, so it is a FAIL with the duplicate GPU's cause."""
+    log = nccl.parse_nccl_log(case("35"))
+    result = judge_transport(log)
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
+    assert result.measured.startswith("single node: no network needed (the Socket network NCCL selected")
+    assert "NCCL using Socket transport" not in result.measured and "/dev/infiniband" not in result.remedy
+    assert "GID" not in result.remedy
+    # between nodes the same selection is the TCP fallback, named as such (the transport's own code)
+    between = judge_transport(log, multi_node=True)
+    assert between.diagnosis == "NCCL_SOCKET_FALLBACK" and "NCCL using Socket transport" in between.measured
+    two_hosts = nccl.parse_nccl_log(case("35").replace("[1,1]<stdout>:gpu-node-1:", "[1,1]<stdout>:gpu-node-2:"))
+    assert two_hosts.hosts == ["gpu-node-1", "gpu-node-2"]
+    assert judge_transport(two_hosts).diagnosis == "NCCL_SOCKET_FALLBACK"
+    # a host HCA that is ACTIVE while NCCL sees none stays the fallback FAIL (../shared/cases/05)
+    ports = infiniband.parse_ibv_devinfo(case("05").split("# Container started")[0], device="mlx5_bond_0").ports
+    assert judge_transport(log, ports).measured == "NCCL using Socket transport although host HCA mlx5_bond_0 is ACTIVE"
+
+
+def test_35_duplicate_gpu_of_any_ranks_and_device():
+    """The kind, not the file: 8 ranks of one node on the same GPU (horovod/horovod#3929: "rank N and rank 0 both on
+    CUDA device 1000"), in unprefixed NCCL lines."""
+    from validate.checks.nccl import judge_init
+
+    lines = ["node7:%d:%d [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>" % (100 + r, 100 + r)
+             for r in range(8)]
+    lines += ["node7:%d:%d [0] init.cc:1032 NCCL WARN Duplicate GPU detected : rank %d and rank 0 both on CUDA device "
+              "1000" % (100 + r, 140 + r, r) for r in range(1, 8)]
+    lines.append("RuntimeError: ncclCommInitRank failed: invalid usage")
+    result = judge_init(nccl.parse_nccl_log("\n".join(lines)))
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
+    assert "ranks 0, 1, 2, 3, 4, 5, 6 and 7 all on CUDA device 1000 (PCI 0000:01:00.0)" in result.measured
