@@ -234,3 +234,66 @@ def test_35_duplicate_gpu_of_any_ranks_and_device():
     result = judge_init(nccl.parse_nccl_log("\n".join(lines)))
     assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
     assert "ranks 0, 1, 2, 3, 4, 5, 6 and 7 all on CUDA device 1000 (PCI 0000:01:00.0)" in result.measured
+
+
+def _case36() -> tuple[str, str]:
+    """(the head of nvidia-smi, the failing docker run's output) of ../shared/cases/36."""
+    head, run = case("36").split("$ nvidia-smi | head -4\n")[1].split("$ sudo docker run")
+    return head, run.split("\n", 1)[1]
+
+
+def test_36_nvidia_container_cli_cannot_load_nvml_while_the_host_driver_works():
+    """../shared/cases/36 (NVIDIA/nvidia-docker#1711): nvidia-smi answers on the host (driver 530.30.02), the hook's
+    nvidia-container-cli cannot load libnvidia-ml.so.1: the engine does not see the host's libraries (snap, Docker
+    Desktop), never "the host has no driver"; the head of nvidia-smi gives no GPU count, so no "0 GPUs"."""
+    from validate.checks.container import judge_container_gpus
+
+    head, run = _case36()
+    report = nvidia_smi.parse_table(head)
+    assert (report.driver_version, report.gpus, report.error) == ("530.30.02", [], None)
+    assert container.classify_runtime_error(run) == ["NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"]
+    assert container.library_not_loaded(run) == "libnvidia-ml.so.1"
+    result = judge_container_gpus(run, False, None, None, "docker run --gpus all", report.driver_version)
+    assert result.status.value == "FAIL" and result.diagnosis == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"
+    assert "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1" in result.measured
+    assert result.remedy.startswith("the host's driver works (nvidia-smi: driver 530.30.02)")
+    for words in ("snap", "Docker Desktop", "docker-ce", "docker.io", "nvidia-ctk runtime configure --runtime=docker",
+                  "ldconfig -p | grep libnvidia-ml.so.1", "/etc/nvidia-container-runtime/config.toml"):
+        assert words in result.remedy
+    unknown = judge_container_gpus(run, False, None, None, "docker run --gpus all", None)
+    for verdict in (result, unknown):
+        text = " ".join([verdict.measured, verdict.expected, verdict.remedy] + verdict.details)
+        assert "0 GPUs" not in text and "no driver" not in text and "install the NVIDIA driver" not in text
+        assert "driver is not loaded" not in text and "not installed" not in text
+    assert unknown.diagnosis == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND" and "run nvidia-smi on the host" in unknown.remedy
+
+
+def test_36_any_library_nvidia_container_cli_fails_to_load():
+    """The kind: the library by path (WSL's /usr/lib/wsl/lib), libcuda.so.1 of older libnvidia-container releases,
+    and docker's own lines after the error do not replace the quoted failure."""
+    from validate.checks.container import judge_container_gpus
+
+    _, run = _case36()
+    wsl = run.replace("failed: libnvidia-ml.so.1", "failed: /usr/lib/wsl/lib/libnvidia-ml.so.1")
+    assert container.classify_runtime_error(wsl) == ["NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"]
+    cuda = run.replace("libnvidia-ml.so.1", "libcuda.so.1") + "ERRO[0000] error waiting for container: context canceled\n"
+    result = judge_container_gpus(cuda, False, 4, None, "docker run --gpus all", "418.87.01")
+    assert result.diagnosis == "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND"
+    assert result.measured.endswith("load library failed: libcuda.so.1: cannot open shared object file: no such file "
+                                    "or directory: unknown.")
+    assert "ldconfig -p | grep libcuda.so.1" in result.remedy and "driver 418.87.01" in result.remedy
+
+
+def test_36_bundle_expects_the_hosts_gpus_not_zero(tmp_path):
+    """Through --from: the bundle holds only the head of nvidia-smi, so the GPU count is unknown (never 0)."""
+    import json
+
+    from tests.bundle_corpus import CORPUS, build
+    from validate.report import validate
+
+    build(CORPUS / "case36-docker-gpus-libnvidia-ml-load-failed.yaml", tmp_path / "b")
+    code = validate(json_path=str(tmp_path / "r.json"), from_bundle=str(tmp_path / "b"), only=["container.gpus"])
+    [gpus] = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert code == 1 and gpus["diagnosis"] == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"
+    assert gpus["expected"] == "nvidia-smi -L inside a container lists the host's GPUs"
+    assert "driver 530.30.02" in gpus["remedy"]

@@ -136,6 +136,16 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
     return snap
 
 
+def gpu_count(ctx: Context) -> int | None:
+    """GPUs nvidia-smi lists on this node; None when a bundle recorded no nvidia-smi, or only the head of its table
+    (``nvidia_smi_excerpt_run``: a driver and its maximum CUDA, no GPU rows — never "0 GPUs")."""
+    try:
+        snap = snapshot(ctx)
+    except MissingEvidence:
+        return None
+    return None if snap.excerpt and not snap.report.gpus else len(snap.report.gpus)
+
+
 def no_gpu_reason(ctx: Context) -> str | None:
     """Why GPU checks do not apply on this node, or None when there are NVIDIA GPUs (working or not) — or when a
     bundle recorded no nvidia-smi (each check then asks for its own evidence and SKIPs without it)."""

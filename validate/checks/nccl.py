@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
@@ -353,14 +353,6 @@ def _is_allreduce(res: ToolRun) -> bool:
     return any(os.path.basename(a) == "all_reduce_perf" for a in res.argv)
 
 
-def _gpus(ctx: Context) -> int | None:
-    """GPUs on this node per nvidia-smi; None when a bundle did not record nvidia-smi."""
-    try:
-        return len(snapshot(ctx).report.gpus)
-    except MissingEvidence:
-        return None
-
-
 def _run_allreduce(ctx: Context) -> ToolRun | str:
     """One all_reduce_perf run for this context (from a bundle: the run it recorded, ``recorded_nccl_run``), or why
     it cannot run."""
@@ -372,7 +364,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
                        "(MPI=1 for --hosts) and put its build/ on PATH"
         except MissingEvidence:  # a bundle holding a NCCL run but not the --help probe
             pass
-        gpus = _gpus(ctx) or 1
+        gpus = gpu_count(ctx) or 1
         env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
         args = ["all_reduce_perf", "-b", "1G", "-e", "1G", "-f", "2", "-w", "5", "-n", "20"]
         if len(ctx.hosts) > 1:
@@ -385,7 +377,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
 
 
 def _expected_ranks(ctx: Context) -> int | None:
-    gpus = _gpus(ctx)
+    gpus = gpu_count(ctx)
     return None if gpus is None else (gpus or 1) * max(1, len(ctx.hosts))
 
 
