@@ -237,6 +237,8 @@ CASES_JUDGED = {
     "05": "case05-nccl-socket-fallback-hca-active", "06": "case06-cuda-driver-too-old",
     "08": "case08-cuda-version-field", "21": "case21-singularity-nv-missing-libcuda",
     "23": "case23-gloo-loopback-only", "31": "case31-acs-redirect-p2p-hang",
+    "35": "case35-nccl-duplicate-gpu-local-rank-zero", "36": "case36-docker-gpus-libnvidia-ml-load-failed",
+    "39": "case39-open-kernel-module-pre-turing-gpu",
 }
 CASES_NOT_VALIDATE = {
     "02": "an image build that must fail at its Horovod/TF check (images/), and its runtime import error",
@@ -247,6 +249,7 @@ CASES_NOT_VALIDATE = {
     "18": "label parsing (trainer/)", "27": "Singularity recipe conversion (images/)",
     "28": "Dockerfile syntax (images/)", "29": "the Slurm launcher's image argument (launch/)",
     "32": "the launcher/trainer stopping a GPU run that sees no GPU (launch/, trainer/)",
+    "41": "conda installed-environment check (envs/)", "42": "Dockerfile conversion (images/)",
 }
 
 

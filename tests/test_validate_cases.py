@@ -10,7 +10,7 @@ from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
 from validate.checks.nccl import judge_transport
-from facts.parsers import container, infiniband, nccl, nvidia_smi, versions
+from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
 from facts.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
 
 
@@ -276,7 +276,8 @@ def test_36_any_library_nvidia_container_cli_fails_to_load():
     _, run = _case36()
     wsl = run.replace("failed: libnvidia-ml.so.1", "failed: /usr/lib/wsl/lib/libnvidia-ml.so.1")
     assert container.classify_runtime_error(wsl) == ["NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"]
-    cuda = run.replace("libnvidia-ml.so.1", "libcuda.so.1") + "ERRO[0000] error waiting for container: context canceled\n"
+    cuda = run.replace("libnvidia-ml.so.1", "libcuda.so.1") + "ERRO[0000] error waiting for container: context " \
+                                                                "canceled\n"
     result = judge_container_gpus(cuda, False, 4, None, "docker run --gpus all", "418.87.01")
     assert result.diagnosis == "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND"
     assert result.measured.endswith("load library failed: libcuda.so.1: cannot open shared object file: no such file "
@@ -297,3 +298,84 @@ def test_36_bundle_expects_the_hosts_gpus_not_zero(tmp_path):
     assert code == 1 and gpus["diagnosis"] == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"
     assert gpus["expected"] == "nvidia-smi -L inside a container lists the host's GPUs"
     assert "driver 530.30.02" in gpus["remedy"]
+
+
+def _case39(after: str) -> str:
+    from tests.bundle_corpus import text_of
+
+    return text_of({"case": "39", "after": after})
+
+
+def test_39_open_kernel_module_refuses_a_pre_turing_gpu():
+    """../shared/cases/39 (zzzhouuu/truenas-nvidia-drivers#20): a Tesla P4 (10de:1bb3) on the PCI bus, the loaded
+    nvidia.ko is the open module, nvidia-smi "No devices found": the cause comes from the kernel log, the remedy is
+    the proprietary kernel module flavour — never "driver not installed", never a hardware fault."""
+    from validate.checks.gpu import judge_inventory
+
+    smi, dmesg = _case39("$ nvidia-smi"), _case39("$ dmesg | grep NVRM")
+    [refusal] = kernel.parse_open_module_refusals(dmesg)
+    assert (refusal.device, refusal.pci_id, refusal.pre_turing) == ("0000:03:00.0", "10de:1bb3", True)
+    assert kernel.parse_dmesg(dmesg) == []  # RmInitAdapter failed is no Xid
+    for wording in (smi, smi.replace("No devices found", "No devices were found")):
+        report = nvidia_smi.parse_table(wording)
+        assert report.error.code == "NO_DEVICES" and report.error.message == wording.strip()
+        result = judge_inventory(report, ["0000:03:00.0"], refusals=[refusal])
+        assert result.status.value == "FAIL" and result.diagnosis == "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU"
+        assert result.measured == (
+            "1 NVIDIA GPU on the PCI bus, nvidia-smi sees none (%s): the loaded open nvidia.ko does not support "
+            "0000:03:00.0 (PCI ID 10de:1bb3), which has no GPU System Processor (GSP)" % wording.strip())
+        assert "pre-Turing" in " ".join(result.details)
+        for words in ("proprietary kernel module flavour", "-m=kernel", "-open", "kernel.conf"):
+            assert words in result.remedy
+        text = " ".join([result.measured, result.remedy] + result.details)
+        for wrong in ("not installed", "install the NVIDIA driver", "modprobe", "drain", "reset the GPU", "service"):
+            assert wrong not in text
+    # without the kernel log the verdict stays the driver's own words (no cause invented)
+    assert judge_inventory(nvidia_smi.parse_table(smi), ["0000:03:00.0"]).diagnosis == "NO_DEVICES"
+
+
+def test_39_any_refused_gpu_any_log_layout_and_what_nvidia_smi_prints_instead():
+    """The kind: the same refusal for a Tesla V100 (10de:1db5, NVIDIA/open-gpu-kernel-modules#322) with a timestamp
+    on every dmesg line, while nvidia-smi cannot talk to the driver; one refused GPU of two; a PCI ID in Turing's
+    range or later (these have a GSP) is not told to leave the open modules."""
+    from validate.checks.gpu import judge_inventory
+
+    v100 = ("[    5.101] NVRM: The NVIDIA GPU 0000:1a:00.0 (PCI ID: 10de:1db5)\n"
+            "[    5.101] NVRM: installed in this system is not supported by open\n"
+            "[    5.101] NVRM: nvidia.ko because it does not include the required GPU\n"
+            "[    5.101] NVRM: System Processor (GSP).\n"
+            "[    5.102] NVRM: Please see the 'Open Linux Kernel Modules' and 'GSP\n")
+    refusals = kernel.parse_open_module_refusals(v100)
+    assert [(r.device, r.pci_id, r.pre_turing) for r in refusals] == [("0000:1a:00.0", "10de:1db5", True)]
+    no_driver = nvidia_smi.parse_table("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                                       "driver. Make sure that the latest NVIDIA driver is installed and running.\n")
+    result = judge_inventory(no_driver, ["0000:1a:00.0"], refusals=refusals)
+    assert result.diagnosis == "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU" and "-m=kernel" in result.remedy
+    # a GPU nvidia-smi lists (its bus id in nvidia-smi's 8-digit domain form) is not said to be refused
+    one = nvidia_smi.SmiReport(driver_version="580.65.06", gpus=[nvidia_smi.Gpu(0, "Tesla T4", "00000000:3B:00.0")])
+    both = kernel.parse_open_module_refusals(v100 + v100.replace("0000:1a:00.0", "0000:3b:00.0"))
+    assert judge_inventory(one, ["0000:3b:00.0", "0000:1a:00.0"], refusals=both).measured.startswith(
+        "2 NVIDIA GPUs on the PCI bus, nvidia-smi sees 1: the loaded open nvidia.ko does not support 0000:1a:00.0 ")
+    blackwell = kernel.parse_open_module_refusals(v100.replace("10de:1db5", "10de:2b85"))
+    newer = judge_inventory(nvidia_smi.parse_table("No devices were found\n"), ["0000:1a:00.0"], refusals=blackwell)
+    assert newer.diagnosis == "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU" and "Turing's range or later" in newer.remedy
+    assert "proprietary" not in newer.remedy
+
+
+def test_39_bundle_verdict_does_not_depend_on_nvidia_smis_exit_status(tmp_path):
+    import json
+
+    from tests.bundle_corpus import CORPUS, build
+    from validate.report import validate
+
+    build(CORPUS / "case39-open-kernel-module-pre-turing-gpu.yaml", tmp_path / "b")
+    index = tmp_path / "b" / "bundle.json"
+    verdicts = []
+    for rc in (6, 0):
+        doc = json.loads(index.read_text())
+        next(e for e in doc["evidence"] if e.get("argv") == ["nvidia-smi"])["rc"] = rc
+        index.write_text(json.dumps(doc))
+        code = validate(json_path=str(tmp_path / "r.json"), from_bundle=str(tmp_path / "b"), only=["gpu.inventory"])
+        [inventory] = json.loads((tmp_path / "r.json").read_text())["results"]
+        verdicts.append((code, inventory["status"], inventory["diagnosis"], inventory["measured"]))
+    assert verdicts[0] == verdicts[1] and verdicts[0][:3] == (1, "FAIL", "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU")

@@ -272,8 +272,8 @@ def parse_nccl_log(text: str) -> NcclLog:
 def classify_nccl_failure(log: NcclLog) -> str | None:
     """The root cause code behind a generic ``ncclCommInitRank failed: unhandled system error`` (or ``invalid
     usage``): ``NCCL_DUPLICATE_GPU`` (two ranks of one host on the same GPU, ``Duplicate GPU detected``:
-    https://github.com/horovod/horovod/issues/3949), ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm segment: /dev/shm too small,
-    https://github.com/NVIDIA/nccl/issues/290),
+    https://github.com/horovod/horovod/issues/3949), ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm
+    segment: /dev/shm too small, https://github.com/NVIDIA/nccl/issues/290),
     ``NCCL_NO_LIBIBVERBS`` (rdma-core user space missing, fixture 36), ``NCCL_IB_DEVICE_NOT_VISIBLE`` (an HCA
     NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), or None."""
     if log.duplicate_gpus:
