@@ -379,3 +379,21 @@ def test_39_bundle_verdict_does_not_depend_on_nvidia_smis_exit_status(tmp_path):
         [inventory] = json.loads((tmp_path / "r.json").read_text())["results"]
         verdicts.append((code, inventory["status"], inventory["diagnosis"], inventory["measured"]))
     assert verdicts[0] == verdicts[1] and verdicts[0][:3] == (1, "FAIL", "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU")
+
+
+def test_35_the_table_shows_the_remedy_as_written(tmp_path):
+    """The table prints cells as text: ``gpus[hvd.local_rank()]`` and a rank prefix ``[1,0]`` are not rich markup."""
+    from chexstack.console import console
+    from tests.bundle_corpus import CORPUS, build
+    from validate.checks.nccl import DUPLICATE_GPU_REMEDY
+    from validate.report import validate
+
+    build(CORPUS / "case35-nccl-duplicate-gpu-local-rank-zero.yaml", tmp_path / "b")
+    width = console.width
+    console.width = 2000
+    try:
+        with console.capture() as shown:
+            validate(from_bundle=str(tmp_path / "b"), only=["nccl.init"])
+    finally:
+        console.width = width
+    assert "gpus[hvd.local_rank()]" in DUPLICATE_GPU_REMEDY and DUPLICATE_GPU_REMEDY in shown.get()
