@@ -179,7 +179,9 @@ JUDGED_BY_WHAT_IT_PROVES = {
         ("WARN", "PASS is against the source's own ~180 GB/s; the nodes' GPUs and RoCE ports are not recorded, so "
                  "no sourced floor applies and the number is shown as a WARN"),
     ("nccl-debug-info-socket-no-ib-horovodrun.txt", "nccl.transport"):
-        ("WARN", "FAIL holds \"for an IB cluster\"; the log (a one-node horovodrun) records no HCA of the node"),
+        ("PASS", "FAIL holds \"for an IB cluster\" between nodes; the log is a one-node horovodrun (-H localhost:4, "
+                 "every rank on node01) whose channels are all shared memory: its Socket selection carried nothing, "
+                 "and no HCA of the node is recorded (../shared/cases/35: not a Socket fallback)"),
     ("nccl-debug-info-socket-libibverbs-missing-t4-2.8.3.txt", "nccl.transport"):
         ("WARN", "FAIL holds \"on IB nodes\"; the log records no HCA of the node"),
     ("ib_write_bw-roce100g-oci-98gbps.txt", "ib.write_bw"):
@@ -235,6 +237,8 @@ CASES_JUDGED = {
     "05": "case05-nccl-socket-fallback-hca-active", "06": "case06-cuda-driver-too-old",
     "08": "case08-cuda-version-field", "21": "case21-singularity-nv-missing-libcuda",
     "23": "case23-gloo-loopback-only", "31": "case31-acs-redirect-p2p-hang",
+    "35": "case35-nccl-duplicate-gpu-local-rank-zero", "36": "case36-docker-gpus-libnvidia-ml-load-failed",
+    "39": "case39-open-kernel-module-pre-turing-gpu",
 }
 CASES_NOT_VALIDATE = {
     "02": "an image build that must fail at its Horovod/TF check (images/), and its runtime import error",
@@ -245,6 +249,7 @@ CASES_NOT_VALIDATE = {
     "18": "label parsing (trainer/)", "27": "Singularity recipe conversion (images/)",
     "28": "Dockerfile syntax (images/)", "29": "the Slurm launcher's image argument (launch/)",
     "32": "the launcher/trainer stopping a GPU run that sees no GPU (launch/, trainer/)",
+    "41": "conda installed-environment check (envs/)", "42": "Dockerfile conversion (images/)",
 }
 
 

@@ -10,7 +10,7 @@ from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
 from validate.checks.nccl import judge_transport
-from facts.parsers import container, infiniband, nccl, nvidia_smi, versions
+from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
 from facts.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
 
 
@@ -179,3 +179,221 @@ def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
     [(finding, fix)] = hang_evidence(Context(evidence=Replay(bundle)), log)
     assert finding == "nvidia-smi topo -p2p r reports P2P reads unsupported (GPU0–GPU1 CNS) while NCCL uses P2P"
     assert fix.startswith("NCCL_P2P_DISABLE=1")
+
+
+def test_35_duplicate_gpu_names_the_ranks_and_the_device_and_pins_gpus_not_the_network():
+    """../shared/cases/35 (horovod/horovod#3949): hvd.local_rank() 0 on both ranks of one node, both pin GPU 0 and
+    NCCL refuses the communicator: nccl.init names the ranks and the device; the remedy is rank->GPU pinning and the
+    MPI mismatch behind a local rank of 0 everywhere, never RoCE GIDs or routes."""
+    from validate.checks.nccl import judge_init
+
+    log = nccl.parse_nccl_log(case("35"))
+    assert [(d.device, d.ranks, d.pci) for d in log.duplicate_gpus] == [("3b000", [0, 1], "0000:3b:00.0")]
+    assert log.hosts == ["gpu-node-1"] and nccl.classify_nccl_failure(log) == "NCCL_DUPLICATE_GPU"
+    result = judge_init(log)
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
+    assert result.measured.startswith("the communicator never initialised: ranks 0 and 1 both on CUDA device 3b000")
+    for words in ("hvd.local_rank()", "CUDA_VISIBLE_DEVICES", "which mpirun", "ldd", "horovodrun --check-build",
+                  "--gpus-per-task"):
+        assert words in result.remedy
+    for wrong in ("GID", "route", "RoCE", "/dev/infiniband"):
+        assert wrong not in result.remedy
+
+
+def test_35_single_node_socket_selection_is_not_a_socket_fallback():
+    """The same log through nccl.transport: one node, NET/IB found no device, no channel over NET/: the Socket
+    selection carried nothing, so no "Socket fallback" and no --device=/dev/infiniband remedy; the run failed
+    before a communicator initialised, so it is a FAIL with the duplicate GPU's cause."""
+    log = nccl.parse_nccl_log(case("35"))
+    result = judge_transport(log)
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
+    assert result.measured.startswith("single node: no network needed (the Socket network NCCL selected")
+    assert "NCCL using Socket transport" not in result.measured and "/dev/infiniband" not in result.remedy
+    assert "GID" not in result.remedy
+    # between nodes the same selection is the TCP fallback, named as such (the transport's own code)
+    between = judge_transport(log, multi_node=True)
+    assert between.diagnosis == "NCCL_SOCKET_FALLBACK" and "NCCL using Socket transport" in between.measured
+    two_hosts = nccl.parse_nccl_log(case("35").replace("[1,1]<stdout>:gpu-node-1:", "[1,1]<stdout>:gpu-node-2:"))
+    assert two_hosts.hosts == ["gpu-node-1", "gpu-node-2"]
+    assert judge_transport(two_hosts).diagnosis == "NCCL_SOCKET_FALLBACK"
+    # a host HCA that is ACTIVE while NCCL sees none stays the fallback FAIL (../shared/cases/05)
+    ports = infiniband.parse_ibv_devinfo(case("05").split("# Container started")[0], device="mlx5_bond_0").ports
+    assert judge_transport(log, ports).measured == "NCCL using Socket transport although host HCA mlx5_bond_0 is ACTIVE"
+
+
+def test_35_duplicate_gpu_of_any_ranks_and_device():
+    """The kind, not the file: 8 ranks of one node on the same GPU (horovod/horovod#3929: "rank N and rank 0 both on
+    CUDA device 1000"), in unprefixed NCCL lines."""
+    from validate.checks.nccl import judge_init
+
+    lines = ["node7:%d:%d [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>" % (100 + r, 100 + r)
+             for r in range(8)]
+    lines += ["node7:%d:%d [0] init.cc:1032 NCCL WARN Duplicate GPU detected : rank %d and rank 0 both on CUDA device "
+              "1000" % (100 + r, 140 + r, r) for r in range(1, 8)]
+    lines.append("RuntimeError: ncclCommInitRank failed: invalid usage")
+    result = judge_init(nccl.parse_nccl_log("\n".join(lines)))
+    assert result.status.value == "FAIL" and result.diagnosis == "NCCL_DUPLICATE_GPU"
+    assert "ranks 0, 1, 2, 3, 4, 5, 6 and 7 all on CUDA device 1000 (PCI 0000:01:00.0)" in result.measured
+
+
+def _case36() -> tuple[str, str]:
+    """(the head of nvidia-smi, the failing docker run's output) of ../shared/cases/36."""
+    head, run = case("36").split("$ nvidia-smi | head -4\n")[1].split("$ sudo docker run")
+    return head, run.split("\n", 1)[1]
+
+
+def test_36_nvidia_container_cli_cannot_load_nvml_while_the_host_driver_works():
+    """../shared/cases/36 (NVIDIA/nvidia-docker#1711): nvidia-smi answers on the host (driver 530.30.02), the hook's
+    nvidia-container-cli cannot load libnvidia-ml.so.1: the engine does not see the host's libraries (snap, Docker
+    Desktop), never "the host has no driver"; the head of nvidia-smi gives no GPU count, so no "0 GPUs"."""
+    from validate.checks.container import judge_container_gpus
+
+    head, run = _case36()
+    report = nvidia_smi.parse_table(head)
+    assert (report.driver_version, report.gpus, report.error) == ("530.30.02", [], None)
+    assert container.classify_runtime_error(run) == ["NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"]
+    assert container.library_not_loaded(run) == "libnvidia-ml.so.1"
+    result = judge_container_gpus(run, False, None, None, "docker run --gpus all", report.driver_version)
+    assert result.status.value == "FAIL" and result.diagnosis == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"
+    assert "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1" in result.measured
+    assert result.remedy.startswith("the host's driver works (nvidia-smi: driver 530.30.02)")
+    for words in ("snap", "Docker Desktop", "docker-ce", "docker.io", "nvidia-ctk runtime configure --runtime=docker",
+                  "ldconfig -p | grep libnvidia-ml.so.1", "/etc/nvidia-container-runtime/config.toml"):
+        assert words in result.remedy
+    unknown = judge_container_gpus(run, False, None, None, "docker run --gpus all", None)
+    for verdict in (result, unknown):
+        text = " ".join([verdict.measured, verdict.expected, verdict.remedy] + verdict.details)
+        assert "0 GPUs" not in text and "no driver" not in text and "install the NVIDIA driver" not in text
+        assert "driver is not loaded" not in text and "not installed" not in text
+    assert unknown.diagnosis == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND" and "run nvidia-smi on the host" in unknown.remedy
+
+
+def test_36_any_library_nvidia_container_cli_fails_to_load():
+    """The kind: the library by path (WSL's /usr/lib/wsl/lib), libcuda.so.1 of older libnvidia-container releases,
+    and docker's own lines after the error do not replace the quoted failure."""
+    from validate.checks.container import judge_container_gpus
+
+    _, run = _case36()
+    wsl = run.replace("failed: libnvidia-ml.so.1", "failed: /usr/lib/wsl/lib/libnvidia-ml.so.1")
+    assert container.classify_runtime_error(wsl) == ["NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"]
+    cuda = run.replace("libnvidia-ml.so.1", "libcuda.so.1") + "ERRO[0000] error waiting for container: context " \
+                                                                "canceled\n"
+    result = judge_container_gpus(cuda, False, 4, None, "docker run --gpus all", "418.87.01")
+    assert result.diagnosis == "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND"
+    assert result.measured.endswith("load library failed: libcuda.so.1: cannot open shared object file: no such file "
+                                    "or directory: unknown.")
+    assert "ldconfig -p | grep libcuda.so.1" in result.remedy and "driver 418.87.01" in result.remedy
+
+
+def test_36_bundle_expects_the_hosts_gpus_not_zero(tmp_path):
+    """Through --from: the bundle holds only the head of nvidia-smi, so the GPU count is unknown (never 0)."""
+    import json
+
+    from tests.bundle_corpus import CORPUS, build
+    from validate.report import validate
+
+    build(CORPUS / "case36-docker-gpus-libnvidia-ml-load-failed.yaml", tmp_path / "b")
+    code = validate(json_path=str(tmp_path / "r.json"), from_bundle=str(tmp_path / "b"), only=["container.gpus"])
+    [gpus] = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert code == 1 and gpus["diagnosis"] == "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND"
+    assert gpus["expected"] == "nvidia-smi -L inside a container lists the host's GPUs"
+    assert "driver 530.30.02" in gpus["remedy"]
+
+
+def _case39(after: str) -> str:
+    from tests.bundle_corpus import text_of
+
+    return text_of({"case": "39", "after": after})
+
+
+def test_39_open_kernel_module_refuses_a_pre_turing_gpu():
+    """../shared/cases/39 (zzzhouuu/truenas-nvidia-drivers#20): a Tesla P4 (10de:1bb3) on the PCI bus, the loaded
+    nvidia.ko is the open module, nvidia-smi "No devices found": the cause comes from the kernel log, the remedy is
+    the proprietary kernel module flavour — never "driver not installed", never a hardware fault."""
+    from validate.checks.gpu import judge_inventory
+
+    smi, dmesg = _case39("$ nvidia-smi"), _case39("$ dmesg | grep NVRM")
+    [refusal] = kernel.parse_open_module_refusals(dmesg)
+    assert (refusal.device, refusal.pci_id, refusal.pre_turing) == ("0000:03:00.0", "10de:1bb3", True)
+    assert kernel.parse_dmesg(dmesg) == []  # RmInitAdapter failed is no Xid
+    for wording in (smi, smi.replace("No devices found", "No devices were found")):
+        report = nvidia_smi.parse_table(wording)
+        assert report.error.code == "NO_DEVICES" and report.error.message == wording.strip()
+        result = judge_inventory(report, ["0000:03:00.0"], refusals=[refusal])
+        assert result.status.value == "FAIL" and result.diagnosis == "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU"
+        assert result.measured == (
+            "1 NVIDIA GPU on the PCI bus, nvidia-smi sees none (%s): the loaded open nvidia.ko does not support "
+            "0000:03:00.0 (PCI ID 10de:1bb3), which has no GPU System Processor (GSP)" % wording.strip())
+        assert "pre-Turing" in " ".join(result.details)
+        for words in ("proprietary kernel module flavour", "-m=kernel", "-open", "kernel.conf"):
+            assert words in result.remedy
+        text = " ".join([result.measured, result.remedy] + result.details)
+        for wrong in ("not installed", "install the NVIDIA driver", "modprobe", "drain", "reset the GPU", "service"):
+            assert wrong not in text
+    # without the kernel log the verdict stays the driver's own words (no cause invented)
+    assert judge_inventory(nvidia_smi.parse_table(smi), ["0000:03:00.0"]).diagnosis == "NO_DEVICES"
+
+
+def test_39_any_refused_gpu_any_log_layout_and_what_nvidia_smi_prints_instead():
+    """The kind: the same refusal for a Tesla V100 (10de:1db5, NVIDIA/open-gpu-kernel-modules#322) with a timestamp
+    on every dmesg line, while nvidia-smi cannot talk to the driver; one refused GPU of two; a PCI ID in Turing's
+    range or later (these have a GSP) is not told to leave the open modules."""
+    from validate.checks.gpu import judge_inventory
+
+    v100 = ("[    5.101] NVRM: The NVIDIA GPU 0000:1a:00.0 (PCI ID: 10de:1db5)\n"
+            "[    5.101] NVRM: installed in this system is not supported by open\n"
+            "[    5.101] NVRM: nvidia.ko because it does not include the required GPU\n"
+            "[    5.101] NVRM: System Processor (GSP).\n"
+            "[    5.102] NVRM: Please see the 'Open Linux Kernel Modules' and 'GSP\n")
+    refusals = kernel.parse_open_module_refusals(v100)
+    assert [(r.device, r.pci_id, r.pre_turing) for r in refusals] == [("0000:1a:00.0", "10de:1db5", True)]
+    no_driver = nvidia_smi.parse_table("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                                       "driver. Make sure that the latest NVIDIA driver is installed and running.\n")
+    result = judge_inventory(no_driver, ["0000:1a:00.0"], refusals=refusals)
+    assert result.diagnosis == "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU" and "-m=kernel" in result.remedy
+    # a GPU nvidia-smi lists (its bus id in nvidia-smi's 8-digit domain form) is not said to be refused
+    one = nvidia_smi.SmiReport(driver_version="580.65.06", gpus=[nvidia_smi.Gpu(0, "Tesla T4", "00000000:3B:00.0")])
+    both = kernel.parse_open_module_refusals(v100 + v100.replace("0000:1a:00.0", "0000:3b:00.0"))
+    assert judge_inventory(one, ["0000:3b:00.0", "0000:1a:00.0"], refusals=both).measured.startswith(
+        "2 NVIDIA GPUs on the PCI bus, nvidia-smi sees 1: the loaded open nvidia.ko does not support 0000:1a:00.0 ")
+    blackwell = kernel.parse_open_module_refusals(v100.replace("10de:1db5", "10de:2b85"))
+    newer = judge_inventory(nvidia_smi.parse_table("No devices were found\n"), ["0000:1a:00.0"], refusals=blackwell)
+    assert newer.diagnosis == "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU" and "Turing's range or later" in newer.remedy
+    assert "proprietary" not in newer.remedy
+
+
+def test_39_bundle_verdict_does_not_depend_on_nvidia_smis_exit_status(tmp_path):
+    import json
+
+    from tests.bundle_corpus import CORPUS, build
+    from validate.report import validate
+
+    build(CORPUS / "case39-open-kernel-module-pre-turing-gpu.yaml", tmp_path / "b")
+    index = tmp_path / "b" / "bundle.json"
+    verdicts = []
+    for rc in (6, 0):
+        doc = json.loads(index.read_text())
+        next(e for e in doc["evidence"] if e.get("argv") == ["nvidia-smi"])["rc"] = rc
+        index.write_text(json.dumps(doc))
+        code = validate(json_path=str(tmp_path / "r.json"), from_bundle=str(tmp_path / "b"), only=["gpu.inventory"])
+        [inventory] = json.loads((tmp_path / "r.json").read_text())["results"]
+        verdicts.append((code, inventory["status"], inventory["diagnosis"], inventory["measured"]))
+    assert verdicts[0] == verdicts[1] and verdicts[0][:3] == (1, "FAIL", "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU")
+
+
+def test_35_the_table_shows_the_remedy_as_written(tmp_path):
+    """The table prints cells as text: ``gpus[hvd.local_rank()]`` and a rank prefix ``[1,0]`` are not rich markup."""
+    from chexstack.console import console
+    from tests.bundle_corpus import CORPUS, build
+    from validate.checks.nccl import DUPLICATE_GPU_REMEDY
+    from validate.report import validate
+
+    build(CORPUS / "case35-nccl-duplicate-gpu-local-rank-zero.yaml", tmp_path / "b")
+    width = console.width
+    console.width = 2000
+    try:
+        with console.capture() as shown:
+            validate(from_bundle=str(tmp_path / "b"), only=["nccl.init"])
+    finally:
+        console.width = width
+    assert "gpus[hvd.local_rank()]" in DUPLICATE_GPU_REMEDY and DUPLICATE_GPU_REMEDY in shown.get()

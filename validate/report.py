@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
@@ -112,9 +113,9 @@ def print_table(report: Report) -> None:
     table = Table(title=title, show_lines=False)
     for col in ("check", "status", "measured", "expected", "remedy"):
         table.add_column(col, overflow="fold")
-    for r in report.results:
-        table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), findings(r),
-                      r.expected if r.status != Status.SKIP else "", r.remedy)
+    for r in report.results:  # the cells as plain text: node output and remedies hold [brackets], never markup
+        table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), Text(findings(r)),
+                      Text(r.expected if r.status != Status.SKIP else ""), Text(r.remedy))
     console.print(table)
     counts = report.counts()
     console.print("%s in %.1f s — exit %d" % (", ".join("%d %s" % (n, s) for s, n in counts.items() if n),

@@ -10,6 +10,10 @@ Error codes (one per diagnosis, several spellings each):
   the runtime (nvidia-container-toolkit#653); fix ``nvidia-ctk runtime configure --runtime=docker``.
 * ``CUDA_DRIVER_TOO_OLD``: ``unsatisfied condition: cuda >= X`` (nvidia-container-cli) and ``CUDA driver version
   is insufficient for CUDA runtime version`` (cudaError 35) (https://github.com/NVIDIA/nvidia-docker/issues/745).
+* ``NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND``: ``nvidia-container-cli: initialization error: load library failed:
+  libnvidia-ml.so.1: cannot open shared object file`` — the hook's nvidia-container-cli cannot dlopen NVML where
+  the engine runs it (https://github.com/NVIDIA/nvidia-docker/issues/1711); another driver library it cannot load
+  (``libcuda.so.1`` of older libnvidia-container releases) is ``NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND``.
 """
 from __future__ import annotations
 
@@ -23,9 +27,24 @@ _ERRORS = (
 )
 
 
+#: libnvidia-container's ``xdlopen``: ``load library failed: <dlerror()>``, dlerror naming the library (or its path).
+_LOAD_LIBRARY = re.compile(r"load library failed: (?:[^\s:]*/)?(lib[\w.+-]*?\.so(?:\.\d+)*)")
+
+
+def library_not_loaded(text: str) -> str | None:
+    """The library nvidia-container-cli failed to load (``libnvidia-ml.so.1``), or None."""
+    m = _LOAD_LIBRARY.search(text or "")
+    return m.group(1) if m else None
+
+
 def classify_runtime_error(text: str) -> list[str]:
     """Diagnosis codes found in a docker/nvidia-container-cli/CUDA error text, in the order above."""
-    return [code for code, rx in _ERRORS if rx.search(text or "")]
+    codes = [code for code, rx in _ERRORS if rx.search(text or "")]
+    library = library_not_loaded(text)
+    if library:
+        codes.append("NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND" if library.startswith("libnvidia-ml.")
+                     else "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND")
+    return codes
 
 
 def docker_runtimes(text: str) -> tuple[list[str], str | None]:

@@ -1,4 +1,5 @@
-"""Kernel log (``dmesg``) lines of the NVIDIA driver: NVRM Xid events, "fallen off the bus", NVSwitch SXid.
+"""Kernel log (``dmesg``) lines of the NVIDIA driver: NVRM Xid events, "fallen off the bus", NVSwitch SXid, and the
+open kernel module's refusal of a GPU without a GSP.
 
 Xid meanings: NVIDIA's Xid catalog (https://docs.nvidia.com/deploy/xid-errors/). Newer drivers report a GPU
 that fell off the bus at probe time as a multi-line message with no Xid number (fixture 53, the multi-line form
@@ -55,3 +56,45 @@ def parse_dmesg(text: str) -> list[XidEvent]:
         if not any(bus.lower().startswith(d) or d.startswith(bus.lower()) for d in lost):
             events.append(XidEvent(bus, 79, "fallen off the bus (no Xid number printed)", True))
     return events
+
+
+#: NVIDIA device IDs of Turing start at 0x1e00 (TU102 10de:1e02…; Volta GV100 10de:1db1…, Pascal 10de:15f0-1dxx,
+#: Maxwell/Kepler lower): the PCI ID repository, https://pci-ids.ucw.cz/read/PC/10de. The open kernel modules support
+#: Turing and later only (NVIDIA driver README, "Open Linux Kernel Modules" and "GSP Firmware").
+TURING_FIRST_DEVICE_ID = 0x1E00
+
+
+@dataclass(frozen=True)
+class OpenModuleRefusal:
+    """The open nvidia.ko refusing a GPU: ``NVRM: The NVIDIA GPU 0000:03:00.0 (PCI ID: 10de:1bb3) / installed in
+    this system is not supported by open / nvidia.ko because it does not include the required GPU / System
+    Processor (GSP).`` (open-gpu-kernel-modules kernel-open/nvidia/nv.c;
+    https://github.com/NVIDIA/open-gpu-kernel-modules/issues/322). ``device``: the PCI address (lower case),
+    ``pci_id``: ``vendor:device`` in hex."""
+
+    device: str
+    pci_id: str
+
+    @property
+    def pre_turing(self) -> bool:
+        """An NVIDIA device ID below Turing's first (``TURING_FIRST_DEVICE_ID``): Maxwell, Pascal, Volta or older."""
+        vendor, device = self.pci_id.split(":")
+        return vendor == "10de" and int(device, 16) < TURING_FIRST_DEVICE_ID
+
+
+_REFUSAL = re.compile(r"The NVIDIA GPU ([0-9a-fA-F:.]+) \(PCI ID: ([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\)"
+                      r"(?:(?!The NVIDIA GPU).){0,240}?(?:not supported by open|does not include the required GPU|"
+                      r"System Processor \(GSP\))")
+
+
+def parse_open_module_refusals(text: str) -> list[OpenModuleRefusal]:
+    """Every GPU the open kernel module refused, once each, in order. The message spans several ``NVRM:`` lines
+    (each with its own timestamp in ``dmesg``, indented continuations in a pasted transcript, ``kernel:`` prefixes
+    in ``journalctl -k``): the text after each line's ``NVRM:`` is read as one message."""
+    joined = " ".join(line.split("NVRM:", 1)[1].strip() for line in (text or "").splitlines() if "NVRM:" in line)
+    out: list[OpenModuleRefusal] = []
+    for m in _REFUSAL.finditer(joined):
+        refusal = OpenModuleRefusal(m.group(1).lower(), "%s:%s" % (m.group(2).lower(), m.group(3).lower()))
+        if refusal not in out:
+            out.append(refusal)
+    return out

@@ -125,6 +125,24 @@ class NetDevice:
 
 
 @dataclass
+class DuplicateGpu:
+    """NCCL's refusal of a communicator in which several ranks of one host use the same GPU: ``init.cc: NCCL WARN
+    Duplicate GPU detected : rank A and rank B both on CUDA device X`` (``ncclInvalidUsage``; NVIDIA/nccl
+    src/init.cc, https://github.com/horovod/horovod/issues/3949). ``device``: NCCL's bus id as it prints it (hex,
+    ``3b000``); ``ranks``: every rank named on that device, sorted."""
+
+    device: str
+    ranks: list[int] = field(default_factory=list)
+
+    @property
+    def pci(self) -> str:
+        """The device's PCI address: NCCL prints ``busIdToInt64("0000:3b:00.0")``, the address's hex digits as one
+        number (NVIDIA/nccl src/misc/utils.cc), so ``3b000`` is ``0000:3b:00.0``."""
+        digits = self.device.lower().rjust(9, "0")
+        return "%s:%s:%s.%s" % (digits[:-5], digits[-5:-3], digits[-3:-1], digits[-1])
+
+
+@dataclass
 class NcclLog:
     """What an ``NCCL_DEBUG=INFO`` log says about transport.
 
@@ -136,7 +154,9 @@ class NcclLog:
     segment NCCL failed to create after ``posix_fallocate … No space left on device``; ``init_complete``: a
     communicator finished initialising (``… Init COMPLETE``); ``selected_at``: the line number of the first
     transport selection (``NET/IB : Using``, ``NET/Socket : Using``, ``Using network X``), None when none;
-    ``errors``: ``(line number, line)`` of each ``NCCL WARN``, NCCL error, abort or timeout line."""
+    ``errors``: ``(line number, line)`` of each ``NCCL WARN``, NCCL error, abort or timeout line; ``hosts``: the
+    host names of NCCL's ``host:pid:tid [dev]`` line prefixes, in order of appearance; ``duplicate_gpus``: the
+    ``Duplicate GPU detected`` refusals, one per CUDA device."""
 
     version: str | None = None
     networks: list[str] = field(default_factory=list)
@@ -152,6 +172,8 @@ class NcclLog:
     init_complete: bool = False
     selected_at: int | None = None
     errors: list[tuple[int, str]] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    duplicate_gpus: list[DuplicateGpu] = field(default_factory=list)
 
     @property
     def failure_after_selection(self) -> str | None:
@@ -184,6 +206,10 @@ _ERROR = re.compile(r"NCCL WARN|NCCL error|unhandled (?:system|cuda|internal) er
 _SELECTION = re.compile(r"NET/IB\s*:\s*Using|NET/Socket\s*:\s*Using|NCCL INFO Using network ")
 
 _DEV = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)((?:/[\w-]+)*)")
+#: NCCL's line prefix ``host:pid:tid [cuda device]`` (every NCCL_DEBUG line, NCCL 2.x).
+_LINE_HOST = re.compile(r"^\s*([\w.-]+):\d+:\d+ \[\d+\] ")
+#: ``WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx", ...)`` (NVIDIA/nccl src/init.cc).
+_DUPLICATE = re.compile(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+) both on CUDA device ([0-9a-fA-F]+)")
 
 
 def parse_nccl_log(text: str) -> NcclLog:
@@ -227,6 +253,16 @@ def parse_nccl_log(text: str) -> NcclLog:
             log.shm_fallocate_failed = True
         if "Init COMPLETE" in line:
             log.init_complete = True
+        m = _LINE_HOST.match(line)
+        if m and m.group(1) not in log.hosts:
+            log.hosts.append(m.group(1))
+        m = _DUPLICATE.search(line)
+        if m:
+            dup = next((d for d in log.duplicate_gpus if d.device == m.group(3).lower()), None)
+            if dup is None:
+                dup = DuplicateGpu(m.group(3).lower())
+                log.duplicate_gpus.append(dup)
+            dup.ranks = sorted(set(dup.ranks) | {int(m.group(1)), int(m.group(2))})
         m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
         if m:
             log.shm_segment = (m.group(1), int(m.group(2)))
@@ -234,11 +270,14 @@ def parse_nccl_log(text: str) -> NcclLog:
 
 
 def classify_nccl_failure(log: NcclLog) -> str | None:
-    """The root cause code behind a generic ``ncclCommInitRank failed: unhandled system error``:
-    ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm segment: /dev/shm too small,
-    https://github.com/NVIDIA/nccl/issues/290),
+    """The root cause code behind a generic ``ncclCommInitRank failed: unhandled system error`` (or ``invalid
+    usage``): ``NCCL_DUPLICATE_GPU`` (two ranks of one host on the same GPU, ``Duplicate GPU detected``:
+    https://github.com/horovod/horovod/issues/3949), ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm
+    segment: /dev/shm too small, https://github.com/NVIDIA/nccl/issues/290),
     ``NCCL_NO_LIBIBVERBS`` (rdma-core user space missing, fixture 36), ``NCCL_IB_DEVICE_NOT_VISIBLE`` (an HCA
     NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), or None."""
+    if log.duplicate_gpus:
+        return "NCCL_DUPLICATE_GPU"
     if log.shm_fallocate_failed or log.shm_segment:
         return "NCCL_SHM_EXHAUSTED"
     if log.ibverbs_missing:

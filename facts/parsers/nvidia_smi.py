@@ -69,7 +69,9 @@ _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 _LOST = re.compile(r"Unable to determine the device handle for GPU ?(" + _BUS_ID + r"):\s*(.*)")
 _GPU_IS_LOST = re.compile(r"GPU is lost|has fallen off the bus")
 _NVML_OTHER = re.compile(r"Failed to initialize NVML: (.*)")
-_NO_DEVICES = re.compile(r"^No devices were found", re.M)
+#: "No devices were found" (most releases) and "No devices found" (580.178.04 in
+#: https://github.com/zzzhouuu/truenas-nvidia-drivers/issues/20).
+_NO_DEVICES = re.compile(r"^No devices (?:were )?found\b.*$", re.M)
 
 
 def classify_error(text: str) -> NvmlError | None:
@@ -92,7 +94,7 @@ def classify_error(text: str) -> NvmlError | None:
     if other:
         return NvmlError("NVML_ERROR", other.group(0).strip())
     if _NO_DEVICES.search(text):
-        return NvmlError("NO_DEVICES", "No devices were found")
+        return NvmlError("NO_DEVICES", _NO_DEVICES.search(text).group(0).strip())
     return None
 
 

@@ -14,12 +14,12 @@ import os
 import resource
 
 from chexstack import engine
-from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
-from facts.parsers.container import classify_runtime_error, df_size, docker_runtimes, nv_libs
+from facts.parsers.container import classify_runtime_error, df_size, docker_runtimes, library_not_loaded, nv_libs
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -64,10 +64,7 @@ def shm(ctx: Context) -> CheckResult:
     size = df_size(res.stdout) if res.ok else None
     if size is None:
         size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
-    try:
-        local_ranks = len(snapshot(ctx).report.gpus) or 2
-    except MissingEvidence:  # a bundle without nvidia-smi: judged for the smallest shared node (2 ranks)
-        local_ranks = 2
+    local_ranks = gpu_count(ctx) or 2  # a bundle without nvidia-smi: judged for the smallest shared node (2 ranks)
     return judge_shm(size, local_ranks, ctx.fact("in container", in_container))
 
 
@@ -146,23 +143,50 @@ def docker_info_run(argv: tuple, env: dict) -> bool:
     return shell_command(argv).startswith("docker info")
 
 
+#: The engine that runs the NVIDIA hook does not see the host's driver libraries although the host's driver works:
+#: Docker from snap (https://github.com/NVIDIA/nvidia-docker/issues/1711, the maintainer's question) or Docker
+#: Desktop, whose engine runs in a VM without the driver (https://github.com/NVIDIA/nvidia-container-toolkit/issues/154).
+ENGINE_SEES_NO_HOST_LIBRARIES = (
+    "Docker from snap, or Docker Desktop (its engine runs in a VM without the NVIDIA driver): use Docker Engine on "
+    "the host (docker-ce, or the distribution's docker.io) with the NVIDIA Container Toolkit (nvidia-ctk runtime "
+    "configure --runtime=docker, then restart docker); otherwise check `ldconfig -p | grep %s` on the host and the "
+    "ldconfig setting in /etc/nvidia-container-runtime/config.toml")
+
+
+def library_remedy(library: str, host_driver: str | None) -> str:
+    """What to do when nvidia-container-cli cannot load ``library``, given the host driver nvidia-smi showed
+    (None: not observed): never "install the driver" — the hook's failure says nothing of the host's driver."""
+    if host_driver:
+        return ("the host's driver works (nvidia-smi: driver %s), so the engine that runs the NVIDIA hook does not "
+                "see the host's libraries: " % host_driver) + ENGINE_SEES_NO_HOST_LIBRARIES % library
+    return ("nvidia-container-cli could not load %s where the engine runs the hook: run nvidia-smi on the host; if it "
+            "answers, the engine does not see the host's libraries: " % library) + ENGINE_SEES_NO_HOST_LIBRARIES % library
+
+
 def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None,
-                         command: str = "docker run --gpus all") -> CheckResult:
+                         command: str = "docker run --gpus all", host_driver: str | None = None) -> CheckResult:
     """``docker run --gpus all <image> nvidia-smi -L``: refused (toolkit missing, runtime not registered, driver
-    too old: fixtures 59, 62, https://github.com/NVIDIA/nvidia-docker/issues/745) is FAIL; fewer GPUs than ``host_gpus``
-    (None: unknown) too."""
+    too old: fixtures 59, 62, https://github.com/NVIDIA/nvidia-docker/issues/745; nvidia-container-cli unable to load
+    a driver library while the host's driver (``host_driver``, nvidia-smi's version; None: not observed) works,
+    https://github.com/NVIDIA/nvidia-docker/issues/1711) is FAIL; fewer GPUs than ``host_gpus`` (None: unknown) too.
+    The failure is quoted by the last output line that shows its diagnosis."""
     cid = "container.gpus"
     codes = classify_runtime_error(output)
     seen = sum(1 for line in output.splitlines() if line.startswith("GPU "))
     tk = " (NVIDIA Container Toolkit %s)" % toolkit if toolkit else ""
     if not ok or codes:
+        library = library_not_loaded(output)
+        library_fix = library_remedy(library, host_driver) if library else None
         remedy = {"NVIDIA_CONTAINER_TOOLKIT_MISSING": "install the NVIDIA Container Toolkit and run nvidia-ctk "
                                                       "runtime configure --runtime=docker (not docker from snap)",
                   "NVIDIA_RUNTIME_NOT_REGISTERED": "nvidia-ctk runtime configure --runtime=docker; restart docker",
                   "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
+                  "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND": library_fix,
+                  "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND": library_fix,
                   }.get(codes[0] if codes else "", "run the docker command by hand")
-        last = [l for l in output.strip().splitlines() if l.strip()]
-        return failed(cid, "%s failed%s: %s" % (command, tk, last[-1] if last else "no output"),
+        lines = [l.strip() for l in output.strip().splitlines() if l.strip()]
+        shown = [l for l in lines if codes and codes[0] in classify_runtime_error(l)] or lines
+        return failed(cid, "%s failed%s: %s" % (command, tk, shown[-1] if shown else "no output"),
                       "nvidia-smi -L inside a container lists %s GPUs" % (host_gpus if host_gpus is not None
                                                                            else "the host's"), remedy,
                       codes[0] if codes else "CONTAINER_GPU_FAILED")
@@ -217,17 +241,23 @@ def container_gpus(ctx: Context) -> CheckResult:
     else:
         res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
                        timeout=60)
-    try:
-        host_gpus = len(snapshot(ctx).report.gpus)
-    except MissingEvidence:
-        host_gpus = None
-    result = judge_container_gpus(res.output, res.ok, host_gpus,
+    result = judge_container_gpus(res.output, res.ok, gpu_count(ctx),
                                   versions.nvidia_container_runtime(tk.stdout) if tk is not None and tk.ok else None,
                                   "docker run --runtime=nvidia" if "--runtime=nvidia" in res.argv
-                                  else "docker run --gpus all")
+                                  else "docker run --gpus all", _host_driver(ctx))
     if image is None:
         result.details.append("from the bundle's `%s`" % " ".join(res.argv))
     return result
+
+
+def _host_driver(ctx: Context) -> str | None:
+    """The driver version nvidia-smi printed on this node (also the head of its table in a bundle); None when it
+    was not recorded or nvidia-smi failed."""
+    try:
+        report = snapshot(ctx).report
+    except MissingEvidence:
+        return None
+    return report.driver_version if report.error is None else None
 
 
 def docker_gpu_run(argv: tuple, env: dict) -> bool:
@@ -404,8 +434,5 @@ def rank_limits(ctx: Context) -> CheckResult:
     if not res.ok and not parse_rank_limits(res.stdout):
         return failed("container.rank_limits", "the probe rank did not start: %s" % res.why_not(),
                       "a rank started by %s" % how, "see mpi.launch", "RANK_PROBE_FAILED")
-    try:
-        local_ranks = len(snapshot(ctx).report.gpus) or 2
-    except MissingEvidence:
-        local_ranks = 2
+    local_ranks = gpu_count(ctx) or 2
     return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks)

@@ -11,11 +11,12 @@ import re
 from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
+from chexstack.tools import ToolRun
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
-from facts.parsers.kernel import XidEvent, parse_dmesg
+from facts.parsers.kernel import OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, classify_error, gpus_from_query,
                                         parse_nvlink_status, parse_q_text, parse_q_xml, parse_query_csv, parse_table,
                                         peers_from_query)
@@ -37,6 +38,15 @@ REMEDY = {
     "GPU_LOST": "drain the node, reset the GPU (nvidia-smi -r -i <id>) or reboot; if it recurs (Xid 79) the GPU "
                 "needs service",
     "NO_DEVICES": "the driver sees no GPU: check dmesg for NVRM errors and the PCI device (lspci -d 10de:)",
+    # NVIDIA driver README, "Open Linux Kernel Modules": Turing and later only; the .run installer's -m=kernel picks
+    # the proprietary flavour; distributions ship both (e.g. nvidia-driver-N vs nvidia-driver-N-open; negativo17:
+    # https://github.com/negativo17/nvidia-driver/issues/158, the kernel module flavour switched back)
+    "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU": "install the proprietary kernel module flavour of the driver: the .run "
+                                          "installer with -m=kernel, the distribution's non-open packages (e.g. "
+                                          "nvidia-driver-N, not nvidia-driver-N-open) or its switch (negativo17: "
+                                          "the kernel module flavour in /etc/nvidia/kernel.conf, then rebuild), or "
+                                          "a driver branch that defaults to it; a pre-Turing GPU cannot use the "
+                                          "open kernel modules at all",
     "NVML_ERROR": "check the driver installation (dmesg, nvidia-bug-report.sh)",
 }
 
@@ -136,6 +146,16 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
     return snap
 
 
+def gpu_count(ctx: Context) -> int | None:
+    """GPUs nvidia-smi lists on this node; None when a bundle recorded no nvidia-smi, or only the head of its table
+    (``nvidia_smi_excerpt_run``: a driver and its maximum CUDA, no GPU rows — never "0 GPUs")."""
+    try:
+        snap = snapshot(ctx)
+    except MissingEvidence:
+        return None
+    return None if snap.excerpt and not snap.report.gpus else len(snap.report.gpus)
+
+
 def no_gpu_reason(ctx: Context) -> str | None:
     """Why GPU checks do not apply on this node, or None when there are NVIDIA GPUs (working or not) — or when a
     bundle recorded no nvidia-smi (each check then asks for its own evidence and SKIPs without it)."""
@@ -148,11 +168,58 @@ def no_gpu_reason(ctx: Context) -> str | None:
     return None
 
 
+def _bus(address: str | None) -> str:
+    """``00000000:03:00.0`` (nvidia-smi) and ``0000:03:00.0`` (sysfs, the kernel) as one key."""
+    return (address or "").lower()[-12:]
+
+
+def judge_open_module(refusals: list[OpenModuleRefusal], report: SmiReport, pci: int) -> CheckResult | None:
+    """The kernel log's refusal by the open nvidia.ko of GPUs nvidia-smi does not list (``refusals``: from
+    ``facts.parsers.kernel.parse_open_module_refusals``; ``pci``: NVIDIA GPUs on the PCI bus, 0 when not recorded):
+    FAIL ``NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU`` — the driver is installed and loaded, its open flavour does not
+    drive a GPU without a GSP (https://github.com/zzzhouuu/truenas-nvidia-drivers/issues/20,
+    https://github.com/NVIDIA/open-gpu-kernel-modules/issues/322). A PCI ID in Turing's range or later (which has
+    a GSP) is named as such, without the proprietary-flavour remedy. None when no listed-missing GPU was refused."""
+    listed = {_bus(g.bus_id) for g in report.gpus}
+    refused = [r for r in refusals if _bus(r.device) not in listed]
+    if not refused:
+        return None
+    on_bus = max(pci, len(listed) + len(refused))
+    seen = "%d" % len(report.gpus) if report.gpus else "none"
+    why = " (%s)" % report.error.message if report.error else ""
+    measured = "%d NVIDIA GPU%s on the PCI bus, nvidia-smi sees %s%s: the loaded open nvidia.ko does not support %s, " \
+               "which %s no GPU System Processor (GSP)" % (
+                   on_bus, "" if on_bus == 1 else "s", seen, why,
+                   ", ".join("%s (PCI ID %s)" % (r.device, r.pci_id) for r in refused),
+                   "has" if len(refused) == 1 else "have")
+    old = [r for r in refused if r.pre_turing]
+    details = ["PCI ID %s is below 10de:1e00, where Turing's device IDs begin: a pre-Turing GPU (Maxwell, Pascal, "
+                "Volta), which the open kernel modules never support" % r.pci_id for r in old]
+    expected = "nvidia-smi lists every GPU (the open kernel modules drive Turing and later only)"
+    if len(old) == len(refused):
+        return failed("gpu.inventory", measured, expected, REMEDY["NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU"],
+                      "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU", details)
+    newer = ", ".join(r.pci_id for r in refused if not r.pre_turing)
+    return failed("gpu.inventory", measured, expected,
+                  "PCI ID %s is in Turing's range or later, which has a GSP: the open module did not recognise the "
+                  "GPU; check that this driver release supports it (the README's list of supported GPUs) and that "
+                  "the device reads correctly on the bus (lspci -vvv -s ADDRESS)%s" % (
+                      newer, "; for the pre-Turing ones: " + REMEDY["NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU"]
+                      if old else ""), "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU", details)
+
+
 def judge_inventory(report: SmiReport, pci_gpus: list[str] | None = None, smi_missing: bool = False,
-                    stack_needs_gpu: bool = False) -> CheckResult:
-    """Count, model, memory and driver; a classified NVML failure or fewer GPUs than on the PCI bus is FAIL."""
+                    stack_needs_gpu: bool = False, refusals: list[OpenModuleRefusal] | None = None) -> CheckResult:
+    """Count, model, memory and driver; a classified NVML failure or fewer GPUs than on the PCI bus is FAIL; GPUs
+    the open kernel module refused in the kernel log (``refusals``; None: not read) are named as that cause
+    (``judge_open_module``), whatever nvidia-smi printed instead ("No devices were found", "No devices found", no
+    driver to talk to)."""
     cid = "gpu.inventory"
     pci = len(pci_gpus or [])
+    if not smi_missing and refusals:
+        verdict = judge_open_module(refusals, report, pci)
+        if verdict is not None:
+            return verdict
     if smi_missing:
         if pci:
             return failed(cid, "%d NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed" % pci,
@@ -271,6 +338,22 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
     return passed(cid, message, expected, [measured_driver])
 
 
+def kernel_log_run(argv: tuple, env: dict) -> bool:
+    """The kernel log in a bundle: ``dmesg``, or a filtered ``sh -c "dmesg | grep …"``
+    (https://github.com/NVIDIA/nccl/issues/2079) — enough for the lines it kept (IOMMU, NVRM), never for
+    ``gpu.xid`` (a filtered log proves no absence of Xids)."""
+    return shell_command(argv) == "dmesg" or shell_command(argv).startswith("dmesg |")
+
+
+def kernel_log(ctx: Context) -> ToolRun | None:
+    """The kernel log: a bundle's ``kernel_log_run``, else ``dmesg`` (live: on this node); None when a bundle holds
+    neither."""
+    try:
+        return ctx.recorded(kernel_log_run) or ctx.tool("dmesg")
+    except MissingEvidence:
+        return None
+
+
 def nvcc_run(argv: tuple, env: dict) -> bool:
     """``nvcc --version`` in a bundle, also filtered (``sh -c "nvcc --version | grep release"``)."""
     return shell_command(argv).startswith("nvcc --version")
@@ -307,7 +390,14 @@ def inventory(ctx: Context) -> CheckResult:
     if snap.excerpt and not snap.report.gpus:
         return skipped("gpu.inventory", "the bundle holds only an excerpt of nvidia-smi (%s): driver %s, no GPU rows"
                        % (snap.excerpt, snap.report.driver_version or "?"))
-    result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu))
+    refusals = None
+    if not snap.smi_missing and (snap.report.error is not None or len(snap.report.gpus) < len(snap.pci_gpus or [])):
+        log = kernel_log(ctx)  # why the driver lists fewer GPUs than the bus has
+        refusals = parse_open_module_refusals(log.stdout) if log is not None else None
+    result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
+                             refusals)
+    if refusals:
+        result.details.append("from the kernel log `%s`" % " ".join(log.argv))
     if snap.source:
         result.details.append("from the bundle's %s (no nvidia-smi table recorded)" % snap.source)
     return result

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
@@ -123,8 +123,14 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
     (https://github.com/NVIDIA/nccl/issues/290).
     The selection a log shows is what this check judges; whether the communicator then initialised is
     ``nccl.init``'s finding (``judge_init``) — but a run that failed after the selection (an error line, no
-    ``Init COMPLETE``) proves no transport: FAIL ``NCCL_INIT_FAILED``, never a PASS; ``hung`` (the run timed out
-    with no result) is ``NCCL_HANG`` (https://github.com/NVIDIA/nccl/issues/2079).
+    ``Init COMPLETE``) proves no transport: FAIL with the failure's cause (``failure_of``: ``NCCL_INIT_FAILED``
+    when none is named), never a PASS; ``hung`` (the run timed out with no result) is ``NCCL_HANG``
+    (https://github.com/NVIDIA/nccl/issues/2079).
+    A single-node run (no ``multi_node``, every NCCL line from one host) in which NCCL found no IB device (``NET/IB :
+    No device found``, no HCA it failed to open, libibverbs loaded) and no channel went over ``NET/`` selected the
+    Socket network but sent nothing over it: that is not a Socket fallback (no ``--device=/dev/infiniband``
+    remedy); it is judged like any single-node run, by its intra-node channels
+    (https://github.com/horovod/horovod/issues/3949: a one-node run that failed for another reason).
     """
     cid = "nccl.transport"
     active = [p for p in host_ports or [] if p.up]
@@ -140,9 +146,19 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
         return failed(cid, "NCCL could not create a shared-memory segment%s: No space left on device in /dev/shm"
                       % seg, "/dev/shm large enough for NCCL", SHM_REMEDY, cause, details)
     transport = log.transport
+    net_cause = cause if cause in ("NCCL_NO_LIBIBVERBS", "NCCL_IB_DEVICE_NOT_VISIBLE") else None
+    one_node = not multi_node and len(log.hosts) <= 1
+    unused_socket = (transport == "Socket" and one_node and not active and log.ib_no_device and not log.ib_open_failed
+                     and not log.ibverbs_missing and not any(c.startswith("NET/") for c in log.channels))
+    if unused_socket:
+        transport = None
+        if host_ports is None:
+            details.append("this node's HCAs were not recorded (ib.ports): between nodes this NCCL would use TCP "
+                           "sockets unless it sees an HCA")
     if transport == "Socket":
         why = "NET/IB: No device found" if log.ib_no_device else ("libibverbs missing" if log.ibverbs_missing
                                                                   else "")
+        cause = net_cause
         if active:
             roce = any(p.link_layer == "Ethernet" for p in active)
             remedy = {"NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
@@ -181,14 +197,16 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
                       "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_NO_TRANSPORT", details)
     else:
         picked, expected = "single node: %s" % (", ".join(log.channels) or "no network needed"), "intra-node P2P/SHM"
+        if unused_socket:
+            picked += " (the Socket network NCCL selected, NET/IB: No device found, carries nothing within a node)"
     if hung:
         return failed(cid, "%s set up, then no result: the all-reduce hung" % picked,
                       "%s, proven by a completed all-reduce" % expected, "see nccl.busbw for the likely cause",
                       "NCCL_HANG", details)
-    failure = log.failure_after_selection
-    if failure and not (log.init_complete or results):
+    if log.failure_after_selection and not (log.init_complete or results):
+        failure, code, remedy = failure_of(log)
         return failed(cid, "%s, then the run failed before a communicator initialised: %s" % (picked, failure),
-                      "%s, used by an initialised communicator" % expected, INIT_REMEDY, "NCCL_INIT_FAILED", details)
+                      "%s, used by an initialised communicator" % expected, remedy, code, details)
     if transport == "RDMA":
         if any("GDRDMA" in c for c in log.channels):
             details.append("GPUDirect RDMA: used (/GDRDMA channels)")
@@ -204,6 +222,33 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
 
 INIT_REMEDY = ("read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over RoCE check "
                "the GID index (NCCL_IB_GID_INDEX) and the routes between the nodes")
+#: Two ranks on one GPU: NCCL allows one rank per GPU in a communicator. Horovod's local rank comes from its MPI, and
+#: is 0 on every rank when Horovod was built against another MPI than the ``mpirun`` that started the ranks
+#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun").
+DUPLICATE_GPU_REMEDY = (
+    "give each rank its own GPU: pin GPU hvd.local_rank() (TF 2: tf.config.set_visible_devices(gpus[hvd.local_rank()], "
+    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) or start each rank with its own "
+    "CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
+    "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
+    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm give each task its GPU "
+    "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per task)")
+FAILURE_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY}
+
+
+def failure_of(log: NcclLog) -> tuple[str, str, str]:
+    """(what failed, diagnosis code, remedy) of a NCCL run that never initialised a communicator: the first error
+    line (after the transport selection, else any), named by ``classify_nccl_failure`` when it knows the cause
+    (``NCCL_INIT_FAILED`` and the generic remedy otherwise). Duplicate GPUs are said as the ranks and device
+    NCCL names: ``ranks 0 and 1 both on CUDA device 3b000 (PCI 0000:3b:00.0)``."""
+    cause = classify_nccl_failure(log)
+    if cause == "NCCL_DUPLICATE_GPU":
+        what = "; ".join("ranks %s %s on CUDA device %s (PCI %s)" % (
+            " and ".join([", ".join(map(str, d.ranks[:-1])), str(d.ranks[-1])]), "both" if len(d.ranks) == 2
+            else "all", d.device, d.pci) for d in log.duplicate_gpus)
+        what += ": NCCL refused the communicator (Duplicate GPU detected, ncclInvalidUsage)"
+    else:
+        what = log.failure_after_selection or (log.errors[0][1] if log.errors else "no error line")
+    return what, cause or "NCCL_INIT_FAILED", FAILURE_REMEDY.get(cause or "", INIT_REMEDY)
 
 
 def judge_init(log: NcclLog, results: bool = False, hung: bool = False) -> CheckResult | None:
@@ -216,12 +261,9 @@ def judge_init(log: NcclLog, results: bool = False, hung: bool = False) -> Check
     if log.init_complete or results:
         return passed(cid, "communicator initialised (%s)" % ("Init COMPLETE" if log.init_complete
                                                               else "all_reduce_perf printed result rows"), expected)
-    failure = log.failure_after_selection if log.selected_at is not None else (log.errors[0][1] if log.errors
-                                                                              else None)
-    if failure:
-        cause = classify_nccl_failure(log)
-        return failed(cid, "the communicator never initialised: %s" % failure, expected,
-                      SHM_REMEDY if cause == "NCCL_SHM_EXHAUSTED" else INIT_REMEDY, cause or "NCCL_INIT_FAILED",
+    if log.failure_after_selection or (log.selected_at is None and log.errors):
+        failure, code, remedy = failure_of(log)
+        return failed(cid, "the communicator never initialised: %s" % failure, expected, remedy, code,
                       [line for _, line in log.errors[:5]])
     if hung:
         return failed(cid, "the run hung before any communicator finished initialising", expected, HANG_REMEDY,
@@ -311,14 +353,6 @@ def _is_allreduce(res: ToolRun) -> bool:
     return any(os.path.basename(a) == "all_reduce_perf" for a in res.argv)
 
 
-def _gpus(ctx: Context) -> int | None:
-    """GPUs on this node per nvidia-smi; None when a bundle did not record nvidia-smi."""
-    try:
-        return len(snapshot(ctx).report.gpus)
-    except MissingEvidence:
-        return None
-
-
 def _run_allreduce(ctx: Context) -> ToolRun | str:
     """One all_reduce_perf run for this context (from a bundle: the run it recorded, ``recorded_nccl_run``), or why
     it cannot run."""
@@ -330,7 +364,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
                        "(MPI=1 for --hosts) and put its build/ on PATH"
         except MissingEvidence:  # a bundle holding a NCCL run but not the --help probe
             pass
-        gpus = _gpus(ctx) or 1
+        gpus = gpu_count(ctx) or 1
         env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
         args = ["all_reduce_perf", "-b", "1G", "-e", "1G", "-f", "2", "-w", "5", "-n", "20"]
         if len(ctx.hosts) > 1:
@@ -343,7 +377,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
 
 
 def _expected_ranks(ctx: Context) -> int | None:
-    gpus = _gpus(ctx)
+    gpus = gpu_count(ctx)
     return None if gpus is None else (gpus or 1) * max(1, len(ctx.hosts))
 
 

@@ -18,9 +18,9 @@ import os
 import re
 from itertools import combinations
 
-from validate.checks.gpu import no_gpu_reason, pci_nvidia_gpus, snapshot
+from validate.checks.gpu import kernel_log, no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from facts.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
 from facts.parsers.nvidia_smi import parse_nvlink_status
 from facts.parsers.topology import Topology, parse_topo
@@ -241,13 +241,6 @@ def virtual_machine(ctx: Context) -> bool | None:
     return res.stdout.strip() not in ("none", "")
 
 
-def kernel_log_run(argv: tuple, env: dict) -> bool:
-    """The kernel log in a bundle: ``dmesg``, or a filtered ``sh -c "dmesg | grep …"``
-    (https://github.com/NVIDIA/nccl/issues/2079) — enough
-    for the IOMMU lines, never for ``gpu.xid`` (a filtered log proves no absence of Xids)."""
-    return shell_command(argv) == "dmesg" or shell_command(argv).startswith("dmesg |")
-
-
 def acs_facts(ctx: Context) -> tuple[list[AcsBridge] | None, dict[str, list[str]], str | None, str]:
     """(bridges with ACS from ``lspci -vvv`` or None, {GPU: bridges above it}, IOMMU line, why no lspci)."""
     res = ctx.tool("lspci", "-vvv")
@@ -256,11 +249,8 @@ def acs_facts(ctx: Context) -> tuple[list[AcsBridge] | None, dict[str, list[str]
     upstream = {g: upstream_bridges(ctx.fact("sysfs path of %s" % g,
                                              lambda g=g: os.path.realpath("/sys/bus/pci/devices/" + g)))
                 for g in gpus_on_pci(ctx)}
-    try:
-        log = ctx.recorded(kernel_log_run) or ctx.tool("dmesg")
-        iommu = iommu_enabled(log.stdout) if log.ok else None
-    except MissingEvidence:
-        iommu = None
+    log = kernel_log(ctx)
+    iommu = iommu_enabled(log.stdout) if log is not None and log.ok else None
     return parse_lspci_acs(res.stdout), upstream, iommu, ""
 
 
