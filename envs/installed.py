@@ -1,23 +1,31 @@
-"""After an install: is every pinned package present at its version? (An explicit lock installs no pip
+"""After an install: is every pinned package present at its version and build? (An explicit lock installs no pip
 requirements and nothing says so: https://github.com/conda/conda-lock/issues/161;
-https://github.com/conda/conda-lock/issues/285.)
+https://github.com/conda/conda-lock/issues/285. A ``conda update`` can swap a GPU TensorFlow for the CPU build of
+the same version, ``gpu_py36…`` → ``mkl_py36…``: https://github.com/ContinuumIO/anaconda-issues/issues/13063.)
 
 Inputs are text, so the check runs on the host against what an image or node printed:
 
-- ``parse_installed_json(text)``: ``conda list --json`` (conda packages and, with channel ``pypi``, pip ones) or
-  ``pip list --format=json`` (pip pins must be there; a conda pin is checked when a package of that name is listed
-  — Python packages such as scikit-learn and pillow are — and otherwise reported as not checked, never passed).
+- ``parse_installed_json(text)``: ``conda list --json`` (conda packages and, with channel ``pypi``, pip ones; each
+  with its ``build_string``) or ``pip list --format=json`` (pip pins must be there; a conda pin is checked when a
+  package of that name is listed — Python packages such as scikit-learn and pillow are — and otherwise reported as
+  not checked, never passed; a pip list has no build strings, so a pinned build is reported as not checked).
 
-Pins come from the unified lock (``lock_pins``: every package, exact) or, before there is one, from the
-environment file's own specs (``spec_pins``: ``python=3.10`` → 3.10.*, ``horovod==0.28.1`` exact).
-``check_installed(pins, installed, kind)`` → ``InstallReport`` with ``checked``, ``missing``, ``mismatched`` and
-``unchecked``; names compare canonicalized (``scikit_learn`` = ``scikit-learn``).
+Pins come from the unified lock (``lock_pins``: every package, exact version, and a conda package's exact build
+string) or, before there is one, from the environment file's own specs (``spec_pins``: ``python=3.10`` → 3.10.*,
+``horovod==0.28.1`` exact, ``tensorflow-base=1.12.0=gpu_*`` → version 1.12.0, build ``gpu_*``).
+A pinned build is matched as conda matches it, by conda's own ``MatchSpec`` (conda-lock's vendored copy of conda:
+an exact string, a glob with ``*``, or a ``^…$`` regular expression;
+https://docs.conda.io/projects/conda/en/stable/user-guide/concepts/pkg-specs.html#package-match-specifications).
+``check_installed(pins, installed, kind)`` → ``InstallReport`` with ``checked``, ``missing``, ``mismatched``,
+``wrong_build``, ``unchecked`` and ``build_unchecked``; names compare canonicalized (``scikit_learn`` =
+``scikit-learn``).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 
+from conda_lock.interfaces.vendored_conda import MatchSpec
 from conda_lock.lockfile.v2prelim.models import Lockfile
 from conda_lock.models.lock_spec import LockSpecification
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -30,11 +38,20 @@ from chexstack.errors import ChexstackError
 @dataclass(frozen=True)
 class Pin:
     """A required package: ``spec`` is an exact version ("0.16.1"), a prefix ("3.10.*"), a specifier
-    ("<10.2", "==1.3.2") or "*" (present in any version)."""
+    ("<10.2", "==1.3.2") or "*" (present in any version); ``build`` a conda build string spec ("gpu_*",
+    "h0371630_0") or None (any build; pip packages have none)."""
 
     name: str
     spec: str
     manager: str
+    build: str | None = None
+
+    def accepts_build(self, build: str) -> bool:
+        """Whether an installed build string satisfies ``build``, as conda's MatchSpec decides (see module)."""
+        if not self.build:
+            return True
+        return MatchSpec(name=self.name, build=self.build).match(
+            {"name": self.name, "version": "0", "build": build, "build_number": 0})
 
     def accepts(self, version: str) -> bool:
         spec = self.spec.strip()
@@ -57,55 +74,69 @@ def _same_version(a: str, b: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Installed:
+    """One package of a listing: its version and, where the listing has one (``conda list --json``), its build
+    string; None where it has none (``pip list``)."""
+
+    version: str
+    build: str | None = None
+
+
 @dataclass
 class InstallReport:
     """``checked``: pins compared with the listing; ``missing``: pins not installed at all; ``mismatched``: (pin,
-    installed version) pairs; ``unchecked``: pins the listing cannot show (conda packages in a pip list)."""
+    installed version) pairs; ``wrong_build``: (pin, installed) pairs whose build string the pin's build rejects;
+    ``unchecked``: pins the listing cannot show (conda packages in a pip list); ``build_unchecked``: pins with a
+    build whose package the listing shows without a build string (a pip list)."""
 
     checked: list[Pin] = field(default_factory=list)
     missing: list[Pin] = field(default_factory=list)
     mismatched: list[tuple[Pin, str]] = field(default_factory=list)
+    wrong_build: list[tuple[Pin, Installed]] = field(default_factory=list)
     unchecked: list[Pin] = field(default_factory=list)
+    build_unchecked: list[Pin] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.missing and not self.mismatched
+        return not self.missing and not self.mismatched and not self.wrong_build
 
     def lines(self) -> list[str]:
-        """Every pin, once: ``FAIL missing: a, b`` / ``FAIL wrong version: name installed X, pinned Y``; ``PASS every
-        pinned package …`` when all are checked and right, else ``PASS k of n pinned packages …: names``; then
-        ``NOT CHECKED …`` for the pins the listing cannot show."""
+        """Every pin, once: ``FAIL missing: a, b`` / ``FAIL wrong version: name installed X, pinned Y`` / ``FAIL wrong
+        build: name V installed as B, pinned build G``; ``PASS every pinned package …`` when all are checked and
+        right, else ``PASS k of n pinned packages …: names``; then ``NOT CHECKED …`` for the pins (or pinned builds)
+        the listing cannot show."""
         out = []
         if self.missing:
             out.append("FAIL missing: %s" % ", ".join(sorted(p.name for p in self.missing)))
         for pin, got in sorted(self.mismatched, key=lambda t: t[0].name):
             out.append("FAIL wrong version: %s installed %s, pinned %s" % (pin.name, got, pin.spec))
-        wrong = {id(p) for p in self.missing} | {id(p) for p, _ in self.mismatched}
+        for pin, got in sorted(self.wrong_build, key=lambda t: t[0].name):
+            out.append("FAIL wrong build: %s %s installed as %s, pinned build %s"
+                       % (pin.name, got.version, got.build, pin.build))
+        wrong = {id(p) for p in self.missing} | {id(p) for p, _ in self.mismatched} | {
+            id(p) for p, _ in self.wrong_build}
         right = sorted(p.name for p in self.checked if id(p) not in wrong)
-        if self.ok and not self.unchecked:
-            out.append("PASS every pinned package is installed at its version")
+        if self.ok and not self.unchecked and not self.build_unchecked:
+            out.append("PASS every pinned package is installed at its version%s"
+                       % (" and build" if any(p.build for p in self.checked) else ""))
         elif right:
             out.append("PASS %d of %d pinned packages at the pinned version: %s"
                        % (len(right), len(self.checked) + len(self.unchecked), ", ".join(right)))
         if self.unchecked:
             out.append("NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): %s"
                        % ", ".join(sorted(p.name for p in self.unchecked)))
+        if self.build_unchecked:
+            out.append("NOT CHECKED build (a pip list has no build strings; use `conda list --json`): %s"
+                       % ", ".join("%s (pinned build %s)" % (p.name, p.build)
+                                   for p in sorted(self.build_unchecked, key=lambda p: p.name)))
         return out
 
 
-def _json_list(text: str, what: str) -> list:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ChexstackError("%s: not JSON (line %d: %s)" % (what, e.lineno, e.msg)) from None
-    if not isinstance(data, list) or not all(isinstance(d, dict) and "name" in d and "version" in d for d in data):
-        raise ChexstackError("%s: expected a JSON list of objects with name and version" % what)
-    return data
-
-
-def parse_installed_json(text: str, what: str = "installed packages") -> tuple[dict[str, str], str]:
-    """``({canonical name: version}, kind)`` from ``conda list --json`` (kind "conda": conda packages and, with
-    channel ``pypi``, pip ones) or ``pip list --format=json`` (kind "pip": entries have no channel)."""
+def parse_installed_json(text: str, what: str = "installed packages") -> tuple[dict[str, Installed], str]:
+    """``({canonical name: Installed(version, build)}, kind)`` from ``conda list --json`` (kind "conda": conda
+    packages and, with channel ``pypi``, pip ones; build from ``build_string``) or ``pip list --format=json`` (kind
+    "pip": entries have no channel and no build string, so every build is None)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -114,22 +145,36 @@ def parse_installed_json(text: str, what: str = "installed packages") -> tuple[d
         raise ChexstackError("%s: expected a JSON list of objects with name and version (conda list --json, "
                              "pip list --format=json)" % what)
     kind = "conda" if any("channel" in d or "build_string" in d for d in data) else "pip"
-    return {canonicalize_name(d["name"]): str(d["version"]) for d in data}, kind
+    return {canonicalize_name(d["name"]): Installed(str(d["version"]), _build_string(d, kind, what)) for d in data}, kind
+
+
+def _build_string(entry: dict, kind: str, what: str) -> str | None:
+    if kind == "pip":
+        return None
+    build = entry.get("build_string")
+    if not isinstance(build, str) or not build:
+        raise ChexstackError("%s: package %s has no build_string (expected `conda list --json` output, where every "
+                             "package has one)" % (what, entry["name"]))
+    return build
 
 
 def lock_pins(lock: Lockfile, platform: str) -> list[Pin]:
-    """Every package the unified lock holds for ``platform``, at its exact version."""
-    return [Pin(p.name, p.version, p.manager) for p in lock.package if p.platform == platform]
+    """Every package the unified lock holds for ``platform``, at its exact version and (conda packages) build."""
+    return [Pin(p.name, p.version, p.manager, p.build if p.manager == "conda" else None)
+            for p in lock.package if p.platform == platform]
 
 
 def spec_pins(spec: LockSpecification, platform: str) -> list[Pin]:
-    """The environment file's own requirements (conda-lock's parsed specification) for ``platform``."""
-    return [Pin(d.name, getattr(d, "version", "*") or "*", d.manager) for d in spec.dependencies.get(platform, [])]
+    """The environment file's own requirements (conda-lock's parsed specification) for ``platform``, with the
+    build of a ``name=version=build`` spec."""
+    return [Pin(d.name, getattr(d, "version", "*") or "*", d.manager, getattr(d, "build", None) or None)
+            for d in spec.dependencies.get(platform, [])]
 
 
-def check_installed(pins: list[Pin], installed: dict[str, str], kind: str = "conda") -> InstallReport:
-    """Compare pins with ``{canonical name: version}`` of a ``kind`` ("conda" or "pip") listing; see
-    ``InstallReport``. In a pip listing a conda pin that is absent is unchecked, not missing."""
+def check_installed(pins: list[Pin], installed: dict[str, Installed], kind: str = "conda") -> InstallReport:
+    """Compare pins with ``{canonical name: Installed}`` of a ``kind`` ("conda" or "pip") listing; see
+    ``InstallReport``. In a pip listing a conda pin that is absent is unchecked, not missing, and a pinned build
+    of a listed package is unchecked (version compared, build not: pip has no build strings)."""
     report = InstallReport()
     for pin in pins:
         got = installed.get(canonicalize_name(pin.name))
@@ -139,6 +184,13 @@ def check_installed(pins: list[Pin], installed: dict[str, str], kind: str = "con
         report.checked.append(pin)
         if got is None:
             report.missing.append(pin)
-        elif not pin.accepts(got):
-            report.mismatched.append((pin, got))
+            continue
+        if not pin.accepts(got.version):
+            report.mismatched.append((pin, got.version))
+        if not pin.build:
+            continue
+        if got.build is None:
+            report.build_unchecked.append(pin)
+        elif not pin.accepts_build(got.build):
+            report.wrong_build.append((pin, got))
     return report

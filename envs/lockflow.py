@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from chexstack.console import console
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
@@ -93,7 +95,8 @@ def render_explicit(files: L.CondaFiles, platforms: list[str] | None) -> int:
 
 
 def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | None) -> int:
-    """Every pinned package of the lock (or, without a lock, of the environment file) present at its version."""
+    """Every pinned package of the lock (or, without a lock, of the environment file) present at its version and
+    pinned build (``envs.installed``)."""
     input_file(listing, "--installed %s" % listing, "`conda list --json` or `pip list --format=json` output")
     installed, kind = parse_installed_json(listing.read_text(), str(listing))
     if files.lockfile.is_file():
@@ -109,5 +112,5 @@ def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | Non
                   soft_wrap=True)
     for line in report.lines():
         style = "yellow" if line.startswith("NOT CHECKED") else "green" if line.startswith("PASS") else "bold red"
-        console.print("[%s]%s[/]" % (style, line), soft_wrap=True)
+        console.print("[%s]%s[/]" % (style, escape(line)), soft_wrap=True)
     return 0 if report.ok else 1

@@ -40,6 +40,10 @@ are expanded as Docker
   (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
   ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
+  A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
+  ``<name>.dockerignore``) is applied with Docker's rules (``images.dockerignore``), so a folder with excluded
+  members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
+  made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
 - ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there.
 - ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
   that uid, its primary gid or the given one, its groups and its HOME (singularityhub/singularity-cli#158: never ``su
@@ -69,7 +73,7 @@ import dockerfile
 
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
-from images import dockerwords
+from images import dockerignore, dockerwords
 from images.lint import lint_definition
 from images.dockerwords import UnsupportedExpansion
 
@@ -186,6 +190,7 @@ class _Converter:
         self.stages: list[_Stage] = []
         self.warnings: list[str] = []
         self.cmd: dockerfile.Command | None = None
+        self.context = dockerignore.Context(path.parent, path)
 
     # --- errors -------------------------------------------------------------------------------------------------
     def fail(self, why: str) -> None:
@@ -472,6 +477,8 @@ class _Converter:
                     self.fail("--chmod with a URL source is not converted")
                 continue
             name = posixpath.basename(src.rstrip("/")) or "root"
+            if origin is None and name == ".":
+                name = "context"
             staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
             if origin is not None:
                 # `%files from` follows symlinks before Singularity 3.5.3: the stage packs the path with tar at its
@@ -485,22 +492,54 @@ class _Converter:
                 st.need("from")
                 st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
                 continue
+            pairs = [(src, staged)]
             if origin is None:
-                local = posixpath.normpath(src.lstrip("/"))
-                if local.startswith(".."):
-                    self.fail("source %s is outside the build context" % src)
-                here = self.path.parent / local
-                if here.is_symlink() or (here.is_dir() and any(p.is_symlink() for p in here.rglob("*"))):
-                    self.fail("source %s holds symbolic links: Apptainer's %%files follows them (cp -L), Docker "
-                              "copies them as links; replace them or ADD a tar archive of the folder" % src)
-                if not here.exists():
-                    self.warn("source %s is not in the build context (%s); it must be there when the SIF is built"
-                              % (src, self.path.parent))
-                src = local
-            st.files.setdefault(origin, []).append((src, staged))
+                pairs = self._local_source(src, staged)
+            st.files.setdefault(origin, []).extend(pairs)
             st.need("add" if add and origin is None else "copy")
             helper = "chexstack_add" if add and origin is None else "chexstack_copy"
             st.post.append("%s %s" % (helper, _args(staged, dest, owner, mode)))
+
+    def _local_source(self, src: str, staged: str) -> list[tuple[str, str]]:
+        """The ``%files`` lines of a build-context source: the source whole, or, where the context's ignore file
+        excludes some of its members, what Docker sends of it (``images.dockerignore``), the folders it does not
+        send whole made (with their modes) in ``%post`` before the copy."""
+        local = posixpath.normpath(src.lstrip("/"))
+        if local.startswith(".."):
+            self.fail("source %s is outside the build context" % src)
+        try:
+            selection = self.context.select(local)
+        except dockerignore.Excluded:
+            self.fail("source %s is not in the build context Docker sends (the context's %s excludes it), so this %s "
+                      "fails in Docker; remove the pattern or the instruction"
+                      % (src, self.context.path.name, self.cmd.cmd.upper()))
+        for entry in [local] if selection is None else selection.copy:
+            here = self.path.parent / entry
+            if re.search(r"\s", entry):
+                self.fail("paths with spaces are not converted (%%files splits on whitespace): %s" % entry)
+            if here.is_symlink() or (here.is_dir() and any(p.is_symlink() for p in here.rglob("*"))):
+                self.fail("source %s holds symbolic links: Apptainer's %%files follows them (cp -L), Docker "
+                          "copies them as links; replace them or ADD a tar archive of the folder" % src)
+        if not (self.path.parent / local).exists():
+            self.warn("source %s is not in the build context (%s); it must be there when the SIF is built"
+                      % (src, self.path.parent))
+        if selection is None:
+            return [(local, staged)]
+
+        def inside(path: str) -> str:
+            return posixpath.join(staged, posixpath.relpath(path, local))
+
+        st = self.stage
+        st.post.append("mkdir -p %s" % shlex.quote(staged))
+        for folder in selection.folders:
+            st.post.append("mkdir -p %s" % shlex.quote(inside(folder)))
+            if selection.modes[folder] != 0o755:
+                st.post.append("chmod %o %s" % (selection.modes[folder], shlex.quote(inside(folder))))
+        shown = ", ".join(selection.left_out[:8]) + (
+            " and %d more" % (len(selection.left_out) - 8) if len(selection.left_out) > 8 else "")
+        self.warn("source %s: the context's %s leaves out %s, as Docker does (the build context as it is now: "
+                  "convert again after adding files there)" % (src, self.context.path.name, shown))
+        return [(path, inside(path)) for path in selection.copy]
 
     def _origin(self, ref: str | None) -> str | None:
         """The stage ``--from`` names (a name, an index, or an image, for which a stage is added)."""

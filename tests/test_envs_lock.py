@@ -17,7 +17,8 @@ from conda_lock.lockfile.v2prelim.models import LockedDependency, Lockfile
 
 from chexstack.errors import ChexstackError
 from envs import lock as L
-from envs.installed import check_installed, lock_pins, parse_installed_json, spec_pins
+from envs.installed import Installed, Pin, check_installed, lock_pins, parse_installed_json, spec_pins
+from envs.lockflow import check_installed_file
 from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
 from tests.golden import assert_golden
 
@@ -70,8 +71,9 @@ def test_virtual_package_spec_is_what_changes_the_hash(tmp_path):
     assert L.content_hashes(files) == before
 
 
-def write_lock_for(files: L.CondaFiles) -> None:
-    """A lock whose metadata conda-lock's API computes from our real input files, as `invoke lock` records it."""
+def write_lock_for(files: L.CondaFiles, packages: list[LockedDependency] | None = None) -> None:
+    """A lock whose metadata conda-lock's API computes from our real input files, as `invoke lock` records it;
+    ``packages`` (default: python 3.6.8 alone) are its locked packages."""
     spec = L.lock_spec(files)
     meta = LockMeta(content_hash=L.content_hashes(files), channels=spec.channels, platforms=spec.platforms,
                     sources=[files.environment.name],
@@ -82,7 +84,7 @@ def write_lock_for(files: L.CondaFiles) -> None:
     pkg = LockedDependency(name="python", version="3.6.8", manager="conda", platform="linux-64", dependencies={},
                            url="https://repo.anaconda.com/pkgs/main/linux-64/python-3.6.8-h0371630_0.tar.bz2",
                            hash=HashModel(md5="0" * 32), build="h0371630_0", categories={"main"})
-    write_conda_lock_file(Lockfile(package=[pkg], metadata=meta), files.lockfile, metadata_choices=set())
+    write_conda_lock_file(Lockfile(package=packages or [pkg], metadata=meta), files.lockfile, metadata_choices=set())
 
 
 @pytest.fixture
@@ -188,7 +190,7 @@ def test_explicit_render_without_pip_section(tmp_path):
 def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
     spec = L.lock_spec(case_files("15-conda-lock-pip-explicit.yml", tmp_path), ["linux-64"])
     installed, kind = parse_installed_json((DATA / "conda-list-case15.json").read_text())
-    assert kind == "conda" and installed["tensorflow"] == "2.12.1"
+    assert kind == "conda" and installed["tensorflow"] == Installed("2.12.1", "cpu_py310hd1aba9c_1")
     report = check_installed(spec_pins(spec, "linux-64"), installed)
     assert report.lines()[0] == "FAIL missing: horovod, scikit-learn" and len(report.lines()) == 2
     assert report.lines()[1].startswith("PASS %d of %d pinned packages at the pinned version: " % (
@@ -197,8 +199,10 @@ def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
 
 def test_post_install_check_against_lock_and_pip_list():
     pins = lock_pins(_gpu_lock(), "linux-64")
-    installed = {p.name: p.spec for p in pins}
+    installed = {p.name: Installed(p.spec, p.build) for p in pins}
     assert check_installed(pins, installed).ok
+    assert check_installed(pins, installed).lines() == ["PASS every pinned package is installed at its version and "
+                                                        "build"]
     pip_installed, kind = parse_installed_json((DATA / "pip-list-horovod.json").read_text())
     assert kind == "pip"
     report = check_installed([p for p in pins if p.manager == "pip"], pip_installed)
@@ -222,10 +226,10 @@ def test_a_pip_list_checks_what_it_shows_and_names_what_it_cannot():
         "PASS 4 of 10 pinned packages at the pinned version: horovod, numpy, pip, tensorflow-cpu",
         "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): cmake, gxx_linux-64, "
         "openmpi, python"]
-    right = check_installed(spec_pins(spec, "linux-64"), {**installed, "scikit-learn": "1.5.2", "pillow": "10.4.0"},
+    right = check_installed(spec_pins(spec, "linux-64"), {**installed, "scikit-learn": Installed("1.5.2"), "pillow": Installed("10.4.0")},
                             kind)
     assert right.ok and right.lines()[0].startswith("PASS 6 of 10 pinned packages at the pinned version")
-    missing_pip = check_installed(spec_pins(spec, "linux-64"), {"numpy": "1.26.4"}, "pip")
+    missing_pip = check_installed(spec_pins(spec, "linux-64"), {"numpy": Installed("1.26.4")}, "pip")
     assert missing_pip.lines()[0] == "FAIL missing: horovod, tensorflow-cpu"
 
 
@@ -234,6 +238,90 @@ def test_installed_listing_must_be_json():
         parse_installed_json("{oops", "x.json")
     with pytest.raises(ChexstackError, match="expected a JSON list of objects with name and version"):
         parse_installed_json('{"name": "python"}', "x.json")
+
+
+CASE41 = CASES / "41-conda-installed-cpu-tensorflow-build.json"
+
+
+def test_a_conda_listing_without_build_strings_is_refused():
+    listing = json.dumps([{"name": "python", "version": "3.6.8", "channel": "pkgs/main"}])
+    with pytest.raises(ChexstackError, match=r"^x.json: package python has no build_string \(expected `conda list "
+                                             r"--json` output"):
+        parse_installed_json(listing, "x.json")
+
+
+def _locked_conda(name: str, version: str, build: str) -> LockedDependency:
+    return LockedDependency(name=name, version=version, manager="conda", platform="linux-64", dependencies={},
+                            url="https://repo.anaconda.com/pkgs/main/linux-64/%s-%s-%s.tar.bz2" % (name, version, build),
+                            hash=HashModel(md5="0" * 32), build=build, categories={"main"})
+
+
+@pytest.fixture
+def locked_tf(tmp_path) -> L.CondaFiles:
+    """The conda stack with a small unified lock: python, the GPU TensorFlow selector and base, scikit-learn, and
+    Horovod from pip (no build string)."""
+    shutil.copytree(L.CONDA_DIR / "conda", tmp_path / "conda")
+    files = L.conda_files("conda", tmp_path)
+    horovod = LockedDependency(name="horovod", version="0.16.1", manager="pip", platform="linux-64", dependencies={},
+                               url="https://files.pythonhosted.org/packages/source/h/horovod/horovod-0.16.1.tar.gz",
+                               hash=HashModel(sha256="0" * 64), categories={"main"})
+    write_lock_for(files, [_locked_conda("python", "3.6.8", "h0371630_0"), _locked_conda("_tflow_select", "2.1.0", "gpu"),
+                           _locked_conda("tensorflow-base", "1.12.0", "gpu_py36he68c306_0"),
+                           _locked_conda("scikit-learn", "0.20.3", "py36h0000000_0"), horovod])
+    return files
+
+
+def test_case41_a_cpu_tensorflow_build_fails_the_environments_build_pin():
+    """Case 41: every version of environment.yml right, but tensorflow-base is the mkl build where the file pins
+    `tensorflow-base=1.12.0=gpu_*` (no lock committed: the pins are the environment file's)."""
+    p = _invoke("lock", "--stack", "conda", "--installed", str(CASE41))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL wrong build: tensorflow-base 1.12.0 installed as mkl_py36h0000000_0, pinned build gpu_*" in p.stdout
+    assert "PASS every pinned package" not in p.stdout and "Traceback" not in p.stdout + p.stderr
+
+
+def test_case41_against_a_lock_every_locked_build_is_compared(locked_tf, capsys):
+    assert check_installed_file(locked_tf, CASE41, None) == 1
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "FAIL wrong version: _tflow_select installed 2.3.0, pinned 2.1.0",
+        "FAIL wrong build: _tflow_select 2.3.0 installed as 2.3.0-mkl, pinned build gpu",
+        "FAIL wrong build: tensorflow-base 1.12.0 installed as mkl_py36h0000000_0, pinned build gpu_py36he68c306_0",
+        "PASS 3 of 5 pinned packages at the pinned version: horovod, python, scikit-learn"]
+    right = [dict(d, build_string="gpu_py36he68c306_0") if d["name"] == "tensorflow-base" else
+             dict(d, version="2.1.0", build_string="gpu") if d["name"] == "_tflow_select" else d
+             for d in json.loads(CASE41.read_text())]
+    (locked_tf.lockfile.parent / "right.json").write_text(json.dumps(right))
+    assert check_installed_file(locked_tf, locked_tf.lockfile.parent / "right.json", None) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["PASS every pinned package is installed at its version and "
+                                                        "build"]
+
+
+def test_a_pip_list_shows_no_build_strings_so_pinned_builds_are_not_checked(locked_tf, capsys):
+    """pip has no build strings: a lock's conda build of a package a pip list shows is named NOT CHECKED, never
+    passed and never invented."""
+    listing = locked_tf.lockfile.parent / "pip-list.json"
+    listing.write_text(json.dumps([{"name": "scikit-learn", "version": "0.20.3"},
+                                   {"name": "horovod", "version": "0.16.1"}, {"name": "pip", "version": "19.1.1"}]))
+    assert check_installed_file(locked_tf, listing, None) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "PASS 2 of 5 pinned packages at the pinned version: horovod, scikit-learn",
+        "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): _tflow_select, python, "
+        "tensorflow-base",
+        "NOT CHECKED build (a pip list has no build strings; use `conda list --json`): scikit-learn (pinned build "
+        "py36h0000000_0)"]
+    spec_pin = spec_pins(L.lock_spec(L.conda_files("conda")), "linux-64")
+    report = check_installed(spec_pin, {"tensorflow-base": Installed("1.12.0")}, "pip")
+    assert report.build_unchecked == [p for p in spec_pin if p.name == "tensorflow-base"]
+    assert "PASS every pinned package" not in "\n".join(report.lines())
+
+
+def test_build_globs_are_condas_match_spec():
+    pin = next(p for p in spec_pins(L.lock_spec(L.conda_files("conda")), "linux-64") if p.name == "tensorflow-base")
+    assert (pin.spec, pin.build) == ("1.12.0", "gpu_*")
+    assert pin.accepts_build("gpu_py36h0000000_0") and not pin.accepts_build("mkl_py36h0000000_0")
+    assert not pin.accepts_build("eigen_py36h0000000_0") and not pin.accepts_build("xgpu_py36")
+    regex = Pin("tensorflow-base", "1.12.0", "conda", "^(gpu|cuda).*$")
+    assert regex.accepts_build("gpu_py36h0000000_0") and not regex.accepts_build("mkl_py36h0000000_0")
 
 
 def _invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

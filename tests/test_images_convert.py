@@ -1,9 +1,12 @@
 """Dockerfile -> Singularity definition (``invoke convert``): ../shared/cases 09-12, 27, 28 and the corpus.
 
-The corpus: every ``tests/data/convert/*.Dockerfile`` (and the case 27/28 Dockerfiles) converts to exactly
+The corpus: every ``tests/data/convert/*.Dockerfile`` (build context: ``tests/data/convert``, whose ``files/`` they
+copy), every ``tests/data/convert/<name>/Dockerfile`` (a pair with a build context of its own, e.g. one with a
+``.dockerignore``; named by its folder) and the case 27/28 Dockerfiles converts to exactly
 ``tests/golden/convert/<name>.def`` or is refused with exactly ``<name>.refused`` (the message after the file
-name: line, instruction, why). Regenerate with ``CHEXSTACK_UPDATE_GOLDEN=1`` and review. The same pairs are built
-and run both ways by ``tests/test_images_equivalence.py``.
+name: line, instruction, why); a name starting with ``refuse-`` is a refusal. Regenerate with
+``CHEXSTACK_UPDATE_GOLDEN=1`` and review. The same pairs are built and run both ways by
+``tests/test_images_equivalence.py``.
 """
 from __future__ import annotations
 
@@ -24,9 +27,20 @@ SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-
                 "28-dockerfile-buildkit-syntax-run-mount"]
 
 
+def own_pairs() -> list[Path]:
+    """Our corpus Dockerfiles: those in the shared context ``tests/data/convert``, then those with a context folder
+    of their own."""
+    return sorted(CORPUS.glob("*.Dockerfile")) + sorted(CORPUS.glob("*/Dockerfile"))
+
+
 def corpus() -> list[Path]:
     """Every corpus Dockerfile: ours, then the shared cases that are part of it."""
-    return sorted(CORPUS.glob("*.Dockerfile")) + [CASES / ("%s.Dockerfile" % n) for n in SHARED_PAIRS]
+    return own_pairs() + [CASES / ("%s.Dockerfile" % n) for n in SHARED_PAIRS]
+
+
+def pair_name(dockerfile: Path) -> str:
+    """A corpus pair's name: the file's name without ``.Dockerfile``, or the context folder's of a ``Dockerfile``."""
+    return dockerfile.parent.name if dockerfile.name == "Dockerfile" else dockerfile.name.replace(".Dockerfile", "")
 
 
 def _case(n: str) -> str:
@@ -40,9 +54,9 @@ def _expected_blocks(n: str) -> list[str]:
     return re.findall(r"```\n(.*?)```", correct, re.S)
 
 
-@pytest.mark.parametrize("dockerfile", corpus(), ids=lambda p: p.name.replace(".Dockerfile", ""))
+@pytest.mark.parametrize("dockerfile", corpus(), ids=pair_name)
 def test_corpus_pair(dockerfile: Path):
-    name = dockerfile.name.replace(".Dockerfile", "")
+    name = pair_name(dockerfile)
     if name.startswith("refuse-"):
         with pytest.raises(ChexstackError) as e:
             convert(dockerfile)
@@ -140,7 +154,7 @@ def test_28_run_mount_and_heredoc():
 def test_converted_definitions_are_valid_sh(tmp_path):
     """Every %post and %runscript of the corpus parses as POSIX sh (dash -n when present, else sh -n)."""
     for dockerfile in corpus():
-        if dockerfile.name.startswith("refuse-"):
+        if pair_name(dockerfile).startswith("refuse-"):
             continue
         text = convert(dockerfile).text
         for section in re.findall(r"^%(?:post|runscript|startscript)\n(.*?)(?=^%|^Bootstrap:|\Z)", text, re.S | re.M):
@@ -189,3 +203,123 @@ def test_invoke_convert_exit_2_names_the_line(tmp_path):
     assert p.returncode == 2
     assert "%s:2: VOLUME /data: Apptainer images have no volumes" % df in p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr
+
+
+# --- .dockerignore (case 42 and the kind: any COPY/ADD source the context's ignore file excludes in part) ---------
+
+CASE42 = CASES / "42-ssd-context" / "Dockerfile"
+
+
+def _files_lines(text: str) -> list[tuple[str, str]]:
+    """The build-context ``%files`` lines of a one-stage definition as (source, destination)."""
+    section = text.split("%files\n", 1)[1].split("\n%", 1)[0]
+    return [tuple(line.split()) for line in section.splitlines()]
+
+
+def _copied_files(context: Path, sources: list[str]) -> set[str]:
+    """The context's files (relative paths) the ``%files`` sources bring, folders expanded."""
+    out = set()
+    for src in sources:
+        here = context / src
+        out |= {p.relative_to(context).as_posix() for p in here.rglob("*") if not p.is_dir()} if here.is_dir() \
+            else {src}
+    return out
+
+
+def test_42_ssd_copies_into_the_workdir_without_what_dockerignore_excludes():
+    """Case 42 through `invoke convert`: FROM from the ARG, WORKDIR made and entered, the legacy `ENV key "value"`
+    exported in %post and %environment, each COPY in /workspace before the RUN that needs it, and `COPY . .` without
+    runs/ and *.pt (the context's .dockerignore), saying so."""
+    p = subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "convert", str(CASE42)], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout
+    assert "\nFrom: nvcr.io/nvidia/pytorch:20.06-py3\n" in text
+    post = _post(text)
+    assert "mkdir -p /workspace\ncd /workspace\n" in post
+    export = 'export PYTHONPATH="${PYTHONPATH}:/workspace"'
+    assert export in post.splitlines() and text.split("%environment\n", 1)[1].splitlines()[0] == export
+    order = [line for line in post.splitlines() if line.startswith(("chexstack_copy /", "pip install"))]
+    assert order == ["chexstack_copy /.chexstack-copy-12-1/requirements.txt /workspace/",
+                     "pip install -r requirements.txt",
+                     "chexstack_copy /.chexstack-copy-16-1/setup.py /workspace/",
+                     "chexstack_copy /.chexstack-copy-17-1/csrc /workspace/csrc",
+                     "pip install .",
+                     "chexstack_copy /.chexstack-copy-20-1/context /workspace/"]
+    whole = [src for src, dst in _files_lines(text) if dst.startswith("/.chexstack-copy-20-1/")]
+    assert "runs" not in whole and not any(s.startswith("runs/") or s.endswith(".pt") for s in whole)
+    assert _copied_files(CASE42.parent, whole) == {".dockerignore", "Dockerfile", "requirements.txt", "setup.py"} | {
+        p.relative_to(CASE42.parent).as_posix() for p in (CASE42.parent / "csrc").rglob("*")}
+    assert "epoch_64.pt" not in text
+    assert ":20: COPY: source .: the context's .dockerignore leaves out runs, as Docker does" in p.stderr
+
+
+def test_42_golden():
+    assert_golden("images/convert-42.def", convert(CASE42).text)
+
+
+@pytest.mark.parametrize("dockerfile", [CASE42, CORPUS / "copy-dockerignore" / "Dockerfile"],
+                         ids=["case42", "copy-dockerignore"])
+def test_copy_of_the_whole_context_brings_what_docker_sends(dockerfile: Path):
+    """`COPY . .` brings exactly the files of the context tar the docker SDK makes as `docker build` sends it
+    (``docker.utils.build.tar`` with the ignore file), less the .dockerignore when it excludes itself (the daemon
+    removes it then, and COPY does not copy it)."""
+    import tarfile
+
+    from docker.utils.build import tar
+
+    from images import dockerignore
+
+    context = dockerfile.parent
+    ignore = dockerignore.ignore_file(context, dockerfile)
+    patterns = dockerignore.read_patterns(ignore)
+    with tarfile.open(fileobj=tar(str(context), exclude=list(patterns))) as t:
+        sent = {m.name for m in t if not m.isdir()}
+    try:
+        dockerignore.Context(context, dockerfile).select(dockerignore.IGNORE_FILE)
+    except dockerignore.Excluded:
+        sent.discard(dockerignore.IGNORE_FILE)
+    text = convert(dockerfile).text
+    line = next(n for n, l in enumerate(dockerfile.read_text().splitlines(), 1) if l.strip() == "COPY . .")
+    staged = "/.chexstack-copy-%d-1/context/" % line
+    assert _copied_files(context, [s for s, d in _files_lines(text) if d.startswith(staged)]) == sent
+
+
+def test_dockerignore_exceptions_inside_an_excluded_folder_and_the_dockerfiles_own_ignore_file(tmp_path):
+    """`!` re-includes a file below an excluded folder (the folder is made, its other members left out), and a
+    `<Dockerfile>.dockerignore` beside the Dockerfile wins over the context's .dockerignore (BuildKit)."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "keep.txt").write_text("k")
+    (tmp_path / "runs" / "epoch_1.pt").write_text("w")
+    (tmp_path / "runs").chmod(0o750)  # made, not copied: its mode is set as Docker copies it
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / ".dockerignore").write_text("\ufeff# comment\n  runs  \n! runs/keep.txt\n\n")
+    df = tmp_path / "app.Dockerfile"
+    df.write_text("FROM debian:12\nCOPY . /app/\nADD runs /opt/runs\n")
+    result = convert(df)
+    assert [s for s, _ in _files_lines(result.text)] == [".dockerignore", "a.txt", "app.Dockerfile", "runs/keep.txt",
+                                                         "runs/keep.txt"]
+    assert "mkdir -p /.chexstack-copy-2-1/context/runs\nchmod 750 /.chexstack-copy-2-1/context/runs\n" in result.text
+    assert "mkdir -p /.chexstack-copy-3-1/runs\nchmod 750 /.chexstack-copy-3-1/runs\nchexstack_add " not in result.text
+    assert "mkdir -p /.chexstack-copy-3-1/runs\nchexstack_add /.chexstack-copy-3-1/runs /opt/runs\n" in result.text
+    assert any(":3: ADD: source runs: the context's .dockerignore leaves out runs/epoch_1.pt" in w
+               for w in result.warnings)
+    (tmp_path / "app.Dockerfile.dockerignore").write_text("a.txt\n")
+    assert [s for s, _ in _files_lines(convert(df).text)] == [".dockerignore", "app.Dockerfile",
+                                                              "app.Dockerfile.dockerignore", "runs", "runs"]
+    (tmp_path / "app.Dockerfile.dockerignore").write_text("runs/*\n")  # runs/ is sent, empty: made, not refused
+    emptied = convert(df).text
+    assert "runs" not in [s for s, _ in _files_lines(emptied)]
+    assert "mkdir -p /.chexstack-copy-3-1/runs\nchexstack_add /.chexstack-copy-3-1/runs /opt/runs\n" in emptied
+    (tmp_path / "app.Dockerfile.dockerignore").write_text("runs\n")
+    with pytest.raises(ChexstackError, match=r":3: ADD runs /opt/runs: .*the context's app.Dockerfile.dockerignore"):
+        convert(df)
+
+
+def test_an_ignore_file_that_cannot_be_read_is_named(tmp_path):
+    (tmp_path / ".dockerignore").write_bytes(b"\xff\xfe runs\n")
+    (tmp_path / "x").write_text("x")
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\nCOPY . /app/\n")
+    with pytest.raises(ChexstackError, match=r"^%s: cannot read the ignore file" % re.escape(str(tmp_path / ".dockerignore"))):
+        convert(df)

@@ -15,12 +15,14 @@ import shlex
 from pathlib import Path
 
 import pytest
+from docker.utils.build import tar as build_tar
 
+from images import dockerignore
 from images.context import context_tar
 from images.convert import convert
 from images.docker_build import docker_build
 from images.equivalence import Emulator, compare_images, exec_emulated, parse_definition
-from tests.test_images_convert import CORPUS
+from tests.test_images_convert import CORPUS, own_pairs, pair_name
 from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.docker]
@@ -28,12 +30,18 @@ _DIRECTIVE = re.compile(r"^# chexstack-harness: (no|run|exec)\b ?(.*)$", re.M)
 
 
 def _pairs() -> list[Path]:
-    return [p for p in sorted(CORPUS.glob("*.Dockerfile")) if not p.name.startswith("refuse-")
+    return [p for p in own_pairs() if not pair_name(p).startswith("refuse-")
             and ("no", ) not in [(m.group(1),) for m in _DIRECTIVE.finditer(p.read_text())]]
 
 
 def _docker_image(client, dockerfile: Path) -> str:
-    tar = context_tar(dockerfile.read_text(), {"files": dockerfile.parent / "files"})
+    """The Docker build of a pair: the shared context's ``files/``, or a pair's own context folder as the docker
+    CLI and SDK send it (its ``.dockerignore`` applied: the SDK's ``docker.utils.build.tar``)."""
+    if dockerfile.name == "Dockerfile":
+        ignore = dockerignore.ignore_file(dockerfile.parent, dockerfile)
+        tar = build_tar(str(dockerfile.parent), exclude=dockerignore.read_patterns(ignore) if ignore else None)
+    else:
+        tar = context_tar(dockerfile.read_text(), {"files": dockerfile.parent / "files"})
     return docker_build(client, tar, quiet=True)
 
 
@@ -45,7 +53,7 @@ def stage_images(client):
     before = {i.id for i in client.images.list(filters={"dangling": True})}
     own: list[str] = []
     yield own
-    texts = " ".join([p.read_text() for p in CORPUS.glob("*.Dockerfile")] + own)
+    texts = " ".join([p.read_text() for p in own_pairs()] + own)
     for image in client.images.list(filters={"dangling": True}):
         last = (image.history() or [{}])[0].get("CreatedBy") or ""
         if image.id not in before and last.startswith("/bin/sh -c ") and last[len("/bin/sh -c "):][:60] in texts:
@@ -65,7 +73,7 @@ def _cases(dockerfile: Path) -> tuple[list[list[str]], list[list[str]]]:
     return runs, execs
 
 
-@pytest.mark.parametrize("dockerfile", _pairs(), ids=lambda p: p.name.replace(".Dockerfile", ""))
+@pytest.mark.parametrize("dockerfile", _pairs(), ids=pair_name)
 def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile, stage_images):
     docker_image = _docker_image(client, dockerfile)
     built = Emulator(client, dockerfile.parent).build(convert(dockerfile).text)
