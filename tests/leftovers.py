@@ -82,6 +82,12 @@ def _new_refs(before: Snapshot, after: Snapshot) -> list[str]:
     return sorted({ref for refs in after.images.values() for ref in refs} - old)
 
 
+def _sif_files() -> list[str]:
+    """Everything in the checkout's build/sif: SIFs, ``*.partial`` files and ``chexstack-sif-*`` build folders."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "sif")
+    return [os.path.join(folder, n) for n in os.listdir(folder)] if os.path.isdir(folder) else []
+
+
 def _marked_processes(run_id: str) -> list[psutil.Process]:
     """Live processes other than this pytest whose environment carries this run's ``RUN_ENV`` (every process a
     test starts inherits it: a daemon that outlives its test, also one reparented to init)."""
@@ -108,6 +114,18 @@ class Leftovers:
         os.environ[RUN_ENV] = self.run_id
         self.client = _docker()
         self.before = Snapshot.take(self.client)
+        self.sifs_before = set(_sif_files())
+
+    def _remove_own_sifs(self) -> list[str]:
+        """The SIFs the run made in the checkout's build/sif (``tests.conftest.sif_once``), unless KEEP_ENV."""
+        if os.environ.get(KEEP_ENV) == "1":
+            return []
+        removed = []
+        for path in sorted(set(_sif_files()) - self.sifs_before):
+            if path.endswith(".sif"):
+                os.unlink(path)
+                removed.append(os.path.basename(path))
+        return removed
 
     def _remove_own_images(self) -> list[str]:
         """Untag (and so remove, when it was the last reference) every new project reference."""
@@ -169,12 +187,15 @@ class Leftovers:
     def pytest_sessionfinish(self, session, exitstatus):
         if self.before is None:
             return
-        removed = self._remove_own_images()
+        removed = self._remove_own_images() + self._remove_own_sifs()
         found = self.problems()
+        found += ["unfinished SIF build %s" % p for p in sorted(set(_sif_files()) - self.sifs_before)
+                  if not p.endswith(".sif")]
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         say = reporter.write_line if reporter else print
         if removed:
-            say("leftovers: removed the images this run made: %s (%s=1 keeps them)" % (", ".join(removed), KEEP_ENV))
+            say("leftovers: removed the images and SIFs this run made: %s (%s=1 keeps them)"
+                % (", ".join(removed), KEEP_ENV))
         if found:
             say("leftovers: the tests left these behind (each test must remove what it creates):")
             for item in found:
