@@ -148,9 +148,9 @@ TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "im
                   "with pyxis --container-image",
         "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
-        "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id",
         **trainer_help(TRAIN_STATED),
-        "submit": "slurm/k8s: submit it with sbatch / kubectl; slurm waits for the job, showing its progress",
+        "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id; slurm waits for the job, showing "
+                  "its progress (--detach: returns at once)",
         "nodes": "slurm/k8s: number of nodes (with --ntasks-per-node: the world size is their product)",
         "ntasks-per-node": "slurm/k8s: ranks per node (default --per-node)",
         "time": "slurm: time limit, e.g. 01:00:00",
