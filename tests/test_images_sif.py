@@ -15,6 +15,7 @@ from images import labels, sif
 from images.naming import image_ref, manifest_digest
 from images.verify import MATCH
 from tests.conftest import REPO, SAMPLE
+from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HAVE_APPTAINER = bool(shutil.which("apptainer") or shutil.which("singularity"))
