@@ -1,5 +1,5 @@
 """Container runtime output: docker's GPU errors and runtimes, ``df`` of /dev/shm, what ``singularity exec --nv``
-shows inside the container.
+shows inside the container, ``apptainer buildcfg``, apptainer.conf settings and /etc/subuid.
 
 Error codes (one per diagnosis, several spellings each):
 
