@@ -456,7 +456,8 @@ def judge_apptainer(tool: str, version_run, cfg: dict, userns: tuple[bool, str],
     fakeroot = ("--fakeroot: %d subordinate uids for %s in /etc/subuid" % (subuids, user) if subuids else
                 "--fakeroot: no /etc/subuid entry for %s (Apptainer >= 1.1 falls back to a root-mapped user "
                 "namespace)" % user) + ("" if userns[0] else "; needs user namespaces, which do not work here")
-    modes = ["user namespaces: " + userns[1], "setuid: " + setuid[1], fakeroot]
+    modes = ["user namespaces: " + userns[1], "setuid: " + setuid[1], fakeroot,
+             "no container was run (a bare node has no image to exec): the modes are judged from their mechanism"]
     expected = "Apptainer >= 1.1 or SingularityCE >= 3.9, and user namespaces or the setuid starter for %s" % user
     if not (userns[0] or setuid[0]):
         return failed(cid, "%s: %s cannot run containers (no user namespaces, no setuid starter)" % (shown, user),
