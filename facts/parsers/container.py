@@ -1,5 +1,5 @@
 """Container runtime output: docker's GPU errors and runtimes, ``df`` of /dev/shm, what ``singularity exec --nv``
-shows inside the container.
+shows inside the container, ``apptainer buildcfg``, apptainer.conf settings and /etc/subuid.
 
 Error codes (one per diagnosis, several spellings each):
 
@@ -93,3 +93,42 @@ def nv_libs(text: str) -> dict:
     if count is None:
         count = sum(1 for l in libs if l.startswith("libcuda.so"))
     return {"libcuda": count, "libs": libs, "ld_library_path": ld}
+
+
+def buildcfg(text: str) -> dict[str, str]:
+    """``apptainer buildcfg`` / ``singularity buildcfg``: its ``KEY=VALUE`` lines (``PACKAGE_NAME=apptainer``,
+    ``LIBEXECDIR=/usr/lib/x86_64-linux-gnu``, ``APPTAINER_SUID_INSTALL=0``, ``APPTAINER_CONF_FILE=…``) as a dict;
+    other lines are ignored."""
+    out = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and re.fullmatch(r"[A-Z][A-Z0-9_]*", key):
+            out[key] = value.strip()
+    return out
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A dotted version's numbers (``"3.11.4"`` -> ``(3, 11, 4)``), for comparing releases."""
+    return tuple(int(n) for n in re.findall(r"\d+", version or ""))
+
+
+def conf_setting(text: str | None, key: str) -> str | None:
+    """The value of ``key = value`` in apptainer.conf / singularity.conf (the last uncommented one, lower-cased;
+    ``allow setuid = no`` -> ``"no"``), or None when the file or the line is not there."""
+    value = None
+    for line in (text or "").splitlines():
+        name, sep, rest = line.split("#", 1)[0].partition("=")
+        if sep and name.strip().lower() == key:
+            value = rest.strip().lower()
+    return value
+
+
+def subid_count(text: str | None, user: str, uid: int) -> int:
+    """How many subordinate IDs /etc/subuid (or /etc/subgid) grants ``user`` (by name or uid): the sum of the
+    ``name:start:count`` lines' counts; 0 when none (subuid(5))."""
+    total = 0
+    for line in (text or "").splitlines():
+        cells = line.strip().split(":")
+        if len(cells) == 3 and cells[0] in (user, str(uid)) and cells[2].isdigit():
+            total += int(cells[2])
+    return total

@@ -11,7 +11,10 @@ memlock: RDMA registers (pins) memory; with a limit below unlimited ``ibv_reg_mr
 from __future__ import annotations
 
 import os
+import pwd
+import re
 import resource
+import stat
 
 from chexstack import engine
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
@@ -19,7 +22,8 @@ from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
-from facts.parsers.container import classify_runtime_error, df_size, docker_runtimes, library_not_loaded, nv_libs
+from facts.parsers.container import (buildcfg, classify_runtime_error, conf_setting, df_size, docker_runtimes,
+                                     library_not_loaded, nv_libs, release, subid_count)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -299,9 +303,7 @@ def singularity_libs_run(argv: tuple, env: dict) -> bool:
 def _no_singularity(ctx: Context) -> str | None:
     if ctx.recorded(singularity_libs_run) is not None:
         return None
-    if all(ctx.tool(t, "version").missing for t in ("apptainer", "singularity")):
-        return "neither apptainer nor singularity on PATH"
-    return None
+    return "neither apptainer nor singularity on PATH" if runtime_version(ctx) is None else None
 
 
 def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
@@ -325,7 +327,7 @@ def singularity_nv(ctx: Context) -> CheckResult:
         result = judge_nv_libs(nv_libs(recorded.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
         result.details.append("from the bundle's `%s`" % " ".join(recorded.argv))
         return result
-    tool = next(t for t in ("apptainer", "singularity") if not ctx.tool(t, "version").missing)
+    tool = runtime_version(ctx).argv[0]
     image = stack_image(ctx)[0]
     from images.build import SIF_DIR
     from images.sif import sif_path
@@ -339,6 +341,181 @@ def singularity_nv(ctx: Context) -> CheckResult:
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
     return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
+
+
+def runtime_version(ctx: Context):
+    """The ``version`` run of the first of apptainer, singularity on PATH (its ``argv[0]`` names the tool), or None
+    when neither is there. A bundle holding neither run raises ``MissingEvidence`` (a SKIP)."""
+    lacking = None
+    for tool in ("apptainer", "singularity"):
+        try:
+            res = ctx.tool(tool, "version")
+        except MissingEvidence as e:  # a bundle recorded by hand may hold only the other one (case 21)
+            lacking = lacking or e
+            continue
+        if not res.missing:
+            return res
+    if lacking is not None:
+        raise lacking
+    return None
+
+
+#: The oldest release of each flavour (``buildcfg``'s PACKAGE_NAME) judged current, and what an older one lacks.
+#: Apptainer 1.1.0 made the unprivileged user-namespace mode the default installation and let ``--fakeroot`` work
+#: without /etc/subuid (https://github.com/apptainer/apptainer/releases/tag/v1.1.0,
+#: https://rootlesscontaine.rs/getting-started/apptainer/); SingularityCE 3.9.0 brought ``--nvccli`` (GPU setup by
+#: nvidia-container-cli) and ``--mount`` (https://github.com/sylabs/singularity/releases/tag/v3.9.0).
+RUNTIME_FLOORS = {
+    "apptainer": ((1, 1), "Apptainer before 1.1 installs setuid-root by default (no user-namespace mode unless "
+                          "configured) and --fakeroot needs /etc/subuid mappings "
+                          "(https://github.com/apptainer/apptainer/releases/tag/v1.1.0)"),
+    "singularity-ce": ((3, 9), "SingularityCE before 3.9 has no --nvccli and no --mount "
+                               "(https://github.com/sylabs/singularity/releases/tag/v3.9.0)"),
+    "singularity": ((3, 9), "Singularity from before the SingularityCE/Apptainer split gets no fixes; it has no "
+                            "--nvccli (https://github.com/sylabs/singularity/releases/tag/v3.9.0)"),
+}
+
+
+def runtime_flavour(tool: str, version: str | None, cfg: dict) -> str:
+    """``apptainer``, ``singularity-ce`` or ``singularity``: buildcfg's PACKAGE_NAME, else from the version (the
+    ``singularity`` link of Apptainer prints 1.x; Singularity and SingularityCE are 2.x/3.x and later)."""
+    name = cfg.get("PACKAGE_NAME")
+    if name in RUNTIME_FLOORS:
+        return name
+    return "apptainer" if tool == "apptainer" or release(version or "")[:1] == (1,) else "singularity"
+
+
+def starter_suid_path(flavour: str, cfg: dict) -> str | None:
+    """Where ``buildcfg``'s LIBEXECDIR puts the setuid starter (``$LIBEXECDIR/apptainer/bin/starter-suid``,
+    ``…/singularity/bin/starter-suid``); None when buildcfg named no LIBEXECDIR."""
+    libexec = cfg.get("LIBEXECDIR")
+    if not libexec:
+        return None
+    return os.path.join(libexec, "apptainer" if flavour == "apptainer" else "singularity", "bin", "starter-suid")
+
+
+def userns_mode(max_userns: str | None, clone: str | None, apparmor: str | None, profile: str | None,
+                probe) -> tuple[bool, str]:
+    """Whether this user can create the user namespace Apptainer's unprivileged mode needs, and why, from
+    /proc/sys/user/max_user_namespaces (0: off), kernel.unprivileged_userns_clone (Debian kernels; None: absent),
+    Ubuntu's kernel.apparmor_restrict_unprivileged_userns (1: only programs whose AppArmor profile says ``userns``,
+    https://ubuntu.com/blog/ubuntu-23-10-restricted-unprivileged-user-namespaces) with /etc/apparmor.d/apptainer
+    (``profile``), and ``probe``: the ``ToolRun`` of ``unshare --user --map-root-user true`` (None: unshare not on
+    PATH). A probe that ran is the observation; the settings alone are said to be settings."""
+    if max_userns is not None and max_userns.strip() == "0":
+        return False, "user namespaces are off: /proc/sys/user/max_user_namespaces is 0"
+    if probe is not None and probe.ok:
+        return True, "`unshare --user --map-root-user true` ran: this user can create user namespaces"
+    if apparmor is not None and apparmor.strip() == "1":
+        if profile and re.search(r"^\s*userns\b", profile, re.M):
+            return True, ("kernel.apparmor_restrict_unprivileged_userns is 1 and /etc/apparmor.d/apptainer allows "
+                          "userns (judged from settings, no container run)")
+        return False, ("kernel.apparmor_restrict_unprivileged_userns is 1 and no /etc/apparmor.d/apptainer profile "
+                       "allows userns")
+    if clone is not None and clone.strip() == "0":
+        return False, "kernel.unprivileged_userns_clone is 0: unprivileged user namespaces are off"
+    if probe is not None:
+        return False, "`unshare --user --map-root-user true` failed: %s" % probe.why_not()
+    if max_userns is not None:
+        return True, ("max_user_namespaces is %s (judged from settings: unshare not on PATH, no container run)"
+                      % max_userns.strip())
+    return False, "not observed: /proc/sys/user/max_user_namespaces unreadable and unshare not on PATH"
+
+
+def setuid_mode(flavour: str, cfg: dict, path: str | None, starter: dict | None,
+                allow: str | None) -> tuple[bool, str]:
+    """Whether the setuid starter can start containers: ``starter`` is ``{"mode", "uid"}`` of ``path`` (None:
+    absent), ``allow`` the conf file's ``allow setuid`` (None: not read). Judged from the file and the setting."""
+    if path is None:
+        return False, "buildcfg named no LIBEXECDIR: the setuid starter was not looked for"
+    suid_key = "APPTAINER_SUID_INSTALL" if flavour == "apptainer" else "SINGULARITY_SUID_INSTALL"
+    if starter is None:
+        return False, "no setuid starter at %s (%s=%s)" % (path, suid_key, cfg.get(suid_key, "?"))
+    if starter["uid"] != 0 or not starter["mode"] & stat.S_ISUID:
+        return False, "%s is not setuid root (mode %o, owner uid %d)" % (path, stat.S_IMODE(starter["mode"]),
+                                                                          starter["uid"])
+    if allow == "no":
+        return False, "%s is setuid root but the configuration says allow setuid = no" % path
+    return True, "%s is setuid root%s (judged from the file, no container run)" % (
+        path, "" if allow is not None else "; the configuration file was not read")
+
+
+def judge_apptainer(tool: str, version_run, cfg: dict, userns: tuple[bool, str], setuid: tuple[bool, str],
+                    subuids: int, user: str) -> CheckResult:
+    """The container runtime answers ``version``, is not older than ``RUNTIME_FLOORS`` (else WARN naming the
+    release's limits), and this user has a way to run containers: user namespaces or the setuid starter (else FAIL
+    ``APPTAINER_NO_USERNS`` with each mode's reason). ``subuids``: this user's /etc/subuid IDs (``--fakeroot``
+    maps them, and needs user namespaces too)."""
+    cid = "container.apptainer"
+    if not version_run.ok:
+        return failed(cid, "`%s version` failed: %s" % (tool, version_run.why_not()), "%s version answers" % tool,
+                      "run `%s version` by hand; reinstall Apptainer if it does not answer" % tool)
+    version = versions.singularity(version_run.stdout)
+    flavour = runtime_flavour(tool, version, cfg)
+    shown = "%s %s" % (flavour, version or "(unparsed: %r)" % version_run.stdout.strip()[:60])
+    fakeroot = ("--fakeroot: %d subordinate uids for %s in /etc/subuid" % (subuids, user) if subuids else
+                "--fakeroot: no /etc/subuid entry for %s (Apptainer >= 1.1 falls back to a root-mapped user "
+                "namespace)" % user) + ("" if userns[0] else "; needs user namespaces, which do not work here")
+    modes = ["user namespaces: " + userns[1], "setuid: " + setuid[1], fakeroot,
+             "no container was run (a bare node has no image to exec): the modes are judged from their mechanism"]
+    expected = "Apptainer >= 1.1 or SingularityCE >= 3.9, and user namespaces or the setuid starter for %s" % user
+    if not (userns[0] or setuid[0]):
+        return failed(cid, "%s: %s cannot run containers (no user namespaces, no setuid starter)" % (shown, user),
+                      expected, "enable user namespaces (sysctl user.max_user_namespaces=15000; on Ubuntu an "
+                      "AppArmor profile for apptainer or kernel.apparmor_restrict_unprivileged_userns=0) or install "
+                      "the setuid starter (apptainer-suid)", "APPTAINER_NO_USERNS", modes)
+    how = "user namespaces" if userns[0] else "the setuid starter"
+    floor, limits = RUNTIME_FLOORS[flavour]
+    if version is None or release(version)[:2] < floor:
+        return warned(cid, "%s is older than %s; runs containers through %s" % (
+            shown, ".".join(map(str, floor)), how), expected, "upgrade: " + limits, "APPTAINER_TOO_OLD", modes)
+    return passed(cid, "%s; %s runs containers through %s" % (shown, user, how), expected, modes)
+
+
+def _owner_mode(path: str) -> dict | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return {"mode": st.st_mode, "uid": st.st_uid}
+
+
+def _user() -> dict:
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = str(uid)
+    return {"uid": uid, "name": name}
+
+
+@check("container.apptainer", "Apptainer/Singularity version, and a way for this user to run containers")
+def apptainer(ctx: Context) -> CheckResult:
+    cid = "container.apptainer"
+    res = runtime_version(ctx)
+    if res is None:
+        return skipped(cid, "neither apptainer nor singularity on PATH")
+    tool = res.argv[0]
+    cfg_run = ctx.tool(tool, "buildcfg")
+    cfg = buildcfg(cfg_run.stdout) if cfg_run.ok else {}
+    flavour = runtime_flavour(tool, versions.singularity(res.stdout), cfg)
+    apparmor = ctx.read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    probe = ctx.tool("unshare", "--user", "--map-root-user", "true", timeout=10)
+    userns = userns_mode(ctx.read("/proc/sys/user/max_user_namespaces"),
+                         ctx.read("/proc/sys/kernel/unprivileged_userns_clone"), apparmor,
+                         ctx.read("/etc/apparmor.d/apptainer") if (apparmor or "").strip() == "1" else None,
+                         None if probe.missing else probe)
+    path = starter_suid_path(flavour, cfg)
+    conf = cfg.get("APPTAINER_CONF_FILE") or cfg.get("SINGULARITY_CONF_FILE")
+    setuid = setuid_mode(flavour, cfg, path, ctx.fact("stat %s" % path, lambda: _owner_mode(path)) if path else None,
+                         conf_setting(ctx.read(conf), "allow setuid") if conf else None)
+    user = ctx.fact("user", _user)
+    result = judge_apptainer(tool, res, cfg, userns, setuid, subid_count(ctx.read("/etc/subuid"), user["name"],
+                                                                          user["uid"]), user["name"])
+    if not cfg_run.ok:
+        result.details.append("`%s buildcfg` failed (%s): the flavour is judged from the version" % (
+            tool, cfg_run.why_not()))
+    return result
 
 
 #: Printed by every probe rank: the limits a rank really gets (``ulimit`` in KiB, /dev/shm in 1K blocks, the
