@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack, load_stack
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, SINGLE_COPY_OFF
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
@@ -156,8 +156,13 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
               *(os.path.dirname(request.more[i]) for i in request.more_paths()))
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(inputs) if path and path != SYNTHETIC]
     gpus = stack.gpu and request.gpus > 0
+    if opts.launcher == "slurm" and opts.slurm_model == "hybrid":
+        # the host's mpirun starts the ranks, as on bare metal; each `singularity exec` is its own namespace
+        env = dict(ALLOW_RUN_AS_ROOT_ENV, **SINGLE_COPY_OFF, **request.device_env())
+    else:
+        env = request.device_env() if gpus else {}
     return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),
-                   nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=request.device_env() if gpus else {},
+                   nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=env,
                    trainer_args=tuple(request.trainer_args()), mounts=tuple(mounts + [Mount(request.output)]))
 
 

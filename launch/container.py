@@ -34,6 +34,7 @@ from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from envs.manifest import load_stack
 from facts import host
+from facts.openmpi import SINGLE_COPY_OFF
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import execute, oversubscription
@@ -43,10 +44,6 @@ from trainer.preflight import TOKEN_ENV
 
 DATA, OUTPUT = "/data", "/output"
 RUNTIMES = ("docker", "singularity")
-#: Open MPI's shared-memory BTL copies between ranks with CMA (process_vm_readv), which a container without
-#: CAP_SYS_PTRACE may not use: every transfer fails ("Read -1, expected N, errno = 1") and falls back slowly
-#: (open-mpi/ompi#4948; measured here: 4 min 49 s vs 1 min 20 s for one epoch). Copy through shared memory instead.
-OMPI_IN_CONTAINER = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 NETWORKS = ("host", "none")
 #: HOME inside a container run as the calling user: an image has no home for an arbitrary UID (Docker sets HOME=/,
 #: not writable), while Keras, Horovod and Open MPI write below HOME. A tmpfs owned by that user, gone with the run.
@@ -123,7 +120,7 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
     argv, env = horovodrun_argv(request.ranks(), request.trainer_args(), controller=controller, python="python")
     env.update(request.device_env())
     if controller == "mpi":
-        env.update(OMPI_IN_CONTAINER)
+        env.update(SINGLE_COPY_OFF)  # ranks in a container: shared memory, not CMA
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     return argv, env, controller, reason
 
@@ -185,8 +182,7 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
     """The ``apptainer exec`` command of ``request`` in ``sif`` (host network: the host's interfaces), as the
     calling user, or with ``--fakeroot`` for ``as_root`` (root is root already); ``--nv`` (the host's NVIDIA
     driver libraries and devices) only for a run with ``--gpus``: without GPUs it only warns that none are there.
-    Ranks under Open MPI copy through shared memory (``OMPI_IN_CONTAINER``): each ``exec`` has its own PID
-    namespace, across which Open MPI's CMA single copy does not work (it warns cma-different-user-namespace)."""
+    Ranks under Open MPI copy through shared memory (``facts.openmpi.SINGLE_COPY_OFF``)."""
     from images.sif import require_tool
 
     request.check().check_paths()
