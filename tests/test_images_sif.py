@@ -89,3 +89,42 @@ def test_training_in_the_sif_on_the_real_sample(cpu_sif, tmp_path):
     assert run["versions"]["tensorflow"] == load_stack("cpu").components["tensorflow"].version
     for path in out.rglob("*"):
         assert path.stat().st_uid == os.getuid(), path
+
+
+@needs_apptainer
+def test_ctrl_c_stops_every_rank_in_the_sif(cpu_sif, tmp_path):
+    """SIGINT to invoke train --runtime singularity once training runs: exit 130, and no process of the run (the
+    apptainer exec, horovodrun, both ranks) is left."""
+    import signal
+    import time
+
+    import psutil
+
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "invoke"), "train", "--stack", "cpu", "--runtime",
+                             "singularity", "--image", str(cpu_sif.path), "--gpus", "0", "--np", "2",
+                             "--data", "synthetic", "--synthetic-images", "256", "--image-size", "32",
+                             "--epochs", "5", "--bn-images", "0", "--baseline-size", "0", "--output", str(out)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            ranks = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                     if "trainer" in " ".join(p.cmdline())]
+            if len(ranks) >= 2:
+                break
+            assert proc.poll() is None, proc.communicate()[0]
+            time.sleep(0.5)
+        else:
+            pytest.fail("two ranks did not start within 5 minutes")
+        time.sleep(5)  # the ranks into TensorFlow
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, text
+    assert "SIGINT" in text
+    _, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive, [p.pid for p in alive]

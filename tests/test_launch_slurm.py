@@ -95,6 +95,7 @@ def test_hybrid_guard_runs_against_the_real_host_mpirun():
     assert guard(_with_mpi("4.1.4")).returncode == 0
     bad = guard(_with_mpi("3.1.3"))
     assert bad.returncode == 1 and "image has Open MPI 3.1.x" in bad.stderr
+    assert re.search(r"host mpirun is 'mpirun \(Open MPI\) \d+\.\d+\.\d+'", bad.stderr)  # both versions named
 
 
 @pytest.mark.parametrize("host,image,compatible", [

