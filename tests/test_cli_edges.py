@@ -96,7 +96,7 @@ def test_the_installed_package_has_the_command_and_its_tasks(tmp_path):
         names = z.namelist()
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "tasks.py" in names and "chexstack/cli.py" in names
-    assert "chexstack = chexstack.cli:main" in entry_points
+    assert "chexstack = tasks:main" in entry_points
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
