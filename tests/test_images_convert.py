@@ -16,17 +16,17 @@ import pytest
 from chexstack.errors import ChexstackError
 from images.convert import _simple, convert, parse_build_args
 from images.dockerwords import UnsupportedExpansion, literal, shell, words
-from tests.conftest import CASES, REPO
-from tests.golden import assert_golden
+from tests.lib import cli as cmd
+from tests.lib.golden import assert_golden
+from tests.lib.paths import CASES, CONVERT_CORPUS
 
-CORPUS = REPO / "tests" / "data" / "convert"
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
 
 
 def corpus() -> list[Path]:
     """Every corpus Dockerfile: ours, then the shared cases that are part of it."""
-    return sorted(CORPUS.glob("*.Dockerfile")) + [CASES / ("%s.Dockerfile" % n) for n in SHARED_PAIRS]
+    return sorted(CONVERT_CORPUS.glob("*.Dockerfile")) + [CASES / ("%s.Dockerfile" % n) for n in SHARED_PAIRS]
 
 
 def _case(n: str) -> str:
@@ -184,8 +184,7 @@ def test_build_arg_overrides_a_stage_default(tmp_path):
 def test_invoke_convert_exit_2_names_the_line(tmp_path):
     df = tmp_path / "Dockerfile"
     df.write_text("FROM debian:12\nVOLUME /data\n")
-    p = subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "convert", str(df)], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+    p = cmd.run("convert", str(df))
     assert p.returncode == 2
     assert "%s:2: VOLUME /data: Apptainer images have no volumes" % df in p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr

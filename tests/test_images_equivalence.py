@@ -20,15 +20,14 @@ from images.context import context_tar
 from images.convert import convert
 from images.docker_build import docker_build
 from images.equivalence import Emulator, compare_images, exec_emulated, parse_definition
-from tests.test_images_convert import CORPUS
-from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+from tests.lib.paths import CONVERT_CORPUS
 
 pytestmark = [pytest.mark.docker]
 _DIRECTIVE = re.compile(r"^# chexstack-harness: (no|run|exec)\b ?(.*)$", re.M)
 
 
 def _pairs() -> list[Path]:
-    return [p for p in sorted(CORPUS.glob("*.Dockerfile")) if not p.name.startswith("refuse-")
+    return [p for p in sorted(CONVERT_CORPUS.glob("*.Dockerfile")) if not p.name.startswith("refuse-")
             and ("no", ) not in [(m.group(1),) for m in _DIRECTIVE.finditer(p.read_text())]]
 
 
@@ -45,7 +44,7 @@ def stage_images(client):
     before = {i.id for i in client.images.list(filters={"dangling": True})}
     own: list[str] = []
     yield own
-    texts = " ".join([p.read_text() for p in CORPUS.glob("*.Dockerfile")] + own)
+    texts = " ".join([p.read_text() for p in CONVERT_CORPUS.glob("*.Dockerfile")] + own)
     for image in client.images.list(filters={"dangling": True}):
         last = (image.history() or [{}])[0].get("CreatedBy") or ""
         if image.id not in before and last.startswith("/bin/sh -c ") and last[len("/bin/sh -c "):][:60] in texts:
@@ -65,6 +64,7 @@ def _cases(dockerfile: Path) -> tuple[list[list[str]], list[list[str]]]:
     return runs, execs
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("dockerfile", _pairs(), ids=lambda p: p.name.replace(".Dockerfile", ""))
 def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile, stage_images):
     docker_image = _docker_image(client, dockerfile)
@@ -78,10 +78,11 @@ def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile, s
         client.images.remove(docker_image, force=True)
 
 
+@pytest.mark.docker
 def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images):
     """Control: a definition that loses COPY --chown (owners differ) and one ENV (the run-time environment
     differs) is reported on both counts."""
-    dockerfile = CORPUS / "copy-forms.Dockerfile"
+    dockerfile = CONVERT_CORPUS / "copy-forms.Dockerfile"
     right = convert(dockerfile).text
     wrong = right.replace(" /opt/owned worker:worker\n", " /opt/owned\n").replace("%post\n", "%environment\n"
                                                                                     "export EXTRA=1\n%post\n", 1)
@@ -98,6 +99,7 @@ def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images):
         client.images.remove(docker_image, force=True)
 
 
+@pytest.mark.docker
 def test_files_from_a_stage_keeps_its_links_as_apptainer_does(client, debian_base, stage_images):
     """``%files from STAGE`` copies as Apptainer's ``CopyFromStage`` (Singularity >= 3.5.3): links inside a folder
     stay links, absolute ones dangling in the new stage too (copied before ``%post``), a link named as the source is
@@ -131,6 +133,7 @@ def test_parse_definition_concatenates_sections_per_stage():
     assert stages[0].body("post") == ["    x", "y"] and stages[1].sections[0].args == "from one"
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("CHEXSTACK_HARNESS_STACK") != "1",
                     reason="opt-in (CHEXSTACK_HARNESS_STACK=1): minutes beyond the cpu image build (README, harness)")

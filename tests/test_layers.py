@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 #: area -> floor; an area may import its own modules and areas on lower floors only. ``tasks`` is ``tasks.py``.
 FLOORS = {"chexstack": 0, "trainer": 1, "facts": 1, "envs": 2, "images": 3, "launch": 4, "validate": 5, "bench": 5,

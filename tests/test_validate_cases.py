@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.conftest import CASES
+from tests.lib.paths import CASES
 from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
@@ -136,7 +136,7 @@ def test_31_p2p_hang_is_explained_by_acs_not_passed(tmp_path):
     """../shared/cases/31: all_reduce_perf initialises with P2P/CUMEM channels and prints no result row — a hang
     (never a transport PASS), explained from the node's evidence (the case's bundle in tests/data/bundles: ACSCtl of
     the GPUs' bridges, the IOMMU lines) with the ACS fix."""
-    from tests.bundle_corpus import CORPUS, build
+    from tests.lib.bundle_corpus import CORPUS, build
     from validate.checks import Context
     from validate.checks.nccl import hang_evidence, judge_hang
     from validate.checks.topology import ACS_REMEDY

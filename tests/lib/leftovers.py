@@ -1,4 +1,5 @@
-"""Tests leave the machine as they found it: a pytest plugin (registered in ``tests/conftest.py``).
+"""Tests leave the machine as they found it: a pytest plugin (``tests/conftest.py``'s ``pytest_plugins``; its
+``pytest_configure`` registers the ``Leftovers`` object that holds the run's record).
 
 At the start of the run it records what exists: Docker images (ID -> references), containers, networks and volumes
 (when an engine answers), network namespaces (``ip netns list``) and processes. At the end it
@@ -182,3 +183,7 @@ class Leftovers:
             self._clean()
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Leftovers(), "chexstack-leftovers")
