@@ -3,7 +3,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 SAMPLE ?= ../shared/data/chestxray14
 
-.PHONY: setup setup-docker setup-legacy setup-testcluster setup-apptainer demo test
+.PHONY: setup setup-docker setup-legacy setup-testcluster setup-apptainer demo test test-fast test-slow test-docker \
+	test-cluster test-legacy
 
 setup:
 	scripts/setup
@@ -36,7 +37,25 @@ demo: setup
 # Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap, the TF 1.12 venv), then the whole
 # suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
 # Exit 3 of setup-legacy: no Python 3.6 on this machine (said in its output; tests/test_trainer_legacy.py then skips).
-# The tests bring the test cluster up once (tests/testcluster.py, as root) and take it down at the end.
+# The tests bring the test cluster up once (tests/lib/testcluster.py, as root) and take it down at the end.
 test: setup-apptainer
 	scripts/setup-legacy || [ $$? = 3 ]
 	$(VENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)
+
+# The lanes (tests/lib/lanes.py, CONTRIBUTING.md "Tests"), which together are `make test`. The unit lane needs only
+# `make setup` (no dockerd, no test cluster, no legacy venv); a lane's own setup comes first, as in `make test`.
+test-fast: setup
+	$(VENV)/bin/python -m pytest -m "not slow and not docker and not cluster and not legacy" $(PYTEST_ARGS)
+
+test-slow: setup
+	$(VENV)/bin/python -m pytest -m "slow and not docker and not cluster and not legacy" $(PYTEST_ARGS)
+
+test-docker: setup-apptainer
+	$(VENV)/bin/python -m pytest -m "docker and not cluster" $(PYTEST_ARGS)
+
+test-cluster: setup-apptainer
+	$(VENV)/bin/python -m pytest -m cluster $(PYTEST_ARGS)
+
+test-legacy: setup
+	scripts/setup-legacy || [ $$? = 3 ]
+	$(VENV)/bin/python -m pytest -m legacy $(PYTEST_ARGS)

@@ -2,7 +2,8 @@
 
 Each task parses its options and calls one function of an area module; the invoke machinery (number options
 checked while parsing, a ``ChexstackError`` as one ``error:`` line on stderr and its exit code) is
-``chexstack.cli``. Run ``invoke --list`` for the tasks, ``invoke --help TASK`` for options.
+``chexstack.cli``. Run ``invoke --list`` for the tasks, ``invoke --help TASK`` for options; ``main`` is the
+``chexstack`` command (the same tasks from any folder).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 
 from invoke import Exit
 
-from chexstack.cli import csv_list, task, user_errors
+from chexstack.cli import NAME, csv_list, program, task, user_errors
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from launch.options import trainer_help, with_trainer_options
@@ -327,3 +328,13 @@ def bench_report(c, results, output="bench/results/figure1.png", title=None):
     from bench import main
 
     main.report([results] + shlex.split(c.remainder or ""), Path(output), title)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``chexstack`` command (pyproject ``[project.scripts]``, ``python -m chexstack``): this module's tasks from
+    any folder, also on a node where only the package is installed (``tasks`` is installed as a module beside the
+    packages, pyproject ``[tool.setuptools] py-modules``). ``chexstack validate`` = ``invoke validate`` in the
+    checkout. Exits with the task's code; ``argv``: the full command line (default ``sys.argv``)."""
+    from invoke import Collection
+
+    program(Collection.from_module(sys.modules[__name__]), NAME).run(argv)

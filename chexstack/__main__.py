@@ -1,6 +1,7 @@
-"""``python -m chexstack ...`` = the ``chexstack`` console command (``chexstack.cli``)."""
+"""``python -m chexstack ...`` = the ``chexstack`` console command (``tasks.main``): the entry point, the one module
+that imports ``tasks``."""
 import sys
 
-from chexstack.cli import main
+from tasks import main
 
 main(["chexstack"] + sys.argv[1:])

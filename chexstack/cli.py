@@ -4,13 +4,10 @@
 short flags) and wrapped in ``user_errors`` (a ``ChexstackError`` is one ``error:`` line on stderr and its exit code,
 never a traceback).
 
-The ``chexstack`` command: the tasks of ``tasks.py`` (the same ones ``invoke ...`` runs in the checkout) from any
-folder, and on a node where only the package is installed (``pip install chexstack``: ``tasks`` is installed as a
-module beside the packages, pyproject ``[tool.setuptools] py-modules``).
-
-``chexstack validate`` = ``invoke validate`` run in the checkout; ``chexstack --list``, ``chexstack --help TASK``
-work as invoke's. Built on invoke's ``Program`` with the tasks collection given, so no ``tasks.py`` is looked for
-in the current folder (https://docs.pyinvoke.org/en/stable/concepts/library.html).
+The ``chexstack`` command is ``program(collection)``: invoke's ``Program`` over a given collection of tasks, so no
+``tasks.py`` is looked for in the current folder (https://docs.pyinvoke.org/en/stable/concepts/library.html). Its
+entry point is ``tasks.main`` (pyproject ``[project.scripts]``), which gives the collection: this module imports
+no task, so ``tasks.py`` -> ``chexstack.cli`` is the only edge between the two (``tests/test_layers.py``).
 """
 from __future__ import annotations
 
@@ -99,7 +96,7 @@ class Task(invoke.Task):
             name = self.body.__name__.replace("_", "-")
             typed = os.path.basename(sys.argv[0])
             binary = "inv[oke]" if typed in ("inv", "invoke") else NAME  # as invoke's own help names itself
-            program(binary).run([typed or NAME, "--help", name], exit=False)
+            program(invoke.Collection(self), binary).run([typed or NAME, "--help", name], exit=False)
             raise Exit(code=0)
         return super().__call__(*args, **kwargs)
 
@@ -124,22 +121,11 @@ def csv_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def program(binary: str = NAME):
-    """invoke's ``Program`` over the project's tasks, named ``chexstack`` (``binary``: the command name its help
+def program(namespace: invoke.Collection, binary: str = NAME) -> invoke.Program:
+    """invoke's ``Program`` over ``namespace`` (the tasks), named ``chexstack`` (``binary``: the command name its help
     shows)."""
-    from invoke import Collection, Program
-
-    import tasks
-
     try:
         version = metadata.version(NAME)
     except metadata.PackageNotFoundError:  # run from a checkout that is not installed (PYTHONPATH)
         version = "unknown"
-    return Program(namespace=Collection.from_module(tasks), name=NAME, binary=binary, binary_names=[binary],
-                   version=version)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``chexstack`` console script (pyproject ``[project.scripts]``); exits with the task's
-    code. ``argv``: the full command line (default ``sys.argv``)."""
-    program().run(argv)
+    return invoke.Program(namespace=namespace, name=NAME, binary=binary, binary_names=[binary], version=version)

@@ -24,8 +24,13 @@ def width_for(stream) -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else LOG_WIDTH
 
 
-console = Console(highlight=False, width=width_for(sys.stdout))
-err_console = Console(highlight=False, stderr=True, width=width_for(sys.stderr))
+def make(stderr: bool = False) -> Console:
+    """A console for this process's stdout (``stderr``: stderr) as it is now, as every task prints through."""
+    return Console(highlight=False, stderr=stderr, width=width_for(sys.stderr if stderr else sys.stdout))
+
+
+console = make()
+err_console = make(stderr=True)
 
 
 def warn(message: str) -> None:

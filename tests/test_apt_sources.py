@@ -67,6 +67,6 @@ def test_files_are_read_in_apt_order_and_a_non_debian_host_has_no_codename(tmp_p
 
 @pytest.mark.parametrize("path", ["images/local_base.py", "scripts/setup-apptainer", "scripts/setup"])
 def test_no_mirror_url_is_written_into_the_code(path):
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
     text = (REPO / path).read_text()
     assert "deb.debian.org" not in text and "http://" not in text.replace("https://github.com", "")

@@ -6,33 +6,27 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from bench.results import REFERENCE_DIR, load_sweep
 from chexstack.errors import ChexstackError
-from tests.conftest import REPO
-from tests.readonly import run_with_read_only
-from tests.test_launch_k8s import validate as validate_mpijob
+from tests.lib import cli as cmd
+from tests.lib.cli import INVOKE
+from tests.lib.k8s import validate_mpijob
+from tests.lib.paths import REPO
+from tests.lib.readonly import run_with_read_only
 
-INVOKE = str(Path(sys.executable).with_name("invoke"))
 SMALL = ["--model", "resnet50", "--batch-size", "4", "--image-size", "64", "--steps", "5", "--warmup-steps", "2"]
-
-
-def invoke(*args, env=None):
-    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "COLUMNS": "120", **(env or {})})
 
 
 @pytest.mark.slow
 def test_cpu_sweep_then_figure(tmp_path):
     """`invoke bench --np 1,2 --data synthetic` (CPU ranks, as train --gpus 0 --np N) writes one JSON; bench-report draws it next
     to the seed's bare-metal series."""
-    run = invoke("bench", "--np", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
-                 *SMALL)
+    run = cmd.invoke("bench", "--np", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
+                     *SMALL, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     [result] = tmp_path.glob("cpu-test-*.json")
     sweep = load_sweep(result)
@@ -45,8 +39,8 @@ def test_cpu_sweep_then_figure(tmp_path):
     assert raw["schema"] == "chexstack.bench.sweep/1"
 
     png = tmp_path / "fig" / "figure1.png"
-    report = invoke("bench-report", "%s,%s" % (REFERENCE_DIR / "seed-densenet121-baremetal.json", result),
-                    "--output", str(png))
+    report = cmd.invoke("bench-report", "%s,%s" % (REFERENCE_DIR / "seed-densenet121-baremetal.json", result),
+                        "--output", str(png))
     assert report.returncode == 0, report.stdout + report.stderr
     assert png.read_bytes()[:4] == b"\x89PNG" and png.with_suffix(".csv").is_file()
     assert "cpu-test" in png.with_suffix(".md").read_text() and "not comparable" in report.stdout
@@ -54,10 +48,10 @@ def test_cpu_sweep_then_figure(tmp_path):
 
 def test_counts_beyond_the_slots_stop_before_running():
     cores = len(os.sched_getaffinity(0))
-    run = invoke("bench", "--np", "1,2,%d" % (cores + 1), "--data", "synthetic")
+    run = cmd.run("bench", "--np", "1,2,%d" % (cores + 1), "--data", "synthetic")
     assert run.returncode == 2
     assert "exceed the" in run.stderr and "slot(s) of this host" in run.stderr and "Traceback" not in run.stderr
-    alone = invoke("bench", "--np", str(cores + 1), "--data", "synthetic")
+    alone = cmd.run("bench", "--np", str(cores + 1), "--data", "synthetic")
     assert alone.returncode == 2 and "counts up to %d fit: run --np %s" % (
         cores, ",".join(map(str, sorted({n for n in (1, 2, 3, 4, 8) if n <= cores} | {cores})))) in alone.stderr
 
@@ -80,9 +74,9 @@ CLUSTER_OUT = ["--output", "/shared/chexstack/runs/r1"]
 
 
 def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
-    run = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
-                 "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--image", "registry.example.com/chexstack/cpu:1",
-                 *CLUSTER_OUT, "--render")
+    run = cmd.run("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
+                  "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--image", "registry.example.com/chexstack/cpu:1",
+                  *CLUSTER_OUT, "--render")
     assert run.returncode == 0, run.stderr
     job = yaml.safe_load(run.stdout)
     validate_mpijob(job)
@@ -90,21 +84,21 @@ def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
     assert run.stderr == "" and not run.stdout.startswith("# warning")
     volumes = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"]
     assert {"path": "/shared/chexstack/runs/r1", "type": "Directory"} in [v.get("hostPath") for v in volumes]
-    submit = invoke("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
-                    env={"PATH": str(tmp_path)})
+    submit = cmd.run("train", "--launcher", "k8s", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
+                     env={"PATH": str(tmp_path)})
     assert submit.returncode == 2 and "kubectl not found on PATH" in submit.stderr
 
 
 def test_train_renders_a_slurm_script_and_submit_needs_sbatch(tmp_path):
-    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", *CLUSTER_OUT,
-                 "--render")
+    run = cmd.run("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic", *CLUSTER_OUT,
+                  "--render")
     assert run.returncode == 0, run.stderr
     assert subprocess.run(["bash", "-n"], input=run.stdout, text=True).returncode == 0
     assert "srun --mpi=pmix --container-image=chexstack/cpu:" in run.stdout
-    submit = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
-                    env={"PATH": str(tmp_path)})
+    submit = cmd.run("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT, "--submit",
+                     env={"PATH": str(tmp_path)})
     assert submit.returncode == 2 and "sbatch not found on PATH" in submit.stderr
-    neither = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
+    neither = cmd.run("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic")
     assert neither.returncode == 2 and "--render" in neither.stderr
 
 
@@ -112,12 +106,12 @@ def test_train_renders_a_slurm_script_and_submit_needs_sbatch(tmp_path):
 def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
     """Review finding 11: without --output the MPIJob mounted this machine's runs/train as a hostPath."""
     base = ["train", "--launcher", launcher, "--stack", "cpu", "--render"]
-    no_output = invoke(*base, "--data", "synthetic")
+    no_output = cmd.run(*base, "--data", "synthetic")
     assert no_output.returncode == 2 and ("error: --launcher %s: --output runs/train is a path relative to this "
                                           "machine" % launcher) in no_output.stderr
-    relative_data = invoke(*base, "--data", "data/cxr", *CLUSTER_OUT)
+    relative_data = cmd.run(*base, "--data", "data/cxr", *CLUSTER_OUT)
     assert relative_data.returncode == 2 and "--data data/cxr is a path relative to this machine" in relative_data.stderr
-    local_tag = invoke(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
+    local_tag = cmd.run(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
     assert local_tag.returncode == 0, local_tag.stdout + local_tag.stderr
     warning = " ".join(local_tag.stderr.split())
     assert warning.startswith("warning: image chexstack/cpu:") and "the cluster's nodes cannot pull it" in warning
@@ -127,13 +121,13 @@ def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
 
 
 def test_hybrid_needs_a_sif_and_scheduled_sweeps_their_results_folder():
-    hybrid = invoke("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
-                    "--render")
+    hybrid = cmd.run("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
+                     "--render")
     assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stderr
     sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--np", "1,2", "--render"]
-    assert "give --results DIR" in invoke(*sweep).stderr
-    assert "--results bench is a path relative to this machine" in invoke(*sweep, "--results", "bench").stderr
-    ok = invoke(*sweep, "--results", "/shared/bench", "--data", "/shared/cxr")
+    assert "give --results DIR" in cmd.run(*sweep).stderr
+    assert "--results bench is a path relative to this machine" in cmd.run(*sweep, "--results", "bench").stderr
+    ok = cmd.run(*sweep, "--results", "/shared/bench", "--data", "/shared/cxr")
     assert ok.returncode == 0 and "mkdir -p -- /shared/bench/cpu-slurm-" in ok.stdout
     assert "--container-mounts=/shared/bench/cpu-slurm-" in ok.stdout and "/shared/cxr:/shared/cxr:ro" in ok.stdout
     assert "cannot pull it" in ok.stderr
@@ -192,17 +186,17 @@ def test_a_sweep_whose_output_turns_read_only_is_kept_in_its_run_folder(tmp_path
 
 def test_bench_report_names_the_figure_formats_and_what_is_not_a_sweep(tmp_path):
     seed = str(REFERENCE_DIR / "seed-densenet121-baremetal.json")
-    run = invoke("bench-report", seed, "--output", str(tmp_path / "x.txt"))
+    run = cmd.run("bench-report", seed, "--output", str(tmp_path / "x.txt"))
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "expected a figure file name ending in one of" in run.stderr and ".png" in run.stderr
     assert ".svg" in run.stderr and not list(tmp_path.iterdir())
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"run": {}, "epochs": []}))
-    run = invoke("bench-report", str(metrics), "--output", str(tmp_path / "f.png"))
+    run = cmd.run("bench-report", str(metrics), "--output", str(tmp_path / "f.png"))
     assert run.returncode == 2
     assert ("%s is not a chexstack.bench.sweep/1 result (no 'schema', 'label' or 'points')" % metrics
             in " ".join(run.stderr.split()))
-    svg = invoke("bench-report", seed, "--output", str(tmp_path / "fig" / "f.svg"))
+    svg = cmd.run("bench-report", seed, "--output", str(tmp_path / "fig" / "f.svg"))
     assert svg.returncode == 0, svg.stdout + svg.stderr
     assert (tmp_path / "fig" / "f.svg").read_text().startswith("<?xml") and (tmp_path / "fig" / "f.csv").is_file()
 
@@ -218,10 +212,10 @@ def test_bench_gpus_means_what_train_gpus_means():
         available_slots(SweepRequest(counts=(1, 2), label="x"), no_gpu)
     assert available_slots(SweepRequest(counts=(1, 2), label="x", gpus=False), no_gpu)[0] >= 1
     assert available_slots(SweepRequest(counts=(1, 2), label="x"), RunRecord(gpu_count=8))[0] == 8
-    both = invoke("bench", "--gpus", "1", "--np", "1")
+    both = cmd.run("bench", "--gpus", "1", "--np", "1")
     assert both.returncode == 2 and "give one" in both.stderr
-    cpu_stack = invoke("bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--results", "/shared/b",
-                       "--render")
+    cpu_stack = cmd.run("bench", "--launcher", "slurm", "--stack", "cpu", "--gpus", "1,2", "--results", "/shared/b",
+                        "--render")
     assert cpu_stack.returncode == 2 and "stack cpu has no GPU build; sweep CPU ranks with --np 1,2" in cpu_stack.stderr
-    bad = invoke("bench", "--np", "0,x")
+    bad = cmd.run("bench", "--np", "0,x")
     assert bad.returncode == 2 and "--np '0,x': expected counts >= 1" in bad.stderr

@@ -2,23 +2,18 @@
 (`launch.container`, as `invoke train --stack`) and the record names the image and its ID."""
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
 from bench.results import load_sweep
-from tests.conftest import REPO
-from tests.test_images_docker import INVOKE, client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+from tests.lib import cli as cmd
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_sweep_inside_the_stack_image(cpu_build, tmp_path):  # noqa: F811
-    run = subprocess.run([INVOKE, "bench", "--stack", "cpu", "--np", "1,2", "--data", "synthetic", "--model",
-                          "resnet50", "--batch-size", "4", "--image-size", "64", "--steps", "3", "--warmup-steps", "1",
-                          "--label", "cpu-image", "--output", str(tmp_path)], cwd=REPO, capture_output=True,
-                         text=True, timeout=1800, env={**os.environ, "COLUMNS": "200"})
+def test_sweep_inside_the_stack_image(cpu_build, tmp_path):
+    run = cmd.invoke("bench", "--stack", "cpu", "--np", "1,2", "--data", "synthetic", "--model", "resnet50",
+                     "--batch-size", "4", "--image-size", "64", "--steps", "3", "--warmup-steps", "1",
+                     "--label", "cpu-image", "--output", str(tmp_path), timeout=1800, env={"COLUMNS": "200"})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "launch: docker run --rm --network host --ipc=host" in run.stdout and cpu_build.ref in run.stdout
     [path] = tmp_path.glob("cpu-image-*.json")

@@ -5,8 +5,8 @@ import pytest
 
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_file, output_folder
-from tests.conftest import REPO
-from tests.readonly import run_with_read_only
+from tests.lib.paths import REPO
+from tests.lib.readonly import run_with_read_only
 
 
 def test_output_file(tmp_path):

@@ -14,7 +14,8 @@ import pytest
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
 from launch.options import check_applicable
-from tests.conftest import REPO
+from tests.lib import cli as cmd
+from tests.lib.paths import REPO
 from validate.report import select
 
 
@@ -64,9 +65,8 @@ def test_a_file_where_the_trainer_expects_a_folder_is_called_a_file(tmp_path):
 
 
 def _chexstack(*args: str, cwd, pythonpath) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chexstack", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(pythonpath), "COLUMNS": "120",
-                                            "NO_COLOR": "1"})
+    """The ``chexstack`` command as a process, its modules from ``pythonpath`` (the entry point itself)."""
+    return cmd.invoke(*args, cwd=cwd, env={"PYTHONPATH": str(pythonpath), "NO_COLOR": "1"}, command=cmd.CHEXSTACK)
 
 
 def test_chexstack_command_works_from_another_folder(tmp_path):
@@ -96,7 +96,7 @@ def test_the_installed_package_has_the_command_and_its_tasks(tmp_path):
         names = z.namelist()
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "tasks.py" in names and "chexstack/cli.py" in names
-    assert "chexstack = chexstack.cli:main" in entry_points
+    assert "chexstack = tasks:main" in entry_points
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,8 @@ from envs import lock as L
 from envs.installed import Installed, Pin, check_installed, lock_pins, parse_installed_json, spec_pins
 from envs.lockflow import check_installed_file
 from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
-from tests.golden import assert_golden
+from tests.lib import cli as cmd
+from tests.lib.golden import assert_golden
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "envs"
@@ -327,35 +326,37 @@ def test_build_globs_are_condas_match_spec():
 def _invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, COLUMNS="200", **(env or {})), timeout=300)
+#: ``invoke lock``'s lines unwrapped.
+WIDE = {"COLUMNS": "200"}
 
 
 def test_invoke_lock_check_without_lock_is_nonzero_and_clear():
-    p = _invoke("lock", "--stack", "conda", "--check")
+    p = cmd.run("lock", "--stack", "conda", "--check", env=WIDE)
     assert p.returncode == 1
     assert "no lock yet for stack conda" in p.stdout and "Traceback" not in p.stdout + p.stderr
 
 
 def test_invoke_lock_without_solver_is_a_clear_error():
-    env = {"PATH": "%s:/usr/bin:/bin" % (ROOT / ".venv/bin"), "CONDA_EXE": ""}
-    p = _invoke("lock", "--stack", "conda", env=env)
+    env = {**WIDE, "PATH": "%s:/usr/bin:/bin" % (ROOT / ".venv/bin"), "CONDA_EXE": ""}
+    p = cmd.run("lock", "--stack", "conda", env=env)
     assert p.returncode == 2
     assert "no conda solver" in p.stderr and "Traceback" not in p.stdout + p.stderr
 
 
 def test_invoke_lock_when_the_solver_fails_is_a_clear_error():
     # conda-lock runs for real; its solver exits non-zero at once, as an unusable conda would.
-    p = _invoke("lock", "--stack", "cpu", "--conda", "/bin/false")
+    p = cmd.run("lock", "--stack", "cpu", "--conda", "/bin/false", env=WIDE)
     assert p.returncode == 2
     assert "conda-lock failed for stack cpu" in p.stderr and "conda-forge" in p.stderr
     assert "Traceback" not in p.stdout
 
 
 def test_invoke_lock_explicit_is_refused():
-    p = _invoke("lock", "--stack", "conda", "--kind", "explicit")
+    p = cmd.run("lock", "--stack", "conda", "--kind", "explicit", env=WIDE)
     assert p.returncode == 2 and "installs none of them" in p.stderr
 
 
 def test_invoke_lock_installed_case15_style(tmp_path):
-    p = _invoke("lock", "--stack", "cpu", "--installed", str(DATA / "conda-list-case15.json"))
+    p = cmd.run("lock", "--stack", "cpu", "--installed", str(DATA / "conda-list-case15.json"), env=WIDE)
     assert p.returncode == 1
     assert "FAIL missing:" in p.stdout and "horovod" in p.stdout and "tensorflow-cpu" in p.stdout

@@ -10,7 +10,7 @@ import yaml
 from chexstack.errors import ChexstackError
 from envs.manifest import COMPONENTS, STACKS_DIR, known_stacks, load_stack
 from envs.show import manifest_json
-from tests.golden import assert_golden
+from tests.lib.golden import assert_golden
 
 
 def test_known_stacks():
@@ -131,7 +131,7 @@ def test_the_cpu_stacks_pins_are_written_once_and_checked_where_they_are_copied(
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
     stack = load_stack("cpu")
     pins = {stack.pin("tensorflow"), stack.pin("horovod")}
     assert pins == {"tensorflow-cpu==2.15.1", "horovod==0.28.1"}

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from envs import lock
 from envs.check import all_findings, stack_findings, virtual_package_findings
 from envs.manifest import STACKS_DIR, parse_stack
 from envs.table1 import TABLE1_FILE, load_table1
-from tests.golden import assert_golden
+from tests.lib import cli as cmd
+from tests.lib.golden import assert_golden
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ def test_invoke_stacks_check_fails_on_a_horovod_build_variable_typo(tmp_path):
         shutil.copy2(ROOT / name, tmp_path / name)
     cpu = tmp_path / "envs" / "stacks" / "cpu.yaml"
     cpu.write_text(cpu.read_text().replace('HOROVOD_WITH_GLOO: "1"', 'HOROVOD_WITH_GLUE: "1"'))
-    p = _invoke("stacks", "--check", cwd=tmp_path)
+    p = cmd.invoke("stacks", "--check", cwd=tmp_path, env=PLAIN)  # a process: the copy's own modules
     assert p.returncode == 1, p.stdout + p.stderr
     assert "build.horovod_env.HOROVOD_WITH_GLUE" in p.stdout and "did you mean HOROVOD_WITH_GLOO?" in p.stdout
 
@@ -122,26 +122,24 @@ def test_reported_must_equal_table1_cell():
     assert f and f[0].blocking and f[0].message == "expected Table 1's cell '10.2', the manifest has '10.1'"
 
 
-def _invoke(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="120", NO_COLOR="1", TERM="dumb")
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+#: ``invoke stacks``' tables as a log shows them (120 columns: ``tests.lib.cli.DEFAULTS``).
+PLAIN = {"NO_COLOR": "1", "TERM": "dumb"}
 
 
 def test_invoke_stacks_golden():
-    p = _invoke("stacks")
+    p = cmd.run("stacks", env=PLAIN)
     assert p.returncode == 0, p.stderr
     assert_golden("envs/stacks.txt", p.stdout)
 
 
 def test_invoke_stacks_check_golden():
-    p = _invoke("stacks", "--check")
+    p = cmd.run("stacks", "--check", env=PLAIN)
     assert p.returncode == 0, p.stderr
     assert_golden("envs/stacks-check.txt", p.stdout)
 
 
 def test_invoke_stacks_json():
-    p = _invoke("stacks", "--check", "--json")
+    p = cmd.run("stacks", "--check", "--json", env=PLAIN)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     rows = doc["table1"]["rows"]

@@ -19,10 +19,10 @@ import pytest
 from chexstack.errors import ChexstackError
 from images.convert import _simple, convert, parse_build_args
 from images.dockerwords import UnsupportedExpansion, literal, shell, words
-from tests.conftest import CASES, REPO
-from tests.golden import assert_golden
+from tests.lib import cli as cmd
+from tests.lib.golden import assert_golden
+from tests.lib.paths import CASES, CONVERT_CORPUS
 
-CORPUS = REPO / "tests" / "data" / "convert"
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
 
@@ -30,7 +30,7 @@ SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-
 def own_pairs() -> list[Path]:
     """Our corpus Dockerfiles: those in the shared context ``tests/data/convert``, then those with a context folder
     of their own."""
-    return sorted(CORPUS.glob("*.Dockerfile")) + sorted(CORPUS.glob("*/Dockerfile"))
+    return sorted(CONVERT_CORPUS.glob("*.Dockerfile")) + sorted(CONVERT_CORPUS.glob("*/Dockerfile"))
 
 
 def corpus() -> list[Path]:
@@ -198,8 +198,7 @@ def test_build_arg_overrides_a_stage_default(tmp_path):
 def test_invoke_convert_exit_2_names_the_line(tmp_path):
     df = tmp_path / "Dockerfile"
     df.write_text("FROM debian:12\nVOLUME /data\n")
-    p = subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "convert", str(df)], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+    p = cmd.run("convert", str(df))
     assert p.returncode == 2
     assert "%s:2: VOLUME /data: Apptainer images have no volumes" % df in p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr
@@ -258,7 +257,7 @@ def test_42_golden():
     assert_golden("images/convert-42.def", convert(CASE42).text)
 
 
-@pytest.mark.parametrize("dockerfile", [CASE42, CORPUS / "copy-dockerignore" / "Dockerfile"],
+@pytest.mark.parametrize("dockerfile", [CASE42, CONVERT_CORPUS / "copy-dockerignore" / "Dockerfile"],
                          ids=["case42", "copy-dockerignore"])
 def test_copy_of_the_whole_context_brings_what_docker_sends(dockerfile: Path):
     """`COPY . .` brings exactly the files of the context tar the docker SDK makes as `docker build` sends it

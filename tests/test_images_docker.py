@@ -1,9 +1,9 @@
 """Images with the real Docker engine: the cpu stack built end to end from a local Debian base (debootstrap +
 docker import), verified and tagged; the proxy CA in no layer and no history entry; training inside the image on
 the real ChestX-ray14 sample; the loopback-only container of ../shared/cases/23; an NGC stand-in that must fail
-verification and stay untagged; the SIF path without apptainer/singularity.
+verification and stay untagged.
 
-One cpu build per session (``cpu_build``), shared by every test and the modules that import it
+One cpu build per session (``cpu_build``, ``tests.lib.docker``), shared by every test that uses it
 (``test_images_mpijob``, ``test_bench_docker``); a rerun reuses the engine's layer cache.
 """
 from __future__ import annotations
@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -25,38 +23,17 @@ from envs.manifest import load_stack
 from images import labels
 from images.naming import image_ref
 from images.parts import HOST_CA_BUNDLE
-from tests.conftest import REPO, SAMPLE, built_once
-from tests.leftovers import TEST_LABELS
+from tests.lib import cli as cmd
+from tests.lib.paths import REPO, SAMPLE
+from tests.lib.leftovers import TEST_LABELS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-INVOKE = str(REPO / ".venv" / "bin" / "invoke")
 LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 IMAGES = SAMPLE / "images-64"
 
 
-def _invoke(*args: str, env: dict | None = None, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
-
-
-@pytest.fixture(scope="session")
-def client():
-    import docker
-    try:
-        c = docker.from_env(timeout=900)
-        c.ping()
-    except docker.errors.DockerException as e:
-        if os.environ.get("CI"):
-            pytest.fail("no Docker engine in CI (scripts/setup --docker starts one): %s" % e)
-        pytest.skip("no Docker engine answers: %s" % e)
-    return c
-
-
-@pytest.fixture(scope="session")
-def debian_base(client) -> str:
-    from images.local_base import LOCAL_DEBIAN, ensure_debian_base
-    ensure_debian_base(LOCAL_DEBIAN, client)
-    return LOCAL_DEBIAN
+def _invoke(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    return cmd.invoke(*args, env={"COLUMNS": "200"}, timeout=timeout)
 
 
 @pytest.fixture
@@ -68,12 +45,6 @@ def ngc_stand_in(client, debian_base):
     client.images.get(debian_base).tag(*ref.rsplit(":", 1))
     yield ref
     client.images.remove(ref, noprune=True)
-
-
-@pytest.fixture(scope="session")
-def cpu_build(client, debian_base):
-    """Built once per session, also for the modules that import this fixture (each import is its own fixture)."""
-    return built_once("cpu", debian_base)
 
 
 def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
@@ -213,14 +184,6 @@ def test_ngc_stand_in_fails_verification_and_stays_untagged(client, ngc_stand_in
     import docker
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get(ref)
-
-
-def test_singularity_runtime_without_apptainer_is_a_clear_error():
-    if shutil.which("apptainer") or shutil.which("singularity"):
-        pytest.skip("apptainer/singularity is installed here")
-    p = _invoke("build", "--stack", "cpu", "--runtime", "singularity", timeout=120)
-    assert p.returncode == 3
-    assert "needs apptainer or singularity on PATH" in p.stderr and "Traceback" not in p.stdout + p.stderr
 
 
 def test_allow_mismatch_keeps_the_image_with_the_mismatches_in_a_label(client, ngc_stand_in):

@@ -22,8 +22,8 @@ from images.context import context_tar
 from images.convert import convert
 from images.docker_build import docker_build
 from images.equivalence import Emulator, compare_images, exec_emulated, parse_definition
-from tests.test_images_convert import CORPUS, own_pairs, pair_name
-from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+from tests.lib.paths import CONVERT_CORPUS
+from tests.test_images_convert import own_pairs, pair_name
 
 pytestmark = [pytest.mark.docker]
 _DIRECTIVE = re.compile(r"^# chexstack-harness: (no|run|exec)\b ?(.*)$", re.M)
@@ -86,10 +86,11 @@ def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile, s
         client.images.remove(docker_image, force=True)
 
 
+@pytest.mark.docker
 def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images):
     """Control: a definition that loses COPY --chown (owners differ) and one ENV (the run-time environment
     differs) is reported on both counts."""
-    dockerfile = CORPUS / "copy-forms.Dockerfile"
+    dockerfile = CONVERT_CORPUS / "copy-forms.Dockerfile"
     right = convert(dockerfile).text
     wrong = right.replace(" /opt/owned worker:worker\n", " /opt/owned\n").replace("%post\n", "%environment\n"
                                                                                     "export EXTRA=1\n%post\n", 1)
@@ -106,6 +107,7 @@ def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images):
         client.images.remove(docker_image, force=True)
 
 
+@pytest.mark.docker
 def test_files_from_a_stage_keeps_its_links_as_apptainer_does(client, debian_base, stage_images):
     """``%files from STAGE`` copies as Apptainer's ``CopyFromStage`` (Singularity >= 3.5.3): links inside a folder
     stay links, absolute ones dangling in the new stage too (copied before ``%post``), a link named as the source is
@@ -139,6 +141,7 @@ def test_parse_definition_concatenates_sections_per_stage():
     assert stages[0].body("post") == ["    x", "y"] and stages[1].sections[0].args == "from one"
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("CHEXSTACK_HARNESS_STACK") != "1",
                     reason="opt-in (CHEXSTACK_HARNESS_STACK=1): minutes beyond the cpu image build (README, harness)")

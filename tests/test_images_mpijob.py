@@ -11,7 +11,7 @@ Mirrored from the operator (kubeflow/mpi-operator, pkg/controller/mpi_job_contro
 - the Launcher's environment (``ompiEnvVars``, ``OMPI_MCA_orte_set_default_slots``, ``K_MPI_JOB_ROLE``);
 - each container's command, working directory, environment and volume mounts from the rendered MPIJob.
 
-Every pod has its own network namespace, as under a CNI plugin, on the test cluster's bridge (tests/testcluster.py,
+Every pod has its own network namespace, as under a CNI plugin, on the test cluster's bridge (tests/lib/testcluster.py,
 ``scripts/testcluster plug``): a pod sandbox (a container of the same image running ``sleep infinity`` with
 ``--network none``, the pod's hostname, and the cluster DNS names of every pod in its /etc/hosts) holds the
 namespace, gets a veth end on the bridge and its address (Launcher 10.213.57.100, Worker i 10.213.57.(101+i)),
@@ -35,11 +35,10 @@ import pytest
 from envs.manifest import load_stack
 from launch import k8s
 from launch.job import JobSpec, Mount
-from tests.leftovers import TEST_LABELS
-from tests.testcluster import SCRIPT as TESTCLUSTER
-from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+from tests.lib.leftovers import TEST_LABELS
+from tests.lib.testcluster import SCRIPT as TESTCLUSTER
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
 
 JOB, NAMESPACE = "chexstack-cxr", "default"
 LAUNCHER_ADDRESS = "10.213.57.100"
@@ -210,7 +209,7 @@ def _spec(image: str, out: Path, nodes: int = 2) -> JobSpec:
                    mounts=(Mount(str(out), "/out"),))
 
 
-def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(testcluster, client, cpu_build,  # noqa: F811
+def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(testcluster, client, cpu_build,
                                                                   tmp_path):
     """Three pods, each in its own network namespace: the rendered Launcher's mpirun reaches both Workers' sshd
     with the operator's kind of key, read-only, and the trainer runs with world size 2 across the two Worker pods,
@@ -234,7 +233,7 @@ def test_mpijob_launcher_runs_the_trainer_on_two_workers_over_ssh(testcluster, c
             sshd_log[-2000:]
 
 
-def test_the_image_config_is_what_the_secret_mount_needs(testcluster, client, cpu_build, tmp_path):  # noqa: F811
+def test_the_image_config_is_what_the_secret_mount_needs(testcluster, client, cpu_build, tmp_path):
     """Controls: with sshd's StrictModes back on, the read-only Secret folder refuses the key; with the client's
     host-key check back on, a new pod's host key stops the login; with known_hosts in the Secret folder, ssh cannot
     record it. The image's own settings pass all three."""

@@ -13,7 +13,7 @@ import pytest
 from envs.manifest import load_stack
 from images import horovod, mpijob, parts
 from images.render import hpccm_format
-from tests.golden import assert_golden
+from tests.lib.golden import assert_golden
 
 #: part name -> a function making it (called inside ``hpccm_format``: building blocks read the distro when made).
 PARTS = {

@@ -10,7 +10,7 @@ from chexstack.errors import ChexstackError
 from envs.manifest import known_stacks, load_stack
 from images import parts
 from images.render import build_context, render
-from tests.golden import assert_golden
+from tests.lib.golden import assert_golden
 
 STACKS = known_stacks()
 

@@ -14,21 +14,13 @@ from envs.manifest import load_stack
 from images import labels, sif
 from images.naming import image_ref, manifest_digest
 from images.verify import MATCH
-from tests.conftest import REPO, SAMPLE
-from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
+from tests.lib.cli import INVOKE
+from tests.lib.paths import REPO, SAMPLE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HAVE_APPTAINER = bool(shutil.which("apptainer") or shutil.which("singularity"))
 needs_apptainer = pytest.mark.skipif(not HAVE_APPTAINER and not os.environ.get("CI"),
                                      reason="no apptainer on PATH (scripts/setup --apptainer installs it)")
-
-
-@pytest.fixture(scope="session")
-def cpu_sif(cpu_build, tmp_path_factory):
-    from tests.conftest import sif_once
-    if not HAVE_APPTAINER:
-        pytest.fail("CI needs apptainer: scripts/setup --apptainer (make test) installs it")
-    return sif_once(cpu_build.image_id, cpu_build.ref)
 
 
 @needs_apptainer
@@ -75,7 +67,7 @@ def test_training_in_the_sif_on_the_real_sample(cpu_sif, tmp_path):
     """invoke train --stack cpu --runtime singularity --gpus 0 --np 2: both ranks inside the SIF (the run record
     names the in-image TensorFlow and Python), the outputs the caller's."""
     out = tmp_path / "run"
-    p = subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "train", "--stack", "cpu", "--runtime",
+    p = subprocess.run([INVOKE, "train", "--stack", "cpu", "--runtime",
                         "singularity", "--image", str(cpu_sif.path), "--gpus", "0", "--np", "2",
                         "--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
                         "--image-size", "32", "--epochs", "1", "--bn-images", "0", "--baseline-size", "0",
@@ -101,7 +93,7 @@ def test_ctrl_c_stops_every_rank_in_the_sif(cpu_sif, tmp_path):
     import psutil
 
     out = tmp_path / "interrupted"
-    proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "invoke"), "train", "--stack", "cpu", "--runtime",
+    proc = subprocess.Popen([INVOKE, "train", "--stack", "cpu", "--runtime",
                              "singularity", "--image", str(cpu_sif.path), "--gpus", "0", "--np", "2",
                              "--data", "synthetic", "--synthetic-images", "256", "--image-size", "32",
                              "--epochs", "5", "--bn-images", "0", "--baseline-size", "0", "--output", str(out)],

@@ -11,6 +11,7 @@ from envs.manifest import load_stack
 from images import horovod
 from images.mpijob import parse_report
 from images.verify import LAUNCH_ROWS, MATCH, MISMATCH, NOT_JUDGED, compare, launch_rows, matches
+from tests.lib import cli as cmd
 
 CHECK_BUILD_ALL = """Horovod v0.28.1:
 
@@ -122,11 +123,9 @@ def test_gpu_operations_flag_refused_before_horovod_020():
 
 
 def test_build_dry_run_prints_the_plan_without_docker():
-    import subprocess
     from images.naming import image_ref
-    from tests.conftest import REPO
-    p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "cpu", "--dry-run"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    p = cmd.run("build", "--stack", "cpu", "--dry-run", env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+                inherit=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "FROM docker.io/library/debian:bookworm AS devel" in p.stdout
     assert "build-only/ca-certificates.crt" in p.stdout and "chexstack/trainer/__main__.py" in p.stdout
@@ -203,12 +202,10 @@ def test_a_failed_launch_row_fails_verification():
 def test_build_dry_run_prints_the_dockerfile_exactly_when_piped_to_a_narrow_terminal():
     """The Dockerfile between the 'Dockerfile' and 'build context' headers is render()'s text to the byte: no rich
     markup and no re-wrapping at the terminal width (a wrapped comment or RUN line would be a broken Dockerfile)."""
-    import subprocess
     from images.render import render
-    from tests.conftest import REPO
     stack = load_stack("ngc")
-    p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "ngc", "--dry-run"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "60"})
+    p = cmd.run("build", "--stack", "ngc", "--dry-run", env={"PATH": "/usr/bin:/bin", "COLUMNS": "60"},
+                inherit=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("Dockerfile\n") and "[bold]" not in p.stdout
     lines = p.stdout.splitlines()
@@ -216,14 +213,22 @@ def test_build_dry_run_prints_the_dockerfile_exactly_when_piped_to_a_narrow_term
     assert printed.rstrip("\n") == render(stack, "docker", stack.base.reference).rstrip("\n")
 
 
+def test_singularity_runtime_without_apptainer_is_a_clear_error():
+    import shutil
+    if shutil.which("apptainer") or shutil.which("singularity"):
+        pytest.skip("apptainer/singularity is installed here")
+    p = cmd.run("build", "--stack", "cpu", "--runtime", "singularity")
+    assert p.returncode == 3
+    assert "needs apptainer or singularity on PATH" in p.stderr and "Traceback" not in p.stdout + p.stderr
+
+
 def test_build_without_the_conda_lock_names_the_command_that_makes_it_before_printing_anything():
-    import subprocess
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
     lock = REPO / "envs" / "conda" / "conda" / "conda-lock.yml"
     if lock.exists():
         pytest.skip("a conda lock exists here")
-    p = subprocess.run([str(REPO / ".venv/bin/invoke"), "build", "--stack", "conda", "--dry-run"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"})
+    p = cmd.run("build", "--stack", "conda", "--dry-run", env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"},
+                inherit=False)
     assert p.returncode == 2
     assert p.stderr == ("error: build context: %s (for build-only/conda-lock.yml) does not exist (a conda lock: make "
                         "it with `invoke lock --stack conda`)\n" % lock)

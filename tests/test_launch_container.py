@@ -6,7 +6,7 @@ import pytest
 from chexstack.errors import ChexstackError
 from launch.container import docker_plan, singularity_plan
 from launch.request import TrainRequest
-from tests.conftest import SAMPLE
+from tests.lib.paths import SAMPLE
 
 LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 IMAGES = SAMPLE / "images-64"
@@ -80,31 +80,31 @@ def test_singularity_without_the_tool(tmp_path, monkeypatch):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path):
+def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path, client):
     """In the built cpu image (skipped when it is not built here): the launcher holds the output lock and rank 0
     inside accepts it (the run starts); a second launch is refused; SIGTERM to the launcher stops the container,
     exit 143 with the checkpoint line."""
     import json
     import signal
 
-    import docker
     import docker.errors
 
     from envs.manifest import load_stack
     from images.naming import image_ref
-    from tests.test_launch_local import SMALL, Launcher, _invoke
+    from tests.lib import cli as cmd
+    from tests.lib.runs import ENV, SMALL
 
-    client = docker.from_env()
     try:
         client.images.get(image_ref(load_stack("cpu")))
     except docker.errors.DockerException:
         pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
     out = tmp_path / "in-image"
-    run = Launcher("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out))
+    run = cmd.Launcher("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out), env=ENV)
     run.wait_for("epoch 1:")
     name = next(l for l in run.lines if l.startswith("launch: ")).split("--name ", 1)[1].split()[0]
     assert client.containers.get(name).status == "running"
-    second = _invoke("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out))
+    second = cmd.invoke("train", "--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out), env=ENV,
+                        timeout=600)
     assert second.returncode == 2 and "is in use by another run (pid %d" % run.proc.pid in second.stderr
     run.proc.send_signal(signal.SIGTERM)
     code, text = run.finish()
@@ -116,25 +116,17 @@ def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path):
 
 
 @pytest.mark.docker
-def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path):
+def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path, client, debian_base):
     """Label ``org.chexstack.code.sha256`` against this checkout's code (trainer/, probe): a match says nothing, another
     digest or none names the image and the rebuild; an image chexstack did not build is not judged."""
     import io
 
-    import docker
     import docker.errors
 
     from images import labels
-    from images.local_base import LOCAL_DEBIAN, ensure_debian_base
     from launch.container import trainer_drift
-    from tests.leftovers import TEST_LABELS
+    from tests.lib.leftovers import TEST_LABELS
 
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as e:
-        pytest.skip("no Docker engine answers: %s" % e)
-    ensure_debian_base(LOCAL_DEBIAN, client)
     cases = {"same": {labels.STACK: "cpu", labels.CODE: labels.code_digest()},
              "other": {labels.STACK: "cpu", labels.CODE: "0" * 64},
              "unrecorded": {labels.STACK: "cpu"},
@@ -143,7 +135,7 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
     try:
         for name, lab in cases.items():
             refs[name] = "chexstack-test/drift:%s" % name
-            client.images.build(fileobj=io.BytesIO(("FROM %s\n" % LOCAL_DEBIAN).encode()), tag=refs[name],
+            client.images.build(fileobj=io.BytesIO(("FROM %s\n" % debian_base).encode()), tag=refs[name],
                                 labels={**lab, **TEST_LABELS}, network_mode="host", rm=True)
         assert trainer_drift(refs["same"], "cpu") is None
         assert trainer_drift(refs["foreign"], "cpu") is None
@@ -162,17 +154,10 @@ def test_a_chexstack_image_with_another_trainer_is_named_before_the_run(tmp_path
 
 
 @pytest.mark.docker
-def test_an_image_that_is_not_built_is_named_never_pulled(tmp_path):
+def test_an_image_that_is_not_built_is_named_never_pulled(tmp_path, client):
     """A chexstack tag exists only where it was built: no pull from Docker Hub (a registry error), but the build."""
-    import docker
-    import docker.errors
-
     from launch.container import docker_interfaces
 
-    try:
-        docker.from_env().ping()
-    except docker.errors.DockerException as e:
-        pytest.skip("no Docker engine answers: %s" % e)
     with pytest.raises(ChexstackError) as e:
         docker_interfaces("chexstack/ngc:0.1.0-000000000000", "host", "ngc")
     assert str(e.value) == ("image chexstack/ngc:0.1.0-000000000000 is not in this Docker engine: build it (invoke "
@@ -246,18 +231,17 @@ def _user_folder(uid_gid=USER):
 
 
 @pytest.mark.docker
-def test_a_container_run_writes_as_the_calling_user_with_a_writable_home(tmp_path, monkeypatch):
+def test_a_container_run_writes_as_the_calling_user_with_a_writable_home(tmp_path, monkeypatch, debian_base):
     """The real dockerd: the plan's ``docker run`` options, a shell in place of horovodrun, as a non-root user:
     what it writes into --output belongs to that user, and HOME takes files."""
     import os
     import shutil
     import subprocess
 
-    from images.local_base import LOCAL_DEBIAN, ensure_debian_base
+    from images.local_base import LOCAL_DEBIAN
 
     if os.geteuid() != 0:
         pytest.skip("needs root to make a folder owned by another user")
-    ensure_debian_base()
     folder = _user_folder()
     try:
         for as_root, owner in ((False, USER[0]), (True, 0)):
@@ -278,7 +262,7 @@ def test_a_container_run_writes_as_the_calling_user_with_a_writable_home(tmp_pat
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs():
+def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs(client):
     """``invoke train --stack cpu`` started by a non-root user in the docker group (skipped when the cpu image is
     not built here): the run succeeds and every file in --output is that user's."""
     import grp
@@ -288,15 +272,15 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs():
     import subprocess
     import sys
 
-    import docker
     import docker.errors
 
     from envs.manifest import load_stack
     from images.naming import image_ref
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
+    from tests.lib.runs import SMALL
 
     try:
-        docker.from_env().images.get(image_ref(load_stack("cpu")))
+        client.images.get(image_ref(load_stack("cpu")))
     except docker.errors.DockerException:
         pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
     if os.geteuid() != 0:
@@ -306,7 +290,6 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs():
     if closed:
         pytest.skip("the venv's Python (%s) cannot be run by uid %d: %s is not searchable by others (the docker "
                     "--user ownership itself is tested above)" % (python, USER[0], closed[-1]))
-    from tests.test_launch_local import SMALL
     folder = _user_folder()
     try:
         out = os.path.join(folder, "out")

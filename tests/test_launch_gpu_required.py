@@ -8,7 +8,7 @@ import sys
 
 from launch import stream
 from launch.request import TrainRequest
-from tests.conftest import CASES, REPO
+from tests.lib.paths import CASES, REPO
 
 
 def test_a_rank_asked_for_gpus_that_sees_none_stops_before_training(tmp_path):

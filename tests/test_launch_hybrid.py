@@ -13,13 +13,11 @@ import time
 
 import pytest
 
-from launch import slurm
-from tests.conftest import REPO
-from tests.test_images_docker import client, cpu_build, debian_base  # noqa: F401  (session fixtures)
-from tests.test_images_sif import cpu_sif  # noqa: F401  (session fixture)
-from tests.test_launch_testcluster import INVOKE, SAMPLE_ARGS, _ranks_on, _when_epoch_committed
+from tests.lib.cli import INVOKE
+from tests.lib.paths import REPO
+from tests.test_launch_testcluster import SAMPLE_ARGS, _ranks_on, _when_epoch_committed
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
 
 
 def _hybrid(cluster, sif, out, *extra):

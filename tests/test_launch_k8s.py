@@ -14,42 +14,8 @@ from envs.manifest import load_stack
 from launch import k8s
 from launch.job import JobSpec, Mount
 from launch.submit import submit_k8s
-from tests.conftest import REPO
-from tests.golden import assert_golden
-
-SCHEMA = REPO / "tests" / "data" / "mpi-operator" / "mpijob-v2beta1.schema.yaml"
-#: CleanPodPolicy values in mpi-operator's pkg/apis/kubeflow/v2beta1/types.go (the CRD only says "string").
-CLEAN_POD_POLICIES = ("All", "Running", "None")
-KUBERNETES_VERSION = "1.29"
-
-
-def _strict(schema):
-    """Reject unknown fields: the API server would silently prune them from a structural schema, so a typo such
-    as `launcherCreationPolicies` would vanish without an error. (Objects with `additionalProperties` are maps.)"""
-    schema = copy.deepcopy(schema)
-
-    def walk(node):
-        if isinstance(node, dict):
-            if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
-                node["additionalProperties"] = False
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(schema)
-    return schema
-
-
-def validate(obj: dict) -> None:
-    jsonschema.validate(obj, _strict(yaml.safe_load(SCHEMA.read_text())))
-    assert obj["spec"]["runPolicy"]["cleanPodPolicy"] in CLEAN_POD_POLICIES
-    for role, replica in obj["spec"]["mpiReplicaSpecs"].items():
-        pod_template = {"apiVersion": "v1", "kind": "PodTemplate",
-                        "metadata": {"name": "%s-%s" % (obj["metadata"]["name"], role.lower())},
-                        "template": replica["template"]}
-        kubernetes_validate.validate(pod_template, KUBERNETES_VERSION, strict=True)
-
+from tests.lib.golden import assert_golden
+from tests.lib.k8s import validate_mpijob as validate
 
 def _spec(gpus=True, nodes=2, per_node=4):
     return JobSpec(name="chexstack-cxr", stack=load_stack("cpu"), image="registry.example.com/chexstack/cpu:0.1.0-ab",

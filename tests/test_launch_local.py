@@ -34,10 +34,12 @@ from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import plan
 from launch.request import TrainRequest
-from tests.conftest import CASES, REPO, SAMPLE
+from tests.lib import cli as cmd
+from tests.lib.cli import Launcher
+from tests.lib.paths import CASES, REPO, SAMPLE
+from tests.lib.runs import ENV, LABELS_FILE, SMALL
 
 SAMPLE_REQUEST = TrainRequest(gpus=0, np=2, data="synthetic", epochs=1, image_size=64, output="/tmp/out")
-LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 
 
 def test_loopback_only_picks_mpi():
@@ -172,8 +174,7 @@ def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
         % sys.executable)
     assert plan_mpi.returncode == 0, plan_mpi.stderr
     assert plan_mpi.stdout.strip() == "mpi ['--mpi', '--mpi-args=--allow-run-as-root']"
-    invoke = os.path.join(os.path.dirname(sys.executable), "invoke")
-    refused = _in_loopback_only_namespace("%s train --gpus 0 --np 2 --data synthetic --controller gloo" % invoke)
+    refused = _in_loopback_only_namespace("%s train --gpus 0 --np 2 --data synthetic --controller gloo" % cmd.INVOKE)
     assert refused.returncode == 2
     assert "only network interface is loopback (lo)" in refused.stderr and "--controller mpi" in refused.stderr
     assert "launch:" not in refused.stdout  # stopped before horovodrun
@@ -297,39 +298,9 @@ def test_throughput_banner_says_what_the_mode_does():
 
 # --- real runs (slow) ---------------------------------------------------------------------------------------------
 
-INVOKE = str(Path(sys.executable).parent / "invoke")
-#: 197 training images (the sample's patients: 10 % validation, 70 % test) -> 4 steps per epoch with 2 x 32; no
-#: epoch-end BatchNorm pass and no baseline: these tests are about the launcher (the trainer's tests cover both)
-SMALL = ["--gpus", "0", "--np", "2", "--images", str(SAMPLE / "images-64"), "--labels", str(LABELS_FILE),
-         "--model", "resnet50", "--image-size", "32", "--batch-size", "32", "--val-fraction", "0.1",
-         "--test-fraction", "0.7", "--bn-images", "0", "--baseline-size", "0"]
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
 def _invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([INVOKE, "train", *args], cwd=REPO, capture_output=True, text=True, timeout=600, env=ENV)
-
-
-class Launcher:
-    """``invoke train`` started in its own process group (as a shell starts a foreground job)."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([INVOKE, "train", *args], cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True)
-        self.lines: list[str] = []
-
-    def wait_for(self, text: str, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if text in line:
-                return
-            assert time.monotonic() < deadline, "".join(self.lines)
-        raise AssertionError("ended before %r:\n%s" % (text, "".join(self.lines)))
-
-    def finish(self) -> tuple[int, str]:
-        self.lines += self.proc.stdout.readlines()
-        return self.proc.wait(timeout=120), "".join(self.lines)
+    """``invoke train ARGS`` as a process, beside a run in the background or as the run itself."""
+    return cmd.invoke("train", *args, env=ENV, timeout=600)
 
 
 def _processes_using(output: Path) -> list[str]:
@@ -348,7 +319,7 @@ def _epochs(output: Path) -> list[int]:
 @pytest.mark.slow
 def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     out = tmp_path / "run"
-    first = Launcher(*SMALL, "--epochs", "3", "--output", str(out))
+    first = Launcher(*SMALL, "--epochs", "3", "--output", str(out), env=ENV)
     first.wait_for("epoch 1:")
 
     second = _invoke(*SMALL, "--epochs", "3", "--output", str(out))  # the launcher's lock
@@ -357,7 +328,8 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     assert "launch:" not in second.stdout  # refused before horovodrun
 
     bare = subprocess.run([sys.executable, "-m", "trainer", "--data", "synthetic", "--epochs", "1", "--output",
-                           str(out)], cwd=REPO, capture_output=True, text=True, timeout=300, env=ENV)  # rank 0's lock
+                           str(out)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **ENV})  # rank 0's lock
     assert bare.returncode == 2
     assert "trainer: error: --output %s is in use by another run (pid %d" % (out, first.proc.pid) in bare.stderr
 
@@ -394,7 +366,7 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_sigterm_with_the_mpi_controller_stops_every_rank(tmp_path):
     out = tmp_path / "mpi"
-    run = Launcher(*SMALL, "--epochs", "3", "--controller", "mpi", "--output", str(out))
+    run = Launcher(*SMALL, "--epochs", "3", "--controller", "mpi", "--output", str(out), env=ENV)
     run.wait_for("epoch 1:")
     run.proc.send_signal(signal.SIGTERM)  # e.g. a scheduler's kill: only the launcher gets it
     code, text = run.finish()
@@ -404,10 +376,9 @@ def test_sigterm_with_the_mpi_controller_stops_every_rank(tmp_path):
     assert not _processes_using(out), _processes_using(out)
 
 
-@pytest.mark.slow
 def test_unknown_model_is_refused_before_launch(tmp_path):
     args = [("vgg" if previous == "--model" else a) for previous, a in zip([""] + SMALL, SMALL)]
-    result = _invoke(*args, "--output", str(tmp_path / "vgg"))
+    result = cmd.run("train", *args, "--output", str(tmp_path / "vgg"), env=ENV)
     assert result.returncode == 2
     assert result.stderr.count("invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')") == 1
     assert "launch:" not in result.stdout and "Traceback" not in result.stdout + result.stderr

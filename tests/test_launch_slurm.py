@@ -12,7 +12,7 @@ from launch import slurm
 from launch.job import JobSpec, Mount, layout
 from launch.mpi_compat import check_hybrid
 from launch.submit import submit_slurm
-from tests.golden import assert_golden
+from tests.lib.golden import assert_golden
 
 TRAINER_ARGS = ("--data", "/data/chestxray14", "--model", "densenet121", "--batch-size", "32", "--epochs", "5",
                 "--output", "/scratch/chexstack/run1")
@@ -272,7 +272,7 @@ def test_geometry_from_nodes_and_tasks_per_node():
 def test_job_state_read_from_scontrol_output():
     """launch.slurmjob reads the final state of real `scontrol -o show job` lines (Slurm 22.05, tests/data/slurm)."""
     from launch.slurmjob import parse_scontrol
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
 
     data = REPO / "tests" / "data" / "slurm"
     done = parse_scontrol((data / "scontrol-show-job-completed.txt").read_text())
@@ -290,7 +290,7 @@ def test_lost_nodes_read_from_scontrol_show_node():
     """launch.slurmjob finds the nodes Slurm lost in real `scontrol -o show node` output (Slurm 22.05,
     tests/data/slurm): chex2 after its link went down is DOWN+NOT_RESPONDING with Slurm's reason; chex1 is not."""
     from launch.slurmjob import parse_nodes
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
 
     nodes = parse_nodes((REPO / "tests" / "data" / "slurm" / "scontrol-show-node-link-down.txt").read_text())
     assert [(n.name, n.lost) for n in nodes] == [("chex1", False), ("chex2", True)]

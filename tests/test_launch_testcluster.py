@@ -1,7 +1,7 @@
 """On the test cluster (scripts/testcluster: 2 hosts in their own network and UTS namespaces, a real Slurm 22.05):
 its hosts, and `invoke train --launcher slurm --submit` for real, bare metal, 2 nodes × 2 ranks on the sample.
 
-The session fixture ``testcluster`` (tests/conftest.py) brings the cluster up once and takes it down at the end;
+The session fixture ``testcluster`` (tests/lib/testcluster.py) brings the cluster up once and takes it down at the end;
 these tests skip, saying why, only when it cannot be brought up here (not root, packages or namespaces missing).
 """
 from __future__ import annotations
@@ -17,16 +17,19 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, SAMPLE
+from tests.lib import cli as cmd
+from tests.lib.cli import INVOKE
+from tests.lib.paths import REPO, SAMPLE
 
-INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
+pytestmark = pytest.mark.cluster
+
 SAMPLE_ARGS = ("--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
                "--image-size", "32", "--batch-size", "64", "--val-fraction", "0.2", "--test-fraction", "0")
 
 
 def invoke(cluster, *args, timeout=600):
-    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)))
+    """``invoke ARGS`` as a process with Slurm's commands pointed at the test cluster."""
+    return cmd.invoke(*args, env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)), inherit=False, timeout=timeout)
 
 
 def test_hosts_have_their_own_name_and_address_and_slurm_runs_across_them(testcluster, tmp_path):

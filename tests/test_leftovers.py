@@ -1,4 +1,4 @@
-"""The left-over check itself (tests/leftovers.py): a run whose test leaves a process behind fails, names it and
+"""The left-over check itself (tests/lib/leftovers.py): a run whose test leaves a process behind fails, names it and
 stops it; a clean run passes. Each case is a real pytest run in a subprocess with the plugin registered."""
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import sys
 
 import psutil
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 CONFTEST = '''
-def pytest_configure(config):
-    from tests.leftovers import Leftovers
-    config.pluginmanager.register(Leftovers(), "chexstack-leftovers")
+pytest_plugins = ["tests.lib.leftovers"]
 '''
 
 

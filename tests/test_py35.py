@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 IN_IMAGE = ["trainer", "facts/probe.py"]
 

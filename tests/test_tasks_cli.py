@@ -3,22 +3,12 @@ from __future__ import annotations
 
 import inspect
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import tasks
 from chexstack import cli
-from tests.conftest import REPO
-
-INVOKE = str(Path(sys.executable).with_name("invoke"))
-
-
-def invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "120", "NO_COLOR": "1"})
+from tests.lib import cli as cmd
 
 
 def _tasks() -> dict[str, cli.Task]:
@@ -50,7 +40,7 @@ def test_every_task_uses_chexstack_task_and_every_number_option_is_checked():
 
 @pytest.mark.parametrize("task, option, number", _number_options())
 def test_a_bad_number_names_the_option_and_what_was_expected(task, option, number):
-    run = invoke(task, "--%s" % option, "abc")
+    run = cmd.run(task, "--%s" % option, "abc")
     expected = "a whole number" if number is int else "a number"
     assert run.returncode == 2, run.stdout + run.stderr
     assert "error: --%s 'abc': expected %s" % (option, expected) in run.stderr
@@ -62,25 +52,25 @@ def test_numbers_still_parse():
     assert cli._finite_float("0.1") == 0.1
     with pytest.raises(ValueError):
         cli._finite_float("inf")
-    run = invoke("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic",
+    run = cmd.run("train", "--launcher", "slurm", "--stack", "cpu", "--np", "2", "--data", "synthetic",
                  "--val-fraction", "0.2", "--output", "/shared/runs/r", "--render")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "--val-fraction 0.2" in run.stdout
 
 
 def test_unknown_launcher_is_named():
-    run = invoke("train", "--launcher", "foo")
+    run = cmd.run("train", "--launcher", "foo")
     assert run.returncode == 2
     assert run.stderr.strip() == "error: unknown launcher 'foo': expected local, slurm or k8s"
-    bench = invoke("bench", "--launcher", "foo")
+    bench = cmd.run("bench", "--launcher", "foo")
     assert bench.returncode == 2 and "unknown launcher 'foo': expected local, mpirun, slurm or k8s" in bench.stderr
 
 
 def test_dash_h_is_help_and_the_list_shows_whole_first_lines():
-    run = invoke("train", "-h")
+    run = cmd.run("train", "-h")
     assert run.returncode == 0 and run.stdout.startswith("Usage: inv[oke] [--core-opts] train")
     assert "-h," not in run.stdout and "--hybrid" in run.stdout
-    listing = invoke("--list").stdout
+    listing = cmd.run("--list").stdout
     assert "or check an installed environment." in " ".join(listing.split())
 
 
@@ -100,10 +90,9 @@ def test_output_that_is_not_a_terminal_is_120_columns_or_columns(monkeypatch):
     assert width_for(Pipe()) == LOG_WIDTH == 120 and width_for(Tty()) is None
     monkeypatch.setenv("COLUMNS", "200")
     assert width_for(Pipe()) == 200
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     for args, widest in ((["stacks"], 120), (["validate", "--hosts", "node1.invalid", "--only", "mpi"], 120)):
-        run = subprocess.run([INVOKE, *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
-        assert max(len(line) for line in run.stdout.splitlines()) == widest, (args, run.stdout)
+        ran = cmd.invoke(*args, env={"COLUMNS": None})  # the process's consoles, built at import
+        assert max(len(line) for line in ran.stdout.splitlines()) == widest, (args, ran.stdout)
 
 
 @pytest.mark.parametrize("flag", ["-h", "--help"])
@@ -112,7 +101,7 @@ def test_help_after_a_task_with_a_positional_argument_is_its_help(flag):
     positional = [name for name, t in _tasks().items() if t.positional]
     assert "bench-report" in positional
     for name in positional:
-        run = invoke(name, flag)
+        run = cmd.run(name, flag)
         assert run.returncode == 0, run.stdout + run.stderr
         assert run.stdout.startswith("Usage: inv[oke] [--core-opts] %s" % name), run.stdout
         assert "no such file" not in run.stdout + run.stderr
@@ -135,7 +124,7 @@ def test_help_after_a_task_with_a_positional_argument_is_its_help(flag):
 ])
 def test_an_option_without_effect_for_the_launcher_is_refused_before_anything_runs(args, message):
     """``invoke train --render`` without a scheduler would start a full training run here (review finding)."""
-    run = invoke(*args, "--data", "synthetic") if args[0] == "train" else invoke(*args)
+    run = cmd.run(*args, "--data", "synthetic") if args[0] == "train" else cmd.run(*args)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "error: " + message in run.stderr
     assert "launch:" not in run.stdout and "Traceback" not in run.stderr
@@ -145,7 +134,7 @@ def test_an_option_without_effect_for_the_launcher_is_refused_before_anything_ru
                                          ("lock", "conda, cpu")])
 def test_a_missing_stack_is_a_clear_error(task, known):
     """Not invoke's "did not receive required positional arguments: 'stack'" (exit 1): --stack is an option."""
-    run = invoke(task)
+    run = cmd.run(task)
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith("error: no stack given: add --stack NAME;") and known in run.stderr
 
@@ -161,7 +150,7 @@ def test_every_trainer_option_is_an_invoke_train_option():
             assert action.dest.replace("_", "-") in flags, action.dest
     for flag in ("lr", "seed", "weights", "warmup-epochs", "train-val-list", "test-list"):
         assert flag in flags
-    help_text = invoke("train", "--help").stdout
+    help_text = cmd.run("train", "--help").stdout
     assert "python -m trainer --lr: base learning rate" in help_text
 
 
@@ -175,7 +164,7 @@ def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path
     # paths among them are made absolute (ranks may start elsewhere); words that are not paths stay
     assert req.with_absolute_paths().more[1] == os.path.abspath("w.h5")
     assert TrainRequest(data="synthetic", more=("--weights", "none")).with_absolute_paths().more == ("--weights", "none")
-    p = invoke("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
+    p = cmd.run("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
     assert p.returncode == 2 and "--seed: invalid int value: 'x'" in p.stdout + p.stderr, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr and not (tmp_path / "bad").exists()
 
@@ -196,6 +185,6 @@ def test_trainer_input_files_are_mounted_read_only_in_images_and_jobs(tmp_path):
 
 
 def test_evaluate_names_the_options_it_needs():
-    p = invoke("evaluate", "--images", "x")
+    p = cmd.run("evaluate", "--images", "x")
     assert p.returncode == 2 and "Traceback" not in p.stdout + p.stderr
     assert "invoke evaluate needs --model, --labels" in p.stdout + p.stderr, p.stdout + p.stderr

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.testcluster import script
+from tests.lib.testcluster import script
 
 
 @pytest.mark.parametrize("args, message", [

@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import pytest
 
-from tests.conftest import SAMPLE
+from tests.lib.paths import SAMPLE
 from trainer import data, decodecheck, outputs
 from trainer.errors import TrainerError
 
@@ -156,7 +156,7 @@ def test_a_training_run_names_counts_and_leaves_out_the_corrupt_images(broken, t
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
 
     root, by_kind = broken
     out = tmp_path / "out"

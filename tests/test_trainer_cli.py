@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 from trainer import cli
 from trainer.errors import TrainerError
 

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import SAMPLE
+from tests.lib.paths import SAMPLE
 from trainer import data, pngcheck, sources
 from trainer.errors import TrainerError
 
@@ -95,7 +95,7 @@ def test_only_corrupt_images_abort_and_the_list_is_where_the_message_says(tmp_pa
     """D2 for real: ``python -m trainer`` on 30 garbage files named like sample images."""
     import subprocess
     import sys
-    from tests.conftest import REPO
+    from tests.lib.paths import REPO
     folder = tmp_path / "images"
     folder.mkdir()
     names = sorted(os.listdir(IMAGES))[:30]

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import CASES, REPO
+from tests.lib.paths import CASES, REPO
 from trainer import evaluation
 from trainer.errors import TrainerError
 

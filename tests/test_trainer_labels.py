@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import CASES, SAMPLE
+from tests.lib.paths import CASES, SAMPLE
 from trainer import labels
 from trainer.errors import TrainerError
 

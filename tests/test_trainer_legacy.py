@@ -18,10 +18,11 @@ import subprocess
 
 import pytest
 
-from tests.conftest import REPO, SAMPLE
+from tests.lib.paths import REPO, SAMPLE
 from trainer.labels import CLASSES
 
 pytestmark = [
+    pytest.mark.legacy,
     pytest.mark.slow,
     pytest.mark.skipif(not (REPO / ".venv-tf112" / "bin" / "python").exists(),
                        reason="no .venv-tf112 (Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1): run "

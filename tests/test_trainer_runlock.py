@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 from trainer import outputs, runlock
 from trainer.errors import TrainerError
 

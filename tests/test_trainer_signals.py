@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 
 def _run(code: str) -> subprocess.CompletedProcess:

@@ -5,7 +5,7 @@ import collections
 
 import pytest
 
-from tests.conftest import SAMPLE
+from tests.lib.paths import SAMPLE
 from trainer import labels, split
 from trainer.errors import TrainerError
 

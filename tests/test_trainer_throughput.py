@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from launch.horovodrun import horovodrun_argv
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 pytestmark = pytest.mark.slow
 

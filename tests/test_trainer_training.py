@@ -20,7 +20,7 @@ import pytest
 
 from launch import local
 from launch.request import TrainRequest
-from tests.conftest import REPO, SAMPLE
+from tests.lib.paths import REPO, SAMPLE
 from trainer.labels import CLASSES
 
 pytestmark = pytest.mark.slow

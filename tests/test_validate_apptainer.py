@@ -15,7 +15,7 @@ import pytest
 
 from chexstack.tools import ToolRun
 from facts.parsers.container import buildcfg, conf_setting, release, subid_count
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 from tests.test_validate_cases import case
 from validate.checks.container import apptainer, judge_apptainer, setuid_mode, userns_mode
 from validate.checks.registry import Context

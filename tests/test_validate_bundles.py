@@ -1,19 +1,19 @@
 """Issue 12: recorded nodes are judged anywhere. Every bundle of the corpus (``tests/data/bundles/*.yaml``, built at
-test time from ../shared/fixtures and ../shared/cases by ``tests.bundle_corpus``) goes through the ``--from`` loader
+test time from ../shared/fixtures and ../shared/cases by ``tests.lib.bundle_corpus``) goes through the ``--from`` loader
 and gives its verdict table — every check it does not list is a SKIP (missing evidence is never a PASS) — with the
 same JSON and exit code as on the node."""
 from __future__ import annotations
 
 import functools
 import json
-import subprocess
 
 import pytest
 import yaml
 
 from chexstack.errors import ChexstackError
-from tests.bundle_corpus import build, specs
-from tests.conftest import CASES, FIXTURES, REPO
+from tests.lib import cli as cmd
+from tests.lib.bundle_corpus import build, specs
+from tests.lib.paths import CASES, FIXTURES
 from validate.checks import CHECKS
 from validate import report as report_module
 from validate.report import findings, validate
@@ -53,16 +53,11 @@ def test_case_04_remedy_is_the_documented_one(tmp_path):
         'shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g'
 
 
-def _invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "validate", *args], capture_output=True,
-                          text=True, cwd=REPO, timeout=120)
-
-
 def test_collect_on_this_node_then_judge_the_bundle_gives_the_same_report(tmp_path):
     """The README's flow for real: ``--collect`` here, then ``--from`` (as on a laptop): same results, exit code
     and host; the bundle holds the raw outputs with argv, exit status and time."""
     folder = tmp_path / "node01"
-    p = _invoke("--collect", str(folder), "--only", "gpu.inventory,mpi.version,container,ib.ports",
+    p = cmd.run("validate", "--collect", str(folder), "--only", "gpu.inventory,mpi.version,container,ib.ports",
                 "--json", str(tmp_path / "live.json"))
     assert p.returncode in (0, 1), p.stdout + p.stderr
     live = json.loads((tmp_path / "live.json").read_text())
@@ -75,7 +70,7 @@ def test_collect_on_this_node_then_judge_the_bundle_gives_the_same_report(tmp_pa
     assert index["tools"]["mpirun"]["path"].endswith("mpirun")
     assert any(e["kind"] == "fact" and e["name"] == "RLIMIT_MEMLOCK" for e in index["evidence"])
     assert any(e["kind"] == "glob" and e["pattern"] == "/sys/bus/pci/devices/*" for e in index["evidence"])
-    p = _invoke("--from", str(folder), "--only", "gpu.inventory,mpi.version,container,ib.ports",
+    p = cmd.run("validate", "--from", str(folder), "--only", "gpu.inventory,mpi.version,container,ib.ports",
                 "--json", str(tmp_path / "judged.json"))
     judged = json.loads((tmp_path / "judged.json").read_text())
     assert p.returncode == live["exit_code"] == judged["exit_code"], p.stdout + p.stderr
@@ -84,7 +79,7 @@ def test_collect_on_this_node_then_judge_the_bundle_gives_the_same_report(tmp_pa
 
 
 def test_bundle_errors_exit_2_before_any_check(tmp_path):
-    p = _invoke("--from", str(tmp_path))
+    p = cmd.run("validate", "--from", str(tmp_path))
     assert p.returncode == 2 and "no bundle.json there" in p.stderr
     (tmp_path / "bundle.json").write_text('{"schema": "other"}')
     with pytest.raises(ChexstackError, match="field schema: expected 'chexstack.validate.bundle/1'"):

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.conftest import CASES
+from tests.lib.paths import CASES
 from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
@@ -136,7 +136,7 @@ def test_31_p2p_hang_is_explained_by_acs_not_passed(tmp_path):
     """../shared/cases/31: all_reduce_perf initialises with P2P/CUMEM channels and prints no result row — a hang
     (never a transport PASS), explained from the node's evidence (the case's bundle in tests/data/bundles: ACSCtl of
     the GPUs' bridges, the IOMMU lines) with the ACS fix."""
-    from tests.bundle_corpus import CORPUS, build
+    from tests.lib.bundle_corpus import CORPUS, build
     from validate.checks import Context
     from validate.checks.nccl import hang_evidence, judge_hang
     from validate.checks.topology import ACS_REMEDY
@@ -289,7 +289,7 @@ def test_36_bundle_expects_the_hosts_gpus_not_zero(tmp_path):
     """Through --from: the bundle holds only the head of nvidia-smi, so the GPU count is unknown (never 0)."""
     import json
 
-    from tests.bundle_corpus import CORPUS, build
+    from tests.lib.bundle_corpus import CORPUS, build
     from validate.report import validate
 
     build(CORPUS / "case36-docker-gpus-libnvidia-ml-load-failed.yaml", tmp_path / "b")
@@ -301,7 +301,7 @@ def test_36_bundle_expects_the_hosts_gpus_not_zero(tmp_path):
 
 
 def _case39(after: str) -> str:
-    from tests.bundle_corpus import text_of
+    from tests.lib.bundle_corpus import text_of
 
     return text_of({"case": "39", "after": after})
 
@@ -365,7 +365,7 @@ def test_39_any_refused_gpu_any_log_layout_and_what_nvidia_smi_prints_instead():
 def test_39_bundle_verdict_does_not_depend_on_nvidia_smis_exit_status(tmp_path):
     import json
 
-    from tests.bundle_corpus import CORPUS, build
+    from tests.lib.bundle_corpus import CORPUS, build
     from validate.report import validate
 
     build(CORPUS / "case39-open-kernel-module-pre-turing-gpu.yaml", tmp_path / "b")
@@ -384,7 +384,7 @@ def test_39_bundle_verdict_does_not_depend_on_nvidia_smis_exit_status(tmp_path):
 def test_35_the_table_shows_the_remedy_as_written(tmp_path):
     """The table prints cells as text: ``gpus[hvd.local_rank()]`` and a rank prefix ``[1,0]`` are not rich markup."""
     from chexstack.console import console
-    from tests.bundle_corpus import CORPUS, build
+    from tests.lib.bundle_corpus import CORPUS, build
     from validate.checks.nccl import DUPLICATE_GPU_REMEDY
     from validate.report import validate
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envs import rules
-from tests.conftest import FIXTURES
+from tests.lib.paths import FIXTURES
 from validate.checks.gpu import datacenter_gpus, judge_driver, judge_driver_module, ngc_release
 from facts.parsers import nvidia_smi as smi, versions
 

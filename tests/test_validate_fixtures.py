@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.lib.paths import FIXTURES
 from validate.checks.container import judge_container_gpus, judge_docker
 from validate.checks.gpu import judge_dcgm, judge_driver, judge_ecc, judge_inventory, judge_persistence, judge_xid
 from validate.checks.horovod import judge_build

@@ -12,8 +12,9 @@ import pytest
 
 from envs.manifest import load_stack
 from launch.controller import local_interfaces
-from tests.conftest import FIXTURES, REPO
-from tests.readonly import run_with_read_only
+from tests.lib import cli as cmd
+from tests.lib.paths import FIXTURES, REPO
+from tests.lib.readonly import run_with_read_only
 from facts import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
 from validate.checks.registry import check
@@ -159,14 +160,11 @@ def test_real_loopback_only_namespace_is_reported_for_gloo():
     assert horovod.judge_controller(local_interfaces(), gloo=True, mpi=True).status == Status.PASS
 
 
-def _invoke(*args: str, tmp_path=None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "validate", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
-
-
+@pytest.mark.docker  # container.docker FAILs where a docker command has no engine to answer it
 def test_invoke_validate_end_to_end(tmp_path):
+    """The installed command, as a process: every check on this node."""
     out = tmp_path / "report.json"
-    p = _invoke("--json", str(out))
+    p = cmd.invoke("validate", "--json", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
     report = json.loads(out.read_text())
     by_id = {r["id"]: r for r in report["results"]}
@@ -186,7 +184,7 @@ def test_invoke_validate_end_to_end(tmp_path):
 def test_real_mpirun_to_unresolvable_hosts_names_ssh_not_the_banner(tmp_path):
     """Review finding 10, for real: the FAIL shows ssh's line, not the first line of Open MPI's banner."""
     out = tmp_path / "r.json"
-    p = _invoke("--hosts", "node1.invalid,node2.invalid", "--only", "mpi.launch", "--json", str(out))
+    p = cmd.run("validate", "--hosts", "node1.invalid,node2.invalid", "--only", "mpi.launch", "--json", str(out))
     assert p.returncode == 1, p.stdout + p.stderr
     [result] = json.loads(out.read_text())["results"]
     assert result["status"] == "FAIL" and result["measured"].startswith("mpirun exited 255: ssh: Could not resolve "
@@ -195,22 +193,21 @@ def test_real_mpirun_to_unresolvable_hosts_names_ssh_not_the_banner(tmp_path):
 
 
 def test_invoke_validate_cannot_run_exits_2():
-    p = _invoke("--only", "nosuch")
+    p = cmd.run("validate", "--only", "nosuch")
     assert p.returncode == 2 and "--only nosuch: no such check" in p.stderr
-    p = _invoke("--stack", "nosuch")
+    p = cmd.run("validate", "--stack", "nosuch")
     assert p.returncode == 2 and "unknown stack 'nosuch'" in p.stderr
 
 
 def test_invoke_validate_json_that_cannot_be_written_stops_before_the_checks(tmp_path):
     """Review finding 4: the JSON path's folder is checked first, not after every check ran."""
-    p = _invoke("--json", "/nonexistent/v.json")
+    p = cmd.run("validate", "--json", "/nonexistent/v.json")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip() == ("error: --json /nonexistent/v.json: folder /nonexistent does not exist; create it "
                                 "or choose another path")
     read_only = tmp_path / "ro"
     read_only.mkdir()
-    p = run_with_read_only(read_only, [str(REPO / ".venv" / "bin" / "invoke"), "validate", "--json",
-                                       str(read_only / "v.json")])
+    p = run_with_read_only(read_only, [cmd.INVOKE, "validate", "--json", str(read_only / "v.json")])
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stdout + p.stderr
     assert "cannot write in %s (Read-only file system)" % read_only in p.stderr and "mpi.launch" not in p.stdout + p.stderr
 

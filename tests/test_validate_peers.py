@@ -3,7 +3,7 @@ each other — and name the outlier with its value and its peers' value. Inputs 
 ../shared/fixtures, with one value changed where the fixture has no outlier (said at each test)."""
 from __future__ import annotations
 
-from tests.conftest import FIXTURES
+from tests.lib.paths import FIXTURES
 from validate.checks.gpu import judge_peers
 from validate.checks.infiniband import judge_ports
 from facts.parsers.infiniband import parse_ibstat

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 from facts.parsers import versions as v
 from facts.versions import observed_versions
 

@@ -30,5 +30,6 @@ Modules, one job each:
 - ``runtime``     Horovod set-up: init, device pinning, LR scaling, DistributedOptimizer, Horovod callbacks
 - ``compat``      every TensorFlow / Keras / Horovod version difference
 - ``train``       the training run; ``throughput`` the throughput run; ``cli`` the options (no TensorFlow import);
-                  ``errors``
+                  ``usage`` the usage errors (one ``trainer: error:`` line, exit 2); ``errors``; ``__main__`` starts
+                  a run
 """

@@ -13,15 +13,16 @@ Environment: ``CHEXSTACK_REQUIRE_GPU=1`` (set by the launchers for ``--gpus N > 
 GPU stops before training instead of training on CPU (https://github.com/tensorflow/tensorflow/issues/45930: missing
 CUDA libraries leave TF CPU-only).
 
-This module imports no TensorFlow (``--help`` and bad options answer at once; the host launcher runs ``parse`` and
-``check`` on its request before starting horovodrun); ``main`` imports the run modules only when a run starts.
+This module imports no TensorFlow and no run module (``--help`` and bad options answer at once; the host launcher
+runs ``parse`` and ``check`` on its request before starting horovodrun); ``trainer/__main__.py`` starts the runs.
 """
 import argparse
 
-from trainer import events, sources, split
+from trainer import sources, split
 from trainer.backbones import BACKBONES, MIN_IMAGE_SIZE
 from trainer.sources import SYNTHETIC
 from trainer.errors import TrainerError
+from trainer.usage import Parser
 
 #: set to "1" by a launcher that asked for GPUs: no GPU visible to TensorFlow is then an error (``runtime.start``)
 REQUIRE_GPU_ENV = "CHEXSTACK_REQUIRE_GPU"
@@ -36,20 +37,8 @@ BN_IMAGES = 2048
 MAX_BAD_IMAGES = 0.01
 
 
-class UsageError(TrainerError):
-    """An unknown option or a value of the wrong type (argparse's message)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors are TrainerErrors: one ``trainer: error:`` line and exit 2 like every other bad
-    input (argparse's own handler prints the usage block and the error once per rank)."""
-
-    def error(self, message):
-        raise UsageError(message)
-
-
 def parser():
-    p = _Parser(prog="python -m trainer", description="Horovod CheXNet trainer (run it under horovodrun).",
+    p = Parser(prog="python -m trainer", description="Horovod CheXNet trainer (run it under horovodrun).",
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--data", metavar="DIR|synthetic", help="dataset folder, or 'synthetic'")
@@ -162,35 +151,3 @@ def check(options):
     if options.resume and options.throughput:
         raise TrainerError("--resume does not apply to --throughput")
     return options
-
-
-def reporting_errors(body, command="python -m trainer"):
-    """``body()``'s exit status, or 2 after one ``trainer: error:`` line for a TrainerError (usage errors point to
-    ``COMMAND --help``)."""
-    try:
-        return body()
-    except UsageError as e:
-        events.error("%s (%s --help lists the options)" % (e, command))
-        return TrainerError.exit_code
-    except TrainerError as e:
-        if not e.quiet:
-            events.error(str(e))
-        return TrainerError.exit_code
-
-
-def _run(argv):
-    options = check(parse(argv))
-    if options.throughput:
-        from trainer import throughput
-        return throughput.run(options)
-    from trainer import train
-    return train.run(options)
-
-
-def main(argv=None):
-    import sys
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["evaluate"]:
-        from trainer import evaluate
-        return evaluate.main(argv[1:])
-    return reporting_errors(lambda: _run(argv))

@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 
 from trainer import events, labels, pngcheck, sources
-from trainer.cli import _Parser, reporting_errors
+from trainer.usage import Parser, reporting_errors
 from trainer.data import Subset
 from trainer.errors import TrainerError
 
@@ -24,7 +24,7 @@ EVALUATION = "evaluation.json"
 
 
 def parser():
-    p = _Parser(prog="python -m trainer evaluate", description="Score a saved chexstack model on labelled images.")
+    p = Parser(prog="python -m trainer evaluate", description="Score a saved chexstack model on labelled images.")
     p.add_argument("--model", required=True, metavar="PATH", help="model.h5 or model-best.h5 of a training run")
     p.add_argument("--images", required=True, metavar="DIR", help="folder with the PNGs (searched recursively)")
     p.add_argument("--labels", required=True, metavar="FILE", help="label file Data_Entry_2017*.csv or .csv.gz")

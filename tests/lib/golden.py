@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import difflib
 import os
-from pathlib import Path
 
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+from tests.lib.paths import REPO
+
+GOLDEN_DIR = REPO / "tests" / "golden"
 
 
 def assert_golden(name: str, text: str) -> None:

@@ -1,8 +1,10 @@
-"""The test cluster of ``scripts/testcluster`` for the tests that need separate hosts and a real Slurm.
+"""The test cluster of ``scripts/testcluster`` for the tests that need separate hosts and a real Slurm, and its
+session fixture ``testcluster`` (a plugin ``tests/conftest.py`` registers; a test that uses it is in the
+``cluster`` lane, ``tests.lib.lanes``).
 
 ``bring_up()`` starts it (2 hosts, chex1 and chex2) unless it is up already and says whether it did, so the session
-fixture ``testcluster`` (tests/conftest.py) takes down only a cluster it brought up, at the end of the session,
-whatever the tests did. It skips, saying why, only when the cluster cannot be brought up here: not root, the
+fixture ``testcluster`` takes down only a cluster it brought up, at the end of the session, whatever the tests
+did. It skips, saying why, only when the cluster cannot be brought up here: not root, the
 Debian packages missing (``scripts/setup --testcluster``), no network namespaces (``scripts/testcluster`` exit 3).
 """
 from __future__ import annotations
@@ -13,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 SCRIPT = REPO / "scripts" / "testcluster"
 STATE = "/run/chexstack-testcluster"
@@ -58,3 +60,14 @@ def bring_up() -> bool:
 def take_down() -> None:
     down = script("down")
     assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="session")
+def testcluster():
+    """The 2-host Slurm test cluster, up for the session, down at its end if it started it: a ``Cluster``."""
+    started = bring_up()
+    try:
+        yield Cluster()
+    finally:
+        if started:
+            take_down()

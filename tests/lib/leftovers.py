@@ -1,4 +1,5 @@
-"""Tests leave the machine as they found it: a pytest plugin (registered in ``tests/conftest.py``).
+"""Tests leave the machine as they found it: a pytest plugin (``tests/conftest.py``'s ``pytest_plugins``; its
+``pytest_configure`` registers the ``Leftovers`` object that holds the run's record).
 
 At the start of the run it records what exists: Docker images (ID -> references), containers, networks and volumes
 (when an engine answers), network namespaces (``ip netns list``) and processes. At the end it
@@ -84,7 +85,8 @@ def _new_refs(before: Snapshot, after: Snapshot) -> list[str]:
 
 def _sif_files() -> list[str]:
     """Everything in the checkout's build/sif: SIFs, ``*.partial`` files and ``chexstack-sif-*`` build folders."""
-    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "sif")
+    from tests.lib.paths import REPO
+    folder = str(REPO / "build" / "sif")
     return [os.path.join(folder, n) for n in os.listdir(folder)] if os.path.isdir(folder) else []
 
 
@@ -117,7 +119,7 @@ class Leftovers:
         self.sifs_before = set(_sif_files())
 
     def _remove_own_sifs(self) -> list[str]:
-        """The SIFs the run made in the checkout's build/sif (``tests.conftest.sif_once``), unless KEEP_ENV."""
+        """The SIFs the run made in the checkout's build/sif (``tests.lib.docker.cpu_sif``), unless KEEP_ENV."""
         if os.environ.get(KEEP_ENV) == "1":
             return []
         removed = []
@@ -203,3 +205,7 @@ class Leftovers:
             self._clean()
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Leftovers(), "chexstack-leftovers")

@@ -35,11 +35,11 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import CASES, FIXTURES
+from tests.lib.paths import CASES, FIXTURES, REPO
 from chexstack.tools import ToolRun
 from validate.evidence import Bundle
 
-CORPUS = Path(__file__).resolve().parent / "data" / "bundles"
+CORPUS = REPO / "tests" / "data" / "bundles"
 
 
 def specs() -> list[Path]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.lib.paths import REPO
 
 
 def run_with_read_only(folder: Path, argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:

@@ -1,0 +1,36 @@
+"""The suite's lanes, by marker (registered in pyproject ``[tool.pytest.ini_options] markers``; a test's markers
+come from its decorators or its module's ``pytestmark``):
+
+- unit (no lane marker): needs only what ``scripts/setup`` installs (the venv, Open MPI) — ``make test-fast``;
+- ``slow``: trains or builds for real (minutes);
+- ``docker``: needs a running Docker engine (``scripts/setup --docker``) — ``make test-docker``;
+- ``cluster``: needs the Slurm test cluster (the ``testcluster`` fixture, as root) — ``make test-cluster``;
+- ``legacy``: needs the TF 1.12 venv ``.venv-tf112`` (``scripts/setup-legacy``) — ``make test-legacy``.
+
+A lane's marker is what keeps a test out of the unit lane, so it must not be forgotten: a test that uses a lane's
+fixture (directly, or through another fixture: pytest's closure of the test's fixtures) without the lane's marker
+stops the collection with a usage error naming the test, the fixture and the marker. It fails rather than adding
+the marker itself: the lane a test runs in is then the one its module shows, and the fix is one line.
+"""
+from __future__ import annotations
+
+import pytest
+
+#: The unit lane's marker expression (``make test-fast``).
+UNIT = "not slow and not docker and not cluster and not legacy"
+#: fixture -> the marker of the lane a test that uses it belongs to (``tests.lib.docker``, ``tests.lib.testcluster``).
+FIXTURE_LANES = {"client": "docker", "testcluster": "cluster"}
+
+
+def unmarked(items, fixture_lanes=FIXTURE_LANES) -> list[str]:
+    """``"NODEID uses the FIXTURE fixture without the MARKER marker"`` for every such item."""
+    return ["%s uses the %s fixture without the %s marker" % (item.nodeid, fixture, lane)
+            for item in items for fixture, lane in fixture_lanes.items()
+            if fixture in item.fixturenames and item.get_closest_marker(lane) is None]
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = unmarked(items)
+    if missing:
+        raise pytest.UsageError("tests outside their lane (tests/lib/lanes.py): add the marker to the test or to its "
+                                "module's pytestmark:\n  " + "\n  ".join(missing))

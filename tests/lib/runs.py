@@ -1,0 +1,13 @@
+"""The small real ``invoke train`` runs the launcher tests share: CPU ranks on the real ChestX-ray14 sample."""
+from __future__ import annotations
+
+from tests.lib.paths import SAMPLE
+
+LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
+#: 197 training images (the sample's patients: 10 % validation, 70 % test) -> 4 steps per epoch with 2 x 32; no
+#: epoch-end BatchNorm pass and no baseline: these tests are about the launcher (the trainer's tests cover both)
+SMALL = ["--gpus", "0", "--np", "2", "--images", str(SAMPLE / "images-64"), "--labels", str(LABELS_FILE),
+         "--model", "resnet50", "--image-size", "32", "--batch-size", "32", "--val-fraction", "0.1",
+         "--test-fraction", "0.7", "--bn-images", "0", "--baseline-size", "0"]
+#: Their environment (added to this one): lines as they come, unwrapped, without TensorFlow's start-up chatter.
+ENV = {"PYTHONUNBUFFERED": "1", "COLUMNS": "200", "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -1,0 +1,43 @@
+"""The lanes (``tests/lib/lanes.py``): the guard names a test that uses a lane's fixture without its marker, the
+fixtures it keys on exist, and ``make test-fast`` selects the unit lane."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.lib import lanes
+from tests.lib.paths import REPO
+
+
+class _Item:
+    """What the guard reads of a collected test: its id, fixture closure and markers."""
+
+    def __init__(self, nodeid, fixturenames, markers=()):
+        self.nodeid, self.fixturenames, self._markers = nodeid, fixturenames, set(markers)
+
+    def get_closest_marker(self, name):
+        return name if name in self._markers else None
+
+
+def test_a_test_using_a_lane_fixture_without_its_marker_is_named():
+    items = [_Item("t.py::uses_cpu_build", ["cpu_build", "debian_base", "client", "tmp_path"]),
+             _Item("t.py::marked", ["client"], ["docker", "slow"]),
+             _Item("t.py::on_the_cluster", ["testcluster", "client"], ["docker"]),
+             _Item("t.py::unit", ["tmp_path"])]
+    assert lanes.unmarked(items) == ["t.py::uses_cpu_build uses the client fixture without the docker marker",
+                                     "t.py::on_the_cluster uses the testcluster fixture without the cluster marker"]
+    with pytest.raises(pytest.UsageError, match="add the marker to the test or to its module's pytestmark"):
+        lanes.pytest_collection_modifyitems(None, items)
+
+
+def test_the_guarded_fixtures_exist_and_every_lane_is_a_registered_marker(request):
+    from tests.lib import docker, testcluster
+    assert {"client": docker.client, "testcluster": testcluster.testcluster}.keys() == lanes.FIXTURE_LANES.keys()
+    registered = {line.split(":")[0] for line in request.config.getini("markers")}
+    assert set(lanes.FIXTURE_LANES.values()) | set(re.findall(r"not (\w+)", lanes.UNIT)) <= registered
+
+
+def test_make_test_fast_runs_the_unit_lane():
+    recipe = (REPO / "Makefile").read_text().split("\ntest-fast:", 1)[1].split("\n\n", 1)[0]
+    assert '-m "%s"' % lanes.UNIT in recipe
