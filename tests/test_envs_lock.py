@@ -273,7 +273,7 @@ def locked_tf(tmp_path) -> L.CondaFiles:
 def test_case41_a_cpu_tensorflow_build_fails_the_environments_build_pin():
     """Case 41: every version of environment.yml right, but tensorflow-base is the mkl build where the file pins
     `tensorflow-base=1.12.0=gpu_*` (no lock committed: the pins are the environment file's)."""
-    p = _invoke("lock", "--stack", "conda", "--installed", str(CASE41))
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(CASE41), env=WIDE)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "FAIL wrong build: tensorflow-base 1.12.0 installed as mkl_py36h0000000_0, pinned build gpu_*" in p.stdout
     assert "PASS every pinned package" not in p.stdout and "Traceback" not in p.stdout + p.stderr
@@ -323,9 +323,6 @@ def test_build_globs_are_condas_match_spec():
     assert regex.accepts_build("gpu_py36h0000000_0") and not regex.accepts_build("mkl_py36h0000000_0")
 
 
-def _invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, COLUMNS="200", **(env or {})), timeout=300)
 #: ``invoke lock``'s lines unwrapped.
 WIDE = {"COLUMNS": "200"}
 

@@ -21,7 +21,7 @@ from images.convert import _simple, convert, parse_build_args
 from images.dockerwords import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
-from tests.lib.paths import CASES, CONVERT_CORPUS
+from tests.lib.paths import CASES, CONVERT_CORPUS, REPO
 
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
