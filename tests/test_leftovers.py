@@ -38,3 +38,9 @@ def test_a_daemon_left_by_a_test_fails_the_run_and_is_stopped(tmp_path):
 def test_a_clean_run_passes(tmp_path):
     p = _run(tmp_path, "def test_nothing():\n    assert True\n")
     assert p.returncode == 0 and "leftovers" not in p.stdout, p.stdout + p.stderr
+
+
+def test_the_debian_base_is_the_one_image_kept_between_runs():
+    from images.local_base import LOCAL_DEBIAN
+    from tests.lib.leftovers import CACHED, _own
+    assert CACHED == (LOCAL_DEBIAN,) and not _own(LOCAL_DEBIAN) and _own("chexstack/cpu:0.1.0-x")
