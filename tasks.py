@@ -17,7 +17,6 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from launch.options import trainer_help, with_trainer_options
 
-
 # --- envs: stacks (Table 1, manifests, consistency) and conda locks ------------------------------------------------
 
 @task(help={"check": "list every inconsistency with its source; exit 1 only for blocking ones (this repository's "
@@ -98,9 +97,8 @@ def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, 
 def convert(c, dockerfile, build_arg=None, output=None):
     """Convert a Dockerfile to a Singularity definition that builds and runs the same, or refuse naming the line
     (exit 2)."""
-    from images.convert import convert_file, parse_build_args
-
     from chexstack.outputs import output_file
+    from images.convert import convert_file, parse_build_args
 
     target = output_file(output, "--output") if output else None
     text = convert_file(dockerfile, parse_build_args(build_arg))

@@ -21,8 +21,17 @@ from pathlib import Path
 from string import Template
 
 from bench.results import RunRecord, Sweep
-from bench.sweep import (SweepRequest, count_request, keep_sweep, read_point, request_record, settle_device,
-                         stamp, throughput_args, with_gpus)
+from bench.sweep import (
+    SweepRequest,
+    count_request,
+    keep_sweep,
+    read_point,
+    request_record,
+    settle_device,
+    stamp,
+    throughput_args,
+    with_gpus,
+)
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack

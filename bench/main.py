@@ -12,7 +12,7 @@ from bench.sweep import SweepRequest, run_sweep
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
-from launch import k8s, slurm, submit
+from launch import k8s, submit
 from launch.cluster import cluster_path, local_image_warning
 
 REPO = Path(__file__).resolve().parents[1]

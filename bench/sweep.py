@@ -24,18 +24,18 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import launch
 from bench import sysinfo
-from facts import host
 from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
-import launch
+from facts import host
 from launch import stream
-from launch.plans import Plan
 from launch.cluster import cluster_path
 from launch.options import check_launcher
+from launch.plans import Plan
 from launch.request import TrainRequest
 
 LAUNCHERS = ("local", "mpirun", "slurm", "k8s")

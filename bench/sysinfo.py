@@ -8,6 +8,7 @@ import socket
 
 from chexstack import engine
 
+
 def image_identity(ref: str) -> tuple[str | None, list[str]]:
     """(image ID ``sha256:…``, registry digests ``repo@sha256:…``) of a local Docker image; (None, []) when the
     image or the Docker engine is not there."""

@@ -34,8 +34,15 @@ from typing import Literal
 from packaging.version import InvalidVersion, Version
 
 from chexstack.errors import ChexstackError
-from envs.rules_model import (BuildEnvVariable, DriverRelease, HorovodBuildEnv, HorovodFeature, MvcFamily, Rules,
-                              load_rules)
+from envs.rules_model import (
+    BuildEnvVariable,
+    DriverRelease,
+    HorovodBuildEnv,
+    HorovodFeature,
+    MvcFamily,
+    Rules,
+    load_rules,
+)
 
 RULES_FILE = Path(__file__).resolve().parent / "rules.yaml"
 

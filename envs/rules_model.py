@@ -8,8 +8,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from chexstack.errors import ChexstackError
-
 VERSION = r"^[0-9]+(\.[0-9]+)*$"
 
 

@@ -74,8 +74,8 @@ import dockerfile
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
 from images import dockerignore, dockerwords
-from images.lint import lint_definition
 from images.dockerwords import UnsupportedExpansion
+from images.lint import lint_definition
 
 DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
 DEFAULT_SHELL = ["/bin/sh", "-c"]

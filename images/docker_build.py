@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import docker
 import docker.errors
 
-from chexstack.console import console
 from chexstack import engine
+from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 
 TAIL_LINES = 40

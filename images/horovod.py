@@ -16,8 +16,8 @@ from __future__ import annotations
 import shlex
 
 from chexstack.errors import ChexstackError
-from envs.manifest import Stack
 from envs.check import horovod_env_findings
+from envs.manifest import Stack
 from envs.rules import horovod_has
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV  # the build runs as root; hvd.init() starts MPI
 from images import parts

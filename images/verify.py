@@ -33,11 +33,11 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from envs.manifest import COMPONENTS, Stack
 from envs.rules import same_release
-from images import horovod, mpijob, payload
-from images.naming import IN_IMAGE_HOME
 from facts.parsers.horovod import format_missing, parse_check_build
 from facts.probe import FILES
 from facts.versions import Observed, observed_versions
+from images import horovod, mpijob, payload
+from images.naming import IN_IMAGE_HOME
 
 PROBE = payload.PROBE
 MATCH, MISMATCH, NOT_JUDGED = "match", "MISMATCH", "n/a"

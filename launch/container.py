@@ -206,11 +206,10 @@ def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "do
     """Run ``request`` inside the stack's image under the output lock (``launch.local.execute``: the exact command
     first, the results, the interruption line or the failing rank's error), as the calling user unless
     ``as_root``; return metrics.json."""
+    import launch
     from images.build import SIF_DIR
     from images.naming import image_ref
     from images.sif import sif_path
-
-    import launch
 
     ref = image or image_ref(load_stack(stack_name))
     if runtime == "docker":

@@ -23,10 +23,10 @@ from pathlib import Path
 from string import Template
 from typing import Literal
 
-from chexstack.errors import ChexstackError
-from launch.job import JobSpec, Mount
 from chexstack.console import warn
+from chexstack.errors import ChexstackError
 from envs.manifest import Stack
+from launch.job import JobSpec, Mount
 from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version, implementation
 from launch.mpirun import EXPORTED_ENV, mpirun_argv
 

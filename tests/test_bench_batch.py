@@ -13,9 +13,9 @@ from bench import batch
 from bench.results import RunRecord, load_sweep
 from bench.sweep import SweepRequest
 from chexstack.errors import ChexstackError
-from tests.lib.paths import REPO
-from tests.lib.k8s import validate_mpijob
 from tests.lib.golden import assert_golden
+from tests.lib.k8s import validate_mpijob
+from tests.lib.paths import REPO
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 CPU_SWEEP = REPO / "tests" / "data" / "bench" / "cpu-sweep"

@@ -10,8 +10,8 @@ import pytest
 from bench import figure
 from bench.results import REFERENCE_DIR, Point, RunRecord, Sweep, load_sweep, point_from_throughput, save_sweep
 from chexstack.errors import ChexstackError
-from tests.lib.paths import REPO
 from tests.lib.golden import assert_golden
+from tests.lib.paths import REPO
 
 SEED = REFERENCE_DIR / "seed-densenet121-baremetal.json"
 CPU_SWEEP = REPO / "tests" / "data" / "bench" / "cpu-sweep"

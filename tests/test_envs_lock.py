@@ -4,7 +4,6 @@ check (case 15), and the CLI's clear errors where no solver or channel is reacha
 from __future__ import annotations
 
 import json
-
 import shutil
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from conda_lock.lockfile.v2prelim.models import LockedDependency, Lockfile
 from chexstack.errors import ChexstackError
 from envs import lock as L
 from envs.installed import Installed, Pin, check_installed, lock_pins, parse_installed_json, spec_pins
-from envs.lockflow import check_installed_file
 from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
+from envs.lockflow import check_installed_file
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 

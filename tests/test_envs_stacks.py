@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -9,8 +10,6 @@ import pytest
 import yaml
 
 from chexstack.errors import ChexstackError
-import shutil
-
 from envs import lock
 from envs.check import all_findings, stack_findings, virtual_package_findings
 from envs.manifest import STACKS_DIR, parse_stack

@@ -13,7 +13,6 @@ import io
 import json
 import re
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -24,8 +23,8 @@ from images import labels
 from images.naming import image_ref
 from images.parts import HOST_CA_BUNDLE
 from tests.lib import cli as cmd
-from tests.lib.paths import REPO, SAMPLE
 from tests.lib.leftovers import TEST_LABELS
+from tests.lib.paths import REPO, SAMPLE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"

@@ -268,9 +268,9 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs(client):
     import grp
     import os
     import shutil
-    from pathlib import Path
     import subprocess
     import sys
+    from pathlib import Path
 
     import docker.errors
 

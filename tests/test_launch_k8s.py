@@ -17,6 +17,7 @@ from launch.submit import submit_k8s
 from tests.lib.golden import assert_golden
 from tests.lib.k8s import validate_mpijob as validate
 
+
 def _spec(gpus=True, nodes=2, per_node=4):
     return JobSpec(name="chexstack-cxr", stack=load_stack("cpu"), image="registry.example.com/chexstack/cpu:0.1.0-ab",
                    nodes=nodes, ranks_per_node=per_node, gpus=gpus,

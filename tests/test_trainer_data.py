@@ -95,6 +95,7 @@ def test_only_corrupt_images_abort_and_the_list_is_where_the_message_says(tmp_pa
     """D2 for real: ``python -m trainer`` on 30 garbage files named like sample images."""
     import subprocess
     import sys
+
     from tests.lib.paths import REPO
     folder = tmp_path / "images"
     folder.mkdir()
@@ -165,6 +166,7 @@ def _tiny_model(size):
 
 def test_pipeline_decodes_gray_1024_and_rgb_64_and_the_model_normalises_to_3_channels():
     import tensorflow as tf
+
     from trainer import compat, model, pipeline
     paths = [str(SAMPLE / "images-1024" / "00000001_000.png"), str(IMAGES / "00000001_000.png")]
     (images, indices), = list(compat.iterate_numpy(pipeline.evaluation(paths, [0, 1], 2, pipeline.png_loader(96))))

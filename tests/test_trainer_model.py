@@ -31,6 +31,7 @@ def test_bad_model_or_weights(name, weights, fragment):
 def test_smallest_image_size_is_keras_own(name):
     """trainer.backbones.MIN_IMAGE_SIZE is what tf.keras.applications accepts (the host checks with it)."""
     import tensorflow as tf
+
     from trainer.backbones import MIN_IMAGE_SIZE
     smallest = MIN_IMAGE_SIZE[name]
     assert model.build(name, smallest).input_shape == (None, smallest, smallest, 1)
@@ -43,6 +44,7 @@ def test_batchnorm_statistics_are_recomputed_from_the_batches():
     """Precise BN: each BatchNorm layer's moving mean/variance become the image-weighted mean of the batch means
     and (biased) batch variances of its input; here the input is the normalised image itself."""
     import tensorflow as tf
+
     from trainer import batchnorm
     inner = tf.keras.layers.Input(shape=(4, 4, 3))
     backbone = tf.keras.models.Model(inner, tf.keras.layers.GlobalAveragePooling2D()(

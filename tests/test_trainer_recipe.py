@@ -86,6 +86,7 @@ def test_bootstrap_point_estimate_and_interval_match_scikit_learn_weighted():
 
 def test_validation_loss_equals_the_keras_loss():
     import tensorflow as tf
+
     from trainer import loss
     rng = np.random.RandomState(0)
     y = (rng.rand(20, 14) < 0.3).astype(np.float32)

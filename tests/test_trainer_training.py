@@ -150,6 +150,7 @@ def test_resumed_run_equals_the_uninterrupted_run(run):
 
 def _predict(model_file, names, size=32):
     import tensorflow as tf
+
     from trainer import compat, pipeline
     model = tf.keras.models.load_model(str(model_file), compile=False)
     paths = [str(IMAGES / n) for n in names]

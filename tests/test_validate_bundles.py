@@ -14,8 +14,8 @@ from chexstack.errors import ChexstackError
 from tests.lib import cli as cmd
 from tests.lib.bundle_corpus import build, specs
 from tests.lib.paths import CASES, FIXTURES
-from validate.checks import CHECKS
 from validate import report as report_module
+from validate.checks import CHECKS
 from validate.report import findings, validate
 from validate.result import CheckResult, Status
 

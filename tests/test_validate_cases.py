@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
+from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
+from facts.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
 from tests.lib.paths import CASES
 from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
 from validate.checks.nccl import judge_transport
-from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
-from facts.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
 
 
 def case(prefix: str) -> str:
@@ -164,11 +162,11 @@ def test_31_p2p_hang_is_explained_by_acs_not_passed(tmp_path):
 def test_31_p2p_matrix_that_reports_no_p2p_explains_a_hang_over_p2p_channels():
     """``nvidia-smi topo -p2p r`` in nvidia-smi's layout (constructed: a PCIe box whose chipset does not support
     P2P, the CNS of its legend) recorded in a bundle; the case's P2P/CUMEM log that hung."""
+    from chexstack.tools import ToolRun
+    from facts.parsers.pcie import parse_p2p
     from validate.checks import Context
     from validate.checks.nccl import hang_evidence
-    from chexstack.tools import ToolRun
     from validate.evidence import Bundle, Replay
-    from facts.parsers.pcie import parse_p2p
 
     matrix = (" \tGPU0\tGPU1\t\n GPU0\tX\tCNS\t\n GPU1\tCNS\tX\t\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n"
               "  CNS  = Chipset not supported\n  GNS  = GPU not supported\n")

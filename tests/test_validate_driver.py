@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from envs import rules
+from facts.parsers import nvidia_smi as smi
+from facts.parsers import versions
 from tests.lib.paths import FIXTURES
 from validate.checks.gpu import datacenter_gpus, judge_driver, judge_driver_module, ngc_release
-from facts.parsers import nvidia_smi as smi, versions
 
 NGC_1906 = "https://docs.nvidia.com/deeplearning/dgx/tensorflow-release-notes/rel_19.06.html"
 

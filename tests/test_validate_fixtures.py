@@ -12,22 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.lib.paths import FIXTURES
-from validate.checks.container import judge_container_gpus, judge_docker
-from validate.checks.gpu import judge_dcgm, judge_driver, judge_ecc, judge_inventory, judge_persistence, judge_xid
-from validate.checks.horovod import judge_build
-from validate.checks.infiniband import judge_ports, judge_write_bw
-from validate.checks.mpi import judge_launch_failure, judge_mpi_version
 from chexstack.tools import ToolRun
-from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_init, judge_transport
-from validate.checks.topology import judge_gpu_nic, judge_nvlink, judge_nvlink_links
-from facts.parsers import container, infiniband as ib, nccl, nvidia_smi as smi, versions
+from facts.parsers import container, nccl, versions
+from facts.parsers import infiniband as ib
+from facts.parsers import nvidia_smi as smi
 from facts.parsers.dcgm import parse_dcgmi_diag
 from facts.parsers.horovod import parse_check_build
 from facts.parsers.infiniband import IbPort
 from facts.parsers.kernel import parse_dmesg
 from facts.parsers.mpi import launch_failure
 from facts.parsers.topology import parse_topo
+from tests.lib.paths import FIXTURES
+from validate.checks.container import judge_container_gpus, judge_docker
+from validate.checks.gpu import judge_dcgm, judge_driver, judge_ecc, judge_inventory, judge_persistence, judge_xid
+from validate.checks.horovod import judge_build
+from validate.checks.infiniband import judge_ports, judge_write_bw
+from validate.checks.mpi import judge_launch_failure, judge_mpi_version
+from validate.checks.nccl import Floor, busbw_floor, judge_busbw, judge_init, judge_transport
+from validate.checks.topology import judge_gpu_nic, judge_nvlink, judge_nvlink_links
 
 
 def text(name: str) -> str:

@@ -10,20 +10,21 @@ import sys
 
 import pytest
 
+from chexstack.errors import ChexstackError
+from chexstack.tools import run
 from envs.manifest import load_stack
+from facts import horovod_gate
+from facts.parsers import container as pcontainer
+from facts.parsers import dcgm, infiniband, kernel, nccl, nvidia_smi, topology, versions
+from facts.parsers.horovod import build_from_api, parse_check_build, parse_requirements
 from launch.controller import local_interfaces
 from tests.lib import cli as cmd
 from tests.lib.paths import FIXTURES, REPO
 from tests.lib.readonly import run_with_read_only
-from facts import horovod_gate
 from validate.checks import CHECKS, Context, container, horovod, mpi
 from validate.checks.registry import check
-from chexstack.tools import run
-from facts.parsers import container as pcontainer, dcgm, infiniband, kernel, nccl, nvidia_smi, topology, versions
-from facts.parsers.horovod import build_from_api, parse_check_build, parse_requirements
 from validate.report import AREAS, EXIT_CANNOT_RUN, Report, run_checks, select
 from validate.result import CheckResult, Status
-from chexstack.errors import ChexstackError
 
 PARSERS = [nvidia_smi.parse_table, nvidia_smi.parse_version, nvidia_smi.parse_query_csv, nvidia_smi.parse_q_text,
            nvidia_smi.parse_q_xml, nvidia_smi.parse_nvlink_status, topology.parse_topo, infiniband.parse_ibstat,

@@ -3,11 +3,11 @@ each other — and name the outlier with its value and its peers' value. Inputs 
 ../shared/fixtures, with one value changed where the fixture has no outlier (said at each test)."""
 from __future__ import annotations
 
+from facts.parsers.infiniband import parse_ibstat
+from facts.parsers.nvidia_smi import peers_from_q_text
 from tests.lib.paths import FIXTURES
 from validate.checks.gpu import judge_peers
 from validate.checks.infiniband import judge_ports
-from facts.parsers.infiniband import parse_ibstat
-from facts.parsers.nvidia_smi import peers_from_q_text
 
 
 def ndr_node():
@@ -84,9 +84,9 @@ def test_every_inactive_link_and_missing_pair_is_shown_with_its_count():
     """Issue 12 item 2. Fixture 11 (8× A100, 12 NVLinks each) with 4 links of GPU2 and GPU5 made inactive: the
     count is right and every link is in the details even where the measured line is cut short; fixture 16 as an
     SXM (all-pairs) platform lists every missing pair."""
-    from validate.checks.topology import judge_nvlink, judge_nvlink_links
     from facts.parsers.nvidia_smi import parse_nvlink_status
     from facts.parsers.topology import parse_topo
+    from validate.checks.topology import judge_nvlink, judge_nvlink_links
 
     links = parse_nvlink_status((FIXTURES / "nvidia-smi-nvlink-status-a100x8.txt").read_text())
     for gpu in (2, 5):

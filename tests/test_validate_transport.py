@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from chexstack.tools import ToolRun
 from facts import transport
 from validate.checks.mpi import judge_bandwidth
-from chexstack.tools import ToolRun
 
 HOSTS = ["chex1", "chex2"]
 ARGV = ("mpirun", "-H", "chex1:1,chex2:1", "-np", "2", "python", "facts/transport.py")

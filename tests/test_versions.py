@@ -5,9 +5,9 @@ import json
 import subprocess
 import sys
 
-from tests.lib.paths import REPO
 from facts.parsers import versions as v
 from facts.versions import observed_versions
+from tests.lib.paths import REPO
 
 
 def test_nvcc_all_layouts(fixture_text):

@@ -54,7 +54,6 @@ def fit_and_score(train_x, train_y, test_x):
 def run(data, size, seed, resamples, loader_factory):
     """The ``baseline`` block of metrics.json (the ``test`` block's fields plus the method), or None without a
     test split."""
-    from collections import OrderedDict
     if not len(data.test):
         return None
     train_rows = np.arange(len(data.train))

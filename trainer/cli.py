@@ -20,8 +20,8 @@ import argparse
 
 from trainer import sources, split
 from trainer.backbones import BACKBONES, MIN_IMAGE_SIZE
-from trainer.sources import SYNTHETIC
 from trainer.errors import TrainerError
+from trainer.sources import SYNTHETIC
 from trainer.usage import Parser
 
 #: set to "1" by a launcher that asked for GPUs: no GPU visible to TensorFlow is then an error (``runtime.start``)

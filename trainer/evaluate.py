@@ -9,16 +9,14 @@ scored: each rank predicts every ``size``-th row, predictions are pooled, and ra
 and positives, plus the model's and label file's SHA-256) and ``predictions.csv`` to ``--output``. The image size
 is the model's input size; the model normalises its own input (``trainer.model``).
 """
-import argparse
 import hashlib
 import os
 from collections import OrderedDict
 
-
 from trainer import events, labels, pngcheck, sources
-from trainer.usage import Parser, reporting_errors
 from trainer.data import Subset
 from trainer.errors import TrainerError
+from trainer.usage import Parser, reporting_errors
 
 EVALUATION = "evaluation.json"
 
@@ -65,6 +63,7 @@ def _sha256(path):
 
 def run(options):
     import tensorflow as tf
+
     from trainer import evaluation, outputs, pipeline, runtime
     from trainer.train import predict_pooled
     rt = runtime.start(options.seed)

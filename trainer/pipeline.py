@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from trainer import compat
 
+
 def shard(items, rank, size):
     """Every ``size``-th item starting at ``rank`` (a list or numpy array)."""
     return items[rank::size]

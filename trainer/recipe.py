@@ -12,7 +12,6 @@ The state is a function of the monitored values so far, so ``--resume`` rebuilds
 """
 import math
 
-
 #: Goyal et al. 2017 (https://arxiv.org/abs/1706.02677, §2.2 and §5.1): 5 warm-up epochs of a 90-epoch schedule
 WARMUP_EPOCHS, WARMUP_OF_EPOCHS = 5.0, 90.0
 

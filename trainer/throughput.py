@@ -10,7 +10,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from trainer import callbacks, compat, events, loss, model as model_mod, outputs, runtime
+from trainer import callbacks, compat, events, loss, outputs, runtime
+from trainer import model as model_mod
 from trainer.train import load_data, training_dataset, versions
 
 

@@ -18,8 +18,26 @@ from collections import OrderedDict
 import numpy as np
 import tensorflow as tf
 
-from trainer import (baseline, batchnorm, callbacks, checkpoint, compat, data as data_mod, decodecheck, evaluation,
-                     events, loss, model as model_mod, order, outputs, pipeline, recipe, runtime, signals, split)
+from trainer import (
+    baseline,
+    batchnorm,
+    callbacks,
+    checkpoint,
+    compat,
+    decodecheck,
+    evaluation,
+    events,
+    loss,
+    order,
+    outputs,
+    pipeline,
+    recipe,
+    runtime,
+    signals,
+    split,
+)
+from trainer import data as data_mod
+from trainer import model as model_mod
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
 from trainer.sources import SYNTHETIC

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launch import mpirun  # noqa: E402
 from facts import transport  # noqa: E402
+from launch import mpirun  # noqa: E402
 
 HOSTS = ("chex1", "chex2")
 STATE = "/run/chexstack-testcluster"

@@ -37,7 +37,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench.ratios.sidebyside import Rates, alternate, measure, report  # noqa: E402
-from trainer import batchnorm, compat, loss, model as model_mod, pipeline, runtime  # noqa: E402
+from trainer import batchnorm, compat, loss, pipeline, runtime  # noqa: E402
+from trainer import model as model_mod
 
 SIZE = 64
 

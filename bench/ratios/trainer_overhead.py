@@ -37,7 +37,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench.ratios.sidebyside import Rates, alternate, cpu_seconds, report  # noqa: E402
-from trainer import callbacks, compat, loss, model as model_mod, runtime  # noqa: E402
+from trainer import callbacks, compat, loss, runtime  # noqa: E402
+from trainer import model as model_mod
 
 
 class CpuStepTimer(callbacks.StepTimer):

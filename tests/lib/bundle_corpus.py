@@ -35,8 +35,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.lib.paths import CASES, FIXTURES, REPO
 from chexstack.tools import ToolRun
+from tests.lib.paths import CASES, FIXTURES, REPO
 from validate.evidence import Bundle
 
 CORPUS = REPO / "tests" / "data" / "bundles"

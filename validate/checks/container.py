@@ -17,13 +17,22 @@ import resource
 import stat
 
 from chexstack import engine
+from facts.parsers import versions
+from facts.parsers.container import (
+    buildcfg,
+    classify_runtime_error,
+    conf_setting,
+    df_size,
+    docker_runtimes,
+    library_not_loaded,
+    nv_libs,
+    release,
+    subid_count,
+)
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence, shell_command
-from facts.parsers import versions
-from facts.parsers.container import (buildcfg, classify_runtime_error, conf_setting, df_size, docker_runtimes,
-                                     library_not_loaded, nv_libs, release, subid_count)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30

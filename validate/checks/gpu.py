@@ -12,14 +12,25 @@ from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
-from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
 from facts.parsers import versions
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
 from facts.parsers.kernel import OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
-from facts.parsers.nvidia_smi import (PEER_PROPERTIES, PEER_QUERY, Gpu, SmiReport, classify_error, gpus_from_query,
-                                        parse_nvlink_status, parse_q_text, parse_q_xml, parse_query_csv, parse_table,
-                                        peers_from_query)
+from facts.parsers.nvidia_smi import (
+    PEER_PROPERTIES,
+    PEER_QUERY,
+    Gpu,
+    SmiReport,
+    classify_error,
+    gpus_from_query,
+    parse_nvlink_status,
+    parse_q_text,
+    parse_q_xml,
+    parse_query_csv,
+    parse_table,
+    peers_from_query,
+)
+from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence, shell_command
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the

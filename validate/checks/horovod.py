@@ -13,11 +13,11 @@ controller can run over this node's network interfaces.
 """
 from __future__ import annotations
 
-from launch.controller import local_interfaces, pick_controller
 from facts import horovod_gate
+from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_check_build, parse_requirements
+from launch.controller import local_interfaces, pick_controller
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
-from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_check_build, parse_requirements
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: The build variable that makes Horovod's build fail loudly instead of silently skipping a component.

@@ -16,10 +16,18 @@ import socket
 import subprocess
 import time
 
+from facts.parsers.infiniband import (
+    IbPort,
+    IbReport,
+    WriteBw,
+    parse_ib_write_bw,
+    parse_ibstat,
+    parse_ibstatus,
+    parse_ibv_devinfo,
+    parse_sysfs,
+)
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence, shell_command
-from facts.parsers.infiniband import (IbPort, IbReport, WriteBw, parse_ib_write_bw, parse_ibstat, parse_ibstatus,
-                                         parse_ibv_devinfo, parse_sysfs)
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR) — the floor under every comparison.

@@ -10,13 +10,13 @@ import hashlib
 import os
 from pathlib import Path
 
-from validate.checks.gpu import snapshot
-from validate.checks.registry import Context, check
 from chexstack.tools import ToolRun, run
-from validate.evidence import MissingEvidence, shell_command
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, refuses_root
 from facts.parsers import versions
 from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
+from validate.checks.gpu import snapshot
+from validate.checks.registry import Context, check
+from validate.evidence import MissingEvidence, shell_command
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"
@@ -201,8 +201,8 @@ def bandwidth_argv(ctx: Context, hosts: list[str]) -> list[str]:
     on each of the first two hosts, with the launchers' Open MPI TCP settings (``launch.mpirun.TCP_MCA``)."""
     import sys
 
-    from launch.mpirun import TCP_MCA
     from facts import transport
+    from launch.mpirun import TCP_MCA
 
     argv = mpirun_argv(ctx, 2, hosts[:2], 1)
     for name, value in TCP_MCA:

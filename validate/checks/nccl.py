@@ -21,16 +21,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from chexstack.tools import ToolRun
+from facts.parsers import versions
+from facts.parsers.infiniband import IbPort
+from facts.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
+from facts.parsers.pcie import parse_p2p
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
-from chexstack.tools import ToolRun
-from facts.parsers import versions
-from facts.parsers.infiniband import IbPort
 from validate.evidence import MissingEvidence
-from facts.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
-from facts.parsers.pcie import parse_p2p
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 MULTI_NODE_SHARE = 0.8

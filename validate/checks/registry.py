@@ -13,8 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from envs.manifest import Stack
 from chexstack.tools import DEFAULT_TIMEOUT_S, ToolRun
+from envs.manifest import Stack
 from validate.evidence import Live
 from validate.result import CheckResult, skipped
 

@@ -18,12 +18,12 @@ import os
 import re
 from itertools import combinations
 
+from facts.parsers.nvidia_smi import parse_nvlink_status
+from facts.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
+from facts.parsers.topology import Topology, parse_topo
 from validate.checks.gpu import kernel_log, no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from facts.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
-from facts.parsers.nvidia_smi import parse_nvlink_status
-from facts.parsers.topology import Topology, parse_topo
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: NVLinks per GPU in a DGX-1V hybrid cube mesh: 4 peers (WP-08437-002).
