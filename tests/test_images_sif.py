@@ -77,7 +77,9 @@ def test_training_in_the_sif_on_the_real_sample(cpu_sif, tmp_path):
     assert "apptainer exec" in p.stdout + p.stderr
     run = json.loads((out / "metrics.json").read_text())["run"]
     assert run["world_size"] == 2
-    assert run["container"] == {"runtime": "apptainer", "image": str(cpu_sif.path)}
+    assert run["container"]["runtime"] == "apptainer" and run["container"]["image"] == str(cpu_sif.path)
+    assert run["container"]["labels"] == {k: v for k, v in sif.inspect_labels(cpu_sif.path).items()
+                                          if k in (labels.DOCKER_IMAGE_ID, labels.MANIFEST_SHA256)}
     assert run["versions"]["tensorflow"] == load_stack("cpu").components["tensorflow"].version
     for path in out.rglob("*"):
         assert path.stat().st_uid == os.getuid(), path

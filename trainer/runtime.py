@@ -6,6 +6,7 @@ from horovod/horovod#127, #478, #672): init; one GPU per local rank; learning ra
 DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST callback; metric averaging;
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
+import json
 import os
 import socket
 import sys
@@ -93,12 +94,25 @@ def hold_output(rt, output):
 CONTAINER_ENV = (("apptainer", "APPTAINER_CONTAINER"), ("singularity", "SINGULARITY_CONTAINER"))
 
 
+#: A SIF's labels as Apptainer writes them inside the container; chexstack's name the Docker image ID the SIF was
+#: made from and the stack manifest's SHA-256 (``images.sif``).
+SIF_LABELS = "/.singularity.d/labels.json"
+SIF_IDENTITY = ("org.chexstack.docker.image.id", "org.chexstack.manifest.sha256")
+
+
 def container():
-    """Where this process runs: ``{"runtime": "apptainer", "image": SIF path}`` inside a SIF, ``{"runtime":
-    "docker"}`` inside a Docker container (its ``/.dockerenv``), else None (bare metal)."""
+    """Where this process runs: ``{"runtime": "apptainer", "image": SIF path, "labels": {the SIF's
+    SIF_IDENTITY labels}}`` inside a SIF, ``{"runtime": "docker"}`` inside a Docker container (its ``/.dockerenv``),
+    else None (bare metal)."""
     for runtime, name in CONTAINER_ENV:
         if os.environ.get(name):
-            return OrderedDict([("runtime", runtime), ("image", os.environ[name])])
+            try:
+                with open(SIF_LABELS) as f:
+                    found = json.load(f)
+            except (OSError, ValueError):
+                found = {}
+            return OrderedDict([("runtime", runtime), ("image", os.environ[name]),
+                                ("labels", OrderedDict((k, found[k]) for k in SIF_IDENTITY if k in found))])
     if os.path.exists("/.dockerenv"):
         return OrderedDict([("runtime", "docker")])
     return None
