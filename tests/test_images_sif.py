@@ -122,3 +122,21 @@ def test_ctrl_c_stops_every_rank_in_the_sif(cpu_sif, tmp_path):
     assert "SIGINT" in text
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive, [p.pid for p in alive]
+
+
+@needs_apptainer
+@pytest.mark.parametrize("runtime", ["singularity", "all"])
+def test_a_base_that_cannot_be_pulled_stops_a_sif_build_as_it_stops_a_docker_build(client, runtime, tmp_path):
+    """The SIF is made from the verified Docker image, so an absent base (no registry here) stops at the same step
+    with the same error as --runtime docker, and no SIF is made."""
+    from images.build import build
+
+    absent = "chexstack-test/absent-base:1"
+    errors = {}
+    for rt in ("docker", runtime):
+        with pytest.raises(ChexstackError) as e:
+            build("cpu", runtime=rt, base=absent, sif_dir=tmp_path / "sif")
+        errors[rt] = (e.value.exit_code, str(e.value))
+    assert errors[runtime] == errors["docker"]
+    assert errors["docker"][0] == 1 and "FROM %s" % absent in errors["docker"][1]
+    assert not (tmp_path / "sif").exists()
