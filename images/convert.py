@@ -89,7 +89,8 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER).
 HELPERS = {
-    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: a folder's contents, not the folder
+    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: '''
+            r'''a folder's contents, not the folder
   [ -z "$3" ] || chown -R "$3" "$1"
   [ -z "$4" ] || chmod -R "$4" "$1"
   if [ -d "$1" ] && [ ! -L "$1" ]; then d=${2%/}; else case "$2" in */) d=${2%/} ;; *) d=$(dirname "$2") ;; esac; fi
@@ -104,20 +105,23 @@ HELPERS = {
   fi
   rm -rf "$(dirname "$1")"
 }''',
-    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: a tar archive is unpacked
+    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: '''
+           r'''a tar archive is unpacked
   if [ -f "$1" ] && tar -tf "$1" >/dev/null 2>&1; then
     mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -rf "$(dirname "$1")"
   else
     chexstack_copy "$@"
   fi
 }''',
-    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: the stage's files as tar keeps them
+    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: '''
+            r'''the stage's files as tar keeps them
   s=$(dirname "$1"); n=$(basename "$1" .tar)
   mkdir -p "$s/x" && tar -xpf "$1" -C "$s/x"
   chexstack_copy "$s/x/$n" "$2" "$3" "$4"
   rm -rf "$s"
 }''',
-    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: redirects followed, HTTP errors fail, mode 600
+    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: '''
+             r'''redirects followed, HTTP errors fail, mode 600
   case "$2" in */) f="$2$(basename "${1%%[?#]*}")" ;; *) f="$2" ;; esac
   mkdir -p "$(dirname "$f")"
   if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -R -o "$f" "$1"

@@ -170,7 +170,8 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
                           cause or "NCCL_SOCKET_FALLBACK", details)
         if host_ports is None:  # neither an HCA nor its absence observed: never "no RDMA device"
             return warned(cid, "NCCL using Socket transport (%s); this node's HCAs were not recorded"
-                          % (why or "NCCL chose the Socket network"), "RDMA (IB/RoCE) between nodes where the node has an HCA",
+                          % (why or "NCCL chose the Socket network"),
+                          "RDMA (IB/RoCE) between nodes where the node has an HCA",
                           "on an IB/RoCE node this is the TCP fallback: %s" % (
                               "install rdma-core/libibverbs in the image (libibverbs.so.1)"
                               if cause == "NCCL_NO_LIBIBVERBS" else "docker run %s; check `ibstat` on the node"
