@@ -3,8 +3,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 SAMPLE ?= ../shared/data/chestxray14
 
-.PHONY: setup setup-docker setup-legacy setup-testcluster setup-apptainer demo test test-fast test-slow test-docker \
-	test-cluster test-legacy
+.PHONY: setup setup-docker setup-legacy setup-testcluster setup-apptainer demo lint test test-fast test-slow \
+	test-docker test-cluster test-legacy
 
 setup:
 	scripts/setup
@@ -34,12 +34,18 @@ demo: setup
 	  --labels $(SAMPLE)/Data_Entry_2017_v2020.csv.gz --image-size 64 --epochs 2 \
 	  --val-fraction 0.2 --test-fraction 0 --output runs/demo
 
+# ruff with pyproject.toml's [tool.ruff] rules (pyflakes, import order, 120 columns, complexity <= 18); `make test`
+# runs it before the suite, and tests/test_lint.py in the unit lane.
+lint: setup
+	$(VENV)/bin/ruff check .
+
 # Everything the tests need (Open MPI, Horovod, Docker engine, debootstrap, the TF 1.12 venv), then the whole
 # suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
 # Exit 3 of setup-legacy: no Python 3.6 on this machine (said in its output; tests/test_trainer_legacy.py then skips).
 # The tests bring the test cluster up once (tests/lib/testcluster.py, as root) and take it down at the end.
 test: setup-apptainer
 	scripts/setup-legacy || [ $$? = 3 ]
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 # The lanes (tests/lib/lanes.py, CONTRIBUTING.md "Tests"), which together are `make test`. The unit lane needs only

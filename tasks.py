@@ -91,7 +91,8 @@ def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, 
                 allow_mismatch=allow_mismatch, sign_key=sign_key)
 
 
-@task(help={"dockerfile": "path of the Dockerfile", "build-arg": "NAME=VALUE for an ARG (repeatable), as docker build --build-arg",
+@task(help={"dockerfile": "path of the Dockerfile",
+            "build-arg": "NAME=VALUE for an ARG (repeatable), as docker build --build-arg",
             "output": "write the definition here instead of stdout"}, iterable=["build_arg"])
 @user_errors
 def convert(c, dockerfile, build_arg=None, output=None):

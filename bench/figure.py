@@ -285,7 +285,8 @@ def figure_path(path: Path) -> Path:
     formats = sorted(FigureCanvasAgg.get_supported_filetypes())
     if path.suffix[1:].lower() not in formats:
         raise ChexstackError("--output %s: expected a figure file name ending in one of %s (the formats matplotlib "
-                             "writes; the .csv and .md tables go beside it)" % (path, ", ".join("." + f for f in formats)))
+                             "writes; the .csv and .md tables go beside it)"
+                             % (path, ", ".join("." + f for f in formats)))
     return output_file(path, "--output", create_folder=True)
 
 

@@ -155,7 +155,8 @@ def load_sweep(path: str | Path) -> Sweep:
         return Sweep.model_validate(data)
     except ValidationError as e:
         raise ChexstackError("\n".join("%s: field %s: %s" % (path, ".".join(str(p) for p in err["loc"]) or
-                                                              "(top level)", err["msg"]) for err in e.errors())) from None
+                                                              "(top level)", err["msg"])
+                                       for err in e.errors())) from None
 
 
 def save_sweep(sweep: Sweep, path: str | Path) -> Path:

@@ -145,7 +145,8 @@ def parse_installed_json(text: str, what: str = "installed packages") -> tuple[d
         raise ChexstackError("%s: expected a JSON list of objects with name and version (conda list --json, "
                              "pip list --format=json)" % what)
     kind = "conda" if any("channel" in d or "build_string" in d for d in data) else "pip"
-    return {canonicalize_name(d["name"]): Installed(str(d["version"]), _build_string(d, kind, what)) for d in data}, kind
+    return {canonicalize_name(d["name"]): Installed(str(d["version"]), _build_string(d, kind, what))
+            for d in data}, kind
 
 
 def _build_string(entry: dict, kind: str, what: str) -> str | None:

@@ -191,7 +191,8 @@ def read_lock(path: Path) -> Lockfile:
     try:
         return parse_conda_lock_file(path)
     except (ValidationError, ValueError, yaml.YAMLError) as e:
-        raise ChexstackError("%s: not a conda-lock unified lock file: %s" % (shown(path), str(e).splitlines()[0])) from None
+        raise ChexstackError("%s: not a conda-lock unified lock file: %s"
+                             % (shown(path), str(e).splitlines()[0])) from None
 
 
 def check_lock(files: CondaFiles) -> LockCheck:
@@ -243,8 +244,9 @@ def refuse_explicit(files: CondaFiles) -> None:
     if reqs:
         raise ChexstackError(
             "%s has pip requirements (%s): an explicit lock file only lists them as `# pip ...` comments and "
-            "`conda create --file` installs none of them (https://github.com/conda/conda-lock/issues/285, #161). Use the "
-            "unified lock %s with `conda-lock install`." % (shown(files.environment), ", ".join(reqs), files.lockfile.name))
+            "`conda create --file` installs none of them (https://github.com/conda/conda-lock/issues/285, #161). "
+            "Use the unified lock %s with `conda-lock install`."
+            % (shown(files.environment), ", ".join(reqs), files.lockfile.name))
 
 
 def find_solver(conda_exe: str | None = None) -> Path:

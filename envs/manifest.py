@@ -192,5 +192,6 @@ def load_stack(name: str, stacks_dir: Path = STACKS_DIR) -> Stack:
                              % (", ".join(known_stacks(stacks_dir)) or "none"))
     path = stacks_dir / ("%s.yaml" % name)
     if not path.is_file():
-        raise ChexstackError("unknown stack %r; known stacks: %s" % (name, ", ".join(known_stacks(stacks_dir)) or "none"))
+        raise ChexstackError("unknown stack %r; known stacks: %s"
+                             % (name, ", ".join(known_stacks(stacks_dir)) or "none"))
     return parse_stack(path.read_text(), path)

@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     missing = build.missing(required)
     if missing:
-        say("horovod gate: FAIL: Horovod v%s built without what this stack needs: %s" % (build.version, format_missing(missing)))
+        say("horovod gate: FAIL: Horovod v%s built without what this stack needs: %s"
+            % (build.version, format_missing(missing)))
         say("  fix: rebuild with HOROVOD_WITH_<COMPONENT>=1 set for each (the build then fails loudly instead of "
             "silently skipping a component), e.g. HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1")
         return 1

@@ -1,5 +1,6 @@
-"""Open MPI's run-as-root rule and its shared-memory rule for ranks in containers, each stated once for every place that starts MPI ranks (host launches, containers, the
-image build's Horovod gate, Slurm and MPIJob scripts, validate's MPI launch).
+"""Open MPI's run-as-root rule and its shared-memory rule for ranks in containers, each stated once for every
+place that starts MPI ranks (host launches, containers, the image build's Horovod gate, Slurm and MPIJob scripts,
+validate's MPI launch).
 
 Open MPI's ``mpirun`` refuses to start as root unless told twice: the ``--allow-run-as-root`` option, or both
 environment variables ``OMPI_ALLOW_RUN_AS_ROOT=1`` and ``OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` (Open MPI >= 3.0;

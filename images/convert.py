@@ -89,7 +89,8 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER).
 HELPERS = {
-    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: a folder's contents, not the folder
+    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: '''
+            r'''a folder's contents, not the folder
   [ -z "$3" ] || chown -R "$3" "$1"
   [ -z "$4" ] || chmod -R "$4" "$1"
   if [ -d "$1" ] && [ ! -L "$1" ]; then d=${2%/}; else case "$2" in */) d=${2%/} ;; *) d=$(dirname "$2") ;; esac; fi
@@ -104,20 +105,23 @@ HELPERS = {
   fi
   rm -rf "$(dirname "$1")"
 }''',
-    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: a tar archive is unpacked
+    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: '''
+           r'''a tar archive is unpacked
   if [ -f "$1" ] && tar -tf "$1" >/dev/null 2>&1; then
     mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -rf "$(dirname "$1")"
   else
     chexstack_copy "$@"
   fi
 }''',
-    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: the stage's files as tar keeps them
+    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: '''
+            r'''the stage's files as tar keeps them
   s=$(dirname "$1"); n=$(basename "$1" .tar)
   mkdir -p "$s/x" && tar -xpf "$1" -C "$s/x"
   chexstack_copy "$s/x/$n" "$2" "$3" "$4"
   rm -rf "$s"
 }''',
-    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: redirects followed, HTTP errors fail, mode 600
+    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: '''
+             r'''redirects followed, HTTP errors fail, mode 600
   case "$2" in */) f="$2$(basename "${1%%[?#]*}")" ;; *) f="$2" ;; esac
   mkdir -p "$(dirname "$f")"
   if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -R -o "$f" "$1"
@@ -424,38 +428,15 @@ class _Converter:
         self._transfer(c, add=True)
 
     def _transfer(self, c, add: bool) -> None:
-        st = self.stage
+        """COPY (``add`` False) or ADD: each source staged through ``%files`` (or fetched, for an ADD of a URL) and
+        put in place by a helper of ``HELPERS`` in ``%post``."""
         if c.heredocs:
             self.fail("heredoc sources are not converted; put the text in a file next to the Dockerfile")
-        opts = {}
-        for flag in c.flags:
-            opt, _, val = flag.partition("=")
-            if opt in ("--from", "--chown", "--chmod", "--checksum") and val:
-                opts[opt] = self.text(val, opt)
-            elif opt == "--link":
-                continue  # layer reuse only, same files
-            else:
-                self.fail("%s is not converted" % flag)
-        if c.json:
-            parts = [self.text(v, "%s argument" % c.cmd) for v in c.value]
-        else:
-            parts = []
-            for w in self.words(" ".join(c.value)):
-                value = dockerwords.literal(w)
-                if value is None:
-                    self.fail("refers to $%s, which this Dockerfile does not define" % dockerwords.unknown(w)[0])
-                parts.append(value)
+        opts = self._transfer_options(c)
+        parts = self._transfer_parts(c)
         if len(parts) < 2:
             self.fail("expected SOURCE... DEST")
-        sources, dest = parts[:-1], parts[-1]
-        if len(sources) > 1 and not dest.endswith("/"):
-            self.fail("with more than one source the destination must be a folder ending in / (Docker refuses it "
-                      "too)")
-        if not dest.startswith("/"):
-            is_dir = dest.endswith("/") or dest in (".", "..")
-            dest = posixpath.normpath(posixpath.join(st.workdir or "/", dest)) + ("/" if is_dir else "")
-        elif len(sources) > 1 or dest.endswith("/"):
-            dest = dest.rstrip("/") + "/"
+        sources, dest = parts[:-1], self._transfer_dest(parts[:-1], parts[-1])
         origin = self._origin(opts.get("--from"))
         owner, mode = opts.get("--chown", ""), opts.get("--chmod", "")
         if "--checksum" in opts and not (add and all(_is_url(s) for s in sources)):
@@ -468,37 +449,84 @@ class _Converter:
             if add and origin is None and (src.startswith("git@") or src.endswith(".git")):
                 self.fail("ADD of a git repository is not converted; clone it in a RUN")
             if add and origin is None and _is_url(src):
-                checksum = opts.get("--checksum", "")
-                if checksum and not checksum.startswith("sha256:"):
-                    self.fail("--checksum %s: only sha256 is converted" % checksum)
-                st.need("fetch")
-                st.post.append("chexstack_fetch %s" % _args(src, dest, owner, checksum[len("sha256:"):]))
-                if mode:
-                    self.fail("--chmod with a URL source is not converted")
+                self._fetch(src, dest, owner, mode, opts.get("--checksum", ""))
                 continue
             name = posixpath.basename(src.rstrip("/")) or "root"
             if origin is None and name == ".":
                 name = "context"
             staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
             if origin is not None:
-                # `%files from` follows symlinks before Singularity 3.5.3: the stage packs the path with tar at its
-                # end instead (links and owners kept on every release, as Docker's COPY --from keeps them)
-                packed = "/.chexstack-from-%d-%d.tar" % (c.start_line, i)
-                parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
-                source = next(s for s in self.stages if s.name == origin)
-                source.post.append("tar -C %s -cf %s %s" % (
-                    shlex.quote(parent), packed, shlex.quote(name)))
-                st.files.setdefault(origin, []).append((packed, staged + ".tar"))
-                st.need("from")
-                st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
+                self._copy_from(origin, "%d-%d" % (c.start_line, i), src, name, staged, dest, owner, mode)
                 continue
-            pairs = [(src, staged)]
-            if origin is None:
-                pairs = self._local_source(src, staged)
-            st.files.setdefault(origin, []).extend(pairs)
-            st.need("add" if add and origin is None else "copy")
-            helper = "chexstack_add" if add and origin is None else "chexstack_copy"
+            st = self.stage
+            st.files.setdefault(origin, []).extend(self._local_source(src, staged))
+            st.need("add" if add else "copy")
+            helper = "chexstack_add" if add else "chexstack_copy"
             st.post.append("%s %s" % (helper, _args(staged, dest, owner, mode)))
+
+    def _transfer_options(self, c) -> dict[str, str]:
+        """COPY/ADD's ``--from``, ``--chown``, ``--chmod``, ``--checksum`` values (``--link`` ignored: layer reuse
+        only, same files); any other flag is an error."""
+        opts = {}
+        for flag in c.flags:
+            opt, _, val = flag.partition("=")
+            if opt in ("--from", "--chown", "--chmod", "--checksum") and val:
+                opts[opt] = self.text(val, opt)
+            elif opt == "--link":
+                continue  # layer reuse only, same files
+            else:
+                self.fail("%s is not converted" % flag)
+        return opts
+
+    def _transfer_parts(self, c) -> list[str]:
+        """COPY/ADD's sources and destination, each expanded to one literal value."""
+        if c.json:
+            return [self.text(v, "%s argument" % c.cmd) for v in c.value]
+        parts = []
+        for w in self.words(" ".join(c.value)):
+            value = dockerwords.literal(w)
+            if value is None:
+                self.fail("refers to $%s, which this Dockerfile does not define" % dockerwords.unknown(w)[0])
+            parts.append(value)
+        return parts
+
+    def _transfer_dest(self, sources: list[str], dest: str) -> str:
+        """The absolute destination (relative ones from WORKDIR), ending in / where it is a folder."""
+        if len(sources) > 1 and not dest.endswith("/"):
+            self.fail("with more than one source the destination must be a folder ending in / (Docker refuses it "
+                      "too)")
+        if not dest.startswith("/"):
+            is_dir = dest.endswith("/") or dest in (".", "..")
+            return posixpath.normpath(posixpath.join(self.stage.workdir or "/", dest)) + ("/" if is_dir else "")
+        if len(sources) > 1 or dest.endswith("/"):
+            return dest.rstrip("/") + "/"
+        return dest
+
+    def _fetch(self, url: str, dest: str, owner: str, mode: str, checksum: str) -> None:
+        """ADD of a URL: ``chexstack_fetch`` in ``%post`` (``--checksum`` sha256 only; no ``--chmod``)."""
+        st = self.stage
+        if checksum and not checksum.startswith("sha256:"):
+            self.fail("--checksum %s: only sha256 is converted" % checksum)
+        st.need("fetch")
+        st.post.append("chexstack_fetch %s" % _args(url, dest, owner, checksum[len("sha256:"):]))
+        if mode:
+            self.fail("--chmod with a URL source is not converted")
+
+    def _copy_from(self, origin: str, tag: str, src: str, name: str, staged: str, dest: str, owner: str,
+                   mode: str) -> None:
+        """COPY --from: the stage ``origin`` packs ``src`` with tar at its end, this stage's ``%files from`` takes the
+        archive (``tag``: the instruction's line and source number) and ``chexstack_from`` unpacks it."""
+        st = self.stage
+        # `%files from` follows symlinks before Singularity 3.5.3: the stage packs the path with tar at its
+        # end instead (links and owners kept on every release, as Docker's COPY --from keeps them)
+        packed = "/.chexstack-from-%s.tar" % tag
+        parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
+        source = next(s for s in self.stages if s.name == origin)
+        source.post.append("tar -C %s -cf %s %s" % (
+            shlex.quote(parent), packed, shlex.quote(name)))
+        st.files.setdefault(origin, []).append((packed, staged + ".tar"))
+        st.need("from")
+        st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
 
     def _local_source(self, src: str, staged: str) -> list[tuple[str, str]]:
         """The ``%files`` lines of a build-context source: the source whole, or, where the context's ignore file

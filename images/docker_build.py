@@ -29,7 +29,8 @@ class BuildFailed(ChexstackError):
     def __init__(self, step: str, tail: list[str], error: str):
         self.step, self.tail, self.error = step, tail, error
         super().__init__("docker build failed at %s\n--- last %d lines of its output ---\n%s\n--- error ---\n%s"
-                         % (step or "(before the first step)", len(tail), "\n".join(tail), error), exit_code=ExitCode.FAILED)
+                         % (step or "(before the first step)", len(tail), "\n".join(tail), error),
+                         exit_code=ExitCode.FAILED)
 
 
 @dataclass

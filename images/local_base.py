@@ -3,7 +3,8 @@ import``. Tests and benchmarks build the cpu stack FROM it (this machine has no 
 reused while an image with its tag exists.
 
 Needs root, ``debootstrap`` (``scripts/setup --docker`` installs it) and a reachable Debian mirror: this machine's
-own (``facts.apt_sources.debian_mirror``: its apt sources, else debootstrap's default); takes about a minute. Errors: ``ChexstackError`` naming the missing tool or the failing step (with the end of its output).
+own (``facts.apt_sources.debian_mirror``: its apt sources, else debootstrap's default); takes about a minute.
+Errors: ``ChexstackError`` naming the missing tool or the failing step (with the end of its output).
 """
 from __future__ import annotations
 

@@ -111,7 +111,8 @@ if [ $r = 0 ]; then
   if [ $r != 0 ]; then echo '--- sshd log ---'; tail -n 10 /tmp/sshd.log; fi
 fi
 rc $r
-""".replace("@ALLOW_ROOT@", ALLOW_RUN_AS_ROOT_FLAG).replace("@SSHD@", SSHD).replace("@PRIVSEP@", PRIVSEP_DIR).replace("@WORKER@", CHECK_WORKER)
+""".replace("@ALLOW_ROOT@", ALLOW_RUN_AS_ROOT_FLAG).replace("@SSHD@", SSHD).replace("@PRIVSEP@", PRIVSEP_DIR) \
+    .replace("@WORKER@", CHECK_WORKER)
 
 
 def parse_report(text: str) -> dict[str, tuple[str, int | None]]:

@@ -15,8 +15,8 @@ https://github.com/singularityhub/singularity-cli/issues/158):
   so no ``From:`` line can carry an unresolved ARG (singularityhub/singularity-cli#187).
 - ``env``: values with spaces or quotes are quoted (hpccm's ``environment`` writes ``K=a b``, which Docker and
   ``export`` both split), and for Singularity hpccm also exports them in ``%post`` (singularityhub/singularity-cli#20).
-- ``copy_file``/``copy_dir``: destinations are absolute and, for Singularity, created in ``%setup`` before ``%files`` runs
-  (singularityhub/singularity-cli#73).
+- ``copy_file``/``copy_dir``: destinations are absolute and, for Singularity, created in ``%setup`` before
+  ``%files`` runs (singularityhub/singularity-cli#73).
 - no ``USER``: images run as the invoking user; hpccm's ``user`` renders nothing for Singularity, never ``su -``
   (https://github.com/singularityhub/singularity-cli/issues/158).
 """

@@ -261,8 +261,9 @@ def _verbs(out: str, rc: int) -> tuple[str, bool]:
     providers = sorted(re.findall(r"^(\S+)\.driver$", out, re.M))
     shown = [p for p in providers if p.startswith("mlx")] or providers[:3]
     found = "%s; %s" % (lib.group(1) if lib else "libibverbs.so.1 not found",
-                        "%d providers (%s%s)" % (len(providers), ", ".join(shown), ", ..." if len(shown) < len(providers)
-                                                 else "") if providers else "no provider in /etc/libibverbs.d")
+                        "%d providers (%s%s)" % (len(providers), ", ".join(shown),
+                                                 ", ..." if len(shown) < len(providers) else "")
+                        if providers else "no provider in /etc/libibverbs.d")
     return found, bool(lib and providers)
 
 

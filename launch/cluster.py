@@ -13,7 +13,8 @@ conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.s
 ``launch.local.execute``: the output lock, the failure explanation, the results table); ``--detach`` prints the
 job id and returns. ``--resume`` resubmits a run whose job ended early (cancelled, a node lost): it continues after
 the last committed epoch. ``--requeue`` (bare metal) lets Slurm restart the job itself, and the restart continues
-from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder (``job_name``) and printed.
+from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder
+(``job_name``) and printed.
 """
 from __future__ import annotations
 

@@ -71,7 +71,8 @@ def mpi_implementation(spec: JobSpec) -> str:
     name = (spec.stack.components["mpi"].name or "").lower()
     if name not in MPI_IMPLEMENTATIONS:
         raise ChexstackError("stack %s: mpi row name %r has no MPIJob mpiImplementation; expected one of %s"
-                             % (spec.stack.name, spec.stack.components["mpi"].name, ", ".join(sorted(MPI_IMPLEMENTATIONS))))
+                             % (spec.stack.name, spec.stack.components["mpi"].name,
+                                ", ".join(sorted(MPI_IMPLEMENTATIONS))))
     return MPI_IMPLEMENTATIONS[name]
 
 

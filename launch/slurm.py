@@ -266,7 +266,8 @@ def render_baremetal(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
     requeue = requeue_lines(spec) if opts.requeue else ""
     mpirun = baremetal_lines(spec, "$resume" if requeue else "")
     return Template((TEMPLATES / "slurm-baremetal.sbatch").read_text()).substitute(
-        python=_comment(spec.image), rank_unit="one rank per GPU" if spec.gpus else "CPU ranks", workdir=_comment(spec.workdir),
+        python=_comment(spec.image), rank_unit="one rank per GPU" if spec.gpus else "CPU ranks",
+        workdir=_comment(spec.workdir),
         workdir_q=shlex.quote(spec.workdir), directives=directives(spec, opts), exports=exports(spec),
         output_dirs=output_dirs(spec.mounts), mpirun=requeue + "\n" + mpirun if requeue else mpirun)
 

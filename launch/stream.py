@@ -9,7 +9,8 @@ A failed run is explained in one message from what horovodrun and mpirun print: 
 (Gloo: ``Process 1 exit with status code 139``; mpirun: ``Process name: [[j,1],1]`` / ``Exit code: 2`` or
 ``process rank 1 ... exited on signal 11``), then that rank's own reason — its ``trainer: error:`` line, else the last
 exception line of its output (``OSError: Unable to open file ...``), never horovodrun's own RuntimeError traceback —
-and for exit 139 under Gloo the loopback hint (``launch.controller.GLOO_ON_LOOPBACK``). The full output stays in the log.
+and for exit 139 under Gloo the loopback hint (``launch.controller.GLOO_ON_LOOPBACK``). The full output stays in
+the log.
 
 Signals: the command runs in its own session (a terminal's Ctrl-C reaches only the launcher). The first SIGINT,
 SIGTERM or SIGHUP sends SIGTERM to the command's process group (horovodrun's Gloo middlemen then stop every rank;

@@ -26,7 +26,8 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SITE_LIST = """\
 # a site's own mirror, one-line style
 deb-src http://mirror.site.example/debian bookworm main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://mirror.site.example/debian bookworm main contrib
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] \
+http://mirror.site.example/debian bookworm main contrib
 deb http://mirror.site.example/debian-security bookworm-security main
 """
 

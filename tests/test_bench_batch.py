@@ -65,7 +65,8 @@ def test_slurm_baremetal_sweep_golden(tmp_path):
     _bash_n(text)
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n" in text and "--gpus-per-node" not in text
     assert "#SBATCH --output=/shared/bench/bench-testcluster-%j.out" in text
-    assert "mpirun --tag-output -np 4 -bind-to none -map-by ppr:2:node" in text and text.count("\nmpirun --tag-output ") == 3
+    assert "mpirun --tag-output -np 4 -bind-to none -map-by ppr:2:node" in text
+    assert text.count("\nmpirun --tag-output ") == 3
     assert "cd /shared/chexstack\n" in text and "export CUDA_VISIBLE_DEVICES=''" in text
 
 

@@ -23,8 +23,8 @@ SMALL = ["--model", "resnet50", "--batch-size", "4", "--image-size", "64", "--st
 
 @pytest.mark.slow
 def test_cpu_sweep_then_figure(tmp_path):
-    """`invoke bench --np 1,2 --data synthetic` (CPU ranks, as train --gpus 0 --np N) writes one JSON; bench-report draws it next
-    to the seed's bare-metal series."""
+    """`invoke bench --np 1,2 --data synthetic` (CPU ranks, as train --gpus 0 --np N) writes one JSON; bench-report
+    draws it next to the seed's bare-metal series."""
     run = cmd.invoke("bench", "--np", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
                      *SMALL, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -110,7 +110,8 @@ def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
     assert no_output.returncode == 2 and ("error: --launcher %s: --output runs/train is a path relative to this "
                                           "machine" % launcher) in no_output.stderr
     relative_data = cmd.run(*base, "--data", "data/cxr", *CLUSTER_OUT)
-    assert relative_data.returncode == 2 and "--data data/cxr is a path relative to this machine" in relative_data.stderr
+    assert relative_data.returncode == 2
+    assert "--data data/cxr is a path relative to this machine" in relative_data.stderr
     local_tag = cmd.run(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
     assert local_tag.returncode == 0, local_tag.stdout + local_tag.stderr
     warning = " ".join(local_tag.stderr.split())

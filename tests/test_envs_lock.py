@@ -224,8 +224,8 @@ def test_a_pip_list_checks_what_it_shows_and_names_what_it_cannot():
         "PASS 4 of 10 pinned packages at the pinned version: horovod, numpy, pip, tensorflow-cpu",
         "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): cmake, gxx_linux-64, "
         "openmpi, python"]
-    right = check_installed(spec_pins(spec, "linux-64"), {**installed, "scikit-learn": Installed("1.5.2"), "pillow": Installed("10.4.0")},
-                            kind)
+    right = check_installed(spec_pins(spec, "linux-64"),
+                            {**installed, "scikit-learn": Installed("1.5.2"), "pillow": Installed("10.4.0")}, kind)
     assert right.ok and right.lines()[0].startswith("PASS 6 of 10 pinned packages at the pinned version")
     missing_pip = check_installed(spec_pins(spec, "linux-64"), {"numpy": Installed("1.26.4")}, "pip")
     assert missing_pip.lines()[0] == "FAIL missing: horovod, tensorflow-cpu"
@@ -250,7 +250,8 @@ def test_a_conda_listing_without_build_strings_is_refused():
 
 def _locked_conda(name: str, version: str, build: str) -> LockedDependency:
     return LockedDependency(name=name, version=version, manager="conda", platform="linux-64", dependencies={},
-                            url="https://repo.anaconda.com/pkgs/main/linux-64/%s-%s-%s.tar.bz2" % (name, version, build),
+                            url="https://repo.anaconda.com/pkgs/main/linux-64/%s-%s-%s.tar.bz2"
+                            % (name, version, build),
                             hash=HashModel(md5="0" * 32), build=build, categories={"main"})
 
 
@@ -263,7 +264,8 @@ def locked_tf(tmp_path) -> L.CondaFiles:
     horovod = LockedDependency(name="horovod", version="0.16.1", manager="pip", platform="linux-64", dependencies={},
                                url="https://files.pythonhosted.org/packages/source/h/horovod/horovod-0.16.1.tar.gz",
                                hash=HashModel(sha256="0" * 64), categories={"main"})
-    write_lock_for(files, [_locked_conda("python", "3.6.8", "h0371630_0"), _locked_conda("_tflow_select", "2.1.0", "gpu"),
+    write_lock_for(files, [_locked_conda("python", "3.6.8", "h0371630_0"),
+                           _locked_conda("_tflow_select", "2.1.0", "gpu"),
                            _locked_conda("tensorflow-base", "1.12.0", "gpu_py36he68c306_0"),
                            _locked_conda("scikit-learn", "0.20.3", "py36h0000000_0"), horovod])
     return files

@@ -320,5 +320,6 @@ def test_an_ignore_file_that_cannot_be_read_is_named(tmp_path):
     (tmp_path / "x").write_text("x")
     df = tmp_path / "Dockerfile"
     df.write_text("FROM debian:12\nCOPY . /app/\n")
-    with pytest.raises(ChexstackError, match=r"^%s: cannot read the ignore file" % re.escape(str(tmp_path / ".dockerignore"))):
+    with pytest.raises(ChexstackError,
+                       match=r"^%s: cannot read the ignore file" % re.escape(str(tmp_path / ".dockerignore"))):
         convert(df)

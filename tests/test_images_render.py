@@ -83,8 +83,8 @@ def test_unresolved_base_is_refused():
 
 def test_singularity_copy_destinations_exist_before_files():
     sing = render(load_stack("cpu"), "singularity")
-    assert "%setup\n    mkdir -p ${SINGULARITY_ROOTFS}/opt/chexstack\n%files\n    chexstack/trainer /opt/chexstack/trainer" \
-        in sing
+    assert ("%setup\n    mkdir -p ${SINGULARITY_ROOTFS}/opt/chexstack\n"
+            "%files\n    chexstack/trainer /opt/chexstack/trainer") in sing
 
 
 def test_context_has_what_the_dockerfile_copies():
@@ -137,4 +137,5 @@ def test_one_lint_refuses_what_no_rendered_definition_may_hold(text, rule):
     with pytest.raises(ChexstackError, match=rule) as refused:
         lint_definition(text, "Dockerfile.x")
     assert str(refused.value).startswith("Dockerfile.x: rendered line ")
-    assert lint_definition("FROM debian:bookworm\nRUN su app -c id\n", "ok") == "FROM debian:bookworm\nRUN su app -c id\n"
+    fine = "FROM debian:bookworm\nRUN su app -c id\n"
+    assert lint_definition(fine, "ok") == fine

@@ -37,7 +37,8 @@ def _probe(**over) -> dict:
     """A probe JSON as facts/probe.py prints it inside the cpu image (values from a real run)."""
     probe = {
         "probe": 1,
-        "python": {"version": "3.11.2 (main, Apr 28 2025, 14:11:48) [GCC 12.2.0]", "executable": "/opt/venv/bin/python"},
+        "python": {"version": "3.11.2 (main, Apr 28 2025, 14:11:48) [GCC 12.2.0]",
+                   "executable": "/opt/venv/bin/python"},
         "files": {"/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
                                      'VERSION_ID="12"\n', "/etc/debian_version": "12.11\n"},
         "commands": {
@@ -65,7 +66,8 @@ def test_cpu_probe_matches_every_row():
 
 
 def test_missing_controller_and_tf_mismatch_fail():
-    partial = CHECK_BUILD_ALL.replace("[X] MPI\n    [X] Gloo\n\nAvailable Tensor", "[ ] MPI\n    [X] Gloo\n\nAvailable Tensor")
+    partial = CHECK_BUILD_ALL.replace("[X] MPI\n    [X] Gloo\n\nAvailable Tensor",
+                                      "[ ] MPI\n    [X] Gloo\n\nAvailable Tensor")
     probe = _probe()
     probe["commands"]["horovodrun --check-build"]["out"] = partial
     probe["horovod"]["built_for"]["tensorflow"] = "2.14.0"  # ../shared/cases/02

@@ -260,7 +260,8 @@ def test_geometry_from_nodes_and_tasks_per_node():
     both = geometry(req, ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
     assert (both[0].ranks(), both[1], both[2]) == (4, 2, 2)
     assert geometry(TrainRequest(np=6, data="synthetic"), ClusterOptions("slurm", None, nodes=3))[1:] == (3, 2)
-    assert geometry(TrainRequest(np=6, data="synthetic"), ClusterOptions("slurm", None, ntasks_per_node=3))[1:] == (2, 3)
+    assert geometry(TrainRequest(np=6, data="synthetic"),
+                    ClusterOptions("slurm", None, ntasks_per_node=3))[1:] == (2, 3)
     with pytest.raises(ChexstackError, match="--np 3 disagrees with --nodes 2 × --ntasks-per-node 2 = 4 ranks"):
         geometry(TrainRequest(np=3), ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
     with pytest.raises(ChexstackError, match="5 ranks cannot be spread evenly over --nodes 2"):

@@ -118,8 +118,10 @@ def test_help_after_a_task_with_a_positional_argument_is_its_help(flag):
     (["train", "--runtime", "singularity"], "--runtime applies to a run in a stack's image: add --stack S"),
     (["train", "--launcher", "k8s", "--stack", "ngc", "--network", "none", "--render"],
      "--network applies to --launcher local only (this is --launcher k8s)"),
-    (["bench", "--gpus", "1", "--hosts", "a:1"], "--hosts applies to --launcher mpirun only (this is --launcher local)"),
-    (["bench", "--gpus", "1", "--render"], "--render applies to --launcher slurm or k8s only (this is --launcher local)"),
+    (["bench", "--gpus", "1", "--hosts", "a:1"],
+     "--hosts applies to --launcher mpirun only (this is --launcher local)"),
+    (["bench", "--gpus", "1", "--render"],
+     "--render applies to --launcher slurm or k8s only (this is --launcher local)"),
     (["bench", "--gpus", "1", "--results", "/x"], "--results applies to --launcher slurm or k8s only"),
 ])
 def test_an_option_without_effect_for_the_launcher_is_refused_before_anything_runs(args, message):
@@ -163,7 +165,8 @@ def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path
     assert req.trainer_args()[-6:] == list(more)
     # paths among them are made absolute (ranks may start elsewhere); words that are not paths stay
     assert req.with_absolute_paths().more[1] == os.path.abspath("w.h5")
-    assert TrainRequest(data="synthetic", more=("--weights", "none")).with_absolute_paths().more == ("--weights", "none")
+    words = ("--weights", "none")
+    assert TrainRequest(data="synthetic", more=words).with_absolute_paths().more == words
     p = cmd.run("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
     assert p.returncode == 2 and "--seed: invalid int value: 'x'" in p.stdout + p.stderr, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr and not (tmp_path / "bad").exists()

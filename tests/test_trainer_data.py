@@ -38,7 +38,6 @@ def _nih_layout(root, n=120):
 def corrupt_dir(tmp_path):
     """Sample images plus one truncated, one garbage, one unreadable (dangling link) and one with corrupt IDAT."""
     names = _nih_layout(tmp_path, 60)
-    folder = tmp_path / "images_001" / "images"
     raw = (IMAGES / names[0]).read_bytes()
     bad = {"truncated": names[1], "garbage": names[2], "unreadable": names[3], "idat": names[4]}
     paths = {}

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow
 
 def test_synthetic_throughput_two_ranks_mpi(tmp_path):
     argv, env = horovodrun_argv(2, ["--data", "synthetic", "--throughput", "--amp", "--steps", "2",
-                                    "--warmup-steps", "1", "--model", "resnet50", "--image-size", "32", "--batch-size", "4",
-                                    "--output", str(tmp_path)], controller="mpi")
+                                    "--warmup-steps", "1", "--model", "resnet50", "--image-size", "32",
+                                    "--batch-size", "4", "--output", str(tmp_path)], controller="mpi")
     result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600,
                             env={**os.environ, **env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

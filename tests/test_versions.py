@@ -42,10 +42,11 @@ def test_misc_versions():
     assert v.python("3.5.2 (default, Nov 12 2018, 13:43:14) \n[GCC 5.4.0 20160609]") == "3.5.2"
     assert v.nccl_header("#define NCCL_MAJOR 2\n#define NCCL_MINOR 4\n#define NCCL_PATCH 7\n") == "2.4.7"
     assert v.library_file(["/x/libnccl.so.2", "/x/libnccl.so.2.4.7"], "libnccl") == "2.4.7"
-    assert v.os_release({"/etc/os-release": 'NAME="Ubuntu"\nVERSION="16.04.6 LTS (Xenial Xerus)"\nVERSION_ID="16.04"\n'}) \
-        == ("Ubuntu", "16.04.6")
+    assert v.os_release({"/etc/os-release": 'NAME="Ubuntu"\nVERSION="16.04.6 LTS (Xenial Xerus)"\n'
+                                            'VERSION_ID="16.04"\n'}) == ("Ubuntu", "16.04.6")
     assert v.os_release({"/etc/os-release": 'NAME="CentOS Linux"\nVERSION_ID="7"\n',
-                         "/etc/redhat-release": "CentOS Linux release 7.4.1708 (Core)\n"}) == ("CentOS Linux", "7.4.1708")
+                         "/etc/redhat-release": "CentOS Linux release 7.4.1708 (Core)\n"}) \
+        == ("CentOS Linux", "7.4.1708")
 
 
 def test_probe_runs_here_and_maps_every_row():

@@ -11,7 +11,8 @@ Input is the pipeline's gray image (float32 [B, S, S, 1], 0..255). The first lay
 is a frozen 1x1 convolution with 3 filters: channel c = x / (255·std_c) − mean_c / std_c — the gray value copied
 to R, G, B (as CheXNet feeds X-rays to an ImageNet network) and normalised with the ImageNet statistics that
 "torch"-mode ImageNet weights, DenseNet-121's included, expect (Keras ``imagenet_utils.preprocess_input``, mode
-"torch"); for ResNet-50, whose Keras weights come from Caffe, the "caffe" mode (BGR means subtracted, no scaling). A built-in layer, so the HDF5 file loads in every Keras without custom objects. The backbone is a
+"torch"); for ResNet-50, whose Keras weights come from Caffe, the "caffe" mode (BGR means subtracted, no scaling).
+A built-in layer, so the HDF5 file loads in every Keras without custom objects. The backbone is a
 nested model with its own 3-channel input, so a backbone weights file loads into it unchanged.
 """
 import os

@@ -3,7 +3,8 @@
 Data: the 3 full-resolution ChestX-ray14 PNGs (1024x1024, 8-bit gray) of ../shared/data/chestxray14/images-1024,
 copied to >= 200 files in a temp dir (page-cached after the first round, so disk is out of the picture).
 Ours: ``trainer.pipeline.training`` (read, decode to gray, antialiased resize to --image-size, the planned
-order and augmentation of ``trainer.order``: flip, rotation, shift, zoom; skip undecodable, batch, prefetch) for one pass of the files. Baseline: ``tf.data`` read + ``decode_png``
+order and augmentation of ``trainer.order``: flip, rotation, shift, zoom; skip undecodable, batch, prefetch) for
+one pass of the files. Baseline: ``tf.data`` read + ``decode_png``
 (native channels) with the same parallel map and prefetch. Both are consumed inside TensorFlow (``Dataset.reduce``
 over one pixel per element) so Python iteration costs nothing to either. Goal: wall-clock ratio >= 0.9; the ratio
 per CPU-second is printed too (robust when other processes share the cores).

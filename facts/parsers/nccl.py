@@ -220,53 +220,70 @@ def parse_nccl_log(text: str) -> NcclLog:
             log.selected_at = n
         if _ERROR.search(line):
             log.errors.append((n, line.strip()))
-        m = re.search(r"NCCL version (\d+\.\d+\.\d+)", line)
-        if m and log.version is None:
-            log.version = m.group(1)
-        m = re.search(r"NCCL INFO Using network (\S+)", line)
-        if m and m.group(1) not in log.networks:
-            log.networks.append(m.group(1))
-        m = re.search(r"NET/IB\s*:\s*Using (.*)", line)
-        if m:
-            for name, port, link, flags in _DEV.findall(m.group(1)):
-                if not any(d.name == name and d.port == int(port) for d in log.ib_devices):
-                    log.ib_devices.append(NetDevice(name, int(port), link, [f for f in flags.split("/") if f]))
-        if re.search(r"NET/IB\s*:\s*No device found", line):
-            log.ib_no_device = True
-        if re.search(r"Failed to open libibverbs", line):
-            log.ibverbs_missing = True
-        m = re.search(r"NET/IB\s*:\s*Unable to open device (\S+)", line)
-        if m and m.group(1) not in log.ib_open_failed:
-            log.ib_open_failed.append(m.group(1))
-        m = re.search(r"NET/Socket\s*:\s*Using (.*)", line)
-        if m:
-            for iface in re.findall(r"\[\d+\]([\w.-]+):", m.group(1)):
-                if iface not in log.socket_ifaces:
-                    log.socket_ifaces.append(iface)
-        m = re.search(r"\bvia (NET/\S+|P2P/\S+|SHM\S*|direct shared memory|direct pointer)", line)
-        if m and m.group(1) not in log.channels:
-            log.channels.append(m.group(1))
-        m = re.search(r"Loaded (?:net|collnet) plugin (.*?) \(", line)
-        if m and m.group(1) not in log.plugins:
-            log.plugins.append(m.group(1))
-        if re.search(r"posix_fallocate failed\s*:\s*No space left on device", line):
-            log.shm_fallocate_failed = True
-        if "Init COMPLETE" in line:
-            log.init_complete = True
+        _read_transport_line(log, line)
+        _read_failure_line(log, line)
         m = _LINE_HOST.match(line)
-        if m and m.group(1) not in log.hosts:
-            log.hosts.append(m.group(1))
-        m = _DUPLICATE.search(line)
         if m:
-            dup = next((d for d in log.duplicate_gpus if d.device == m.group(3).lower()), None)
-            if dup is None:
-                dup = DuplicateGpu(m.group(3).lower())
-                log.duplicate_gpus.append(dup)
-            dup.ranks = sorted(set(dup.ranks) | {int(m.group(1)), int(m.group(2))})
-        m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
-        if m:
-            log.shm_segment = (m.group(1), int(m.group(2)))
+            _add_new(log.hosts, m.group(1))
     return log
+
+
+def _add_new(items: list, item) -> None:
+    """Append ``item`` to ``items`` unless it is there already (first-seen order kept)."""
+    if item not in items:
+        items.append(item)
+
+
+def _read_transport_line(log: NcclLog, line: str) -> None:
+    """One log line's facts about what NCCL found and chose: version, networks, IB devices, socket interfaces,
+    channels, plugins, ``Init COMPLETE``."""
+    m = re.search(r"NCCL version (\d+\.\d+\.\d+)", line)
+    if m and log.version is None:
+        log.version = m.group(1)
+    m = re.search(r"NCCL INFO Using network (\S+)", line)
+    if m:
+        _add_new(log.networks, m.group(1))
+    m = re.search(r"NET/IB\s*:\s*Using (.*)", line)
+    if m:
+        for name, port, link, flags in _DEV.findall(m.group(1)):
+            if not any(d.name == name and d.port == int(port) for d in log.ib_devices):
+                log.ib_devices.append(NetDevice(name, int(port), link, [f for f in flags.split("/") if f]))
+    m = re.search(r"NET/Socket\s*:\s*Using (.*)", line)
+    if m:
+        for iface in re.findall(r"\[\d+\]([\w.-]+):", m.group(1)):
+            _add_new(log.socket_ifaces, iface)
+    m = re.search(r"\bvia (NET/\S+|P2P/\S+|SHM\S*|direct shared memory|direct pointer)", line)
+    if m:
+        _add_new(log.channels, m.group(1))
+    m = re.search(r"Loaded (?:net|collnet) plugin (.*?) \(", line)
+    if m:
+        _add_new(log.plugins, m.group(1))
+    if "Init COMPLETE" in line:
+        log.init_complete = True
+
+
+def _read_failure_line(log: NcclLog, line: str) -> None:
+    """One log line's evidence for ``classify_nccl_failure``: no IB device, libibverbs missing, an HCA that would not
+    open, shared memory exhausted, duplicate GPUs."""
+    if re.search(r"NET/IB\s*:\s*No device found", line):
+        log.ib_no_device = True
+    if re.search(r"Failed to open libibverbs", line):
+        log.ibverbs_missing = True
+    m = re.search(r"NET/IB\s*:\s*Unable to open device (\S+)", line)
+    if m:
+        _add_new(log.ib_open_failed, m.group(1))
+    if re.search(r"posix_fallocate failed\s*:\s*No space left on device", line):
+        log.shm_fallocate_failed = True
+    m = _DUPLICATE.search(line)
+    if m:
+        dup = next((d for d in log.duplicate_gpus if d.device == m.group(3).lower()), None)
+        if dup is None:
+            dup = DuplicateGpu(m.group(3).lower())
+            log.duplicate_gpus.append(dup)
+        dup.ranks = sorted(set(dup.ranks) | {int(m.group(1)), int(m.group(2))})
+    m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
+    if m:
+        log.shm_segment = (m.group(1), int(m.group(2)))
 
 
 def classify_nccl_failure(log: NcclLog) -> str | None:

@@ -173,7 +173,8 @@ def library_remedy(library: str, host_driver: str | None) -> str:
         return ("the host's driver works (nvidia-smi: driver %s), so the engine that runs the NVIDIA hook does not "
                 "see the host's libraries: " % host_driver) + ENGINE_SEES_NO_HOST_LIBRARIES % library
     return ("nvidia-container-cli could not load %s where the engine runs the hook: run nvidia-smi on the host; if it "
-            "answers, the engine does not see the host's libraries: " % library) + ENGINE_SEES_NO_HOST_LIBRARIES % library
+            "answers, the engine does not see the host's libraries: " % library) \
+        + ENGINE_SEES_NO_HOST_LIBRARIES % library
 
 
 def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: str | None,

@@ -156,31 +156,7 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
             details.append("this node's HCAs were not recorded (ib.ports): between nodes this NCCL would use TCP "
                            "sockets unless it sees an HCA")
     if transport == "Socket":
-        why = "NET/IB: No device found" if log.ib_no_device else ("libibverbs missing" if log.ibverbs_missing
-                                                                  else "")
-        cause = net_cause
-        if active:
-            roce = any(p.link_layer == "Ethernet" for p in active)
-            remedy = {"NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
-                      }.get(cause or "", "docker run %s%s; Kubernetes: request the RDMA device-plugin resource and "
-                                          "IPC_LOCK (NCCL_IB_DISABLE=0 alone does nothing)"
-                            % (DOCKER_RDMA_FLAGS, " --net=host (RoCE needs the host network for GIDs)" if roce else ""))
-            return failed(cid, "NCCL using Socket transport although host HCA %s is ACTIVE"
-                          % ", ".join(sorted({p.hca for p in active})), "RDMA (IB/RoCE) between nodes", remedy,
-                          cause or "NCCL_SOCKET_FALLBACK", details)
-        if host_ports is None:  # neither an HCA nor its absence observed: never "no RDMA device"
-            return warned(cid, "NCCL using Socket transport (%s); this node's HCAs were not recorded"
-                          % (why or "NCCL chose the Socket network"), "RDMA (IB/RoCE) between nodes where the node has an HCA",
-                          "on an IB/RoCE node this is the TCP fallback: %s" % (
-                              "install rdma-core/libibverbs in the image (libibverbs.so.1)"
-                              if cause == "NCCL_NO_LIBIBVERBS" else "docker run %s; check `ibstat` on the node"
-                              % DOCKER_RDMA_FLAGS), cause or "NCCL_SOCKET_FALLBACK", details)
-        if multi_node:
-            return warned(cid, "NCCL over TCP sockets (no RDMA device on this node)", "RDMA between nodes",
-                          "multi-node throughput will be a fraction of an RDMA fabric's", "NCCL_SOCKET_FALLBACK",
-                          details)
-        return passed(cid, "single node: %s; no RDMA device (Socket only matters between nodes)"
-                      % (", ".join(log.channels) or "intra-node"), "intra-node P2P/SHM", details)
+        return _judge_socket(cid, log, host_ports, active, multi_node, net_cause, details)
     if transport == "RDMA" and len(log.rdma_links) > 1:
         eth = [d.name for d in log.ib_devices if d.link == "RoCE"]
         return warned(cid, "RDMA over mixed %s devices: %s is Ethernet (RoCE)" % ("/".join(log.rdma_links),
@@ -208,16 +184,50 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
         return failed(cid, "%s, then the run failed before a communicator initialised: %s" % (picked, failure),
                       "%s, used by an initialised communicator" % expected, remedy, code, details)
     if transport == "RDMA":
-        if any("GDRDMA" in c for c in log.channels):
-            details.append("GPUDirect RDMA: used (/GDRDMA channels)")
-        elif any(c.startswith("NET/") for c in log.channels):
-            details.append("GPUDirect RDMA: not used (no /GDRDMA in the NET channels; is nvidia-peermem / "
-                           "nv_peer_mem loaded?)")
-        else:
-            details.append("GPUDirect RDMA: not observed (no NET channel lines in the log)")
+        details.append(_gpudirect_rdma(log.channels))
     if not (log.init_complete or results):
         details.append("communicator initialisation not observed in this log: see nccl.init")
     return passed(cid, picked, expected, details)
+
+
+def _judge_socket(cid: str, log: NcclLog, host_ports: list[IbPort] | None, active: list[IbPort],
+                  multi_node: bool, cause: str | None, details: list[str]) -> CheckResult:
+    """``judge_transport``'s verdict on a log whose NCCL selected the Socket network and used it: FAIL while a
+    host HCA is ACTIVE, WARN where the HCAs were not recorded or the run spans nodes, else PASS (one node).
+    ``cause``: the network cause ``classify_nccl_failure`` found (libibverbs missing, an HCA not visible) or None."""
+    why = "NET/IB: No device found" if log.ib_no_device else ("libibverbs missing" if log.ibverbs_missing else "")
+    if active:
+        roce = any(p.link_layer == "Ethernet" for p in active)
+        remedy = {"NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
+                  }.get(cause or "", "docker run %s%s; Kubernetes: request the RDMA device-plugin resource and "
+                                      "IPC_LOCK (NCCL_IB_DISABLE=0 alone does nothing)"
+                        % (DOCKER_RDMA_FLAGS, " --net=host (RoCE needs the host network for GIDs)" if roce else ""))
+        return failed(cid, "NCCL using Socket transport although host HCA %s is ACTIVE"
+                      % ", ".join(sorted({p.hca for p in active})), "RDMA (IB/RoCE) between nodes", remedy,
+                      cause or "NCCL_SOCKET_FALLBACK", details)
+    if host_ports is None:  # neither an HCA nor its absence observed: never "no RDMA device"
+        return warned(cid, "NCCL using Socket transport (%s); this node's HCAs were not recorded"
+                      % (why or "NCCL chose the Socket network"),
+                      "RDMA (IB/RoCE) between nodes where the node has an HCA",
+                      "on an IB/RoCE node this is the TCP fallback: %s" % (
+                          "install rdma-core/libibverbs in the image (libibverbs.so.1)"
+                          if cause == "NCCL_NO_LIBIBVERBS" else "docker run %s; check `ibstat` on the node"
+                          % DOCKER_RDMA_FLAGS), cause or "NCCL_SOCKET_FALLBACK", details)
+    if multi_node:
+        return warned(cid, "NCCL over TCP sockets (no RDMA device on this node)", "RDMA between nodes",
+                      "multi-node throughput will be a fraction of an RDMA fabric's", "NCCL_SOCKET_FALLBACK",
+                      details)
+    return passed(cid, "single node: %s; no RDMA device (Socket only matters between nodes)"
+                  % (", ".join(log.channels) or "intra-node"), "intra-node P2P/SHM", details)
+
+
+def _gpudirect_rdma(channels: list[str]) -> str:
+    """The detail line on GPUDirect RDMA from NCCL's ``via`` channels: used (``/GDRDMA``), not used, not observed."""
+    if any("GDRDMA" in c for c in channels):
+        return "GPUDirect RDMA: used (/GDRDMA channels)"
+    if any(c.startswith("NET/") for c in channels):
+        return "GPUDirect RDMA: not used (no /GDRDMA in the NET channels; is nvidia-peermem / nv_peer_mem loaded?)"
+    return "GPUDirect RDMA: not observed (no NET channel lines in the log)"
 
 
 INIT_REMEDY = ("read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over RoCE check "

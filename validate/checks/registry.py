@@ -43,9 +43,9 @@ class Context:
 
     def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
              like: Callable[[tuple, dict], bool] | None = None) -> ToolRun:
-        """``chexstack.tools.run(argv)`` once per distinct argv/env for this context. ``like(argv, env)``: other recorded
-        runs a bundle may answer with when it lacks this one (``validate.evidence``); the result's ``argv`` says
-        which run it is."""
+        """``chexstack.tools.run(argv)`` once per distinct argv/env for this context. ``like(argv, env)``: other
+        recorded runs a bundle may answer with when it lacks this one (``validate.evidence``); the result's ``argv``
+        says which run it is."""
         key = ("tool", argv, tuple(sorted((env or {}).items())), like)
         if like is None:
             return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env))
