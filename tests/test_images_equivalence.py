@@ -10,7 +10,7 @@ arguments is always one). A control shows the harness sees a difference when the
 
 Cost of each test, measured here (2 cores, shared, load 3-5; the base image built): add-forms 10 s, copy-dockerignore
 11 s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, env-forms 18 s, the
-``%files from`` test 24 s, entrypoint-shell 26 s, cmd-shell 28 s (CI: about 3 minutes); ``SLOW_PAIRS``, run only
+``%files from`` test 24 s, entrypoint-shell 26 s, cmd-shell 28 s (CI: about 3 minutes; 5 min 14 s measured at load 4.5-6); ``SLOW_PAIRS``, run only
 with ``CHEXSTACK_HARNESS_ALL=1`` (marked ``slow``): from-stages 33 s, entrypoint-cmd 37 s, copy-forms 45 s,
 copy-from-symlinks 52 s, copy-from-image 57 s (multi-stage or several images: about 4 minutes more). Not built
 by either tool here: add-url (downloads from the network) and buildkit-forms (heredocs need the
