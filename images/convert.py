@@ -44,7 +44,10 @@ are expanded as Docker
   ``<name>.dockerignore``) is applied with Docker's rules (``images.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
   made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
-- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there.
+- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there, in ``/`` without one (Docker's
+  default; Apptainer starts in the host's current folder). A base image's own WORKDIR is not recorded by
+  Apptainer's docker bootstraps, so a stage without WORKDIR gets a warning that its runscript starts in ``/``.
+- Each ``%post`` runs under Docker's umask 0022 (``DOCKER_ENV``).
 - ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
   that uid, its primary gid or the given one, its groups and its HOME (singularityhub/singularity-cli#158: never ``su
   -``). Apptainer always
@@ -77,7 +80,10 @@ from images import dockerignore, dockerwords
 from images.dockerwords import UnsupportedExpansion
 from images.lint import lint_definition
 
-DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
+#: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
+#: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
+#: the files and folders it makes would be group-writable).
+DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh\numask 022"
 DEFAULT_SHELL = ["/bin/sh", "-c"]
 STAGING = "/.chexstack-copy"
 #: Shell builtins whose effect outlives the command: such a RUN is never written inline in %post.
@@ -589,6 +595,9 @@ class _Converter:
     # --- ENTRYPOINT / CMD ---------------------------------------------------------------------------------------
     def _entrypoint(self, c) -> None:
         st = self.stage
+        if not st.workdir:
+            self.warn("no WORKDIR before it: the runscript starts in / (Docker's default); a base image's own "
+                      "WORKDIR is not known to the definition (Apptainer does not record it), add WORKDIR to keep it")
         st.entrypoint = list(c.value) if c.json else st.shell + [c.value[0]]
         if not st.cmd_set:
             st.cmd = []  # "If CMD is defined from the base image, setting ENTRYPOINT will reset CMD to an empty value"
@@ -651,7 +660,7 @@ def _simple(command: str) -> bool:
 
 
 def _runscript(st: _Stage) -> list[str]:
-    lines = ["cd %s" % shlex.quote(st.workdir)] if st.workdir else []
+    lines = ["cd %s" % shlex.quote(st.workdir or "/")]
     if st.cmd:
         lines.append('if [ "$#" -eq 0 ]; then set -- %s; fi' % shlex.join(st.cmd))
     if st.entrypoint:

@@ -94,10 +94,11 @@ def test_10_env_exported_during_post_and_at_run_time():
     assert "%environment\n" + environment in text
     post = _post(text).splitlines()
     assert post[0] == post_start.splitlines()[1] == ". /.singularity.d/env/10-docker*.sh"
-    assert post[1:7] == environment.strip().splitlines()
+    assert post[1] == "umask 022"  # Docker's RUN umask (Apptainer's %post has 0002)
+    assert post[2:8] == environment.strip().splitlines()
     # the RUN is one `sh -c` command: under `sh -e`, `apt-get update && ...` inline would not stop a failed build
-    assert post[7].startswith("/bin/sh -c 'apt-get update && apt-get install")
-    assert post[7].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
+    assert post[8].startswith("/bin/sh -c 'apt-get update && apt-get install")
+    assert post[8].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
 
 
 def test_11_copy_into_workdir():
