@@ -45,10 +45,10 @@ from pathlib import Path
 
 import docker
 import docker.errors
-from tests.lib.leftovers import TEST_LABELS
 
 from chexstack.errors import ChexstackError
 from images.sif import require_tool
+from tests.lib.leftovers import TEST_LABELS
 
 log = logging.getLogger(__name__)
 #: Paths the engines manage, never part of either image's recipe: Docker's init layer (moby's
