@@ -319,10 +319,12 @@ def _epochs(output: Path) -> list[int]:
 @pytest.mark.slow
 def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     out = tmp_path / "run"
-    first = Launcher(*SMALL, "--epochs", "3", "--output", str(out), env=ENV)
+    # 20 epochs: the run is still going whenever the lock checks below are done (it is stopped after epoch k, and the
+    # resumed run goes to k + 1, so the test costs one more epoch whatever k is)
+    first = Launcher(*SMALL, "--epochs", "20", "--output", str(out), env=ENV)
     first.wait_for("epoch 1:")
 
-    second = _invoke(*SMALL, "--epochs", "3", "--output", str(out))  # the launcher's lock
+    second = _invoke(*SMALL, "--epochs", "20", "--output", str(out))  # the launcher's lock
     assert second.returncode == 2, second.stdout + second.stderr
     assert "--output %s is in use by another run (pid %d on host " % (out, first.proc.pid) in second.stderr
     assert "launch:" not in second.stdout  # refused before horovodrun
@@ -343,24 +345,25 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     assert not _processes_using(out), _processes_using(out)
     assert _epochs(out) == list(range(1, state["epoch"] + 1))
 
-    resumed = _invoke(*SMALL, "--epochs", "3", "--output", str(out), "--resume")
+    last = state["epoch"] + 1
+    resumed = _invoke(*SMALL, "--epochs", str(last), "--output", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "resuming after epoch %d" % state["epoch"] in resumed.stdout
-    assert _epochs(out) == [1, 2, 3]  # every epoch exactly once
+    assert _epochs(out) == list(range(1, last + 1))  # every epoch exactly once
     log = (out / "launch.log").read_text()
     assert "is slow compared to the batch" not in log  # N8: Horovod's first-batch broadcast, not worth a warning
     assert not list(out.glob(".tmp-*")) and not list(out.glob("checkpoint/.tmp-*"))
 
-    damaged = out / "checkpoint" / "epoch-0003.h5"
+    damaged = out / "checkpoint" / ("epoch-%04d.h5" % last)
     with open(damaged, "r+b") as f:
         f.truncate(damaged.stat().st_size // 2)
-    refused = _invoke(*SMALL, "--epochs", "4", "--output", str(out), "--resume")
+    refused = _invoke(*SMALL, "--epochs", str(last + 1), "--output", str(out), "--resume")
     assert refused.returncode == 2, refused.stdout
-    assert ("cannot resume: the checkpoint of epoch 3, %s, is damaged (Unable to" % damaged) in refused.stderr
+    assert ("cannot resume: the checkpoint of epoch %d, %s, is damaged (Unable to" % (last, damaged)) in refused.stderr
     assert "truncated file" in refused.stderr and "start afresh (remove %s/checkpoint" % out in refused.stderr
     assert refused.stderr.count("is damaged") == 1
     assert "Traceback" not in refused.stdout + refused.stderr and "RuntimeError" not in refused.stdout + refused.stderr
-    assert _epochs(out) == [1, 2, 3]
+    assert _epochs(out) == list(range(1, last + 1))
 
 
 @pytest.mark.slow
