@@ -119,7 +119,6 @@ def test_a_host_whose_ranks_die_mid_epoch_ends_the_job_naming_host_and_rank(test
     """chex2's ranks are killed (SIGKILL) during the first epoch: the job ends by itself within a bounded time
     and the message names the host, the rank and the cause. (Synthetic images: which data the ranks read is not
     what is shown; 2 epochs of 4 steps keep the run going well past the first step.)"""
-    import signal
     import time
 
     out = tmp_path / "fault"
@@ -138,7 +137,21 @@ def test_a_host_whose_ranks_die_mid_epoch_ends_the_job_naming_host_and_rank(test
             time.sleep(1)
         else:
             pytest.fail("the first training step did not come within 10 minutes")
+    except BaseException:
+        proc.kill()
+        raise
+    kill_chex2_and_expect_a_bounded_end(proc)
+
+
+def kill_chex2_and_expect_a_bounded_end(proc) -> None:
+    """SIGKILL every trainer rank on chex2; the job (``proc``: invoke train --submit) must end within 3 minutes,
+    exit 1, naming chex2's rank and SIGKILL, the Slurm job FAILED. Kills ``proc`` if it is still running."""
+    import signal
+    import time
+
+    try:
         killed = _ranks_on("chex2")
+        assert killed, "no trainer rank on chex2"
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
         killed_at = time.monotonic()
