@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from tests.lib.paths import REPO
 
@@ -44,3 +45,27 @@ def test_the_debian_base_is_the_one_image_kept_between_runs():
     from images.local_base import LOCAL_DEBIAN
     from tests.lib.leftovers import CACHED, _own
     assert CACHED == (LOCAL_DEBIAN,) and not _own(LOCAL_DEBIAN) and _own("chexstack/cpu:0.1.0-x")
+
+
+@pytest.mark.docker
+def test_a_run_removes_only_its_own_left_overs_never_another_runs(tmp_path, client):
+    """Two runs against one engine (a lane beside a full run): the inner run leaves a network of its own and sees
+    one made meanwhile by another run (a foreign token). It reports and removes its own, and neither reports nor
+    touches the other's."""
+    from tests.lib.leftovers import TEST_LABEL
+    foreign = "chexstack-test-foreign-%d" % os.getpid()
+    own = "chexstack-test-own-%d" % os.getpid()
+    body = ("import docker\nfrom tests.lib.leftovers import TEST_LABELS\n\ndef test_networks():\n"
+            "    client = docker.from_env()\n"
+            "    client.networks.create(%r, labels={%r: 'another-run'})\n"
+            "    client.networks.create(%r, labels=TEST_LABELS)\n" % (foreign, TEST_LABEL, own))
+    try:
+        p = _run(tmp_path, body)
+        out = p.stdout + p.stderr
+        assert p.returncode == 1 and "1 passed" in out, out
+        assert ("network %s" % own) in out and foreign not in out, out
+        names = {n.name for n in client.networks.list()}
+        assert own not in names and foreign in names, names
+    finally:
+        for n in client.networks.list(names=[foreign, own]):
+            n.remove()

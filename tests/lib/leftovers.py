@@ -7,14 +7,16 @@ At the start of the run it records what exists: Docker images (ID -> references)
 1. removes what the run made that is the project's own: images and tags under ``chexstack*/`` references that were
    not there before (the cpu image ``invoke build`` makes for the tests, the debootstrap base, test tags), unless
    ``CHEXSTACK_KEEP_TEST_IMAGES=1`` keeps them for a faster rerun (the engine's layer cache);
-2. fails the run (exit 1, with a report) when anything else new is left: a container, network or volume, a tag put
-   on an existing image (a stand-in under a real upstream name, as ``nvcr.io/nvidia/tensorflow:19.06-py3`` once
-   was), a network namespace, or a process a test started that is still alive (a daemon: found by the run's token
-   ``CHEXSTACK_TEST_RUN`` in its environment), then removes those containers and networks that carry the test
-   label and stops those processes (the rest may belong to another run: only reported).
+2. fails the run (exit 1, with a report) when anything else new is left: a container or network (other than one
+   carrying another run's token), a volume, a tag put on an existing image (a stand-in under a real upstream name,
+   as ``nvcr.io/nvidia/tensorflow:19.06-py3`` once was), a network namespace, or a process a test started that is
+   still alive (a daemon: found by the run's token ``CHEXSTACK_TEST_RUN`` in its environment), then removes those
+   containers and networks whose test label is this run's token and stops those processes (the rest may belong to
+   another run: only reported).
 
 Everything a test creates carries ``TEST_LABELS`` where the engine takes labels, so a left-over is recognisable on
-a machine where the run was killed (``docker ps -a --filter label=org.chexstack.test``).
+a machine where the run was killed (``docker ps -a --filter label=org.chexstack.test``); the label's value is the
+run's token, so a run cleans up only its own and never another's running beside it on the same engine.
 """
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ import uuid
 import psutil
 import pytest
 
-#: Label of every container, network and image a test creates itself.
+#: This pytest process's run: a random token, the value of ``TEST_LABEL`` and of ``RUN_ENV``. Two runs against one
+#: engine (a lane beside a full run) each remove only what carries their own token.
+RUN_ID = uuid.uuid4().hex
+#: Label of every container, network and image a test creates itself; its value is the run's token.
 TEST_LABEL = "org.chexstack.test"
-TEST_LABELS = {TEST_LABEL: "1"}
+TEST_LABELS = {TEST_LABEL: RUN_ID}
 #: References the run may make and removes again: the project's own namespaces.
 OWN_PREFIXES = ("chexstack/", "chexstack-local/", "chexstack-test/")
 KEEP_ENV = "CHEXSTACK_KEEP_TEST_IMAGES"
@@ -51,6 +56,11 @@ def _docker():
         return None
 
 
+def _token(labels: dict | None) -> str | None:
+    """The run token a container or network carries under ``TEST_LABEL`` (None: not a test's)."""
+    return (labels or {}).get(TEST_LABEL)
+
+
 def _netns() -> set[str]:
     try:
         p = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
@@ -62,8 +72,8 @@ def _netns() -> set[str]:
 @dataclasses.dataclass
 class Snapshot:
     images: dict[str, set[str]]  # image ID -> its references (repo:tag)
-    containers: dict[str, str]  # ID -> name
-    networks: dict[str, str]  # ID -> name
+    containers: dict[str, tuple[str, str | None]]  # ID -> (name, its TEST_LABEL token or None)
+    networks: dict[str, tuple[str, str | None]]
     volumes: set[str]
     netns: set[str]
 
@@ -72,8 +82,8 @@ class Snapshot:
         images, containers, networks, volumes = {}, {}, {}, set()
         if client is not None:
             images = {i.id: set(i.tags) for i in client.images.list()}
-            containers = {c.id: c.name for c in client.containers.list(all=True)}
-            networks = {n.id: n.name for n in client.networks.list()}
+            containers = {c.id: (c.name, _token(c.labels)) for c in client.containers.list(all=True)}
+            networks = {n.id: (n.name, _token(n.attrs.get("Labels"))) for n in client.networks.list()}
             volumes = {v.name for v in client.volumes.list()}
         return cls(images, containers, networks, volumes, _netns())
 
@@ -115,7 +125,7 @@ class Leftovers:
     def __init__(self):
         self.client = None
         self.before: Snapshot | None = None
-        self.run_id = uuid.uuid4().hex
+        self.run_id = RUN_ID
 
     def pytest_sessionstart(self, session):
         os.environ[RUN_ENV] = self.run_id
@@ -157,7 +167,8 @@ class Leftovers:
                 found.append("image reference %s" % ref)
         for what, old, new in (("container", self.before.containers, after.containers),
                                ("network", self.before.networks, after.networks)):
-            found += ["%s %s (%s)" % (what, new[i], i[:12]) for i in new.keys() - old.keys()]
+            found += ["%s %s (%s)" % (what, new[i][0], i[:12]) for i in new.keys() - old.keys()
+                      if new[i][1] in (None, self.run_id)]
         found += ["volume %s" % v for v in sorted(after.volumes - self.before.volumes)]
         found += ["network namespace %s" % n for n in sorted(after.netns - self.before.netns)]
         for p in _marked_processes(self.run_id):
@@ -168,19 +179,19 @@ class Leftovers:
         return found
 
     def _clean(self) -> None:
-        """Remove what the run left that is provably a test's: containers and networks with ``TEST_LABEL``, and
-        the processes carrying this run's token. Anything else is only reported (another run may own it)."""
+        """Remove what the run left that is provably this run's: containers and networks whose ``TEST_LABEL`` is
+        this run's token, and the processes carrying it. Anything else is only reported (another run may own it)."""
         after = Snapshot.take(self.client)
         if self.client is not None:
             for what, old, new in (("containers", self.before.containers, after.containers),
                                    ("networks", self.before.networks, after.networks)):
                 collection = getattr(self.client, what)
                 for oid in new.keys() - old.keys():
+                    if new[oid][1] != self.run_id:
+                        continue
                     try:
-                        obj = collection.get(oid)
-                        if TEST_LABEL in (obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {}):
-                            obj.remove(**({"force": True} if what == "containers" else {}))
-                    except Exception:
+                        collection.get(oid).remove(**({"force": True} if what == "containers" else {}))
+                    except Exception:  # gone meanwhile
                         pass
         procs = _marked_processes(self.run_id)
         for p in procs:
