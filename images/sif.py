@@ -24,6 +24,7 @@ PATH (checked before minutes of Docker build), ``FAILED`` when a step or the ver
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -62,6 +63,13 @@ def require_tool() -> str:
             return path
     raise ChexstackError("--runtime singularity needs apptainer or singularity on PATH; neither was found: %s"
                          % INSTALL_HINT, exit_code=ExitCode.TOOL_MISSING)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 (64 hex digits) of the file at ``path`` (a SIF: GB, about 1 s per GB), read in chunks
+    (``hashlib.file_digest``); OSError when it cannot be read."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def sif_path(ref: str, out_dir: Path) -> Path:

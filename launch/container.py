@@ -40,7 +40,7 @@ from launch.horovodrun import horovodrun_argv
 from launch.local import execute, oversubscription
 from launch.plans import Plan
 from launch.request import SYNTHETIC, TrainRequest
-from trainer.preflight import TOKEN_ENV
+from trainer.preflight import SIF_SHA256_ENV, TOKEN_ENV
 
 DATA, OUTPUT = "/data", "/output"
 RUNTIMES = ("docker", "singularity")
@@ -182,8 +182,9 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
     """The ``apptainer exec`` command of ``request`` in ``sif`` (host network: the host's interfaces), as the
     calling user, or with ``--fakeroot`` for ``as_root`` (root is root already); ``--nv`` (the host's NVIDIA
     driver libraries and devices) only for a run with ``--gpus``: without GPUs it only warns that none are there.
-    Ranks under Open MPI copy through shared memory (``facts.openmpi.SINGLE_COPY_OFF``)."""
-    from images.sif import require_tool
+    Ranks under Open MPI copy through shared memory (``facts.openmpi.SINGLE_COPY_OFF``); each gets the SIF
+    file's SHA-256 (``preflight.SIF_SHA256_ENV``) for its run record."""
+    from images.sif import file_sha256, require_tool
 
     request.check().check_paths()
     exe = require_tool()
@@ -192,6 +193,7 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
                              % sif)
     binds, inside = mounts(request)
     argv, env, controller, reason = _trainer_command(inside, local_interfaces())
+    env[SIF_SHA256_ENV] = file_sha256(sif)
     run = [exe, "exec", *(["--nv"] if request.gpus > 0 else []),
            *(["--fakeroot"] if as_root and os.getuid() != 0 else []), "--pwd", OUTPUT]
     for source, path, ro in binds:

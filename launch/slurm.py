@@ -29,6 +29,7 @@ from envs.manifest import Stack
 from launch.job import JobSpec, Mount
 from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version, implementation
 from launch.mpirun import EXPORTED_ENV, mpirun_argv
+from trainer import preflight
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 Model = Literal["pyxis", "hybrid"]
@@ -204,11 +205,19 @@ def hybrid_guard(spec: JobSpec, compat: MpiCompatibility, render_host: str | Non
                                 else series)).rstrip()
 
 
+def sif_digest_lines(spec: JobSpec) -> str:
+    """Shell lines that export ``preflight.SIF_SHA256_ENV``, the SHA-256 of ``spec.image`` (the SIF) computed by
+    ``sha256sum`` where the job runs, when it runs: the run record then names the file the ranks ran in."""
+    return Template((TEMPLATES / "sif-digest.sh").read_text()).substitute(
+        name=preflight.SIF_SHA256_ENV, image=shlex.quote(spec.image)).rstrip()
+
+
 def hybrid_lines(spec: JobSpec) -> str:
-    """``mpirun … singularity exec … python -m trainer …`` for ``spec``, one segment per line."""
+    """``mpirun … singularity exec … python -m trainer …`` for ``spec``, one segment per line; every rank gets
+    ``sif_digest_lines``' variable."""
     container = singularity_exec_argv(spec)
     full = mpirun_argv(spec.world_size, container + spec.command,
-                       exported_env=EXPORTED_ENV + tuple(sorted(spec.env)))
+                       exported_env=EXPORTED_ENV + (preflight.SIF_SHA256_ENV,) + tuple(sorted(spec.env)))
     launcher = full[:len(full) - len(container) - len(spec.command)]
     return _command_lines(launcher, container, spec.command)
 
@@ -224,7 +233,8 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
     return Template((TEMPLATES / "slurm-hybrid.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), mpi_source=compat.source,
         directives=directives(spec, opts), exports=exports(spec),
-        mpi_guard=hybrid_guard(spec, compat, render_host), output_dirs=output_dirs(spec.mounts),
+        mpi_guard=hybrid_guard(spec, compat, render_host) + "\n" + sif_digest_lines(spec),
+        output_dirs=output_dirs(spec.mounts),
         mpirun=hybrid_lines(spec))
 
 
@@ -300,7 +310,8 @@ def render_steps(allocation: JobSpec, steps: list[JobSpec], model: Model = "pyxi
         guard = "cd %s" % shlex.quote(allocation.workdir)
     elif model == "hybrid":
         biggest = max(steps, key=lambda s: s.nodes)
-        guard = hybrid_guard(biggest, compat or render_host_compat(biggest.stack), render_host)
+        guard = (hybrid_guard(biggest, compat or render_host_compat(biggest.stack), render_host) + "\n"
+                 + sif_digest_lines(allocation))
     return Template((TEMPLATES / "slurm-steps.sbatch").read_text()).substitute(
         header=header.rstrip("\n"), directives=directives(allocation, opts), exports=exports(allocation),
         mpi_guard=guard, output_dirs=output_dirs(allocation.mounts), prologue=prologue.rstrip("\n"),

@@ -78,6 +78,7 @@ def test_training_in_the_sif_on_the_real_sample(cpu_sif, tmp_path):
     run = json.loads((out / "metrics.json").read_text())["run"]
     assert run["world_size"] == 2
     assert run["container"]["runtime"] == "apptainer" and run["container"]["image"] == str(cpu_sif.path)
+    assert run["container"]["sha256"] == sif.file_sha256(cpu_sif.path)  # the file the ranks ran in
     assert run["container"]["labels"] == {k: v for k, v in sif.inspect_labels(cpu_sif.path).items()
                                           if k in (labels.DOCKER_IMAGE_ID, labels.MANIFEST_SHA256)}
     assert run["versions"]["tensorflow"] == load_stack("cpu").components["tensorflow"].version

@@ -305,3 +305,14 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs(client):
         assert "metrics.json" in owners and set(owners.values()) == {USER[0]}, owners
     finally:
         shutil.rmtree(folder)
+
+
+def test_singularity_hands_every_rank_the_sif_files_sha256(tmp_path, monkeypatch):
+    """Issue 22: the run record names the SIF the ranks ran in by its digest (a SIF cannot hold its own)."""
+    import hashlib
+
+    monkeypatch.setattr("images.sif.require_tool", lambda: "apptainer")
+    sif = tmp_path / "x.sif"
+    sif.write_bytes(b"SIF bytes")
+    argv = singularity_plan(_request(tmp_path), str(sif)).argv
+    assert "CHEXSTACK_SIF_SHA256=%s" % hashlib.sha256(b"SIF bytes").hexdigest() in argv

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from images.sif import file_sha256
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO
 from tests.test_launch_testcluster import (
@@ -60,6 +61,7 @@ def test_hybrid_job_in_the_sif_across_both_hosts_survives_a_killed_rank_and_resu
     assert run["initial_epoch"] == 1
     assert run["container"]["runtime"] == "apptainer" and run["container"]["image"] == str(cpu_sif.path)
     assert run["container"]["labels"]["org.chexstack.docker.image.id"] == cpu_sif_image_id(cpu_sif)
+    assert run["container"]["sha256"] == file_sha256(cpu_sif.path)  # sha256sum in the script, on chex1
     in_image = {r.row: r.found for r in cpu_sif.verification.rows}
     assert in_image["tensorflow"].startswith(run["versions"]["tensorflow"])
     assert in_image["python"].startswith(run["versions"]["python"])

@@ -26,6 +26,9 @@ from trainer.usage import Parser
 
 #: set to "1" by a launcher that asked for GPUs: no GPU visible to TensorFlow is then an error (``runtime.start``)
 REQUIRE_GPU_ENV = "CHEXSTACK_REQUIRE_GPU"
+#: the SHA-256 (hex) of the SIF file a rank runs in, set by chexstack's launcher from the file it hands to
+#: ``apptainer exec`` (a SIF cannot hold its own digest); recorded in the run record (``runtime.container``)
+SIF_SHA256_ENV = "CHEXSTACK_SIF_SHA256"
 
 
 #: Default of ``--bn-images``: images (all ranks together) whose BatchNorm statistics replace the moving averages

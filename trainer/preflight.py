@@ -5,7 +5,7 @@ the host first, with the same words, and no host module reaches into the trainer
 What the host uses (``launch/``, ``bench/``):
 
 - options: ``parser()`` (the one declaration of ``python -m trainer``'s options), ``check_options(argv)`` (parse
-  and check as the trainer does; ``TrainerError``), ``REQUIRE_GPU_ENV``;
+  and check as the trainer does; ``TrainerError``), ``REQUIRE_GPU_ENV``, ``SIF_SHA256_ENV``;
 - inputs: ``SYNTHETIC``, ``find_label_file(data_dir)``, ``check_folder(path, option)``, ``label_sha256(path)``;
 - the output folder: ``check_output_folder(folder)``, ``acquire(folder, command)`` (the run's exclusive lock) and
   ``TOKEN_ENV``; ``committed_state(output, resume)``, ``load_state(output)``, ``check_identity(state, identity,
@@ -21,6 +21,7 @@ from trainer.errors import TrainerError  # noqa: F401 (part of the door)
 SYNTHETIC = sources.SYNTHETIC
 CLASSES = labels.CLASSES
 REQUIRE_GPU_ENV = cli.REQUIRE_GPU_ENV
+SIF_SHA256_ENV = cli.SIF_SHA256_ENV
 TOKEN_ENV = runlock.TOKEN_ENV
 SKIPPED_IMAGES = outputs.SKIPPED_IMAGES
 

@@ -102,7 +102,8 @@ SIF_IDENTITY = ("org.chexstack.docker.image.id", "org.chexstack.manifest.sha256"
 
 def container():
     """Where this process runs: ``{"runtime": "apptainer", "image": SIF path, "labels": {the SIF's
-    SIF_IDENTITY labels}}`` inside a SIF, ``{"runtime": "docker"}`` inside a Docker container (its ``/.dockerenv``),
+    SIF_IDENTITY labels}, "sha256": the SIF file's SHA-256 (hex) when the launcher gave it (``cli.SIF_SHA256_ENV``)}``
+    inside a SIF, ``{"runtime": "docker"}`` inside a Docker container (its ``/.dockerenv``),
     else None (bare metal)."""
     for runtime, name in CONTAINER_ENV:
         if os.environ.get(name):
@@ -111,8 +112,11 @@ def container():
                     found = json.load(f)
             except (OSError, ValueError):
                 found = {}
-            return OrderedDict([("runtime", runtime), ("image", os.environ[name]),
-                                ("labels", OrderedDict((k, found[k]) for k in SIF_IDENTITY if k in found))])
+            record = OrderedDict([("runtime", runtime), ("image", os.environ[name]),
+                                  ("labels", OrderedDict((k, found[k]) for k in SIF_IDENTITY if k in found))])
+            if os.environ.get(cli.SIF_SHA256_ENV):
+                record["sha256"] = os.environ[cli.SIF_SHA256_ENV]
+            return record
     if os.path.exists("/.dockerenv"):
         return OrderedDict([("runtime", "docker")])
     return None
