@@ -173,7 +173,7 @@ def command_problems(pieces: list[Code]) -> list[str]:
     for piece in pieces:
         for command in simple_commands(piece.text):
             argv = chexstack_argv(command)
-            if argv is None or not piece.block and not command[0] in COMMANDS:
+            if argv is None or not piece.block and command[0] not in COMMANDS:
                 continue
             why = command_problem(argv) if piece.block else names_problem(argv)
             if why and (str(piece.page.relative_to(REPO)), piece.text.strip()[:60]) not in RUN_BY_TESTS:
