@@ -200,7 +200,7 @@ def check_lock(files: CondaFiles) -> LockCheck:
     if not files.lockfile.is_file():
         return LockCheck(files.stack, files.lockfile, "missing", [
             "no lock yet for stack %s (%s): run `invoke lock --stack %s` where the conda channels are reachable "
-            "(README, 'Conda locks')" % (files.stack, shown(files.lockfile), files.stack)])
+            "(docs/stacks.md, 'Conda locks')" % (files.stack, shown(files.lockfile), files.stack)])
     lock = read_lock(files.lockfile)
     wanted = _platforms_checked(files, None)
     spec = lock_spec(files, sorted(set(wanted) | set(lock.metadata.platforms)))
@@ -260,7 +260,7 @@ def find_solver(conda_exe: str | None = None) -> Path:
         if path:
             return path
     raise ChexstackError("no conda solver: conda-lock needs micromamba, mamba or conda on PATH (or --conda PATH / "
-                         "$CONDA_EXE) and reachable channels; lock where both exist (README, 'Conda locks')")
+                         "$CONDA_EXE) and reachable channels; lock where both exist (docs/stacks.md, 'Conda locks')")
 
 
 def lock_command(files: CondaFiles, solver: Path, platforms: list[str], metadata_yaml: Path) -> list[str]:
@@ -296,7 +296,7 @@ def run_lock(files: CondaFiles, platforms: list[str] | None = None, conda_exe: s
         proc = run(cmd, timeout=None)
     if not proc.ok:
         raise ChexstackError("conda-lock failed for stack %s (%s): %s\nIf the channels (%s) are unreachable "
-                             "from this machine, lock where they are (README, 'Conda locks')."
+                             "from this machine, lock where they are (docs/stacks.md, 'Conda locks')."
                              % (files.stack, "exit %d" % proc.rc if proc.rc is not None else proc.why_not(),
                                 failure_summary(proc.stderr or proc.stdout), ", ".join(_channels(files))))
     return cmd

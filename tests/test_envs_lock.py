@@ -121,7 +121,7 @@ def test_missing_lock_is_a_clear_not_ok():
     r = L.check_lock(L.conda_files("conda"))
     assert r.status == "missing"
     assert r.messages == ["no lock yet for stack conda (envs/conda/conda/conda-lock.yml): run `invoke lock --stack "
-                          "conda` where the conda channels are reachable (README, 'Conda locks')"]
+                          "conda` where the conda channels are reachable (docs/stacks.md, 'Conda locks')"]
 
 
 def test_not_a_lock_file(locked):

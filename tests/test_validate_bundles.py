@@ -54,7 +54,7 @@ def test_case_04_remedy_is_the_documented_one(tmp_path):
 
 
 def test_collect_on_this_node_then_judge_the_bundle_gives_the_same_report(tmp_path):
-    """The README's flow for real: ``--collect`` here, then ``--from`` (as on a laptop): same results, exit code
+    """docs/validate.md's flow for real: ``--collect`` here, then ``--from`` (as on a laptop): same results, exit code
     and host; the bundle holds the raw outputs with argv, exit status and time."""
     folder = tmp_path / "node01"
     p = cmd.run("validate", "--collect", str(folder), "--only", "gpu.inventory,mpi.version,container,ib.ports",
