@@ -41,7 +41,7 @@ are expanded as Docker
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
   ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
   A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
-  ``<name>.dockerignore``) is applied with Docker's rules (``images.dockerignore``), so a folder with excluded
+  ``<name>.dockerignore``) is applied with Docker's rules (``convert.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
   made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
 - ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there, in ``/`` without one (Docker's
@@ -76,9 +76,9 @@ import dockerfile
 
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
-from images import dockerignore, dockerwords
-from images.dockerwords import UnsupportedExpansion
-from images.lint import lint_definition
+from convert import dockerignore, words
+from convert.lint import lint_definition
+from convert.words import UnsupportedExpansion
 
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
@@ -218,16 +218,16 @@ class _Converter:
     # --- words --------------------------------------------------------------------------------------------------
     def words(self, text: str, known: dict | None = None, split: bool = True) -> list:
         try:
-            return dockerwords.words(text, self.stage.known() if known is None else known, split)
+            return words.words(text, self.stage.known() if known is None else known, split)
         except UnsupportedExpansion as e:
             self.fail(str(e))
 
     def text(self, text: str, what: str, known: dict | None = None) -> str:
         """``text`` expanded to one literal value, or an error naming what it refers to."""
         word = self.words(text, known, split=False)[0]
-        value = dockerwords.literal(word)
+        value = words.literal(word)
         if value is None:
-            names = dockerwords.unknown(word)
+            names = words.unknown(word)
             self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
                       "image's environment, which a definition cannot see); define it with ARG or ENV"
                       % (what, names[0]))
@@ -261,11 +261,11 @@ class _Converter:
             self.fail("expected FROM IMAGE [AS NAME]")
         args = {**{k: v for k, v in self.global_args.items() if v is not None}, **self.build_args}
         word = self.words(c.value[0], args, split=False)[0]
-        missing = dockerwords.unknown(word)
+        missing = words.unknown(word)
         if missing:
             self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)"
                       % (", ".join(missing), missing[0]))
-        image = dockerwords.literal(word)
+        image = words.literal(word)
         names = [s.name for s in self.stages]
         if image.lower() in names:
             self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image; "
@@ -283,7 +283,7 @@ class _Converter:
             name, eq, default = decl.partition("=")
             if not self.stages:
                 value = self.words(default, {}, split=False)[0] if eq else None
-                self.global_args[name] = dockerwords.literal(value) if value is not None else None
+                self.global_args[name] = words.literal(value) if value is not None else None
                 continue
             st = self.stage
             if name in self.build_args:
@@ -296,20 +296,20 @@ class _Converter:
                 value = None
             if name in st.env_names:
                 continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
-            st.vars[name] = dockerwords.literal(value) if value is not None else None
+            st.vars[name] = words.literal(value) if value is not None else None
             if value is not None:
-                st.post.append("export %s=%s" % (name, dockerwords.shell(value)))
+                st.post.append("export %s=%s" % (name, words.shell(value)))
 
     def _env(self, c) -> None:
         st = self.stage
         pairs = list(zip(c.value[0::2], c.value[1::2]))
         for name, raw in pairs:
             word = self.words(raw, split=False)[0]
-            for ref in dockerwords.unknown(word):
+            for ref in words.unknown(word):
                 if ref in st.vars:
                     self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
-            line = "export %s=%s" % (name, dockerwords.shell(word))
-            st.vars[name] = dockerwords.literal(word)
+            line = "export %s=%s" % (name, words.shell(word))
+            st.vars[name] = words.literal(word)
             st.env_names.add(name)
             st.post.append(line)
             st.environment.append(line)
@@ -490,9 +490,9 @@ class _Converter:
             return [self.text(v, "%s argument" % c.cmd) for v in c.value]
         parts = []
         for w in self.words(" ".join(c.value)):
-            value = dockerwords.literal(w)
+            value = words.literal(w)
             if value is None:
-                self.fail("refers to $%s, which this Dockerfile does not define" % dockerwords.unknown(w)[0])
+                self.fail("refers to $%s, which this Dockerfile does not define" % words.unknown(w)[0])
             parts.append(value)
         return parts
 
@@ -536,7 +536,7 @@ class _Converter:
 
     def _local_source(self, src: str, staged: str) -> list[tuple[str, str]]:
         """The ``%files`` lines of a build-context source: the source whole, or, where the context's ignore file
-        excludes some of its members, what Docker sends of it (``images.dockerignore``), the folders it does not
+        excludes some of its members, what Docker sends of it (``convert.dockerignore``), the folders it does not
         send whole made (with their modes) in ``%post`` before the copy."""
         local = posixpath.normpath(src.lstrip("/"))
         if local.startswith(".."):
@@ -647,16 +647,16 @@ def _simple(command: str) -> bool:
         return False
     if not tokens:
         return False
-    words = []
+    argv = []
     for t in tokens:
         if t and set(t) <= set("();<>|&"):
             if t not in _REDIRECTS:
                 return False
         else:
-            words.append(t)
-    while words and _ASSIGNMENT.match(words[0]):
-        words.pop(0)
-    return bool(words) and words[0] not in _STATEFUL
+            argv.append(t)
+    while argv and _ASSIGNMENT.match(argv[0]):
+        argv.pop(0)
+    return bool(argv) and argv[0] not in _STATEFUL
 
 
 def _runscript(st: _Stage) -> list[str]:
@@ -675,7 +675,7 @@ def _runscript(st: _Stage) -> list[str]:
 def write(stages: list[_Stage], source: str) -> str:
     """The definition text of the converted ``stages``."""
     out = ["# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, see "
-           "images/convert.py" % source]
+           "convert/dockerfile.py" % source]
     multi = len(stages) > 1
     for st in stages:
         out += ["", "Bootstrap: docker", "From: %s" % st.image] + (["Stage: %s" % st.name] if multi else [])

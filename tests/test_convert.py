@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from chexstack.errors import ChexstackError
-from images.convert import _simple, convert, parse_build_args
-from images.dockerwords import UnsupportedExpansion, literal, shell, words
+from convert.dockerfile import _simple, convert, parse_build_args
+from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 from tests.lib.paths import CASES, CONVERT_CORPUS, REPO
@@ -268,7 +268,7 @@ def test_copy_of_the_whole_context_brings_what_docker_sends(dockerfile: Path):
 
     from docker.utils.build import tar
 
-    from images import dockerignore
+    from convert import dockerignore
 
     context = dockerfile.parent
     ignore = dockerignore.ignore_file(context, dockerfile)
