@@ -70,6 +70,7 @@ import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import dockerfile
@@ -93,69 +94,10 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
-#: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER).
-HELPERS = {
-    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: '''
-            r'''a folder's contents, not the folder
-  [ -z "$3" ] || chown -R "$3" "$1"
-  [ -z "$4" ] || chmod -R "$4" "$1"
-  if [ -d "$1" ] && [ ! -L "$1" ]; then d=${2%/}; else case "$2" in */) d=${2%/} ;; *) d=$(dirname "$2") ;; esac; fi
-  d=${d:-/}; n=$d; new=
-  while [ ! -e "$n" ]; do new="$n $new"; n=$(dirname "$n"); done
-  mkdir -p "$d"
-  [ -z "$3" ] || [ -z "$new" ] || chown "$3" $new
-  if [ -d "$1" ] && [ ! -L "$1" ]; then
-    for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$e" ] || [ -L "$e" ]; then cp -a "$e" "$d"/; fi; done
-  else
-    cp -a "$1" "$2"
-  fi
-  rm -rf "$(dirname "$1")"
-}''',
-    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: '''
-           r'''a tar archive is unpacked
-  if [ -f "$1" ] && tar -tf "$1" >/dev/null 2>&1; then
-    mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -rf "$(dirname "$1")"
-  else
-    chexstack_copy "$@"
-  fi
-}''',
-    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: '''
-            r'''the stage's files as tar keeps them
-  s=$(dirname "$1"); n=$(basename "$1" .tar)
-  mkdir -p "$s/x" && tar -xpf "$1" -C "$s/x"
-  chexstack_copy "$s/x/$n" "$2" "$3" "$4"
-  rm -rf "$s"
-}''',
-    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: '''
-             r'''redirects followed, HTTP errors fail, mode 600
-  case "$2" in */) f="$2$(basename "${1%%[?#]*}")" ;; *) f="$2" ;; esac
-  mkdir -p "$(dirname "$f")"
-  if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -R -o "$f" "$1"
-  elif command -v wget >/dev/null 2>&1; then wget -q -O "$f" "$1"
-  else echo "ADD $1: the image needs curl or wget" >&2; exit 1; fi
-  [ -z "$4" ] || echo "$4  $f" | sha256sum -c -
-  chmod 600 "$f"
-  [ -z "$3" ] || chown "$3" "$f"
-}''',
-    "mount": r'''chexstack_mount() {  # TARGET HIDDEN: RUN --mount=type=cache|tmpfs: the command sees an empty TARGET
-  top=$1
-  if [ -e "$1" ] || [ -L "$1" ]; then mv "$1" "$2"
-  else while [ ! -e "$(dirname "$top")" ]; do top=$(dirname "$top"); done; fi
-  echo "$top" > "$2.top" && mkdir -p "$1"
-}
-chexstack_unmount() {  # TARGET HIDDEN: what the command wrote there is not kept, what was there is back
-  rm -rf "$(cat "$2.top")" "$2.top"
-  if [ -e "$2" ] || [ -L "$2" ]; then mv "$2" "$1"; fi
-}''',
-    "as": r'''chexstack_as() {  # USER[:GROUP] ARGV...: a RUN after USER, as Docker runs it: uid, gid, groups, HOME
-  u=${1%%:*}; g=${1#"$u"}; g=${g#:}; shift
-  if [ -n "$g" ]; then groups=--clear-groups
-  elif getent passwd "$u" >/dev/null; then g=$(id -g "$u"); groups=--init-groups
-  else g=0; groups=--clear-groups; fi
-  h=$(getent passwd "$u" | cut -d: -f6)
-  HOME=${h:-/} setpriv --reuid="$u" --regid="$g" $groups -- "$@"
-}''',
-}
+#: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
+#: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
+HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
+           for name in ("copy", "add", "from", "fetch", "mount", "as")}
 
 
 @dataclass

@@ -95,7 +95,7 @@ def test_the_installed_package_has_the_command_and_its_tasks(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "tasks.py" in names and "chexstack/cli.py" in names
+    assert "tasks.py" in names and "chexstack/cli.py" in names and "convert/templates/copy.sh" in names
     assert "chexstack = tasks:main" in entry_points
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
