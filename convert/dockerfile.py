@@ -78,6 +78,7 @@ import dockerfile
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
 from convert import dockerignore, words
+from convert.definition import Definition, Section, Stage
 from convert.lint import lint_definition
 from convert.words import UnsupportedExpansion
 
@@ -614,29 +615,33 @@ def _runscript(st: _Stage) -> list[str]:
     return lines
 
 
-def write(stages: list[_Stage], source: str) -> str:
-    """The definition text of the converted ``stages``."""
-    out = ["# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, see "
-           "convert/dockerfile.py" % source]
+def write(stages: list[_Stage], source: str) -> Definition:
+    """The definition of the converted ``stages`` (``source``: the Dockerfile's name, for the header comment)."""
     multi = len(stages) > 1
-    for st in stages:
-        out += ["", "Bootstrap: docker", "From: %s" % st.image] + (["Stage: %s" % st.name] if multi else [])
-        for origin, pairs in st.files.items():
-            out.append("%%files from %s" % origin if origin else "%files")
-            out += ["%s %s" % pair for pair in pairs]
-        if st is stages[-1] and st.labels:
-            out.append("%labels")
-            out += ["%s %s" % kv for kv in st.labels]
-        post = st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments
-        if len(st.post) > 1 or st.comments or st.helpers:
-            out += ["%post"] + post
-        if st is stages[-1]:
-            if st.environment:
-                out += ["%environment"] + st.environment
-            if st.entrypoint is not None:
-                body = _runscript(st)
-                out += ["%runscript"] + body + ["%startscript"] + body
-    return "\n".join(out) + "\n"
+    return Definition(tuple(Stage("docker", st.image, st.name if multi else None, _sections(st, st is stages[-1]))
+                            for st in stages),
+                      ("# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, "
+                       "see convert/dockerfile.py" % source,))
+
+
+def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
+    """A converted stage's sections: ``%files`` (per source stage), and for the final stage ``%labels``; ``%post``
+    (the base environment, the helpers it needs, then the instructions); for the final stage ``%environment``,
+    ``%runscript`` and ``%startscript``."""
+    def section(name: str, lines: list[str], args: str = "") -> Section:
+        return Section(name, args, tuple("\n".join(lines).split("\n")))
+
+    out = [section("files", ["%s %s" % pair for pair in pairs], "from %s" % origin if origin else "")
+           for origin, pairs in st.files.items()]
+    if final and st.labels:
+        out.append(section("labels", ["%s %s" % kv for kv in st.labels]))
+    if len(st.post) > 1 or st.comments or st.helpers:
+        out.append(section("post", st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments))
+    if final and st.environment:
+        out.append(section("environment", st.environment))
+    if final and st.entrypoint is not None:
+        out += [section("runscript", _runscript(st)), section("startscript", _runscript(st))]
+    return tuple(out)
 
 
 def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
@@ -649,7 +654,7 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = Non
         raise ChexstackError("%s: not a text file (%s)" % (path, e.reason)) from None
     conv = _Converter(path, build_args or {})
     stages = conv.run()
-    text = write(stages, path.name)
+    text = write(stages, path.name).text()
     return Conversion(lint_definition(text, str(path)), conv.warnings)
 
 
