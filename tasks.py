@@ -99,7 +99,7 @@ def convert(c, dockerfile, build_arg=None, output=None):
     """Convert a Dockerfile to a Singularity definition that builds and runs the same, or refuse naming the line
     (exit 2)."""
     from chexstack.outputs import output_file
-    from images.convert import convert_file, parse_build_args
+    from convert.dockerfile import convert_file, parse_build_args
 
     target = output_file(output, "--output") if output else None
     text = convert_file(dockerfile, parse_build_args(build_arg))

@@ -2,7 +2,7 @@
 
 ``render(stack, fmt, base=None) -> str``; ``build_context(stack, base=None) -> dict`` gives the files the
 Dockerfile COPYs (build-context path -> source). The output is checked before it is returned by the one lint of
-rendered definitions (``images.lint.lint_definition``: no unresolved variable on a base line, no ``su -``).
+rendered definitions (``convert.lint.lint_definition``: no unresolved variable on a base line, no ``su -``).
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import hpccm
 import hpccm.config
 
 from chexstack.errors import ChexstackError
+from convert.lint import lint_definition
 from envs.manifest import Stack
 from images import recipes
-from images.lint import lint_definition
 from images.parts import Stage
 
 FORMATS = ("docker", "singularity")

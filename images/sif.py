@@ -37,7 +37,7 @@ from chexstack.tools import run, run_checked
 from envs.manifest import Stack
 from images.labels import DOCKER_IMAGE_ID, MANIFEST_SHA256
 from images.naming import manifest_digest
-from images.verify import MATCH, MISMATCH, PROBE, Row, Verification, compare
+from images.verify import MATCH, MISMATCH, PROBE, ProbeResult, Row, Verification, compare
 
 TOOLS = ("apptainer", "singularity")
 INSTALL_HINT = "scripts/setup --apptainer installs Apptainer; or use Docker (--runtime docker)"
@@ -134,16 +134,16 @@ def _save(client, image_id: str, archive: Path) -> None:
             f.write(chunk)
 
 
-def probe_sif(sif: Path) -> dict:
-    """The in-image probe's JSON from inside ``sif`` (``{"error": why}`` when it could not run)."""
+def probe_sif(sif: Path) -> ProbeResult:
+    """The in-image probe run inside ``sif`` (its error when it could not run)."""
     res = run([require_tool(), "exec", "--cleanenv", "--env", "TF_CPP_MIN_LOG_LEVEL=3", str(sif), "python", PROBE],
               timeout=600)
     if not res.ok:
-        return {"error": res.why_not()}
+        return ProbeResult(error=res.why_not())
     try:
-        return json.loads(res.stdout)
+        return ProbeResult(output=json.loads(res.stdout))
     except ValueError:
-        return {"error": "probe printed no JSON: %s" % res.stdout[-500:]}
+        return ProbeResult(error="probe printed no JSON: %s" % res.stdout[-500:])
 
 
 def inspect_labels(sif: Path) -> dict[str, str]:

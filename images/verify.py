@@ -1,10 +1,11 @@
 """Verify a built image against its stack manifest, from inside the image.
 
 ``probe_image(client, image)`` runs ``python /opt/chexstack/facts/probe.py`` in a throw-away container and
-returns its JSON; ``compare(stack, probe)`` -> ``Verification`` with one ``Row`` per Table 1 row plus the Horovod
-build checks; ``print_table`` shows it. Comparison rule (``envs/manifest.py``): a shorter expected version matches
-a longer found one with the same leading parts ("3.11" matches "3.11.2"); a row the stack does not have
-(expected ``None``) must not be found either; ``cuda_driver`` is a host property and is not judged here.
+returns a ``ProbeResult`` (its JSON, or why it could not run); ``compare(stack, probe)`` -> ``Verification`` with
+one ``Row`` per Table 1 row plus the Horovod build checks; ``print_table`` shows it. Comparison rule
+(``envs/manifest.py``): a shorter expected version matches a longer found one with the same leading parts ("3.11"
+matches "3.11.2"); a row the stack does not have (expected ``None``) must not be found either;
+``cuda_driver`` is a host property and is not judged here.
 
 Horovod, era-aware (``images.horovod``): from 0.17 the ``horovodrun --check-build`` marks must include what the
 stack's build flags require (parsed by ``facts.parsers.horovod``; its exit status means nothing,
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 import docker
 import docker.errors
+from pydantic import BaseModel, ConfigDict, model_validator
 from rich.table import Table
 
 from chexstack.console import console
@@ -56,6 +58,41 @@ class Row:
     found: str
     evidence: str
     verdict: str
+
+
+class ProbeResult(BaseModel):
+    """What running the in-image probe (``facts/probe.py``) gave: its JSON (``output``) when it ran, else why it
+    could not (``error``: no python, a crash, no JSON) and the release files read with ``sh`` instead (``files``:
+    path -> text, so that the table still names the OS). Exactly one of ``output`` and ``error``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    output: dict | None = None
+    error: str | None = None
+    files: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ProbeResult:
+        if (self.output is None) == (self.error is None):
+            raise ValueError("a probe result has either the probe's output or the error, not %s"
+                             % ("both" if self.output is not None else "neither"))
+        return self
+
+    def observed(self) -> dict:
+        """The probe JSON ``facts.versions.observed_versions`` reads: the output, or only the release files."""
+        return self.output if self.output is not None else {"files": dict(self.files)}
+
+    def to_json(self) -> dict:
+        """The probe's JSON, or ``{"error": why, "files": {...}}`` when it could not run (what a node's evidence
+        records, ``validate``'s ``ctx.fact``); ``from_json`` reads it back."""
+        return self.output if self.output is not None else {"error": self.error, "files": dict(self.files)}
+
+    @classmethod
+    def from_json(cls, value: dict) -> ProbeResult:
+        """The inverse of ``to_json``."""
+        if "error" in value:
+            return cls(error=value["error"], files=value.get("files") or {})
+        return cls(output=value)
 
 
 @dataclass(frozen=True)
@@ -103,16 +140,16 @@ def _release_files(client: docker.DockerClient, image: str) -> dict[str, str]:
     return files
 
 
-def probe_image(client: docker.DockerClient, image: str) -> dict:
-    """The probe's JSON from inside ``image``; when it cannot run (no python, a crash): ``{"error": why,
-    "files": release files read with sh}``."""
+def probe_image(client: docker.DockerClient, image: str) -> ProbeResult:
+    """The probe run inside ``image``; when it cannot run (no python, a crash), the error and the release files
+    read with sh."""
     out, error = _run(client, image, ["python", PROBE])
     if error is None:
         try:
-            return json.loads(out.decode("utf-8", "replace"))
+            return ProbeResult(output=json.loads(out.decode("utf-8", "replace")))
         except ValueError:
             error = "probe printed no JSON: %s" % out[-500:]
-    return {"error": error, "files": _release_files(client, image)}
+    return ProbeResult(error=error, files=_release_files(client, image))
 
 
 def matches(expected: str, found: str) -> bool:
@@ -163,14 +200,15 @@ def _horovod_rows(stack: Stack, probe: dict) -> list[Row]:
     return rows
 
 
-def compare(stack: Stack, probe: dict, launch: dict | None = None) -> Verification:
-    """Judge every Table 1 row and the Horovod build of ``stack`` against a probe JSON, and, given
-    ``launch_report``'s sections, the launch requirements (``launch_rows``)."""
-    observed = observed_versions(probe)
-    rows = [_version_row(stack, row, observed[row]) for row in COMPONENTS] + _horovod_rows(stack, probe)
+def compare(stack: Stack, probe: ProbeResult, launch: dict | None = None) -> Verification:
+    """Judge every Table 1 row and the Horovod build of ``stack`` against a probe's result (a probe that could not
+    run: every row it would have shown is a MISMATCH, and ``probe_error`` says why), and, given ``launch_report``'s
+    sections, the launch requirements (``launch_rows``)."""
+    observed = observed_versions(probe.observed())
+    rows = [_version_row(stack, row, observed[row]) for row in COMPONENTS] + _horovod_rows(stack, probe.observed())
     if launch is not None:
         rows += launch_rows(launch)
-    return Verification(rows, probe.get("error"))
+    return Verification(rows, probe.error)
 
 
 def launch_report(client: docker.DockerClient, image: str) -> dict[str, tuple[str, int | None]]:

@@ -37,9 +37,9 @@ def test_an_unknown_launcher_is_named_before_any_other_rule():
 
 def test_a_folder_where_a_file_is_expected_is_called_a_folder(tmp_path):
     from bench.main import expand_results
+    from convert.dockerfile import convert
     from envs.lock import conda_files
     from envs.lockflow import check_installed_file
-    from images.convert import convert
 
     with pytest.raises(ChexstackError, match=r": is a folder; expected a Dockerfile$"):
         convert(tmp_path)
@@ -95,7 +95,7 @@ def test_the_installed_package_has_the_command_and_its_tasks(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "tasks.py" in names and "chexstack/cli.py" in names
+    assert "tasks.py" in names and "chexstack/cli.py" in names and "convert/templates/copy.sh" in names
     assert "chexstack = tasks:main" in entry_points
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:

@@ -15,7 +15,7 @@ run only with ``CHEXSTACK_HARNESS_ALL=1`` (marked ``slow``): from-stages 33 s, e
 copy-from-symlinks 52 s, copy-from-image 57 s (multi-stage or several images: about 4 minutes more). Not built by either
 tool here: add-url (downloads from the network) and buildkit-forms (heredocs need the ``docker/dockerfile:1.4`` frontend
 from a registry, and this docker CLI builds with BuildKit only through buildx); their conversions are checked by
-``tests/test_images_convert.py`` only.
+``tests/test_convert.py`` only.
 """
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ from pathlib import Path
 import pytest
 from docker.utils.build import tar as build_tar
 
-from images import dockerignore
+from convert import dockerignore
+from convert.dockerfile import convert
 from images.context import context_tar
-from images.convert import convert
 from images.docker_build import docker_build
 from tests.harness.equivalence import build, compare_images, exec_apptainer, explain
 from tests.lib.paths import CONVERT_CORPUS
-from tests.test_images_convert import own_pairs, pair_name
+from tests.test_convert import own_pairs, pair_name
 
 pytestmark = [pytest.mark.docker]
 if not (shutil.which("apptainer") or shutil.which("singularity")) and not os.environ.get("CI"):

@@ -131,8 +131,8 @@ def test_every_image_is_ready_for_an_mpijob(name, fmt):
     ("%post\n    su - app -c 'id'\n", "must not become `su -`"),
 ])
 def test_one_lint_refuses_what_no_rendered_definition_may_hold(text, rule):
-    """render and convert share ``images.lint.lint_definition``; the error names the origin, the line and the rule."""
-    from images.lint import lint_definition
+    """render and convert share ``convert.lint.lint_definition``; the error names the origin, the line and the rule."""
+    from convert.lint import lint_definition
 
     with pytest.raises(ChexstackError, match=rule) as refused:
         lint_definition(text, "Dockerfile.x")

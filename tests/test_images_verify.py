@@ -10,7 +10,7 @@ import pytest
 from envs.manifest import load_stack
 from images import horovod
 from images.mpijob import parse_report
-from images.verify import LAUNCH_ROWS, MATCH, MISMATCH, NOT_JUDGED, compare, launch_rows, matches
+from images.verify import LAUNCH_ROWS, MATCH, MISMATCH, NOT_JUDGED, ProbeResult, compare, launch_rows, matches
 from tests.lib import cli as cmd
 
 CHECK_BUILD_ALL = """Horovod v0.28.1:
@@ -58,7 +58,7 @@ def _probe(**over) -> dict:
 
 
 def test_cpu_probe_matches_every_row():
-    result = compare(load_stack("cpu"), _probe())
+    result = compare(load_stack("cpu"), ProbeResult(output=_probe()))
     verdicts = {r.row: r.verdict for r in result.rows}
     assert result.ok, result.rows
     assert verdicts["cuda_driver"] == NOT_JUDGED
@@ -71,21 +71,33 @@ def test_missing_controller_and_tf_mismatch_fail():
     probe = _probe()
     probe["commands"]["horovodrun --check-build"]["out"] = partial
     probe["horovod"]["built_for"]["tensorflow"] = "2.14.0"  # ../shared/cases/02
-    rows = {r.row: r for r in compare(load_stack("cpu"), probe).rows}
+    rows = {r.row: r for r in compare(load_stack("cpu"), ProbeResult(output=probe)).rows}
     assert rows["horovod build"].verdict == MISMATCH and rows["horovod build"].found == "missing: controller=MPI"
     assert rows["horovod built for TF"].verdict == MISMATCH and rows["horovod built for TF"].found == "2.14.0"
 
 
 def test_unexpected_component_is_a_mismatch():
     probe = _probe(env={"CUDA_VERSION": "11.8.0"})
-    rows = {r.row: r for r in compare(load_stack("cpu"), probe).rows}
+    rows = {r.row: r for r in compare(load_stack("cpu"), ProbeResult(output=probe)).rows}
     assert rows["cuda"].verdict == MISMATCH and rows["cuda"].expected == "none"
 
 
 def test_probe_that_could_not_run():
-    result = compare(load_stack("cpu"), {"error": "exit 127: exec: \"python\": executable file not found"})
+    result = compare(load_stack("cpu"), ProbeResult(error="exit 127: exec: \"python\": executable file not found"))
     assert not result.ok and result.probe_error
     assert {r.row for r in result.rows if r.verdict == MISMATCH} >= {"tensorflow", "horovod", "python", "os"}
+
+
+def test_a_probe_result_is_the_output_or_the_error_and_round_trips_through_json():
+    """``ProbeResult.to_json`` is what a node's evidence records (``validate``'s ``horovod.image`` fact): the probe's
+    own JSON, or ``{"error", "files"}``; ``from_json`` reads both back."""
+    ran, failed = ProbeResult(output=_probe()), ProbeResult(error="exit 127", files={"/etc/os-release": "ID=x\n"})
+    assert ProbeResult.from_json(ran.to_json()) == ran and ran.to_json() == _probe()
+    assert failed.to_json() == {"error": "exit 127", "files": {"/etc/os-release": "ID=x\n"}}
+    assert ProbeResult.from_json(failed.to_json()) == failed and failed.observed() == {"files": failed.files}
+    for both_or_neither in ({"output": _probe(), "error": "x"}, {}):
+        with pytest.raises(ValueError, match="either the probe's output or the error"):
+            ProbeResult(**both_or_neither)
 
 
 def test_pre_017_horovod_uses_import_and_init():
@@ -94,11 +106,11 @@ def test_pre_017_horovod_uses_import_and_init():
                                                   .model_copy(update={"version": "0.16.1"})}})
     probe = _probe(horovod={"version": "0.16.1", "built_for": None, "init": {"size": 1, "rank": 0}})
     probe["commands"]["horovodrun --check-build"] = {"rc": 2, "out": "unrecognized arguments: --check-build"}
-    rows = {r.row: r for r in compare(old, probe).rows}
+    rows = {r.row: r for r in compare(old, ProbeResult(output=probe)).rows}
     assert rows["horovod build"].verdict == MATCH and rows["horovod build"].expected == "import + hvd.init()"
     assert "horovod built for TF" not in rows  # 0.16 has no metadata.json: skipped, not failed
     probe["horovod"] = {"error": "ImportError: undefined symbol: _ZN10tensorflow8OpKernel"}
-    rows = {r.row: r for r in compare(old, probe).rows}
+    rows = {r.row: r for r in compare(old, ProbeResult(output=probe)).rows}
     assert rows["horovod build"].verdict == MISMATCH and "undefined symbol" in rows["horovod build"].found
 
 
@@ -193,8 +205,9 @@ def test_each_launch_requirement_fails_on_its_own(row, section, pattern, replace
 
 def test_a_failed_launch_row_fails_verification():
     stack = load_stack("cpu")
-    assert compare(stack, _probe(), _launch("cpu")).ok and compare(stack, _probe()).ok
-    bad = compare(stack, _probe(), _launch("cpu", "sshd", r"^strictmodes no$", "strictmodes yes"))
+    probe = ProbeResult(output=_probe())
+    assert compare(stack, probe, _launch("cpu")).ok and compare(stack, probe).ok
+    bad = compare(stack, probe, _launch("cpu", "sshd", r"^strictmodes no$", "strictmodes yes"))
     assert not bad.ok and [m["row"] for m in bad.mismatches()] == ["mpijob sshd"]
     assert bad.mismatches()[0]["found"] == "StrictModes yes, PubkeyAuthentication yes, PermitRootLogin without-password"
     rows = launch_rows({"error": ("exit 125: no such image", None)})

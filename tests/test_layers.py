@@ -10,8 +10,8 @@ from pathlib import Path
 from tests.lib.paths import REPO
 
 #: area -> floor; an area may import its own modules and areas on lower floors only. ``tasks`` is ``tasks.py``.
-FLOORS = {"chexstack": 0, "trainer": 1, "facts": 1, "envs": 2, "images": 3, "launch": 4, "validate": 5, "bench": 5,
-          "tasks": 6}
+FLOORS = {"chexstack": 0, "trainer": 1, "facts": 1, "envs": 2, "convert": 2, "images": 3, "launch": 4, "validate": 5,
+          "bench": 5, "tasks": 6}
 #: Areas that import no other chexstack area at all (the trainer runs inside images).
 ALONE = {"trainer"}
 #: The one file that may import ``tasks``: ``python -m chexstack`` (the console script is ``tasks:main`` itself).

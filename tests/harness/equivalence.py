@@ -47,6 +47,7 @@ import docker
 import docker.errors
 
 from chexstack.errors import ChexstackError
+from convert.definition import Definition
 from images.sif import require_tool
 from tests.lib.leftovers import TEST_LABELS
 
@@ -85,17 +86,11 @@ class BuildFailed(ChexstackError):
                          exit_code=1)
 
 
-_BOOTSTRAP = re.compile(r"^(\s*Bootstrap\s*:\s*)docker\s*$", re.I | re.M)
-
-
 def from_local_engine(definition: str) -> str:
-    """``definition`` with each ``Bootstrap: docker`` header line made ``Bootstrap: docker-daemon`` (the same
-    ``From:`` image, read from the local engine: https://apptainer.org/docs/user/main/docker_and_oci.html); the
-    rest unchanged. ChexstackError when it has no such header."""
-    out, n = _BOOTSTRAP.subn(r"\1docker-daemon", definition)
-    if not n:
-        raise ChexstackError("definition: no `Bootstrap: docker` header to build from the local engine")
-    return out
+    """``definition`` with each ``Bootstrap: docker`` stage made ``Bootstrap: docker-daemon`` (the same ``From:``
+    image, read from the local engine: https://apptainer.org/docs/user/main/docker_and_oci.html); the rest unchanged
+    (``convert.definition``: parse and text are inverse). ChexstackError when it has no such stage."""
+    return Definition.parse(definition).bootstrapped("docker", "docker-daemon").text()
 
 
 @dataclass

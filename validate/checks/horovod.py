@@ -106,12 +106,13 @@ def env(ctx: Context) -> CheckResult:
 def image(ctx: Context) -> CheckResult:
     cid = "horovod.image"
     tag = stack_image(ctx)[0]
-    from images.verify import MISMATCH, compare, probe_image  # part of this tree: ImportError is ERROR
+    from images.verify import MISMATCH, ProbeResult, compare, probe_image  # part of this tree: ImportError is ERROR
     from validate.checks.container import docker_client
 
-    probe = ctx.fact("horovod probe in %s" % tag, lambda: probe_image(docker_client(), tag))
-    if "error" in probe:
-        return failed(cid, "probe in %s failed: %s" % (tag, probe["error"]), "the in-image probe runs",
+    probe = ProbeResult.from_json(ctx.fact("horovod probe in %s" % tag,
+                                           lambda: probe_image(docker_client(), tag).to_json()))
+    if probe.error is not None:
+        return failed(cid, "probe in %s failed: %s" % (tag, probe.error), "the in-image probe runs",
                       "invoke build --stack %s (rebuild)" % ctx.stack.name)
     rows = [r for r in compare(ctx.stack, probe).rows if r.row.startswith("horovod ")]
     bad = [r for r in rows if r.verdict == MISMATCH]

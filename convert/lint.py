@@ -1,5 +1,5 @@
 """The invariants every rendered definition keeps, checked in one place for ``images.render`` (stack recipes) and
-``images.convert`` (converted Dockerfiles), on the final text in either format:
+``convert.dockerfile`` (converted Dockerfiles), on the final text in either format:
 
 - no base line (``FROM`` / ``From:``) holds a ``$``: Singularity does not expand build arguments there, so an
   unresolved ARG becomes a literal image name (https://github.com/singularityhub/singularity-cli/issues/187);

@@ -41,7 +41,7 @@ are expanded as Docker
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
   ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
   A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
-  ``<name>.dockerignore``) is applied with Docker's rules (``images.dockerignore``), so a folder with excluded
+  ``<name>.dockerignore``) is applied with Docker's rules (``convert.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
   made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
 - ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there, in ``/`` without one (Docker's
@@ -70,15 +70,17 @@ import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import dockerfile
 
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
-from images import dockerignore, dockerwords
-from images.dockerwords import UnsupportedExpansion
-from images.lint import lint_definition
+from convert import dockerignore, words
+from convert.definition import Definition, Section, Stage
+from convert.lint import lint_definition
+from convert.words import UnsupportedExpansion
 
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
@@ -93,69 +95,10 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
-#: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER).
-HELPERS = {
-    "copy": r'''chexstack_copy() {  # STAGING/NAME DEST [OWNER] [MODE]: Dockerfile COPY: '''
-            r'''a folder's contents, not the folder
-  [ -z "$3" ] || chown -R "$3" "$1"
-  [ -z "$4" ] || chmod -R "$4" "$1"
-  if [ -d "$1" ] && [ ! -L "$1" ]; then d=${2%/}; else case "$2" in */) d=${2%/} ;; *) d=$(dirname "$2") ;; esac; fi
-  d=${d:-/}; n=$d; new=
-  while [ ! -e "$n" ]; do new="$n $new"; n=$(dirname "$n"); done
-  mkdir -p "$d"
-  [ -z "$3" ] || [ -z "$new" ] || chown "$3" $new
-  if [ -d "$1" ] && [ ! -L "$1" ]; then
-    for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$e" ] || [ -L "$e" ]; then cp -a "$e" "$d"/; fi; done
-  else
-    cp -a "$1" "$2"
-  fi
-  rm -rf "$(dirname "$1")"
-}''',
-    "add": r'''chexstack_add() {  # STAGED DEST [OWNER] [MODE]: Dockerfile ADD of a local source: '''
-           r'''a tar archive is unpacked
-  if [ -f "$1" ] && tar -tf "$1" >/dev/null 2>&1; then
-    mkdir -p "$2" && tar -xf "$1" -C "$2" && rm -rf "$(dirname "$1")"
-  else
-    chexstack_copy "$@"
-  fi
-}''',
-    "from": r'''chexstack_from() {  # STAGING/NAME.tar DEST [OWNER] [MODE]: COPY --from: '''
-            r'''the stage's files as tar keeps them
-  s=$(dirname "$1"); n=$(basename "$1" .tar)
-  mkdir -p "$s/x" && tar -xpf "$1" -C "$s/x"
-  chexstack_copy "$s/x/$n" "$2" "$3" "$4"
-  rm -rf "$s"
-}''',
-    "fetch": r'''chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: '''
-             r'''redirects followed, HTTP errors fail, mode 600
-  case "$2" in */) f="$2$(basename "${1%%[?#]*}")" ;; *) f="$2" ;; esac
-  mkdir -p "$(dirname "$f")"
-  if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -R -o "$f" "$1"
-  elif command -v wget >/dev/null 2>&1; then wget -q -O "$f" "$1"
-  else echo "ADD $1: the image needs curl or wget" >&2; exit 1; fi
-  [ -z "$4" ] || echo "$4  $f" | sha256sum -c -
-  chmod 600 "$f"
-  [ -z "$3" ] || chown "$3" "$f"
-}''',
-    "mount": r'''chexstack_mount() {  # TARGET HIDDEN: RUN --mount=type=cache|tmpfs: the command sees an empty TARGET
-  top=$1
-  if [ -e "$1" ] || [ -L "$1" ]; then mv "$1" "$2"
-  else while [ ! -e "$(dirname "$top")" ]; do top=$(dirname "$top"); done; fi
-  echo "$top" > "$2.top" && mkdir -p "$1"
-}
-chexstack_unmount() {  # TARGET HIDDEN: what the command wrote there is not kept, what was there is back
-  rm -rf "$(cat "$2.top")" "$2.top"
-  if [ -e "$2" ] || [ -L "$2" ]; then mv "$2" "$1"; fi
-}''',
-    "as": r'''chexstack_as() {  # USER[:GROUP] ARGV...: a RUN after USER, as Docker runs it: uid, gid, groups, HOME
-  u=${1%%:*}; g=${1#"$u"}; g=${g#:}; shift
-  if [ -n "$g" ]; then groups=--clear-groups
-  elif getent passwd "$u" >/dev/null; then g=$(id -g "$u"); groups=--init-groups
-  else g=0; groups=--clear-groups; fi
-  h=$(getent passwd "$u" | cut -d: -f6)
-  HOME=${h:-/} setpriv --reuid="$u" --regid="$g" $groups -- "$@"
-}''',
-}
+#: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
+#: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
+HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
+           for name in ("copy", "add", "from", "fetch", "mount", "as")}
 
 
 @dataclass
@@ -218,16 +161,16 @@ class _Converter:
     # --- words --------------------------------------------------------------------------------------------------
     def words(self, text: str, known: dict | None = None, split: bool = True) -> list:
         try:
-            return dockerwords.words(text, self.stage.known() if known is None else known, split)
+            return words.words(text, self.stage.known() if known is None else known, split)
         except UnsupportedExpansion as e:
             self.fail(str(e))
 
     def text(self, text: str, what: str, known: dict | None = None) -> str:
         """``text`` expanded to one literal value, or an error naming what it refers to."""
         word = self.words(text, known, split=False)[0]
-        value = dockerwords.literal(word)
+        value = words.literal(word)
         if value is None:
-            names = dockerwords.unknown(word)
+            names = words.unknown(word)
             self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
                       "image's environment, which a definition cannot see); define it with ARG or ENV"
                       % (what, names[0]))
@@ -261,11 +204,11 @@ class _Converter:
             self.fail("expected FROM IMAGE [AS NAME]")
         args = {**{k: v for k, v in self.global_args.items() if v is not None}, **self.build_args}
         word = self.words(c.value[0], args, split=False)[0]
-        missing = dockerwords.unknown(word)
+        missing = words.unknown(word)
         if missing:
             self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)"
                       % (", ".join(missing), missing[0]))
-        image = dockerwords.literal(word)
+        image = words.literal(word)
         names = [s.name for s in self.stages]
         if image.lower() in names:
             self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image; "
@@ -283,7 +226,7 @@ class _Converter:
             name, eq, default = decl.partition("=")
             if not self.stages:
                 value = self.words(default, {}, split=False)[0] if eq else None
-                self.global_args[name] = dockerwords.literal(value) if value is not None else None
+                self.global_args[name] = words.literal(value) if value is not None else None
                 continue
             st = self.stage
             if name in self.build_args:
@@ -296,20 +239,20 @@ class _Converter:
                 value = None
             if name in st.env_names:
                 continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
-            st.vars[name] = dockerwords.literal(value) if value is not None else None
+            st.vars[name] = words.literal(value) if value is not None else None
             if value is not None:
-                st.post.append("export %s=%s" % (name, dockerwords.shell(value)))
+                st.post.append("export %s=%s" % (name, words.shell(value)))
 
     def _env(self, c) -> None:
         st = self.stage
         pairs = list(zip(c.value[0::2], c.value[1::2]))
         for name, raw in pairs:
             word = self.words(raw, split=False)[0]
-            for ref in dockerwords.unknown(word):
+            for ref in words.unknown(word):
                 if ref in st.vars:
                     self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
-            line = "export %s=%s" % (name, dockerwords.shell(word))
-            st.vars[name] = dockerwords.literal(word)
+            line = "export %s=%s" % (name, words.shell(word))
+            st.vars[name] = words.literal(word)
             st.env_names.add(name)
             st.post.append(line)
             st.environment.append(line)
@@ -490,9 +433,9 @@ class _Converter:
             return [self.text(v, "%s argument" % c.cmd) for v in c.value]
         parts = []
         for w in self.words(" ".join(c.value)):
-            value = dockerwords.literal(w)
+            value = words.literal(w)
             if value is None:
-                self.fail("refers to $%s, which this Dockerfile does not define" % dockerwords.unknown(w)[0])
+                self.fail("refers to $%s, which this Dockerfile does not define" % words.unknown(w)[0])
             parts.append(value)
         return parts
 
@@ -536,7 +479,7 @@ class _Converter:
 
     def _local_source(self, src: str, staged: str) -> list[tuple[str, str]]:
         """The ``%files`` lines of a build-context source: the source whole, or, where the context's ignore file
-        excludes some of its members, what Docker sends of it (``images.dockerignore``), the folders it does not
+        excludes some of its members, what Docker sends of it (``convert.dockerignore``), the folders it does not
         send whole made (with their modes) in ``%post`` before the copy."""
         local = posixpath.normpath(src.lstrip("/"))
         if local.startswith(".."):
@@ -647,16 +590,16 @@ def _simple(command: str) -> bool:
         return False
     if not tokens:
         return False
-    words = []
+    argv = []
     for t in tokens:
         if t and set(t) <= set("();<>|&"):
             if t not in _REDIRECTS:
                 return False
         else:
-            words.append(t)
-    while words and _ASSIGNMENT.match(words[0]):
-        words.pop(0)
-    return bool(words) and words[0] not in _STATEFUL
+            argv.append(t)
+    while argv and _ASSIGNMENT.match(argv[0]):
+        argv.pop(0)
+    return bool(argv) and argv[0] not in _STATEFUL
 
 
 def _runscript(st: _Stage) -> list[str]:
@@ -672,29 +615,33 @@ def _runscript(st: _Stage) -> list[str]:
     return lines
 
 
-def write(stages: list[_Stage], source: str) -> str:
-    """The definition text of the converted ``stages``."""
-    out = ["# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, see "
-           "images/convert.py" % source]
+def write(stages: list[_Stage], source: str) -> Definition:
+    """The definition of the converted ``stages`` (``source``: the Dockerfile's name, for the header comment)."""
     multi = len(stages) > 1
-    for st in stages:
-        out += ["", "Bootstrap: docker", "From: %s" % st.image] + (["Stage: %s" % st.name] if multi else [])
-        for origin, pairs in st.files.items():
-            out.append("%%files from %s" % origin if origin else "%files")
-            out += ["%s %s" % pair for pair in pairs]
-        if st is stages[-1] and st.labels:
-            out.append("%labels")
-            out += ["%s %s" % kv for kv in st.labels]
-        post = st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments
-        if len(st.post) > 1 or st.comments or st.helpers:
-            out += ["%post"] + post
-        if st is stages[-1]:
-            if st.environment:
-                out += ["%environment"] + st.environment
-            if st.entrypoint is not None:
-                body = _runscript(st)
-                out += ["%runscript"] + body + ["%startscript"] + body
-    return "\n".join(out) + "\n"
+    return Definition(tuple(Stage("docker", st.image, st.name if multi else None, _sections(st, st is stages[-1]))
+                            for st in stages),
+                      ("# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, "
+                       "see convert/dockerfile.py" % source,))
+
+
+def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
+    """A converted stage's sections: ``%files`` (per source stage), and for the final stage ``%labels``; ``%post``
+    (the base environment, the helpers it needs, then the instructions); for the final stage ``%environment``,
+    ``%runscript`` and ``%startscript``."""
+    def section(name: str, lines: list[str], args: str = "") -> Section:
+        return Section(name, args, tuple("\n".join(lines).split("\n")))
+
+    out = [section("files", ["%s %s" % pair for pair in pairs], "from %s" % origin if origin else "")
+           for origin, pairs in st.files.items()]
+    if final and st.labels:
+        out.append(section("labels", ["%s %s" % kv for kv in st.labels]))
+    if len(st.post) > 1 or st.comments or st.helpers:
+        out.append(section("post", st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments))
+    if final and st.environment:
+        out.append(section("environment", st.environment))
+    if final and st.entrypoint is not None:
+        out += [section("runscript", _runscript(st)), section("startscript", _runscript(st))]
+    return tuple(out)
 
 
 def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
@@ -707,7 +654,7 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = Non
         raise ChexstackError("%s: not a text file (%s)" % (path, e.reason)) from None
     conv = _Converter(path, build_args or {})
     stages = conv.run()
-    text = write(stages, path.name)
+    text = write(stages, path.name).text()
     return Conversion(lint_definition(text, str(path)), conv.warnings)
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from chexstack.errors import ChexstackError
-from images.convert import _simple, convert, parse_build_args
-from images.dockerwords import UnsupportedExpansion, literal, shell, words
+from convert.definition import Definition, Section, Stage
+from convert.dockerfile import _simple, convert, parse_build_args
+from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
-from tests.lib.golden import assert_golden
+from tests.lib.golden import GOLDEN_DIR, assert_golden
 from tests.lib.paths import CASES, CONVERT_CORPUS, REPO
 
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
@@ -68,7 +69,8 @@ def test_corpus_pair(dockerfile: Path):
 
 
 def _post(text: str) -> str:
-    return text.split("%post\n", 1)[1].split("\n%environment")[0]
+    """The first stage's first ``%post`` body."""
+    return "\n".join(Definition.parse(text).stages[0].section("post")[0].body)
 
 
 def test_09_arg_in_from_resolved():
@@ -157,10 +159,10 @@ def test_converted_definitions_are_valid_sh(tmp_path):
     for dockerfile in corpus():
         if pair_name(dockerfile).startswith("refuse-"):
             continue
-        text = convert(dockerfile).text
-        for section in re.findall(r"^%(?:post|runscript|startscript)\n(.*?)(?=^%|^Bootstrap:|\Z)", text, re.S | re.M):
+        for section in [s for stage in Definition.parse(convert(dockerfile).text).stages for s in stage.sections
+                        if s.name in ("post", "runscript", "startscript")]:
             script = tmp_path / "s.sh"
-            script.write_text(section)
+            script.write_text("\n".join(section.body) + "\n")
             p = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
             assert p.returncode == 0, (dockerfile.name, p.stderr, section)
 
@@ -268,7 +270,7 @@ def test_copy_of_the_whole_context_brings_what_docker_sends(dockerfile: Path):
 
     from docker.utils.build import tar
 
-    from images import dockerignore
+    from convert import dockerignore
 
     context = dockerfile.parent
     ignore = dockerignore.ignore_file(context, dockerfile)
@@ -324,3 +326,61 @@ def test_an_ignore_file_that_cannot_be_read_is_named(tmp_path):
     with pytest.raises(ChexstackError,
                        match=r"^%s: cannot read the ignore file" % re.escape(str(tmp_path / ".dockerignore"))):
         convert(df)
+
+
+# --- the definition model (convert/definition.py) ----------------------------------------------------------------
+RENDERED = sorted(GOLDEN_DIR.glob("convert/*.def")) + sorted(GOLDEN_DIR.glob("images/*.def"))
+
+
+@pytest.mark.parametrize("golden", RENDERED, ids=lambda p: "%s/%s" % (p.parent.name, p.name))
+def test_a_definition_parses_back_to_its_own_text(golden):
+    """Converted Dockerfiles and hpccm's stack definitions (``BootStrap``, ``# NOTE`` lines above each stage, blank
+    lines in the bodies) are read by the one model and written back byte for byte."""
+    text = golden.read_text()
+    definition = Definition.parse(text)
+    assert definition.text() == text
+    assert [s.image for s in definition.stages] == [line.split(": ", 1)[1] for line in text.splitlines()
+                                                    if line.startswith("From: ")]
+
+
+def test_the_model_reads_stages_sections_and_their_bodies():
+    text = ("# one\n\nBootstrap: docker\nFrom: a:1\nStage: build\n%files from x\n    /o /p\n%post\n    make\n\n"
+            "# NOTE\nBootStrap: docker-daemon\nFrom: b:2\n%post\n    one\n\n%post\n    two\n")
+    d = Definition.parse(text)
+    assert d.preamble == ("# one",) and d.text() == text
+    first, second = d.stages
+    assert (first.bootstrap, first.image, first.name, first.comments) == ("docker", "a:1", "build", ())
+    assert first.sections == (Section("files", "from x", ("    /o /p",)), Section("post", "", ("    make",)))
+    assert (second.keyword, second.bootstrap, second.name, second.comments) == ("BootStrap", "docker-daemon", None,
+                                                                                ("# NOTE",))
+    assert [s.body for s in second.section("post")] == [("    one", ""), ("    two",)]
+    assert Definition((Stage("docker", "a:1", sections=(Section("post", body=("true",)),)),)).text() == (
+        "Bootstrap: docker\nFrom: a:1\n%post\ntrue\n")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("%post\n    true\n", "no `Bootstrap:` header"),
+    ("Bootstrap: docker\nFrom: a\nIncludeCmd: yes\n%post\n", "line 3: 'IncludeCmd: yes': expected From: or Stage:"),
+    ("Bootstrap: docker\nStage: a\n%post\n", "line 1: 'Bootstrap: docker': the stage has no From:"),
+    ("Bootstrap: docker\nFrom: a\n%post\n    true\nBootstrap: docker\nFrom: b\n",
+     "line 5: 'Bootstrap: docker': a blank line must separate"),
+])
+def test_a_definition_the_model_cannot_read_is_refused_naming_the_line(text, why):
+    with pytest.raises(ChexstackError, match=re.escape(why)):
+        Definition.parse(text)
+
+
+def test_the_harness_builds_from_the_local_engine_changing_only_the_bootstrap_lines():
+    """``tests/harness/equivalence.py`` reads definitions through the model: every ``Bootstrap: docker`` stage
+    becomes ``docker-daemon``, every other line stays."""
+    from tests.harness.equivalence import from_local_engine
+
+    for golden in [GOLDEN_DIR / "images" / "cpu.def", GOLDEN_DIR / "convert" / "from-stages.def"]:
+        text = golden.read_text()
+        local = from_local_engine(text)
+        changed = [(a, b) for a, b in zip(text.splitlines(), local.splitlines()) if a != b]
+        assert len(local.splitlines()) == len(text.splitlines()) and changed
+        assert all(b == a.replace(": docker", ": docker-daemon") and re.match(r"Boot[sS]trap: docker$", a)
+                   for a, b in changed), changed
+    with pytest.raises(ChexstackError, match="no `Bootstrap: docker` header"):
+        from_local_engine("Bootstrap: docker-archive\nFrom: x.tar\n")
