@@ -7,7 +7,7 @@ and warning lines are shown; everything goes to the log file.
 
 The run's Outcome (``launch.failure``) records what the output said — the first failing rank and its code, each
 rank's last lines and first causing exception, a lost host (``facts.parsers.horovodrun``), a node Slurm lost
-(``launch.slurmjob.LOST_NODE_LINE``) — and ``launch.failure.explain_failure`` turns it into one message.
+(``facts.parsers.slurm``) — and ``launch.failure.explain_failure`` turns it into one message.
 ``explain_failure`` is also reachable here as ``launch.stream.explain_failure`` only until the launcher seam's
 callers (``launch.local``, ``bench.sweep``) import it from ``launch.failure``.
 
@@ -30,14 +30,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from chexstack.errors import ChexstackError
 from facts.parsers.horovodrun import LOST_DAEMON, RANK_LINE, Failures, is_cause
+from facts.parsers.slurm import LOST_NODE_LINE, PREFIX
 from launch.failure import Outcome, explain_failure  # noqa: F401 (explain_failure: see the docstring)
-from launch.slurmjob import LOST_NODE_LINE
 from trainer.preflight import parse_event
 
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
-#: lines a launcher's own helper prints for the user (``launch.slurmjob``: the job id, its final state)
-_LAUNCHER = "chexstack: "
 TAIL_LINES = 25
 RANK_TAIL_LINES = 60
 GRACE_S = 30.0
@@ -184,7 +182,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                         hosts = [str(h) for h in event["hosts"]]
                 elif text.startswith(_ERROR):  # shown once, in the failure message
                     errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
-                elif text.startswith(_TRAINER) and rank in (0, None) or text.startswith(_LAUNCHER) and rank is None:
+                elif text.startswith(_TRAINER) and rank in (0, None) or text.startswith(PREFIX) and rank is None:
                     progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
             returncode = proc.wait()
         if stopper.signal is not None:
