@@ -58,13 +58,6 @@ class MissingEvidence(Exception):
         self.what = what
 
 
-def shell_command(argv) -> str:
-    """The command line of a recorded ``sh -c "CMD"`` run (a filtered transcript: ``nvcc --version | grep release``),
-    else the argv joined: what a ``like`` predicate matches a recorded run against."""
-    argv = tuple(argv)
-    return argv[2] if argv[:2] == ("sh", "-c") and len(argv) > 2 else " ".join(argv)
-
-
 def _tool_key(argv, env) -> str:
     return json.dumps([list(argv), sorted((env or {}).items())])
 

@@ -7,11 +7,16 @@ exited" help message) or ``process rank 1 with PID 42 on node n2 exited on signa
 last exception line (``OSError: Unable to open file ...``), never horovodrun's own RuntimeError summary nor an
 exception a rank raises only because another one failed (``is_cause``). ``LOST_DAEMON``: Open MPI's report of a host
 whose daemon stopped answering; ``MISSING_LIBRARY``: TensorFlow's warning for a CUDA library it cannot load.
+``CHECK_BUILD``: ``horovodrun --check-build`` (read by ``facts.parsers.horovod``, which images carry and which
+therefore imports nothing of the project).
 """
 from __future__ import annotations
 
 import re
 import signal
+
+from facts.parsers.horovod import parse_check_build
+from facts.parsers.observation import Observation
 
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
@@ -104,3 +109,12 @@ def without_tracebacks(lines: list[str]) -> list[str]:
             if not line.startswith(_HOROVODRUN_SUMMARY):
                 out.append(line)
     return out
+
+
+def _check_build_run(argv: tuple, env: dict) -> bool:
+    """``horovodrun --check-build`` in a bundle (fixtures 41-42), from any path."""
+    return bool(argv) and argv[0].endswith("horovodrun") and "--check-build" in argv
+
+
+#: ``horovodrun --check-build`` -> CheckBuild (its exit status means nothing: the marks are read from the output)
+CHECK_BUILD = Observation(("horovodrun", "--check-build"), _check_build_run, lambda run: parse_check_build(run.output))

@@ -29,8 +29,9 @@ from facts.parsers.nvidia_smi import (
     parse_table,
     peers_from_query,
 )
+from facts.parsers.observation import shell_command
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
@@ -124,7 +125,7 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
         table = ctx.recorded(nvidia_smi_excerpt_run)
         if table is not None:
             snap.report = parse_table(table.output)
-            snap.excerpt = "`%s`" % " ".join(table.argv)
+            snap.excerpt = "`%s`" % table.command
             table = None
     if table is not None and table.missing:
         snap.smi_missing = True
@@ -150,7 +151,7 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
         snap.report = got
         snap.report.problems = list(got.problems)
         if tuple(query.argv[:2]) != ("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS)):
-            snap.source = "`%s`" % " ".join(query.argv)
+            snap.source = "`%s`" % query.command
     elif got.gpus:
         snap.report.gpus = got.gpus
         snap.report.problems.extend(got.problems)
@@ -408,7 +409,7 @@ def inventory(ctx: Context) -> CheckResult:
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
                              refusals)
     if refusals:
-        result.details.append("from the kernel log `%s`" % " ".join(log.argv))
+        result.details.append("from the kernel log `%s`" % log.command)
     if snap.source:
         result.details.append("from the bundle's %s (no nvidia-smi table recorded)" % snap.source)
     return result

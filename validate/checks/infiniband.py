@@ -26,8 +26,9 @@ from facts.parsers.infiniband import (
     parse_ibv_devinfo,
     parse_sysfs,
 )
+from facts.parsers.observation import shell_command
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR) — the floor under every comparison.
@@ -192,7 +193,7 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
             device = words[words.index("-d") + 1] if "-d" in words[:-1] else None
             report = parse_ibv_devinfo(res.output, device=device) if device else parse(res.output)
             if report.ports or report.missing_hcas:
-                return report, " ".join(res.argv) if device else argv[0]
+                return report, res.command if device else argv[0]
         return parse_sysfs(read_sysfs_ports(ctx)), "sysfs"
 
     return ctx.memo("ib.ports", read)
@@ -323,7 +324,7 @@ def _recorded_write_bw(ctx: Context, run) -> CheckResult:
     except MissingEvidence:
         rates = []
     result = judge_write_bw(wb, rates[0] if rates else None)
-    result.details.append("from the bundle's `%s`" % " ".join(run.argv))
+    result.details.append("from the bundle's `%s`" % run.command)
     return result
 
 

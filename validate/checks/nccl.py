@@ -406,7 +406,7 @@ def _host_ports(ctx: Context) -> list[IbPort] | None:
 
 
 def _from(res: ToolRun) -> list[str]:
-    return ["NCCL run recorded: `%s`" % " ".join(res.argv)]
+    return ["NCCL run recorded: `%s`" % res.command]
 
 
 @check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor",
@@ -416,7 +416,7 @@ def busbw(ctx: Context) -> CheckResult:
     if isinstance(res, str):
         return skipped("nccl.busbw", res)
     if not _is_allreduce(res):
-        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % " ".join(res.argv))
+        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % res.command)
     result = parse_all_reduce_perf(res.output)
     if res.timed_out and not result.rows:
         log = parse_nccl_log(res.output)
@@ -441,7 +441,7 @@ def _nccl_log(ctx: Context, cid: str) -> tuple[ToolRun | None, CheckResult | Non
         return None, skipped(cid, res)
     if "NCCL INFO" not in res.output:
         return None, skipped(cid, "no \"NCCL INFO\" line in the output of `%s` (NCCL_DEBUG=INFO log)"
-                             % " ".join(res.argv))
+                             % res.command)
     return res, None
 
 
@@ -467,7 +467,7 @@ def init(ctx: Context) -> CheckResult:
     rows = bool(parse_all_reduce_perf(res.output).rows)
     result = judge_init(parse_nccl_log(res.output), rows, res.timed_out and not rows)
     if result is None:
-        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % " ".join(res.argv))
+        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % res.command)
     if not _is_allreduce(res):
         result.details.extend(_from(res))
     return result
