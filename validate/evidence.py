@@ -9,8 +9,9 @@ which ask one ``Evidence`` source:
   stderr, start time and duration; each tool's path and version once).
 * ``Replay(bundle)`` answers from the bundle. What the bundle does not hold raises ``MissingEvidence``; the report
   turns it into a SKIP "could not run: … not in the bundle" — a check never PASSes on evidence it did not observe.
-  A check may name, with ``like``, other command lines whose output proves the same thing (a ``--query-gpu`` with
-  other fields, ``nvidia-smi -q``, a ``NCCL_DEBUG=INFO`` log of another program, ``horovodrun --check-build``):
+  A tool run may name, with ``like`` (an ``Observation``'s ``also``, ``facts.parsers.observation``), other command
+  lines whose output proves the same thing (a ``--query-gpu`` with other fields, ``nvidia-smi -q``, a
+  ``NCCL_DEBUG=INFO`` log of another program, ``horovodrun --check-build``):
   a bundle assembled from outputs captured by hand answers with the first such run when it lacks the exact one,
   and the ``ToolRun`` carries the argv it really came from, for the check to name. Live runs ignore ``like``.
 

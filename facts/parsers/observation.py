@@ -35,6 +35,11 @@ class Observation:
     also: Callable[[tuple, dict], bool]
     parse: Callable[[ToolRun], object]
 
+    @property
+    def command(self) -> str:
+        """``argv`` as one command line (``ibstat``), for messages."""
+        return " ".join(self.argv or ())
+
 
 
 @dataclass(frozen=True)

@@ -158,3 +158,8 @@ def nvidia_kernel_module(text: str) -> str | None:
 OMPI_INFO = Observation(("ompi_info", "--parsable", "--all"),
                         lambda argv, env: shell_command(argv).split(" ")[0] == "ompi_info",
                         lambda run: ompi_info(run.stdout))
+
+
+#: ``nvcc --version``, also filtered (``sh -c "nvcc --version | grep release"``) -> ``nvcc``'s version or None
+NVCC = Observation(("nvcc", "--version"), lambda argv, env: shell_command(argv).startswith("nvcc --version"),
+                   lambda run: nvcc(run.stdout))

@@ -58,11 +58,12 @@ class Context:
         of another image); None live and when the bundle holds none."""
         return self.memo(("recorded", like), lambda: self.evidence.recorded(like))
 
-    def observe(self, observation: Observation, timeout: float = DEFAULT_TIMEOUT_S,
+    def observe(self, observation: Observation, *argv: str, timeout: float = DEFAULT_TIMEOUT_S,
                 env: dict[str, str] | None = None) -> Observed:
-        """Run ``observation.argv`` (``tool``: once per context; a bundle lacking it answers with the first run
-        ``observation.also`` accepts) and parse it. ``MissingEvidence`` as ``tool``."""
-        res = self.tool(*observation.argv, timeout=timeout, env=env, like=observation.also)
+        """Run ``argv`` (default ``observation.argv``; given where the command depends on the node: the mpirun
+        prefix, the GPU count) through ``tool`` — once per context; a bundle lacking it answers with the first run
+        ``observation.also`` accepts — and parse it. ``MissingEvidence`` as ``tool``."""
+        res = self.tool(*(argv or observation.argv), timeout=timeout, env=env, like=observation.also)
         return Observed(res, observation.parse(res))
 
     def first(self, *observations: Observation) -> Observed | None:
