@@ -43,16 +43,21 @@ class ToolRun:
         return self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
                               if self.stderr else "")
 
+    @property
+    def command(self) -> str:
+        """The command line as run, its words joined by spaces (for messages: ``nvidia-smi -q -x``)."""
+        return " ".join(self.argv)
+
     def why_not(self) -> str:
         """One line saying why the run gave no usable output: missing, timed out, exit status + last line."""
         if self.missing:
             return "%s not found on PATH" % self.argv[0]
         if self.timed_out:
-            return "`%s` timed out" % " ".join(self.argv)
+            return "`%s` timed out" % self.command
         if self.error:
-            return "`%s` could not run: %s" % (" ".join(self.argv), self.error)
+            return "`%s` could not run: %s" % (self.command, self.error)
         last = [line for line in self.output.strip().splitlines() if line.strip()]
-        return "`%s` exited %s%s" % (" ".join(self.argv), self.rc, (": " + last[-1].strip()) if last else "")
+        return "`%s` exited %s%s" % (self.command, self.rc, (": " + last[-1].strip()) if last else "")
 
 
 def which(name: str) -> str | None:

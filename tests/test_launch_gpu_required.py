@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 
-from launch import stream
+from facts.parsers import horovodrun
+from launch import failure
 from launch.request import TrainRequest
 from tests.lib.paths import CASES, REPO
 
@@ -27,9 +28,9 @@ def test_the_failure_names_the_libraries_tensorflow_could_not_load():
     lines = [l for l in (CASES / "32-tf-cuda-libs-missing-trains-on-cpu.txt").read_text().splitlines()
              if l.startswith("[1,0]")]
     lines.append("[1,0]<stdout>:trainer: error: GPUs were asked for (--gpus) but TensorFlow 2.4.1 sees no GPU")
-    tails = {0: [stream.RANK_LINE.match(l).group(3) for l in lines]}
-    outcome = stream.Outcome(2, (0, 2), ["rank 0: GPUs were asked for (--gpus) but TensorFlow 2.4.1 sees no GPU"],
+    tails = {0: [horovodrun.RANK_LINE.match(l).group(3) for l in lines]}
+    outcome = failure.Outcome(2, (0, 2), ["rank 0: GPUs were asked for (--gpus) but TensorFlow 2.4.1 sees no GPU"],
                              lines[-5:], "/tmp/r7/launch.log", tails)
-    message = stream.explain_failure(outcome, "mpi")
+    message = failure.explain_failure(outcome, "mpi")
     assert "rank 0 exited first, with code 2" in message and "sees no GPU" in message
     assert "TensorFlow could not load libcudart.so.11.0, libcudnn.so.8" in message

@@ -29,7 +29,8 @@ from rich.progress import Progress
 
 from chexstack.errors import ChexstackError
 from facts import host
-from launch import local, stream
+from facts.parsers import horovodrun
+from launch import failure, local, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import plan
@@ -128,16 +129,16 @@ def test_plan_gpus_one_rank_each():
 
 
 def _outcome_of(text, returncode=1):
-    failures = stream._Failures()
+    failures = horovodrun.Failures()
     for line in text.splitlines():
         failures.feed(line)
     errors = [l.split("trainer: error: ", 1)[1] for l in text.splitlines() if "trainer: error: " in l]
-    return stream.Outcome(returncode, failures.first, errors, text.splitlines()[-5:], "/tmp/out/launch.log")
+    return failure.Outcome(returncode, failures.first, errors, text.splitlines()[-5:], "/tmp/out/launch.log")
 
 
 def test_gloo_segfault_of_case23_is_explained():
     text = (CASES / "23-horovod-gloo-loopback-only.txt").read_text().split("\n$ ", 2)[0]
-    message = stream.explain_failure(_outcome_of(text), "gloo")
+    message = failure.explain_failure(_outcome_of(text), "gloo")
     assert "rank 1 exited first, with code 139 (SIGSEGV)" in message
     assert "loopback" in message and "--controller mpi" in message and "/tmp/out/launch.log" in message
 
@@ -151,7 +152,7 @@ def test_mpi_failure_names_rank_and_trainer_error():
         "the job to be terminated. The first process to do so was:",
         "  Process name: [[51023,1],1]",
         "  Exit code:    2"])
-    message = stream.explain_failure(_outcome_of(text), "mpi")
+    message = failure.explain_failure(_outcome_of(text), "mpi")
     assert "rank 1 exited first, with code 2;" in message and "--data /x: no such directory" in message
     assert "loopback" not in message
 
@@ -251,7 +252,7 @@ def test_failing_rank_shows_its_own_exception_not_horovodruns_traceback(tmp_path
     argv = [horovodrun_argv(2, [], controller="gloo")[0][0], "-np", "2", "-H", "localhost:2", "--gloo",
             sys.executable, "-c", code]
     outcome = stream.run(argv, {}, str(tmp_path / "launch.log"), Console(file=io.StringIO()), cwd=str(tmp_path))
-    message = stream.explain_failure(outcome, "gloo")
+    message = failure.explain_failure(outcome, "gloo")
     assert "rank 1 exited first, with code 1;" in message
     assert "rank 1: FileNotFoundError: [Errno 2] No such file or directory: '/no/such/checkpoint.h5'" in message
     assert "RuntimeError" not in message and "Traceback" not in message and "last lines" not in message
@@ -266,9 +267,9 @@ def test_without_a_reason_the_failing_ranks_last_lines_are_shown_without_traceba
              "with non-zero status, thus causing the job to be terminated."]
     outcome = _outcome_of("\n".join(lines))
     outcome.rank_tails = {1: ["loading", "Segmentation fault (core dumped)"]}
-    message = stream.explain_failure(outcome, "mpi")
+    message = failure.explain_failure(outcome, "mpi")
     assert message.endswith("last lines of rank 1:\nloading\nSegmentation fault (core dumped)")
-    assert stream.without_tracebacks(lines) == lines[:3]
+    assert horovodrun.without_tracebacks(lines) == lines[:3]
 
 
 def test_interruption_line_names_the_last_complete_checkpoint(tmp_path):
@@ -436,7 +437,7 @@ def test_the_first_exception_in_time_across_ranks_is_named_not_rank0s_shutdown(t
         "after one of the ranks finished execution.",
         "  Process name: [[51023,1],0]",
         "  Exit code:    1"])
-    message = stream.explain_failure(outcome, "mpi")
+    message = failure.explain_failure(outcome, "mpi")
     assert "rank 0 exited first, with code 1; rank 2: OSError: Unable to open file /data/x.png" in message
 
 
@@ -452,10 +453,10 @@ def test_a_lost_host_and_a_killed_rank_are_named(tmp_path):
         "connection to the node, or possibly an internal failure of",
         "the daemon itself. We cannot recover from this failure, and",
         "therefore will terminate the job."])
-    assert "host chex2 was lost: mpirun's daemon there stopped answering" in stream.explain_failure(lost, "mpi")
+    assert "host chex2 was lost: mpirun's daemon there stopped answering" in failure.explain_failure(lost, "mpi")
     killed = _run_printing(tmp_path, [
         "mpirun noticed that process rank 3 with PID 4242 on node chex2 exited on signal 9 (Killed)."])
-    assert "rank 3 on host chex2 exited first, with code 137 (SIGKILL)" in stream.explain_failure(killed, "mpi")
+    assert "rank 3 on host chex2 exited first, with code 137 (SIGKILL)" in failure.explain_failure(killed, "mpi")
 
 
 def test_a_node_slurm_lost_is_named_with_its_ranks_and_state(tmp_path):
@@ -468,7 +469,7 @@ def test_a_node_slurm_lost_is_named_with_its_ranks_and_state(tmp_path):
         run_event, "chexstack: Slurm node chex2 is DOWN+NOT_RESPONDING (reason: Not responding [root@T])",
         "chexstack: Slurm job 7 NODE_FAIL on chex[1-2] (exit code 0:0, reason NodeDown)",
         "  Remote daemon: [[13043,0],1] on node chex2"])
-    message = stream.explain_failure(outcome, "mpi")
+    message = failure.explain_failure(outcome, "mpi")
     assert "Slurm lost node chex2 (ranks 2, 3), which is DOWN+NOT_RESPONDING (reason: Not responding [root@T])" \
         in message, message
     assert "host chex2 (ranks 2, 3) was lost: mpirun's daemon" in message, message

@@ -268,33 +268,3 @@ def test_geometry_from_nodes_and_tasks_per_node():
         geometry(TrainRequest(np=5), ClusterOptions("slurm", None, nodes=2))
     with pytest.raises(ChexstackError, match="--nodes 0: expected 1 or more"):
         ClusterOptions("slurm", None, nodes=0)
-
-
-def test_job_state_read_from_scontrol_output():
-    """launch.slurmjob reads the final state of real `scontrol -o show job` lines (Slurm 22.05, tests/data/slurm)."""
-    from launch.slurmjob import parse_scontrol
-    from tests.lib.paths import REPO
-
-    data = REPO / "tests" / "data" / "slurm"
-    done = parse_scontrol((data / "scontrol-show-job-completed.txt").read_text())
-    assert (done.state, done.exit_code, done.nodes, done.final, done.status()) == (
-        "COMPLETED", "0:0", "chex[1-2]", True, 0)
-    failed = parse_scontrol((data / "scontrol-show-job-failed.txt").read_text())
-    assert (failed.state, failed.reason, failed.status()) == ("FAILED", "NonZeroExitCode", 3)
-    assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
-    assert done.restarts == 0
-    requeued = parse_scontrol((data / "scontrol-show-job-requeued.txt").read_text())
-    assert (requeued.state, requeued.reason, requeued.restarts, requeued.final) == ("PENDING", "BeginTime", 1, False)
-
-
-def test_lost_nodes_read_from_scontrol_show_node():
-    """launch.slurmjob finds the nodes Slurm lost in real `scontrol -o show node` output (Slurm 22.05,
-    tests/data/slurm): chex2 after its link went down is DOWN+NOT_RESPONDING with Slurm's reason; chex1 is not."""
-    from launch.slurmjob import parse_nodes
-    from tests.lib.paths import REPO
-
-    nodes = parse_nodes((REPO / "tests" / "data" / "slurm" / "scontrol-show-node-link-down.txt").read_text())
-    assert [(n.name, n.lost) for n in nodes] == [("chex1", False), ("chex2", True)]
-    assert nodes[1].state == "DOWN+NOT_RESPONDING" and nodes[1].reason.startswith("Not responding [root@")
-    assert nodes[0].reason == ""
-    assert parse_nodes("Node chex9 not found") == []

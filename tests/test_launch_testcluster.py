@@ -313,7 +313,7 @@ def _node_back(cluster, node: str, timeout_s: float = 60) -> None:
     has it back (not DOWN/NOT_RESPONDING); fail when it is not back in time."""
     import time
 
-    from launch.slurmjob import parse_nodes
+    from facts.parsers.slurm import parse_nodes
 
     if [n.lost for n in parse_nodes(cluster.run("scontrol", "-o", "show", "node", node).stdout)] == [True]:
         resume = cluster.run("scontrol", "update", "nodename=%s" % node, "state=resume")
@@ -372,10 +372,10 @@ def test_a_host_whose_link_goes_down_is_named_and_the_requeued_job_loses_no_epoc
 
 
 def _wait_for_job(cluster, job_id: str, timeout_s: float = 600):
-    """The job's final state (``launch.slurmjob.parse_scontrol``), polled from ``scontrol show job``."""
+    """The job's final state (``facts.parsers.slurm.parse_scontrol``), polled from ``scontrol show job``."""
     import time
 
-    from launch.slurmjob import parse_scontrol
+    from facts.parsers.slurm import parse_scontrol
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -9,8 +9,9 @@ which ask one ``Evidence`` source:
   stderr, start time and duration; each tool's path and version once).
 * ``Replay(bundle)`` answers from the bundle. What the bundle does not hold raises ``MissingEvidence``; the report
   turns it into a SKIP "could not run: … not in the bundle" — a check never PASSes on evidence it did not observe.
-  A check may name, with ``like``, other command lines whose output proves the same thing (a ``--query-gpu`` with
-  other fields, ``nvidia-smi -q``, a ``NCCL_DEBUG=INFO`` log of another program, ``horovodrun --check-build``):
+  A tool run may name, with ``like`` (an ``Observation``'s ``also``, ``facts.parsers.observation``), other command
+  lines whose output proves the same thing (a ``--query-gpu`` with other fields, ``nvidia-smi -q``, a
+  ``NCCL_DEBUG=INFO`` log of another program, ``horovodrun --check-build``):
   a bundle assembled from outputs captured by hand answers with the first such run when it lacks the exact one,
   and the ``ToolRun`` carries the argv it really came from, for the check to name. Live runs ignore ``like``.
 
@@ -56,13 +57,6 @@ class MissingEvidence(Exception):
     def __init__(self, what: str):
         super().__init__(what)
         self.what = what
-
-
-def shell_command(argv) -> str:
-    """The command line of a recorded ``sh -c "CMD"`` run (a filtered transcript: ``nvcc --version | grep release``),
-    else the argv joined: what a ``like`` predicate matches a recorded run against."""
-    argv = tuple(argv)
-    return argv[2] if argv[:2] == ("sh", "-c") and len(argv) > 2 else " ".join(argv)
 
 
 def _tool_key(argv, env) -> str:

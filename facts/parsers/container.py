@@ -17,7 +17,10 @@ Error codes (one per diagnosis, several spellings each):
 """
 from __future__ import annotations
 
+import os
 import re
+
+from facts.parsers.observation import Observation, shell_command
 
 _ERRORS = (
     ("NVIDIA_CONTAINER_TOOLKIT_MISSING", re.compile(r'could not select device driver "[^"]*" with capabilities')),
@@ -132,3 +135,31 @@ def subid_count(text: str | None, user: str, uid: int) -> int:
         if len(cells) == 3 and cells[0] in (user, str(uid)) and cells[2].isdigit():
             total += int(cells[2])
     return total
+
+
+#: ``docker info`` text (also through a pipe: ``sh -c "docker info | grep -i runtime"``) -> ``docker_runtimes``
+DOCKER_INFO = Observation(("docker", "info"), lambda argv, env: shell_command(argv).startswith("docker info"),
+                          lambda run: docker_runtimes(run.stdout))
+
+
+def _docker_gpu_run(argv: tuple, env: dict) -> bool:
+    """Any ``docker run`` asking for GPUs (``--gpus`` or ``--runtime=nvidia``: fixtures 59, 62)."""
+    return len(argv) > 1 and os.path.basename(argv[0]) == "docker" and argv[1] == "run" and any(
+        a == "--gpus" or a.startswith("--gpus=") or a == "--runtime=nvidia" for a in argv)
+
+
+#: a recorded ``docker run`` of any image asking for GPUs -> how it asked for them (``docker run --runtime=nvidia``
+#: or ``docker run --gpus all``); its output is the container's ``nvidia-smi -L``
+DOCKER_GPUS = Observation(None, _docker_gpu_run, lambda run: "docker run --runtime=nvidia"
+                          if "--runtime=nvidia" in run.argv else "docker run --gpus all")
+
+
+def _singularity_libs_run(argv: tuple, env: dict) -> bool:
+    """``singularity|apptainer exec --nv IMAGE sh -c 'ls /.singularity.d/libs …; echo LD=$LD_LIBRARY_PATH'`` of any
+    image (https://github.com/apptainer/singularity/issues/4783: the ``grep -c libcuda`` form)."""
+    return (len(argv) > 2 and os.path.basename(argv[0]) in ("singularity", "apptainer") and argv[1] == "exec"
+            and "--nv" in argv and "/.singularity.d/libs" in " ".join(argv) and "LD=" in " ".join(argv))
+
+
+#: a recorded ``exec --nv`` listing of ``/.singularity.d/libs`` of any image -> ``nv_libs``
+SINGULARITY_LIBS = Observation(None, _singularity_libs_run, lambda run: nv_libs(run.stdout))

@@ -9,8 +9,12 @@ Partial or cut-off output is parsed as far as it goes: a block without ``Rate``/
 """
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
+
+from facts.parsers.observation import Observation, shell_command
 
 
 @dataclass
@@ -236,3 +240,40 @@ def parse_ib_write_bw(text: str) -> WriteBw:
     elif not gbits:
         out.problems.append("bandwidth not in Gb/sec (run with --report_gbits)")
     return out
+
+
+def _never(argv: tuple, env: dict) -> bool:
+    return False
+
+
+def device_of(argv) -> str | None:
+    """The device a port tool's command line names with ``-d`` (``ibv_devinfo -d mlx5_0``, also inside ``sh -c
+    "… | egrep …"``), or None."""
+    words = shlex.split(shell_command(argv))
+    return words[words.index("-d") + 1] if "-d" in words[:-1] else None
+
+
+def _ibv_devinfo_run(argv: tuple, env: dict) -> bool:
+    """``ibv_devinfo`` in a bundle, also for one device and filtered (``sh -c "ibv_devinfo -d mlx5_bond_0 | egrep
+    'state|link_layer'"``, https://github.com/NVIDIA/nccl/issues/451)."""
+    return shell_command(argv).split(" ")[0] == "ibv_devinfo"
+
+
+def _ports(parse):
+    """A port tool's run -> (IbReport, the ``-d`` device it was limited to or None); a run for one device is read
+    as ``ibv_devinfo -d`` output of that device."""
+    def read(run) -> tuple[IbReport, str | None]:
+        device = device_of(run.argv)
+        return (parse_ibv_devinfo(run.output, device=device) if device else parse(run.output)), device
+    return read
+
+
+#: the port tools, in the order a check asks them -> (IbReport, device or None); ``ibv_devinfo`` also as a
+#: recorded run for one device and filtered
+IBSTAT = Observation(("ibstat",), _never, _ports(parse_ibstat))
+IBSTATUS = Observation(("ibstatus",), _never, _ports(parse_ibstatus))
+IBV_DEVINFO = Observation(("ibv_devinfo",), _ibv_devinfo_run, _ports(parse_ibv_devinfo))
+
+#: an ``ib_write_bw`` client run in a bundle (other options than a check's own: fixtures 64-65) -> WriteBw
+IB_WRITE_BW = Observation(None, lambda argv, env: bool(argv) and os.path.basename(argv[0]) == "ib_write_bw",
+                          lambda run: parse_ib_write_bw(run.output))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from facts.parsers.observation import Observation, shell_command
+
 #: Xids that need a GPU reset, node reboot or RMA (not an application bug): 48 double-bit ECC, 61/62 internal
 #: micro-controller error, 63/64 row-remapping event/failure, 74 NVLink error, 79 fallen off the bus, 92 high
 #: single-bit ECC rate, 94/95 contained/uncontained ECC error, 119/120 GSP error, 140 unrecovered ECC error.
@@ -98,3 +100,14 @@ def parse_open_module_refusals(text: str) -> list[OpenModuleRefusal]:
         if refusal not in out:
             out.append(refusal)
     return out
+
+
+def _kernel_log_run(argv: tuple, env: dict) -> bool:
+    """The kernel log in a bundle: ``dmesg``, or a filtered ``sh -c "dmesg | grep …"``
+    (https://github.com/NVIDIA/nccl/issues/2079) — enough for the lines it kept (IOMMU, NVRM), never for
+    ``gpu.xid`` (a filtered log proves no absence of Xids)."""
+    return shell_command(argv) == "dmesg" or shell_command(argv).startswith("dmesg |")
+
+
+#: the kernel log (``dmesg``, also filtered) -> its text
+KERNEL_LOG = Observation(("dmesg",), _kernel_log_run, lambda run: run.stdout)

@@ -9,8 +9,11 @@ from the right so both layouts work. busbw = algbw × 2(n−1)/n for all-reduce 
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+
+from facts.parsers.observation import Observation
 
 _PREFIX = re.compile(r"^\[\d+(?:,\d+)?\](?:<std(?:out|err)>:|\s)")
 
@@ -302,3 +305,15 @@ def classify_nccl_failure(log: NcclLog) -> str | None:
     if log.ib_open_failed:
         return "NCCL_IB_DEVICE_NOT_VISIBLE"
     return None
+
+
+def _nccl_run(argv: tuple, env: dict) -> bool:
+    """What a bundle may hold instead of a check's own all_reduce_perf run: any all_reduce_perf run (other sizes,
+    under mpirun: fixtures 31-34), or any run with ``NCCL_DEBUG=INFO`` (a training job's log: fixtures 35-40)."""
+    return any(os.path.basename(a) == "all_reduce_perf" for a in argv) or env.get("NCCL_DEBUG") == "INFO"
+
+
+#: a NCCL run: nccl-tests' ``all_reduce_perf`` (the command line is the check's: sizes, GPUs, the mpirun prefix) or
+#: another program's ``NCCL_DEBUG=INFO`` log -> whether it is an all_reduce_perf run (else only a log)
+ALL_REDUCE_PERF = Observation(("all_reduce_perf",), _nccl_run,
+                              lambda run: any(os.path.basename(a) == "all_reduce_perf" for a in run.argv))

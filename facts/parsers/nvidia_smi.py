@@ -10,9 +10,12 @@ Fixture numbers refer to ../shared/fixtures/SOURCES.md.
 """
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+
+from facts.parsers.observation import Observation, shell_command
 
 
 @dataclass
@@ -362,3 +365,61 @@ def peers_from_q_text(text: str) -> dict[str, dict[str, int | None]]:
             label = "GPU %s (%s)" % (_get(sec, "Minor Number"), key[4:].strip())
             out[label] = {name: _peer_value(_get(sec, *path)) for name, _, _, path in PEER_PROPERTIES}
     return out
+
+
+#: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
+#: whole query ("… is not a valid field to query"), so ``BASIC_FIELDS`` is the fallback.
+QUERY_FIELDS = ["index", "name", "pci.bus_id", "memory.total", "driver_version", "persistence_mode",
+                "ecc.mode.current", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
+                "remapped_rows.pending", "remapped_rows.failure"]
+BASIC_FIELDS = QUERY_FIELDS[:6]
+
+
+def _properties_run(argv: tuple, env: dict) -> bool:
+    """What a bundle may hold instead of the inventory's ``--query-gpu``: ``--query-gpu`` with other fields (the CSV
+    header names them: fixtures 7-8), ``nvidia-smi -q`` (fixture 4) or ``nvidia-smi -q -x`` (fixtures 5-6)."""
+    return bool(argv) and os.path.basename(argv[0]) == "nvidia-smi" and (
+        tuple(argv[1:]) in (("-q",), ("-q", "-x"), ("-x", "-q"))
+        or (any(a.startswith("--query-gpu=") for a in argv) and any(a.startswith("--format=csv") for a in argv)))
+
+
+def parse_properties(run) -> SmiReport:
+    """The SmiReport of a ``PROPERTIES`` run (driver version, per-GPU name, memory, persistence, ECC), read as its
+    command line says: ``-q -x`` XML, ``-q`` text, else ``--query-gpu`` CSV (the fields from the argv when
+    ``noheader``)."""
+    if "-x" in run.argv:
+        return parse_q_xml(run.stdout)
+    if "-q" in run.argv:
+        return parse_q_text(run.stdout)
+    query = next(a for a in run.argv if a.startswith("--query-gpu="))[len("--query-gpu="):].split(",")
+    noheader = any("noheader" in a for a in run.argv if a.startswith("--format="))
+    rows, problems = parse_query_csv(run.stdout, fields=query if noheader else None)
+    return SmiReport(driver_version=rows[0].get("driver_version") if rows else None,
+                     gpus=gpus_from_query(rows) if rows else [], problems=problems)
+
+
+def _query(fields: list[str]) -> tuple[str, ...]:
+    return ("nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv")
+
+
+#: the inventory's per-GPU query, or a recorded ``--query-gpu`` with other fields, ``-q`` or ``-q -x`` -> SmiReport
+PROPERTIES = Observation(_query(QUERY_FIELDS), _properties_run, parse_properties)
+#: the query of the fields every driver answers (after "not a valid field"); only that very run
+PROPERTIES_BASIC = Observation(_query(BASIC_FIELDS), lambda argv, env: False, parse_properties)
+
+
+def is_inventory_query(run) -> bool:
+    """``run`` is ``PROPERTIES``' own query of all ``QUERY_FIELDS`` (not another form a bundle answered with, nor
+    the ``BASIC_FIELDS`` fallback)."""
+    return tuple(run.argv[:2]) == PROPERTIES.argv[:2]
+
+
+def _excerpt_run(argv: tuple, env: dict) -> bool:
+    """The head of nvidia-smi's table in a bundle (``sh -c "nvidia-smi | head -4"``,
+    https://github.com/devcontainers/features/issues/1295): its header gives the driver and its maximum CUDA; it
+    proves nothing about the GPUs."""
+    return tuple(argv[:2]) == ("sh", "-c") and re.match(r"nvidia-smi\s*\|", shell_command(argv)) is not None
+
+
+#: a recorded head of nvidia-smi's table -> SmiReport (driver, maximum CUDA, no GPU rows)
+EXCERPT = Observation(None, _excerpt_run, lambda run: parse_table(run.output))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+from facts.parsers.observation import Observation, shell_command
+
 _DOTTED = r"\d+(?:\.\d+)+"
 
 
@@ -149,3 +151,15 @@ def nvidia_kernel_module(text: str) -> str | None:
     Module  550.54.14  …`` or ``… UNIX Open Kernel Module for x86_64  575.57.08  Release Build …``."""
     m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text or "")
     return m.group(1) if m else None
+
+
+#: ``ompi_info`` in any form (``--parsable --all``, ``-a | grep cuda``, a head of it: fixtures 44-46) -> ``ompi_info``'s
+#: dict
+OMPI_INFO = Observation(("ompi_info", "--parsable", "--all"),
+                        lambda argv, env: shell_command(argv).split(" ")[0] == "ompi_info",
+                        lambda run: ompi_info(run.stdout))
+
+
+#: ``nvcc --version``, also filtered (``sh -c "nvcc --version | grep release"``) -> ``nvcc``'s version or None
+NVCC = Observation(("nvcc", "--version"), lambda argv, env: shell_command(argv).startswith("nvcc --version"),
+                   lambda run: nvcc(run.stdout))

@@ -17,13 +17,16 @@ import resource
 import stat
 
 from chexstack import engine
+from chexstack.tools import ToolRun
 from facts.parsers import versions
 from facts.parsers.container import (
+    DOCKER_GPUS,
+    DOCKER_INFO,
+    SINGULARITY_LIBS,
     buildcfg,
     classify_runtime_error,
     conf_setting,
     df_size,
-    docker_runtimes,
     library_not_loaded,
     nv_libs,
     release,
@@ -32,7 +35,7 @@ from facts.parsers.container import (
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
@@ -135,13 +138,13 @@ def _docker_info() -> dict:
 
 @check("container.docker", "docker engine and its NVIDIA runtime")
 def docker_engine(ctx: Context) -> CheckResult:
-    info = ctx.recorded(docker_info_run)
+    info = ctx.first(DOCKER_INFO)
     if info is not None:  # a bundle's `docker info` text (captured by hand) instead of the engine's answer
-        runtimes, default = docker_runtimes(info.stdout)
+        runtimes, default = info.value
         result = judge_docker({"ServerVersion": "?", "DefaultRuntime": default,
-                               "Runtimes": dict.fromkeys(runtimes, {})} if info.ok else None,
-                              None if info.ok else info.why_not(), no_gpu_reason(ctx) is None)
-        result.details.append("from the bundle's `%s`" % " ".join(info.argv))
+                               "Runtimes": dict.fromkeys(runtimes, {})} if info.run.ok else None,
+                              None if info.run.ok else info.run.why_not(), no_gpu_reason(ctx) is None)
+        result.details.append("from the bundle's `%s`" % info.command)
         return result
     socket = ctx.fact("docker socket or DOCKER_HOST", lambda: os.path.exists("/var/run/docker.sock")
                       or bool(os.environ.get("DOCKER_HOST")))
@@ -149,11 +152,6 @@ def docker_engine(ctx: Context) -> CheckResult:
         return skipped("container.docker", "docker not installed (no CLI, no /var/run/docker.sock)")
     got = ctx.fact("docker info", _docker_info)
     return judge_docker(got["info"], got["error"], no_gpu_reason(ctx) is None)
-
-
-def docker_info_run(argv: tuple, env: dict) -> bool:
-    """``docker info`` text in a bundle (also through a pipe: ``sh -c "docker info | grep -i runtime"``)."""
-    return shell_command(argv).startswith("docker info")
 
 
 #: The engine that runs the NVIDIA hook does not see the host's driver libraries although the host's driver works:
@@ -239,7 +237,7 @@ def stack_image(ctx: Context) -> tuple[str | None, str | None]:
 
 def _no_image_nor_recorded_run(ctx: Context) -> str | None:
     why = no_stack_image(ctx)
-    return None if why is None or ctx.recorded(docker_gpu_run) is not None else why
+    return None if why is None or ctx.first(DOCKER_GPUS) is not None else why
 
 
 @check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
@@ -251,16 +249,17 @@ def container_gpus(ctx: Context) -> CheckResult:
     except MissingEvidence:  # a bundle without it: the toolkit's version is not shown
         tk = None
     if image is None:  # a bundle's docker run of another image (outputs captured by hand)
-        res = ctx.recorded(docker_gpu_run)
+        seen = ctx.first(DOCKER_GPUS)
+        res, how = seen.run, seen.value
     else:
         res = ctx.tool("docker", "run", "--rm", "--gpus", "all", "--network", "host", image, "nvidia-smi", "-L",
                        timeout=60)
+        how = "docker run --gpus all"
     result = judge_container_gpus(res.output, res.ok, gpu_count(ctx),
                                   versions.nvidia_container_runtime(tk.stdout) if tk is not None and tk.ok else None,
-                                  "docker run --runtime=nvidia" if "--runtime=nvidia" in res.argv
-                                  else "docker run --gpus all", _host_driver(ctx))
+                                  how, _host_driver(ctx))
     if image is None:
-        result.details.append("from the bundle's `%s`" % " ".join(res.argv))
+        result.details.append("from the bundle's `%s`" % res.command)
     return result
 
 
@@ -272,13 +271,6 @@ def _host_driver(ctx: Context) -> str | None:
     except MissingEvidence:
         return None
     return report.driver_version if report.error is None else None
-
-
-def docker_gpu_run(argv: tuple, env: dict) -> bool:
-    """What a bundle may hold instead of this check's own run: any ``docker run`` asking for GPUs (``--gpus`` or
-    ``--runtime=nvidia``: fixtures 59, 62)."""
-    return len(argv) > 1 and os.path.basename(argv[0]) == "docker" and argv[1] == "run" and any(
-        a == "--gpus" or a.startswith("--gpus=") or a == "--runtime=nvidia" for a in argv)
 
 
 def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
@@ -302,23 +294,15 @@ def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
                   "--nv binds the host driver libraries")
 
 
-def singularity_libs_run(argv: tuple, env: dict) -> bool:
-    """A bundle's ``singularity|apptainer exec --nv IMAGE sh -c 'ls /.singularity.d/libs …; echo
-    LD=$LD_LIBRARY_PATH'`` of any image (https://github.com/apptainer/singularity/issues/4783: the ``grep -c libcuda``
-    form)."""
-    return (len(argv) > 2 and os.path.basename(argv[0]) in ("singularity", "apptainer") and argv[1] == "exec"
-            and "--nv" in argv and "/.singularity.d/libs" in " ".join(argv) and "LD=" in " ".join(argv))
-
-
 def _no_singularity(ctx: Context) -> str | None:
-    if ctx.recorded(singularity_libs_run) is not None:
+    if ctx.first(SINGULARITY_LIBS) is not None:
         return None
     return "neither apptainer nor singularity on PATH" if runtime_version(ctx) is None else None
 
 
 def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
     why = no_stack_image(ctx)
-    return None if why is None or ctx.recorded(singularity_libs_run) is not None else why
+    return None if why is None or ctx.first(SINGULARITY_LIBS) is not None else why
 
 
 def _host_libcuda() -> bool:
@@ -330,14 +314,14 @@ def _host_libcuda() -> bool:
        requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec))
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
-    recorded = ctx.recorded(singularity_libs_run) if no_stack_image(ctx) else None
+    recorded = ctx.first(SINGULARITY_LIBS) if no_stack_image(ctx) else None
     if recorded is not None:  # a bundle's exec --nv of another image (outputs captured by hand)
-        if not recorded.ok:
-            return failed(cid, recorded.why_not(), "%s exec --nv works" % recorded.argv[0], "run it by hand")
-        result = judge_nv_libs(nv_libs(recorded.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
-        result.details.append("from the bundle's `%s`" % " ".join(recorded.argv))
+        if not recorded.run.ok:
+            return failed(cid, recorded.run.why_not(), "%s exec --nv works" % recorded.tool, "run it by hand")
+        result = judge_nv_libs(recorded.value, ctx.fact("host libcuda.so.1", _host_libcuda))
+        result.details.append("from the bundle's `%s`" % recorded.command)
         return result
-    tool = runtime_version(ctx).argv[0]
+    tool = runtime_version(ctx)[0]
     image = stack_image(ctx)[0]
     from images.build import SIF_DIR
     from images.sif import sif_path
@@ -353,9 +337,9 @@ def singularity_nv(ctx: Context) -> CheckResult:
     return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
 
 
-def runtime_version(ctx: Context):
-    """The ``version`` run of the first of apptainer, singularity on PATH (its ``argv[0]`` names the tool), or None
-    when neither is there. A bundle holding neither run raises ``MissingEvidence`` (a SKIP)."""
+def runtime_version(ctx: Context) -> tuple[str, ToolRun] | None:
+    """(tool, its ``version`` run) of the first of apptainer, singularity on PATH, or None when neither is there. A
+    bundle holding neither run raises ``MissingEvidence`` (a SKIP)."""
     lacking = None
     for tool in ("apptainer", "singularity"):
         try:
@@ -364,7 +348,7 @@ def runtime_version(ctx: Context):
             lacking = lacking or e
             continue
         if not res.missing:
-            return res
+            return tool, res
     if lacking is not None:
         raise lacking
     return None
@@ -502,10 +486,10 @@ def _user() -> dict:
 @check("container.apptainer", "Apptainer/Singularity version, and a way for this user to run containers")
 def apptainer(ctx: Context) -> CheckResult:
     cid = "container.apptainer"
-    res = runtime_version(ctx)
-    if res is None:
+    found = runtime_version(ctx)
+    if found is None:
         return skipped(cid, "neither apptainer nor singularity on PATH")
-    tool = res.argv[0]
+    tool, res = found
     cfg_run = ctx.tool(tool, "buildcfg")
     cfg = buildcfg(cfg_run.stdout) if cfg_run.ok else {}
     flavour = runtime_flavour(tool, versions.singularity(res.stdout), cfg)

@@ -14,31 +14,27 @@ from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.parsers import versions
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
-from facts.parsers.kernel import OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
+from facts.parsers.kernel import KERNEL_LOG, OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (
+    EXCERPT,
     PEER_PROPERTIES,
     PEER_QUERY,
+    PROPERTIES,
+    PROPERTIES_BASIC,
     Gpu,
     SmiReport,
     classify_error,
-    gpus_from_query,
+    is_inventory_query,
     parse_nvlink_status,
-    parse_q_text,
-    parse_q_xml,
     parse_query_csv,
     parse_table,
     peers_from_query,
 )
+from facts.parsers.versions import NVCC
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
 
-#: ``--query-gpu`` fields read for the inventory; drivers older than the row-remapper fields (R460) reject the
-#: whole query ("… is not a valid field to query"), so ``BASIC_FIELDS`` is the fallback.
-QUERY_FIELDS = ["index", "name", "pci.bus_id", "memory.total", "driver_version", "persistence_mode",
-                "ecc.mode.current", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
-                "remapped_rows.pending", "remapped_rows.failure"]
-BASIC_FIELDS = QUERY_FIELDS[:6]
 NOT_GPU_NODE = "not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)"
 
 REMEDY = {
@@ -95,62 +91,40 @@ def snapshot(ctx: Context) -> GpuSnapshot:
     return ctx.memo("gpu.snapshot", lambda: _snapshot(ctx))
 
 
-def gpu_properties_run(argv: tuple, env: dict) -> bool:
-    """What a bundle may hold instead of the inventory's ``--query-gpu``: ``--query-gpu`` with other fields (the CSV
-    header names them: fixtures 7-8), ``nvidia-smi -q`` (fixture 4) or ``nvidia-smi -q -x`` (fixtures 5-6)."""
-    return bool(argv) and os.path.basename(argv[0]) == "nvidia-smi" and (
-        tuple(argv[1:]) in (("-q",), ("-q", "-x"), ("-x", "-q"))
-        or (any(a.startswith("--query-gpu=") for a in argv) and any(a.startswith("--format=csv") for a in argv)))
-
-
-def parse_gpu_properties(res) -> SmiReport:
-    """The SmiReport of a ``gpu_properties_run`` (driver version, per-GPU name, memory, persistence, ECC)."""
-    if "-x" in res.argv:
-        return parse_q_xml(res.stdout)
-    if "-q" in res.argv:
-        return parse_q_text(res.stdout)
-    query = next(a for a in res.argv if a.startswith("--query-gpu="))[len("--query-gpu="):].split(",")
-    noheader = any("noheader" in a for a in res.argv if a.startswith("--format="))
-    rows, problems = parse_query_csv(res.stdout, fields=query if noheader else None)
-    return SmiReport(driver_version=rows[0].get("driver_version") if rows else None,
-                     gpus=gpus_from_query(rows) if rows else [], problems=problems)
-
-
 def _snapshot(ctx: Context) -> GpuSnapshot:
     snap = GpuSnapshot(pci_gpus=pci_nvidia_gpus(ctx))
     try:  # a bundle of outputs captured by hand may hold only the per-GPU query (or nvidia-smi -q)
         table = ctx.tool("nvidia-smi")
     except MissingEvidence:
-        table = ctx.recorded(nvidia_smi_excerpt_run)
-        if table is not None:
-            snap.report = parse_table(table.output)
-            snap.excerpt = "`%s`" % " ".join(table.argv)
-            table = None
+        excerpt = ctx.first(EXCERPT)
+        if excerpt is not None:
+            snap.report = excerpt.value
+            snap.excerpt = "`%s`" % excerpt.command
+        table = None
     if table is not None and table.missing:
         snap.smi_missing = True
         return snap
     if table is not None:
         snap.report = parse_table(table.output)
     try:  # the query adds ECC / retired pages / remapped rows; a bundle without it leaves them unreported
-        query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv",
-                         like=gpu_properties_run)
-        if not query.ok and "not a valid field" in query.output:
-            query = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(BASIC_FIELDS), "--format=csv")
+        query = ctx.observe(PROPERTIES)
+        if not query.run.ok and "not a valid field" in query.run.output:
+            query = ctx.observe(PROPERTIES_BASIC)
     except MissingEvidence:
         if table is None and snap.excerpt is None:
             raise MissingEvidence("`nvidia-smi`") from None
         return snap
-    if not query.ok:
+    if not query.run.ok:
         if table is None:
-            snap.report = SmiReport(error=classify_error(query.output), problems=[query.why_not()])
+            snap.report = SmiReport(error=classify_error(query.run.output), problems=[query.run.why_not()])
         return snap
-    got = parse_gpu_properties(query)
+    got = query.value
     if table is None:
         got.driver_max_cuda = got.driver_max_cuda or snap.report.driver_max_cuda
         snap.report = got
         snap.report.problems = list(got.problems)
-        if tuple(query.argv[:2]) != ("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS)):
-            snap.source = "`%s`" % " ".join(query.argv)
+        if not is_inventory_query(query.run):
+            snap.source = "`%s`" % query.command
     elif got.gpus:
         snap.report.gpus = got.gpus
         snap.report.problems.extend(got.problems)
@@ -159,7 +133,7 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
 
 def gpu_count(ctx: Context) -> int | None:
     """GPUs nvidia-smi lists on this node; None when a bundle recorded no nvidia-smi, or only the head of its table
-    (``nvidia_smi_excerpt_run``: a driver and its maximum CUDA, no GPU rows — never "0 GPUs")."""
+    (``facts.parsers.nvidia_smi.EXCERPT``: a driver and its maximum CUDA, no GPU rows — never "0 GPUs")."""
     try:
         snap = snapshot(ctx)
     except MissingEvidence:
@@ -349,44 +323,25 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
     return passed(cid, message, expected, [measured_driver])
 
 
-def kernel_log_run(argv: tuple, env: dict) -> bool:
-    """The kernel log in a bundle: ``dmesg``, or a filtered ``sh -c "dmesg | grep …"``
-    (https://github.com/NVIDIA/nccl/issues/2079) — enough for the lines it kept (IOMMU, NVRM), never for
-    ``gpu.xid`` (a filtered log proves no absence of Xids)."""
-    return shell_command(argv) == "dmesg" or shell_command(argv).startswith("dmesg |")
-
-
 def kernel_log(ctx: Context) -> ToolRun | None:
-    """The kernel log: a bundle's ``kernel_log_run``, else ``dmesg`` (live: on this node); None when a bundle holds
-    neither."""
+    """The kernel log: a bundle's ``KERNEL_LOG`` (``dmesg``, also filtered), else ``dmesg`` (live: on this node);
+    None when a bundle holds neither."""
     try:
-        return ctx.recorded(kernel_log_run) or ctx.tool("dmesg")
+        return (ctx.first(KERNEL_LOG) or ctx.observe(KERNEL_LOG)).run
     except MissingEvidence:
         return None
 
 
-def nvcc_run(argv: tuple, env: dict) -> bool:
-    """``nvcc --version`` in a bundle, also filtered (``sh -c "nvcc --version | grep release"``)."""
-    return shell_command(argv).startswith("nvcc --version")
-
-
-def nvidia_smi_excerpt_run(argv: tuple, env: dict) -> bool:
-    """The head of nvidia-smi's table in a bundle (``sh -c "nvidia-smi | head -4"``,
-    https://github.com/devcontainers/features/issues/1295): its
-    header gives the driver and its maximum CUDA; it proves nothing about the GPUs."""
-    return tuple(argv[:2]) == ("sh", "-c") and re.match(r"nvidia-smi\s*\|", shell_command(argv)) is not None
-
-
 def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
     # a bundle's nvcc, also `nvcc --version | grep release` (https://github.com/devcontainers/features/issues/1295)
-    nvcc = ctx.recorded(nvcc_run)
+    nvcc = ctx.first(NVCC)
     if nvcc is None:
         try:
-            nvcc = ctx.tool("nvcc", "--version")
+            nvcc = ctx.observe(NVCC)
         except MissingEvidence:  # a bundle without nvcc: the toolkit's version file may be there
             nvcc = None
-    if nvcc is not None and nvcc.ok and versions.nvcc(nvcc.stdout):
-        return versions.nvcc(nvcc.stdout), "toolkit on this node (nvcc)"
+    if nvcc is not None and nvcc.run.ok and nvcc.value:
+        return nvcc.value, "toolkit on this node (nvcc)"
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
         text = ctx.read(path)
         v = versions.cuda_version_file(text) if text else None
@@ -408,7 +363,7 @@ def inventory(ctx: Context) -> CheckResult:
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
                              refusals)
     if refusals:
-        result.details.append("from the kernel log `%s`" % " ".join(log.argv))
+        result.details.append("from the kernel log `%s`" % log.command)
     if snap.source:
         result.details.append("from the bundle's %s (no nvidia-smi table recorded)" % snap.source)
     return result

@@ -14,7 +14,8 @@ controller can run over this node's network interfaces.
 from __future__ import annotations
 
 from facts import horovod_gate
-from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_check_build, parse_requirements
+from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
+from facts.parsers.horovodrun import CHECK_BUILD
 from launch.controller import local_interfaces, pick_controller
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
@@ -78,19 +79,13 @@ def env_probe(ctx: Context) -> dict:
     return ctx.fact("horovod import probe", go)
 
 
-def check_build_run(argv: tuple, env: dict) -> bool:
-    """``horovodrun --check-build`` in a bundle (fixtures 41-42)."""
-    return bool(argv) and argv[0].endswith("horovodrun") and "--check-build" in argv
-
-
 @check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for")
 def env(ctx: Context) -> CheckResult:
     cid = "horovod.env"
-    check_build = ctx.recorded(check_build_run)
+    check_build = ctx.first(CHECK_BUILD)
     if check_build is not None:  # a bundle's `horovodrun --check-build` (the same marks; exit status means nothing)
-        result = judge_build(parse_check_build(check_build.output), required_for(ctx),
-                             where="the recorded `%s`" % " ".join(check_build.argv))
-        result.details.append("from the bundle's `%s`" % " ".join(check_build.argv))
+        result = judge_build(check_build.value, required_for(ctx), where="the recorded `%s`" % check_build.command)
+        result.details.append("from the bundle's `%s`" % check_build.command)
         return result
     if ctx.stack is not None and ctx.stack.family != "cpu":
         return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name)

@@ -11,23 +11,24 @@ fixture 25). Down + LinkUp + LID 65535 means the cable is fine but no subnet man
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import subprocess
 import time
 
 from facts.parsers.infiniband import (
+    IB_WRITE_BW,
+    IBSTAT,
+    IBSTATUS,
+    IBV_DEVINFO,
     IbPort,
     IbReport,
     WriteBw,
     parse_ib_write_bw,
-    parse_ibstat,
-    parse_ibstatus,
-    parse_ibv_devinfo,
     parse_sysfs,
 )
+from facts.parsers.observation import Observed
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 #: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR) — the floor under every comparison.
@@ -169,30 +170,20 @@ def hcas(ctx: Context, root: str = SYSFS) -> list[str]:
     return [os.path.basename(p) for p in ctx.glob(os.path.join(root, "*"))]
 
 
-def ibv_devinfo_run(argv: tuple, env: dict) -> bool:
-    """``ibv_devinfo`` in a bundle, also for one device and filtered (``sh -c "ibv_devinfo -d mlx5_bond_0 | egrep
-    'state|link_layer'"``, https://github.com/NVIDIA/nccl/issues/451); the device comes from ``-d``."""
-    return shell_command(argv).split(" ")[0] == "ibv_devinfo"
-
-
 def ports_report(ctx: Context) -> tuple[IbReport, str]:
     """Port state from the first source that answers: ibstat, ibstatus, ibv_devinfo, then sysfs (no tool)."""
 
     def read() -> tuple[IbReport, str]:
-        for argv, parse in ((("ibstat",), parse_ibstat), (("ibstatus",), parse_ibstatus),
-                            (("ibv_devinfo",), parse_ibv_devinfo)):
+        for tool in (IBSTAT, IBSTATUS, IBV_DEVINFO):  # a bundle's ibv_devinfo may be for one device, filtered
             try:
-                res = ctx.recorded(ibv_devinfo_run) if argv == ("ibv_devinfo",) else None
-                res = res or ctx.tool(*argv)
+                seen = ctx.first(tool) or ctx.observe(tool)
             except MissingEvidence:  # a bundle without this tool: the next source
                 continue
-            if res.missing:
+            if seen.run.missing:
                 continue
-            words = shlex.split(shell_command(res.argv))
-            device = words[words.index("-d") + 1] if "-d" in words[:-1] else None
-            report = parse_ibv_devinfo(res.output, device=device) if device else parse(res.output)
+            report, device = seen.value
             if report.ports or report.missing_hcas:
-                return report, " ".join(res.argv) if device else argv[0]
+                return report, seen.command if device else tool.command
         return parse_sysfs(read_sysfs_ports(ctx)), "sysfs"
 
     return ctx.memo("ib.ports", read)
@@ -284,7 +275,7 @@ def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
 @check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)")
 def write_bw(ctx: Context) -> CheckResult:
     cid = "ib.write_bw"
-    recorded = ctx.recorded(write_bw_client_run)
+    recorded = ctx.first(IB_WRITE_BW)
     if recorded is not None:
         return _recorded_write_bw(ctx, recorded)
     me = set(ctx.fact("hostnames", lambda: [socket.gethostname(), socket.getfqdn(), "localhost"]))
@@ -309,21 +300,16 @@ def write_bw(ctx: Context) -> CheckResult:
     return judge_write_bw(parse_ib_write_bw(client.output), up[0].rate_gbps)
 
 
-def write_bw_client_run(argv: tuple, env: dict) -> bool:
-    """An ``ib_write_bw`` client run in a bundle (other options than this check's: fixtures 64-65)."""
-    return bool(argv) and os.path.basename(argv[0]) == "ib_write_bw"
-
-
-def _recorded_write_bw(ctx: Context, run) -> CheckResult:
+def _recorded_write_bw(ctx: Context, run: Observed) -> CheckResult:
     """Judge a bundle's ``ib_write_bw`` run against the line rate of its device's port, when the bundle recorded
     the ports (without them the rate is unknown: a WARN, never a PASS)."""
-    wb = parse_ib_write_bw(run.output)
+    wb = run.value
     try:
         rates = [p.rate_gbps for p in ports_report(ctx)[0].ports if p.up and p.hca == wb.device]
     except MissingEvidence:
         rates = []
     result = judge_write_bw(wb, rates[0] if rates else None)
-    result.details.append("from the bundle's `%s`" % " ".join(run.argv))
+    result.details.append("from the bundle's `%s`" % run.command)
     return result
 
 

@@ -14,9 +14,11 @@ from chexstack.tools import ToolRun, run
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, refuses_root
 from facts.parsers import versions
 from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
+from facts.parsers.observation import Observed
+from facts.parsers.versions import OMPI_INFO
 from validate.checks.gpu import snapshot
 from validate.checks.registry import Context, check
-from validate.evidence import MissingEvidence, shell_command
+from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
 
 TEST_SOURCE = Path(__file__).resolve().parent / "data" / "mpi_allreduce.c"
@@ -46,7 +48,7 @@ def _impl(ctx: Context) -> tuple[str | None, str | None]:
 
 @check("mpi.version", "mpirun implementation and version")
 def mpi_version(ctx: Context) -> CheckResult:
-    info = ctx.recorded(ompi_info_run)
+    info = ctx.first(OMPI_INFO)
     try:
         res = ctx.tool("mpirun", "--version")
     except MissingEvidence:
@@ -66,18 +68,13 @@ def mpi_version(ctx: Context) -> CheckResult:
     return judge_mpi_version(impl, version, cuda, bool(ctx.stack and ctx.stack.gpu))
 
 
-def ompi_info_run(argv: tuple, env: dict) -> bool:
-    """``ompi_info`` in any form (``--parsable --all``, ``-a | grep cuda``, a head of it: fixtures 44-46)."""
-    return shell_command(argv).split(" ")[0] == "ompi_info"
-
-
-def _from_ompi_info(ctx: Context, info: ToolRun) -> CheckResult:
+def _from_ompi_info(ctx: Context, info: Observed) -> CheckResult:
     """A bundle with ``ompi_info`` but no ``mpirun --version``: Open MPI, its version if the output has it."""
-    got = versions.ompi_info(info.stdout)
+    got = info.value
     version = got.get("version")
     result = judge_mpi_version("Open MPI", version or "(version not in the recorded ompi_info)",
                                got.get("cuda_support"), bool(ctx.stack and ctx.stack.gpu))
-    result.details.append("from the bundle's `%s`" % " ".join(info.argv))
+    result.details.append("from the bundle's `%s`" % info.command)
     return result
 
 
@@ -168,7 +165,7 @@ def judge_launch_failure(res: ToolRun, np: int, hosts: list[str]) -> CheckResult
     """A failed ``mpirun``: the line that says why (``parsers.mpi.launch_failure``: ssh's error, not Open MPI's
     banner), its cause (``parsers.mpi.launch_cause``: root, unreachable host, PMI/PMIx, slots, executable, a
     failed rank) and the fix for that cause."""
-    cid, command = "mpi.launch", " ".join(res.argv)
+    cid, command = "mpi.launch", res.command
     why = (launch_failure(res.stderr) or launch_failure(res.output)) if not (res.timed_out or res.missing) else ""
     measured = "mpirun exited %s: %s" % (res.rc, why) if why else res.why_not()
     cause = launch_cause(res.output) if why else ("MPI_HANG" if res.timed_out else "MPI_LAUNCH_FAILED")
@@ -225,11 +222,11 @@ def judge_bandwidth(result: dict | None, res: ToolRun, hosts: list[str]) -> Chec
             return skipped(cid, "mpi4py is not installed on the hosts: pip install mpi4py (requirements/"
                            "constraints.txt pins it)", expected)
         return failed(cid, "the bandwidth run across %s failed: %s" % (pair, why), expected,
-                      "run `%s` by hand" % " ".join(res.argv), "MPI_BANDWIDTH_RUN_FAILED")
+                      "run `%s` by hand" % res.command, "MPI_BANDWIDTH_RUN_FAILED")
     wrong = [e for e in result["errors"] if e.startswith(transport.WRONG_SUM)]
     if wrong:
         return failed(cid, "across %s: %s" % (pair, wrong[0]), expected, "run `%s` by hand; a wrong sum is a broken "
-                      "MPI or network path, not a slow one" % " ".join(res.argv), "MPI_WORLD_BROKEN")
+                      "MPI or network path, not a slow one" % res.command, "MPI_WORLD_BROKEN")
     mpi, tcp = transport.median_of(result, "mpi"), transport.median_of(result, "tcp")
     details = ["round %d: %s Gbit/s" % (i, ", ".join("%s %.2f" % kv for kv in row.items() if kv[1] is not None))
                for i, row in enumerate(result["rounds"], 1)] + result["errors"]

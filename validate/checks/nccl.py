@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from chexstack.tools import ToolRun
 from facts.parsers import versions
 from facts.parsers.infiniband import IbPort
-from facts.parsers.nccl import NcclLog, PerfResult, classify_nccl_failure, parse_all_reduce_perf, parse_nccl_log
+from facts.parsers.nccl import (
+    ALL_REDUCE_PERF,
+    NcclLog,
+    PerfResult,
+    classify_nccl_failure,
+    parse_all_reduce_perf,
+    parse_nccl_log,
+)
+from facts.parsers.observation import Observed
 from facts.parsers.pcie import parse_p2p
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
@@ -353,21 +361,11 @@ def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
     return found
 
 
-def recorded_nccl_run(argv: tuple, env: dict) -> bool:
-    """What a bundle may hold instead of this check's own all_reduce_perf run: any all_reduce_perf run (other sizes,
-    under mpirun: fixtures 31-34), or any run with ``NCCL_DEBUG=INFO`` (a training job's log: fixtures 35-40)."""
-    return any(os.path.basename(a) == "all_reduce_perf" for a in argv) or env.get("NCCL_DEBUG") == "INFO"
+def _run_allreduce(ctx: Context) -> Observed | str:
+    """One all_reduce_perf run for this context (from a bundle: the NCCL run it recorded, ``ALL_REDUCE_PERF``;
+    its value says whether it is an all_reduce_perf run), or why it cannot run."""
 
-
-def _is_allreduce(res: ToolRun) -> bool:
-    return any(os.path.basename(a) == "all_reduce_perf" for a in res.argv)
-
-
-def _run_allreduce(ctx: Context) -> ToolRun | str:
-    """One all_reduce_perf run for this context (from a bundle: the run it recorded, ``recorded_nccl_run``), or why
-    it cannot run."""
-
-    def go() -> ToolRun | str:
+    def go() -> Observed | str:
         try:
             if ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
                 return "all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests " \
@@ -381,7 +379,7 @@ def _run_allreduce(ctx: Context) -> ToolRun | str:
             argv = mpirun_argv(ctx, gpus * len(ctx.hosts), ctx.hosts, gpus, tuple(env)) + args + ["-g", "1"]
         else:
             argv = args + ["-g", str(gpus)]
-        return ctx.tool(*argv, timeout=ALLREDUCE_TIMEOUT_S, env=env, like=recorded_nccl_run)
+        return ctx.observe(ALL_REDUCE_PERF, *argv, timeout=ALLREDUCE_TIMEOUT_S, env=env)
 
     return ctx.memo("nccl.allreduce", go)
 
@@ -406,17 +404,18 @@ def _host_ports(ctx: Context) -> list[IbPort] | None:
 
 
 def _from(res: ToolRun) -> list[str]:
-    return ["NCCL run recorded: `%s`" % " ".join(res.argv)]
+    return ["NCCL run recorded: `%s`" % res.command]
 
 
 @check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor",
        requires=(no_gpu_reason,))
 def busbw(ctx: Context) -> CheckResult:
-    res = _run_allreduce(ctx)
-    if isinstance(res, str):
-        return skipped("nccl.busbw", res)
-    if not _is_allreduce(res):
-        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % " ".join(res.argv))
+    seen = _run_allreduce(ctx)
+    if isinstance(seen, str):
+        return skipped("nccl.busbw", seen)
+    res = seen.run
+    if not seen.value:
+        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % res.command)
     result = parse_all_reduce_perf(res.output)
     if res.timed_out and not result.rows:
         log = parse_nccl_log(res.output)
@@ -435,25 +434,26 @@ def busbw(ctx: Context) -> CheckResult:
     return judge_busbw(result, floor, _expected_ranks(ctx))
 
 
-def _nccl_log(ctx: Context, cid: str) -> tuple[ToolRun | None, CheckResult | None]:
-    res = _run_allreduce(ctx)
-    if isinstance(res, str):
-        return None, skipped(cid, res)
-    if "NCCL INFO" not in res.output:
+def _nccl_log(ctx: Context, cid: str) -> tuple[Observed | None, CheckResult | None]:
+    seen = _run_allreduce(ctx)
+    if isinstance(seen, str):
+        return None, skipped(cid, seen)
+    if "NCCL INFO" not in seen.run.output:
         return None, skipped(cid, "no \"NCCL INFO\" line in the output of `%s` (NCCL_DEBUG=INFO log)"
-                             % " ".join(res.argv))
-    return res, None
+                             % seen.command)
+    return seen, None
 
 
 @check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)", requires=(no_gpu_reason,))
 def transport(ctx: Context) -> CheckResult:
-    res, skip = _nccl_log(ctx, "nccl.transport")
+    seen, skip = _nccl_log(ctx, "nccl.transport")
     if skip:
         return skip
+    res = seen.run
     rows = bool(parse_all_reduce_perf(res.output).rows)
     result = judge_transport(parse_nccl_log(res.output), _host_ports(ctx), len(ctx.hosts) > 1, rows,
                              res.timed_out and not rows)
-    if not _is_allreduce(res):
+    if not seen.value:
         result.details.extend(_from(res))
     return result
 
@@ -461,14 +461,15 @@ def transport(ctx: Context) -> CheckResult:
 @check("nccl.init", "a NCCL communicator initialised (Init COMPLETE), not just a transport selected",
        requires=(no_gpu_reason,))
 def init(ctx: Context) -> CheckResult:
-    res, skip = _nccl_log(ctx, "nccl.init")
+    seen, skip = _nccl_log(ctx, "nccl.init")
     if skip:
         return skip
+    res = seen.run
     rows = bool(parse_all_reduce_perf(res.output).rows)
     result = judge_init(parse_nccl_log(res.output), rows, res.timed_out and not rows)
     if result is None:
-        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % " ".join(res.argv))
-    if not _is_allreduce(res):
+        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % res.command)
+    if not seen.value:
         result.details.extend(_from(res))
     return result
 

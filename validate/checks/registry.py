@@ -4,7 +4,8 @@ A check is ``fn(ctx) -> CheckResult`` registered with ``@check("area.name", "wha
 concurrently (``validate.report.run_checks``); tools they share (``nvidia-smi``, ``ibstat``, the NCCL test run) are
 run once per ``Context`` through ``ctx.tool`` / ``ctx.memo``. A check reads the node only through ``ctx.tool``,
 ``ctx.read``, ``ctx.glob`` and ``ctx.fact``: live, recorded into a bundle, or replayed from one
-(``validate.evidence``).
+(``validate.evidence``). A tool's output is read by an ``Observation`` of ``facts.parsers`` (``ctx.observe`` runs
+it, ``ctx.first`` finds a bundle's recorded run of it): a check observes, then judges.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Callable
 
 from chexstack.tools import DEFAULT_TIMEOUT_S, ToolRun
 from envs.manifest import Stack
+from facts.parsers.observation import Observation, Observed
 from validate.evidence import Live
 from validate.result import CheckResult, skipped
 
@@ -55,6 +57,24 @@ class Context:
         """A bundle's first run ``like(argv, env)`` accepts (outputs captured by hand, e.g. a ``docker run --gpus``
         of another image); None live and when the bundle holds none."""
         return self.memo(("recorded", like), lambda: self.evidence.recorded(like))
+
+    def observe(self, observation: Observation, *argv: str, timeout: float = DEFAULT_TIMEOUT_S,
+                env: dict[str, str] | None = None) -> Observed:
+        """Run ``argv`` (default ``observation.argv``; given where the command depends on the node: the mpirun
+        prefix, the GPU count) through ``tool`` — once per context; a bundle lacking it answers with the first run
+        ``observation.also`` accepts — and parse it. ``MissingEvidence`` as ``tool``."""
+        res = self.tool(*(argv or observation.argv), timeout=timeout, env=env, like=observation.also)
+        return Observed(res, observation.parse(res))
+
+    def first(self, *observations: Observation) -> Observed | None:
+        """The first of ``observations`` a bundle holds a run of (outputs captured by hand: ``ompi_info -a | grep
+        cuda``, a ``docker run --gpus`` of another image), parsed: the bundle's first run its ``also`` accepts;
+        None live and when the bundle holds none."""
+        for observation in observations:
+            res = self.recorded(observation.also)
+            if res is not None:
+                return Observed(res, observation.parse(res))
+        return None
 
     def read(self, path: str) -> str | None:
         """The text of ``path`` (``/proc``, ``/sys``, a version file), or None when absent or unreadable."""
