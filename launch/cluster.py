@@ -9,8 +9,9 @@ relative one (such as the local default ``runs/train``), which would silently na
 
 Slurm without ``--stack`` is bare metal: the batch script runs this Python environment (on shared storage, the
 conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.slurm.render_baremetal``).
-``--submit`` to Slurm waits for the job and shows its progress from the job's output (``launch.slurmjob``, under
-``launch.local.execute``: the output lock, the failure explanation, the results table); ``--detach`` prints the
+``--submit`` to Slurm waits for the job and shows its progress from the job's output (``follow_plan``: the plan of
+``launch.slurmjob`` that ``launch.run`` executes under ``launch.local.execute``: the output lock, the failure
+explanation, the results table); this module never executes a plan itself. ``--detach`` prints the
 job id and returns. ``--resume`` resubmits a run whose job ended early (cancelled, a node lost): it continues after
 the last committed epoch. ``--requeue`` (bare metal) lets Slurm restart the job itself, and the restart continues
 from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder

@@ -1,4 +1,5 @@
-"""Which launcher each ``invoke train`` / ``invoke bench`` option applies to, and the trainer's own options.
+"""Where a run can go (``LAUNCHERS``, the one list of the names; ``SCHEDULED``), which launcher each ``invoke train``
+/ ``invoke bench`` option applies to, and the trainer's own options.
 
 An option given where it has no effect is an error, not silence: ``invoke train --render`` without
 ``--launcher slurm|k8s`` would otherwise start a full training run here, ``--network none`` without ``--stack``
