@@ -232,7 +232,7 @@ def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
     return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
 
 
-def where(req: SweepRequest) -> launch.Where:
+def place(req: SweepRequest) -> launch.Where:
     """Where the sweep's counts run (``launch.where``): in the stack's image with ``--stack`` (as ``invoke train
     --stack``), else horovodrun here (``local``, as ``invoke train``) or Horovod's MPI across ``--hosts``
     (``mpirun``)."""
@@ -258,10 +258,10 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     record = host_record(req, repo, now)
     slots, where = available_slots(req, record)
     check_slots(req.counts, slots, where, req.count_option)
-    points, devices, place = [], set(), where(req)
+    points, devices, placed = [], set(), place(req)
     for n in sorted(req.counts):
         run_dir = runs / tag / ("np-%d" % n)
-        plan = plan_count(req, n, run_dir, place)
+        plan = plan_count(req, n, run_dir, placed)
         console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(plan.argv)), soft_wrap=True,
                       highlight=False)
         start = time.monotonic()

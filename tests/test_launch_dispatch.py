@@ -98,3 +98,25 @@ def test_no_launch_module_imports_the_package_face():
                     (REPO / "launch" / (a.name + ".py")).exists() for a in node.names)):
                 importers.append(path.name)
     assert importers == []
+
+
+def test_a_sweep_plans_its_counts_through_the_seam(targets, tmp_path, monkeypatch):
+    """``invoke bench`` names no target: its counts are planned by ``launch.plan`` at one ``bench.sweep.place``,
+    and each plan runs (here: a recorded ``throughput.json`` copied into the count's folder)."""
+    from bench import sweep
+
+    recorded = REPO / "tests" / "data" / "bench" / "cpu-sweep"
+
+    def copy(request, **options):
+        targets.append(("local", options))
+        source = recorded / ("np-%d" % request.ranks()) / sweep.THROUGHPUT_FILE
+        return Plan(["sh", "-c", 'mkdir -p "$0" && cp "$1" "$0"', request.output, str(source)], {}, "gloo", "test")
+
+    monkeypatch.setitem(dispatch.TARGETS, "local", copy)
+    req = sweep.SweepRequest(counts=(1, 2), label="seam", gpus=False, model="resnet50", image_size=64)
+    assert sweep.place(req) == launch.Where()
+    result, path = sweep.run_sweep(req, REPO, tmp_path / "out", tmp_path / "runs")
+    assert [p.count for p in result.points] == [1, 2] and path.parent == tmp_path / "out"
+    assert targets == [("local", {"hosts": None, "ssh_identity_file": None})] * 2
+    mpirun = sweep.SweepRequest(counts=(1,), label="seam", gpus=False, launcher="mpirun", hosts=("a:2", "b:2"))
+    assert sweep.place(mpirun) == launch.Where("mpirun", hosts=("a:2", "b:2"))
