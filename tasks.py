@@ -114,6 +114,9 @@ def convert(c, dockerfile, build_arg=None, output=None):
 #: own parser (``launch.options.with_trainer_options``).
 TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "image_size", "output", "resume",
                 "val_fraction", "test_fraction")
+#: The options of where ``invoke train`` runs that apply to some launchers only (``launch.where`` checks them).
+WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
+                 "ntasks_per_node", "time", "partition", "account", "detach", "requeue")
 
 
 @task(
@@ -175,30 +178,19 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
     import launch
-    from launch.cluster import LAUNCHERS
-    from launch.options import check_applicable, given, trainer_argv
+    from launch.options import given, trainer_argv
     from launch.request import TrainRequest
 
-    check_applicable(launcher, stack, given(train.body, locals(), (
-        "runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
-        "ntasks_per_node", "time", "partition", "account", "detach", "requeue")), ("local",) + LAUNCHERS)
-    if hosts or ssh_key:
-        if launcher != "local" or stack or not hosts:
-            raise ChexstackError("--ssh-key applies with --hosts" if not hosts else
-                                 "--hosts applies to --launcher local without --stack (this Python environment on "
-                                 "the hosts, over ssh)")
+    where = launch.where(launcher, given(train.body, locals(), WHERE_OPTIONS), stack=stack, runtime=runtime,
+                         image=image, network=network, as_root=as_root, hosts=csv_list(hosts), ssh_key=ssh_key,
+                         per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis", rdma_resource=rdma,
+                         render=render, submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None,
+                         time=time, partition=partition, account=account, detach=detach, requeue=requeue)
     request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
                            epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
                            controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
                            more=trainer_argv(trainer, TRAIN_STATED))
-    if launcher != "local":
-        return launch.train(request, launcher, stack=stack, image=image, per_node=per_node,
-                            slurm_model="hybrid" if hybrid else "pyxis", rdma_resource=rdma, render=render,
-                            submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None, time=time,
-                            partition=partition, account=account, detach=detach, requeue=requeue)
-    if stack:
-        return launch.train(request, runtime, stack=stack, image=image, network=network, as_root=as_root)
-    launch.train(request, "local", hosts=csv_list(hosts) or None, ssh_identity_file=ssh_key)
+    launch.run(request, where)
 
 
 @task(help={
@@ -293,8 +285,9 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
     from launch.options import check_applicable, given
 
     if collect:
-        return main.collect(collect, Path(output), label, launcher if launcher != "local" else None)
-    from bench.sweep import FIGURE1_COUNTS, LAUNCHERS
+        return main.collect(collect, Path(output), label, launcher)
+    from bench.sweep import FIGURE1_COUNTS
+    from launch.options import LAUNCHERS
 
     check_applicable(launcher, stack, given(bench.body, locals(), (
         "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)

@@ -14,6 +14,7 @@ from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file
 from launch import k8s, submit
 from launch.cluster import cluster_path, local_image_warning
+from launch.options import SCHEDULED
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -128,15 +129,16 @@ def default_label(stack: str | None, launcher: str) -> str:
     return "%s-%s" % (stack or "host", launcher)
 
 
-def collect(folder: str, output: Path, label: str | None, launcher: str | None) -> None:
-    """``invoke bench --collect FOLDER``: the sweep JSON from a scheduled sweep's results."""
-    sweep, path = batch.collect(Path(folder), output, label=label, launcher=launcher)
+def collect(folder: str, output: Path, label: str | None, launcher: str = "local") -> None:
+    """``invoke bench --collect FOLDER``: the sweep JSON from a scheduled sweep's results; the record keeps the
+    launcher it names unless ``launcher`` is another than the default ``local``."""
+    sweep, path = batch.collect(Path(folder), output, label=label, launcher=None if launcher == "local" else launcher)
     print_sweep(sweep, path)
 
 
 def bench(req: SweepRequest, output: Path, runs: Path, opts: Scheduled) -> None:
     """``invoke bench``: go through a scheduler (slurm, k8s) or run the sweep here (local, mpirun)."""
-    if req.launcher in ("slurm", "k8s"):
+    if req.launcher in SCHEDULED:
         scheduled(req.check(), opts)
         return
     sweep, path = run_sweep(req, REPO, output, runs)

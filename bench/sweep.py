@@ -34,11 +34,10 @@ from envs.manifest import load_stack
 from facts import host
 from launch import stream
 from launch.cluster import cluster_path
-from launch.options import check_launcher
+from launch.options import LAUNCHERS, SCHEDULED, check_launcher
 from launch.plans import Plan
 from launch.request import TrainRequest
 
-LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
 THROUGHPUT_FILE = "throughput.json"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -80,7 +79,7 @@ class SweepRequest:
         check_launcher(self.launcher, LAUNCHERS)
         # model, sizes and steps are judged by the trainer's own parser, as for invoke train (trainer.preflight)
         count_request(self, min(self.counts), "bench-check", self.gpus).check()
-        if self.launcher in ("slurm", "k8s"):  # the data are the cluster's: absolute, not checked here
+        if self.launcher in SCHEDULED:  # the data are the cluster's: absolute, not checked here
             cluster_path(self.launcher, "--data", self.data)
         elif self.data != "synthetic" and not Path(self.data).is_dir():
             raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
@@ -233,18 +232,16 @@ def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
     return record.gpu_count, "this host (%d GPUs)" % record.gpu_count
 
 
-def plan_count(req: SweepRequest, count: int, run_dir: Path, gpus: bool) -> Plan:
-    """How ``count`` ranks run (``launch.plan``): in the stack's image (target ``docker``, as ``invoke train
-    --stack``), horovodrun here (``local``, as ``invoke train``), or Horovod's MPI controller across ``--hosts``
+def place(req: SweepRequest) -> launch.Where:
+    """Where the sweep's counts run (``launch.where``): in the stack's image with ``--stack`` (as ``invoke train
+    --stack``), else horovodrun here (``local``, as ``invoke train``) or Horovod's MPI across ``--hosts``
     (``mpirun``)."""
-    treq = count_request(req, count, str(run_dir.resolve()), gpus)
-    if req.stack:
-        from images.naming import image_ref
+    return launch.where(req.launcher, known=LAUNCHERS, stack=req.stack, image=req.image, hosts=req.hosts)
 
-        return launch.plan(treq, "docker", image=req.image or image_ref(load_stack(req.stack)))
-    if req.launcher == "mpirun":
-        return launch.plan(treq, "mpirun", hosts=list(req.hosts))
-    return launch.plan(treq, "local")
+
+def plan_count(req: SweepRequest, count: int, run_dir: Path, where: launch.Where) -> Plan:
+    """How ``count`` ranks of the sweep run ``where`` says (``launch.plan``), writing into ``run_dir``."""
+    return launch.plan(count_request(req, count, str(run_dir.resolve()), req.gpus), where)
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
@@ -252,7 +249,7 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     ``output`` has become unwritable); returns it and its path. Raises ChexstackError before anything runs when a
     count does not fit or ``output`` cannot be written, and with the log's end when a run fails."""
     req.check()
-    if req.launcher not in ("local", "mpirun"):
+    if req.launcher in SCHEDULED:
         raise ChexstackError("--launcher %s runs through its scheduler: use --render/--submit, then --collect"
                              % req.launcher)
     output_folder(output, "--output")
@@ -261,10 +258,10 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     record = host_record(req, repo, now)
     slots, where = available_slots(req, record)
     check_slots(req.counts, slots, where, req.count_option)
-    points, devices = [], set()
+    points, devices, placed = [], set(), place(req)
     for n in sorted(req.counts):
         run_dir = runs / tag / ("np-%d" % n)
-        plan = plan_count(req, n, run_dir, req.gpus)
+        plan = plan_count(req, n, run_dir, placed)
         console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(plan.argv)), soft_wrap=True,
                       highlight=False)
         start = time.monotonic()

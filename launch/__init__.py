@@ -1,10 +1,11 @@
 """Turning a run request into a launch (host side, Python >= 3.10).
 
-One seam: ``launch.plan(request, target, **options) -> launch.plans.Plan`` picks the target by name, as Horovod's
-runner picks ``gloo_run``/``mpi_run`` and spython ``get_writer(name)``; every target is a function
-``(request, **options) -> Plan`` (``TARGETS``). ``invoke train`` and ``invoke bench`` call it and never decide how a
-run starts themselves; ``launch.local.execute`` runs any plan under the output lock. Slurm and Kubernetes
-(``SCHEDULED``) render a batch script or MPIJob instead (``launch.cluster``).
+One seam (``launch.dispatch``, re-exported here): ``launch.where(launcher, given, **options) -> Where`` says where a
+run goes, checked once; ``launch.plan(request, where) -> launch.plans.Plan`` picks the target from ``TARGETS``, as
+Horovod's runner picks ``gloo_run``/``mpi_run`` and spython ``get_writer(name)``; ``launch.run(request, where)``
+executes the plan under the output lock (``launch.local.execute``) or, for Slurm and Kubernetes (``SCHEDULED``),
+renders and submits a batch script or MPIJob (``launch.cluster``). ``invoke train`` and ``invoke bench`` call it and
+never decide how a run starts themselves; ``LAUNCHERS`` are the names of where a run goes.
 
 - ``request``    ``TrainRequest``: what ``invoke train`` asked for, and the trainer arguments it means
 - ``controller`` Gloo or MPI for this host's network interfaces (observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a
@@ -22,53 +23,19 @@ container whose only interface is loopback)
 - ``k8s``        Kubeflow MPIJob (``kubeflow.org/v2beta1``)
 - ``submit``     sbatch / kubectl submission
 - ``cluster``    ``invoke train --launcher slurm|k8s --render|--submit``
+- ``options``    the launchers (``LAUNCHERS``), which option applies to which, the trainer's own options
+- ``dispatch``   the seam above the targets: ``Where``, ``where``, ``plan``, ``run``
 """
 from __future__ import annotations
 
-import importlib
-
-from chexstack.errors import ChexstackError
-
-#: target -> (module, function ``(request, **options) -> Plan``).
-TARGETS = {
-    "local": ("launch.local", "plan"),
-    "mpirun": ("launch.local", "mpirun_plan"),
-    "docker": ("launch.container", "docker_plan"),
-    "singularity": ("launch.container", "singularity_plan"),
-}
-#: Targets that go through a scheduler: rendered and submitted by ``launch.cluster``, not run from here.
-SCHEDULED = ("slurm", "k8s")
+#: The public names of the face, each from ``launch.dispatch`` (imported on first use: ``launch.options`` or
+#: ``launch.slurmjob`` alone, as a task's option table or a job's follower needs, do not load every target).
+PUBLIC = ("LAUNCHERS", "SCHEDULED", "TARGETS", "Where", "where", "plan", "run")
 
 
-def plan(request, target: str, **options):
-    """The ``launch.plans.Plan`` that starts ``request`` (a ``launch.request.TrainRequest``) on ``target`` with the
-    target's ``options`` (``local``: ``hosts``, ``ssh_identity_file``; ``mpirun``: ``hosts``; ``docker``: ``image``,
-    ``network``, ``stack``, ``as_root``; ``singularity``: ``sif``, ``as_root``). Raises ChexstackError for an
-    unknown target, a scheduled one, or a request the target cannot run."""
-    if target in SCHEDULED:
-        raise ChexstackError("--launcher %s goes through its scheduler: render or submit it (launch.cluster)" % target)
-    if target not in TARGETS:
-        raise ChexstackError("unknown launch target %r: expected one of %s"
-                             % (target, ", ".join(list(TARGETS) + list(SCHEDULED))))
-    module, function = TARGETS[target]
-    return getattr(importlib.import_module(module), function)(request, **options)
+def __getattr__(name: str):
+    if name not in PUBLIC:
+        raise AttributeError("module 'launch' has no attribute %r" % name)
+    from launch import dispatch
 
-
-def train(request, target: str, **options):
-    """Run ``request`` on ``target`` and return what the run gives: metrics.json (a dict) for the targets that run
-    from here (``TARGETS``, through ``launch.local.execute``), the job id (or None with only ``render``) for the
-    scheduled ones (``launch.cluster.train``; ``options`` are ``launch.cluster.ClusterOptions`` fields). ``docker``
-    and ``singularity`` take ``stack`` and, optionally, ``image``, ``network``, ``as_root``."""
-    if target in SCHEDULED:
-        from launch import cluster
-
-        return cluster.train(request, cluster.ClusterOptions(launcher=target, **options))
-    if options.get("stack"):  # a stack's image: target is the container runtime
-        from launch.container import train_in_image
-
-        return train_in_image(request, options.pop("stack"), runtime=target, **options)
-    if target != "local":
-        plan(request, target, **options)  # the clear error for an unknown target
-    from launch.local import train as train_here
-
-    return train_here(request, **options)
+    return getattr(dispatch, name)

@@ -9,8 +9,9 @@ relative one (such as the local default ``runs/train``), which would silently na
 
 Slurm without ``--stack`` is bare metal: the batch script runs this Python environment (on shared storage, the
 conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.slurm.render_baremetal``).
-``--submit`` to Slurm waits for the job and shows its progress from the job's output (``launch.slurmjob``, under
-``launch.local.execute``: the output lock, the failure explanation, the results table); ``--detach`` prints the
+``--submit`` to Slurm waits for the job and shows its progress from the job's output (``follow_plan``: the plan of
+``launch.slurmjob`` that ``launch.run`` executes under ``launch.local.execute``: the output lock, the failure
+explanation, the results table); this module never executes a plan itself. ``--detach`` prints the
 job id and returns. ``--resume`` resubmits a run whose job ended early (cancelled, a node lost): it continues after
 the last committed epoch. ``--requeue`` (bare metal) lets Slurm restart the job itself, and the restart continues
 from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder
@@ -18,6 +19,7 @@ from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -25,6 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from chexstack.console import console, warn
@@ -34,11 +37,10 @@ from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, SINGLE_COPY_OFF
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
-from launch.options import check_launcher
+from launch.options import TRAIN_LAUNCHERS, check_launcher
 from launch.plans import Plan
 from launch.request import SYNTHETIC, TrainRequest
 
-LAUNCHERS = ("slurm", "k8s")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -64,7 +66,7 @@ class ClusterOptions:
     requeue: bool = False
 
     def __post_init__(self):
-        check_launcher(self.launcher, ("local",) + LAUNCHERS)
+        check_launcher(self.launcher, TRAIN_LAUNCHERS)
         if self.requeue and (self.launcher != "slurm" or self.stack is not None or self.slurm_model == "hybrid"):
             raise ChexstackError("--requeue applies to --launcher slurm on bare metal (no --stack, no --hybrid): "
                                  "that script continues a restarted job from its checkpoint")
@@ -180,9 +182,10 @@ def render(spec: JobSpec, opts: ClusterOptions, request: TrainRequest) -> str:
     return k8s.render(spec, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
 
 
-def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
-    """Print the artifact (``render``) and/or submit it; returns the job id when submitted (Slurm: after the job
-    ended, unless ``detach``)."""
+def prepare(request: TrainRequest, opts: ClusterOptions) -> tuple[JobSpec, str]:
+    """The job of ``request`` and its artifact (batch script or MPIJob), printed with ``render``; the local-image
+    warning said first (and, in an MPIJob, as its first comment). ChexstackError without ``render`` or ``submit``,
+    for ``detach`` other than a Slurm submit, and as ``job_spec``."""
     if not (opts.render or opts.submit):
         raise ChexstackError("--launcher %s: add --render to print the %s or --submit to hand it to %s" % (
             opts.launcher, *(("batch script", "sbatch") if opts.launcher == "slurm" else ("MPIJob", "kubectl"))))
@@ -197,13 +200,23 @@ def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
             text = "# warning: %s\n%s" % (warning, text)
     if opts.render:
         print(text, end="")
-    if not opts.submit:
-        return None
+    return spec, text
+
+
+def announce(spec: JobSpec) -> None:
+    """The ``job name: NAME (N nodes × R ranks)`` line of a submission."""
     console.print("job name: %s (%d node%s × %d rank%s)" % (spec.name, spec.nodes, "s"[:spec.nodes > 1],
                                                           spec.ranks_per_node, "s"[:spec.ranks_per_node > 1]),
                   markup=False, highlight=False)
-    if opts.launcher == "slurm" and not opts.detach:
-        return submit_and_follow(request, spec, text)
+
+
+def follows(opts: ClusterOptions) -> bool:
+    """Whether this machine waits for the submitted job (a Slurm ``--submit`` without ``--detach``)."""
+    return opts.submit and opts.launcher == "slurm" and not opts.detach
+
+
+def submit_job(request: TrainRequest, text: str, opts: ClusterOptions) -> str:
+    """Hand ``text`` to sbatch or kubectl, print and return the job id (ChexstackError naming a missing tool)."""
     if opts.launcher == "slurm":
         try:  # sbatch opens --output before the script's mkdir: create the folder when this machine sees it
             os.makedirs(request.output, exist_ok=True)
@@ -214,11 +227,12 @@ def train(request: TrainRequest, opts: ClusterOptions) -> str | None:
     return job
 
 
-def submit_and_follow(request: TrainRequest, spec: JobSpec, script: str) -> dict:
-    """Submit ``script`` and follow the job (``launch.slurmjob``) under ``launch.local.execute``: the output
-    folder must be visible here (the shared storage the nodes see); returns metrics.json."""
-    from launch import local
-
+@contextlib.contextmanager
+def follow_plan(request: TrainRequest, spec: JobSpec, script: str) -> Iterator[Plan]:
+    """The ``Plan`` that submits ``script`` and follows the job (``python -m launch.slurmjob SCRIPT PATTERN``), for
+    the launcher to execute (``launch.local.execute``: the output lock, progress, failure explanation, results).
+    The output folder must be visible here (the shared storage the nodes see): ChexstackError otherwise, and
+    without sbatch. The script is a temporary file while the context lasts."""
     if not shutil.which("sbatch"):
         submit.submit_slurm(script)  # the clear "sbatch not found" error
     request.check_paths()
@@ -228,10 +242,8 @@ def submit_and_follow(request: TrainRequest, spec: JobSpec, script: str) -> dict
     pattern = os.path.join(request.output, "slurm-%j.out")
     argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
     try:
-        return local.execute(request, Plan(
-            argv, {}, "mpi", "Open MPI's mpirun inside the Slurm allocation" if spec.stack is None
-            else "the job script's launcher", shown="sbatch (job %s) and follow %s" % (spec.name, pattern)),
-            cwd=REPO_ROOT)
+        yield Plan(argv, {}, "mpi", "Open MPI's mpirun inside the Slurm allocation" if spec.stack is None
+                   else "the job script's launcher", shown="sbatch (job %s) and follow %s" % (spec.name, pattern))
     finally:
         if os.path.exists(path):
             os.unlink(path)

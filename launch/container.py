@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import uuid
 
 from chexstack import engine
 from chexstack.console import warn
 from chexstack.errors import ChexstackError
-from envs.manifest import load_stack
 from facts import host
 from facts.openmpi import SINGLE_COPY_OFF
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
-from launch.local import execute, oversubscription
+from launch.local import oversubscription
 from launch.plans import Plan
 from launch.request import SYNTHETIC, TrainRequest
 from trainer.preflight import SIF_SHA256_ENV, TOKEN_ENV
@@ -201,28 +199,3 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
     for k, v in sorted(env.items()):
         run += ["--env", "%s=%s" % (k, v)]
     return Plan(run + [sif] + argv, {}, controller, reason, tuple(oversubscription(request)))
-
-
-def train_in_image(request: TrainRequest, stack_name: str, *, runtime: str = "docker", image: str | None = None,
-                   network: str = "host", as_root: bool = False) -> dict:
-    """Run ``request`` inside the stack's image under the output lock (``launch.local.execute``: the exact command
-    first, the results, the interruption line or the failing rank's error), as the calling user unless
-    ``as_root``; return metrics.json."""
-    import launch
-    from images.build import SIF_DIR
-    from images.naming import image_ref
-    from images.sif import sif_path
-
-    ref = image or image_ref(load_stack(stack_name))
-    if runtime == "docker":
-        if shutil.which("docker") is None:
-            raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
-        plan = launch.plan(request, "docker", image=ref, network=network, stack=stack_name, as_root=as_root)
-        drift = trainer_drift(ref, stack_name)
-        if drift:
-            plan = plan.with_warning(drift)
-    elif runtime == "singularity":
-        plan = launch.plan(request, "singularity", sif=image or str(sif_path(ref, SIF_DIR)), as_root=as_root)
-    else:
-        raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
-    return execute(request, plan, cwd=os.getcwd())

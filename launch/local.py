@@ -147,12 +147,3 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str) -> dict:
         written.append(SKIPPED_IMAGES)
     console.print("outputs in %s (%s)" % (output, ", ".join(written)), markup=False)
     return metrics
-
-
-def train(request: TrainRequest, hosts: list[str] | None = None, ssh_identity_file: str | None = None) -> dict:
-    """Launch ``request`` here (or on ``hosts``, ``plan``) and return its metrics.json; ChexstackError if it cannot
-    start, fails or is interrupted (``execute``)."""
-    import launch
-
-    return execute(request, launch.plan(request, "local", hosts=hosts, ssh_identity_file=ssh_identity_file),
-                   cwd=REPO_ROOT)

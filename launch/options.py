@@ -1,4 +1,5 @@
-"""Which launcher each ``invoke train`` / ``invoke bench`` option applies to, and the trainer's own options.
+"""Where a run can go (``LAUNCHERS``, the one list of the names; ``SCHEDULED``), which launcher each ``invoke train``
+/ ``invoke bench`` option applies to, and the trainer's own options.
 
 An option given where it has no effect is an error, not silence: ``invoke train --render`` without
 ``--launcher slurm|k8s`` would otherwise start a full training run here, ``--network none`` without ``--stack``
@@ -20,15 +21,26 @@ from typing import Callable
 
 from chexstack.errors import ChexstackError
 
+#: Where a run goes, the one list of the names: ``local`` (horovodrun here, or on ``--hosts`` over ssh; with
+#: ``--stack`` in the stack's image), ``mpirun`` (Horovod's MPI controller across ``--hosts``: ``invoke bench``'s
+#: name for what ``invoke train`` writes ``--hosts H --controller mpi``), ``slurm`` (a batch script), ``k8s`` (an
+#: MPIJob).
+LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
+#: The launchers that go through a scheduler (a batch script or MPIJob rendered, submitted); the others run from
+#: this machine and wait for the ranks.
+SCHEDULED = LAUNCHERS[2:]
+#: ``invoke train``'s launchers (its ``mpirun`` is ``--hosts`` with ``--controller mpi``).
+TRAIN_LAUNCHERS = tuple(name for name in LAUNCHERS if name != "mpirun")
+
 #: option -> the launchers it applies to.
 LAUNCHERS_OF = {
-    "render": ("slurm", "k8s"),
-    "submit": ("slurm", "k8s"),
-    "per_node": ("slurm", "k8s"),
-    "results": ("slurm", "k8s"),
+    "render": SCHEDULED,
+    "submit": SCHEDULED,
+    "per_node": SCHEDULED,
+    "results": SCHEDULED,
     "hybrid": ("slurm",),
-    "nodes": ("slurm", "k8s"),
-    "ntasks_per_node": ("slurm", "k8s"),
+    "nodes": SCHEDULED,
+    "ntasks_per_node": SCHEDULED,
     "time": ("slurm",),
     "partition": ("slurm",),
     "account": ("slurm",),

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from launch import local
+import launch
 from launch.request import TrainRequest
 from tests.lib.paths import REPO, SAMPLE
 from trainer.labels import CLASSES
@@ -37,11 +37,12 @@ def run(tmp_path_factory):
     # The baseline (a logistic regression per class, fitted at the end of a run) is asserted on the resumed run
     # only; the other two runs skip it (it touches neither the model nor the CNN's numbers compared below).
     no_baseline = ("--deterministic", "--baseline-size", "0")
-    first = local.train(dataclasses.replace(request, more=no_baseline))
+    here = launch.where()
+    first = launch.run(dataclasses.replace(request, more=no_baseline), here)
     first_state = json.loads((output / "checkpoint" / "state.json").read_text())
-    second = local.train(dataclasses.replace(request, epochs=2, resume=True))
+    second = launch.run(dataclasses.replace(request, epochs=2, resume=True), here)
     whole_output = output.parent / "uninterrupted"
-    whole = local.train(dataclasses.replace(request, epochs=2, output=str(whole_output), more=no_baseline))
+    whole = launch.run(dataclasses.replace(request, epochs=2, output=str(whole_output), more=no_baseline), here)
     return {"output": output, "first": first, "first_state": first_state, "metrics": second,
             "whole": whole, "whole_output": whole_output}
 

@@ -1,7 +1,7 @@
 """Benchmark: held-out test mean AUROC of the trainer's default recipe vs the logistic-regression baseline, measured
 side by side in one run (issue 14, "a baseline in the box").
 
-One ``invoke train`` run (``launch.local.train``: 2 CPU ranks under horovodrun) on the shared ChestX-ray14 sample
+One ``invoke train`` run (``launch.run``: 2 CPU ranks under horovodrun) on the shared ChestX-ray14 sample
 (800 images, 64 x 64, ../shared/data/chestxray14/images-64) with a seeded PATIENT-level 70/10/20 split and every
 recipe option at its default except ``--epochs``. At the end the trainer scores the test split with its best epoch
 (model-best.h5) and fits the baseline (logistic regression on 16 x 16 pixels, ``trainer.baseline``) on the same
@@ -26,7 +26,7 @@ SAMPLE = (REPO / ".." / "shared" / "data" / "chestxray14").resolve()
 
 
 def main() -> int:
-    from launch import local
+    import launch
     from launch.request import TrainRequest
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -41,7 +41,7 @@ def main() -> int:
                            labels=str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), model=args.model,
                            epochs=args.epochs, image_size=64, output=output, more=("--seed", str(args.seed)))
     started = time.time()
-    metrics = local.train(request)
+    metrics = launch.run(request, launch.where())
     test, base = metrics["test"], metrics["baseline"]
     print()
     print("%s, %d epochs (best epoch %d), %d CPU ranks, 64x64, test split: %d images of %d patients (%.0f s)"

@@ -1,0 +1,140 @@
+"""The launcher seam, above its targets: where a run goes (``Where``, built once by ``where``), the plan that starts
+it there (``plan``), and the run itself (``run``). ``invoke train`` and ``invoke bench`` come through here and never
+decide how a run starts themselves.
+
+A target is a function ``(request, **options) -> launch.plans.Plan`` (``TARGETS``, plain imports): ``local``
+(horovodrun here, or on ``hosts`` over ssh), ``mpirun`` (Horovod's MPI controller across ``hosts``), ``docker`` and
+``singularity`` (the same ranks in a stack's image or SIF). Targets return plans and never import this module or the
+package face; ``launch.local.execute`` runs any plan under the output lock. ``slurm`` and ``k8s``
+(``launch.options.SCHEDULED``) render a batch script or MPIJob instead (``launch.cluster``), and a waiting Slurm
+submission is executed here like any other plan (its follower, ``launch.cluster.follow_plan``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+
+from chexstack.errors import ChexstackError
+from launch import cluster, container, local
+from launch.options import LAUNCHERS, SCHEDULED, TRAIN_LAUNCHERS, check_applicable, check_launcher
+from launch.plans import Plan
+from launch.request import TrainRequest
+
+#: target -> function ``(request, **options) -> Plan``.
+TARGETS = {
+    "local": local.plan,
+    "mpirun": local.mpirun_plan,
+    "docker": container.docker_plan,
+    "singularity": container.singularity_plan,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where a run goes. ``launcher``: one of ``launch.options.LAUNCHERS``; ``stack``: run in this stack's image
+    (``runtime`` docker or singularity; ``image``: a reference, .sqsh or SIF path instead of the stack's verified
+    tag; ``network``: docker's, host or none; ``as_root``: root in the container); ``hosts``: ``host:slots`` for
+    horovodrun over ssh (``local``) or Horovod's MPI (``mpirun``), ``ssh_key`` their private key; ``cluster``: the
+    scheduler's options (``launch.cluster.ClusterOptions``), for ``slurm`` and ``k8s`` only."""
+
+    launcher: str = "local"
+    stack: str | None = None
+    runtime: str = "docker"
+    image: str | None = None
+    network: str = "host"
+    as_root: bool = False
+    hosts: tuple[str, ...] = ()
+    ssh_key: str | None = None
+    cluster: cluster.ClusterOptions | None = None
+
+    def __post_init__(self):
+        check_launcher(self.launcher, LAUNCHERS)
+        if (self.cluster is not None) != (self.launcher in SCHEDULED):
+            raise ChexstackError("cluster options go with --launcher %s, and only there" % " or ".join(SCHEDULED))
+
+
+def check_hosts(launcher: str, stack: str | None, hosts: tuple[str, ...] | list[str], ssh_key: str | None) -> None:
+    """The ``--hosts`` rule: hosts (and ``--ssh-key``, which needs them) go with ``--launcher local`` without a stack
+    (this Python environment on the hosts, over ssh), or with ``mpirun``. Raises ChexstackError otherwise."""
+    if launcher == "mpirun" or not (hosts or ssh_key):
+        return
+    if launcher != "local" or stack or not hosts:
+        raise ChexstackError("--ssh-key applies with --hosts" if not hosts else
+                             "--hosts applies to --launcher local without --stack (this Python environment on "
+                             "the hosts, over ssh)")
+
+
+def where(launcher: str = "local", given: dict | None = None, *, known: tuple[str, ...] = TRAIN_LAUNCHERS,
+          stack: str | None = None, runtime: str = "docker", image: str | None = None, network: str = "host",
+          as_root: bool = False, hosts: tuple[str, ...] | list[str] = (), ssh_key: str | None = None,
+          **scheduler) -> Where:
+    """The ``Where`` of a run, checked once: ``launcher`` one of ``known`` (default ``invoke train``'s), each option
+    in ``given`` (name -> value, the ones the user set) one that applies there (``launch.options.check_applicable``),
+    ``hosts`` as ``check_hosts`` says; ``scheduler``: the ``launch.cluster.ClusterOptions`` fields, taken for
+    ``slurm`` and ``k8s`` (and checked there) and ignored otherwise. Raises ChexstackError naming the option."""
+    check_applicable(launcher, stack, given or {}, known)
+    check_hosts(launcher, stack, hosts, ssh_key)
+    opts = (cluster.ClusterOptions(launcher=launcher, stack=stack, image=image, **scheduler)
+            if launcher in SCHEDULED else None)
+    return Where(launcher=launcher, stack=stack, runtime=runtime, image=image, network=network, as_root=as_root,
+                 hosts=tuple(hosts), ssh_key=ssh_key, cluster=opts)
+
+
+def _in_image(request: TrainRequest, where: Where) -> Plan:
+    """The plan of ``request`` in the stack's image: ``docker`` (with the warning when the image holds other code
+    than this checkout, ``launch.container.trainer_drift``) or ``singularity`` (the stack's SIF from ``invoke
+    build --runtime singularity`` unless ``image``)."""
+    from envs.manifest import load_stack
+    from images.build import SIF_DIR
+    from images.naming import image_ref
+    from images.sif import sif_path
+
+    ref = where.image or image_ref(load_stack(where.stack))
+    if where.runtime == "docker":
+        if shutil.which("docker") is None:
+            raise ChexstackError("the docker command is not on PATH (scripts/setup --docker installs it)")
+        plan = TARGETS["docker"](request, image=ref, network=where.network, stack=where.stack, as_root=where.as_root)
+        drift = container.trainer_drift(ref, where.stack)
+        return plan.with_warning(drift) if drift else plan
+    if where.runtime == "singularity":
+        return TARGETS["singularity"](request, sif=where.image or str(sif_path(ref, SIF_DIR)), as_root=where.as_root)
+    raise ChexstackError("--runtime %r: expected one of %s" % (where.runtime, ", ".join(container.RUNTIMES)))
+
+
+def plan(request: TrainRequest, where: Where) -> Plan:
+    """The ``launch.plans.Plan`` that starts ``request`` (a ``launch.request.TrainRequest``) ``where`` says: in the
+    stack's image with a stack, else horovodrun here or on the hosts (``local``), or Horovod's MPI across them
+    (``mpirun``). Raises ChexstackError for a scheduled launcher (it renders, ``run``) or a request the target
+    cannot run."""
+    if where.launcher in SCHEDULED:
+        raise ChexstackError("--launcher %s goes through its scheduler: render or submit it (launch.cluster)"
+                             % where.launcher)
+    if where.stack:
+        return _in_image(request, where)
+    if where.launcher == "mpirun":
+        return TARGETS["mpirun"](request, hosts=list(where.hosts), ssh_identity_file=where.ssh_key)
+    return TARGETS["local"](request, hosts=list(where.hosts) or None, ssh_identity_file=where.ssh_key)
+
+
+def _scheduled(request: TrainRequest, opts: cluster.ClusterOptions) -> dict | str | None:
+    """Render the job (printed with ``--render``); with ``--submit`` submit it and return the job id, or, for a
+    Slurm job this machine waits for, execute its follower and return metrics.json."""
+    spec, text = cluster.prepare(request, opts)
+    if not opts.submit:
+        return None
+    cluster.announce(spec)
+    if cluster.follows(opts):
+        with cluster.follow_plan(request, spec, text) as follower:
+            return local.execute(request, follower, cwd=cluster.REPO_ROOT)
+    return cluster.submit_job(request, text, opts)
+
+
+def run(request: TrainRequest, where: Where) -> dict | str | None:
+    """Run ``request`` ``where`` says and return what the run gives: metrics.json (a dict) for a run from here
+    (``plan``, executed by ``launch.local.execute``: in the checkout, or in the current folder for a stack's
+    image) and for a followed Slurm job; the job id of a detached or Kubernetes submission; None when only
+    rendered. ChexstackError (with its exit code) when it cannot start, fails or is interrupted."""
+    if where.cluster is not None:
+        return _scheduled(request, where.cluster)
+    return local.execute(request, plan(request, where), cwd=os.getcwd() if where.stack else local.REPO_ROOT)
