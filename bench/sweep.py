@@ -32,7 +32,7 @@ from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
-from launch import stream
+from launch import failure, stream
 from launch.cluster import cluster_path
 from launch.options import LAUNCHERS, SCHEDULED, check_launcher
 from launch.plans import Plan
@@ -268,7 +268,7 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
         outcome = stream.run(plan.argv, plan.env, str(run_dir / "launch.log"), console, cwd=str(repo))
         if outcome.returncode != 0:
             raise ChexstackError("throughput run with %d ranks: %s" % (
-                n, stream.explain_failure(outcome, plan.controller)), exit_code=ExitCode.FAILED)
+                n, failure.explain_failure(outcome, plan.controller)), exit_code=ExitCode.FAILED)
         wall = time.monotonic() - start
         point, device, versions = read_point(n, run_dir)
         points.append(point)

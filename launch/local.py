@@ -23,7 +23,7 @@ from rich.text import Text
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from facts import host
-from launch import report, stream
+from launch import failure, report, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv, slots
 from launch.plans import Plan
@@ -138,7 +138,7 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str) -> dict:
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
-        raise ChexstackError(stream.explain_failure(outcome, plan.controller),
+        raise ChexstackError(failure.explain_failure(outcome, plan.controller),
                              exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))

@@ -8,8 +8,6 @@ and warning lines are shown; everything goes to the log file.
 The run's Outcome (``launch.failure``) records what the output said — the first failing rank and its code, each
 rank's last lines and first causing exception, a lost host (``facts.parsers.horovodrun``), a node Slurm lost
 (``facts.parsers.slurm``) — and ``launch.failure.explain_failure`` turns it into one message.
-``explain_failure`` is also reachable here as ``launch.stream.explain_failure`` only until the launcher seam's
-callers (``launch.local``, ``bench.sweep``) import it from ``launch.failure``.
 
 Signals: the command runs in its own session (a terminal's Ctrl-C reaches only the launcher). The first SIGINT,
 SIGTERM or SIGHUP sends SIGTERM to the command's process group (horovodrun's Gloo middlemen then stop every rank;
@@ -31,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from chexstack.errors import ChexstackError
 from facts.parsers.horovodrun import LOST_DAEMON, RANK_LINE, Failures, is_cause
 from facts.parsers.slurm import LOST_NODE_LINE, PREFIX
-from launch.failure import Outcome, explain_failure  # noqa: F401 (explain_failure: see the docstring)
+from launch.failure import Outcome
 from trainer.preflight import parse_event
 
 _TRAINER = "trainer: "
