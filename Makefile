@@ -43,10 +43,11 @@ lint: setup
 # suite. setup-legacy runs after setup-docker (not beside it under -j: both may call apt-get).
 # Exit 3 of setup-legacy: no Python 3.6 on this machine (said in its output; tests/test_trainer_legacy.py then skips).
 # The tests bring the test cluster up once (tests/lib/testcluster.py, as root) and take it down at the end.
+# scripts/test-lanes runs the engine lane (docker or cluster) and, beside it, the host lane (the rest).
 test: setup-apptainer
 	scripts/setup-legacy || [ $$? = 3 ]
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)
+	VENV=$(VENV) scripts/test-lanes $(PYTEST_ARGS)
 
 # The lanes (tests/lib/lanes.py, CONTRIBUTING.md "Tests"), which together are `make test`. The unit lane needs only
 # `make setup` (no dockerd, no test cluster, no legacy venv); a lane's own setup comes first, as in `make test`.

@@ -41,3 +41,24 @@ def test_the_guarded_fixtures_exist_and_every_lane_is_a_registered_marker(reques
 def test_make_test_fast_runs_the_unit_lane():
     recipe = (REPO / "Makefile").read_text().split("\ntest-fast:", 1)[1].split("\n\n", 1)[0]
     assert '-m "%s"' % lanes.UNIT in recipe
+
+
+def test_make_test_runs_the_engine_and_the_host_lane_which_together_select_every_test_once():
+    """``scripts/test-lanes`` runs both expressions of ``tests/lib/lanes.py``, and for every combination of lane
+    markers a test can carry exactly one of them selects it (pytest's own ``-m`` evaluator)."""
+    import itertools
+
+    from _pytest.mark.expression import Expression
+
+    script = (REPO / "scripts" / "test-lanes").read_text()
+    assert 'ENGINE="%s"' % lanes.ENGINE in script and 'HOST="%s"' % lanes.HOST in script
+    assert "scripts/test-lanes" in (REPO / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    engine, host = Expression.compile(lanes.ENGINE), Expression.compile(lanes.HOST)
+    names = ("slow", "docker", "cluster", "legacy")
+    for carried in itertools.product((False, True), repeat=len(names)):
+        marks = {n for n, on in zip(names, carried) if on}
+
+        def has(name, **_):
+            return name in marks
+
+        assert engine.evaluate(has) != host.evaluate(has), marks

@@ -55,7 +55,8 @@ def test_a_run_removes_only_its_own_left_overs_never_another_runs(tmp_path, clie
     from tests.lib.leftovers import TEST_LABEL
     foreign = "chexstack-test-foreign-%d" % os.getpid()
     own = "chexstack-test-own-%d" % os.getpid()
-    body = ("import docker\nfrom tests.lib.leftovers import TEST_LABELS\n\ndef test_networks():\n"
+    body = ("import docker\nimport pytest\nfrom tests.lib.leftovers import TEST_LABELS\n\n"
+            "@pytest.mark.docker\ndef test_networks():\n"
             "    client = docker.from_env()\n"
             "    client.networks.create(%r, labels={%r: 'another-run'})\n"
             "    client.networks.create(%r, labels=TEST_LABELS)\n" % (foreign, TEST_LABEL, own))
@@ -68,4 +69,21 @@ def test_a_run_removes_only_its_own_left_overs_never_another_runs(tmp_path, clie
         assert own not in names and foreign in names, names
     finally:
         for n in client.networks.list(names=[foreign, own]):
+            n.remove()
+
+
+@pytest.mark.docker
+def test_a_run_without_docker_tests_leaves_the_engine_to_the_lane_beside_it(tmp_path, client):
+    """``make test``'s host lane (no ``docker`` test) runs beside the engine lane: what appears on the engine
+    meanwhile is the other lane's, so it neither reports nor removes it, even under its own token."""
+    name = "chexstack-test-beside-%d" % os.getpid()
+    body = ("import docker\nfrom tests.lib.leftovers import TEST_LABELS\n\ndef test_network():\n"
+            "    docker.from_env().networks.create(%r, labels=TEST_LABELS)\n" % name)
+    try:
+        p = _run(tmp_path, body)
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and "1 passed" in out and name not in out, out
+        assert name in {n.name for n in client.networks.list()}
+    finally:
+        for n in client.networks.list(names=[name]):
             n.remove()

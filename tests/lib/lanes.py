@@ -18,6 +18,9 @@ import pytest
 
 #: The unit lane's marker expression (``make test-fast``).
 UNIT = "not slow and not docker and not cluster and not legacy"
+#: ``make test``'s two runs side by side (``scripts/test-lanes``): together every test, each once.
+ENGINE = "docker or cluster"
+HOST = "not docker and not cluster"
 #: fixture -> the marker of the lane a test that uses it belongs to (``tests.lib.docker``, ``tests.lib.testcluster``).
 FIXTURE_LANES = {"client": "docker", "testcluster": "cluster"}
 

@@ -14,6 +14,10 @@ At the start of the run it records what exists: Docker images (ID -> references)
    containers and networks whose test label is this run's token and stops those processes (the rest may belong to
    another run: only reported).
 
+A run judges the engine (images, containers, networks, volumes, build/sif) only when it runs a ``docker`` test, and
+the network namespaces only when it runs a ``cluster`` test: ``make test``'s host lane, beside the engine and
+cluster lane, leaves those to it.
+
 Everything a test creates carries ``TEST_LABELS`` where the engine takes labels, so a left-over is recognisable on
 a machine where the run was killed (``docker ps -a --filter label=org.chexstack.test``); the label's value is the
 run's token, so a run cleans up only its own and never another's running beside it on the same engine.
@@ -126,6 +130,21 @@ class Leftovers:
         self.client = None
         self.before: Snapshot | None = None
         self.run_id = RUN_ID
+        #: What this run judges (``pytest_collection_finish``): the engine and build/sif only when it runs a
+        #: ``docker`` test, the network namespaces only when it runs a ``cluster`` test. A lane beside another
+        #: (``make test``: the host lane beside the engine and cluster lane) never judges, nor removes, what the
+        #: other one makes.
+        self.engine = self.namespaces = True
+
+    def pytest_collection_finish(self, session):
+        marked = {m.name for item in session.items for m in item.iter_markers()}
+        self.engine, self.namespaces = "docker" in marked, "cluster" in marked
+
+    def _judged(self, snap: Snapshot) -> Snapshot:
+        """``snap`` without the parts this run does not judge (``engine``, ``namespaces``)."""
+        if not self.engine:
+            snap = dataclasses.replace(snap, images={}, containers={}, networks={}, volumes=set())
+        return snap if self.namespaces else dataclasses.replace(snap, netns=set())
 
     def pytest_sessionstart(self, session):
         os.environ[RUN_ENV] = self.run_id
@@ -135,7 +154,7 @@ class Leftovers:
 
     def _remove_own_sifs(self) -> list[str]:
         """The SIFs the run made in the checkout's build/sif (``tests.lib.docker.cpu_sif``), unless KEEP_ENV."""
-        if os.environ.get(KEEP_ENV) == "1":
+        if os.environ.get(KEEP_ENV) == "1" or not self.engine:
             return []
         removed = []
         for path in sorted(set(_sif_files()) - self.sifs_before):
@@ -146,7 +165,7 @@ class Leftovers:
 
     def _remove_own_images(self) -> list[str]:
         """Untag (and so remove, when it was the last reference) every new project reference."""
-        if self.client is None or os.environ.get(KEEP_ENV) == "1":
+        if self.client is None or os.environ.get(KEEP_ENV) == "1" or not self.engine:
             return []
         removed = []
         for ref in _new_refs(self.before, Snapshot.take(self.client)):
@@ -159,18 +178,18 @@ class Leftovers:
         return removed
 
     def problems(self) -> list[str]:
-        after = Snapshot.take(self.client)
+        before, after = self._judged(self.before), self._judged(Snapshot.take(self.client))
         found = []
         keep = os.environ.get(KEEP_ENV) == "1"
-        for ref in _new_refs(self.before, after):
+        for ref in _new_refs(before, after):
             if ref not in CACHED and not (_own(ref) and keep):
                 found.append("image reference %s" % ref)
-        for what, old, new in (("container", self.before.containers, after.containers),
-                               ("network", self.before.networks, after.networks)):
+        for what, old, new in (("container", before.containers, after.containers),
+                               ("network", before.networks, after.networks)):
             found += ["%s %s (%s)" % (what, new[i][0], i[:12]) for i in new.keys() - old.keys()
                       if new[i][1] in (None, self.run_id)]
-        found += ["volume %s" % v for v in sorted(after.volumes - self.before.volumes)]
-        found += ["network namespace %s" % n for n in sorted(after.netns - self.before.netns)]
+        found += ["volume %s" % v for v in sorted(after.volumes - before.volumes)]
+        found += ["network namespace %s" % n for n in sorted(after.netns - before.netns)]
         for p in _marked_processes(self.run_id):
             try:
                 found.append("process %d (%s)" % (p.pid, " ".join(p.cmdline())[:160] or p.name()))
@@ -181,10 +200,10 @@ class Leftovers:
     def _clean(self) -> None:
         """Remove what the run left that is provably this run's: containers and networks whose ``TEST_LABEL`` is
         this run's token, and the processes carrying it. Anything else is only reported (another run may own it)."""
-        after = Snapshot.take(self.client)
+        before, after = self._judged(self.before), self._judged(Snapshot.take(self.client))
         if self.client is not None:
-            for what, old, new in (("containers", self.before.containers, after.containers),
-                                   ("networks", self.before.networks, after.networks)):
+            for what, old, new in (("containers", before.containers, after.containers),
+                                   ("networks", before.networks, after.networks)):
                 collection = getattr(self.client, what)
                 for oid in new.keys() - old.keys():
                     if new[oid][1] != self.run_id:
@@ -208,7 +227,7 @@ class Leftovers:
         removed = self._remove_own_images() + self._remove_own_sifs()
         found = self.problems()
         found += ["unfinished SIF build %s" % p for p in sorted(set(_sif_files()) - self.sifs_before)
-                  if not p.endswith(".sif")]
+                  if self.engine and not p.endswith(".sif")]
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         say = reporter.write_line if reporter else print
         if removed:
