@@ -27,6 +27,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hpccm
+import hpccm.config
 from hpccm.building_blocks import packages
 from hpccm.primitives import baseimage, comment, copy, environment, shell
 
@@ -69,12 +71,26 @@ def quote_value(value: str) -> str:
     return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
 
 
+class _Base(baseimage):
+    """hpccm's ``baseimage``; in a Singularity definition its stage's first ``%post`` (hpccm's sourcing of the
+    Docker base's environment) also sets Docker's umask 0022: Apptainer runs ``%post`` under 0002 (observed with
+    Apptainer 1.4.5: the cpu stack's /opt/chexstack and /opt/venv/bin came out 775 where Docker's RUN made 755;
+    ``convert.dockerfile.DOCKER_ENV`` does the same for converted Dockerfiles), and the sections of one name are
+    one script, so the umask holds for the whole stage."""
+
+    def __str__(self):
+        text = super().__str__()
+        if hpccm.config.g_ctype == hpccm.container_type.SINGULARITY:
+            text += "\n    umask 022"
+        return text
+
+
 def base(image: str, distro: str, stage: str | None = None) -> Part:
     """``FROM image [AS stage]``; ``distro`` is hpccm's name (``ubuntu16``, ``ubuntu22``, ``centos7``) so that
     package parts pick apt or yum. Raises ChexstackError for an unresolved ``$`` in ``image``."""
     if "$" in image or not image.strip():
         raise ChexstackError("base image %r: expected a resolved image reference (no $VARIABLE)" % image)
-    prims = [baseimage(image=image, _distro=distro, _arch="x86_64", _as=stage or "")]
+    prims = [_Base(image=image, _distro=distro, _arch="x86_64", _as=stage or "")]
     return Part("base", prims)
 
 
