@@ -66,8 +66,8 @@ def require_tool() -> str:
 
 
 def file_sha256(path: str | Path) -> str:
-    """The SHA-256 (64 hex digits) of the file at ``path`` (a SIF: GB, about 1 s per GB), read in chunks
-    (``hashlib.file_digest``); OSError when it cannot be read."""
+    """The SHA-256 (64 hex digits) of the file at ``path``, read in chunks (``hashlib.file_digest``); OSError when
+    it cannot be read."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
