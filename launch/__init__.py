@@ -11,7 +11,8 @@ never decide how a run starts themselves; ``LAUNCHERS`` are the names of where a
 - ``controller`` Gloo or MPI for this host's network interfaces (observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a
 container whose only interface is loopback)
 - ``horovodrun`` the exact ``horovodrun`` argv and extra environment for a run
-- ``stream``     run it, show rank 0's progress (rich), keep the full log, explain a failure
+- ``stream``     run it, show rank 0's progress (rich), keep the full log
+- ``failure``    the run's ``Outcome`` and the one message that explains a failed run
 - ``plans``      ``Plan``: the one plan type of every target
 - ``local``      targets ``local`` (horovodrun here, or on ``hosts`` over ssh) and ``mpirun`` (MPI across hosts);
                  ``execute``: run a plan, results table
