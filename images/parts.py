@@ -85,6 +85,19 @@ class _Base(baseimage):
         return text
 
 
+class _Copy(copy):
+    """hpccm's ``copy``; in a Singularity definition the folders its ``%setup`` makes (``_mkdir``) get Docker's
+    umask 0022 too: ``%setup`` runs on the build host under the caller's umask (0002 under Apptainer 1.4.5 here:
+    the cpu stack's /opt/chexstack and /opt/chexstack/facts came out 775 where Docker's COPY made its missing
+    folders 755)."""
+
+    def __str__(self):
+        text = super().__str__()
+        if hpccm.config.g_ctype == hpccm.container_type.SINGULARITY:
+            text = text.replace("%setup\n", "%setup\n    umask 022\n")
+        return text
+
+
 def base(image: str, distro: str, stage: str | None = None) -> Part:
     """``FROM image [AS stage]``; ``distro`` is hpccm's name (``ubuntu16``, ``ubuntu22``, ``centos7``) so that
     package parts pick apt or yum. Raises ChexstackError for an unresolved ``$`` in ``image``."""
@@ -121,7 +134,7 @@ def copy_dir(ctx: str, files: dict[str, Path | bytes], dest: str, name: str = "c
     if not dest.startswith("/") or "$" in dest:
         raise ChexstackError("COPY destination %r: expected an absolute path without variables" % dest)
     context = {("%s/%s" % (ctx, rel)) if rel else ctx: src for rel, src in files.items()}
-    return Part(name, [copy(src=ctx, dest=dest, _mkdir=True)], context)
+    return Part(name, [_Copy(src=ctx, dest=dest, _mkdir=True)], context)
 
 
 def copy_from_stage(stage: str, path: str) -> Part:

@@ -384,3 +384,37 @@ def test_the_harness_builds_from_the_local_engine_changing_only_the_bootstrap_li
                    for a, b in changed), changed
     with pytest.raises(ChexstackError, match="no `Bootstrap: docker` header"):
         from_local_engine("Bootstrap: docker-archive\nFrom: x.tar\n")
+
+
+def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_path):
+    """A pyc's source mtime (header bytes 8-12, PEP 552) and /etc/shadow's last-change day differ between a
+    cached Docker layer and a fresh Apptainer build of the same recipe: the harness leaves out that field only,
+    and its sh filter (run in a Docker container) hashes as its Python one (run on a sandbox)."""
+    import hashlib
+    import importlib.util
+    import subprocess
+
+    from tests.harness.equivalence import STAMPED, STAMPED_HASHES, stamp_filter
+    code = importlib.util.MAGIC_NUMBER + b"\0\0\0\0"
+    older, newer, other = code + b"\x01\0\0\0\x10\0\0\0body", code + b"\x02\0\0\0\x10\0\0\0body", \
+        code + b"\x02\0\0\0\x10\0\0\0BODY"
+    keep = stamp_filter("/opt/venv/lib/python3.11/site-packages/a/__pycache__/b.cpython-311.pyc")
+    assert keep(older) == keep(newer) != keep(other)
+    day = stamp_filter("/etc/shadow")
+    assert day(b"root:*:19700:0:99999:7:::\nsshd:!:20425::::::\n") == day(b"root:*:20000:0:99999:7:::\n"
+                                                                         b"sshd:!:19000::::::\n")
+    assert day(b"root:*:19700:0:99999:7:::\n") != day(b"root:!:19700:0:99999:7:::\n")  # the password field counts
+    assert stamp_filter("/etc/passwd") is None and stamp_filter("/opt/a.py") is None
+    # the sh filters, as the container runs them, against the Python ones
+    shadow = b"root:*:19700:0:99999:7:::\nsshd:!:20425::::::\n"
+    for (_, _, sh, py), data in zip(STAMPED, [older, shadow]):
+        (tmp_path / "f").write_bytes(data)
+        out = subprocess.run(["/bin/sh", "-c", sh + " | md5sum"], capture_output=True, check=True,
+                             env={"p": str(tmp_path / "f"), "PATH": "/usr/bin:/bin"}).stdout.decode()
+        assert out.split()[0] == hashlib.md5(py(data)).hexdigest()
+    (tmp_path / "b.pyc").write_bytes(newer)
+    listed = tmp_path / "list"
+    listed.write_text("%s\n" % (tmp_path / "b.pyc"))
+    out = subprocess.run(["/bin/sh", "-c", STAMPED_HASHES.replace("/.chexstack-harness-stamped", str(listed))],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == "%s  %s\n" % (hashlib.md5(keep(newer)).hexdigest(), tmp_path / "b.pyc")

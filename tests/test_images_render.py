@@ -82,8 +82,9 @@ def test_unresolved_base_is_refused():
 
 
 def test_singularity_copy_destinations_exist_before_files():
+    """... made under Docker's umask 0022, as Docker's COPY makes the folders it needs (755)."""
     sing = render(load_stack("cpu"), "singularity")
-    assert ("%setup\n    mkdir -p ${SINGULARITY_ROOTFS}/opt/chexstack\n"
+    assert ("%setup\n    umask 022\n    mkdir -p ${SINGULARITY_ROOTFS}/opt/chexstack\n"
             "%files\n    chexstack/trainer /opt/chexstack/trainer") in sing
 
 

@@ -244,23 +244,50 @@ def _env_of(out: str) -> dict[str, str]:
 
 
 HASHES = "tr '\\n' '\\0' < /.chexstack-harness-paths | xargs -0 -r md5sum"
+#: Contents that record the day or second a build made them, not what the recipe made; compared with that field
+#: left out, each as (path pattern, the same filter in sh for a container, in Python for a sandbox):
+#: - a ``.pyc`` header's bytes 8-12: its source file's mtime (timestamp-based pycs; a hash-based pyc's first half of
+#:   the source hash) (PEP 552, https://peps.python.org/pep-0552/): Docker and Apptainer unpack and pip-compile at
+#:   different seconds;
+#: - ``/etc/shadow``'s third field: the day of the last password change (shadow(5)), the day ``useradd`` or
+#:   ``adduser`` ran in a package's postinst: a cached Docker layer keeps the day it was built.
+STAMPED = (
+    (re.compile(r"\.pyc$"), "*.pyc", '{ head -c 8 "$p"; tail -c +13 "$p"; }', lambda data: data[:8] + data[12:]),
+    (re.compile(r"^/etc/shadow-?$"), "/etc/shadow|/etc/shadow-", "sed -E 's/^([^:]*:[^:]*:)[0-9]*:/\\1:/' \"$p\"",
+     lambda data: re.sub(rb"(?m)^([^:\n]*:[^:\n]*:)[0-9]*:", rb"\1:", data)),
+)
+#: ``md5  path`` of each path in /.chexstack-harness-stamped through its ``STAMPED`` filter (sh).
+STAMPED_HASHES = ('while IFS= read -r p; do case "$p" in %s *) continue;; esac; echo "${h%%%% *}  $p"; '
+                  "done < /.chexstack-harness-stamped" % " ".join("%s) h=$(%s | md5sum);;" % (glob, sh)
+                                                                for _, glob, sh, _ in STAMPED))
+
+
+def stamp_filter(path: str):
+    """The Python filter of the ``STAMPED`` entry whose pattern matches ``path``, or None."""
+    return next((entry[3] for entry in STAMPED if entry[0].search(path)), None)
 
 
 def docker_hashes(client, image: str, paths: list[str]) -> dict[str, str]:
-    """path -> md5 of each of ``paths`` in ``image``."""
+    """path -> md5 of each of ``paths`` in ``image`` (a ``STAMPED`` path's through its filter)."""
     if not paths:
         return {}
-    data = ("\n".join(paths) + "\n").encode()
-    _, out = exec_docker(client, image, ["/bin/sh", "-c", HASHES], files={"/.chexstack-harness-paths": data})
+    plain = [p for p in paths if not stamp_filter(p)]
+    stamped = [p for p in paths if stamp_filter(p)]
+    files = {"/.chexstack-harness-paths": ("\n".join(plain) + "\n").encode(),
+             "/.chexstack-harness-stamped": ("\n".join(stamped) + "\n").encode()}
+    script = HASHES + ("; " + STAMPED_HASHES if stamped else "")
+    _, out = exec_docker(client, image, ["/bin/sh", "-c", script], files=files)
     return {line[34:]: line[:32] for line in out.splitlines() if re.match(r"^[0-9a-f]{32}  /", line)}
 
 
 def sandbox_hashes(sandbox: Sandbox, paths: list[str]) -> dict[str, str]:
-    """path -> md5 of each of ``paths`` (regular files) in the sandbox."""
+    """path -> md5 of each of ``paths`` (regular files) in the sandbox (a ``STAMPED`` path's through its filter)."""
     out = {}
     for p in paths:
         with open(sandbox.path / p.lstrip("/"), "rb") as f:
-            out[p] = hashlib.md5(f.read()).hexdigest()
+            data = f.read()
+        keep = stamp_filter(p)
+        out[p] = hashlib.md5(keep(data) if keep else data).hexdigest()
     return out
 
 
