@@ -195,6 +195,24 @@ def _ordered_v1_adam(base):
     return _ORDERED[base]
 
 
+def create_optimizer_weights(optimizer, variables):
+    """Make the optimizer's slots (Adam's m and v) and step counter for ``variables`` now, before the first step,
+    so that TF 2's ``model.fit`` traces its train function once instead of twice.
+
+    A ``tf.function`` whose first call creates variables is traced again for its later calls
+    (https://www.tensorflow.org/guide/function#creating_tfvariables), and Keras' OptimizerV2 makes its slots
+    lazily, in the first ``apply_gradients``: TF 2.15 / Horovod 0.28 traced the trainer's train step twice
+    (``train_function.experimental_get_tracing_count()`` 2, then 1 with this; DenseNet-121 tracing, Horovod's
+    per-gradient allreduce included, is most of a rank's start-up on CPU). ``_create_all_weights`` is
+    OptimizerV2's own eager slot creation (TF 2.2 to 2.15; ``tf.keras.optimizers.legacy`` from 2.11), inherited by
+    Horovod's DistributedOptimizer, which subclasses the optimizer it wraps. TF 1.x (Keras v1 optimizers, graph
+    mode) builds the update ops once in ``get_updates``: nothing to do there.
+    """
+    create = getattr(optimizer, "_create_all_weights", None)
+    if create is not None and executing_eagerly():
+        create(variables)
+
+
 def set_learning_rate(optimizer, value):
     """Set the optimizer's LR variable; ``optimizer.lr`` exists in every version (an alias from TF 1.14 on)."""
     K.set_value(optimizer.lr, float(value))

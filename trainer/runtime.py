@@ -138,11 +138,13 @@ steps_per_epoch = order.steps_per_epoch
 
 
 def compile_model(model, hvd, learning_rate, loss, wrap_optimizer=None):
-    """Compile with Adam at ``learning_rate`` (already × world size) inside Horovod's DistributedOptimizer."""
+    """Compile with Adam at ``learning_rate`` (already × world size) inside Horovod's DistributedOptimizer, its
+    slots made before the first step (``compat.create_optimizer_weights``: one trace of the train step, not two)."""
     optimizer = compat.adam(learning_rate)
     if wrap_optimizer is not None:
         optimizer = wrap_optimizer(optimizer)
     model.compile(optimizer=hvd.DistributedOptimizer(optimizer), loss=loss)
+    compat.create_optimizer_weights(model.optimizer, model.trainable_variables)
     return model
 
 
