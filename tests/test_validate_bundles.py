@@ -17,7 +17,7 @@ from tests.lib.paths import CASES, FIXTURES
 from validate import report as report_module
 from validate.checks import CHECKS
 from validate.report import findings, validate
-from validate.result import CheckResult, Status
+from validate.result import CheckResult
 
 
 @pytest.mark.parametrize("spec", specs(), ids=[p.stem for p in specs()])

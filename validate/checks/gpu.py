@@ -452,8 +452,9 @@ def judge_dcgm(diag: Diag) -> CheckResult:
     return passed(cid, "%d diagnostics Pass" % len(tested), "every diagnostic Pass")
 
 
-#: ``fast``: DCGM's level 1 is the one "to use as a readiness metric" (DCGM user guide, DCGM Diagnostics: levels 2
-#: and 3 are an epilogue on failure and a post-mortem), a run of seconds that starts no workload.
+#: ``fast``: DCGM's level 1 is the one "to use as a readiness metric", levels 2 and 3 an epilogue on failure and a
+#: post-mortem (DCGM user guide, DCGM Diagnostics:
+#: https://docs.nvidia.com/datacenter/dcgm/2.3/dcgm-user-guide/dcgm-diagnostics.html); it starts no workload.
 @check("gpu.dcgm", "DCGM quick diagnostic (dcgmi diag -r 1)", requires=(no_gpu_reason,), fast=True)
 def dcgm(ctx: Context) -> CheckResult:
     res = ctx.tool("dcgmi", "diag", "-r", "1", timeout=120)
