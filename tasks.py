@@ -235,13 +235,15 @@ def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/ev
             "skip": "comma-separated check ids or areas to leave out",
             "collect": "also write a bundle to this new folder: every tool output, file and fact the checks read, "
                        "and the report",
-            "from": "judge a bundle written by --collect (on any machine) instead of this node"})
+            "from": "judge a bundle written by --collect (on any machine) instead of this node",
+            "fast": "only the checks that fit a Slurm prolog: seconds, nothing launched (no mpirun, docker run, "
+                    "apptainer exec, all_reduce_perf)"})
 @user_errors
-def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None):
+def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None, fast=False):
     """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run."""
     from validate.report import validate as run_validate
 
-    code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_)
+    code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_, fast)
     if code:
         raise Exit(code=code)
 

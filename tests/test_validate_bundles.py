@@ -17,7 +17,7 @@ from tests.lib.paths import CASES, FIXTURES
 from validate import report as report_module
 from validate.checks import CHECKS
 from validate.report import findings, validate
-from validate.result import CheckResult, Status
+from validate.result import CheckResult
 
 
 @pytest.mark.parametrize("spec", specs(), ids=[p.stem for p in specs()])
@@ -37,7 +37,7 @@ def test_bundle_gives_its_verdict_table(spec, tmp_path, monkeypatch):
         assert (result["status"], text in shown) == (status, True), result
         if status in ("WARN", "FAIL"):
             assert result["remedy"], result
-            cell = findings(CheckResult(**dict(result, status=Status(result["status"]))))
+            cell = findings(CheckResult.from_json(result))
             assert all(line in cell for line in [result["measured"]] + result["details"])  # the table's cell
     assert code == report["exit_code"] == want["exit"]
     assert report["host"] == want.get("host", spec.stem) and report["bundle"] == str(tmp_path / "bundle")

@@ -65,11 +65,11 @@ def test_runner_reports_missing_tools_and_timeouts():
 
 def test_a_crashing_check_is_an_error_exit_2_and_the_others_still_run():
     """Issue 12 item 7: an exception or a missing module in the checker is ERROR (exit 2), never SKIP or FAIL."""
-    @check("test.crash", "raises")
+    @check("test.crash", "raises", fast=True)
     def crash(ctx):
         raise RuntimeError("bug")
 
-    @check("test.import", "a module of this tree missing")
+    @check("test.import", "a module of this tree missing", fast=True)
     def missing_module(ctx):
         import validate.no_such_module  # noqa: F401
 

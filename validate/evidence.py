@@ -144,7 +144,9 @@ class Live:
         self.recorder = recorder
         self.host = platform.node()
 
-    def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None, like=None) -> ToolRun:
+    def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None, like=None, attempt: int = 1) -> ToolRun:
+        """Run ``argv`` here (``attempt``: a repeated measurement's try runs again; a bundle keeps every try, in
+        order)."""
         started = time.time()
         res = run(list(argv), timeout=timeout, env=env)
         if self.recorder is not None:
@@ -167,7 +169,7 @@ class Live:
             version = lines[0] if v.ok and lines else None
         tools[name] = {"path": which(name), "version": version}
 
-    def recorded(self, like: Callable[[tuple, dict], bool]) -> None:
+    def recorded(self, like: Callable[[tuple, dict], bool], attempt: int = 1) -> None:
         """Live evidence has no record to look up: None (the check runs its own command)."""
         return None
 
@@ -204,7 +206,7 @@ class Replay:
         self._runs = [e for e in bundle.entries if e["kind"] == "tool"]
         for e in bundle.entries:
             if e["kind"] == "tool":
-                self._tools[_tool_key(e["argv"], e.get("env"))] = e
+                self._tools.setdefault(_tool_key(e["argv"], e.get("env")), []).append(e)
             elif e["kind"] == "read":
                 self._reads[e["path"]] = e.get("text")
             elif e["kind"] == "glob":
@@ -213,16 +215,18 @@ class Replay:
                 self._facts[e["name"]] = e.get("value")
 
     def tool(self, argv: tuple[str, ...], timeout: float, env: dict | None,
-             like: Callable[[tuple, dict], bool] | None = None) -> ToolRun:
+             like: Callable[[tuple, dict], bool] | None = None, attempt: int = 1) -> ToolRun:
         """The recorded run of ``argv`` with ``env``; without one, the first recorded run ``like(argv, env)``
-        accepts (in bundle order); ``MissingEvidence`` when neither is there."""
-        e = self._tools.get(_tool_key(argv, env))
-        if e is None and like is not None:
-            e = next((t for t in self._runs if like(tuple(t["argv"]), dict(t.get("env") or {}))), None)
+        accepts (in bundle order); ``MissingEvidence`` when neither is there. ``attempt``: the ``attempt``-th such
+        record (a repeated measurement's try, ``validate.tries``)."""
+        runs = self._tools.get(_tool_key(argv, env))
+        if not runs and like is not None:
+            runs = [t for t in self._runs if like(tuple(t["argv"]), dict(t.get("env") or {}))]
+        e = runs[attempt - 1] if runs and len(runs) >= attempt else None
         if e is None:
-            raise MissingEvidence("`%s`%s" % (" ".join(argv), " with %s" % " ".join("%s=%s" % kv for kv in
-                                                                                   sorted(env.items()))
-                                               if env else ""))
+            raise MissingEvidence("`%s`%s%s" % (" ".join(argv), " with %s" % " ".join("%s=%s" % kv for kv in
+                                                                                     sorted(env.items()))
+                                                 if env else "", " (try %d)" % attempt if attempt > 1 else ""))
         return self._run(e)
 
     @staticmethod
@@ -230,10 +234,10 @@ class Replay:
         return ToolRun(tuple(e["argv"]), e.get("rc"), e.get("stdout") or "", e.get("stderr") or "",
                        bool(e.get("missing")), bool(e.get("timed_out")), e.get("error"))
 
-    def recorded(self, like: Callable[[tuple, dict], bool]) -> ToolRun | None:
-        """The first recorded run ``like(argv, env)`` accepts, or None."""
-        e = next((t for t in self._runs if like(tuple(t["argv"]), dict(t.get("env") or {}))), None)
-        return None if e is None else self._run(e)
+    def recorded(self, like: Callable[[tuple, dict], bool], attempt: int = 1) -> ToolRun | None:
+        """The first recorded run ``like(argv, env)`` accepts (``attempt``: the ``attempt``-th), or None."""
+        runs = [t for t in self._runs if like(tuple(t["argv"]), dict(t.get("env") or {}))]
+        return self._run(runs[attempt - 1]) if len(runs) >= attempt else None
 
     def read(self, path: str) -> str | None:
         if path not in self._reads:

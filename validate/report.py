@@ -4,7 +4,9 @@ Exit codes follow Kubernetes node-problem-detector's plugin contract: 0 no FAIL,
 run (bad option, unknown check id or stack, unreadable bundle) or a check itself failed. A check that raises (a bug,
 an ImportError of this tree) is an ERROR naming the exception with its traceback in ``details`` — never a SKIP,
 never a bare traceback; a check whose evidence a bundle lacks (``validate.evidence.MissingEvidence``) is a SKIP
-naming what is missing — never a PASS.
+naming what is missing — never a PASS. Every non-PASS result carries a code of ``validate.catalogue`` and its next
+action; a check that returns one without (a chexstack bug) is an ERROR too, its verdict kept in ``details``. The
+JSON is the model of ``validate.report_schema`` (published as ``validate/schema/report-v1.json``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from rich.text import Text
 from chexstack.console import console
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_file
+from validate import catalogue, report_schema
 from validate.checks import CHECKS, Context
 from validate.evidence import Bundle, Live, MissingEvidence, Replay
 from validate.result import CheckResult, Status, skipped
@@ -40,6 +43,7 @@ class Report:
     hosts: list[str] = field(default_factory=list)
     host: str = "?"
     bundle: str | None = None
+    fast: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -50,15 +54,33 @@ class Report:
     def counts(self) -> dict[str, int]:
         return {s.value: sum(r.status == s for r in self.results) for s in Status}
 
+    @property
+    def action(self) -> catalogue.Action | None:
+        """The node's next action: the most drastic of its FAIL results' actions; None without a FAIL."""
+        fails = [action_of(r) for r in self.results if r.status == Status.FAIL]
+        return max(fails) if fails else None
+
     def to_json(self) -> dict:
-        return {"chexstack_validate": 1, "host": self.host, "stack": self.stack, "hosts": self.hosts,
-                "bundle": self.bundle, "seconds": round(self.seconds, 2), "exit_code": self.exit_code,
-                "summary": self.counts(), "results": [r.to_json() for r in self.results]}
+        """The report as ``validate/schema/report-v1.json`` describes it (``validate.report_schema``)."""
+        return report_schema.to_json(
+            schema=report_schema.SCHEMA,
+            catalogue={"name": catalogue.CATALOGUE, "sha256": catalogue.digest(CHECKS)},
+            host=self.host, stack=self.stack, hosts=self.hosts, bundle=self.bundle,
+            selection="fast" if self.fast else "full", seconds=round(self.seconds, 2), exit_code=self.exit_code,
+            action=self.action.word if self.action is not None else None, summary=self.counts(),
+            results=[dict(r.to_json(), action=action_of(r).word if r.status != Status.PASS else None)
+                     for r in self.results])
 
 
-def select(only: list[str], skip: list[str]) -> list[str]:
-    """Check ids to run: ``only`` (ids or ``area.`` prefixes such as ``gpu``) minus ``skip``; ChexstackError
-    (exit 2) naming an id that matches no check, or when the selection leaves no check to run."""
+def action_of(result: CheckResult) -> catalogue.Action:
+    """The catalogued next action of a non-PASS ``result`` (``Action.NONE`` for a PASS)."""
+    return catalogue.Action.NONE if result.status == Status.PASS else catalogue.entry(result.diagnosis).action
+
+
+def select(only: list[str], skip: list[str], fast: bool = False) -> list[str]:
+    """Check ids to run: ``only`` (ids or ``area.`` prefixes such as ``gpu``) minus ``skip``, and with ``fast``
+    only the checks that fit a Slurm prolog (``Check.fast``); ChexstackError (exit 2) naming an id that matches no
+    check, or when the selection leaves no check to run."""
     def expand(names: list[str], option: str) -> set[str]:
         out = set()
         for name in names:
@@ -70,9 +92,12 @@ def select(only: list[str], skip: list[str]) -> list[str]:
 
     chosen = expand(only, "--only") if only else set(CHECKS)
     dropped = expand(skip, "--skip")
-    ids = [c for c in CHECKS if c in chosen and c not in dropped]
+    ids = [c for c in CHECKS if c in chosen and c not in dropped and (CHECKS[c].fast or not fast)]
     if not ids:
         given = " ".join("%s %s" % (o, ",".join(v)) for o, v in (("--only", only), ("--skip", skip)) if v)
+        if fast and any(c in chosen and c not in dropped for c in CHECKS):
+            raise ChexstackError("--fast %s: selects no check (every check --only chose launches something or "
+                                 "takes minutes); nothing would be validated" % given)
         raise ChexstackError("%s: selects no check (--skip removes every check --only chose); nothing would be "
                              "validated" % given)
     return sorted(ids, key=lambda c: AREAS.index(c.split(".")[0]) if c.split(".")[0] in AREAS else len(AREAS))
@@ -80,14 +105,22 @@ def select(only: list[str], skip: list[str]) -> list[str]:
 
 def _run_one(check_id: str, ctx: Context) -> CheckResult:
     try:
-        return CHECKS[check_id].fn(ctx)
+        result = CHECKS[check_id].fn(ctx)
     except MissingEvidence as e:
-        return skipped(check_id, "could not run: %s not in the bundle" % e.what)
+        return skipped(check_id, "could not run: %s not in the bundle" % e.what, code="EVIDENCE_MISSING")
     except Exception as e:  # a bug in a check must not hide the other results, nor pass for a SKIP
         frames = traceback.format_exception(type(e), e, e.__traceback__)
-        return CheckResult(check_id, Status.ERROR, "checker failed: %s: %s" % (type(e).__name__, e),
-                           "a verdict", "a chexstack bug: report it with the JSON report's details (traceback)",
-                           "CHECK_CRASHED", "".join(frames).rstrip().splitlines())
+        return _crashed(check_id, "%s: %s" % (type(e).__name__, e), "".join(frames).rstrip().splitlines())
+    if result.status != Status.PASS and result.diagnosis not in catalogue.CODES:
+        return _crashed(check_id, "%s without a catalogued code (%r)" % (result.status.value, result.diagnosis),
+                        ["the check's verdict: %s %s" % (result.status.value, result.measured)] + result.details
+                        + (["remedy: %s" % result.remedy] if result.remedy else []))
+    return result
+
+
+def _crashed(check_id: str, what: str, details: list[str]) -> CheckResult:
+    return CheckResult(check_id, Status.ERROR, "checker failed: %s" % what, "a verdict",
+                       "a chexstack bug: report it with the JSON report's details", "CHECK_CRASHED", details)
 
 
 def run_checks(ctx: Context, ids: list[str], workers: int = 8) -> Report:
@@ -114,12 +147,24 @@ def print_table(report: Report) -> None:
     for col in ("check", "status", "measured", "expected", "remedy"):
         table.add_column(col, overflow="fold")
     for r in report.results:  # the cells as plain text: node output and remedies hold [brackets], never markup
-        table.add_row(r.id, "[%s]%s[/]" % (STYLE[r.status], r.status.value), Text(findings(r)),
-                      Text(r.expected if r.status != Status.SKIP else ""), Text(r.remedy))
+        table.add_row(r.id, Text.assemble((r.status.value, STYLE[r.status]), *(("\n" + r.diagnosis,)
+                                                                               if r.status != Status.PASS else ())),
+                      Text(findings(r)), Text(r.expected if r.status != Status.SKIP else ""), Text(remedy_cell(r)))
     console.print(table)
     counts = report.counts()
-    console.print("%s in %.1f s — exit %d" % (", ".join("%d %s" % (n, s) for s, n in counts.items() if n),
-                                             report.seconds, report.exit_code))
+    action = report.action
+    console.print("%s in %.1f s — exit %d%s" % (
+        ", ".join("%d %s" % (n, s) for s, n in counts.items() if n), report.seconds, report.exit_code,
+        "; next action: %s" % action.word if action is not None else ""))
+
+
+def remedy_cell(r: CheckResult) -> str:
+    """The table's "remedy" cell: the result's remedy after its catalogued next action (``reboot: drain the node;
+    …``); a SKIP's or PASS's stays as it is (a SKIP's code under its status says why)."""
+    action = action_of(r)
+    if r.status in (Status.PASS, Status.SKIP) or action == catalogue.Action.NONE or not r.remedy:
+        return r.remedy
+    return "%s: %s" % (action.word, r.remedy)
 
 
 def write_json(report: Report, path: str) -> None:
@@ -150,9 +195,10 @@ def collect_folder(path: str) -> Path:
 
 def validate(stack: str | None = None, hosts: list[str] | None = None, json_path: str | None = None,
              only: list[str] | None = None, skip: list[str] | None = None, collect: str | None = None,
-             from_bundle: str | None = None) -> int:
+             from_bundle: str | None = None, fast: bool = False) -> int:
     """``invoke validate``: run, print the table, write the JSON, return the exit code.
 
+    ``fast``: only the checks that fit a Slurm prolog (``Check.fast``: seconds, no launch).
     ``collect``: also record every tool run, file read and fact into a bundle in that folder (with the report as
     ``report.json``); ``from_bundle``: judge a bundle recorded on another node instead of this node (its stack and
     hosts are the bundle's). Raises ChexstackError before any check runs for an unknown stack or check id, a
@@ -163,7 +209,7 @@ def validate(stack: str | None = None, hosts: list[str] | None = None, json_path
         raise ChexstackError("--collect and --from: give one (collect on the node, judge the bundle anywhere)")
     if json_path:
         output_file(json_path, "--json")
-    ids = select(list(only or []), list(skip or []))
+    ids = select(list(only or []), list(skip or []), fast)
     recorder = None
     if from_bundle:
         bundle = Bundle.load(from_bundle)
@@ -183,7 +229,7 @@ def validate(stack: str | None = None, hosts: list[str] | None = None, json_path
             recorder.meta["host"] = evidence.host
     ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence)
     report = run_checks(ctx, ids)
-    report.bundle = from_bundle
+    report.bundle, report.fast = from_bundle, fast
     print_table(report)
     if recorder is not None:
         recorder.save(folder)

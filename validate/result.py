@@ -1,8 +1,9 @@
 """The result every check returns: one line of the report.
 
 A check is NHC-style: tiny, fail-closed, silent when healthy, one clear line when not. Its result says what was
-measured, what was expected and, when not PASS, the remedy. ``diagnosis`` is a stable code for a known fault
-(``NCCL_SHM_EXHAUSTED``, ``CUDA_DRIVER_TOO_OLD``, ``NVML_DRIVER_LIBRARY_MISMATCH``, ...) that other tools may key on.
+measured, what was expected and, when not PASS, the remedy. ``diagnosis`` is the verdict's stable code: every
+non-PASS result has one of ``validate.catalogue.CODES`` (``NCCL_SHM_EXHAUSTED``, ``CUDA_DRIVER_TOO_OLD``,
+``TOOL_MISSING``, ...), which other tools may key on and which names the next action.
 """
 from __future__ import annotations
 
@@ -26,13 +27,28 @@ class Status(str, Enum):
         return max(statuses, key=order.index, default=Status.PASS)
 
 
+class Reason(str):
+    """Why a check does not apply, with its SKIP code: ``Reason("mpirun not on PATH", "TOOL_MISSING")`` is the
+    string, and ``skipped(id, reason)`` takes the code from it. What a ``requires`` function or a helper returns
+    when the reason is made far from the ``skipped`` call."""
+
+    code: str
+
+    def __new__(cls, text: str, code: str) -> "Reason":
+        out = super().__new__(cls, text)
+        out.code = code
+        return out
+
+
 @dataclass
 class CheckResult:
     """One check's verdict.
 
     ``id``: dotted check id (``gpu.inventory``); ``status``: PASS/WARN/FAIL/SKIP/ERROR; ``measured``: what was found
-    (one line); ``expected``: what a fit node has; ``remedy``: what to do (empty on PASS); ``diagnosis``: a
-    stable code for a known fault or None; ``details``: further lines (per-GPU, per-port findings).
+    (one line); ``expected``: what a fit node has; ``remedy``: what to do (empty on PASS); ``diagnosis``: the
+    verdict's code (``validate.catalogue``; None on PASS); ``details``: further lines (per-GPU, per-port findings);
+    ``tries``: a repeated measurement's every try, first to last (``validate.tries``), each ``{"try", "status",
+    "measured", "diagnosis"}``; empty when measured once.
     """
 
     id: str
@@ -42,20 +58,28 @@ class CheckResult:
     remedy: str = ""
     diagnosis: str | None = None
     details: list[str] = field(default_factory=list)
+    tries: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["status"] = self.status.value
         return out
 
+    @classmethod
+    def from_json(cls, doc: dict) -> "CheckResult":
+        """A result read back from a report's ``results`` (its ``action`` is the catalogue's, not the result's)."""
+        fields = {k: v for k, v in doc.items() if k != "action"}
+        return cls(**dict(fields, status=Status(doc["status"])))
+
 
 def passed(id: str, measured: str, expected: str = "", details: list[str] | None = None) -> CheckResult:
     return CheckResult(id, Status.PASS, measured, expected, details=details or [])
 
 
-def skipped(id: str, why: str, expected: str = "") -> CheckResult:
-    """A check that could not apply here; ``why`` names the missing tool, device or option."""
-    return CheckResult(id, Status.SKIP, why, expected)
+def skipped(id: str, why: str, expected: str = "", code: str | None = None) -> CheckResult:
+    """A check that could not apply here; ``why`` names the missing tool, device or option; ``code`` its SKIP code
+    (``NOT_APPLICABLE``, ``TOOL_MISSING``, ...), taken from ``why`` when it is a ``Reason``."""
+    return CheckResult(id, Status.SKIP, str(why), expected, diagnosis=code or getattr(why, "code", None))
 
 
 def warned(id: str, measured: str, expected: str, remedy: str, diagnosis: str | None = None,

@@ -36,7 +36,7 @@ from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.result import CheckResult, failed, passed, skipped, warned
+from validate.result import CheckResult, Reason, failed, passed, skipped, warned
 
 SHM_FLOOR_BYTES = 1 << 30
 MiB = 1 << 20
@@ -53,7 +53,7 @@ def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> Chec
     cid = "container.shm"
     if size_bytes is None:
         return failed(cid, "/dev/shm missing or unreadable", "a tmpfs /dev/shm >= 1 GiB",
-                      "mount a tmpfs at /dev/shm")
+                      "mount a tmpfs at /dev/shm", "SHM_MISSING")
     size = "%dMiB" % (size_bytes // MiB) if size_bytes < 10 * 1024 * MiB else "%.0fGiB" % (size_bytes / (1024 * MiB))
     expected = ">= 1GiB for %d local ranks" % local_ranks
     if local_ranks > 1 and size_bytes < SHM_FLOOR_BYTES:
@@ -74,7 +74,7 @@ def _statvfs_size(path: str) -> int | None:
     return st.f_frsize * st.f_blocks
 
 
-@check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport")
+@check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport", fast=True)
 def shm(ctx: Context) -> CheckResult:
     res = ctx.tool("df", "-h", "/dev/shm")
     size = df_size(res.stdout) if res.ok else None
@@ -96,7 +96,7 @@ def judge_memlock(soft: int, rdma: bool) -> CheckResult:
     return passed(cid, "memlock %s (no RDMA device here: not used)" % shown, "unlimited where RDMA is used")
 
 
-@check("container.memlock", "locked-memory limit for RDMA")
+@check("container.memlock", "locked-memory limit for RDMA", fast=True)
 def memlock(ctx: Context) -> CheckResult:
     soft, _hard = ctx.fact("RLIMIT_MEMLOCK", lambda: resource.getrlimit(resource.RLIMIT_MEMLOCK))
     return judge_memlock(soft, bool(hcas(ctx)))
@@ -108,7 +108,7 @@ def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckR
     cid = "container.docker"
     if info is None:
         return failed(cid, "docker engine not reachable: %s" % error, "a running dockerd",
-                      "start it (scripts/start-dockerd) or check DOCKER_HOST")
+                      "start it (scripts/start-dockerd) or check DOCKER_HOST", "DOCKER_ENGINE_UNREACHABLE")
     runtimes = sorted(info.get("Runtimes") or {})
     measured = "Docker %s, runtimes %s (default %s)" % (info.get("ServerVersion", "?"), ", ".join(runtimes) or "?",
                                                          info.get("DefaultRuntime", "?"))
@@ -136,7 +136,7 @@ def _docker_info() -> dict:
         return {"info": None, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
 
 
-@check("container.docker", "docker engine and its NVIDIA runtime")
+@check("container.docker", "docker engine and its NVIDIA runtime", fast=True)
 def docker_engine(ctx: Context) -> CheckResult:
     info = ctx.first(DOCKER_INFO)
     if info is not None:  # a bundle's `docker info` text (captured by hand) instead of the engine's answer
@@ -149,7 +149,8 @@ def docker_engine(ctx: Context) -> CheckResult:
     socket = ctx.fact("docker socket or DOCKER_HOST", lambda: os.path.exists("/var/run/docker.sock")
                       or bool(os.environ.get("DOCKER_HOST")))
     if not socket and ctx.tool("docker", "--version").missing:
-        return skipped("container.docker", "docker not installed (no CLI, no /var/run/docker.sock)")
+        return skipped("container.docker", "docker not installed (no CLI, no /var/run/docker.sock)",
+                       code="TOOL_MISSING")
     got = ctx.fact("docker info", _docker_info)
     return judge_docker(got["info"], got["error"], no_gpu_reason(ctx) is None)
 
@@ -204,16 +205,21 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: 
                       codes[0] if codes else "CONTAINER_GPU_FAILED")
     if host_gpus is None:
         return warned(cid, "%d GPUs visible in the container%s; the host's count was not recorded" % (seen, tk),
-                      "all the host's GPUs", "record nvidia-smi with the bundle to compare")
+                      "all the host's GPUs", "record nvidia-smi with the bundle to compare", "EVIDENCE_INCOMPLETE")
     if seen != host_gpus:
         return failed(cid, "%d of %d GPUs visible in the container%s" % (seen, host_gpus, tk), "all GPUs",
                       "check NVIDIA_VISIBLE_DEVICES and the toolkit's configuration", "CONTAINER_GPU_FAILED")
     return passed(cid, "%d GPUs visible in the container%s" % (seen, tk), "all GPUs")
 
 
-def no_stack_image(ctx: Context) -> str | None:
-    """Why the stack's image is not there (no --stack, not built, no engine), for ``requires``."""
-    return stack_image(ctx)[1]
+def no_stack_image(ctx: Context) -> Reason | None:
+    """Why the stack's image is not there, for ``requires``: no --stack (``NOT_APPLICABLE``), not built
+    (``TOOL_MISSING``), no engine to ask (``TOOL_FAILED``)."""
+    why = stack_image(ctx)[1]
+    if why is None:
+        return None
+    return Reason(why, "NOT_APPLICABLE" if ctx.stack is None else "TOOL_MISSING" if why.startswith("image ")
+                  else "TOOL_FAILED")
 
 
 def stack_image(ctx: Context) -> tuple[str | None, str | None]:
@@ -241,7 +247,7 @@ def _no_image_nor_recorded_run(ctx: Context) -> str | None:
 
 
 @check("container.gpus", "GPUs inside a container (docker run --gpus all … nvidia-smi -L)",
-       requires=(no_gpu_reason, _no_image_nor_recorded_run))
+       requires=(no_gpu_reason, _no_image_nor_recorded_run), fast=False)
 def container_gpus(ctx: Context) -> CheckResult:
     image = stack_image(ctx)[0] if ctx.stack is not None else None
     try:
@@ -297,7 +303,8 @@ def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
 def _no_singularity(ctx: Context) -> str | None:
     if ctx.first(SINGULARITY_LIBS) is not None:
         return None
-    return "neither apptainer nor singularity on PATH" if runtime_version(ctx) is None else None
+    return Reason("neither apptainer nor singularity on PATH", "TOOL_MISSING") if runtime_version(ctx) is None \
+        else None
 
 
 def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
@@ -311,13 +318,14 @@ def _host_libcuda() -> bool:
 
 
 @check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
-       requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec))
+       requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec), fast=False)
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
     recorded = ctx.first(SINGULARITY_LIBS) if no_stack_image(ctx) else None
     if recorded is not None:  # a bundle's exec --nv of another image (outputs captured by hand)
         if not recorded.run.ok:
-            return failed(cid, recorded.run.why_not(), "%s exec --nv works" % recorded.tool, "run it by hand")
+            return failed(cid, recorded.run.why_not(), "%s exec --nv works" % recorded.tool, "run it by hand",
+                          "TOOL_FAILED")
         result = judge_nv_libs(recorded.value, ctx.fact("host libcuda.so.1", _host_libcuda))
         result.details.append("from the bundle's `%s`" % recorded.command)
         return result
@@ -329,11 +337,11 @@ def singularity_nv(ctx: Context) -> CheckResult:
     sif = str(sif_path(image, SIF_DIR))
     if not ctx.fact("exists %s" % sif, lambda: os.path.exists(sif)):
         return skipped(cid, "no %s: build it with invoke build --stack %s --runtime singularity"
-                       % (sif, ctx.stack.name))
+                       % (sif, ctx.stack.name), code="TOOL_MISSING")
     res = ctx.tool(tool, "exec", "--nv", sif, "sh", "-c", "ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH",
                    timeout=60)
     if not res.ok:
-        return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand")
+        return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand", "TOOL_FAILED")
     return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
 
 
@@ -443,7 +451,7 @@ def judge_apptainer(tool: str, version_run, cfg: dict, userns: tuple[bool, str],
     cid = "container.apptainer"
     if not version_run.ok:
         return failed(cid, "`%s version` failed: %s" % (tool, version_run.why_not()), "%s version answers" % tool,
-                      "run `%s version` by hand; reinstall Apptainer if it does not answer" % tool)
+                      "run `%s version` by hand; reinstall Apptainer if it does not answer" % tool, "TOOL_FAILED")
     version = versions.singularity(version_run.stdout)
     flavour = runtime_flavour(tool, version, cfg)
     shown = "%s %s" % (flavour, version or "(unparsed: %r)" % version_run.stdout.strip()[:60])
@@ -483,12 +491,13 @@ def _user() -> dict:
     return {"uid": uid, "name": name}
 
 
-@check("container.apptainer", "Apptainer/Singularity version, and a way for this user to run containers")
+@check("container.apptainer", "Apptainer/Singularity version, and a way for this user to run containers",
+       fast=True)
 def apptainer(ctx: Context) -> CheckResult:
     cid = "container.apptainer"
     found = runtime_version(ctx)
     if found is None:
-        return skipped(cid, "neither apptainer nor singularity on PATH")
+        return skipped(cid, "neither apptainer nor singularity on PATH", code="TOOL_MISSING")
     tool, res = found
     cfg_run = ctx.tool(tool, "buildcfg")
     cfg = buildcfg(cfg_run.stdout) if cfg_run.ok else {}
@@ -596,11 +605,12 @@ def rank_probe_argv(ctx: Context) -> tuple[list[str] | None, str, int]:
         " on %s" % ",".join(ctx.hosts) if ctx.hosts else ""), n
 
 
-@check("container.rank_limits", "memlock, stack, open files, /dev/shm, cgroup memory as the ranks see them")
+@check("container.rank_limits", "memlock, stack, open files, /dev/shm, cgroup memory as the ranks see them",
+       fast=False)
 def rank_limits(ctx: Context) -> CheckResult:
     argv, how, n = rank_probe_argv(ctx)
     if argv is None:
-        return skipped("container.rank_limits", how)
+        return skipped("container.rank_limits", how, code="TOOL_MISSING")
     res = ctx.tool(*argv, timeout=60)
     if not res.ok and not parse_rank_limits(res.stdout):
         return failed("container.rank_limits", "the probe rank did not start: %s" % res.why_not(),

@@ -33,9 +33,9 @@ from facts.parsers.nvidia_smi import (
 from facts.parsers.versions import NVCC
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.result import CheckResult, failed, passed, skipped, warned
+from validate.result import CheckResult, Reason, failed, passed, skipped, warned
 
-NOT_GPU_NODE = "not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)"
+NOT_GPU_NODE = Reason("not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)", "NOT_APPLICABLE")
 
 REMEDY = {
     "NVML_DRIVER_LIBRARY_MISMATCH": "the user-space driver was upgraded while the old kernel module is still loaded: "
@@ -212,7 +212,7 @@ def judge_inventory(report: SmiReport, pci_gpus: list[str] | None = None, smi_mi
                           "NVIDIA_DRIVER_NOT_LOADED")
         if stack_needs_gpu:
             return failed(cid, "no NVIDIA GPU on the PCI bus, nvidia-smi not on PATH", "NVIDIA GPUs for this stack",
-                          "run this stack on a GPU node")
+                          "run this stack on a GPU node", "NO_GPU_FOR_STACK")
         return skipped(cid, NOT_GPU_NODE)
     err = report.error
     if err is not None and (err.code != "GPU_LOST" or not report.gpus):
@@ -221,7 +221,7 @@ def judge_inventory(report: SmiReport, pci_gpus: list[str] | None = None, smi_mi
     gpus = report.gpus
     if not gpus:
         return failed(cid, "nvidia-smi printed no GPU table (%s)" % "; ".join(report.problems or ["empty output"]),
-                      "one row per GPU", "run nvidia-smi by hand and check dmesg for NVRM errors")
+                      "one row per GPU", "run nvidia-smi by hand and check dmesg for NVRM errors", "OUTPUT_UNREADABLE")
     names = sorted({g.name or "?" for g in gpus})
     mem = sorted({g.memory_total_mib for g in gpus if g.memory_total_mib})
     measured = "%d× %s%s, driver %s" % (len(gpus), " + ".join(names),
@@ -234,7 +234,8 @@ def judge_inventory(report: SmiReport, pci_gpus: list[str] | None = None, smi_mi
         return failed(cid, "%s; %d NVIDIA GPU(s) on the PCI bus" % (measured, pci), "%d GPUs in nvidia-smi" % pci,
                       REMEDY["GPU_LOST"], "GPU_LOST")
     if report.problems:
-        return warned(cid, measured, "a readable nvidia-smi output", "could not read: %s" % "; ".join(report.problems))
+        return warned(cid, measured, "a readable nvidia-smi output", "could not read: %s" % "; ".join(report.problems),
+                      "OUTPUT_UNREADABLE")
     return passed(cid, measured, "every GPU listed by nvidia-smi")
 
 
@@ -243,11 +244,11 @@ def judge_persistence(gpus: list[Gpu]) -> CheckResult:
     cid = "gpu.persistence"
     known = [g for g in gpus if g.persistence is not None]
     if not known:
-        return skipped(cid, "persistence mode not reported")
+        return skipped(cid, "persistence mode not reported", code="NOT_REPORTED")
     off = [str(g.index) for g in known if not g.persistence]
     if off:
         return warned(cid, "persistence mode off on GPU %s" % ",".join(off), "on for every GPU",
-                      "nvidia-smi -pm 1 as root, or enable the nvidia-persistenced service")
+                      "nvidia-smi -pm 1 as root, or enable the nvidia-persistenced service", "GPU_PERSISTENCE_OFF")
     return passed(cid, "on for %d GPU(s)" % len(known), "on for every GPU")
 
 
@@ -257,7 +258,7 @@ def judge_ecc(gpus: list[Gpu]) -> CheckResult:
     fields = [(g.ecc_enabled, g.ecc_uncorrected_volatile, g.retired_pages_pending, g.remapped_rows_pending,
                g.remapped_rows_failure) for g in gpus]
     if not any(v is not None for row in fields for v in row):
-        return skipped(cid, "ECC and page retirement not reported by this GPU/driver")
+        return skipped(cid, "ECC and page retirement not reported by this GPU/driver", code="NOT_REPORTED")
     bad = ["GPU %s: row remapping failed" % g.index for g in gpus if g.remapped_rows_failure]
     bad += ["GPU %s: %d uncorrectable ECC errors" % (g.index, g.ecc_uncorrected_volatile) for g in gpus
             if g.ecc_uncorrected_volatile]
@@ -269,9 +270,11 @@ def judge_ecc(gpus: list[Gpu]) -> CheckResult:
         return failed(cid, "; ".join(bad), expected, "drain the node; reset the GPU; replace it if errors recur",
                       "GPU_MEMORY_ERRORS", pending)
     if pending:
-        return warned(cid, "; ".join(pending), expected, "reset the GPU (nvidia-smi -r) or reboot to apply it")
+        return warned(cid, "; ".join(pending), expected, "reset the GPU (nvidia-smi -r) or reboot to apply it",
+                      "GPU_RESET_PENDING")
     if off:
-        return warned(cid, "ECC disabled on %s" % ", ".join(off), expected, "nvidia-smi -e 1 and reboot")
+        return warned(cid, "ECC disabled on %s" % ", ".join(off), expected, "nvidia-smi -e 1 and reboot",
+                      "GPU_ECC_DISABLED")
     return passed(cid, "ECC on, no uncorrectable errors or pending retirements on %d GPU(s)" % len(gpus), expected)
 
 
@@ -312,7 +315,8 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
     try:
         verdict = rules.check_driver(driver, cuda, ngc, datacenter)
     except ChexstackError as e:
-        return warned(cid, measured_driver, "CUDA %s (%s)" % (cuda, what), "no rule to judge it: %s" % e)
+        return warned(cid, measured_driver, "CUDA %s (%s)" % (cuda, what), "no rule to judge it: %s" % e,
+                      "NO_SOURCED_RULE")
     message, _, ways = verdict.message.partition("; ")
     expected = "a driver that runs CUDA %s (%s) — %s" % (cuda, what, verdict.source)
     if verdict.status == "FAIL":
@@ -350,12 +354,12 @@ def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
     return None, ""
 
 
-@check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)")
+@check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)", fast=True)
 def inventory(ctx: Context) -> CheckResult:
     snap = snapshot(ctx)
     if snap.excerpt and not snap.report.gpus:
         return skipped("gpu.inventory", "the bundle holds only an excerpt of nvidia-smi (%s): driver %s, no GPU rows"
-                       % (snap.excerpt, snap.report.driver_version or "?"))
+                       % (snap.excerpt, snap.report.driver_version or "?"), code="EVIDENCE_MISSING")
     refusals = None
     if not snap.smi_missing and (snap.report.error is not None or len(snap.report.gpus) < len(snap.pci_gpus or [])):
         log = kernel_log(ctx)  # why the driver lists fewer GPUs than the bus has
@@ -369,33 +373,34 @@ def inventory(ctx: Context) -> CheckResult:
     return result
 
 
-@check("gpu.persistence", "persistence mode", requires=(no_gpu_reason,))
+@check("gpu.persistence", "persistence mode", requires=(no_gpu_reason,), fast=True)
 def persistence(ctx: Context) -> CheckResult:
     return judge_persistence(snapshot(ctx).report.gpus)
 
 
-@check("gpu.ecc", "ECC errors, retired pages, remapped rows", requires=(no_gpu_reason,))
+@check("gpu.ecc", "ECC errors, retired pages, remapped rows", requires=(no_gpu_reason,), fast=True)
 def ecc(ctx: Context) -> CheckResult:
     return judge_ecc(snapshot(ctx).report.gpus)
 
 
 @check("gpu.driver_cuda", "driver vs the CUDA the stack (or this node's toolkit) needs",
-       requires=(no_gpu_reason,))
+       requires=(no_gpu_reason,), fast=True)
 def driver_cuda(ctx: Context) -> CheckResult:
     cid = "gpu.driver_cuda"
     report = snapshot(ctx).report
     if not report.driver_version:
-        return skipped(cid, "driver version unknown (see gpu.inventory)")
+        return skipped(cid, "driver version unknown (see gpu.inventory)", code="NOT_REPORTED")
     ngc = None
     if ctx.stack is not None:
         cuda, what = ctx.stack.version("cuda"), "stack %s" % ctx.stack.name
         if cuda is None:
-            return skipped(cid, "stack %s has no CUDA" % ctx.stack.name)
+            return skipped(cid, "stack %s has no CUDA" % ctx.stack.name, code="NOT_APPLICABLE")
         ngc = ngc_release(ctx.stack.base.image)
     else:
         cuda, what = _local_toolkit(ctx)
         if cuda is None:
-            return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)")
+            return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)",
+                           code="NOT_APPLICABLE")
     return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what, ngc,
                         datacenter_gpus([g.name for g in report.gpus]))
 
@@ -421,11 +426,11 @@ def judge_xid(events: list[XidEvent]) -> CheckResult:
     return passed(cid, "no NVRM Xid/SXid in the kernel log", "no Xid since boot")
 
 
-@check("gpu.xid", "NVRM Xid / fallen-off-the-bus events in the kernel log", requires=(no_gpu_reason,))
+@check("gpu.xid", "NVRM Xid / fallen-off-the-bus events in the kernel log", requires=(no_gpu_reason,), fast=True)
 def xid(ctx: Context) -> CheckResult:
     log = ctx.tool("dmesg")
     if not log.ok:
-        return skipped("gpu.xid", "cannot read the kernel log: %s" % log.why_not())
+        return skipped("gpu.xid", "cannot read the kernel log: %s" % log.why_not(), code="TOOL_FAILED")
     return judge_xid(parse_dmesg(log.stdout))
 
 
@@ -434,7 +439,7 @@ def judge_dcgm(diag: Diag) -> CheckResult:
     cid = "gpu.dcgm"
     if not diag.rows:
         return failed(cid, "could not read dcgmi diag: %s" % "; ".join(diag.problems), "a result table",
-                      "run dcgmi diag -r 1 by hand")
+                      "run dcgmi diag -r 1 by hand", "OUTPUT_UNREADABLE")
     fails, warns = diag.with_result("Fail"), diag.with_result("Warn")
     details = ["%s: %s" % (r.name, r.error) for r in fails + warns if r.error]
     tested = [r for r in diag.rows if r.result in ("Pass", "Fail", "Warn", "Skip")]
@@ -443,17 +448,21 @@ def judge_dcgm(diag: Diag) -> CheckResult:
                       (fails[0].error[:200] or "see dcgmi diag -r 1"), "DCGM_DIAG_FAIL", details)
     if warns:
         return warned(cid, "%s: Warn" % ", ".join(r.name for r in warns), "every diagnostic Pass",
-                      warns[0].error[:200] or "see dcgmi diag -r 1", details=details)
+                      warns[0].error[:200] or "see dcgmi diag -r 1", "DCGM_DIAG_WARN", details)
     return passed(cid, "%d diagnostics Pass" % len(tested), "every diagnostic Pass")
 
 
-@check("gpu.dcgm", "DCGM quick diagnostic (dcgmi diag -r 1)", requires=(no_gpu_reason,))
+#: ``fast``: DCGM's level 1 is the one "to use as a readiness metric", levels 2 and 3 an epilogue on failure and a
+#: post-mortem (DCGM user guide, DCGM Diagnostics:
+#: https://docs.nvidia.com/datacenter/dcgm/2.3/dcgm-user-guide/dcgm-diagnostics.html); it starts no workload.
+@check("gpu.dcgm", "DCGM quick diagnostic (dcgmi diag -r 1)", requires=(no_gpu_reason,), fast=True)
 def dcgm(ctx: Context) -> CheckResult:
     res = ctx.tool("dcgmi", "diag", "-r", "1", timeout=120)
     if res.missing:
-        return skipped("gpu.dcgm", "dcgmi not on PATH (DCGM not installed)")
+        return skipped("gpu.dcgm", "dcgmi not on PATH (DCGM not installed)", code="TOOL_MISSING")
     if res.timed_out:
-        return failed("gpu.dcgm", res.why_not(), "dcgmi diag -r 1 within 120 s", "check nv-hostengine")
+        return failed("gpu.dcgm", res.why_not(), "dcgmi diag -r 1 within 120 s", "check nv-hostengine",
+                      "DCGM_DIAG_NOT_RUN")
     return judge_dcgm(parse_dcgmi_diag(res.output))
 
 
@@ -476,7 +485,7 @@ def judge_peers(props: dict[str, dict[str, int | None]], nvlinks: dict[str, int]
     slows every collective), WARN for clocks and ECC (configuration)."""
     cid = "gpu.peers"
     if len(props) < 2:
-        return skipped(cid, "%d GPU on this node: no peer to compare" % len(props))
+        return skipped(cid, "%d GPU on this node: no peer to compare" % len(props), code="NOT_APPLICABLE")
     columns = [p[0] for p in PEER_PROPERTIES] + (["NVLinks"] if nvlinks else [])
     values = {g: dict(v, NVLinks=(nvlinks or {}).get(g)) for g, v in props.items()}
     fail, warn, alike, unknown = [], [], [], []
@@ -506,11 +515,11 @@ def judge_peers(props: dict[str, dict[str, int | None]], nvlinks: dict[str, int]
 
 
 @check("gpu.peers", "GPUs of this node alike: PCIe generation and width, clocks, NVLink count, ECC",
-       requires=(no_gpu_reason,))
+       requires=(no_gpu_reason,), fast=True)
 def peers(ctx: Context) -> CheckResult:
     res = ctx.tool("nvidia-smi", "--query-gpu=" + ",".join(PEER_QUERY), "--format=csv")
     if not res.ok:
-        return skipped("gpu.peers", res.why_not())
+        return skipped("gpu.peers", res.why_not(), code="TOOL_FAILED")
     props = peers_from_query(parse_query_csv(res.stdout)[0])
     try:
         links = ctx.tool("nvidia-smi", "nvlink", "--status")
@@ -542,11 +551,11 @@ def judge_driver_module(module: str | None, library: str | None, library_from: s
             return failed(cid, "no /proc/driver/nvidia/version: the nvidia kernel module is not loaded (%d NVIDIA "
                           "GPU(s) on the PCI bus)" % pci_gpus, "the nvidia kernel module loaded",
                           REMEDY["NVIDIA_DRIVER_NOT_LOADED"], "NVIDIA_DRIVER_NOT_LOADED")
-        return skipped(cid, "no nvidia kernel module loaded (no /proc/driver/nvidia/version)")
+        return skipped(cid, "no nvidia kernel module loaded (no /proc/driver/nvidia/version)", code="NOT_APPLICABLE")
     expected = "kernel module = user-space library version"
     if library is None:
         return skipped(cid, "kernel module %s; the user-space library's version was not found (%s)"
-                       % (module, library_from), expected)
+                       % (module, library_from), expected, "NOT_REPORTED")
     if not _same_version(module, library):
         return failed(cid, "kernel module %s, user-space library %s (%s)" % (module, library, library_from), expected,
                       REMEDY["NVML_DRIVER_LIBRARY_MISMATCH"], "NVML_DRIVER_LIBRARY_MISMATCH")
@@ -572,7 +581,7 @@ def _user_space_library(ctx: Context) -> tuple[str | None, str]:
 
 
 @check("gpu.driver_module", "NVIDIA kernel module vs user-space driver library (/proc/driver/nvidia/version)",
-       requires=(no_gpu_reason,))
+       requires=(no_gpu_reason,), fast=True)
 def driver_module(ctx: Context) -> CheckResult:
     module = versions.nvidia_kernel_module(ctx.read("/proc/driver/nvidia/version") or "")
     library, where = _user_space_library(ctx) if module else (None, "")

@@ -43,7 +43,7 @@ def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: 
     want = ", ".join("%s=%s" % kn for kn in required)
     if build.problems:
         return failed(cid, "could not read Horovod's build in %s: %s" % (where, "; ".join(build.problems)),
-                      want, "run horovodrun --check-build by hand")
+                      want, "run horovodrun --check-build by hand", "OUTPUT_UNREADABLE")
     missing = build.missing(required)
     if missing:
         return failed(cid, "Horovod v%s in %s: %s" % (build.version, where, format_missing(missing)), want,
@@ -79,7 +79,9 @@ def env_probe(ctx: Context) -> dict:
     return ctx.fact("horovod import probe", go)
 
 
-@check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for")
+#: Not ``fast``: the import probe starts TensorFlow and Horovod in a fresh interpreter (tens of seconds on a cold
+#: file cache), as does ``horovod.controller``, which reads the same probe.
+@check("horovod.env", "Horovod of this environment: frameworks, controllers, tensor ops, TF built-for", fast=False)
 def env(ctx: Context) -> CheckResult:
     cid = "horovod.env"
     check_build = ctx.first(CHECK_BUILD)
@@ -88,7 +90,8 @@ def env(ctx: Context) -> CheckResult:
         result.details.append("from the bundle's `%s`" % check_build.command)
         return result
     if ctx.stack is not None and ctx.stack.family != "cpu":
-        return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name)
+        return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name,
+                       code="NOT_APPLICABLE")
     probe = env_probe(ctx)
     if "error" in probe:
         return failed(cid, "import horovod.tensorflow failed: %s" % probe["error"][:300], "Horovod with TensorFlow",
@@ -97,7 +100,7 @@ def env(ctx: Context) -> CheckResult:
     return judge_build(build, required_for(ctx), probe.get("tensorflow"), probe.get("built_for"))
 
 
-@check("horovod.image", "Horovod inside the stack's image (era-aware)", requires=(no_stack_image,))
+@check("horovod.image", "Horovod inside the stack's image (era-aware)", requires=(no_stack_image,), fast=False)
 def image(ctx: Context) -> CheckResult:
     cid = "horovod.image"
     tag = stack_image(ctx)[0]
@@ -108,7 +111,7 @@ def image(ctx: Context) -> CheckResult:
                                            lambda: probe_image(docker_client(), tag).to_json()))
     if probe.error is not None:
         return failed(cid, "probe in %s failed: %s" % (tag, probe.error), "the in-image probe runs",
-                      "invoke build --stack %s (rebuild)" % ctx.stack.name)
+                      "invoke build --stack %s (rebuild)" % ctx.stack.name, "IMAGE_PROBE_FAILED")
     rows = [r for r in compare(ctx.stack, probe).rows if r.row.startswith("horovod ")]
     bad = [r for r in rows if r.verdict == MISMATCH]
     summary = "; ".join("%s: %s" % (r.row, r.found) for r in rows) or "no Horovod rows"
@@ -143,12 +146,12 @@ def judge_controller(interfaces: list[str], gloo: bool, mpi: bool) -> CheckResul
                   "GLOO_LOOPBACK_ONLY")
 
 
-@check("horovod.controller", "Horovod controller vs this node's network interfaces")
+@check("horovod.controller", "Horovod controller vs this node's network interfaces", fast=False)
 def controller(ctx: Context) -> CheckResult:
     cid = "horovod.controller"
     probe = env_probe(ctx)
     if "error" in probe:
-        return skipped(cid, "Horovod not importable here (see horovod.env)")
+        return skipped(cid, "Horovod not importable here (see horovod.env)", code="NOT_APPLICABLE")
     built = probe.get("built") or {}
     return judge_controller(ctx.fact("network interfaces", local_interfaces), bool(built.get("gloo_built")),
                             bool(built.get("mpi_built", True)))

@@ -30,6 +30,7 @@ from facts.parsers.observation import Observed
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
+from validate.tries import until_pass
 
 #: The seed study's fabric: EDR InfiniBand, 100 Gb/s per port (4X EDR) — the floor under every comparison.
 EXPECTED_RATE_GBPS = 100.0
@@ -147,7 +148,8 @@ def judge_ports(report: IbReport, expected_rate: float = EXPECTED_RATE_GBPS, sou
                       "not IB rails: ignore them if unused (front-end/management); a RoCE rail must be up",
                       "ETH_PORT_DOWN", details)
     if report.problems:
-        return warned(cid, measured, expected, "output incomplete: %s" % report.problems[0], details=details)
+        return warned(cid, measured, expected, "output incomplete: %s" % report.problems[0], "OUTPUT_UNREADABLE",
+                      details)
     return passed(cid, measured, expected, details)
 
 
@@ -189,7 +191,7 @@ def ports_report(ctx: Context) -> tuple[IbReport, str]:
     return ctx.memo("ib.ports", read)
 
 
-@check("ib.devices", "RDMA devices visible to this process (/dev/infiniband)")
+@check("ib.devices", "RDMA devices visible to this process (/dev/infiniband)", fast=True)
 def devices(ctx: Context) -> CheckResult:
     cid = "ib.devices"
     found = hcas(ctx)
@@ -198,7 +200,7 @@ def devices(ctx: Context) -> CheckResult:
         if len(ctx.hosts) > 1:
             return warned(cid, "no RDMA device (%s is empty)" % SYSFS, "an IB/RoCE HCA for a multi-node run",
                           "NCCL will fall back to TCP sockets between nodes", "NO_RDMA")
-        return skipped(cid, "no RDMA device on this node (%s missing or empty)" % SYSFS)
+        return skipped(cid, "no RDMA device on this node (%s missing or empty)" % SYSFS, code="NOT_APPLICABLE")
     if not uverbs:
         return failed(cid, "HCAs %s present but /dev/infiniband/uverbs* missing" % ", ".join(found),
                       "/dev/infiniband/uverbs* for every HCA",
@@ -208,14 +210,14 @@ def devices(ctx: Context) -> CheckResult:
                   "/dev/infiniband/uverbs* for every HCA")
 
 
-@check("ib.ports", "IB port state Active + LinkUp, rate, link layer")
+@check("ib.ports", "IB port state Active + LinkUp, rate, link layer", fast=True)
 def ports(ctx: Context) -> CheckResult:
     try:
         listed = ctx.tool("ibstat").ok or bool(hcas(ctx))
     except MissingEvidence:  # a bundle without ibstat or the HCA listing: whatever port tool it holds decides
         listed = True
     if not listed:
-        return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS)
+        return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS, code="NOT_APPLICABLE")
     report, source = ports_report(ctx)
     result = judge_ports(report, source=source)
     if " " in source:  # a bundle's run for one device (`ibv_devinfo -d X | egrep …`): it proves only that HCA
@@ -236,18 +238,18 @@ def ipoib_interfaces(ctx: Context, root: str = "/sys/class/net") -> dict[str, st
     return out
 
 
-@check("ib.ipoib", "IPoIB interface up (optional)")
+@check("ib.ipoib", "IPoIB interface up (optional)", fast=True)
 def ipoib(ctx: Context) -> CheckResult:
     """Optional: NCCL moves data over verbs, IPoIB only helps bootstrap/OOB; fabrics without IPoIB are normal
     (imbue-ai/cluster-health#4)."""
     cid = "ib.ipoib"
     ifaces = ipoib_interfaces(ctx)
     if not ifaces:
-        return skipped(cid, "no IPoIB interface (optional: NCCL uses verbs, not IPoIB)")
+        return skipped(cid, "no IPoIB interface (optional: NCCL uses verbs, not IPoIB)", code="NOT_APPLICABLE")
     down = ["%s %s" % kv for kv in ifaces.items() if kv[1] != "up"]
     if down:
         return warned(cid, "IPoIB down: %s" % ", ".join(down), "IPoIB interfaces up (if used for bootstrap)",
-                      "ip link set <iface> up, or set NCCL_SOCKET_IFNAME to another interface")
+                      "ip link set <iface> up, or set NCCL_SOCKET_IFNAME to another interface", "IPOIB_DOWN")
     return passed(cid, "IPoIB up: %s" % ", ".join(ifaces), "IPoIB interfaces up")
 
 
@@ -255,15 +257,17 @@ def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
     cid = "ib.write_bw"
     if wb.bw_avg_gbps is None:
         return failed(cid, "no ib_write_bw result: %s" % "; ".join(wb.problems), "a BW average row",
-                      "run ib_write_bw by hand between the two hosts")
+                      "run ib_write_bw by hand between the two hosts", "OUTPUT_UNREADABLE")
     measured = "%.2f Gb/s average at %d B on %s (%s)" % (wb.bw_avg_gbps, wb.msg_bytes, wb.device or "?",
                                                            wb.link_type or "?")
     if wb.problems:
-        return warned(cid, measured, "Gb/s figures", "; ".join(wb.problems))
+        return warned(cid, measured, "Gb/s figures", "; ".join(wb.problems), "OUTPUT_UNREADABLE")
     if wb.msg_bytes < 65536:
-        return warned(cid, measured, "a message of >= 64 KiB", "run with -s 65536 (or -a and read the largest size)")
+        return warned(cid, measured, "a message of >= 64 KiB", "run with -s 65536 (or -a and read the largest size)",
+                      "IB_WRITE_BW_SMALL_MESSAGE")
     if line_rate_gbps is None:
-        return warned(cid, measured, "the port's line rate", "port rate unknown: compare by hand")
+        return warned(cid, measured, "the port's line rate", "port rate unknown: compare by hand",
+                      "EVIDENCE_INCOMPLETE")
     floor = WRITE_BW_SHARE * line_rate_gbps
     if wb.bw_avg_gbps < floor:
         return failed(cid, measured, ">= %.0f Gb/s (%d %% of %g Gb/s)" % (floor, WRITE_BW_SHARE * 100, line_rate_gbps),
@@ -272,37 +276,44 @@ def judge_write_bw(wb: WriteBw, line_rate_gbps: float | None) -> CheckResult:
     return passed(cid, measured, ">= %.0f Gb/s (%d %% of %g Gb/s)" % (floor, WRITE_BW_SHARE * 100, line_rate_gbps))
 
 
-@check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)")
+@check("ib.write_bw", "ib_write_bw between two hosts (with --hosts)", fast=False)
 def write_bw(ctx: Context) -> CheckResult:
     cid = "ib.write_bw"
-    recorded = ctx.first(IB_WRITE_BW)
-    if recorded is not None:
-        return _recorded_write_bw(ctx, recorded)
+    if ctx.first(IB_WRITE_BW) is not None:  # a bundle's runs (captured by hand, or this check's tries)
+        return until_pass(lambda n: _recorded_write_bw(ctx, ctx.first(IB_WRITE_BW, attempt=n)))
     me = set(ctx.fact("hostnames", lambda: [socket.gethostname(), socket.getfqdn(), "localhost"]))
     peers = [h for h in ctx.hosts if h.split(":")[0] not in me]
     if not peers:
-        return skipped(cid, "needs a second host: pass --hosts this,other")
+        return skipped(cid, "needs a second host: pass --hosts this,other", code="NOT_APPLICABLE")
     report, _ = ports_report(ctx)
     up = [p for p in report.ports if p.up]
     if not up:
-        return skipped(cid, "no RDMA port up on this node (see ib.ports)")
+        return skipped(cid, "no RDMA port up on this node (see ib.ports)", code="NOT_APPLICABLE")
     peer, dev = peers[0].split(":")[0], up[0].hca
     args = ["ib_write_bw", "-d", dev, "--report_gbits", "-s", "65536", "-D", "5", "-q", "4"]
-    server = ctx.fact("ib.write_bw.server %s" % peer, lambda: _start_server(peer, args))
-    if server is not None:
-        return skipped(cid, server)
-    client = ctx.tool(*(args + [peer]), timeout=40)
-    if client.missing:
-        return skipped(cid, "ib_write_bw not on PATH (perftest)")
-    if not client.ok:
-        return failed(cid, client.why_not(), "ib_write_bw to %s" % peer, "check that both hosts reach each other "
-                      "over %s (ibstat, GID/LID)" % dev)
-    return judge_write_bw(parse_ib_write_bw(client.output), up[0].rate_gbps)
+
+    def attempt(n: int) -> CheckResult:  # the server answers one test: each try starts its own
+        server = ctx.fact("ib.write_bw.server %s" % peer + (" try %d" % n if n > 1 else ""),
+                          lambda: _start_server(peer, args))
+        if server is not None:
+            return skipped(cid, server, code="TOOL_FAILED")
+        client = ctx.tool(*(args + [peer]), timeout=40, attempt=n)
+        if client.missing:
+            return skipped(cid, "ib_write_bw not on PATH (perftest)", code="TOOL_MISSING")
+        if not client.ok:
+            return failed(cid, client.why_not(), "ib_write_bw to %s" % peer, "check that both hosts reach each other "
+                          "over %s (ibstat, GID/LID)" % dev, "IB_WRITE_BW_FAILED")
+        return judge_write_bw(parse_ib_write_bw(client.output), up[0].rate_gbps)
+
+    return until_pass(attempt)
 
 
-def _recorded_write_bw(ctx: Context, run: Observed) -> CheckResult:
+def _recorded_write_bw(ctx: Context, run: Observed | None) -> CheckResult:
     """Judge a bundle's ``ib_write_bw`` run against the line rate of its device's port, when the bundle recorded
-    the ports (without them the rate is unknown: a WARN, never a PASS)."""
+    the ports (without them the rate is unknown: a WARN, never a PASS); ``MissingEvidence`` for a try the bundle
+    does not hold (``run`` None)."""
+    if run is None:
+        raise MissingEvidence("another ib_write_bw run")
     wb = run.value
     try:
         rates = [p.rate_gbps for p in ports_report(ctx)[0].ports if p.up and p.hca == wb.device]

@@ -39,7 +39,8 @@ from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.result import CheckResult, failed, passed, skipped, warned
+from validate.result import CheckResult, Reason, failed, passed, skipped, warned
+from validate.tries import until_pass
 
 MULTI_NODE_SHARE = 0.8
 #: Seconds the all_reduce_perf run may take; no result row by then is a hang (1 GiB × 25 iterations takes seconds).
@@ -86,7 +87,7 @@ def judge_busbw(result: PerfResult, floor: Floor | None, expected_ranks: int | N
     cid = "nccl.busbw"
     if not result.rows:
         return failed(cid, "could not read all_reduce_perf output: %s" % "; ".join(result.problems),
-                      "the size/count/…/busbw table", "run all_reduce_perf by hand")
+                      "the size/count/…/busbw table", "run all_reduce_perf by hand", "OUTPUT_UNREADABLE")
     n = result.world_size()
     split = result.interleaved or (expected_ranks is not None and result.ranks and result.ranks != expected_ranks)
     if split:
@@ -111,7 +112,7 @@ def judge_busbw(result: PerfResult, floor: Floor | None, expected_ranks: int | N
         details += result.problems
     if floor is None:
         return warned(cid, measured, "no sourced busbw floor for this platform",
-                      "compare with a healthy node of the same kind", details=details)
+                      "compare with a healthy node of the same kind", "NO_SOURCED_RULE", details)
     expected = ">= %g GB/s (%s; %s)" % (floor.gbps, floor.applies_to, floor.source)
     if busbw < floor.gbps:
         return failed(cid, measured, expected, "check nccl.transport, topo.nvlink, ib.ports; rerun to rule out "
@@ -361,15 +362,16 @@ def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
     return found
 
 
-def _run_allreduce(ctx: Context) -> Observed | str:
+def _run_allreduce(ctx: Context, attempt: int = 1) -> Observed | Reason:
     """One all_reduce_perf run for this context (from a bundle: the NCCL run it recorded, ``ALL_REDUCE_PERF``;
-    its value says whether it is an all_reduce_perf run), or why it cannot run."""
+    its value says whether it is an all_reduce_perf run), or why it cannot run. ``attempt``: the try of
+    ``nccl.busbw``'s repeated measurement (the first is the one every NCCL check reads)."""
 
-    def go() -> Observed | str:
+    def go() -> Observed | Reason:
         try:
-            if ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
-                return "all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests " \
-                       "(MPI=1 for --hosts) and put its build/ on PATH"
+            if attempt == 1 and ctx.tool("all_reduce_perf", "--help", timeout=10).missing:
+                return Reason("all_reduce_perf (nccl-tests) not on PATH: build https://github.com/NVIDIA/nccl-tests "
+                              "(MPI=1 for --hosts) and put its build/ on PATH", "TOOL_MISSING")
         except MissingEvidence:  # a bundle holding a NCCL run but not the --help probe
             pass
         gpus = gpu_count(ctx) or 1
@@ -379,9 +381,9 @@ def _run_allreduce(ctx: Context) -> Observed | str:
             argv = mpirun_argv(ctx, gpus * len(ctx.hosts), ctx.hosts, gpus, tuple(env)) + args + ["-g", "1"]
         else:
             argv = args + ["-g", str(gpus)]
-        return ctx.observe(ALL_REDUCE_PERF, *argv, timeout=ALLREDUCE_TIMEOUT_S, env=env)
+        return ctx.observe(ALL_REDUCE_PERF, *argv, timeout=ALLREDUCE_TIMEOUT_S, env=env, attempt=attempt)
 
-    return ctx.memo("nccl.allreduce", go)
+    return ctx.memo(("nccl.allreduce", attempt), go)
 
 
 def _expected_ranks(ctx: Context) -> int | None:
@@ -408,21 +410,27 @@ def _from(res: ToolRun) -> list[str]:
 
 
 @check("nccl.busbw", "all-reduce bus bandwidth (nccl-tests) against the interconnect's floor",
-       requires=(no_gpu_reason,))
+       requires=(no_gpu_reason,), fast=False)
 def busbw(ctx: Context) -> CheckResult:
-    seen = _run_allreduce(ctx)
+    """A busbw below the floor is measured again (``validate.tries.until_pass``); every try is reported."""
+    return until_pass(lambda n: _busbw_try(ctx, n))
+
+
+def _busbw_try(ctx: Context, attempt: int) -> CheckResult:
+    seen = _run_allreduce(ctx, attempt)
     if isinstance(seen, str):
         return skipped("nccl.busbw", seen)
     res = seen.run
     if not seen.value:
-        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % res.command)
+        return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % res.command,
+                       code="EVIDENCE_MISSING")
     result = parse_all_reduce_perf(res.output)
     if res.timed_out and not result.rows:
         log = parse_nccl_log(res.output)
         return judge_hang(log, ALLREDUCE_TIMEOUT_S, hang_evidence(ctx, log))
     if not res.ok and not result.rows:
         return failed("nccl.busbw", res.why_not(), "all_reduce_perf completes", "see nccl.transport",
-                      classify_nccl_failure(parse_nccl_log(res.output)))
+                      classify_nccl_failure(parse_nccl_log(res.output)) or "TOOL_FAILED")
     try:
         gpus = snapshot(ctx).report.gpus
     except MissingEvidence:
@@ -440,11 +448,12 @@ def _nccl_log(ctx: Context, cid: str) -> tuple[Observed | None, CheckResult | No
         return None, skipped(cid, seen)
     if "NCCL INFO" not in seen.run.output:
         return None, skipped(cid, "no \"NCCL INFO\" line in the output of `%s` (NCCL_DEBUG=INFO log)"
-                             % seen.command)
+                             % seen.command, code="NOT_REPORTED")
     return seen, None
 
 
-@check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)", requires=(no_gpu_reason,))
+@check("nccl.transport", "the transport NCCL picked (RDMA vs Socket fallback)", requires=(no_gpu_reason,),
+       fast=False)
 def transport(ctx: Context) -> CheckResult:
     seen, skip = _nccl_log(ctx, "nccl.transport")
     if skip:
@@ -459,7 +468,7 @@ def transport(ctx: Context) -> CheckResult:
 
 
 @check("nccl.init", "a NCCL communicator initialised (Init COMPLETE), not just a transport selected",
-       requires=(no_gpu_reason,))
+       requires=(no_gpu_reason,), fast=False)
 def init(ctx: Context) -> CheckResult:
     seen, skip = _nccl_log(ctx, "nccl.init")
     if skip:
@@ -468,7 +477,7 @@ def init(ctx: Context) -> CheckResult:
     rows = bool(parse_all_reduce_perf(res.output).rows)
     result = judge_init(parse_nccl_log(res.output), rows, res.timed_out and not rows)
     if result is None:
-        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % res.command)
+        return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % res.command, code="NOT_REPORTED")
     if not seen.value:
         result.details.extend(_from(res))
     return result
@@ -484,18 +493,20 @@ def host_nccl(ldconfig_text: str, realpath=os.path.realpath) -> tuple[str | None
     return None, None
 
 
-@check("nccl.version", "NCCL library on this node")
+@check("nccl.version", "NCCL library on this node", fast=True)
 def version(ctx: Context) -> CheckResult:
     cid = "nccl.version"
     ld = ctx.tool("ldconfig", "-p")
     if not ld.ok:
-        return skipped(cid, "cannot list shared libraries: %s" % ld.why_not())
+        return skipped(cid, "cannot list shared libraries: %s" % ld.why_not(), code="TOOL_FAILED")
     found, path = host_nccl(ld.stdout, lambda p: ctx.fact("realpath %s" % p, lambda: os.path.realpath(p)))
     want = ctx.stack.version("nccl") if ctx.stack else None
     if path is None:
-        return skipped(cid, "no libnccl on this node's library path (a container stack brings its own NCCL)")
+        return skipped(cid, "no libnccl on this node's library path (a container stack brings its own NCCL)",
+                       code="NOT_APPLICABLE")
     measured = "NCCL %s (%s)" % (found or "?", path)
     if want and found and not found.startswith(want):
         return warned(cid, measured, "NCCL %s (stack %s)" % (want, ctx.stack.name),
-                      "bare-metal runs use this NCCL: install the stack's version (containers use their own)")
+                      "bare-metal runs use this NCCL: install the stack's version (containers use their own)",
+                      "NCCL_VERSION_MISMATCH")
     return passed(cid, measured, "NCCL %s" % want if want else "a NCCL library")

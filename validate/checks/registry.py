@@ -18,7 +18,7 @@ from chexstack.tools import DEFAULT_TIMEOUT_S, ToolRun
 from envs.manifest import Stack
 from facts.parsers.observation import Observation, Observed
 from validate.evidence import Live
-from validate.result import CheckResult, skipped
+from validate.result import CheckResult, Reason, skipped
 
 
 @dataclass
@@ -44,34 +44,38 @@ class Context:
             return self._memo[key]
 
     def tool(self, *argv: str, timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
-             like: Callable[[tuple, dict], bool] | None = None) -> ToolRun:
+             like: Callable[[tuple, dict], bool] | None = None, attempt: int = 1) -> ToolRun:
         """``chexstack.tools.run(argv)`` once per distinct argv/env for this context. ``like(argv, env)``: other
         recorded runs a bundle may answer with when it lacks this one (``validate.evidence``); the result's ``argv``
-        says which run it is."""
-        key = ("tool", argv, tuple(sorted((env or {}).items())), like)
-        if like is None:
-            return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env))
-        return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env, like=like))
+        says which run it is. ``attempt``: the try of a repeated measurement (``validate.tries``): run again live,
+        the bundle's ``attempt``-th record of it when replayed."""
+        key = ("tool", argv, tuple(sorted((env or {}).items())), like, attempt)
+        extra = ({"like": like} if like is not None else {}) | ({"attempt": attempt} if attempt != 1 else {})
+        return self.memo(key, lambda: self.evidence.tool(tuple(argv), timeout, env, **extra))
 
-    def recorded(self, like: Callable[[tuple, dict], bool]) -> ToolRun | None:
+    def recorded(self, like: Callable[[tuple, dict], bool], attempt: int = 1) -> ToolRun | None:
         """A bundle's first run ``like(argv, env)`` accepts (outputs captured by hand, e.g. a ``docker run --gpus``
-        of another image); None live and when the bundle holds none."""
-        return self.memo(("recorded", like), lambda: self.evidence.recorded(like))
+        of another image; ``attempt``: the ``attempt``-th, a repeated measurement's try); None live and when the
+        bundle holds none."""
+        if attempt == 1:
+            return self.memo(("recorded", like), lambda: self.evidence.recorded(like))
+        return self.memo(("recorded", like, attempt), lambda: self.evidence.recorded(like, attempt))
 
     def observe(self, observation: Observation, *argv: str, timeout: float = DEFAULT_TIMEOUT_S,
-                env: dict[str, str] | None = None) -> Observed:
+                env: dict[str, str] | None = None, attempt: int = 1) -> Observed:
         """Run ``argv`` (default ``observation.argv``; given where the command depends on the node: the mpirun
-        prefix, the GPU count) through ``tool`` — once per context; a bundle lacking it answers with the first run
-        ``observation.also`` accepts — and parse it. ``MissingEvidence`` as ``tool``."""
-        res = self.tool(*(argv or observation.argv), timeout=timeout, env=env, like=observation.also)
+        prefix, the GPU count) through ``tool`` — once per context and ``attempt``; a bundle lacking it answers with
+        the first run ``observation.also`` accepts — and parse it. ``MissingEvidence`` as ``tool``."""
+        res = self.tool(*(argv or observation.argv), timeout=timeout, env=env, like=observation.also,
+                        attempt=attempt)
         return Observed(res, observation.parse(res))
 
-    def first(self, *observations: Observation) -> Observed | None:
+    def first(self, *observations: Observation, attempt: int = 1) -> Observed | None:
         """The first of ``observations`` a bundle holds a run of (outputs captured by hand: ``ompi_info -a | grep
-        cuda``, a ``docker run --gpus`` of another image), parsed: the bundle's first run its ``also`` accepts;
-        None live and when the bundle holds none."""
+        cuda``, a ``docker run --gpus`` of another image), parsed: the bundle's first run its ``also`` accepts
+        (``attempt``: its ``attempt``-th); None live and when the bundle holds none."""
         for observation in observations:
-            res = self.recorded(observation.also)
+            res = self.recorded(observation.also, attempt)
             if res is not None:
                 return Observed(res, observation.parse(res))
         return None
@@ -97,18 +101,25 @@ class Context:
 
 @dataclass(frozen=True)
 class Check:
+    """A registered check: ``fast`` when it fits a Slurm prolog (seconds, no launch: no mpirun, srun, docker run,
+    apptainer/singularity exec, all_reduce_perf, ib_write_bw, nor a tool run over minutes); ``invoke validate
+    --fast`` runs only those."""
+
     id: str
     title: str
     fn: Callable[[Context], CheckResult]
+    fast: bool
 
 
 #: Every registered check, in registration order (the order of the report).
 CHECKS: dict[str, Check] = {}
 
 
-def check(id: str, title: str, requires: tuple[Callable[[Context], str | None], ...] = ()):
+def check(id: str, title: str, requires: tuple[Callable[[Context], Reason | None], ...] = (), *, fast: bool):
     """Register ``fn(ctx) -> CheckResult`` under ``id``. Each of ``requires`` returns why the check does not apply
-    on this node (e.g. "not a GPU node …") or None; the first reason makes the check a SKIP without running it."""
+    on this node (a ``Reason`` with its SKIP code, e.g. "not a GPU node …", ``NOT_APPLICABLE``) or None; the first
+    reason makes the check a SKIP without running it. ``fast``: every check says whether it fits a prolog
+    (``Check``)."""
 
     def register(fn: Callable[[Context], CheckResult]) -> Callable[[Context], CheckResult]:
         if id in CHECKS:
@@ -122,7 +133,7 @@ def check(id: str, title: str, requires: tuple[Callable[[Context], str | None], 
                     return skipped(id, why)
             return fn(ctx)
 
-        CHECKS[id] = Check(id, title, guarded)
+        CHECKS[id] = Check(id, title, guarded, fast)
         return guarded
 
     return register

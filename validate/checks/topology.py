@@ -24,7 +24,7 @@ from facts.parsers.topology import Topology, parse_topo
 from validate.checks.gpu import kernel_log, no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.result import CheckResult, failed, passed, skipped, warned
+from validate.result import CheckResult, Reason, failed, passed, skipped, warned
 
 #: NVLinks per GPU in a DGX-1V hybrid cube mesh: 4 peers (WP-08437-002).
 CUBE_MESH_PEERS = 4
@@ -54,9 +54,9 @@ def judge_nvlink(topo: Topology, model: str | None) -> CheckResult:
     n = len(topo.gpus)
     if topo.problems and not topo.gpus:
         return failed(cid, "could not read nvidia-smi topo -m: %s" % "; ".join(topo.problems), "a GPU matrix",
-                      "run nvidia-smi topo -m by hand")
+                      "run nvidia-smi topo -m by hand", "OUTPUT_UNREADABLE")
     if n < 2:
-        return skipped(cid, "%d GPU on this node: no pair to link" % n)
+        return skipped(cid, "%d GPU on this node: no pair to link" % n, code="NOT_APPLICABLE")
     want = nvlink_expectation(model, n)
     peers = {g: topo.nvlinks(g) for g in topo.gpus}
     linked_pairs = sum(1 for a, b in combinations(topo.gpus, 2) if b in peers[a])
@@ -104,9 +104,9 @@ def judge_gpu_nic(topo: Topology) -> CheckResult:
     cid = "topo.gpu_nic"
     if not topo.gpus:
         return failed(cid, "could not read nvidia-smi topo -m: %s" % "; ".join(topo.problems), "a GPU matrix",
-                      "run nvidia-smi topo -m by hand")
+                      "run nvidia-smi topo -m by hand", "OUTPUT_UNREADABLE")
     if not topo.nics:
-        return skipped(cid, "no NIC in nvidia-smi topo -m (no RDMA NIC on this node)")
+        return skipped(cid, "no NIC in nvidia-smi topo -m (no RDMA NIC on this node)", code="NOT_APPLICABLE")
     nearest = {g: topo.nearest_nic(g) for g in topo.gpus}
     details = ["%s: nearest NIC %s (%s)" % (g, n, c) for g, (n, c) in nearest.items()]
     far = ["%s→%s %s" % (g, n, c) for g, (n, c) in nearest.items() if c not in GDR_CODES]
@@ -123,7 +123,7 @@ def judge_nvlink_links(links: dict[int, dict[int, float | None]]) -> CheckResult
     """``nvidia-smi nvlink --status``: every link listed must report a speed; ``<inactive>`` is degraded NVLink."""
     cid = "gpu.nvlink_links"
     if not links or not any(links.values()):
-        return skipped(cid, "no NVLink links reported")
+        return skipped(cid, "no NVLink links reported", code="NOT_REPORTED")
     inactive = ["GPU%d link %d" % (g, l) for g, ls in links.items() for l, speed in ls.items() if speed is None]
     counts = sorted({len(ls) for ls in links.values()})
     speeds = sorted({s for ls in links.values() for s in ls.values() if s is not None})
@@ -140,10 +140,10 @@ def judge_nvlink_links(links: dict[int, dict[int, float | None]]) -> CheckResult
     return passed(cid, measured, "every link active")
 
 
-def _topo(ctx: Context) -> tuple[Topology | None, str | None]:
+def _topo(ctx: Context) -> tuple[Topology | None, Reason | None]:
     res = ctx.tool("nvidia-smi", "topo", "-m")
     if not res.ok:
-        return None, res.why_not()
+        return None, Reason(res.why_not(), "TOOL_FAILED")
     return parse_topo(res.stdout), None
 
 
@@ -157,23 +157,23 @@ def _model(ctx: Context) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-@check("topo.nvlink", "NVLink between GPUs where the platform has it", requires=(no_gpu_reason,))
+@check("topo.nvlink", "NVLink between GPUs where the platform has it", requires=(no_gpu_reason,), fast=True)
 def nvlink(ctx: Context) -> CheckResult:
     topo, why = _topo(ctx)
     return skipped("topo.nvlink", why) if topo is None else judge_nvlink(topo, _model(ctx))
 
 
-@check("topo.gpu_nic", "GPU–NIC affinity (GPUDirect RDMA path)", requires=(no_gpu_reason,))
+@check("topo.gpu_nic", "GPU–NIC affinity (GPUDirect RDMA path)", requires=(no_gpu_reason,), fast=True)
 def gpu_nic(ctx: Context) -> CheckResult:
     topo, why = _topo(ctx)
     return skipped("topo.gpu_nic", why) if topo is None else judge_gpu_nic(topo)
 
 
-@check("gpu.nvlink_links", "every NVLink link active", requires=(no_gpu_reason,))
+@check("gpu.nvlink_links", "every NVLink link active", requires=(no_gpu_reason,), fast=True)
 def nvlink_links(ctx: Context) -> CheckResult:
     res = ctx.tool("nvidia-smi", "nvlink", "--status")
     if not res.ok:
-        return skipped("gpu.nvlink_links", res.why_not())
+        return skipped("gpu.nvlink_links", res.why_not(), code="TOOL_FAILED")
     return judge_nvlink_links(parse_nvlink_status(res.stdout))
 
 
@@ -193,7 +193,8 @@ def judge_acs(bridges: list[AcsBridge], gpu_upstream: dict[str, list[str]] | Non
     ACS counts when unknown); ``iommu``: the kernel log line showing an IOMMU, or None; ``virtual``: None unknown."""
     cid = "topo.pcie_acs"
     if not bridges:
-        return skipped(cid, "no ACSCtl line in lspci -vvv (no ACS capability, or lspci not run as root)")
+        return skipped(cid, "no ACSCtl line in lspci -vvv (no ACS capability, or lspci not run as root)",
+                       code="NOT_REPORTED")
     above = {b.address: sorted(g for g, ups in (gpu_upstream or {}).items() if b.address in ups) for b in bridges}
     relevant = [b for b in bridges if above[b.address]] if gpu_upstream and any(above.values()) else bridges
     details = ["%s (%s): ACSCtl %s" % (b.address, b.name, " ".join("%s%s" % (k, "+" if v else "-")
@@ -225,9 +226,9 @@ def gpus_on_pci(ctx: Context) -> list[str]:
     return gpus
 
 
-def _fewer_than_two_pci_gpus(ctx: Context) -> str | None:
+def _fewer_than_two_pci_gpus(ctx: Context) -> Reason | None:
     n = len(gpus_on_pci(ctx))
-    return None if n >= 2 else "%d NVIDIA GPU on the PCI bus: no GPU peer traffic" % n
+    return None if n >= 2 else Reason("%d NVIDIA GPU on the PCI bus: no GPU peer traffic" % n, "NOT_APPLICABLE")
 
 
 def virtual_machine(ctx: Context) -> bool | None:
@@ -255,9 +256,9 @@ def acs_facts(ctx: Context) -> tuple[list[AcsBridge] | None, dict[str, list[str]
 
 
 @check("topo.pcie_acs", "ACS redirect off on the PCIe bridges above the GPUs (GPU peer-to-peer)",
-       requires=(_fewer_than_two_pci_gpus,))
+       requires=(_fewer_than_two_pci_gpus,), fast=True)
 def pcie_acs(ctx: Context) -> CheckResult:
     bridges, upstream, iommu, why = acs_facts(ctx)
     if bridges is None:
-        return skipped("topo.pcie_acs", why)
+        return skipped("topo.pcie_acs", why, code="TOOL_FAILED")
     return judge_acs(bridges, upstream, iommu, virtual_machine(ctx))
