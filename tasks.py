@@ -252,11 +252,27 @@ def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/ev
             "skip": "comma-separated check ids or areas to leave out",
             "collect": "also write a bundle to this new folder: every tool output, file and fact the checks read, "
                        "and the report",
-            "from": "judge a bundle written by --collect (on any machine) instead of this node"})
+            "from": "judge a bundle written by --collect (on any machine) instead of this node",
+            "job": "judge your own MPIJob manifest (YAML) or Slurm batch script by the rules chexstack's renders "
+                   "obey: each finding with its file and line; reads no node"})
 @user_errors
-def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None):
-    """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run."""
+def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None, job=None):
+    """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run.
+    --job FILE judges a job file instead."""
     from validate.report import validate as run_validate
+
+    if job is not None:
+        from launch.options import given
+        from validate.jobfile import validate_job
+
+        others = given(validate.body, locals(), ("stack", "hosts", "json", "only", "skip", "collect", "from_"))
+        if others:
+            raise ChexstackError("--job FILE judges a job file, not a node: leave out %s"
+                                 % ", ".join("--" + n.rstrip("_").replace("_", "-") for n in others))
+        code = validate_job(job)
+        if code:
+            raise Exit(code=code)
+        return
 
     code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_)
     if code:
