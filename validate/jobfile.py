@@ -126,7 +126,8 @@ def judge_sbatch(path: str, text: str) -> list[Finding]:
     def add(line, status, code, message, remedy=""):
         found.append(Finding(path, line, status, code, message, remedy or _remedy(code)))
 
-    nodes = int(directives.get("--nodes", (0, "1"))[1].split("-")[0] or 1)
+    first = directives.get("--nodes", (0, "1"))[1].split("-")[0]  # a range min-max: its minimum
+    nodes = int(first) if first.isdigit() else 1
     per_node = directives.get("--ntasks-per-node")
     slots = nodes * int(per_node[1]) if per_node and per_node[1].isdigit() else (
         int(directives["--ntasks"][1]) if directives.get("--ntasks", (0, ""))[1].isdigit() else None)
@@ -224,8 +225,12 @@ def judge_mpijob(path: str, node) -> list[Finding]:
     limits_node = _at(w_node, "containers", 0, "resources", "limits")
 
     gpus = limits.get(GPU_RESOURCE)
-    if gpus is not None and int(gpus) != slots:
-        if slots > int(gpus):
+    gpus = int(gpus) if str(gpus).isdigit() else None
+    if not isinstance(slots, int):
+        raise ChexstackError("--job %s:%d: slotsPerWorker %r: expected a whole number" % (
+            path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
+    if gpus is not None and gpus != slots:
+        if slots > gpus:
             add(_at(node, "spec", "slotsPerWorker"), "FAIL", "NCCL_DUPLICATE_GPU", "slotsPerWorker %d on %s GPUs per "
                 "worker: two ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (slots, gpus),
                 "one rank per GPU: slotsPerWorker equal to the worker's %s limit" % GPU_RESOURCE)
