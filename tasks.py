@@ -7,6 +7,7 @@ checked while parsing, a ``ChexstackError`` as one ``error:`` line on stderr and
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -165,6 +166,9 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
         "hosts": "local: run the ranks on these hosts over ssh, host:slots,... (horovodrun -H; run it on one of "
                  "them, with the environment and data on shared storage)",
         "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
+        "explain": "explain a failed run from its saved log (a run's launch.log, horovodrun/mpirun output, a Slurm "
+                   "job's slurm-N.out, an MPIJob launcher's log): the line that says why, its cause and remedy; "
+                   "runs nothing",
     },
     floats=["val_fraction", "test_fraction"],
 )
@@ -174,12 +178,25 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
           image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
-          partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, **trainer):
+          partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, explain=None,
+          **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
-    Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too."""
+    Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too. --explain LOG:
+    why a run failed, from its log, with the message a failed run prints."""
     import launch
     from launch.options import given, trainer_argv
     from launch.request import TrainRequest
+
+    if explain is not None:
+        from launch.failure import explain_log
+
+        names = [n for n in inspect.signature(train.body).parameters if n not in ("c", "explain")]
+        others = given(train.body, {**locals(), **trainer}, names)
+        if others:
+            raise ChexstackError("--explain LOG reads a log and runs nothing: leave out %s"
+                                 % ", ".join("--" + n.replace("_", "-") for n in others))
+        console.print(explain_log(explain), markup=False, highlight=False, soft_wrap=True)
+        return
 
     where = launch.where(launcher, given(train.body, locals(), WHERE_OPTIONS), stack=stack, runtime=runtime,
                          image=image, network=network, as_root=as_root, hosts=csv_list(hosts), ssh_key=ssh_key,
@@ -237,11 +254,29 @@ def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/ev
                        "and the report",
             "from": "judge a bundle written by --collect (on any machine) instead of this node",
             "fast": "only the checks that fit a Slurm prolog: seconds, nothing launched (no mpirun, docker run, "
-                    "apptainer exec, all_reduce_perf)"})
+                    "apptainer exec, all_reduce_perf)",
+            "job": "judge your own MPIJob manifest (YAML) or Slurm batch script by the rules chexstack's renders "
+                   "obey: each finding with its file and line; reads no node"})
 @user_errors
-def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None, fast=False):
-    """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run."""
+def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None, fast=False,
+             job=None):
+    """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run.
+    --job FILE judges a job file instead."""
     from validate.report import validate as run_validate
+
+    if job is not None:
+        from launch.options import given
+        from validate.jobfile import validate_job
+
+        others = given(validate.body, locals(),
+                       ("stack", "hosts", "json", "only", "skip", "collect", "from_", "fast"))
+        if others:
+            raise ChexstackError("--job FILE judges a job file, not a node: leave out %s"
+                                 % ", ".join("--" + n.rstrip("_").replace("_", "-") for n in others))
+        code = validate_job(job)
+        if code:
+            raise Exit(code=code)
+        return
 
     code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_, fast)
     if code:

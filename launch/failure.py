@@ -5,14 +5,35 @@ output, never horovodrun's own RuntimeError traceback — a host mpirun or Slurm
 placed there), the CUDA libraries TensorFlow could not load, and for exit 139 under Gloo the loopback hint
 (``launch.controller.GLOO_ON_LOOPBACK``). The output itself is read by ``facts.parsers.horovodrun``; the full output
 stays in the log.
+
+A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
+that tells the causes apart and its cause (``facts.parsers.mpi.classify_launch``, the classifier validate's
+``mpi.launch`` uses too) with that cause's remedy (``LAUNCH_REMEDY``, ``launch_diagnosis``), never by the last lines
+of Open MPI's generic banner. ``OutputReader`` reads a run's output line by line into its ``Outcome``, for a run
+(``launch.stream``) and for a saved log (``explain_log``: ``invoke train --explain LOG``).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import re
 import signal
 
-from facts.parsers.horovodrun import MISSING_LIBRARY, describe_code, last_exception, without_tracebacks
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
+from facts.parsers import horovodrun as hr
+from facts.parsers.mpi import LaunchFailure, classify_launch
+from facts.parsers.slurm import LOST_NODE_LINE
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
+from trainer.preflight import parse_event
+
+_ERROR = "trainer: error: "
+#: mpirun's rank prefix (``--tag-output``: ``[jobid,rank]<stdout>:``); Gloo's is ``[rank]<stdout>:``
+_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:")
+TAIL_LINES = 25
+RANK_TAIL_LINES = 60
+#: the launcher's own lines (no rank prefix) an Outcome keeps: Open MPI's help messages and ssh's lines of a
+#: failed launch are a few dozen; a long run's launcher lines (Slurm's, horovodrun's) are few
+LAUNCHER_LINES = 300
 
 
 @dataclasses.dataclass
@@ -22,7 +43,7 @@ class Outcome:
     that interrupted the run (None if none did), the first exception in time that is a cause (rank, line), the host
     whose mpirun daemon was lost, the host of the first failing rank (when mpirun says), each rank's host and the
     first node Slurm held lost."""
-    returncode: int
+    returncode: int | None  # None: not known (a saved log)
     first_failure: tuple[int, int] | None
     errors: list[str]
     tail: list[str]
@@ -34,6 +55,109 @@ class Outcome:
     failure_host: str | None = None
     hosts: list[str] | None = None  # each rank's host (rank order), from the trainer's ``run`` event
     slurm_lost: tuple[str, str] | None = None  # the first node Slurm held lost: (name, "STATE (reason: ...)")
+    launcher_lines: list[str] = dataclasses.field(default_factory=list)  # the last lines without a rank prefix
+    command: str | None = None  # the launch command, as the log's ``$ argv`` line gives it
+
+
+class OutputReader:
+    """Reads a run's output (horovodrun's, mpirun's, a Slurm job's, ``launch.slurmjob``'s), one line at a time, into
+    what its ``Outcome`` records; ``feed`` returns (rank or None, the rank's text, the trainer's progress event or
+    None) for a display."""
+
+    def __init__(self) -> None:
+        self.failures, self.errors = hr.Failures(), []
+        self.tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
+        self.launcher: collections.deque = collections.deque(maxlen=LAUNCHER_LINES)
+        self.rank_tails: dict[int, collections.deque] = {}
+        self.first_exception, self.lost_host, self.hosts, self.slurm_lost = None, None, None, None
+        self.command: str | None = None
+
+    def feed(self, line: str) -> tuple[int | None, str, dict | None]:
+        """Read one line (without its newline); the first ``$ argv`` line (``launch.stream`` logs the command so)
+        is the launch command."""
+        if self.command is None and line.startswith("$ "):
+            self.command = line[2:]
+            return None, line, None
+        self.tail.append(line)
+        self.failures.feed(line)
+        m = hr.RANK_LINE.match(line)
+        rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
+        if rank is not None:
+            self.rank_tails.setdefault(rank, collections.deque(maxlen=RANK_TAIL_LINES)).append(text)
+            if self.first_exception is None and hr.is_cause(text):
+                self.first_exception = (rank, text.strip())
+        else:
+            self.launcher.append(line)
+            if self.lost_host is None and (m := hr.LOST_DAEMON.search(line)):
+                self.lost_host = m.group(1)
+            elif self.slurm_lost is None and (m := LOST_NODE_LINE.match(line)):
+                self.slurm_lost = (m.group(1), m.group(2))
+        event = parse_event(text)
+        if event is not None:
+            if event["event"] == "run" and isinstance(event.get("hosts"), list):
+                self.hosts = [str(h) for h in event["hosts"]]
+        elif text.startswith(_ERROR):  # shown once, in the failure message
+            self.errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
+        return rank, text, event
+
+    def outcome(self, returncode: int | None, log_path: str, interrupted: int | None = None) -> Outcome:
+        return Outcome(returncode, self.failures.first, self.errors, list(self.tail), log_path,
+                       {r: list(lines) for r, lines in self.rank_tails.items()}, interrupted, self.first_exception,
+                       self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
+                       self.command)
+
+
+#: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
+#: ``%(hosts)s`` the hosts the distinguishing lines name (else the run's), ``%(command)s`` the launch command.
+LAUNCH_REMEDY = {
+    "MPI_RUN_AS_ROOT": "add %s (or set %s), or run as a normal user (Open MPI FAQ: running as root)" % (
+        ALLOW_RUN_AS_ROOT_FLAG, " ".join("%s=%s" % kv for kv in sorted(ALLOW_RUN_AS_ROOT_ENV.items()))),
+    "MPI_ORTED_MISSING": "Open MPI's daemon (orted) is not found by a non-interactive ssh login on %(hosts)s: "
+                         "install the same Open MPI at the same path on every host and start mpirun by its full "
+                         "path or with --prefix DIR (or set PATH and LD_LIBRARY_PATH for non-interactive shells "
+                         "there); `ssh HOST which orted` must print it (Open MPI FAQ: running, prerequisites)",
+    "MPI_SSH_AUTH": "ssh to %(hosts)s is refused or asks for a password: put this user's public key in "
+                    "~/.ssh/authorized_keys there (ssh-copy-id HOST) and accept the host keys; `ssh -o "
+                    "BatchMode=yes HOST true` must succeed for each",
+    "MPI_HOST_UNKNOWN": "%(hosts)s does not resolve from this node: check the name in -H/--hosts or the hostfile "
+                        "(HOST:SLOTS: the slots after a colon), /etc/hosts or DNS; `getent hosts HOST` must print "
+                        "its address",
+    "MPI_HOST_UNREACHABLE": "every host must accept ssh from this node without a password: `ssh HOST true` for "
+                            "each of %(hosts)s (sshd running, its port, no firewall), then `%(command)s`",
+    "MPI_PMI_MISMATCH": "start the ranks with mpirun, or with srun --mpi=pmix (srun --mpi=list shows what Slurm "
+                        "offers) and an Open MPI built against the same PMIx (ompi_info | grep -i pmix) — Open MPI "
+                        "FAQ: running jobs under Slurm",
+    "MPI_NOT_ENOUGH_SLOTS": "give the hosts' slots (-H host:N) or --oversubscribe",
+    "MPI_EXECUTABLE_MISSING": "install the program at the same path on every host (or a shared file system)",
+    "MPI_TCP_UNREACHABLE": "the ranks could not open TCP connections to each other: a firewall between the hosts, "
+                           "or an interface one host cannot reach; open the ports or pin a common interface "
+                           "(--mca btl_tcp_if_include IFACE --mca oob_tcp_if_include IFACE)",
+    "MPI_RANK_FAILED": "the launch worked: read the failing rank's output (`%(command)s`)",
+    "MPI_DAEMON_START_FAILED": "mpirun could not start its daemon on a host and no line says why: `ssh HOST "
+                               "orted --version` for each of %(hosts)s (ssh, then Open MPI on the remote PATH), "
+                               "and /tmp writable there",
+    "MPI_HANG": "an mpirun that neither starts nor fails waits on a host: ssh asking for a password or a host key "
+                "(`ssh -o BatchMode=yes HOST true` for each of %(hosts)s), or a firewall between the hosts on Open "
+                "MPI's TCP ports (pin the interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>)",
+}
+
+
+def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
+                  command: str = "the launch command") -> str:
+    """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
+    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand."""
+    named = list(found.hosts) or [h.split(":")[0] for h in hosts]
+    remedy = LAUNCH_REMEDY.get(found.cause, "run `%(command)s` by hand") % {
+        "hosts": ",".join(named) or "the hosts", "command": command}
+    slots = [h for h in found.hosts if found.cause == "MPI_HOST_UNKNOWN" and ":" in h]
+    if slots:  # https://github.com/horovod/horovod/issues/951: `-H localhost:4` reached ssh as a host name
+        remedy += ("; `%s` is a HOST:SLOTS entry this mpirun took for a host name: its -H does not read slots, "
+                   "give them in a hostfile (`HOST slots=N`) instead" % slots[0])
+    return remedy
+
+
+#: causes that say the ranks never ran: the launch itself failed
+_NOT_LAUNCHED = frozenset(LAUNCH_REMEDY) - {"MPI_RANK_FAILED", "MPI_HANG"}
 
 
 def rank_reason(outcome: Outcome) -> str | None:
@@ -50,7 +174,7 @@ def rank_reason(outcome: Outcome) -> str | None:
     order = ([failing] if failing in outcome.rank_tails else []) + sorted(r for r in outcome.rank_tails
                                                                           if r != failing)
     for rank in order:
-        found = last_exception(outcome.rank_tails[rank])
+        found = hr.last_exception(outcome.rank_tails[rank])
         if found:
             return "rank %d: %s" % (rank, found)
     return None
@@ -60,7 +184,7 @@ def missing_libraries(outcome: Outcome) -> list[str]:
     """The libraries TensorFlow said it could not load (``Could not load dynamic library 'libcudnn.so.8'``), in
     the order first seen across the ranks' last lines."""
     lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
-    return list(dict.fromkeys(m.group(1) for line in lines for m in MISSING_LIBRARY.finditer(line)))
+    return list(dict.fromkeys(m.group(1) for line in lines for m in hr.MISSING_LIBRARY.finditer(line)))
 
 
 def _ranks_on(outcome: Outcome, host: str) -> str:
@@ -72,15 +196,21 @@ def _ranks_on(outcome: Outcome, host: str) -> str:
 
 
 def explain_failure(outcome: Outcome, controller: str) -> str:
-    """One message: which rank failed with which code, that rank's own error, the loopback hint, the log."""
-    parts = ["training failed (horovodrun exit status %d)" % outcome.returncode]
+    """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
+    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy."""
+    parts = ["training failed (%s)" % ("horovodrun exit status %d" % outcome.returncode
+                                       if outcome.returncode is not None else "from its log")]
     code = None
+    launch = classify_launch("\n".join(outcome.launcher_lines)) if outcome.interrupted is None else None
+    if launch is not None and launch.cause in _NOT_LAUNCHED:
+        parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
+            launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command")))
     if outcome.interrupted is not None:
         parts.append("interrupted by %s" % signal.Signals(outcome.interrupted).name)
     elif outcome.first_failure:
         rank, code = outcome.first_failure
         parts.append("rank %d%s exited first, with code %d%s" % (
-            rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code, describe_code(code)))
+            rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code, hr.describe_code(code)))
     reason = rank_reason(outcome) if outcome.interrupted is None else None
     if reason:
         parts.append(reason)
@@ -98,11 +228,33 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if controller == "gloo" and code in (139, -11):
         parts.append("exit 139 is a segmentation fault; %s: %s" % (GLOO_ON_LOOPBACK, GLOO_FIXES))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
-    if not reason and outcome.interrupted is None:
+    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED):
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail
-        shown = without_tracebacks(lines)[-10:]
+        shown = hr.without_tracebacks(lines)[-10:]
         if shown:
             message += "\nlast lines%s:\n" % (" of rank %d" % failing if failing in outcome.rank_tails else "") \
                 + "\n".join(shown)
     return message
+
+
+def explain_log(path: str) -> str:
+    """The failure message (``explain_failure``) for a saved launcher log: a run's ``launch.log``, horovodrun's or
+    mpirun's output, a Slurm job's ``slurm-N.out``, an MPIJob launcher pod's log. The exit status is not in a log;
+    the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``). ChexstackError when the file
+    cannot be read; "no failure in PATH: ..." when the log shows a finished run and no cause."""
+    from chexstack.inputs import input_file
+
+    reader = OutputReader()
+    mpi, done = False, False
+    what = "a launcher log (horovodrun, mpirun, slurm-N.out, an MPIJob launcher's log)"
+    with open(input_file(path, "--explain %s" % path, what), errors="replace") as log:
+        for raw in log:
+            line = raw.rstrip("\n")
+            mpi = mpi or bool(_MPI_PREFIX.match(line))
+            _, _, event = reader.feed(line)
+            done = done or bool(event and event["event"] == "done")
+    outcome = reader.outcome(None, path)
+    if done and not (outcome.first_failure or outcome.errors or outcome.first_exception):
+        return "no failure in %s: the run's trainer reported it done" % path
+    return explain_failure(outcome, "mpi" if mpi else "gloo")

@@ -32,6 +32,11 @@ API_VERSION = "kubeflow.org/v2beta1"
 MPI_IMPLEMENTATIONS = {"open mpi": "OpenMPI", "openmpi": "OpenMPI", "intel mpi": "Intel", "mpich": "MPICH"}
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_VOLUME = "dshm"
+#: The launcher waits for every worker to be Ready (else mpirun fails on DNS or sshd not up yet: the launcher log
+#: of https://github.com/kubeflow/mpi-operator/issues/481).
+LAUNCHER_CREATION_POLICY = "WaitForWorkersReady"
+#: The capability a worker needs with an RDMA resource (NCCL registers memory; else it falls back to sockets).
+IPC_LOCK = "IPC_LOCK"
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -139,7 +144,7 @@ def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:
     if limits:
         container["resources"] = {"limits": limits}
     if opts.rdma_resource:
-        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        container["securityContext"] = {"capabilities": {"add": [IPC_LOCK]}}
     if spec.env:
         container["env"] = _env(spec)
     return {"metadata": {"labels": _labels(spec, "worker")}, "spec": {"containers": [container], "volumes": volumes}}
@@ -158,7 +163,7 @@ def mpijob(spec: JobSpec, opts: K8sOptions = K8sOptions()) -> dict:
             "slotsPerWorker": spec.ranks_per_node,
             "runPolicy": {"cleanPodPolicy": opts.clean_pod_policy, "backoffLimit": opts.backoff_limit},
             "sshAuthMountPath": opts.ssh_auth_mount_path,
-            "launcherCreationPolicy": "WaitForWorkersReady",
+            "launcherCreationPolicy": LAUNCHER_CREATION_POLICY,
             "mpiImplementation": mpi_implementation(spec),
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher_template(spec, opts)},

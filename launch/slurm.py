@@ -26,6 +26,7 @@ from typing import Literal
 from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
+from facts.openmpi import SINGLE_COPY_OFF
 from launch.job import JobSpec, Mount
 from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version, implementation
 from launch.mpirun import EXPORTED_ENV, mpirun_argv
@@ -40,6 +41,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Set in every job: NCCL's transport choice in the log (a silent fall-back to sockets:
 #: https://github.com/NVIDIA/nccl/issues/451).
 DEFAULT_ENV = {"NCCL_DEBUG": "INFO"}
+#: How srun starts the ranks of a stack's image under pyxis: Slurm's PMIx plugin, which the image's Open MPI speaks
+#: (without it each rank starts alone: Open MPI's "direct launched using srun" refusal, tests/data/mpi).
+PMIX = "--mpi=pmix"
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,12 @@ def directives(spec: JobSpec, opts: SlurmOptions) -> str:
     return "\n".join(lines)
 
 
-def exports(spec: JobSpec) -> str:
-    """``export NAME=value`` lines (NCCL_DEBUG=INFO plus the spec's environment), values shell-quoted."""
-    env = dict(DEFAULT_ENV, **spec.env)
+def exports(spec: JobSpec, hybrid: bool = False) -> str:
+    """``export NAME=value`` lines (NCCL_DEBUG=INFO plus the spec's environment), values shell-quoted; ``hybrid``:
+    also Open MPI's single copy off (``facts.openmpi.SINGLE_COPY_OFF``: each rank's ``singularity exec`` is its
+    own namespace, where CMA fails; Open MPI's mpirun passes every ``OMPI_*`` variable on to the ranks, mpirun(1)
+    "Exported Environment Variables")."""
+    env = dict(DEFAULT_ENV, **(SINGLE_COPY_OFF if hybrid else {}), **spec.env)
     for name in env:
         if not _ENV_NAME.match(name):
             raise ChexstackError("environment variable name %r: expected letters, digits and _" % name)
@@ -140,7 +147,7 @@ def _command_lines(*segments: list[str]) -> str:
 def pyxis_srun_argv(spec: JobSpec, geometry: bool = False) -> tuple[list[str], list[str]]:
     """(srun + pyxis options, trainer command) for ``spec``; ``geometry`` adds the step's nodes and tasks (a job
     step smaller than its allocation, as in a sweep)."""
-    srun = ["srun", "--mpi=pmix"]
+    srun = ["srun", PMIX]
     if geometry:
         srun += ["--nodes=%d" % spec.nodes, "--ntasks=%d" % spec.world_size,
                  "--ntasks-per-node=%d" % spec.ranks_per_node]
@@ -232,7 +239,7 @@ def render_hybrid(spec: JobSpec, compat: MpiCompatibility, opts: SlurmOptions = 
     """Hybrid-model script (``compat``: the MPI check on the rendering machine, ``render_host_compat``)."""
     return Template((TEMPLATES / "slurm-hybrid.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), mpi_source=compat.source,
-        directives=directives(spec, opts), exports=exports(spec),
+        directives=directives(spec, opts), exports=exports(spec, hybrid=True),
         mpi_guard=hybrid_guard(spec, compat, render_host) + "\n" + sif_digest_lines(spec),
         output_dirs=output_dirs(spec.mounts),
         mpirun=hybrid_lines(spec))
@@ -313,7 +320,8 @@ def render_steps(allocation: JobSpec, steps: list[JobSpec], model: Model = "pyxi
         guard = (hybrid_guard(biggest, compat or render_host_compat(biggest.stack), render_host) + "\n"
                  + sif_digest_lines(allocation))
     return Template((TEMPLATES / "slurm-steps.sbatch").read_text()).substitute(
-        header=header.rstrip("\n"), directives=directives(allocation, opts), exports=exports(allocation),
+        header=header.rstrip("\n"), directives=directives(allocation, opts),
+        exports=exports(allocation, hybrid=model == "hybrid" and allocation.stack is not None),
         mpi_guard=guard, output_dirs=output_dirs(allocation.mounts), prologue=prologue.rstrip("\n"),
         steps="\n".join(step_lines(s, model) for s in steps))
 

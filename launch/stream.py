@@ -16,7 +16,6 @@ without an end, sends SIGKILL and calls ``force_stop`` (e.g. remove the containe
 """
 from __future__ import annotations
 
-import collections
 import os
 import signal
 import subprocess
@@ -27,15 +26,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from chexstack.errors import ChexstackError
-from facts.parsers.horovodrun import LOST_DAEMON, RANK_LINE, Failures, is_cause
-from facts.parsers.slurm import LOST_NODE_LINE, PREFIX
-from launch.failure import Outcome
-from trainer.preflight import parse_event
+from facts.parsers.slurm import PREFIX
+from launch.failure import Outcome, OutputReader
 
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
-TAIL_LINES = 25
-RANK_TAIL_LINES = 60
 GRACE_S = 30.0
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -146,40 +141,25 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
         log = open(log_path, "a")
     except OSError as e:
         raise ChexstackError("cannot write the run's log %s: %s" % (log_path, e.strerror or e)) from None
-    failures, errors, tail = Failures(), [], collections.deque(maxlen=TAIL_LINES)
-    rank_tails: dict[int, collections.deque] = {}
-    first_exception, lost_host, hosts, slurm_lost = None, None, None, None
+    reader = OutputReader()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                TimeElapsedColumn())
     with log, Progress(*columns, console=console, transient=True) as progress:
         log.write("$ %s\n" % " ".join(argv))
         log.flush()
+        reader.feed("$ %s" % " ".join(argv))
         display = _Display(progress)
         proc = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                                 start_new_session=True)
         with _Stopper(proc, force_stop) as stopper:
             for raw in proc.stdout:
-                line = raw.rstrip("\n")
                 log.write(raw)
-                tail.append(line)
-                failures.feed(line)
-                m = RANK_LINE.match(line)
-                rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
-                if rank is not None:
-                    rank_tails.setdefault(rank, collections.deque(maxlen=RANK_TAIL_LINES)).append(text)
-                    if first_exception is None and is_cause(text):
-                        first_exception = (rank, text.strip())
-                elif lost_host is None and (m := LOST_DAEMON.search(line)):
-                    lost_host = m.group(1)
-                elif slurm_lost is None and (m := LOST_NODE_LINE.match(line)):
-                    slurm_lost = (m.group(1), m.group(2))
-                if (event := parse_event(text)) is not None:
+                rank, text, event = reader.feed(raw.rstrip("\n"))
+                if event is not None:
                     display.event(event)
-                    if event["event"] == "run" and isinstance(event.get("hosts"), list):
-                        hosts = [str(h) for h in event["hosts"]]
                 elif text.startswith(_ERROR):  # shown once, in the failure message
-                    errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
+                    pass
                 elif text.startswith(_TRAINER) and rank in (0, None) or text.startswith(PREFIX) and rank is None:
                     progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
             returncode = proc.wait()
@@ -187,6 +167,4 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
             log.write("[chexstack] interrupted by %s\n" % signal.Signals(stopper.signal).name)
             if force_stop is not None:
                 force_stop()
-    return Outcome(returncode, failures.first, errors, list(tail), log_path,
-                   {r: list(lines) for r, lines in rank_tails.items()}, stopper.signal, first_exception,
-                   lost_host, failures.host, hosts, slurm_lost)
+    return reader.outcome(returncode, log_path, stopper.signal)

@@ -347,7 +347,7 @@ MPI_DATA = Path(__file__).resolve().parent / "data" / "mpi"
 LAUNCH_FAILURES = [
     ("openmpi-4.1.4-unresolvable-hosts.txt", 255,
      "ssh: Could not resolve hostname node1: Name or service not known; "
-     "ssh: Could not resolve hostname node2: Name or service not known", "MPI_HOST_UNREACHABLE"),
+     "ssh: Could not resolve hostname node2: Name or service not known", "MPI_HOST_UNKNOWN"),
     ("openmpi-4.1.4-ssh-port-refused.txt", 255, "ssh: connect to host 127.0.0.2 port 1: Connection refused",
      "MPI_HOST_UNREACHABLE"),
     ("openmpi-4.1.4-not-enough-slots.txt", 1,
@@ -379,7 +379,8 @@ def test_mpirun_launch_failure_names_the_line_that_matters_and_its_cause(name, r
     assert result.status.value == "FAIL" and result.diagnosis == cause
     assert LAUNCH_REMEDIES.get(cause, "") in result.remedy
     assert result.measured == "mpirun exited %d: %s" % (rc, why) and "-----" not in result.measured
-    assert ("`ssh HOST true` for each of node1,node2" in result.remedy) == why.startswith("ssh:")
+    assert ("`ssh HOST true` for each of 127.0.0.2" in result.remedy) == ("port 1: Connection refused" in why)
+    assert ("node1,node2 does not resolve" in result.remedy) == (cause == "MPI_HOST_UNKNOWN")
 
 
 def test_mpirun_launch_failure_parser_edges():

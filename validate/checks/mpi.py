@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from chexstack.tools import ToolRun, run
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, refuses_root
+from facts.openmpi import ALLOW_RUN_AS_ROOT_FLAG, refuses_root
 from facts.parsers import versions
-from facts.parsers.mpi import launch_cause, launch_failure, parse_mpi_test, world_problems
+from facts.parsers.mpi import LaunchFailure, classify_launch, launch_failure, parse_mpi_test, world_problems
 from facts.parsers.observation import Observed
 from facts.parsers.versions import OMPI_INFO
 from validate.checks.gpu import snapshot
@@ -144,35 +144,19 @@ def judge_launch(text: str, np: int, hosts: list[str], launch_only_why: str = ""
                   "%d ranks in one MPI_COMM_WORLD" % np)
 
 
-#: The fix for each cause of a refused launch (``parsers.mpi.launch_cause``); ``%(hosts)s``, ``%(command)s``.
-LAUNCH_REMEDY = {
-    "MPI_RUN_AS_ROOT": "add %s (or set %s), or run as a normal user (Open MPI FAQ: running as root)" % (
-        ALLOW_RUN_AS_ROOT_FLAG, " ".join("%s=%s" % kv for kv in sorted(ALLOW_RUN_AS_ROOT_ENV.items()))),
-    "MPI_HOST_UNREACHABLE": "every host must resolve and accept ssh from this node without a password: `ssh HOST "
-                            "true` for each of %(hosts)s, then `%(command)s`",
-    "MPI_PMI_MISMATCH": "start the ranks with mpirun, or with srun --mpi=pmix (srun --mpi=list shows what Slurm "
-                        "offers) and an Open MPI built against the same PMIx (ompi_info | grep -i pmix) — Open MPI "
-                        "FAQ: running jobs under Slurm",
-    "MPI_NOT_ENOUGH_SLOTS": "give the hosts' slots (-H host:N) or --oversubscribe",
-    "MPI_EXECUTABLE_MISSING": "install the program at the same path on every host (or a shared file system)",
-    "MPI_RANK_FAILED": "the launch worked: read the failing rank's output (`%(command)s`)",
-    "MPI_HANG": "an mpirun that neither starts nor fails waits on a host: ssh asking for a password or a host key "
-                "(`ssh -o BatchMode=yes HOST true` for each of %(hosts)s), or a firewall between the hosts on Open "
-                "MPI's TCP ports (pin the interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>)",
-}
-
-
 def judge_launch_failure(res: ToolRun, np: int, hosts: list[str]) -> CheckResult:
     """A failed ``mpirun``: the line that says why (``parsers.mpi.launch_failure``: ssh's error, not Open MPI's
-    banner), its cause (``parsers.mpi.launch_cause``: root, unreachable host, PMI/PMIx, slots, executable, a
-    failed rank) and the fix for that cause."""
+    banner), its cause (``parsers.mpi.classify_launch``, keyed on the line that tells the causes apart: root, an
+    unknown or unreachable host, ssh authentication, orted missing on a host, PMI/PMIx, slots, executable, TCP, a
+    failed rank) and the fix for that cause (``launch.failure.launch_remedy``, which a failed ``invoke train``
+    names too)."""
+    from launch.failure import launch_remedy
+
     cid, command = "mpi.launch", res.command
     why = (launch_failure(res.stderr) or launch_failure(res.output)) if not (res.timed_out or res.missing) else ""
     measured = "mpirun exited %s: %s" % (res.rc, why) if why else res.why_not()
-    cause = launch_cause(res.output) if why else ("MPI_HANG" if res.timed_out else "MPI_LAUNCH_FAILED")
-    remedy = LAUNCH_REMEDY.get(cause, "run `%(command)s` by hand") % {
-        "hosts": ",".join(h.split(":")[0] for h in hosts) or "the hosts", "command": command}
-    return failed(cid, measured, "%d ranks" % np, remedy, cause)
+    found = classify_launch(res.output) if why else LaunchFailure("MPI_HANG" if res.timed_out else "MPI_LAUNCH_FAILED")
+    return failed(cid, measured, "%d ranks" % np, launch_remedy(found, hosts, command), found.cause)
 
 
 @check("mpi.launch", "a real mpirun of N ranks (MPI_Init + allreduce)", fast=False)

@@ -1,0 +1,158 @@
+"""Issue 24: a failed launch is named by the launcher's line that tells the causes apart (ssh's, the shell's,
+horovodrun's, Open MPI's specific message), never by the generic "ORTE was unable to reliably start one or more
+daemons" banner printed after it; validate's ``mpi.launch``, a failed ``invoke train`` and ``invoke train
+--explain LOG`` use the one classifier (``facts.parsers.mpi.classify_launch``) and the one remedy table
+(``launch.failure.launch_remedy``). Inputs: tests/data/mpi (real Open MPI 4.1.4 outputs, and the lines of public
+reports; SOURCES.md there)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from chexstack.errors import ChexstackError
+from chexstack.tools import ToolRun
+from facts.parsers.mpi import classify_launch, launch_items
+from launch import failure, local
+from launch.plans import Plan
+from launch.request import TrainRequest
+from tests.lib import cli as cmd
+from tests.lib.paths import REPO
+from validate.checks.mpi import judge_launch_failure
+
+MPI_DATA = REPO / "tests" / "data" / "mpi"
+BANNER = (MPI_DATA / "openmpi-4.1.4-ssh-port-refused.txt").read_text().split("\n", 1)[1]
+
+#: file -> (cause, the distinguishing line's start, the hosts the lines name)
+CLASSIFIED = {
+    "issue-ompi599-orted-command-not-found.txt": ("MPI_ORTED_MISSING", "bash: orted: command not found", ()),
+    "issue-horovod301-orted-no-such-file.txt": ("MPI_ORTED_MISSING", "bash: /usr/local/bin/orted: No such file", ()),
+    "issue-horovod951-hostname-with-slots.txt": ("MPI_HOST_UNKNOWN", "ssh: Could not resolve hostname localhost:4",
+                                                 ("localhost:4",)),
+    "issue-mpi-operator481-launcher-workers-unresolved.txt": (
+        "MPI_HOST_UNKNOWN", "ssh: Could not resolve hostname tensorflow-benchmarks-worker-0",
+        ("tensorflow-benchmarks-worker-0.tensorflow-benchmarks-worker",
+         "tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker")),
+    "issue-horovod2117-horovodrun-ssh-publickey.txt": (
+        "MPI_SSH_AUTH", "root@x.x.x.x: Permission denied (publickey,password).", ("x.x.x.x",)),
+    "issue-horovod2043-tcp-connect-failed.txt": (
+        "MPI_TCP_UNREACHABLE", "A process or daemon was unable to complete a TCP connection to another process "
+        "(Local host: psxi1mzh8, Remote host: psfwnezg3)", ("psfwnezg3",)),
+    "openmpi-4.1.4-unresolvable-hosts.txt": ("MPI_HOST_UNKNOWN", "ssh: Could not resolve hostname node1",
+                                             ("node1", "node2")),
+    "openmpi-4.1.4-ssh-port-refused.txt": ("MPI_HOST_UNREACHABLE", "ssh: connect to host 127.0.0.2 port 1",
+                                           ("127.0.0.2",)),
+    "openmpi-4.1.4-not-enough-slots.txt": ("MPI_NOT_ENOUGH_SLOTS", "There are not enough slots available", ()),
+    "openmpi-4.1.4-executable-missing.txt": ("MPI_EXECUTABLE_MISSING", "mpirun was unable to launch", ()),
+    "openmpi-4.1.4-as-root.txt": ("MPI_RUN_AS_ROOT", "mpirun has detected an attempt to run as root.", ()),
+    "openmpi-4.1.4-rank-exit-3.txt": ("MPI_RANK_FAILED", "Primary job terminated normally", ()),
+    "openmpi-4.1.4-srun-without-pmi.txt": ("MPI_PMI_MISMATCH", 'The application appears to have been direct '
+                                           'launched using "srun"', ()),
+}
+
+
+def test_every_launch_output_in_the_data_is_classified_here():
+    assert sorted(CLASSIFIED) == sorted(p.name for p in MPI_DATA.glob("*.txt"))
+
+
+@pytest.mark.parametrize("name", sorted(CLASSIFIED))
+def test_the_distinguishing_line_decides_the_cause(name):
+    cause, line, hosts = CLASSIFIED[name]
+    found = classify_launch((MPI_DATA / name).read_text())
+    assert (found.cause, found.hosts) == (cause, hosts)
+    assert found.line.startswith(line) and "-----" not in found.line
+
+
+def test_the_generic_banner_decides_only_when_no_line_says_why():
+    """Before issue 24 the banner alone made every such launch "unreachable host"; each cause in front of it has
+    its own fix (orted on the remote PATH, ssh keys, DNS)."""
+    alone = classify_launch(BANNER)
+    assert alone.cause == "MPI_DAEMON_START_FAILED"
+    assert alone.line.startswith("ORTE was unable to reliably start one or more daemons")
+    assert classify_launch("bash: orted: command not found\n" + BANNER).cause == "MPI_ORTED_MISSING"
+    assert classify_launch(BANNER + "Host key verification failed.\n").cause == "MPI_SSH_AUTH"
+    assert classify_launch("").cause == "MPI_LAUNCH_FAILED" and classify_launch("").line == ""
+
+
+def test_a_ranks_own_lines_are_not_the_launchers():
+    ranks = ("[1,0]<stderr>:PermissionError: [Errno 13] Permission denied: '/data'\n"
+             "[1,1]<stdout>:ssh: this is a rank's text\n")
+    assert launch_items(ranks) == []
+    assert classify_launch(ranks + BANNER).cause == "MPI_DAEMON_START_FAILED"
+
+
+@pytest.mark.parametrize("name,remedy", [
+    ("issue-ompi599-orted-command-not-found.txt", "`ssh HOST which orted`"),
+    ("issue-horovod951-hostname-with-slots.txt", "`localhost:4` is a HOST:SLOTS entry"),
+    ("issue-horovod2117-horovodrun-ssh-publickey.txt", "ssh to x.x.x.x is refused or asks for a password"),
+    ("issue-horovod2043-tcp-connect-failed.txt", "btl_tcp_if_include"),
+])
+def test_validate_names_the_same_cause_and_remedy(name, remedy):
+    output = (MPI_DATA / name).read_text()
+    result = judge_launch_failure(ToolRun(("mpirun", "-np", "2", "prog"), 1, "", output), 2, ["n1", "n2"])
+    assert result.diagnosis == CLASSIFIED[name][0] and remedy in result.remedy
+    assert remedy in failure.launch_remedy(classify_launch(output), ["n1", "n2"])
+
+
+def _failing_plan(name: str) -> Plan:
+    """A plan whose command prints a recorded launcher output (ranks first, when given) and exits 1, as
+    horovodrun/mpirun do."""
+    code = "import sys; sys.stdout.write(open(%r).read()); sys.exit(1)" % str(MPI_DATA / name)
+    return Plan([sys.executable, "-c", code], {}, "mpi", "test")
+
+
+def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_path):
+    """``launch.local.execute`` is what ``invoke train`` runs every plan through. The ssh line comes before 25
+    banner lines: the last lines of the output (what a failed run printed before) never showed it."""
+    request = TrainRequest(data="synthetic", output=str(tmp_path / "run"))
+    with pytest.raises(ChexstackError) as raised:
+        local.execute(request, _failing_plan("issue-mpi-operator481-launcher-workers-unresolved.txt"),
+                      cwd=str(tmp_path))
+    message = str(raised.value)
+    assert raised.value.exit_code == 1
+    assert ("the launch failed before the ranks ran: ssh: Could not resolve hostname tensorflow-benchmarks-worker-0"
+            ".tensorflow-benchmarks-worker: Name or service not known [MPI_HOST_UNKNOWN]") in message
+    assert "tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker does not resolve" in message
+    assert "last lines" not in message and "network routing requirements" not in message
+
+    log = tmp_path / "run" / "launch.log"
+    explained = cmd.run("train", "--explain", str(log))
+    assert explained.returncode == 0, explained.stderr
+    assert message.split("; ", 1)[1].split("\nfull log:")[0] in explained.stdout  # the same message, from the log
+    assert "training failed (from its log)" in explained.stdout
+
+
+@pytest.mark.parametrize("name,what", [
+    ("openmpi-4.1.4-srun-without-pmi.txt", "[MPI_PMI_MISMATCH]; start the ranks with mpirun, or with srun "
+                                           "--mpi=pmix"),  # as a Slurm job's slurm-N.out
+    ("issue-horovod2117-horovodrun-ssh-publickey.txt", "root@x.x.x.x: Permission denied (publickey,password). "
+                                                       "[MPI_SSH_AUTH]"),
+])
+def test_train_explain_reads_a_saved_launcher_log(tmp_path, name, what):
+    log = tmp_path / "slurm-42.out"
+    log.write_text((MPI_DATA / name).read_text())
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0 and what in result.stdout and "full log: %s" % log in result.stdout
+
+
+def test_train_explain_of_a_rank_failure_names_the_rank(tmp_path):
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join([
+        "[1,1]<stderr>:trainer: error: --data /x: no such directory",
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code. Per user-direction, the job has been aborted.",
+        "  Process name: [[51023,1],1]",
+        "  Exit code:    2"]) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert "rank 1 exited first, with code 2; rank 1: --data /x: no such directory" in result.stdout
+    assert "the launch failed" not in result.stdout
+
+
+def test_train_explain_refusals(tmp_path):
+    done = tmp_path / "done.log"
+    done.write_text('[0]<stdout>:@chexstack {"event": "done"}\n')
+    assert "no failure in %s" % done in cmd.run("train", "--explain", str(done)).stdout
+    missing = cmd.run("train", "--explain", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2 and "--explain %s: no such file" % (tmp_path / "nope.log") in missing.stderr
+    mixed = cmd.run("train", "--explain", str(done), "--gpus", "2", "--lr", "0.1")
+    assert mixed.returncode == 2 and "leave out --gpus, --lr" in mixed.stderr

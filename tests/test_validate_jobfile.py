@@ -1,0 +1,151 @@
+"""``invoke validate --job FILE`` (issue 24): a user's MPIJob manifest or Slurm batch script judged by the rules
+chexstack's own renders obey. Every rendered golden passes; each hand-written fault of a golden is named with its
+code and its line."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lib import cli as cmd
+from tests.lib.paths import REPO
+from validate.jobfile import judge_job
+
+GOLDEN = REPO / "tests" / "golden"
+JOB_GOLDENS = sorted([*GOLDEN.glob("launch/*.sbatch"), *GOLDEN.glob("launch/*.yaml"), *GOLDEN.glob("bench/*.sbatch"),
+                      *GOLDEN.glob("bench/*.yaml")])
+
+
+@pytest.mark.parametrize("golden", JOB_GOLDENS, ids=[p.name for p in JOB_GOLDENS])
+def test_our_own_renders_pass(golden):
+    kind, findings = judge_job(str(golden))
+    assert kind == ("MPIJob" if golden.suffix == ".yaml" else "Slurm batch script")
+    assert findings == [], [f.text() for f in findings]
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def _variant(tmp_path, golden: str, old: str, new: str, count: int = 1):
+    text = (GOLDEN / golden).read_text()
+    assert text.count(old) >= count, old
+    changed = text.replace(old, new, count)
+    path = tmp_path / golden.rsplit("/", 1)[1]
+    path.write_text(changed)
+    return path, changed
+
+
+SBATCH_FAULTS = [
+    # (golden, old, new, code, status, the line's marker in the variant)
+    ("launch/slurm-pyxis-2x4gpu.sbatch", "srun --mpi=pmix ", "srun --mpi=pmi2 ", "MPI_PMI_MISMATCH", "FAIL",
+     "srun --mpi=pmi2"),
+    ("launch/slurm-pyxis-2x4gpu.sbatch", "#SBATCH --ntasks-per-node=4", "#SBATCH --ntasks-per-node=8",
+     "NCCL_DUPLICATE_GPU", "FAIL", "--ntasks-per-node=8"),
+    ("launch/slurm-pyxis-2x4gpu.sbatch", "#SBATCH --ntasks-per-node=4", "#SBATCH --ntasks-per-node=2",
+     "JOB_GPUS_IDLE", "WARN", "--ntasks-per-node=2"),
+    ("launch/slurm-hybrid-2x4gpu.sbatch", "mpirun -np 8 ", "mpirun -np 16 ", "MPI_NOT_ENOUGH_SLOTS", "FAIL",
+     "mpirun -np 16"),
+    ("launch/slurm-hybrid-2x4gpu.sbatch", "export OMPI_MCA_btl_vader_single_copy_mechanism=none\n", "",
+     "MPI_SINGLE_COPY_CMA", "WARN", "mpirun -np 8"),
+    ("launch/slurm-pyxis-2x4gpu.sbatch", "export NCCL_DEBUG=INFO\n", "", "JOB_ENV_NOT_EXPORTED", "WARN",
+     "srun --mpi=pmix '--container"),
+]
+
+
+@pytest.mark.parametrize("golden,old,new,code,status,marker", SBATCH_FAULTS, ids=[f[3] for f in SBATCH_FAULTS])
+def test_a_faulty_batch_script_is_named_with_its_line(tmp_path, golden, old, new, code, status, marker):
+    path, text = _variant(tmp_path, golden, old, new)
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.status, f.line) for f in findings] == [(code, status, _line_of(text, marker))]
+    assert findings[0].remedy
+
+
+MPIJOB = "launch/mpijob-2x4gpu-rdma.yaml"
+MPIJOB_FAULTS = [
+    ("slotsPerWorker: 4", "slotsPerWorker: 8", "NCCL_DUPLICATE_GPU", "FAIL", "slotsPerWorker: 8"),
+    ("- '8'\n", "- '12'\n", "MPI_NOT_ENOUGH_SLOTS", "FAIL", "- '12'"),
+    ("            - name: dshm\n              mountPath: /dev/shm\n", "", "NCCL_SHM_TOO_SMALL", "FAIL",
+     "- name: worker"),
+    ("sizeLimit: 1Gi", "sizeLimit: 64Mi", "NCCL_SHM_TOO_SMALL", "FAIL", "sizeLimit: 64Mi"),
+    ("            securityContext:\n              capabilities:\n                add:\n"
+     "                - IPC_LOCK\n", "", "NCCL_SOCKET_FALLBACK", "FAIL", "rdma/hca_shared_devices_a: 1"),
+    ("  launcherCreationPolicy: WaitForWorkersReady\n", "", "MPI_HOST_UNKNOWN", "WARN", "spec:"),
+    ("            - --allow-run-as-root\n", "", "MPI_RUN_AS_ROOT", "FAIL", "command:"),
+    ("            - -x\n            - LD_LIBRARY_PATH\n", "", "JOB_ENV_NOT_EXPORTED", "WARN", "command:"),
+]
+
+
+@pytest.mark.parametrize("old,new,code,status,marker", MPIJOB_FAULTS, ids=[f[2] + str(i) for i, f in
+                                                                           enumerate(MPIJOB_FAULTS)])
+def test_a_faulty_mpijob_is_named_with_its_line(tmp_path, old, new, code, status, marker):
+    path, text = _variant(tmp_path, MPIJOB, old, new)
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.status) for f in findings] == [(code, status)], [f.text() for f in findings]
+    assert findings[0].line == _line_of(text, marker)
+
+
+def test_the_entry_prints_file_and_line_and_exits_1_on_a_fail(tmp_path):
+    path, text = _variant(tmp_path, MPIJOB, "slotsPerWorker: 4", "slotsPerWorker: 8")
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1
+    assert "%s:%d: FAIL NCCL_DUPLICATE_GPU: slotsPerWorker 8 on 4 GPUs" % (path, _line_of(text, "slotsPerWorker"))\
+        in result.stdout and "1 FAIL, 0 WARN" in result.stdout
+    ok = cmd.run("validate", "--job", str(GOLDEN / "launch" / "slurm-pyxis-2x4gpu.sbatch"))
+    assert ok.returncode == 0 and "0 FAIL, 0 WARN" in ok.stdout
+
+
+def test_the_entry_refuses_what_it_cannot_judge(tmp_path):
+    other = tmp_path / "pod.yaml"
+    other.write_text("kind: Pod\n")
+    result = cmd.run("validate", "--job", str(other))
+    assert result.returncode == 2 and "neither a Slurm batch script" in result.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: MPIJob\nspec: [\n")
+    result = cmd.run("validate", "--job", str(broken))
+    assert result.returncode == 2 and "--job %s:" % broken in result.stderr and "not YAML" in result.stderr
+    both = cmd.run("validate", "--job", str(other), "--hosts", "a,b")
+    assert both.returncode == 2 and "leave out --hosts" in both.stderr
+
+
+def test_the_mpijob_of_a_public_report_gets_each_finding(tmp_path):
+    """The manifest of https://github.com/kubeflow/mpi-operator/issues/488 (its launcher log: "bash: orted: command
+    not found"): one GPU and one slot per worker, so no /dev/shm rule; it starts the launcher at once and exports
+    nothing to the ranks."""
+    path = tmp_path / "cuquantum.yaml"
+    path.write_text("""apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata:
+  name: cuqantum-mpi
+spec:
+  slotsPerWorker: 1
+  runPolicy:
+    cleanPodPolicy: Running
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+         spec:
+           containers:
+           - image: gaoxin2020/cuquantum-mpi-test:v0.1
+             name: cuqantum-mpi
+             command:
+             - mpirun
+             - --allow-run-as-root
+             - -np
+             - "4"
+             - python
+             - /examples/example22_mpi_auto.py
+    Worker:
+      replicas: 4
+      template:
+        spec:
+          containers:
+          - image: gaoxin2020/cuquantum-mpi-test:v0.1
+            name: cuqantum-mpi
+            resources:
+              limits:
+                nvidia.com/gpu: 1
+""")
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.line) for f in sorted(findings, key=lambda f: f.line)] == [
+        ("MPI_HOST_UNKNOWN", 5), ("JOB_ENV_NOT_EXPORTED", 17)]
+    assert "launcherCreationPolicy not set (AtStartup)" in findings[0].message

@@ -1,0 +1,319 @@
+"""A user's own job file judged by the rules chexstack's renders obey (``invoke validate --job FILE``): a Kubeflow
+MPIJob manifest (YAML, ``kind: MPIJob``) or a Slurm batch script. Each finding names the file and line.
+
+Every rule is stated once, where the renderers take it from, and only read here: the PMIx plugin of srun under
+pyxis (``launch.slurm.PMIX``), NCCL's transport log (``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
+Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
+run-as-root permission (``facts.openmpi``), one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
+workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``, at least ``validate.checks.container.SHM_FLOOR_BYTES``), the
+RDMA resource's ``IPC_LOCK`` and the launcher's ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is
+the fault it leads to, in the codes validate's checks and the launch classifier (``facts.parsers.mpi``) give.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from chexstack.console import console
+from chexstack.errors import ChexstackError, ExitCode
+from chexstack.inputs import input_file
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, SINGLE_COPY_OFF, refuses_root
+from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy
+from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions
+from launch.mpirun import EXPORTED_ENV
+from launch.slurm import DEFAULT_ENV, PMIX
+from validate.checks.container import SHM_FLOOR_BYTES
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violated rule: ``line`` (1-based) in ``path``, ``status`` FAIL (the job fails) or WARN (it runs, slower
+    or blind), the fault's ``code``, what is wrong and the remedy."""
+
+    path: str
+    line: int
+    status: str
+    code: str
+    message: str
+    remedy: str
+
+    def text(self) -> str:
+        return "%s:%d: %s %s: %s\n    remedy: %s" % (self.path, self.line, self.status, self.code, self.message,
+                                                      self.remedy)
+
+
+_NP = ("-np", "-n", "--np", "--n", "-c")
+_SINGLE_COPY = next(iter(SINGLE_COPY_OFF.items()))  # (OMPI_MCA_btl_vader_single_copy_mechanism, none)
+_MCA_NAME = _SINGLE_COPY[0][len("OMPI_MCA_"):]
+
+
+def _np(argv: list[str]) -> tuple[int, int] | None:
+    """(index of the value, ranks) of mpirun's ``-np N`` in ``argv``, else None."""
+    for i, word in enumerate(argv[:-1]):
+        if word in _NP and argv[i + 1].isdigit():
+            return i + 1, int(argv[i + 1])
+    return None
+
+
+def _exported(argv: list[str]) -> set[str]:
+    """The names mpirun's ``-x NAME[=value]`` exports."""
+    return {argv[i + 1].split("=")[0] for i, w in enumerate(argv[:-1]) if w == "-x"}
+
+
+def _single_copy_off(argv: list[str], env: dict[str, str]) -> bool:
+    name, value = _SINGLE_COPY
+    mca = any(argv[i:i + 3] in (["--mca", _MCA_NAME, value], ["-mca", _MCA_NAME, value]) for i in range(len(argv)))
+    return env.get(name) == value or mca
+
+
+def _remedy(code: str) -> str:
+    return launch_remedy(LaunchFailure(code)) if code in LAUNCH_REMEDY else ""
+
+
+# --- Slurm batch scripts -----------------------------------------------------------------------------------------
+_DIRECTIVE = re.compile(r"^#SBATCH\s+(--?[A-Za-z-]+)(?:[=\s]\s*(\S+))?")
+_SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus"}
+_EXPORT = re.compile(r"^\s*export\s+([A-Za-z_]\w*)=(\S*)")
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, the line with its backslash continuations joined)."""
+    out, start, parts = [], None, []
+    for number, line in enumerate(text.splitlines(), 1):
+        start = start or number
+        if line.endswith("\\"):
+            parts.append(line[:-1])
+            continue
+        out.append((start, " ".join(parts + [line])))
+        start, parts = None, []
+    return out
+
+
+def _gpus_per_node(directives: dict[str, tuple[int, str]]) -> tuple[int, int] | None:
+    if "--gpus-per-node" in directives:
+        line, value = directives["--gpus-per-node"]
+    elif "--gres" in directives and (m := re.search(r"gpu(?::[\w-]+)?:(\d+)", directives["--gres"][1])):
+        line, value = directives["--gres"][0], m.group(1)
+    else:
+        return None
+    value = value.rsplit(":", 1)[-1]
+    return (line, int(value)) if value.isdigit() else None
+
+
+def judge_sbatch(path: str, text: str) -> list[Finding]:
+    """The rules of ``launch.slurm``'s scripts, on a batch script's text."""
+    directives: dict[str, tuple[int, str]] = {}
+    env: dict[str, str] = {}
+    commands: list[tuple[int, list[str]]] = []
+    for number, line in _logical_lines(text):
+        if m := _DIRECTIVE.match(line):
+            directives[_SHORT.get(m.group(1), m.group(1))] = (number, m.group(2) or "")
+        elif m := _EXPORT.match(line):
+            env[m.group(1)] = m.group(2).strip("'\"")
+        elif line.strip() and not line.lstrip().startswith("#"):
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError:
+                continue
+            if words and words[0] in ("srun", "mpirun", "mpiexec"):
+                commands.append((number, words))
+    found: list[Finding] = []
+
+    def add(line, status, code, message, remedy=""):
+        found.append(Finding(path, line, status, code, message, remedy or _remedy(code)))
+
+    first = directives.get("--nodes", (0, "1"))[1].split("-")[0]  # a range min-max: its minimum
+    nodes = int(first) if first.isdigit() else 1
+    per_node = directives.get("--ntasks-per-node")
+    slots = nodes * int(per_node[1]) if per_node and per_node[1].isdigit() else (
+        int(directives["--ntasks"][1]) if directives.get("--ntasks", (0, ""))[1].isdigit() else None)
+    gpus = _gpus_per_node(directives)
+    if gpus and per_node and per_node[1].isdigit() and int(per_node[1]) != gpus[1]:
+        tasks = int(per_node[1])
+        if tasks > gpus[1]:
+            add(per_node[0], "FAIL", "NCCL_DUPLICATE_GPU", "%d tasks per node on %d GPUs per node (line %d): two "
+                "ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (tasks, gpus[1], gpus[0]),
+                "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
+        else:
+            add(per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
+                "per node idle" % (tasks, gpus[1], gpus[0], gpus[1] - tasks),
+                "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
+    for number, words in commands:
+        if words[0] == "srun" and any(w.startswith("--container-image") for w in words):
+            mpi = [w for w in words if w.startswith("--mpi")]
+            if PMIX not in words:
+                add(number, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each "
+                    "rank starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+        if words[0] in ("mpirun", "mpiexec"):
+            np = _np(words)
+            if np and slots is not None and np[1] > slots:
+                add(number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots"
+                    % (np[1], slots))
+            contained = any(w in ("singularity", "apptainer") and words[i + 1:i + 2] == ["exec"]
+                            for i, w in enumerate(words))
+            if contained and not _single_copy_off(words, env):
+                add(number, "WARN", "MPI_SINGLE_COPY_CMA", "mpirun starts ranks in `singularity exec`, each its "
+                    "own namespace, without %s=%s: Open MPI's shared-memory copies fail and fall back slowly"
+                    % _SINGLE_COPY, "export %s=%s before mpirun" % _SINGLE_COPY)
+    for name, value in DEFAULT_ENV.items():
+        if env.get(name) != value and commands:
+            add(commands[0][0], "WARN", "JOB_ENV_NOT_EXPORTED", "%s=%s is not exported: NCCL's choice of transport "
+                "(a silent fall-back to sockets) is not in the job's log" % (name, value),
+                "export %s=%s before the launch" % (name, value))
+    return found
+
+
+# --- MPIJob manifests --------------------------------------------------------------------------------------------
+def _child(node, key, key_node: bool = False):
+    """The child of a composed YAML node by mapping key (``key_node``: the key's own node, whose line is the
+    key's) or sequence index, else None."""
+    if isinstance(node, yaml.MappingNode):
+        return next((k if key_node else v for k, v in node.value if k.value == key), None)
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]
+    return None
+
+
+def _at(node, *keys, key_node: bool = False):
+    for i, key in enumerate(keys):
+        node = _child(node, key, key_node and i == len(keys) - 1) if node is not None else None
+    return node
+
+
+def _line(node, fallback) -> int:
+    return (node or fallback).start_mark.line + 1
+
+
+_UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9,
+          "T": 10 ** 12, "": 1}
+
+
+def _quantity(text: str) -> int | None:
+    """Bytes of a Kubernetes quantity (``1Gi``, ``512Mi``), else None."""
+    m = re.match(r"^([0-9.]+)(Ki|Mi|Gi|Ti|k|M|G|T)?$", str(text))
+    return int(float(m.group(1)) * _UNITS[m.group(2) or ""]) if m else None
+
+
+def judge_mpijob(path: str, node) -> list[Finding]:
+    """The rules of ``launch.k8s``'s MPIJob, on one composed MPIJob document."""
+    job = yaml.safe_load(yaml.serialize(node))
+    spec = job.get("spec") or {}
+    found: list[Finding] = []
+
+    def add(at, status, code, message, remedy=""):
+        found.append(Finding(path, _line(at, node), status, code, message, remedy or _remedy(code)))
+
+    replicas_spec = spec.get("mpiReplicaSpecs") or {}
+    slots = spec.get("slotsPerWorker", 1)
+    workers = (replicas_spec.get("Worker") or {}).get("replicas", 1)
+    w_pod = ((replicas_spec.get("Worker") or {}).get("template") or {}).get("spec") or {}
+    l_pod = ((replicas_spec.get("Launcher") or {}).get("template") or {}).get("spec") or {}
+    w_node = _at(node, "spec", "mpiReplicaSpecs", "Worker", "template", "spec")
+    l_node = _at(node, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers", 0)
+    worker = (w_pod.get("containers") or [{}])[0]
+    launcher = (l_pod.get("containers") or [{}])[0]
+    argv = [str(w) for w in (launcher.get("command") or []) + (launcher.get("args") or [])]
+    if len(argv) >= 3 and argv[1] == "-c":  # /bin/sh -c "mpirun ..."
+        argv = shlex.split(argv[2])
+    argv_node = _at(l_node, "args" if launcher.get("args") else "command")
+    argv_key = _at(l_node, "args" if launcher.get("args") else "command", key_node=True)
+    limits = (worker.get("resources") or {}).get("limits") or {}
+    limits_node = _at(w_node, "containers", 0, "resources", "limits")
+
+    gpus = limits.get(GPU_RESOURCE)
+    gpus = int(gpus) if str(gpus).isdigit() else None
+    if not isinstance(slots, int):
+        raise ChexstackError("--job %s:%d: slotsPerWorker %r: expected a whole number" % (
+            path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
+    if gpus is not None and gpus != slots:
+        if slots > gpus:
+            add(_at(node, "spec", "slotsPerWorker"), "FAIL", "NCCL_DUPLICATE_GPU", "slotsPerWorker %d on %s GPUs per "
+                "worker: two ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (slots, gpus),
+                "one rank per GPU: slotsPerWorker equal to the worker's %s limit" % GPU_RESOURCE)
+        else:
+            add(_at(node, "spec", "slotsPerWorker"), "WARN", "JOB_GPUS_IDLE", "slotsPerWorker %d on %s GPUs per "
+                "worker: GPUs idle" % (slots, gpus), "one rank per GPU: slotsPerWorker equal to the worker's %s "
+                "limit" % GPU_RESOURCE)
+    np = _np(argv)
+    if np and np[1] > slots * workers:
+        add(_child(argv_node, np[0] - (len(launcher.get("command") or []) if launcher.get("args") else 0)), "FAIL",
+            "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d on %d worker(s) × slotsPerWorker %d = %d slots"
+            % (np[1], workers, slots, slots * workers))
+    if slots > 1 and not w_pod.get("hostIPC"):
+        mounts = {m.get("name"): i for i, m in enumerate(worker.get("volumeMounts") or [])
+                  if m.get("mountPath") == "/dev/shm"}
+        shm = next(((i, v) for i, v in enumerate(w_pod.get("volumes") or []) if v.get("name") in mounts
+                    and (v.get("emptyDir") or {}).get("medium") == "Memory"), None)
+        if shm is None:
+            add(_at(w_node, "containers", 0), "FAIL", "NCCL_SHM_TOO_SMALL", "%d ranks per worker share the "
+                "container's /dev/shm (64 MiB by default) and neither hostIPC nor a memory emptyDir at /dev/shm "
+                "is set: NCCL's shared-memory transport fails" % slots,
+                "add an emptyDir {medium: Memory, sizeLimit: 1Gi} volume mounted at /dev/shm (or hostIPC: true)")
+        else:
+            size = (shm[1].get("emptyDir") or {}).get("sizeLimit")
+            if size is not None and (_quantity(size) or 0) < SHM_FLOOR_BYTES:
+                add(_at(w_node, "volumes", shm[0], "emptyDir", "sizeLimit"), "FAIL", "NCCL_SHM_TOO_SMALL",
+                    "/dev/shm sizeLimit %s, below %d MiB" % (size, SHM_FLOOR_BYTES >> 20),
+                    "sizeLimit: 1Gi or more")
+    rdma = [name for name in limits if name.startswith("rdma/")]
+    caps = ((worker.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+    if rdma and IPC_LOCK not in caps:
+        add(_child(limits_node, rdma[0], key_node=True), "FAIL", "NCCL_SOCKET_FALLBACK",
+            "the worker requests %s without the %s capability: NCCL cannot register memory and falls back to TCP "
+            "sockets" % (rdma[0], IPC_LOCK), "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
+    policy = spec.get("launcherCreationPolicy")
+    if policy != LAUNCHER_CREATION_POLICY:
+        add(_at(node, "spec", "launcherCreationPolicy") or _at(node, "spec", key_node=True), "WARN",
+            "MPI_HOST_UNKNOWN",
+            "launcherCreationPolicy %s: the launcher may start before the workers resolve and accept ssh "
+            "(\"ssh: Could not resolve hostname ...-worker-0\")" % (policy or "not set (AtStartup)"),
+            "launcherCreationPolicy: %s" % LAUNCHER_CREATION_POLICY)
+    env = {e.get("name"): str(e.get("value")) for e in launcher.get("env") or []}
+    as_root = K8sOptions(ssh_auth_mount_path=spec.get("sshAuthMountPath", "/root/.ssh")).as_root
+    impl = {"OpenMPI": "Open MPI"}.get(spec.get("mpiImplementation", "OpenMPI"), "other")
+    allowed = ALLOW_RUN_AS_ROOT_FLAG in argv or all(env.get(k) == v for k, v in ALLOW_RUN_AS_ROOT_ENV.items())
+    if argv and "mpirun" in argv[0] and as_root and refuses_root(impl, 0) and not allowed:
+        add(argv_key, "FAIL", "MPI_RUN_AS_ROOT", "sshAuthMountPath %s runs the launcher as root and mpirun has "
+            "neither %s nor %s" % (spec.get("sshAuthMountPath", "/root/.ssh (the default)"), ALLOW_RUN_AS_ROOT_FLAG,
+                                   " and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV))))
+    if argv and "mpirun" in argv[0]:
+        missing = [e.split("=")[0] for e in EXPORTED_ENV if e.split("=")[0] not in _exported(argv)]
+        if missing:
+            add(argv_key, "WARN", "JOB_ENV_NOT_EXPORTED", "mpirun does not export %s to the ranks (ranks started "
+                "through sshd get sshd's environment)" % ", ".join(missing),
+                " ".join("-x %s" % e for e in EXPORTED_ENV))
+    return found
+
+
+def judge_job(path: str) -> tuple[str, list[Finding]]:
+    """(kind, findings) of the job file at ``path``: "MPIJob" or "Slurm batch script". ChexstackError when it is
+    neither, or its YAML does not parse (naming the line)."""
+    text = input_file(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script").read_text()
+    if "#SBATCH" in text or text.startswith("#!"):
+        return "Slurm batch script", judge_sbatch(path, text)
+    try:
+        docs = [d for d in yaml.compose_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise ChexstackError("--job %s%s: not YAML (%s)" % (path, ":%d" % (mark.line + 1) if mark else "",
+                                                             getattr(e, "problem", e))) from None
+    jobs = [d for d in docs if isinstance(_child(d, "kind"), yaml.ScalarNode) and _child(d, "kind").value == "MPIJob"]
+    if not jobs:
+        raise ChexstackError("--job %s: neither a Slurm batch script (#SBATCH lines) nor a manifest with kind: "
+                             "MPIJob" % path)
+    return "MPIJob", [f for d in jobs for f in judge_mpijob(path, d)]
+
+
+def validate_job(path: str) -> int:
+    """``invoke validate --job FILE``: print each finding (file:line, status, code, what, remedy); exit 1 with a
+    FAIL, else 0."""
+    kind, findings = judge_job(path)
+    for f in sorted(findings, key=lambda f: f.line):
+        console.print(f.text(), markup=False, highlight=False, soft_wrap=True)
+    fails = sum(f.status == "FAIL" for f in findings)
+    console.print("%s (%s): %d FAIL, %d WARN" % (Path(path).name, kind, fails, len(findings) - fails), markup=False)
+    return ExitCode.FAILED if fails else ExitCode.OK
