@@ -12,6 +12,7 @@ from launch import dispatch
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib.paths import REPO
+from tests.lib.runs import request as train_request
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def targets(monkeypatch):
 
 
 def _request(tmp_path) -> TrainRequest:
-    return TrainRequest(gpus=0, np=1, data="synthetic", output=str(tmp_path / "out"))
+    return train_request(gpus=0, np=1, data="synthetic", output=str(tmp_path / "out"))
 
 
 def test_the_face_is_the_seam():
@@ -110,7 +111,8 @@ def test_a_sweep_plans_its_counts_through_the_seam(targets, tmp_path, monkeypatc
     def copy(request, **options):
         targets.append(("local", options))
         source = recorded / ("np-%d" % request.ranks()) / sweep.THROUGHPUT_FILE
-        return Plan(["sh", "-c", 'mkdir -p "$0" && cp "$1" "$0"', request.output, str(source)], {}, "gloo", "test")
+        return Plan(["sh", "-c", 'mkdir -p "$0" && cp "$1" "$0"', request.options.output, str(source)], {}, "gloo",
+                    "test")
 
     monkeypatch.setitem(dispatch.TARGETS, "local", copy)
     req = sweep.SweepRequest(counts=(1, 2), label="seam", gpus=False, model="resnet50", image_size=64)
