@@ -122,3 +122,21 @@ def test_a_sweep_plans_its_counts_through_the_seam(targets, tmp_path, monkeypatc
     assert targets == [("local", {"hosts": None, "ssh_identity_file": None})] * 2
     mpirun = sweep.SweepRequest(counts=(1,), label="seam", gpus=False, launcher="mpirun", hosts=("a:2", "b:2"))
     assert sweep.place(mpirun) == launch.Where("mpirun", hosts=("a:2", "b:2"))
+
+
+def test_a_sweeps_count_runs_through_the_one_execute(targets, tmp_path, monkeypatch, capsys):
+    """Each count is run by ``launch.local.execute``, as ``invoke train``'s run is: its heading before the launch
+    line, and a failing count is the sweep's error naming it (exit 1, as before the seam)."""
+    from bench import sweep
+
+    def failing(request, **options):
+        return Plan(["sh", "-c", "echo 'rank 0 broke' >&2; exit 3"], {}, "gloo", "test")
+
+    monkeypatch.setitem(dispatch.TARGETS, "local", failing)
+    req = sweep.SweepRequest(counts=(1,), label="seam", gpus=False, model="resnet50", image_size=64)
+    with pytest.raises(ChexstackError) as err:
+        sweep.run_sweep(req, REPO, tmp_path / "out", tmp_path / "runs")
+    assert str(err.value).startswith("throughput run with 1 ranks: ") and err.value.exit_code == 1
+    assert "1 CPU ranks — launch: sh -c" in " ".join(capsys.readouterr().out.split())
+    [log] = (tmp_path / "runs").glob("seam-*/np-1/launch.log")
+    assert "rank 0 broke" in log.read_text()
