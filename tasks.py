@@ -111,10 +111,6 @@ def convert(c, dockerfile, build_arg=None, output=None):
 
 
 # --- train (launch/, trainer/) ---------------------------------------------------------------------------------
-#: The trainer options ``invoke train`` states itself (TrainRequest fields); every other one comes from the trainer's
-#: own parser (``launch.options.with_trainer_options``).
-TRAIN_STATED = ("data", "images", "labels", "model", "epochs", "batch_size", "image_size", "output", "resume",
-                "val_fraction", "test_fraction")
 #: The options of where ``invoke train`` runs that apply to some launchers only (``launch.where`` checks them).
 WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
                  "ntasks_per_node", "time", "partition", "account", "detach", "requeue")
@@ -122,23 +118,12 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
 
 @task(
     help={
+        **trainer_help(),  # every trainer option's own help; the ones below say more (launchers, not the trainer)
         "gpus": "GPUs to use, one rank each (0: CPU ranks)",
         "np": "number of ranks (0, the default: one per GPU, or 1 with --gpus 0)",
-        "data": "dataset folder (Data_Entry_2017*.csv[.gz] + PNGs below it), or 'synthetic'",
-        "images": "folder with the PNGs (searched recursively); use with --labels",
-        "labels": "label file Data_Entry_2017*.csv or .csv.gz; use with --images",
-        "model": "densenet121 (CheXNet) or resnet50",
-        "epochs": "total epochs (also when resuming)",
-        "batch-size": "images per rank per step",
-        "image-size": "input side in pixels",
         "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/; default runs/train); "
                   "slurm/k8s: required, an absolute path the cluster's nodes see",
-        "resume": "continue from the last complete checkpoint in --output",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
-        "val-fraction": "share of patients in the validation split (trainer default 0.1)",
-        "test-fraction": "share of patients held out as test split without official lists (trainer default 0.2)",
-        "max-bad-images": "stop when more than this share of the images fail the PNG check or the decode "
-                          "(trainer default 0.01)",
         "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine; with "
                  "--launcher slurm/k8s: the stack whose image the cluster runs",
         "runtime": "with --stack: docker (default) or singularity (the SIF of invoke build --runtime singularity)",
@@ -152,7 +137,6 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
                   "with pyxis --container-image",
         "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
-        **trainer_help(TRAIN_STATED),
         "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id; slurm waits for the job, showing "
                   "its progress (--detach: returns at once)",
         "nodes": "slurm/k8s: number of nodes (with --ntasks-per-node: the world size is their product)",
@@ -173,16 +157,17 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
     floats=["val_fraction", "test_fraction"],
 )
 @user_errors
-@with_trainer_options(TRAIN_STATED)
+@with_trainer_options
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", resume=False, controller=None, val_fraction=None, test_fraction=None,
+          image_size=224, output="runs/train", val_fraction=None, test_fraction=None, resume=False, controller=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
           partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, explain=None,
           **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
-    Every other ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too. --explain LOG:
-    why a run failed, from its log, with the message a failed run prints."""
+    Every ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too, with the trainer's
+    help; the ones in this signature are parsed by invoke (numbers checked while parsing), the others by the
+    trainer's parser. --explain LOG: why a run failed, from its log, with the message a failed run prints."""
     import launch
     from launch.options import given, trainer_argv
     from launch.request import TrainRequest
@@ -203,11 +188,9 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
                          per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis", rdma_resource=rdma,
                          render=render, submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None,
                          time=time, partition=partition, account=account, detach=detach, requeue=requeue)
-    request = TrainRequest(gpus=gpus, np=np or None, data=data, images=images, labels=labels, model=model,
-                           epochs=epochs, batch_size=batch_size, image_size=image_size, output=output, resume=resume,
-                           controller=controller, val_fraction=val_fraction, test_fraction=test_fraction,
-                           more=trainer_argv(trainer, TRAIN_STATED))
-    launch.run(request, where)
+    # the trainer's options, the ones stated above and the others (**trainer), as its command line
+    argv = trainer_argv(train.body, {**locals(), **trainer})
+    launch.run(TrainRequest(gpus=gpus, np=np or None, controller=controller, argv=argv), where)
 
 
 @task(help={

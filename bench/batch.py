@@ -23,13 +23,12 @@ from string import Template
 from bench.results import RunRecord, Sweep
 from bench.sweep import (
     SweepRequest,
-    count_request,
     keep_sweep,
     read_point,
     request_record,
     settle_device,
     stamp,
-    throughput_args,
+    throughput_requests,
     with_gpus,
 )
 from chexstack.errors import ChexstackError
@@ -67,24 +66,23 @@ def job_name(label: str, count: int | None = None) -> str:
 
 
 def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: tuple[Mount, ...]) -> list[JobSpec]:
-    """One JobSpec per count, smallest first, each writing ``<out_root>/np-<N>``. Without a stack (bare-metal
-    Slurm, ``target.workdir``): the environment's Python, CPU ranks seeing no GPU (or GPU ranks that stop without
-    one), Open MPI allowed to run as root, as ``invoke train --launcher slurm`` bare metal."""
+    """One JobSpec per count of the sweep's requests (``bench.sweep.throughput_requests``), smallest first, each
+    writing ``<out_root>/np-<N>``. Without a stack (bare-metal Slurm, ``target.workdir``): the environment's
+    Python, CPU ranks seeing no GPU (or GPU ranks that stop without one), Open MPI allowed to run as root, as
+    ``invoke train --launcher slurm`` bare metal."""
     baremetal = req.stack is None and req.launcher == "slurm" and target.workdir is not None
     if req.stack is None and not baremetal:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
     stack = None if baremetal else load_stack(req.stack)
     data_mounts = () if req.data == "synthetic" else (Mount(req.data, read_only=True),)
     out = []
-    for n in sorted(req.counts):
-        nodes, per_node = layout(n, target.per_node)
+    for request in throughput_requests(req, out_root):
+        nodes, per_node = layout(request.ranks(), target.per_node)
         where = {}
         if baremetal:
-            device = count_request(req, n, "", target.gpus).device_env()
-            where = dict(env=dict(ALLOW_RUN_AS_ROOT_ENV, **device), workdir=target.workdir)
-        out.append(JobSpec(name=job_name(req.label, n), stack=stack, image=target.image, nodes=nodes,
-                           ranks_per_node=per_node, gpus=target.gpus,
-                           trainer_args=tuple(throughput_args(req, "%s/np-%d" % (out_root, n))),
+            where = dict(env=dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env()), workdir=target.workdir)
+        out.append(JobSpec(name=job_name(req.label, request.ranks()), stack=stack, image=target.image, nodes=nodes,
+                           ranks_per_node=per_node, gpus=target.gpus, trainer_args=request.argv,
                            mounts=extra_mounts + data_mounts, **where))
     return out
 

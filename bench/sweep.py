@@ -1,9 +1,10 @@
 """The scaling sweep behind ``invoke bench``: the trainer's throughput mode at each rank count, one JSON per sweep.
 
-For each count N: start N Horovod ranks of ``python -m trainer --throughput`` (``throughput_args``), read the
-``throughput.json`` rank 0 writes (CONTRIBUTING.md contract) and make it a ``Point``; then the ``Sweep`` with its
-run record is written to ``<output>/<label>-<UTC time>.json``. Per-count run folders (trainer output + launch log)
-stay under ``runs/bench/<label>-<UTC time>/np-<N>/``.
+The sweep is a list of requests (``throughput_requests``: one ``launch.request.TrainRequest`` per count N, its
+trainer command line ``throughput_argv``). Each runs through the launcher seam as ``invoke train`` runs
+(``launch.run``); rank 0 writes ``throughput.json`` (CONTRIBUTING.md contract), which becomes a ``Point``; then
+the ``Sweep`` with its run record is written to ``<output>/<label>-<UTC time>.json``. Per-count run folders
+(trainer output + launch log) stay under ``runs/bench/<label>-<UTC time>/np-<N>/``.
 
 Launchers that run here and wait: ``local`` (horovodrun on this host) and ``mpirun`` (horovodrun's MPI controller
 across ``--hosts``). ``slurm`` and ``k8s`` go through a scheduler instead: ``bench.batch`` renders the jobs and
@@ -15,10 +16,8 @@ misleading figure; run the counts that fit (``--gpus 1,2``) or add hosts.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-import shlex
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,10 +31,8 @@ from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
-from launch import failure, stream
 from launch.cluster import cluster_path
 from launch.options import LAUNCHERS, SCHEDULED, check_launcher
-from launch.plans import Plan
 from launch.request import TrainRequest
 
 THROUGHPUT_FILE = "throughput.json"
@@ -78,7 +75,7 @@ class SweepRequest:
                                  % self.label)
         check_launcher(self.launcher, LAUNCHERS)
         # model, sizes and steps are judged by the trainer's own parser, as for invoke train (trainer.preflight)
-        count_request(self, min(self.counts), "bench-check", self.gpus).check()
+        throughput_requests(self, "bench-check")[0].check()
         if self.launcher in SCHEDULED:  # the data are the cluster's: absolute, not checked here
             cluster_path(self.launcher, "--data", self.data)
         elif self.data != "synthetic" and not Path(self.data).is_dir():
@@ -91,33 +88,20 @@ class SweepRequest:
         return self
 
 
-@dataclasses.dataclass(frozen=True)
-class ThroughputRequest(TrainRequest):
-    """One count of a sweep as a trainer run: a ``TrainRequest`` whose trainer options are the throughput mode's,
-    so every launcher of ``invoke train`` (``launch.local``, ``launch.container``) starts it unchanged."""
-
-    steps: int = 50
-    warmup_steps: int = 10
-    amp: bool = False
-
-    def trainer_args(self) -> list[str]:
-        """``python -m trainer`` options of the throughput run (trainer/cli.py)."""
-        args = ["--data", self.data, "--model", self.model, "--batch-size", str(self.batch_size),
-                "--image-size", str(self.image_size), "--throughput", "--steps", str(self.steps),
-                "--warmup-steps", str(self.warmup_steps), "--output", self.output]
-        return args + (["--amp"] if self.amp else [])
+def throughput_argv(req: SweepRequest, output: str) -> tuple[str, ...]:
+    """The ``python -m trainer`` command line of one count writing into ``output``: the trainer's throughput mode
+    (trainer/cli.py, "throughput mode") with the sweep's model, sizes and steps."""
+    return ("--data", req.data, "--model", req.model, "--batch-size", str(req.batch_size), "--image-size",
+            str(req.image_size), "--throughput", "--steps", str(req.steps), "--warmup-steps", str(req.warmup_steps),
+            "--output", output) + (("--amp",) if req.amp else ())
 
 
-def count_request(req: SweepRequest, count: int, output: str, gpus: bool) -> ThroughputRequest:
-    """The trainer run of ``count`` ranks (GPUs, or CPU ranks without GPUs) writing into ``output``."""
-    return ThroughputRequest(gpus=count if gpus else 0, np=None if gpus else count, data=req.data, model=req.model,
-                             batch_size=req.batch_size, image_size=req.image_size, output=output, steps=req.steps,
-                             warmup_steps=req.warmup_steps, amp=req.amp)
-
-
-def throughput_args(req: SweepRequest, output: str) -> list[str]:
-    """``python -m trainer`` options of one throughput run writing into ``output`` (for cluster launchers)."""
-    return count_request(req, 1, output, False).trainer_args()
+def throughput_requests(req: SweepRequest, root: str) -> list[TrainRequest]:
+    """The sweep as a list of requests, one per count, smallest first: ``count`` GPUs (one rank each) or CPU ranks
+    (``req.gpus``), each writing into ``<root>/np-<count>``; every ``invoke train`` launcher runs one unchanged
+    (``launch.run`` here, ``bench.batch`` for a scheduler). Its count is ``request.ranks()``."""
+    return [TrainRequest(gpus=n if req.gpus else 0, np=None if req.gpus else n,
+                         argv=throughput_argv(req, "%s/np-%d" % (root, n))) for n in sorted(req.counts)]
 
 
 #: The seed's Figure 1 counts: what a sweep that fits is built from when none of the requested counts fit.
@@ -239,15 +223,12 @@ def place(req: SweepRequest) -> launch.Where:
     return launch.where(req.launcher, known=LAUNCHERS, stack=req.stack, image=req.image, hosts=req.hosts)
 
 
-def plan_count(req: SweepRequest, count: int, run_dir: Path, where: launch.Where) -> Plan:
-    """How ``count`` ranks of the sweep run ``where`` says (``launch.plan``), writing into ``run_dir``."""
-    return launch.plan(count_request(req, count, str(run_dir.resolve()), req.gpus), where)
-
-
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
-    """Run every count (smallest first), then write the sweep JSON (``keep_sweep``: into ``runs/<tag>/`` when
-    ``output`` has become unwritable); returns it and its path. Raises ChexstackError before anything runs when a
-    count does not fit or ``output`` cannot be written, and with the log's end when a run fails."""
+    """Run every count (smallest first) through the launcher seam (``launch.run`` at ``place(req)``: the same
+    ``launch.local.execute`` as ``invoke train``'s run, under each count's output lock), then write the sweep
+    JSON (``keep_sweep``: into ``runs/<tag>/`` when ``output`` has become unwritable); returns it and its path.
+    Raises ChexstackError before anything runs when a count does not fit or ``output`` cannot be written, and
+    (exit 1) with the log's end when a run fails."""
     req.check()
     if req.launcher in SCHEDULED:
         raise ChexstackError("--launcher %s runs through its scheduler: use --render/--submit, then --collect"
@@ -259,18 +240,15 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     slots, where = available_slots(req, record)
     check_slots(req.counts, slots, where, req.count_option)
     points, devices, placed = [], set(), place(req)
-    for n in sorted(req.counts):
-        run_dir = runs / tag / ("np-%d" % n)
-        plan = plan_count(req, n, run_dir, placed)
-        console.print("[bold]%d %s[/] — launch: %s" % (n, record.count_unit, shlex.join(plan.argv)), soft_wrap=True,
-                      highlight=False)
+    for request in throughput_requests(req, str((runs / tag).resolve())):
+        n = request.ranks()
         start = time.monotonic()
-        outcome = stream.run(plan.argv, plan.env, str(run_dir / "launch.log"), console, cwd=str(repo))
-        if outcome.returncode != 0:
-            raise ChexstackError("throughput run with %d ranks: %s" % (
-                n, failure.explain_failure(outcome, plan.controller)), exit_code=ExitCode.FAILED)
+        try:
+            launch.run(request, placed, heading="%d %s" % (n, record.count_unit))
+        except ChexstackError as e:
+            raise ChexstackError("throughput run with %d ranks: %s" % (n, e), exit_code=ExitCode.FAILED) from None
         wall = time.monotonic() - start
-        point, device, versions = read_point(n, run_dir)
+        point, device, versions = read_point(n, Path(request.options.output))
         points.append(point)
         devices.add(device)
         record = record.model_copy(update={"versions": record.versions or versions})

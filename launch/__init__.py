@@ -7,7 +7,7 @@ executes the plan under the output lock (``launch.local.execute``) or, for Slurm
 renders and submits a batch script or MPIJob (``launch.cluster``). ``invoke train`` and ``invoke bench`` call it and
 never decide how a run starts themselves; ``LAUNCHERS`` are the names of where a run goes.
 
-- ``request``    ``TrainRequest``: what ``invoke train`` asked for, and the trainer arguments it means
+- ``request``    ``TrainRequest``: ranks, controller and the trainer's own command line, read by its parser
 - ``controller`` Gloo or MPI for this host's network interfaces (observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a
 container whose only interface is loopback)
 - ``horovodrun`` the exact ``horovodrun`` argv and extra environment for a run

@@ -37,9 +37,10 @@ from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, SINGLE_COPY_OFF
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
-from launch.options import TRAIN_LAUNCHERS, check_launcher
+from launch.options import TRAIN_LAUNCHERS, check_launcher, path_values, trainer_options
 from launch.plans import Plan
-from launch.request import SYNTHETIC, TrainRequest
+from launch.request import TrainRequest
+from trainer.preflight import SYNTHETIC
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -138,26 +139,24 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
             opts.launcher, "" if opts.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this "
             "Python environment on the nodes (bare metal)"))
     stack = None if baremetal else load_stack(opts.stack)
-    for field in ("output", "data", "images", "labels"):
-        cluster_path(opts.launcher, "--" + field, getattr(request, field))
-    for i in request.more_paths():
-        cluster_path(opts.launcher, request.more[i - 1], request.more[i])
+    cluster_path(opts.launcher, "--output", request.options.output)  # the trainer's default runs/train too
+    for i in path_values(request.argv):
+        cluster_path(opts.launcher, request.argv[i - 1], request.argv[i])
     request, nodes, per_node = geometry(request.check(), opts)
+    output = request.options.output
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid" and not opts.image:
         raise ChexstackError("--hybrid runs `singularity exec` on a SIF: give --image /shared/path/%s.sif (invoke "
                              "build --stack %s --runtime singularity makes one)" % (stack.name, stack.name))
-    name = opts.name or job_name(opts.stack, request.output)
+    name = opts.name or job_name(opts.stack, output)
     if baremetal:
         if opts.image:
             raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
                                  % sys.executable)
         env = dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env())
         return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
-                       gpus=request.gpus > 0, trainer_args=tuple(request.trainer_args()),
-                       mounts=(Mount(request.output),), env=env, workdir=REPO_ROOT)
-    inputs = (request.data, request.images, request.labels and request.labels.rsplit("/", 1)[0] or None,
-              *(os.path.dirname(request.more[i]) for i in request.more_paths()))
-    mounts = [Mount(path, read_only=True) for path in dict.fromkeys(inputs) if path and path != SYNTHETIC]
+                       gpus=request.gpus > 0, trainer_args=request.argv, mounts=(Mount(output),), env=env,
+                       workdir=REPO_ROOT)
+    mounts = [Mount(path, read_only=True) for path in dict.fromkeys(input_folders(request.argv))]
     gpus = stack.gpu and request.gpus > 0
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid":
         # the host's mpirun starts the ranks, as on bare metal; each `singularity exec` is its own namespace
@@ -166,14 +165,23 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
         env = request.device_env() if gpus else {}
     return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),
                    nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=env,
-                   trainer_args=tuple(request.trainer_args()), mounts=tuple(mounts + [Mount(request.output)]))
+                   trainer_args=request.argv, mounts=tuple(mounts + [Mount(output)]))
+
+
+def input_folders(argv: tuple[str, ...]) -> list[str]:
+    """The folders a job mounts read-only for the trainer's inputs in ``argv`` (every path value but
+    ``--output``'s, ``launch.options.path_values``): a folder option's path (``--data DIR``, ``--images DIR``),
+    else the folder of the file (``--labels FILE``, ``--weights PATH``, ...), in ``argv``'s order."""
+    folders = {o.flag: o.is_folder for o in trainer_options()}
+    return [argv[i] if folders[argv[i - 1]] else os.path.dirname(argv[i])
+            for i in path_values(argv) if argv[i - 1] != "--output"]
 
 
 def slurm_options(request: TrainRequest, opts: ClusterOptions) -> slurm.SlurmOptions:
     """Scheduler options; the job's output goes to ``<output>/slurm-<job id>.out`` (shared storage), where
     ``--submit`` follows it."""
     return slurm.SlurmOptions(time=opts.time, partition=opts.partition, account=opts.account,
-                              output=os.path.join(request.output, "slurm-%j.out"), requeue=opts.requeue)
+                              output=os.path.join(request.options.output, "slurm-%j.out"), requeue=opts.requeue)
 
 
 def render(spec: JobSpec, opts: ClusterOptions, request: TrainRequest) -> str:
@@ -219,7 +227,7 @@ def submit_job(request: TrainRequest, text: str, opts: ClusterOptions) -> str:
     """Hand ``text`` to sbatch or kubectl, print and return the job id (ChexstackError naming a missing tool)."""
     if opts.launcher == "slurm":
         try:  # sbatch opens --output before the script's mkdir: create the folder when this machine sees it
-            os.makedirs(request.output, exist_ok=True)
+            os.makedirs(request.options.output, exist_ok=True)
         except OSError:
             pass
     job = submit.submit_slurm(text) if opts.launcher == "slurm" else submit.submit_k8s(text)
@@ -239,7 +247,7 @@ def follow_plan(request: TrainRequest, spec: JobSpec, script: str) -> Iterator[P
     fd, path = tempfile.mkstemp(prefix="chexstack-", suffix=".sbatch")
     with os.fdopen(fd, "w") as f:
         f.write(script)
-    pattern = os.path.join(request.output, "slurm-%j.out")
+    pattern = os.path.join(request.options.output, "slurm-%j.out")
     argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
     try:
         yield Plan(argv, {}, "mpi", "Open MPI's mpirun inside the Slurm allocation" if spec.stack is None

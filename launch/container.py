@@ -24,7 +24,6 @@ request for Gloo stops before launching with the cause and the fixes.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import uuid
 
@@ -36,11 +35,14 @@ from facts.openmpi import SINGLE_COPY_OFF
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import oversubscription
+from launch.options import path_values
 from launch.plans import Plan
-from launch.request import SYNTHETIC, TrainRequest
-from trainer.preflight import SIF_SHA256_ENV, TOKEN_ENV
+from launch.request import TrainRequest
+from trainer.preflight import SIF_SHA256_ENV, SYNTHETIC, TOKEN_ENV
 
 DATA, OUTPUT = "/data", "/output"
+#: the trainer options whose paths ``mounts`` moves to ``DATA`` and ``OUTPUT`` inside the container
+MOVED = ("--output", "--data", "--images", "--labels")
 RUNTIMES = ("docker", "singularity")
 NETWORKS = ("host", "none")
 #: HOME inside a container run as the calling user: an image has no home for an arbitrary UID (Docker sets HOME=/,
@@ -61,20 +63,22 @@ def user_options(as_root: bool = False, uid: int | None = None, gid: int | None 
 
 
 def mounts(request: TrainRequest) -> tuple[list[tuple[str, str, bool]], TrainRequest]:
-    """(host path, container path, read-only) of the data and output, and the request with container paths."""
+    """(host path, container path, read-only) of the data and output, and the request with container paths: the
+    output at ``/output``, ``--data DIR`` at ``/data``, or ``--images DIR`` at ``/data/images`` and ``--labels
+    FILE`` at ``/data/labels/``; every other path of the trainer's command line (``--weights PATH``,
+    ``--test-list FILE``, ...: ``launch.options.path_values``) read-only at the same path inside."""
     req = request.with_absolute_paths()
-    binds = [(req.output, OUTPUT, False)]
-    if req.data and req.data != SYNTHETIC:
-        binds.append((req.data, DATA, True))
-        inside = dataclasses.replace(req, data=DATA, output=OUTPUT)
-    elif req.images:
-        labels = "%s/labels/%s" % (DATA, os.path.basename(req.labels))
-        binds += [(req.images, "%s/images" % DATA, True), (req.labels, labels, True)]
-        inside = dataclasses.replace(req, images="%s/images" % DATA, labels=labels, output=OUTPUT)
-    else:
-        inside = dataclasses.replace(req, output=OUTPUT)
-    # further trainer inputs (--weights PATH, --test-list FILE, ...): read-only at the same path inside
-    binds += [(req.more[i], req.more[i], True) for i in req.more_paths()]
+    options = req.options
+    binds = [(options.output, OUTPUT, False)]
+    inside = req.with_option("--output", OUTPUT)
+    if options.data and options.data != SYNTHETIC:
+        binds.append((options.data, DATA, True))
+        inside = inside.with_option("--data", DATA)
+    elif options.images:
+        labels = "%s/labels/%s" % (DATA, os.path.basename(options.labels))
+        binds += [(options.images, "%s/images" % DATA, True), (options.labels, labels, True)]
+        inside = inside.with_option("--images", "%s/images" % DATA).with_option("--labels", labels)
+    binds += [(req.argv[i], req.argv[i], True) for i in path_values(req.argv) if req.argv[i - 1] not in MOVED]
     return binds, inside
 
 
@@ -115,7 +119,7 @@ def ulimits() -> list[str]:
 
 def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list[str], dict[str, str], str, str]:
     controller, reason = pick_controller(interfaces, request.controller)
-    argv, env = horovodrun_argv(request.ranks(), request.trainer_args(), controller=controller, python="python")
+    argv, env = horovodrun_argv(request.ranks(), list(request.argv), controller=controller, python="python")
     env.update(request.device_env())
     if controller == "mpi":
         env.update(SINGLE_COPY_OFF)  # ranks in a container: shared memory, not CMA

@@ -130,11 +130,13 @@ def _scheduled(request: TrainRequest, opts: cluster.ClusterOptions) -> dict | st
     return cluster.submit_job(request, text, opts)
 
 
-def run(request: TrainRequest, where: Where) -> dict | str | None:
+def run(request: TrainRequest, where: Where, *, heading: str | None = None) -> dict | str | None:
     """Run ``request`` ``where`` says and return what the run gives: metrics.json (a dict) for a run from here
     (``plan``, executed by ``launch.local.execute``: in the checkout, or in the current folder for a stack's
-    image) and for a followed Slurm job; the job id of a detached or Kubernetes submission; None when only
-    rendered. ChexstackError (with its exit code) when it cannot start, fails or is interrupted."""
+    image; ``heading`` said before its launch line) and for a followed Slurm job; None for a ``--throughput`` run
+    (its throughput.json is in its output folder) or when only rendered; the job id of a detached or Kubernetes
+    submission. ChexstackError (with its exit code) when it cannot start, fails or is interrupted."""
     if where.cluster is not None:
         return _scheduled(request, where.cluster)
-    return local.execute(request, plan(request, where), cwd=os.getcwd() if where.stack else local.REPO_ROOT)
+    return local.execute(request, plan(request, where), cwd=os.getcwd() if where.stack else local.REPO_ROOT,
+                         heading=heading)

@@ -4,10 +4,10 @@
 ranks see no GPU: ``CUDA_VISIBLE_DEVICES=""``; more ranks than cores is allowed — tests do it — with a warning).
 GPUs are counted by ``facts.host.gpu_count`` (``nvidia-smi --query-gpu``; none without the NVIDIA driver).
 
-``execute`` is what every launcher that runs here shares (this module, ``launch.container``): take the output
-folder's lock (``trainer.runlock``; the ranks get its token), check ``--resume`` against the folder, run with the
-progress display, and end with the results table, the interruption line (exit 128 + signal) or the failing rank's
-error (exit 1).
+``execute`` is what every run from here shares (this module's plans, ``launch.container``'s, a followed Slurm
+job's, each count of ``invoke bench``): take the output folder's lock (``trainer.runlock``; the ranks get its
+token), check ``--resume`` against the folder, run with the progress display, and end with the results table (a
+training run), the interruption line (exit 128 + signal) or the failing rank's error (exit 1).
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     if controller == "mpi" and shutil.which("mpirun") is None:
         raise ChexstackError("the MPI controller (%s) needs Open MPI's mpirun on PATH; install Open MPI "
                              "(scripts/setup does) or give the host a network interface for Gloo" % reason)
-    argv, env = horovodrun_argv(request.ranks(), request.with_absolute_paths().trainer_args(), hosts=hosts,
+    argv, env = horovodrun_argv(request.ranks(), list(request.with_absolute_paths().argv), hosts=hosts,
                                 controller=controller, python=python, ssh_identity_file=ssh_identity_file)
     env.update(request.device_env())
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
@@ -111,15 +111,17 @@ def interrupted_message(signum: int, output: str) -> str:
             "--resume" % (name, state["epoch"], state["epoch"], preflight.checkpoint_folder(output)))
 
 
-def execute(request: TrainRequest, plan: Plan, *, cwd: str) -> dict:
+def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None = None) -> dict | None:
     """Run ``plan`` (any target's, ``launch.plan``) here under the output lock, in ``cwd``; print the results;
-    return metrics.json.
+    return metrics.json (None for a ``--throughput`` run, whose result is its ``throughput.json``, read by the
+    caller: ``bench.sweep``). ``heading``: said in bold before the launch line (a sweep's count).
 
     ChexstackError: exit 2 when the output is in use, ``--resume`` does not fit the folder or the trainer refused
     its input (a rank's ``trainer: error:`` and exit 2), 128 + signal when interrupted (SIGINT 130, SIGTERM 143),
     1 when a rank fails otherwise.
     """
-    output = request.with_absolute_paths().output
+    output = request.with_absolute_paths().options.output
+    throughput = request.options.throughput
     with trainer_errors():
         lock = preflight.acquire(output, " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
     with lock:
@@ -128,18 +130,21 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str) -> dict:
         request.check_checkpoint()
         for warning in plan.warnings:
             warn(warning)
-        console.print(Text.assemble(("launch: ", "bold"), plan.command_line()), soft_wrap=True)
+        console.print(Text.assemble(*(((heading, "bold"), " — ") if heading else ()), ("launch: ", "bold"),
+                                    plan.command_line()), soft_wrap=True)
         console.print("controller: %s (%s)" % (plan.controller, plan.reason), markup=False)
         token = {preflight.TOKEN_ENV: lock.token} if lock.token else {}
         outcome = stream.run(plan.argv, {**plan.env, **token}, os.path.join(output, LOG), console, cwd=cwd,
                              force_stop=plan.force_stop if plan.container else None)
-    if outcome.interrupted is not None and outcome.returncode != 0:  # (0: it ended by itself meanwhile)
+    if outcome.interrupted is not None and outcome.returncode != 0 and not throughput:  # (0: it ended meanwhile)
         raise ChexstackError(interrupted_message(outcome.interrupted, output),
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
         raise ChexstackError(failure.explain_failure(outcome, plan.controller),
                              exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
+    if throughput:
+        return None
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
     written = ["metrics.json", "predictions.csv", "model.h5", "checkpoint/", LOG]

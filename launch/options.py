@@ -6,10 +6,11 @@ An option given where it has no effect is an error, not silence: ``invoke train 
 would run on the host's network, and so on. ``check_applicable(launcher, stack, given, known)`` raises a
 ChexstackError (exit 2) naming an unknown launcher first, then the first such option and where it applies.
 
-``with_trainer_options(stated)`` gives a task every ``python -m trainer`` option it does not state itself, taken
-from the trainer's own parser (``trainer.cli.parser``: one declaration of the trainer's contract), so each is
-reachable from ``invoke train`` and validated by that parser; ``trainer_argv(values)`` turns the given ones into
-the trainer's command line.
+``with_trainer_options`` gives a task every ``python -m trainer`` option it does not state itself as a parameter,
+taken from the trainer's own parser (``trainer.cli.parser``: one declaration of the trainer's contract), so each is
+reachable from ``invoke train`` and validated by that parser; ``trainer_argv(fn, values)`` turns the given ones
+into the trainer's command line, and ``path_values(argv)`` finds the paths in it (which launchers make absolute
+and reachable).
 """
 from __future__ import annotations
 
@@ -94,8 +95,9 @@ THROUGHPUT_OPTIONS = ("throughput", "steps", "warmup_steps", "amp")
 @dataclasses.dataclass(frozen=True)
 class TrainerOption:
     """One ``python -m trainer`` option: its parameter name (argparse ``dest``), flag, whether it takes no value,
-    its help, its default in the trainer, and the words it takes that are not paths when its value is a path
-    (metavar ``FILE``, ``DIR`` or ``none|PATH``: words ``("none",)``), else None."""
+    its help, its default in the trainer, the words it takes that are not paths when its value is a path
+    (metavar ``FILE``, ``DIR`` or ``none|PATH``: words ``("none",)``), else None, and whether that path is a
+    folder (metavar ``DIR``)."""
 
     name: str
     flag: str
@@ -103,6 +105,7 @@ class TrainerOption:
     help: str
     default: object
     path_words: tuple[str, ...] | None = None
+    is_folder: bool = False
 
     def is_path(self, value: str) -> bool:
         """Whether ``value`` of this option names a file or folder (which a launcher must make reachable)."""
@@ -136,34 +139,39 @@ def _all_trainer_options() -> tuple[TrainerOption, ...]:
         flag_ = max(action.option_strings, key=len)
         found.append(TrainerOption(action.dest, flag_, switch,
                                    "python -m trainer %s: %s%s" % (flag_, action.help or action.dest, default),
-                                   action.default, _path_words(action.metavar)))
+                                   action.default, _path_words(action.metavar),
+                                   "DIR" in (action.metavar or "").split("|")))
     return tuple(found)
 
 
-def with_trainer_options(stated: tuple[str, ...]):
+def with_trainer_options(fn):
     """Decorator for a task body ``fn(c, ..., **trainer)``: its signature (what invoke reads to make options) gets
-    one keyword per trainer option not in ``stated`` (``None``, or ``False`` for a switch: "not given"); their help
-    texts are ``trainer_help(stated)``."""
-    def decorate(fn):
-        sig = inspect.signature(fn)
-        params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        params += [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                     default=False if o.is_switch else None) for o in trainer_options(stated)]
-        fn.__signature__ = sig.replace(parameters=params)
-        return fn
-    return decorate
+    one keyword per trainer option it does not state itself as a parameter (``None``, or ``False`` for a switch:
+    "not given"); their help texts are ``trainer_help()``."""
+    sig = inspect.signature(fn)
+    stated = frozenset(sig.parameters)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                 default=False if o.is_switch else None) for o in trainer_options(stated)]
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
 
 
-def trainer_help(stated: tuple[str, ...]) -> dict[str, str]:
-    return {o.name.replace("_", "-"): o.help for o in trainer_options(stated)}
+def trainer_help() -> dict[str, str]:
+    """Every trainer option's help, as a task's ``help`` wants it (``python -m trainer --lr: ...``); a task states
+    its own for the options it says more about."""
+    return {o.name.replace("_", "-"): o.help for o in trainer_options()}
 
 
-def trainer_argv(values: dict, stated: tuple[str, ...]) -> tuple[str, ...]:
-    """``--flag value`` (or ``--flag`` for a switch) for every trainer option in ``values`` that was given (not
-    None, not False); the trainer's parser judges the values (``TrainRequest.check``)."""
+def trainer_argv(fn: Callable, values: dict) -> tuple[str, ...]:
+    """The trainer's command line of a task body ``fn`` decorated by ``with_trainer_options``, from its
+    ``values`` (name -> value): ``--flag value`` (or ``--flag`` for a switch) for every trainer option given (not
+    None, not False), in ``fn``'s signature's order (the ones it states, then the others in the trainer's
+    parser's order). The trainer's parser judges the values (``launch.request.TrainRequest.check``)."""
+    by_name = {o.name: o for o in _all_trainer_options()}
     argv: list[str] = []
-    for o in trainer_options(stated):
-        value = values.get(o.name)
+    for name in [name for name in inspect.signature(fn).parameters if name in by_name]:
+        o, value = by_name[name], values.get(name)
         if value is None or value is False:
             continue
         argv += [o.flag] if o.is_switch else [o.flag, str(value)]

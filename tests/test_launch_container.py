@@ -7,6 +7,7 @@ from chexstack.errors import ChexstackError
 from launch.container import docker_plan, singularity_plan
 from launch.request import TrainRequest
 from tests.lib.paths import SAMPLE
+from tests.lib.runs import request
 
 LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 IMAGES = SAMPLE / "images-64"
@@ -16,7 +17,7 @@ def _request(tmp_path, **kw) -> TrainRequest:
     base = dict(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=64, epochs=1,
                 output=str(tmp_path / "out"))
     base.update(kw)
-    return TrainRequest(**base)
+    return request(**base)
 
 
 def test_cpu_ranks_with_a_network_use_gloo(tmp_path):

@@ -12,6 +12,7 @@ from launch import dispatch
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib.paths import REPO
+from tests.lib.runs import request as train_request
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def targets(monkeypatch):
 
 
 def _request(tmp_path) -> TrainRequest:
-    return TrainRequest(gpus=0, np=1, data="synthetic", output=str(tmp_path / "out"))
+    return train_request(gpus=0, np=1, data="synthetic", output=str(tmp_path / "out"))
 
 
 def test_the_face_is_the_seam():
@@ -110,7 +111,8 @@ def test_a_sweep_plans_its_counts_through_the_seam(targets, tmp_path, monkeypatc
     def copy(request, **options):
         targets.append(("local", options))
         source = recorded / ("np-%d" % request.ranks()) / sweep.THROUGHPUT_FILE
-        return Plan(["sh", "-c", 'mkdir -p "$0" && cp "$1" "$0"', request.output, str(source)], {}, "gloo", "test")
+        return Plan(["sh", "-c", 'mkdir -p "$0" && cp "$1" "$0"', request.options.output, str(source)], {}, "gloo",
+                    "test")
 
     monkeypatch.setitem(dispatch.TARGETS, "local", copy)
     req = sweep.SweepRequest(counts=(1, 2), label="seam", gpus=False, model="resnet50", image_size=64)
@@ -120,3 +122,21 @@ def test_a_sweep_plans_its_counts_through_the_seam(targets, tmp_path, monkeypatc
     assert targets == [("local", {"hosts": None, "ssh_identity_file": None})] * 2
     mpirun = sweep.SweepRequest(counts=(1,), label="seam", gpus=False, launcher="mpirun", hosts=("a:2", "b:2"))
     assert sweep.place(mpirun) == launch.Where("mpirun", hosts=("a:2", "b:2"))
+
+
+def test_a_sweeps_count_runs_through_the_one_execute(targets, tmp_path, monkeypatch, capsys):
+    """Each count is run by ``launch.local.execute``, as ``invoke train``'s run is: its heading before the launch
+    line, and a failing count is the sweep's error naming it (exit 1, as before the seam)."""
+    from bench import sweep
+
+    def failing(request, **options):
+        return Plan(["sh", "-c", "echo 'rank 0 broke' >&2; exit 3"], {}, "gloo", "test")
+
+    monkeypatch.setitem(dispatch.TARGETS, "local", failing)
+    req = sweep.SweepRequest(counts=(1,), label="seam", gpus=False, model="resnet50", image_size=64)
+    with pytest.raises(ChexstackError) as err:
+        sweep.run_sweep(req, REPO, tmp_path / "out", tmp_path / "runs")
+    assert str(err.value).startswith("throughput run with 1 ranks: ") and err.value.exit_code == 1
+    assert "1 CPU ranks — launch: sh -c" in " ".join(capsys.readouterr().out.split())
+    [log] = (tmp_path / "runs").glob("seam-*/np-1/launch.log")
+    assert "rank 0 broke" in log.read_text()

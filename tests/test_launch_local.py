@@ -11,7 +11,6 @@ and interruption messages; and, marked slow, real ``invoke train`` runs:
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -34,13 +33,13 @@ from launch import failure, local, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import plan
-from launch.request import TrainRequest
 from tests.lib import cli as cmd
 from tests.lib.cli import Launcher
 from tests.lib.paths import CASES, REPO, SAMPLE
-from tests.lib.runs import ENV, LABELS_FILE, SMALL
+from tests.lib.runs import ENV, LABELS_FILE, SMALL, request
 
-SAMPLE_REQUEST = TrainRequest(gpus=0, np=2, data="synthetic", epochs=1, image_size=64, output="/tmp/out")
+SAMPLE_KW = dict(gpus=0, np=2, data="synthetic", epochs=1, image_size=64, output="/tmp/out")
+SAMPLE_REQUEST = request(**SAMPLE_KW)
 
 
 def test_loopback_only_picks_mpi():
@@ -100,30 +99,41 @@ def test_plan_cpu_ranks():
     assert "CUDA_VISIBLE_DEVICES='' " in p.command_line()
 
 
-def test_trainer_args_of_a_request():
-    request = TrainRequest(images="imgs", labels="labels.csv", epochs=3, val_fraction=0.2, test_fraction=0.0,
-                           resume=True)
-    assert request.trainer_args() == ["--images", "imgs", "--labels", "labels.csv", "--model", "densenet121",
-                                      "--epochs", "3", "--batch-size", "16", "--image-size", "224", "--output",
-                                      "runs/train", "--val-fraction", "0.2", "--test-fraction", "0.0", "--resume"]
+def test_a_request_is_the_trainers_command_line_read_by_its_parser():
+    """The host's views of a request (output, data, resume, ...) are the trainer's parser's reading of its
+    ``argv``, defaults included; its paths are made absolute, ``--output`` given even when it is the default."""
+    req = request(images="imgs", labels="labels.csv", epochs=3, val_fraction=0.2, test_fraction=0.0, resume=True,
+                  weights="none")
+    assert req.argv == ("--images", "imgs", "--labels", "labels.csv", "--epochs", "3", "--val-fraction", "0.2",
+                        "--test-fraction", "0.0", "--resume", "--weights", "none")
+    assert (req.options.images, req.options.output, req.options.resume, req.options.model) == (
+        "imgs", "runs/train", True, "densenet121")
+    assert req.with_absolute_paths().argv == (
+        "--images", os.path.abspath("imgs"), "--labels", os.path.abspath("labels.csv"), "--epochs", "3",
+        "--val-fraction", "0.2", "--test-fraction", "0.0", "--resume", "--weights", "none", "--output",
+        os.path.abspath("runs/train"))
+    assert req.with_option("--epochs", "4").argv[5] == "4" and req.with_option("--seed", "1").argv[-2:] == (
+        "--seed", "1")
+    with pytest.raises(ChexstackError, match="--epochs: invalid int value: 'x'"):
+        request(epochs="x").options
 
 
 def test_plan_more_gpus_than_the_machine_has():
     with pytest.raises(ChexstackError, match="--gpus 8: this machine has 0 GPUs"):
-        plan(TrainRequest(gpus=8, data="synthetic"), gpus_here=0, interfaces=["eth0"])
+        plan(request(gpus=8, data="synthetic"), gpus_here=0, interfaces=["eth0"])
 
 
 def test_plan_checks_the_request():
     with pytest.raises(ChexstackError, match="each rank needs its own GPU"):
-        plan(TrainRequest(gpus=2, np=4, data="synthetic"), gpus_here=2, interfaces=["eth0"])
+        plan(request(gpus=2, np=4, data="synthetic"), gpus_here=2, interfaces=["eth0"])
     with pytest.raises(ChexstackError, match="no data"):
-        plan(TrainRequest(gpus=0), gpus_here=0, interfaces=["eth0"])
+        plan(request(gpus=0), gpus_here=0, interfaces=["eth0"])
     with pytest.raises(ChexstackError, match="either --data or --images"):
-        plan(TrainRequest(data="x", images="y", labels="z"), gpus_here=0, interfaces=["eth0"])
+        plan(request(data="x", images="y", labels="z"), gpus_here=0, interfaces=["eth0"])
 
 
 def test_plan_gpus_one_rank_each():
-    p = plan(TrainRequest(gpus=4, data="synthetic"), gpus_here=8, interfaces=["eth0"])
+    p = plan(request(gpus=4, data="synthetic"), gpus_here=8, interfaces=["eth0"])
     assert p.argv[1:5] == ["-np", "4", "-H", "localhost:4"] and "CUDA_VISIBLE_DEVICES" not in p.env
     assert p.env["CHEXSTACK_REQUIRE_GPU"] == "1"  # a rank whose TensorFlow sees no GPU stops (case 32)
 
@@ -171,7 +181,8 @@ def _in_loopback_only_namespace(command: str) -> subprocess.CompletedProcess:
 def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
     plan_mpi = _in_loopback_only_namespace(
         "%s -c 'from launch.local import plan; from launch.request import TrainRequest; "
-        "p = plan(TrainRequest(np=2, data=\"synthetic\"), gpus_here=0); print(p.controller, p.argv[5:7])'"
+        "p = plan(TrainRequest(np=2, argv=(\"--data\", \"synthetic\")), gpus_here=0); "
+        "print(p.controller, p.argv[5:7])'"
         % sys.executable)
     assert plan_mpi.returncode == 0, plan_mpi.stderr
     assert plan_mpi.stdout.strip() == "mpi ['--mpi', '--mpi-args=--allow-run-as-root']"
@@ -191,16 +202,15 @@ def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
     (dict(data=None, images="imgs", labels="l.csv", val_fraction=1.5), "--val-fraction 1.5 must be in (0, 1)"),
 ])
 def test_request_values_are_checked_by_the_trainers_rules(kw, fragment):
-    request = dataclasses.replace(SAMPLE_REQUEST, **kw)
     with pytest.raises(ChexstackError) as err:
-        request.check()
+        request(**{**SAMPLE_KW, **kw}).check()
     assert fragment in str(err.value) and err.value.exit_code == 2
 
 
 def test_request_paths_are_checked_here(tmp_path):
     def refused(**kw):
         with pytest.raises(ChexstackError) as err:
-            plan(TrainRequest(output=str(tmp_path / "out"), **kw), gpus_here=0, interfaces=["eth0"])
+            plan(request(output=str(tmp_path / "out"), **kw), gpus_here=0, interfaces=["eth0"])
         return str(err.value)
 
     assert "--data %s: no such directory" % (tmp_path / "nope") in refused(data=str(tmp_path / "nope"))
@@ -211,33 +221,33 @@ def test_request_paths_are_checked_here(tmp_path):
                                                                          labels=str(tmp_path / "l.csv"))
     (tmp_path / "taken").write_text("x")
     with pytest.raises(ChexstackError, match="--output .*/taken is a file, not a folder"):
-        plan(TrainRequest(data="synthetic", output=str(tmp_path / "taken")), gpus_here=0, interfaces=["eth0"])
+        plan(request(data="synthetic", output=str(tmp_path / "taken")), gpus_here=0, interfaces=["eth0"])
 
 
 def test_resume_rules_are_checked_before_launch(tmp_path):
     with pytest.raises(ChexstackError, match="--resume: no checkpoint in"):
-        plan(TrainRequest(data="synthetic", output=str(tmp_path / "new"), resume=True), gpus_here=0,
+        plan(request(data="synthetic", output=str(tmp_path / "new"), resume=True), gpus_here=0,
              interfaces=["eth0"])
     assert not (tmp_path / "new").exists()
-    request = TrainRequest(data="synthetic", output=str(tmp_path), resume=True)
+    resumed = request(data="synthetic", output=str(tmp_path), resume=True)
     with pytest.raises(ChexstackError, match="--resume: no checkpoint in .*checkpoint .*no state.json.*without "
                                              "--resume"):
-        request.check_checkpoint()
+        resumed.check_checkpoint()
     (tmp_path / "checkpoint").mkdir()
     (tmp_path / "checkpoint" / "state.json").write_text(
         '{"epoch": 3, "model_file": "epoch-0003.h5", "model": "densenet121", "image_size": 224, "label_sha256": null}')
-    request.check_checkpoint()
+    resumed.check_checkpoint()
     with pytest.raises(ChexstackError, match="already holds the checkpoint of epoch 3: pass --resume"):
-        dataclasses.replace(request, resume=False).check_checkpoint()
+        request(data="synthetic", output=str(tmp_path)).check_checkpoint()
 
 
 def test_more_cpu_ranks_than_cores_warns_but_runs():
-    request = dataclasses.replace(SAMPLE_REQUEST, np=8)
-    (warning,) = local.oversubscription(request, cores=2)
+    eight = request(**{**SAMPLE_KW, "np": 8})
+    (warning,) = local.oversubscription(eight, cores=2)
     assert warning.startswith("8 CPU ranks on 2 cores: ranks will share cores")
-    assert local.oversubscription(request, cores=8) == []
-    assert local.oversubscription(TrainRequest(gpus=8, data="synthetic"), cores=2) == []
-    p = plan(request, gpus_here=0, interfaces=["eth0"])
+    assert local.oversubscription(eight, cores=8) == []
+    assert local.oversubscription(request(gpus=8, data="synthetic"), cores=2) == []
+    p = plan(eight, gpus_here=0, interfaces=["eth0"])
     assert p.argv[2] == "8" and len(p.warnings) == (1 if host.cpu_cores() < 8 else 0)
 
 
@@ -394,8 +404,6 @@ def test_resume_into_a_checkpoint_of_another_model_size_or_label_file_is_refused
     against state.json before any rank starts (review finding 8); the trainer still checks the rest."""
     import hashlib
 
-    from launch.request import TrainRequest
-
     labels = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
     sha = hashlib.sha256(__import__("gzip").open(labels, "rb").read()).hexdigest()
     out = tmp_path / "run"
@@ -403,14 +411,15 @@ def test_resume_into_a_checkpoint_of_another_model_size_or_label_file_is_refused
     state = {"epoch": 1, "model_file": "epoch-0001.h5", "model": "densenet121", "image_size": 64,
              "label_sha256": sha, "seed": 0, "n_train": 10, "n_val": 2}
     (out / "checkpoint" / "state.json").write_text(json.dumps(state))
-    base = TrainRequest(gpus=0, np=2, images=str(SAMPLE / "images-64"), labels=str(labels), image_size=64,
-                        output=str(out), resume=True)
+    kw = dict(gpus=0, np=2, images=str(SAMPLE / "images-64"), labels=str(labels), image_size=64, output=str(out),
+              resume=True)
+    base = request(**kw)
     assert base.check_checkpoint() is base
     for change, field in ((dict(image_size=32), "image_size is 64, this run's is 32"),
                           (dict(model="resnet50"), "model is 'densenet121', this run's is 'resnet50'"),
                           (dict(images=None, labels=None, data="synthetic"), "label_sha256 is '%s'" % sha)):
         with pytest.raises(ChexstackError) as e:
-            dataclasses.replace(base, **change).check_checkpoint()
+            request(**{**kw, **change}).check_checkpoint()
         assert "refusing to resume from %s: its %s" % (out / "checkpoint" / "state.json", field) in str(e.value)
 
 
@@ -477,11 +486,11 @@ def test_a_node_slurm_lost_is_named_with_its_ranks_and_state(tmp_path):
 
 def test_plan_on_other_hosts_over_ssh():
     """--hosts: horovodrun -H with the hosts' slots and the ssh key; no GPU count of this machine applies."""
-    p = plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"],
+    p = plan(request(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"],
              ssh_identity_file="/run/key", python="/shared/venv/bin/python")
     assert p.argv[1:8] == ["-np", "4", "-H", "chex1:2,chex2:2",
                            "--ssh-identity-file", "/run/key", "--gloo"]
     with pytest.raises(ChexstackError, match="hosts chex1:1 have 1 slots for 4 ranks"):
-        plan(TrainRequest(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:1"])
-    every_slot = plan(TrainRequest(gpus=0, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"])
+        plan(request(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:1"])
+    every_slot = plan(request(gpus=0, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"])
     assert every_slot.argv[1:5] == ["-np", "4", "-H", "chex1:2,chex2:2"]

@@ -254,17 +254,17 @@ def test_job_names_are_unique_per_output_folder_and_valid_labels():
 
 def test_geometry_from_nodes_and_tasks_per_node():
     from launch.cluster import ClusterOptions, geometry
-    from launch.request import TrainRequest
+    from tests.lib.runs import request
 
-    req = TrainRequest(data="synthetic", output="/shared/r")
+    req = request(data="synthetic", output="/shared/r")
     both = geometry(req, ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
     assert (both[0].ranks(), both[1], both[2]) == (4, 2, 2)
-    assert geometry(TrainRequest(np=6, data="synthetic"), ClusterOptions("slurm", None, nodes=3))[1:] == (3, 2)
-    assert geometry(TrainRequest(np=6, data="synthetic"),
+    assert geometry(request(np=6, data="synthetic"), ClusterOptions("slurm", None, nodes=3))[1:] == (3, 2)
+    assert geometry(request(np=6, data="synthetic"),
                     ClusterOptions("slurm", None, ntasks_per_node=3))[1:] == (2, 3)
     with pytest.raises(ChexstackError, match="--np 3 disagrees with --nodes 2 × --ntasks-per-node 2 = 4 ranks"):
-        geometry(TrainRequest(np=3), ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
+        geometry(request(np=3), ClusterOptions("slurm", None, nodes=2, ntasks_per_node=2))
     with pytest.raises(ChexstackError, match="5 ranks cannot be spread evenly over --nodes 2"):
-        geometry(TrainRequest(np=5), ClusterOptions("slurm", None, nodes=2))
+        geometry(request(np=5), ClusterOptions("slurm", None, nodes=2))
     with pytest.raises(ChexstackError, match="--nodes 0: expected 1 or more"):
         ClusterOptions("slurm", None, nodes=0)

@@ -159,14 +159,18 @@ def test_every_trainer_option_is_an_invoke_train_option():
 def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path):
     from launch.options import trainer_argv
     from launch.request import TrainRequest
-    more = trainer_argv({"lr": "0.01", "seed": "3", "weights": "w.h5", "test_list": None}, tasks.TRAIN_STATED)
-    assert more == ("--weights", "w.h5", "--lr", "0.01", "--seed", "3")  # in the trainer's parser's order
-    req = TrainRequest(data="synthetic", output=str(tmp_path / "o"), more=more)
-    assert req.trainer_args()[-6:] == list(more)
+    values = {"data": "synthetic", "output": "o", "epochs": 2, "resume": False, "lr": "0.01", "seed": "3",
+              "weights": "w.h5", "test_list": None}
+    argv = trainer_argv(tasks.train.body, values)
+    # the task's own options in its signature's order, then the others in the trainer's parser's order
+    assert argv == ("--data", "synthetic", "--epochs", "2", "--output", "o", "--weights", "w.h5", "--lr", "0.01",
+                    "--seed", "3")
+    req = TrainRequest(argv=argv)
     # paths among them are made absolute (ranks may start elsewhere); words that are not paths stay
-    assert req.with_absolute_paths().more[1] == os.path.abspath("w.h5")
-    words = ("--weights", "none")
-    assert TrainRequest(data="synthetic", more=words).with_absolute_paths().more == words
+    absolute = req.with_absolute_paths().argv
+    assert absolute[5] == os.path.abspath("o") and absolute[7] == os.path.abspath("w.h5")
+    words = ("--data", "synthetic", "--weights", "none", "--output", "/o")
+    assert TrainRequest(argv=words).with_absolute_paths().argv == words
     p = cmd.run("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
     assert p.returncode == 2 and "--seed: invalid int value: 'x'" in p.stdout + p.stderr, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr and not (tmp_path / "bad").exists()
@@ -175,15 +179,16 @@ def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path
 def test_trainer_input_files_are_mounted_read_only_in_images_and_jobs(tmp_path):
     from launch.cluster import ClusterOptions, job_spec
     from launch.container import mounts
-    from launch.request import TrainRequest
-    req = TrainRequest(data="synthetic", output=str(tmp_path / "o"), more=("--weights", str(tmp_path / "w.h5")))
-    binds, _ = mounts(req)
+    from tests.lib.runs import request
+    req = request(data="synthetic", output=str(tmp_path / "o"), weights=str(tmp_path / "w.h5"))
+    binds, inside = mounts(req)
     assert (str(tmp_path / "w.h5"), str(tmp_path / "w.h5"), True) in binds
+    assert inside.argv == ("--data", "synthetic", "--output", "/output", "--weights", str(tmp_path / "w.h5"))
     spec = job_spec(req, ClusterOptions(launcher="slurm", stack="cpu"))
     assert any(m.source == str(tmp_path) and m.read_only for m in spec.mounts), spec.mounts
     from chexstack.errors import ChexstackError
     with pytest.raises(ChexstackError, match="--weights w/w.h5 is a path relative to this machine"):
-        job_spec(TrainRequest(data="synthetic", output="/shared/o", more=("--weights", "w/w.h5")),
+        job_spec(request(data="synthetic", output="/shared/o", weights="w/w.h5"),
                  ClusterOptions(launcher="slurm", stack="cpu"))
 
 

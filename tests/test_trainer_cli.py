@@ -74,3 +74,23 @@ def test_fractions_are_checked_with_synthetic_data_too(args, fragment):
     with pytest.raises(TrainerError) as err:
         cli.check(cli.parse(["--data", "synthetic", *args]))
     assert fragment in str(err.value)
+
+
+def test_the_hosts_door_is_functions_of_the_trainers_command_line(tmp_path):
+    """``trainer.preflight.check_here(argv)`` and ``check_resume(argv, output)``: what a launcher checks before
+    ranks start, by the trainer's own rules on its own command line."""
+    from trainer import preflight
+
+    preflight.check_here(["--data", "synthetic", "--output", str(tmp_path / "new")])
+    with pytest.raises(TrainerError, match="--images %s: no such directory" % (tmp_path / "x")):
+        preflight.check_here(["--images", str(tmp_path / "x"), "--labels", "l.csv", "--output", str(tmp_path)])
+    with pytest.raises(TrainerError, match="--resume: no checkpoint in"):
+        preflight.check_here(["--data", "synthetic", "--output", str(tmp_path / "none"), "--resume"])
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "state.json").write_text(
+        '{"epoch": 1, "model_file": "epoch-0001.h5", "model": "densenet121", "image_size": 224, "label_sha256": null}')
+    preflight.check_resume(["--data", "synthetic", "--resume", "--output", "/elsewhere"], str(tmp_path))
+    with pytest.raises(TrainerError, match="its image_size is 224, this run's is 64"):
+        preflight.check_resume(["--data", "synthetic", "--resume", "--image-size", "64"], str(tmp_path))
+    with pytest.raises(TrainerError, match="pass --resume"):
+        preflight.check_resume(["--data", "synthetic", "--output", str(tmp_path)])

@@ -6,7 +6,6 @@ One module-scoped set of runs (about 3-4 minutes on 2 idle cores) feeds every as
 from __future__ import annotations
 
 import csv
-import dataclasses
 import glob
 import gzip
 import hashlib
@@ -19,8 +18,8 @@ import numpy as np
 import pytest
 
 import launch
-from launch.request import TrainRequest
 from tests.lib.paths import REPO, SAMPLE
+from tests.lib.runs import request
 from trainer.labels import CLASSES
 
 pytestmark = pytest.mark.slow
@@ -32,17 +31,16 @@ LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     output = tmp_path_factory.mktemp("train") / "run"
-    request = TrainRequest(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=32, batch_size=16,
-                           epochs=1, output=str(output), more=("--deterministic",))
+    kw = dict(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=32, batch_size=16, epochs=1,
+              output=str(output), deterministic=True)
     # The baseline (a logistic regression per class, fitted at the end of a run) is asserted on the resumed run
     # only; the other two runs skip it (it touches neither the model nor the CNN's numbers compared below).
-    no_baseline = ("--deterministic", "--baseline-size", "0")
     here = launch.where()
-    first = launch.run(dataclasses.replace(request, more=no_baseline), here)
+    first = launch.run(request(**kw, baseline_size=0), here)
     first_state = json.loads((output / "checkpoint" / "state.json").read_text())
-    second = launch.run(dataclasses.replace(request, epochs=2, resume=True), here)
+    second = launch.run(request(**{**kw, "epochs": 2}, resume=True), here)
     whole_output = output.parent / "uninterrupted"
-    whole = launch.run(dataclasses.replace(request, epochs=2, output=str(whole_output), more=no_baseline), here)
+    whole = launch.run(request(**{**kw, "epochs": 2, "output": str(whole_output)}, baseline_size=0), here)
     return {"output": output, "first": first, "first_state": first_state, "metrics": second,
             "whole": whole, "whole_output": whole_output}
 

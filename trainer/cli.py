@@ -57,7 +57,8 @@ def parser():
                       help="stop when more than this share of the labelled images fail the PNG check or the decode "
                            "(%g; 0: any bad image stops the run, 1: never)" % MAX_BAD_IMAGES)
     run = p.add_argument_group("model and run")
-    run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES))
+    run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES),
+                     help="the backbone, one of %s (densenet121: CheXNet's)" % ", ".join(sorted(BACKBONES)))
     run.add_argument("--weights", default="none", metavar="none|imagenet|PATH",
                      help="initial weights: random, Keras' ImageNet weights (downloaded once; needs the internet), "
                           "or a local .h5 of the backbone without top or of a whole chexstack model")

@@ -2,21 +2,25 @@
 trainer's own rules (Python 3.5 syntax, no TensorFlow import), so a request the trainer would refuse is refused on
 the host first, with the same words, and no host module reaches into the trainer's other modules.
 
-What the host uses (``launch/``, ``bench/``):
+What the host uses (``launch/``, ``bench/``), each a function of the trainer's own command line ``argv`` (a list
+of ``python -m trainer`` arguments):
 
-- options: ``parser()`` (the one declaration of ``python -m trainer``'s options), ``check_options(argv)`` (parse
-  and check as the trainer does; ``TrainerError``), ``REQUIRE_GPU_ENV``, ``SIF_SHA256_ENV``;
-- inputs: ``SYNTHETIC``, ``find_label_file(data_dir)``, ``check_folder(path, option)``, ``label_sha256(path)``;
-- the output folder: ``check_output_folder(folder)``, ``acquire(folder, command)`` (the run's exclusive lock) and
-  ``TOKEN_ENV``; ``committed_state(output, resume)``, ``load_state(output)``, ``check_identity(state, identity,
-  output)``, ``checkpoint_folder(output)`` (``--resume``); ``SKIPPED_IMAGES``;
+- options: ``parser()`` (the one declaration of ``python -m trainer``'s options), ``parse_options(argv)`` (the
+  values ``argv`` gives, defaults filled in: what the host reads its views from), ``check_options(argv)`` (parse
+  and check as the trainer does), ``REQUIRE_GPU_ENV``, ``SIF_SHA256_ENV``, ``SYNTHETIC``;
+- the inputs and output on this machine: ``check_here(argv)`` (data, images, labels, output folder);
+- the output folder: ``acquire(folder, command)`` (the run's exclusive lock) and ``TOKEN_ENV``;
+  ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
+  ``checkpoint_folder(output)``; ``SKIPPED_IMAGES``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
 
 Errors are ``trainer.errors.TrainerError`` (the host turns them into its own ``ChexstackError``).
 """
+import os
+
 from trainer import checkpoint, cli, events, labels, outputs, runlock, sources
-from trainer.errors import TrainerError  # noqa: F401 (part of the door)
+from trainer.errors import TrainerError
 
 SYNTHETIC = sources.SYNTHETIC
 CLASSES = labels.CLASSES
@@ -26,24 +30,60 @@ TOKEN_ENV = runlock.TOKEN_ENV
 SKIPPED_IMAGES = outputs.SKIPPED_IMAGES
 
 parser = cli.parser
-find_label_file = sources.find_label_file
-check_folder = sources.check_folder
-check_output_folder = runlock.check_output_folder
 acquire = runlock.acquire
-committed_state = checkpoint.committed_state
 load_state = checkpoint.load_state
-check_identity = checkpoint.check_identity
 checkpoint_folder = checkpoint.folder
 parse_event = events.parse
 
 
+def parse_options(argv):
+    """The values of ``argv`` with the trainer's defaults for the options it does not give (an argparse namespace:
+    ``.output``, ``.data``, ``.resume``, ...), not yet checked together. Raises TrainerError for an unknown option or
+    a value of the wrong type."""
+    return cli.parse(list(argv))
+
+
 def check_options(argv):
-    """The options ``argv`` (a list of ``python -m trainer`` arguments) parsed and checked exactly as the trainer
-    does (``trainer.cli.parse`` + ``trainer.cli.check``); returns the argparse namespace. Raises TrainerError (an
-    unknown option, a bad value or combination)."""
-    return cli.check(cli.parse(argv))
+    """The options ``argv`` parsed and checked exactly as the trainer does (``trainer.cli.parse`` +
+    ``trainer.cli.check``); returns the argparse namespace. Raises TrainerError (an unknown option, a bad value or
+    combination)."""
+    return cli.check(parse_options(argv))
 
 
-def label_sha256(path):
-    """SHA-256 (hex) of the label file's content (after gunzip): what ``metrics.json`` and checkpoints record."""
-    return labels.read_text(path)[1]
+def check_here(argv):
+    """Raise TrainerError unless the data of ``argv`` exist on this machine as its options say (a ``--data``
+    folder with one label file, an ``--images`` folder and a ``--labels`` file) and its ``--output`` folder exists
+    or can be created, and can be written; ``--resume`` into a folder that does not exist is refused before it is
+    made. Relative paths are this process's."""
+    options = parse_options(argv)
+    if options.data and options.data != SYNTHETIC:
+        sources.find_label_file(options.data)
+    if options.images is not None:
+        sources.check_folder(options.images, "--images")
+    if options.labels is not None and not os.path.isfile(options.labels):
+        why = ("a directory; expected the label file (Data_Entry_2017*.csv or .csv.gz)"
+               if os.path.isdir(options.labels) else "no such file")
+        raise TrainerError("--labels %s: %s" % (options.labels, why))
+    runlock.check_output_folder(options.output)
+    if not os.path.exists(options.output):
+        checkpoint.committed_state(options.output, options.resume)
+
+
+def check_resume(argv, output=None):
+    """Raise TrainerError when ``--resume`` finds no checkpoint in ``output`` (default: ``argv``'s ``--output``),
+    or a run without it finds one (``trainer.checkpoint.committed_state``), or the checkpoint was made with
+    another model, image size or label file (``trainer.checkpoint.check_identity``): the identity fields ``argv``
+    fixes without loading the data, the label file's SHA-256 None for synthetic data, as the trainer records it."""
+    options = parse_options(argv)
+    output = options.output if output is None else output
+    state = checkpoint.committed_state(output, options.resume)
+    if state is None:
+        return
+    identity = {"model": options.model, "image_size": options.image_size}
+    if options.data == SYNTHETIC:
+        identity["label_sha256"] = None
+    else:
+        path = options.labels or (options.data and sources.find_label_file(options.data))
+        if path:
+            identity["label_sha256"] = labels.read_text(path)[1]
+    checkpoint.check_identity(state, identity, output)

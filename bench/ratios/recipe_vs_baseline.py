@@ -37,9 +37,10 @@ def main() -> int:
     ap.add_argument("--output", help="run folder (default: a temp folder)")
     args = ap.parse_args()
     output = args.output or os.path.join(tempfile.mkdtemp(prefix="chexstack-recipe-"), "run")
-    request = TrainRequest(gpus=0, np=args.np, images=str(SAMPLE / "images-64"),
-                           labels=str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), model=args.model,
-                           epochs=args.epochs, image_size=64, output=output, more=("--seed", str(args.seed)))
+    request = TrainRequest(gpus=0, np=args.np, argv=(
+        "--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
+        "--model", args.model, "--epochs", str(args.epochs), "--image-size", "64", "--output", output,
+        "--seed", str(args.seed)))
     started = time.time()
     metrics = launch.run(request, launch.where())
     test, base = metrics["test"], metrics["baseline"]

@@ -11,3 +11,18 @@ SMALL = ["--gpus", "0", "--np", "2", "--images", str(SAMPLE / "images-64"), "--l
          "--test-fraction", "0.7", "--bn-images", "0", "--baseline-size", "0"]
 #: Their environment (added to this one): lines as they come, unwrapped, without TensorFlow's start-up chatter.
 ENV = {"PYTHONUNBUFFERED": "1", "COLUMNS": "200", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def request(gpus: int = 0, np: int | None = None, controller: str | None = None, **options):
+    """A ``launch.request.TrainRequest`` whose trainer command line is ``options`` in the order given:
+    ``image_size=64`` -> ``--image-size 64``, ``resume=True`` -> ``--resume``; None and False leave an option out."""
+    from launch.request import TrainRequest
+
+    argv: list[str] = []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is not None and value is not False:
+            argv += [flag, str(value)]
+    return TrainRequest(gpus=gpus, np=np, controller=controller, argv=tuple(argv))
