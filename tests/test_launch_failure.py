@@ -104,7 +104,7 @@ def _failing_plan(name: str) -> Plan:
 def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_path):
     """``launch.local.execute`` is what ``invoke train`` runs every plan through. The ssh line comes before 25
     banner lines: the last lines of the output (what a failed run printed before) never showed it."""
-    request = TrainRequest(data="synthetic", output=str(tmp_path / "run"))
+    request = TrainRequest(argv=("--data", "synthetic", "--output", str(tmp_path / "run")))
     with pytest.raises(ChexstackError) as raised:
         local.execute(request, _failing_plan("issue-mpi-operator481-launcher-workers-unresolved.txt"),
                       cwd=str(tmp_path))
