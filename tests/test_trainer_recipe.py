@@ -53,7 +53,7 @@ def test_plateau_decays_after_warmup_stops_early_and_replays():
     decisions = [p.update(e, v) for e, v in enumerate([1.0, 1.1, 1.2, 0.9, 0.95, 0.96, 0.97], start=1)]
     assert [d[0] for d in decisions] == [True, False, False, True, False, False, False]
     assert [d[1] for d in decisions] == [False, False, True, False, True, True, True]  # epoch 2 ends inside the warm-up
-    assert [d[2] for d in decisions] == [False] * 6 + [True]
+    assert [d[2] for d in decisions] == [False] * 7  # no floor (0): the LR never reaches one, so no early stop
     assert p.best_epoch == 4 and p.lr_multiplier() == pytest.approx(1e-4)
     entries = [{"epoch": e, "monitor_value": v} for e, v in enumerate([1.0, 1.1, 1.2, 0.9], start=1)]
     again = recipe.Plateau("val_loss", 1, 0.1, 3, 3).replay(entries)
@@ -135,3 +135,94 @@ def test_statistics_rows_are_all_rows_or_a_seeded_sample():
     assert len(set(sample.tolist())) == 100 and np.all(np.diff(sample) > 0) and sample.max() < 1000
     assert np.array_equal(sample, order.statistics_rows(1000, 100, 3))
     assert not np.array_equal(sample, order.statistics_rows(1000, 100, 4))
+
+
+def _run(plateau, values):
+    """(improved, decayed, stop) of each epoch until the plateau stops, and the LR multiplier each epoch trained at."""
+    decisions, trained = [], []
+    for epoch, value in enumerate(values, start=1):
+        trained.append(plateau.lr_multiplier())
+        decisions.append(plateau.update(epoch, value))
+        if decisions[-1][2]:
+            break
+    return decisions, trained
+
+
+def test_the_default_floor_is_three_decays_and_the_first_epoch_at_it_without_improvement_ends_the_run():
+    from trainer import cli
+    options = cli.parse(["--data", "synthetic"])
+    assert (options.min_lr, options.min_delta, options.early_stop) == (None, 1e-4, 1)
+    floor = recipe.min_lr(options.min_lr, options.lr) / options.lr
+    assert floor == pytest.approx(1e-3)
+    p = recipe.Plateau(options.monitor, options.lr_patience, options.lr_factor, options.early_stop, 1, floor,
+                       options.min_delta)
+    # the run of issue 27: best at epoch 1, then the same validation loss at every epoch
+    decisions, trained = _run(p, [0.1, 0.11, 0.105, 0.0967, 0.0967, 0.0967, 0.0967, 0.0967])
+    assert [d[1] for d in decisions] == [False, True, True, False, True, False]
+    assert trained == pytest.approx([1, 1, 0.1, 0.01, 0.01, 1e-3])
+    assert [d[2] for d in decisions] == [False] * 5 + [True]  # epoch 6 is the first at the floor: it ends the run
+    assert (p.best_epoch, p.floor_epoch, p.floor_wait, p.decays) == (4, 6, 1, 3)
+    assert p.lr_multiplier() == pytest.approx(1e-3)  # no decay below the floor
+    end = recipe.end_of_run(p, 6, 15, 2e-3)
+    assert end["reason"] == "early_stop" and end["floor_epoch"] == 6 and end["lr_at_floor"]
+    assert end["message"] == ("stopped early after epoch 6 of 15: the LR reached its floor 2e-06 at epoch 6 and 1 "
+                              "epoch at it brought no improvement (--early-stop 1); best epoch 4")
+
+
+def test_no_run_of_the_default_recipe_has_two_epochs_at_the_floor_without_improvement():
+    """Whatever the validation losses, the default schedule never trains two epochs at the floor without an
+    improvement (of more than --min-delta) between them: identical epochs at the floor cannot happen."""
+    rng = np.random.RandomState(0)
+    for trial in range(300):
+        p = recipe.Plateau("val_loss", 1, 0.1, recipe.EARLY_STOP, rng.randint(0, 3), recipe.MIN_LR_OF_LR,
+                           recipe.MIN_DELTA)
+        values = np.round(0.1 + rng.randn(40).cumsum() * rng.choice([1e-5, 1e-3, 1e-2]), 5)
+        decisions, trained = _run(p, values)
+        at_floor = [m <= recipe.MIN_LR_OF_LR * (1 + 1e-9) for m in trained]
+        for k in range(1, len(decisions)):
+            assert not (at_floor[k - 1] and at_floor[k] and not decisions[k - 1][0] and not decisions[k][0])
+        if decisions[-1][2]:
+            assert at_floor[-1] and not decisions[-1][0]
+
+
+def test_early_stop_off_says_why_the_run_goes_on_and_a_floor_of_the_lr_means_no_decay():
+    p = recipe.Plateau("val_loss", 1, 0.1, early_stop=0, floor=1.0)  # --min-lr = --lr: at the floor from the start
+    decisions, trained = _run(p, [0.5, 0.6, 0.7])
+    assert not any(d[1] or d[2] for d in decisions) and trained == [1, 1, 1] and p.floor_wait == 2
+    assert recipe.end_of_run(p, 3, 3, 0.004)["message"] == (
+        "ran all 3 epochs (--epochs); the LR reached its floor 0.004 at epoch 1 and 2 epochs at it brought no "
+        "improvement, but --early-stop 0 does not stop the run; best epoch 1")
+    waiting = recipe.Plateau("val_loss", 1, 0.1, early_stop=3, floor=1.0)
+    _run(waiting, [0.5, 0.6])
+    assert recipe.end_of_run(waiting, 2, 2, 0.004)["message"].endswith(
+        "but --early-stop 3 needs 3 epochs; best epoch 1")
+    # --lr-factor 1 never lowers the LR: --early-stop counts every epoch without improvement, as before the floor
+    flat = recipe.Plateau("val_loss", 1, 1.0, early_stop=2)
+    assert [d[2] for d in _run(flat, [0.5, 0.4, 0.45, 0.5, 0.3])[0]] == [False, False, False, True]
+    assert "the LR schedule never lowers the LR (0.001)" in recipe.end_of_run(flat, 4, 5, 0.001)["message"]
+    none = recipe.Plateau("val_loss", 1, 0.1, early_stop=1, floor=0.0)  # --min-lr 0: no floor, never stops
+    assert not any(d[2] for d in _run(none, [0.5] + [0.6] * 20)[0])
+    assert recipe.end_of_run(none, 21, 21, 1.0)["message"] == (
+        "ran all 21 epochs (--epochs); the LR (1e-20 now) has no floor (--min-lr 0); best epoch 1")
+
+
+def test_min_delta_and_a_floor_between_decays():
+    p = recipe.Plateau("mean_auroc", 1, 0.1, early_stop=1, floor=0.05, min_delta=0.01)
+    decisions, trained = _run(p, [0.6, 0.605, 0.62, 0.62, 0.7, 0.69])
+    assert [d[0] for d in decisions] == [True, False, True, False, True, False]  # +0.005 is no improvement
+    assert trained == pytest.approx([1, 1, 0.1, 0.1, 0.05, 0.05])  # 0.01 would be below the floor 0.05
+    assert decisions[-1][2] and p.floor_epoch == 5
+    replayed = recipe.Plateau("mean_auroc", 1, 0.1, 1, 0, 0.05, 0.01).replay(
+        [{"epoch": e, "monitor_value": v} for e, v in enumerate([0.6, 0.605, 0.62, 0.62, 0.7, 0.69], 1)])
+    assert (replayed.decays, replayed.floor_wait, replayed.stopped) == (p.decays, p.floor_wait, True)
+
+
+@pytest.mark.parametrize("argv,message", [(["--min-lr", "-1"], "--min-lr -1: expected a floor from 0 to --lr 0.001"),
+                                          (["--lr", "0.01", "--min-lr", "0.1"], "--min-lr 0.1: expected a floor"),
+                                          (["--min-delta", "-0.1"], "--min-delta -0.1 cannot be negative")])
+def test_bad_floor_options_are_refused(argv, message):
+    from trainer import cli
+    from trainer.errors import TrainerError
+    with pytest.raises(TrainerError) as e:
+        cli.check(cli.parse(["--data", "synthetic"] + argv))
+    assert message in str(e.value)
