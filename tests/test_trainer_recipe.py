@@ -226,3 +226,84 @@ def test_bad_floor_options_are_refused(argv, message):
     with pytest.raises(TrainerError) as e:
         cli.check(cli.parse(["--data", "synthetic"] + argv))
     assert message in str(e.value)
+
+
+# A fixed small test split for the CNN-vs-baseline statistic: 6 images of 4 patients, one pathology with positives
+# and negatives (the other 13 all negative: undefined). Rows: patient, label, CNN score, baseline score.
+HAND = [("A", 1, 0.9, 0.2), ("A", 0, 0.1, 0.6), ("B", 1, 0.8, 0.7), ("C", 0, 0.3, 0.1), ("D", 1, 0.4, 0.3),
+        ("D", 0, 0.5, 0.4)]
+
+
+def _hand_split():
+    labels = np.zeros((6, 14))
+    labels[:, 0] = [r[1] for r in HAND]
+    cnn, base = np.full((6, 14), 0.5), np.full((6, 14), 0.5)
+    cnn[:, 0], base[:, 0] = [r[2] for r in HAND], [r[3] for r in HAND]
+    return labels, cnn, base, [r[0] for r in HAND]
+
+
+def test_cnn_minus_baseline_interval_equals_a_hand_computation(monkeypatch):
+    """Point: CNN AUROC 8/9 (0.4 loses to the negative 0.5), baseline 5/9: +1/3. Four resamples of patients, chosen
+    here: (A, A, B, D) -> row weights 2 2 1 0 1 1: CNN 11/12, baseline 3/12, difference 2/3; (C, C, D, D): 1/2 and
+    1/2, difference 0; (A, A, A, A): 1 and 0, difference 1; (B, B, B, B): no negative, left out. Percentile interval of
+    (0, 2/3, 1) by linear interpolation: 2.5 % -> 0.05 x 2/3 = 1/30, 97.5 % -> 2/3 + 0.95 x 1/3 = 0.98333."""
+    from launch.report import comparison_line
+    from trainer import evaluation
+    labels, cnn, base, patients = _hand_split()
+    chosen = np.array([[2, 2, 1, 0, 1, 1], [0, 0, 0, 2, 2, 2], [4, 4, 0, 0, 0, 0], [0, 0, 4, 0, 0, 0]], float)
+    drawn = []
+
+    def patient_resamples(patients_, resamples, seed):
+        drawn.append((list(patients_), resamples, seed))
+        return [chosen]
+    monkeypatch.setattr(evaluation, "patient_resamples", patient_resamples)
+    result = evaluation.paired_difference(labels, cnn, base, patients, resamples=4, seed=5)
+    assert drawn == [(patients, 4, 5)]  # ONE set of draws for both models
+    assert result["difference"] == pytest.approx(8 / 9 - 5 / 9)
+    assert (result["ci_low"], result["ci_high"]) == (pytest.approx(1 / 30), pytest.approx(2 / 3 + 0.95 / 3))
+    assert result["n_resamples_defined"] == 3 and result["n_classes"] == 1 and result["distinguishable"] is True
+    assert comparison_line(result) == "CNN - baseline: +0.333 (95 % interval +0.033 .. +0.983): CNN better"
+    # the same models swapped: the negated difference and interval
+    swapped = evaluation.paired_difference(labels, base, cnn, patients, resamples=4, seed=5)
+    assert (swapped["difference"], swapped["ci_low"]) == (pytest.approx(-1 / 3), pytest.approx(-(2 / 3 + 0.95 / 3)))
+    assert comparison_line(swapped).endswith(": baseline better")
+
+
+def test_cnn_minus_baseline_block_pairs_rows_and_says_when_they_are_not_distinguishable():
+    from launch.report import comparison_line
+    from trainer import evaluation
+    labels, cnn, base, patients = _hand_split()
+    same = evaluation.baseline_comparison(labels, patients, (np.arange(6), cnn), (np.arange(6), cnn), 200, 0)
+    assert (same["difference"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)
+    assert same["verdict"] == "not distinguishable" and same["distinguishable"] is False
+    assert comparison_line(same) == "CNN - baseline: +0.000 (95 % interval +0.000 .. +0.000): not distinguishable"
+    # the baseline could not score row 3: both are compared on rows 0, 1, 2, 4, 5 only
+    block = evaluation.baseline_comparison(labels, patients, (np.arange(6), cnn),
+                                           (np.array([0, 1, 2, 4, 5]), base[[0, 1, 2, 4, 5]]), 200, 0)
+    keep = [0, 1, 2, 4, 5]
+    alone = evaluation.paired_difference(labels[keep], cnn[keep], base[keep], [patients[i] for i in keep], 200, 0)
+    assert block["difference"] == pytest.approx(alone["difference"]) and block["ci_low"] == alone["ci_low"]
+    assert (block["n_images"], block["n_patients"]) == (5, 3)  # patient C had only row 3
+    assert block["bootstrap"] == {"resamples": 200, "unit": "patient", "paired": True, "method": "percentile",
+                                  "seed": 0}
+    none = evaluation.baseline_comparison(labels, patients, (np.arange(6), cnn), (np.arange(6), base), 0, 0)
+    assert none["verdict"] == "no interval" and none["ci_low"] is None
+    assert comparison_line(none) == ("CNN - baseline: +0.333 (no interval: --bootstrap 0 or too few resamples "
+                                     "define it)")
+
+
+def test_the_test_blocks_mean_interval_uses_the_per_class_resamples():
+    from trainer import evaluation
+    rng = np.random.RandomState(3)
+    y = (rng.rand(120, 14) < 0.3).astype(float)
+    scores = y * 0.2 + rng.rand(120, 14)
+    patients = ["p%d" % (i // 2) for i in range(120)]
+    block = evaluation.held_out_block(y, scores, patients, 300, 7, 120, [])
+    values = evaluation.resampled_auroc(y, scores, evaluation.patient_resamples(patients, 300, 7),
+                                        evaluation.auroc_per_class(y, scores))
+    assert block["auroc"]["Atelectasis"]["ci_low"] == pytest.approx(np.percentile(values[:, 0], 2.5))
+    low, high = np.percentile(values.mean(axis=1), [2.5, 97.5])  # every class defined in every resample here
+    assert (block["mean_auroc_ci_low"], block["mean_auroc_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert block["mean_auroc_ci_low"] < block["mean_auroc"] < block["mean_auroc_ci_high"]
+    assert evaluation._mean_over_defined(np.array([[0.5, np.nan], [np.nan, np.nan], [0.2, 0.4]])) == pytest.approx(
+        [0.5, np.nan, 0.3], nan_ok=True)

@@ -270,18 +270,18 @@ def _best_weights(rt, model, epoch_end, options):
 
 
 def score_test(rt, model, data, options, loader):
-    """Pool every rank's test predictions; on rank 0 write test-predictions.csv and return the ``test`` block
-    (None on other ranks and without a test split)."""
+    """Pool every rank's test predictions; on rank 0 write test-predictions.csv and return the ``test`` block and
+    (the test rows scored, their scores) (None, None on other ranks)."""
     indices, scores = predict_pooled(rt, model, data.test, options.batch_size, loader, "test")
     if not rt.chief:
-        return None
+        return None, None
     test = data.test
     indices, scores, missing = evaluation.order_rows(indices, scores, len(test))
     labels = test.labels[indices]
     outputs.write_predictions(options.output, [test.names[i] for i in indices], labels, scores,
                               outputs.TEST_PREDICTIONS)
     return evaluation.held_out_block(labels, scores, [test.patients[i] for i in indices], options.bootstrap,
-                                     options.seed, len(test), [test.paths[i] for i in missing])
+                                     options.seed, len(test), [test.paths[i] for i in missing]), (indices, scores)
 
 
 def _recipe_info(options, plateau, learning_rate):
@@ -363,13 +363,16 @@ def run(options):
     extra = OrderedDict()
     if len(data.test):
         best = _best_weights(rt, model, epoch_end, options)
-        extra["test"] = score_test(rt, model, data, options, epoch_end.loader)
+        extra["test"], model_rows = score_test(rt, model, data, options, epoch_end.loader)
         if rt.chief:
             extra["test"]["model"] = outputs.BEST_MODEL if best else outputs.MODEL
             extra["test"]["best_epoch"] = best
             if options.baseline_size:
-                extra["baseline"] = baseline.run(data, options.baseline_size, options.seed, options.bootstrap,
-                                                 lambda size: loader_for(data, size))
+                extra["baseline"], baseline_rows = baseline.run(data, options.baseline_size, options.seed,
+                                                                options.bootstrap, lambda size: loader_for(data, size))
+                extra["comparison"] = evaluation.baseline_comparison(data.test.labels, data.test.patients,
+                                                                     model_rows, baseline_rows, options.bootstrap,
+                                                                     options.seed)
     if rt.chief:
         run_info["end_epoch"] = epoch_end.history[-1]["epoch"] if epoch_end.history else initial_epoch
         run_info["end"] = recipe.end_of_run(plateau, run_info["end_epoch"], options.epochs, learning_rate)
@@ -378,6 +381,8 @@ def run(options):
         if "test" in extra:
             events.emit("test", mean_auroc=extra["test"]["mean_auroc"], best_epoch=extra["test"]["best_epoch"],
                         auroc=OrderedDict((k, v["auroc"]) for k, v in extra["test"]["auroc"].items()),
-                        baseline_mean_auroc=extra.get("baseline", {}).get("mean_auroc"))
+                        baseline_mean_auroc=extra.get("baseline", {}).get("mean_auroc"),
+                        difference=extra.get("comparison", {}).get("difference"),
+                        verdict=extra.get("comparison", {}).get("verdict"))
         events.emit("done", output=options.output)
     return 0
