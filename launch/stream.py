@@ -64,10 +64,11 @@ class _Display:
                 e["epoch"], e["loss"] if e.get("loss") is not None else float("nan"),
                 "undefined" if mean is None else "%.4f" % mean, e["images_per_sec"]))
         elif kind == "test":
-            base = e.get("baseline_mean_auroc")
-            out.print("test split (best epoch %s): mean AUROC %s%s" % (
+            base, difference = e.get("baseline_mean_auroc"), e.get("difference")
+            out.print("test split (best epoch %s): mean AUROC %s%s%s" % (
                 e.get("best_epoch"), "undefined" if e.get("mean_auroc") is None else "%.4f" % e["mean_auroc"],
-                "" if base is None else ", logistic-regression baseline %.4f" % base))
+                "" if base is None else ", logistic-regression baseline %.4f" % base,
+                "" if difference is None else " (difference %+.3f: %s)" % (difference, e.get("verdict"))))
 
 
 def _run_banner(e: dict) -> str:

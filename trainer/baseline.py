@@ -52,10 +52,10 @@ def fit_and_score(train_x, train_y, test_x):
 
 
 def run(data, size, seed, resamples, loader_factory):
-    """The ``baseline`` block of metrics.json (the ``test`` block's fields plus the method), or None without a
-    test split."""
+    """(the ``baseline`` block of metrics.json: the ``test`` block's fields plus the method; (the test rows scored,
+    their scores [n, 14]) for ``evaluation.baseline_comparison``), or (None, None) without a test split."""
     if not len(data.test):
-        return None
+        return None, None
     train_rows = np.arange(len(data.train))
     if len(train_rows) > MAX_TRAIN:
         train_rows = np.sort(np.random.RandomState(seed).choice(train_rows, MAX_TRAIN, replace=False))
@@ -70,4 +70,4 @@ def run(data, size, seed, resamples, loader_factory):
                                                                           set(keep_test.tolist()))])
     block["method"] = ("logistic regression (scikit-learn, C=1, balanced class weights) on %dx%d standardised "
                        "pixels, %d training images" % (size, size, int(keep_train.sum())))
-    return block
+    return block, (keep_test, scores)

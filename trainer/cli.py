@@ -18,7 +18,7 @@ runs ``parse`` and ``check`` on its request before starting horovodrun); ``train
 """
 import argparse
 
-from trainer import sources, split
+from trainer import recipe, sources, split
 from trainer.backbones import BACKBONES, MIN_IMAGE_SIZE
 from trainer.errors import TrainerError
 from trainer.sources import SYNTHETIC
@@ -73,23 +73,31 @@ def parser():
                      help="fixes the split, initial weights, epoch order and augmentation (Python, NumPy, TF)")
     run.add_argument("--deterministic", action="store_true",
                      help="TensorFlow op determinism (TF >= 2.9; older TF says it has none)")
-    recipe = p.add_argument_group("recipe (after the warm-up)")
-    recipe.add_argument("--monitor", default="val_loss", choices=("val_loss", "mean_auroc"),
-                        help="what picks the best epoch (model-best.h5) and drives LR decay and early stopping")
-    recipe.add_argument("--lr-patience", type=int, default=1,
-                        help="epochs without improvement before the LR is divided (CheXNet: 1)")
-    recipe.add_argument("--lr-factor", type=float, default=0.1, help="LR multiplier on a plateau (CheXNet: 0.1)")
-    recipe.add_argument("--early-stop", type=int, default=0, metavar="EPOCHS",
-                        help="stop after this many epochs without improvement (0: never)")
-    recipe.add_argument("--bn-images", type=int, default=BN_IMAGES, metavar="N",
-                        help="at each epoch end, BatchNorm statistics recomputed with the epoch's weights on N "
-                             "un-augmented training images (precise BN, Wu & Johnson 2021; %d; 0: Keras' moving "
-                             "averages)" % BN_IMAGES)
-    recipe.add_argument("--rotation", type=float, default=5.0, help="random rotation range, +- degrees (5)")
-    recipe.add_argument("--shift", type=float, default=0.05, help="random shift range, +- fraction of the side")
-    recipe.add_argument("--zoom", type=float, default=0.1, help="random zoom range, 1 +- this (0.1)")
-    recipe.add_argument("--no-hflip", dest="hflip", action="store_false",
-                        help="no random horizontal flips (on by default, as in CheXNet; never vertical flips)")
+    schedule = p.add_argument_group("recipe (after the warm-up)")
+    schedule.add_argument("--monitor", default="val_loss", choices=("val_loss", "mean_auroc"),
+                          help="what picks the best epoch (model-best.h5) and drives LR decay and early stopping")
+    schedule.add_argument("--lr-patience", type=int, default=1,
+                          help="epochs without improvement before the LR is divided (CheXNet: 1)")
+    schedule.add_argument("--lr-factor", type=float, default=0.1, help="LR multiplier on a plateau (CheXNet: 0.1)")
+    schedule.add_argument("--min-lr", type=float, default=None, metavar="LR",
+                          help="the LR decays no lower than this, times world size as --lr (default: --lr x %g, "
+                               "three decays by CheXNet's 10; 0: no floor, Keras' min_lr default)"
+                               % recipe.MIN_LR_OF_LR)
+    schedule.add_argument("--min-delta", type=float, default=recipe.MIN_DELTA, metavar="DELTA",
+                          help="an epoch improves when it beats the best by more than this (%g, Keras' "
+                               "ReduceLROnPlateau default)" % recipe.MIN_DELTA)
+    schedule.add_argument("--early-stop", type=int, default=recipe.EARLY_STOP, metavar="EPOCHS",
+                          help="once the LR is at its floor (--min-lr), stop after this many epochs at it without "
+                               "improvement (%d: the first such epoch ends the run; 0: never)" % recipe.EARLY_STOP)
+    schedule.add_argument("--bn-images", type=int, default=BN_IMAGES, metavar="N",
+                          help="at each epoch end, BatchNorm statistics recomputed with the epoch's weights on N "
+                               "un-augmented training images (precise BN, Wu & Johnson 2021; %d; 0: Keras' moving "
+                               "averages)" % BN_IMAGES)
+    schedule.add_argument("--rotation", type=float, default=5.0, help="random rotation range, +- degrees (5)")
+    schedule.add_argument("--shift", type=float, default=0.05, help="random shift range, +- fraction of the side")
+    schedule.add_argument("--zoom", type=float, default=0.1, help="random zoom range, 1 +- this (0.1)")
+    schedule.add_argument("--no-hflip", dest="hflip", action="store_false",
+                          help="no random horizontal flips (on by default, as in CheXNet; never vertical flips)")
     evaluation = p.add_argument_group("held-out test")
     evaluation.add_argument("--bootstrap", type=int, default=1000,
                             help="bootstrap resamples of patients for the test AUROC intervals (0: none)")
@@ -148,6 +156,10 @@ def check(options):
         raise TrainerError("--max-bad-images %g: expected a share from 0 to 1" % options.max_bad_images)
     if options.lr <= 0:
         raise TrainerError("--lr %g must be positive" % options.lr)
+    if options.min_lr is not None and not 0 <= options.min_lr <= options.lr:
+        raise TrainerError("--min-lr %g: expected a floor from 0 to --lr %g" % (options.min_lr, options.lr))
+    if options.min_delta < 0:
+        raise TrainerError("--min-delta %g cannot be negative" % options.min_delta)
     # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given
     split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
     if options.amp and not options.throughput:

@@ -101,17 +101,11 @@ def _weighted_auroc(scores, positive, weights):
     return auc
 
 
-def bootstrap_auroc(labels, scores, patients, resamples=1000, seed=0, level=0.95):
-    """Per-class AUROC with a percentile bootstrap interval, resampling PATIENTS with replacement (a patient's
-    images move together: they are not independent; Efron & Tibshirani 1993, ch. 13).
-
-    labels {0,1} [N, C], scores [N, C], patients: N IDs. Returns a list of C dicts {"auroc", "ci_low", "ci_high",
-    "n_positive", "n_resamples_defined"}; "auroc" None where the class has no positive or no negative, the interval
-    None where fewer than half of the resamples define it (``resamples`` 0: no intervals).
-    """
-    labels = np.asarray(labels, dtype=np.float64)
-    scores = np.asarray(scores, dtype=np.float64)
-    point = auroc_per_class(labels, scores)
+def patient_resamples(patients, resamples, seed):
+    """The row weights of ``resamples`` bootstrap resamples of PATIENTS drawn with replacement (a patient's images
+    move together: they are not independent; Efron & Tibshirani 1993, ch. 13): a list of float64 chunks [r, N]
+    (r <= 100, N = len(patients)), row i's weight being how often its patient was drawn. The same (patient set,
+    ``resamples``, ``seed``) gives the same draws, so two models scored on the same rows are resampled alike."""
     ids = sorted(set(patients))
     index = dict((p, i) for i, p in enumerate(ids))
     row_patient = np.array([index[p] for p in patients], dtype=np.int64)
@@ -120,32 +114,142 @@ def bootstrap_auroc(labels, scores, patients, resamples=1000, seed=0, level=0.95
     for start in range(0, resamples, 100):
         draws = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=min(100, resamples - start))
         chunks.append(draws[:, row_patient].astype(np.float64))
+    return chunks
+
+
+def resampled_auroc(labels, scores, chunks, point):
+    """AUROC of every class in every resample: float64 [R, C], NaN where the class is undefined in the resample or
+    in ``point`` (the per-class AUROCs of all rows, None: undefined)."""
+    labels = np.asarray(labels, dtype=np.float64)
+    scores = np.asarray(scores, dtype=np.float64)
+    total = sum(len(w) for w in chunks)
+    values = np.full((total, labels.shape[1]), np.nan)
+    for c in range(labels.shape[1]):
+        if point[c] is not None and chunks:
+            values[:, c] = np.concatenate([_weighted_auroc(scores[:, c], labels[:, c], w) for w in chunks])
+    return values
+
+
+def _mean_over_defined(values):
+    """Row means of [R, C] over the non-NaN columns: float64 [R], NaN where a row has none."""
+    defined = ~np.isnan(values)
+    counts = defined.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(defined, values, 0.0).sum(axis=1) / counts
+    means[counts == 0] = np.nan
+    return means
+
+
+def percentile_interval(values, resamples, level=0.95):
+    """The percentile interval (low, high) of the defined (non-NaN) resample ``values``, and how many were defined;
+    (None, None, n) when fewer than half of the ``resamples`` define it."""
+    defined = values[~np.isnan(values)]
+    if not len(defined) or len(defined) < resamples / 2.0:
+        return None, None, int(len(defined))
     alpha = (1.0 - level) / 2 * 100
+    low, high = np.percentile(defined, [alpha, 100 - alpha])
+    return float(low), float(high), int(len(defined))
+
+
+def _bootstrap(labels, scores, patients, resamples, seed, level):
+    """(per-class entries as ``bootstrap_auroc`` returns them, the [R, C] resampled AUROCs)."""
+    labels = np.asarray(labels, dtype=np.float64)
+    point = auroc_per_class(labels, scores)
+    values = resampled_auroc(labels, scores, patient_resamples(patients, resamples, seed), point)
     result = []
     for c in range(labels.shape[1]):
         entry = {"auroc": point[c], "ci_low": None, "ci_high": None,
                  "n_positive": int(labels[:, c].sum()), "n_resamples_defined": 0}
-        if point[c] is not None and chunks:
-            values = np.concatenate([_weighted_auroc(scores[:, c], labels[:, c], w) for w in chunks])
-            defined = values[~np.isnan(values)]
-            entry["n_resamples_defined"] = int(len(defined))
-            if len(defined) >= resamples / 2.0:
-                entry["ci_low"], entry["ci_high"] = (float(v) for v in np.percentile(defined, [alpha, 100 - alpha]))
+        if point[c] is not None and resamples:
+            entry["ci_low"], entry["ci_high"], entry["n_resamples_defined"] = percentile_interval(
+                values[:, c], resamples, level)
         result.append(entry)
+    return result, values
+
+
+def bootstrap_auroc(labels, scores, patients, resamples=1000, seed=0, level=0.95):
+    """Per-class AUROC with a percentile bootstrap interval, resampling PATIENTS with replacement
+    (``patient_resamples``).
+
+    labels {0,1} [N, C], scores [N, C], patients: N IDs. Returns a list of C dicts {"auroc", "ci_low", "ci_high",
+    "n_positive", "n_resamples_defined"}; "auroc" None where the class has no positive or no negative, the interval
+    None where fewer than half of the resamples define it (``resamples`` 0: no intervals).
+    """
+    return _bootstrap(labels, scores, patients, resamples, seed, level)[0]
+
+
+def paired_difference(labels, scores, other, patients, resamples=1000, seed=0, level=0.95):
+    """Mean AUROC of ``scores`` minus that of ``other`` (two models' scores [N, C] of the SAME rows), with a paired
+    percentile patient-bootstrap interval: each resample draws the patients once (``patient_resamples``, the draws
+    of ``bootstrap_auroc`` with the same seed) and scores both models on it; its difference is that of the two
+    mean AUROCs over the classes the resample defines (the same for both: it depends on the labels only).
+
+    Returns {"difference", "ci_low", "ci_high", "level", "n_resamples_defined", "n_classes", "distinguishable"}:
+    "difference" None without a defined class; the interval None where fewer than half of the resamples define it;
+    "distinguishable" True when the interval excludes 0, False when it includes it, None without an interval.
+    """
+    labels = np.asarray(labels, dtype=np.float64)
+    point, point_other = auroc_per_class(labels, scores), auroc_per_class(labels, other)
+    mean, mean_other = mean_defined(point), mean_defined(point_other)
+    result = {"difference": None if mean is None else mean - mean_other, "ci_low": None, "ci_high": None,
+              "level": level, "n_resamples_defined": 0, "n_classes": sum(v is not None for v in point),
+              "distinguishable": None}
+    if mean is None or not resamples:
+        return result
+    chunks = patient_resamples(patients, resamples, seed)
+    differences = (_mean_over_defined(resampled_auroc(labels, scores, chunks, point)) -
+                   _mean_over_defined(resampled_auroc(labels, other, chunks, point_other)))
+    result["ci_low"], result["ci_high"], result["n_resamples_defined"] = percentile_interval(
+        differences, resamples, level)
+    if result["ci_low"] is not None:
+        result["distinguishable"] = bool(result["ci_low"] > 0 or result["ci_high"] < 0)
     return result
 
 
 def held_out_block(labels, scores, patients, resamples, seed, n_expected, skipped):
     """The ``test`` block of metrics.json: per-class AUROC with 95 % patient-bootstrap intervals and positives,
-    the mean AUROC over defined classes, the rows scored."""
+    the mean AUROC over defined classes with its interval (the same resamples, each one's mean over the classes
+    it defines), the rows scored."""
     from collections import OrderedDict
-    per_class = bootstrap_auroc(labels, scores, patients, resamples, seed)
+    per_class, values = _bootstrap(labels, scores, patients, resamples, seed, 0.95)
+    low, high, _ = percentile_interval(_mean_over_defined(values), resamples) if resamples else (None, None, 0)
     return OrderedDict([
         ("auroc", OrderedDict((name, OrderedDict(sorted(entry.items()))) for name, entry in zip(CLASSES, per_class))),
         ("mean_auroc", mean_defined([e["auroc"] for e in per_class])),
+        ("mean_auroc_ci_low", low), ("mean_auroc_ci_high", high),
         ("n_classes_defined", sum(e["auroc"] is not None for e in per_class)),
         ("n_images", int(len(labels))), ("n_patients", len(set(patients))),
         ("rows", OrderedDict([("expected", n_expected), ("evaluated", int(len(labels))), ("skipped", skipped)])),
         ("bootstrap", OrderedDict([("resamples", resamples), ("unit", "patient"), ("level", 0.95),
+                                   ("method", "percentile"), ("seed", seed)])),
+    ])
+
+
+def baseline_comparison(labels, patients, model_rows, baseline_rows, resamples, seed):
+    """The ``comparison`` block of metrics.json: the CNN's test mean AUROC minus the baseline's on the test rows
+    both scored (``paired_difference``), and whether the 95 % interval tells them apart.
+
+    ``labels`` {0,1} [N, 14] and ``patients`` (N IDs) of the whole test split; ``model_rows`` and
+    ``baseline_rows``: (row indices into it, scores [n, 14]) of each model."""
+    from collections import OrderedDict
+    rows = np.intersect1d(model_rows[0], baseline_rows[0])
+    pick = [np.asarray(scored)[np.searchsorted(indices, rows)] for indices, scored in (model_rows, baseline_rows)]
+    row_patients = [patients[i] for i in rows]
+    result = paired_difference(np.asarray(labels)[rows], pick[0], pick[1], row_patients, resamples, seed)
+    if result["difference"] is None:
+        verdict = "undefined"
+    elif result["distinguishable"] is None:
+        verdict = "no interval"
+    elif not result["distinguishable"]:
+        verdict = "not distinguishable"
+    else:
+        verdict = "CNN better" if result["ci_low"] > 0 else "baseline better"
+    return OrderedDict([
+        ("statistic", "CNN test mean AUROC minus the baseline's, on the same images"),
+        ("difference", result["difference"]), ("ci_low", result["ci_low"]), ("ci_high", result["ci_high"]),
+        ("level", result["level"]), ("distinguishable", result["distinguishable"]), ("verdict", verdict),
+        ("n_classes", result["n_classes"]), ("n_images", int(len(rows))), ("n_patients", len(set(row_patients))),
+        ("n_resamples_defined", result["n_resamples_defined"]),
+        ("bootstrap", OrderedDict([("resamples", resamples), ("unit", "patient"), ("paired", True),
                                    ("method", "percentile"), ("seed", seed)])),
     ])

@@ -173,7 +173,12 @@ class EpochEnd(tf.keras.callbacks.Callback):
             np.array([np.nan if not entry or entry["monitor_value"] is None else entry["monitor_value"]]),
             "chexstack_monitor_%d" % number)[0]
         learning_rate = compat.get_learning_rate(self.model.optimizer)
+        at_floor = self.plateau.at_floor()
         improved, decayed, stop = self.plateau.update(number, None if np.isnan(value) else float(value))
+        if at_floor and not improved and not stop:
+            events.info("epoch %d: the LR is at its floor and %d epoch(s) at it brought no improvement; the run goes "
+                        "on (--early-stop %d%s)" % (number, self.plateau.floor_wait, self.plateau.early_stop,
+                                                     ": off" if not self.plateau.early_stop else ""))
         if improved:
             self.best_weights = self.model.get_weights()
         if decayed:
@@ -181,8 +186,9 @@ class EpochEnd(tf.keras.callbacks.Callback):
         if stop:
             self.model.stop_training = True
         if self.rt.chief:
-            entry.update([("learning_rate", learning_rate), ("improved", improved), ("lr_decayed", decayed),
-                          ("lr_decays", self.plateau.decays), ("best_epoch", self.plateau.best_epoch),
+            entry.update([("learning_rate", learning_rate), ("lr_at_floor", at_floor), ("improved", improved),
+                          ("lr_decayed", decayed), ("lr_decays", self.plateau.decays),
+                          ("best_epoch", self.plateau.best_epoch),
                           ("early_stop", stop), ("eval_time_s", float(time.time() - started))])
             self._write(number, entry, indices, improved)
 
@@ -264,24 +270,25 @@ def _best_weights(rt, model, epoch_end, options):
 
 
 def score_test(rt, model, data, options, loader):
-    """Pool every rank's test predictions; on rank 0 write test-predictions.csv and return the ``test`` block
-    (None on other ranks and without a test split)."""
+    """Pool every rank's test predictions; on rank 0 write test-predictions.csv and return the ``test`` block and
+    (the test rows scored, their scores) (None, None on other ranks)."""
     indices, scores = predict_pooled(rt, model, data.test, options.batch_size, loader, "test")
     if not rt.chief:
-        return None
+        return None, None
     test = data.test
     indices, scores, missing = evaluation.order_rows(indices, scores, len(test))
     labels = test.labels[indices]
     outputs.write_predictions(options.output, [test.names[i] for i in indices], labels, scores,
                               outputs.TEST_PREDICTIONS)
     return evaluation.held_out_block(labels, scores, [test.patients[i] for i in indices], options.bootstrap,
-                                     options.seed, len(test), [test.paths[i] for i in missing])
+                                     options.seed, len(test), [test.paths[i] for i in missing]), (indices, scores)
 
 
-def _recipe_info(options, plateau):
+def _recipe_info(options, plateau, learning_rate):
     return OrderedDict([
         ("monitor", plateau.monitor), ("lr_patience", plateau.patience), ("lr_factor", plateau.factor),
-        ("early_stop", plateau.early_stop),
+        ("min_lr", recipe.min_lr(options.min_lr, options.lr)), ("lr_floor", learning_rate * plateau.floor),
+        ("min_delta", plateau.min_delta), ("early_stop", plateau.early_stop),
         ("augmentation", OrderedDict([("rotation_deg", options.rotation), ("shift", options.shift),
                                       ("zoom", options.zoom), ("hflip", options.hflip), ("vflip", False)])),
         ("preprocessing", model_mod.PREPROCESSING[options.model]),
@@ -314,7 +321,8 @@ def run(options):
     history = [e for e in outputs.read_metric_epochs(options.output) if e.get("epoch", 0) <= initial_epoch]
     warmup = recipe.warmup_epochs(options.warmup_epochs, options.epochs)
     plateau = recipe.Plateau(options.monitor, options.lr_patience, options.lr_factor, options.early_stop,
-                             warmup if rt.size > 1 else 0).replay(history)
+                             warmup if rt.size > 1 else 0, recipe.min_lr(options.min_lr, options.lr) / options.lr,
+                             options.min_delta).replay(history)
     if state:
         model = _load_checkpoint(rt, options, state, loss_fn)
         compat.set_learning_rate(model.optimizer, learning_rate * plateau.lr_multiplier())
@@ -330,7 +338,7 @@ def run(options):
         ("container", runtime.container()), ("epochs", options.epochs),
         ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
         ("lr_scaled", learning_rate), ("warmup_epochs", warmup), ("seed", options.seed),
-        ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau)),
+        ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau, learning_rate)),
         ("label_file", os.path.abspath(data.label_file) if data.label_sha256 else data.label_file),
         ("label_sha256", data.label_sha256), ("data", data.report),
         ("class_weights", OrderedDict([("w_pos", OrderedDict(zip(CLASSES, w_pos.tolist()))),
@@ -355,19 +363,26 @@ def run(options):
     extra = OrderedDict()
     if len(data.test):
         best = _best_weights(rt, model, epoch_end, options)
-        extra["test"] = score_test(rt, model, data, options, epoch_end.loader)
+        extra["test"], model_rows = score_test(rt, model, data, options, epoch_end.loader)
         if rt.chief:
             extra["test"]["model"] = outputs.BEST_MODEL if best else outputs.MODEL
             extra["test"]["best_epoch"] = best
             if options.baseline_size:
-                extra["baseline"] = baseline.run(data, options.baseline_size, options.seed, options.bootstrap,
-                                                 lambda size: loader_for(data, size))
+                extra["baseline"], baseline_rows = baseline.run(data, options.baseline_size, options.seed,
+                                                                options.bootstrap, lambda size: loader_for(data, size))
+                extra["comparison"] = evaluation.baseline_comparison(data.test.labels, data.test.patients,
+                                                                     model_rows, baseline_rows, options.bootstrap,
+                                                                     options.seed)
     if rt.chief:
         run_info["end_epoch"] = epoch_end.history[-1]["epoch"] if epoch_end.history else initial_epoch
+        run_info["end"] = recipe.end_of_run(plateau, run_info["end_epoch"], options.epochs, learning_rate)
+        events.info(run_info["end"]["message"])
         outputs.write_metrics(options.output, run_info, epoch_end.history, extra)
         if "test" in extra:
             events.emit("test", mean_auroc=extra["test"]["mean_auroc"], best_epoch=extra["test"]["best_epoch"],
                         auroc=OrderedDict((k, v["auroc"]) for k, v in extra["test"]["auroc"].items()),
-                        baseline_mean_auroc=extra.get("baseline", {}).get("mean_auroc"))
+                        baseline_mean_auroc=extra.get("baseline", {}).get("mean_auroc"),
+                        difference=extra.get("comparison", {}).get("difference"),
+                        verdict=extra.get("comparison", {}).get("verdict"))
         events.emit("done", output=options.output)
     return 0
