@@ -190,7 +190,7 @@ def test_early_stop_off_says_why_the_run_goes_on_and_a_floor_of_the_lr_means_no_
     decisions, trained = _run(p, [0.5, 0.6, 0.7])
     assert not any(d[1] or d[2] for d in decisions) and trained == [1, 1, 1] and p.floor_wait == 2
     assert recipe.end_of_run(p, 3, 3, 0.004)["message"] == (
-        "ran all 3 epochs (--epochs); the LR reached its floor 0.004 at epoch 1 and 2 epochs at it brought no "
+        "ran all --epochs 3; the LR reached its floor 0.004 at epoch 1 and 2 epochs at it brought no "
         "improvement, but --early-stop 0 does not stop the run; best epoch 1")
     waiting = recipe.Plateau("val_loss", 1, 0.1, early_stop=3, floor=1.0)
     _run(waiting, [0.5, 0.6])
@@ -203,7 +203,7 @@ def test_early_stop_off_says_why_the_run_goes_on_and_a_floor_of_the_lr_means_no_
     none = recipe.Plateau("val_loss", 1, 0.1, early_stop=1, floor=0.0)  # --min-lr 0: no floor, never stops
     assert not any(d[2] for d in _run(none, [0.5] + [0.6] * 20)[0])
     assert recipe.end_of_run(none, 21, 21, 1.0)["message"] == (
-        "ran all 21 epochs (--epochs); the LR (1e-20 now) has no floor (--min-lr 0); best epoch 1")
+        "ran all --epochs 21; the LR (1e-20 now) has no floor (--min-lr 0); best epoch 1")
 
 
 def test_min_delta_and_a_floor_between_decays():

@@ -7,7 +7,8 @@ Only rank 0 prints (``configure(rank)`` decides); errors are printed by every ra
 Events (``event`` field): ``run`` (world_size, epochs, initial_epoch, steps_per_epoch, n_train, n_val; in throughput
 mode also ``mode: "throughput"``, warmup_steps, timed_steps, batch_size, image_size, amp, data synthetic|real),
 ``epoch_begin`` (epoch, steps), ``step`` (epoch, step, steps, loss), ``epoch_end`` (epoch, loss, mean_auroc,
-images_per_sec), ``done`` (output).
+images_per_sec), ``test`` (mean_auroc, best_epoch, auroc, baseline_mean_auroc, difference, verdict), ``done``
+(output).
 """
 import json
 import sys

@@ -126,6 +126,37 @@ def write_predictions(output, names, labels, scores, filename=PREDICTIONS):
     replace_atomically(os.path.join(output, filename), write)
 
 
+def read_predictions(path):
+    """(names [N], labels int [N, 14], scores float64 [N, 14]) of a file ``write_predictions`` wrote; TrainerError
+    naming the file and row when a column is missing or a value is not a number."""
+    import numpy as np
+    names, labels, scores = [], [], []
+    try:
+        with open(path, newline="") as f:
+            for line, row in enumerate(csv.DictReader(f), start=2):
+                try:
+                    labels.append([int(row["label_" + c]) for c in CLASSES])
+                    scores.append([float(row["score_" + c]) for c in CLASSES])
+                except (KeyError, TypeError, ValueError) as e:
+                    raise TrainerError("%s:%d: expected label_<class> 0/1 and score_<class> numbers for the 14 "
+                                       "classes (%s)" % (path, line, e))
+                names.append(row["Image Index"])
+    except (IOError, OSError) as e:
+        raise TrainerError("cannot read %s: %s" % (path, e))
+    return names, np.array(labels, dtype=np.int64).reshape(-1, len(CLASSES)), np.array(
+        scores, dtype=np.float64).reshape(-1, len(CLASSES))
+
+
+def read_splits(output):
+    """{image name: patient ID} of ``OUTPUT/splits.csv`` (``write_splits``)."""
+    path = os.path.join(output, SPLITS)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return dict((r["Image Index"], r["Patient ID"]) for r in csv.DictReader(f))
+    except (IOError, OSError, KeyError) as e:
+        raise TrainerError("cannot read %s: %s" % (path, e))
+
+
 def write_splits(output, subsets):
     """splits.csv (``Image Index``, ``Patient ID``, ``split``) of ``subsets`` [(split name, Subset)]; returns
     {"file", "sha256", split name: {"images", "patients", "sha256"}} where a split's sha256 is that of its sorted

@@ -148,7 +148,7 @@ def end_of_run(plateau, last_epoch, epochs, lr):
                                                                 plateau.best_epoch))
         return end
     end["reason"] = "epochs"
-    message = "ran all %d epochs (--epochs)" % epochs if last_epoch >= epochs else "stopped after epoch %d of %d" % (
+    message = "ran all --epochs %d" % epochs if last_epoch >= epochs else "stopped after epoch %d of %d" % (
         last_epoch, epochs)
     if plateau.floor_wait:
         message += ("; %s and %s at it brought no improvement, but %s" % (
