@@ -125,6 +125,12 @@ def test_hybrid_needs_a_sif_and_scheduled_sweeps_their_results_folder():
     hybrid = cmd.run("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
                      "--render")
     assert hybrid.returncode == 2 and "--hybrid runs `singularity exec` on a SIF: give --image" in hybrid.stderr
+    # the whole path (job_spec, then the renderer): Open MPI's single copy off exported once, beside run-as-root
+    sif = cmd.run("train", "--launcher", "slurm", "--hybrid", "--stack", "cpu", "--data", "synthetic", *CLUSTER_OUT,
+                  "--image", "/shared/images/chexstack-cpu.sif", "--render")
+    assert sif.returncode == 0, sif.stdout + sif.stderr
+    assert sif.stdout.count("export OMPI_MCA_btl_vader_single_copy_mechanism=none") == 1, sif.stdout
+    assert "export OMPI_ALLOW_RUN_AS_ROOT=1" in sif.stdout
     sweep = ["bench", "--launcher", "slurm", "--stack", "cpu", "--np", "1,2", "--render"]
     assert "give --results DIR" in cmd.run(*sweep).stderr
     assert "--results bench is a path relative to this machine" in cmd.run(*sweep, "--results", "bench").stderr
