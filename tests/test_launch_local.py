@@ -195,7 +195,7 @@ def test_loopback_only_namespace_picks_mpi_and_refuses_gloo_before_launch():
 # --- checks before horovodrun starts (N1, finding 4) -------------------------------------------------------------
 
 @pytest.mark.parametrize("kw,fragment", [
-    (dict(model="vgg"), "invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')"),
+    (dict(model="vgg"), "invalid choice: 'vgg' (choose from 'densenet121', 'mobilenet', 'resnet50')"),
     (dict(epochs=0), "--epochs 0: expected at least 1"),
     (dict(batch_size=-4), "--batch-size -4: expected at least 1"),
     (dict(image_size=16), "--image-size 16: densenet121 needs at least 32 pixels"),
@@ -394,7 +394,7 @@ def test_unknown_model_is_refused_before_launch(tmp_path):
     args = [("vgg" if previous == "--model" else a) for previous, a in zip([""] + SMALL, SMALL)]
     result = cmd.run("train", *args, "--output", str(tmp_path / "vgg"), env=ENV)
     assert result.returncode == 2
-    assert result.stderr.count("invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')") == 1
+    assert result.stderr.count("invalid choice: 'vgg' (choose from 'densenet121', 'mobilenet', 'resnet50')") == 1
     assert "launch:" not in result.stdout and "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "vgg").exists()
 

@@ -20,7 +20,7 @@ def _trainer(*args: str) -> subprocess.CompletedProcess:
 
 def test_help_does_not_load_tensorflow():
     result = _trainer("--help")
-    assert result.returncode == 0 and "--model {densenet121,resnet50}" in result.stdout
+    assert result.returncode == 0 and "--model {densenet121,mobilenet,resnet50}" in result.stdout
     assert result.stderr == ""  # no TensorFlow log lines
     probe = subprocess.run([sys.executable, "-c", "import sys; from trainer import cli; cli.check(cli.parse("
                             "['--data', 'synthetic'])); print('tensorflow' in sys.modules)"],
@@ -29,7 +29,8 @@ def test_help_does_not_load_tensorflow():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--model", "vgg"], "argument --model: invalid choice: 'vgg' (choose from 'densenet121', 'resnet50')"),
+    (["--model", "vgg"],
+     "argument --model: invalid choice: 'vgg' (choose from 'densenet121', 'mobilenet', 'resnet50')"),
     (["--epochs", "abc"], "argument --epochs: invalid int value: 'abc'"),
     (["--no-such-option"], "unrecognized arguments: --no-such-option"),
     (["--epochs", "0"], "--epochs 0: expected at least 1"),

@@ -20,8 +20,9 @@ def test_local_backbone_weights_are_loaded(tmp_path):
     assert net.get_layer("pathologies").activation.__name__ == "sigmoid"
 
 
-@pytest.mark.parametrize("name,weights,fragment", [("vgg16", "none", "expected one of densenet121, resnet50"),
-                                                   ("densenet121", "/no/such.h5", "no such file")])
+@pytest.mark.parametrize("name,weights,fragment", [
+    ("vgg16", "none", "expected one of densenet121, mobilenet, resnet50"),
+    ("densenet121", "/no/such.h5", "no such file")])
 def test_bad_model_or_weights(name, weights, fragment):
     with pytest.raises(TrainerError, match=fragment):
         model.build(name, 64, weights)

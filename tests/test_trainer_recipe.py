@@ -122,6 +122,21 @@ def test_resnet50_gets_caffe_preprocessing():
     assert np.allclose(kernel.ravel() * 255 * np.array(model.IMAGENET_STD), 1)
 
 
+@pytest.mark.parametrize("name,module", [("densenet121", "densenet"), ("resnet50", "resnet50"),
+                                         ("mobilenet", "mobilenet")])
+def test_normalisation_layer_is_the_backbones_own_preprocess_input(name, module):
+    """The frozen 1x1 convolution on a gray image equals Keras' ``preprocess_input`` of the backbone's module on
+    that image copied to R, G, B (the fact it stands for: keras/src/applications/<module>.py)."""
+    import tensorflow as tf
+
+    from trainer import model
+    gray = np.random.default_rng(0).uniform(0, 255, (2, 4, 4, 1)).astype(np.float32)
+    kernel, bias = model.normalisation_weights(name)
+    ours = gray * kernel.reshape(1, 1, 1, 3) + bias
+    keras = getattr(tf.keras.applications, module).preprocess_input(np.repeat(gray, 3, axis=-1))
+    assert np.allclose(ours, keras, atol=1e-4), (name, ours[0, 0, 0], keras[0, 0, 0])
+
+
 @pytest.mark.parametrize("requested,epochs,expected", [(None, 10, 1.0), (None, 18, 1.0), (None, 19, 2.0),
                                                        (None, 90, 5.0), (None, 300, 5.0), (0, 10, 0.0),
                                                        (3, 10, 3.0)])

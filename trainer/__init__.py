@@ -16,7 +16,7 @@ Modules, one job each:
 - ``order``       each rank's batches and augmentation of epoch e, a function of (seed, e) (NumPy only)
 - ``pipeline``    tf.data: decode, antialiased resize, the planned batches and their transforms, prefetch
 - ``backbones``   the ``--model`` names and their smallest image size (no TensorFlow import)
-- ``model``       ImageNet normalisation layer, DenseNet-121 / ResNet-50, 14 sigmoid outputs
+- ``model``       ImageNet normalisation layer, DenseNet-121 / ResNet-50 / MobileNet, 14 sigmoid outputs
 - ``loss``        class-weighted binary cross-entropy (CheXNet), and its value on pooled predictions
 - ``recipe``      best epoch, LR decay on plateau, early stopping (replayable from metrics.json)
 - ``baseline``    logistic regression on down-sampled pixels, on the same split

@@ -11,7 +11,8 @@ Input is the pipeline's gray image (float32 [B, S, S, 1], 0..255). The first lay
 is a frozen 1x1 convolution with 3 filters: channel c = x / (255·std_c) − mean_c / std_c — the gray value copied
 to R, G, B (as CheXNet feeds X-rays to an ImageNet network) and normalised with the ImageNet statistics that
 "torch"-mode ImageNet weights, DenseNet-121's included, expect (Keras ``imagenet_utils.preprocess_input``, mode
-"torch"); for ResNet-50, whose Keras weights come from Caffe, the "caffe" mode (BGR means subtracted, no scaling).
+"torch"); for ResNet-50, whose Keras weights come from Caffe, the "caffe" mode (BGR means subtracted, no scaling);
+for MobileNet the "tf" mode (x / 127.5 − 1).
 A built-in layer, so the HDF5 file loads in every Keras without custom objects. The backbone is a
 nested model with its own 3-channel input, so a backbone weights file loads into it unchanged.
 """
@@ -29,8 +30,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)  # on 0..255 pixels ("caffe" mode)
 NORMALISATION = "imagenet_normalisation"
 #: ``--model`` name -> the ``preprocess_input`` mode its Keras ImageNet weights were trained with
-#: (keras/src/applications/densenet.py: "torch"; resnet.py / resnet50: "caffe")
-PREPROCESSING = {"densenet121": "torch", "resnet50": "caffe"}
+#: (keras/src/applications/densenet.py: "torch"; resnet.py / resnet50: "caffe"; mobilenet.py: "tf")
+PREPROCESSING = {"densenet121": "torch", "resnet50": "caffe", "mobilenet": "tf"}
 
 
 def normalisation_weights(name="densenet121"):
@@ -38,9 +39,12 @@ def normalisation_weights(name="densenet121"):
 
     "torch": channel c = x / (255 std_c) - mean_c / std_c (RGB). "caffe": channel c = x - mean_c with channels
     in BGR order, no scaling (Keras ``imagenet_utils.preprocess_input``); for a gray image only the means differ.
+    "tf": channel c = x / 127.5 - 1, to [-1, 1].
     """
     if PREPROCESSING[name] == "caffe":
         return np.ones((1, 1, 1, 3), np.float32), -np.array(CAFFE_MEAN_BGR, np.float32)
+    if PREPROCESSING[name] == "tf":
+        return np.full((1, 1, 1, 3), 1.0 / 127.5, np.float32), -np.ones(3, np.float32)
     mean, std = np.array(IMAGENET_MEAN, np.float32), np.array(IMAGENET_STD, np.float32)
     return (1.0 / (255.0 * std)).reshape(1, 1, 1, 3), -mean / std
 

@@ -58,7 +58,7 @@ def start(variant: str, args) -> Rates:
     if run.returncode:
         sys.exit("%s variant failed:\n%s" % (variant, run.stderr[-3000:]))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    print("  %s: %.1f s wall, %.1f CPU-s, train step %s" % (variant, wall, cpu, run.stdout.strip()))
+    print("  %s, %s: %.1f s wall, %.1f CPU-s, train step %s" % (variant, args.model, wall, cpu, run.stdout.strip()))
     return Rates(60 / wall, 60 / cpu)
 
 
