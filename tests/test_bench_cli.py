@@ -17,8 +17,9 @@ from tests.lib.cli import INVOKE
 from tests.lib.k8s import validate_mpijob
 from tests.lib.paths import REPO
 from tests.lib.readonly import run_with_read_only
+from tests.lib.runs import FAST_MODEL
 
-SMALL = ["--model", "resnet50", "--batch-size", "4", "--image-size", "64", "--steps", "5", "--warmup-steps", "2"]
+SMALL = [*FAST_MODEL, "--batch-size", "4", "--image-size", "64", "--steps", "5", "--warmup-steps", "2"]
 
 
 @pytest.mark.slow

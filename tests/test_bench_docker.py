@@ -6,12 +6,13 @@ import pytest
 
 from bench.results import load_sweep
 from tests.lib import cli as cmd
+from tests.lib.runs import FAST_MODEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_sweep_inside_the_stack_image(cpu_build, tmp_path):
-    run = cmd.invoke("bench", "--stack", "cpu", "--np", "1,2", "--data", "synthetic", "--model", "resnet50",
+    run = cmd.invoke("bench", "--stack", "cpu", "--np", "1,2", "--data", "synthetic", *FAST_MODEL,
                      "--batch-size", "4", "--image-size", "64", "--steps", "3", "--warmup-steps", "1",
                      "--label", "cpu-image", "--output", str(tmp_path), timeout=1800, env={"COLUMNS": "200"})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -25,6 +25,7 @@ from images.parts import HOST_CA_BUNDLE
 from tests.lib import cli as cmd
 from tests.lib.leftovers import TEST_LABELS
 from tests.lib.paths import REPO, SAMPLE
+from tests.lib.runs import FAST_MODEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
@@ -159,7 +160,8 @@ def test_loopback_only_container_picks_mpi_or_stops(cpu_build, tmp_path):
     out = tmp_path / "none"
     # what is proven is the controller's choice and a 2-rank run to its end: synthetic images, no precise BN
     args = ["train", "--stack", "cpu", "--gpus", "0", "--np", "2", "--data", "synthetic", "--synthetic-images", "64",
-            "--bn-images", "0", "--image-size", "32", "--epochs", "1", "--batch-size", "16", "--network", "none"]
+            "--bn-images", "0", *FAST_MODEL, "--image-size", "32", "--epochs", "1", "--batch-size", "16",
+            "--network", "none"]
     refused = _invoke(*args, "--controller", "gloo", "--output", str(out / "gloo"))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr + refused.stdout
     assert "loopback" in refused.stderr and "--controller mpi" in refused.stderr

@@ -36,6 +36,7 @@ from envs.manifest import load_stack
 from launch import k8s
 from launch.job import JobSpec, Mount
 from tests.lib.leftovers import TEST_LABELS
+from tests.lib.runs import FAST_MODEL
 from tests.lib.testcluster import SCRIPT as TESTCLUSTER
 
 pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
@@ -204,7 +205,7 @@ class MpiJob:
 def _spec(image: str, out: Path, nodes: int = 2) -> JobSpec:
     return JobSpec(name=JOB, stack=load_stack("cpu"), image=image, nodes=nodes, ranks_per_node=1, gpus=False,
                    trainer_args=("--data", "synthetic", "--synthetic-images", "16", "--throughput", "--steps", "3",
-                                 "--warmup-steps", "1", "--batch-size", "2", "--image-size", "32",
+                                 "--warmup-steps", "1", "--batch-size", "2", *FAST_MODEL, "--image-size", "32",
                                  "--output", "/out"),
                    mounts=(Mount(str(out), "/out"),))
 

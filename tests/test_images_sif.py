@@ -16,6 +16,7 @@ from images.naming import image_ref, manifest_digest
 from images.verify import MATCH
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO, SAMPLE
+from tests.lib.runs import FAST_MODEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HAVE_APPTAINER = bool(shutil.which("apptainer") or shutil.which("singularity"))
@@ -70,7 +71,7 @@ def test_training_in_the_sif_on_the_real_sample(cpu_sif, tmp_path):
     p = subprocess.run([INVOKE, "train", "--stack", "cpu", "--runtime",
                         "singularity", "--image", str(cpu_sif.path), "--gpus", "0", "--np", "2",
                         "--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
-                        "--image-size", "32", "--epochs", "1", "--bn-images", "0", "--baseline-size", "0",
+                        *FAST_MODEL, "--image-size", "32", "--epochs", "1", "--bn-images", "0", "--baseline-size", "0",
                         "--val-fraction", "0.2", "--test-fraction", "0", "--output", str(out)],
                        cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -98,7 +99,7 @@ def test_ctrl_c_stops_every_rank_in_the_sif(cpu_sif, tmp_path):
     out = tmp_path / "interrupted"
     proc = subprocess.Popen([INVOKE, "train", "--stack", "cpu", "--runtime",
                              "singularity", "--image", str(cpu_sif.path), "--gpus", "0", "--np", "2",
-                             "--data", "synthetic", "--synthetic-images", "256", "--image-size", "32",
+                             "--data", "synthetic", "--synthetic-images", "256", *FAST_MODEL, "--image-size", "32",
                              "--epochs", "5", "--bn-images", "0", "--baseline-size", "0", "--output", str(out)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.lib.paths import SAMPLE
+from tests.lib.runs import FAST_MODEL
 from trainer import data, decodecheck, outputs
 from trainer.errors import TrainerError
 
@@ -160,7 +161,7 @@ def test_a_training_run_names_counts_and_leaves_out_the_corrupt_images(broken, t
 
     root, by_kind = broken
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, "-m", "trainer", "--data", str(root), "--model", "resnet50",
+    run = subprocess.run([sys.executable, "-m", "trainer", "--data", str(root), *FAST_MODEL,
                           "--image-size", "32", "--batch-size", "8", "--epochs", "1", "--val-fraction", "0.3",
                           "--test-fraction", "0", "--max-bad-images", "0.25", "--output", str(out)],
                          cwd=REPO, capture_output=True, text=True, timeout=900,

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from launch.report import results_table
 from tests.lib.paths import REPO, SAMPLE
+from tests.lib.runs import FAST_MODEL
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow
 def test_a_run_whose_epochs_no_longer_change_stops_at_the_floor_and_says_why(tmp_path):
     output = tmp_path / "run"
     argv = ["--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
-            "--model", "resnet50", "--image-size", "32", "--batch-size", "32", "--epochs", "6", "--lr", "1e-7",
+            *FAST_MODEL, "--image-size", "32", "--batch-size", "32", "--epochs", "6", "--lr", "1e-7",
             "--min-lr", "1e-8", "--bn-images", "512", "--bootstrap", "200", "--output", str(output)]
     result = subprocess.run([sys.executable, "-m", "trainer", *argv], cwd=REPO, capture_output=True, text=True,
                             timeout=900, env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})

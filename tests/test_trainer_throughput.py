@@ -10,19 +10,20 @@ import pytest
 
 from launch.horovodrun import horovodrun_argv
 from tests.lib.paths import REPO
+from tests.lib.runs import FAST_MODEL
 
 pytestmark = pytest.mark.slow
 
 
 def test_synthetic_throughput_two_ranks_mpi(tmp_path):
     argv, env = horovodrun_argv(2, ["--data", "synthetic", "--throughput", "--amp", "--steps", "2",
-                                    "--warmup-steps", "1", "--model", "resnet50", "--image-size", "32",
+                                    "--warmup-steps", "1", *FAST_MODEL, "--image-size", "32",
                                     "--batch-size", "4", "--output", str(tmp_path)], controller="mpi")
     result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600,
                             env={**os.environ, **env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = json.loads((tmp_path / "throughput.json").read_text())
-    assert out["world_size"] == 2 and out["model"] == "resnet50" and out["batch_size"] == 4
+    assert out["world_size"] == 2 and out["model"] == FAST_MODEL[1] and out["batch_size"] == 4
     assert out["device"] == "CPU" and out["amp"] is True
     assert len(out["step_times_s"]) == 3 and len(out["images_per_sec"]["per_rank"]) == 2
     assert out["images_per_sec"]["total"] == pytest.approx(sum(out["images_per_sec"]["per_rank"]))

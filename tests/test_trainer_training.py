@@ -19,7 +19,7 @@ import pytest
 
 import launch
 from tests.lib.paths import REPO, SAMPLE
-from tests.lib.runs import request
+from tests.lib.runs import FAST_MODEL, request
 from trainer.labels import CLASSES
 
 pytestmark = pytest.mark.slow
@@ -31,8 +31,8 @@ LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     output = tmp_path_factory.mktemp("train") / "run"
-    kw = dict(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), image_size=32, batch_size=16, epochs=1,
-              output=str(output), deterministic=True)
+    kw = dict(gpus=0, np=2, images=str(IMAGES), labels=str(LABELS), model=FAST_MODEL[1], image_size=32,
+              batch_size=16, epochs=1, output=str(output), deterministic=True)
     # The baseline (a logistic regression per class, fitted at the end of a run) is asserted on the resumed run
     # only; the other two runs skip it (it touches neither the model nor the CNN's numbers compared below).
     here = launch.where()
