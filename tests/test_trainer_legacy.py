@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from tests.lib.paths import REPO, SAMPLE
+from tests.lib.runs import FAST_MODEL
 from trainer.labels import CLASSES
 
 pytestmark = [
@@ -58,7 +59,7 @@ def _ok(result):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     output = tmp_path_factory.mktemp("legacy") / "run"
-    args = ["--images", str(IMAGES), "--labels", str(LABELS), "--model", "resnet50", "--image-size", "32",
+    args = ["--images", str(IMAGES), "--labels", str(LABELS), *FAST_MODEL, "--image-size", "32",
             "--batch-size", "32", "--val-fraction", "0.2", "--test-fraction", "0.4", "--output", str(output)]
     # The first run trains and checkpoints; the resumed one also runs the epoch-end BatchNorm pass (on 64 images:
     # one batch per rank; its numbers are checked by test_tf112_batchnorm_moments_in_the_graph_equal_the_numpy_path)

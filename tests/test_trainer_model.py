@@ -74,3 +74,16 @@ def test_batchnorm_moments_in_the_graph_equal_the_numpy_path():
     result = batchnorm_moments.compare()
     assert result["count"] == 8 and result["layers"] == 3, result
     assert result["mean_error"] < 1e-4 and result["variance_error"] < 1e-4, result
+
+
+def test_a_relu_saved_by_tf112_reads_back():
+    """TF 1.12 saves ReLU(6.)'s arguments as ``{"type": "ndarray", "value": 6.0}`` and cannot read them back
+    (tensorflow/tensorflow#22697: every MobileNet); the trainer's loads read that form and the plain one (the
+    legacy test resumes a MobileNet under TF 1.12 for real)."""
+    from trainer import compat
+
+    old = {"name": "re_lu", "max_value": {"type": "ndarray", "value": 6.0},
+           "negative_slope": {"type": "ndarray", "value": 0.0}, "threshold": {"type": "ndarray", "value": 0.0}}
+    layer = compat.SAVED_LAYERS["ReLU"].from_config(old)
+    assert float(layer.max_value) == 6.0 and float(layer.negative_slope) == 0.0 and float(layer.threshold) == 0.0
+    assert float(compat.ReLU.from_config({"name": "r", "max_value": 6.0}).max_value) == 6.0

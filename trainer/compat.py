@@ -90,13 +90,36 @@ def warmup_callback(hvd, initial_lr, warmup_epochs, steps_per_epoch):
     return cls(**kwargs)
 
 
+def _saved_scalar(value):
+    """A layer argument as this TensorFlow's HDF5 writer saved it: TF 1.12 writes a NumPy scalar (what
+    ``K.cast_to_floatx`` returns) as ``{"type": "ndarray", "value": 6.0}``; later ones as the number."""
+    if isinstance(value, dict) and value.get("type") == "ndarray":
+        return value.get("value")
+    return value
+
+
+class ReLU(tf.keras.layers.ReLU):
+    """``tf.keras.layers.ReLU`` that reads its arguments back in either saved form (``_saved_scalar``). TF 1.12's
+    own cannot load the HDF5 model it saved with a ReLU(max_value=...), every MobileNet's activation: "'<' not
+    supported between instances of 'dict' and 'float'" (https://github.com/tensorflow/tensorflow/issues/22697;
+    fix proposed in https://github.com/tensorflow/tensorflow/pull/23095)."""
+
+    def __init__(self, max_value=None, negative_slope=0, threshold=0, **kwargs):
+        super(ReLU, self).__init__(max_value=_saved_scalar(max_value), negative_slope=_saved_scalar(negative_slope),
+                                   threshold=_saved_scalar(threshold), **kwargs)
+
+
+#: Custom objects every load of a saved model passes: what this TensorFlow's Keras cannot read back by itself.
+SAVED_LAYERS = {"ReLU": ReLU}
+
+
 def load_model(hvd, path, custom_objects):
     """``hvd.load_model``: the Keras HDF5 model with its optimizer state, optimizer wrapped for Horovod.
 
     Horovod 0.28 looks up optimizer classes among ``tf.keras.optimizers.legacy`` only with ``legacy_opts=True``;
-    older Horovod has no such argument (and no legacy optimizers exist before TF 2.11).
+    older Horovod has no such argument (and no legacy optimizers exist before TF 2.11). Layers as ``SAVED_LAYERS``.
     """
-    kwargs = {"custom_objects": dict(custom_objects)}
+    kwargs = {"custom_objects": dict(SAVED_LAYERS, **custom_objects)}
     if "legacy_opts" in _params(hvd.load_model) and _legacy_adam() is not None:
         kwargs["legacy_opts"] = True
     adam_class = _adam_class()

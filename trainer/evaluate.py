@@ -64,13 +64,13 @@ def _sha256(path):
 def run(options):
     import tensorflow as tf
 
-    from trainer import evaluation, outputs, pipeline, runtime
+    from trainer import compat, evaluation, outputs, pipeline, runtime
     from trainer.train import predict_pooled
     rt = runtime.start(options.seed)
     runtime.hold_output(rt, options.output)
     subset, label_sha256 = rows(options)
     try:
-        model = tf.keras.models.load_model(options.model, compile=False)
+        model = tf.keras.models.load_model(options.model, compile=False, custom_objects=compat.SAVED_LAYERS)
     except (IOError, OSError, ValueError) as e:
         raise TrainerError("--model %s: not a readable Keras model (%s)" % (options.model, " ".join(str(e).split())))
     image_size = int(model.input_shape[1])

@@ -8,7 +8,8 @@ LABELS_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 #: rather than the network: on CPU a rank's start is mostly tracing, which grows with the trainable tensors
 #: (MobileNet 83, DenseNet-121 364), and MobileNet's starts came 2.55 times as fast as DenseNet-121's at 32²
 #: (bench/ratios/backbone_start.py, 2 rounds here). CheXNet's own DenseNet-121 is trained end to end inside the
-#: cpu image (tests/test_images_docker.py) and by the legacy stack (tests/test_trainer_legacy.py).
+#: cpu image (tests/test_images_docker.py ``test_train_inside_the_cpu_image``); its train step's tracing is
+#: tests/test_trainer_trace.py's subject.
 FAST_MODEL = ("--model", "mobilenet")
 #: 197 training images (the sample's patients: 10 % validation, 70 % test) -> 4 steps per epoch with 2 x 32; no
 #: epoch-end BatchNorm pass and no baseline: these tests are about the launcher (the trainer's tests cover both)
