@@ -292,12 +292,14 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
     "render": "slurm/k8s: print the batch script / MPIJobs",
     "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",
     "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
+    "repeats": "runs of each count (local/mpirun), round-robin over the counts per repeat (1,2,...,1,2,...) so "
+               "drift hits every count alike; 3 or more give each point a 95 % interval (5 for a readable 3 %)",
 })
 @user_errors
 def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
           image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
           per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
-          collect=None):
+          collect=None, repeats=1):
     """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
     from pathlib import Path
 
@@ -318,7 +320,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
                             gpus=not np, label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,
-                            warmup_steps=warmup_steps, data=data, amp=amp, image=image)
+                            warmup_steps=warmup_steps, data=data, amp=amp, image=image, repeats=repeats)
     opts = main.Scheduled(per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis",
                           results=results,
                           rdma_resource=rdma, render=render, submit=submit)
@@ -330,16 +332,27 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
                "(more after `--`)",
     "output": "PNG path; the .csv and .md tables are written beside it",
     "title": "figure title",
-})
+    "strict": "refuse (exit 2) when a series differs from the baseline in more than the system (stack versions, "
+              "data, image size, batch, model, precision, hosts)",
+    "baseline": "regression gate: judge RESULTS against this sweep JSON, exit 1 when a point falls below it "
+                "(no figure is drawn)",
+    "tolerance": "with --baseline: % below a baseline point without an interval (< 3 repeats) that fails "
+                 "(default 5)",
+}, floats=["tolerance"])
 @user_errors
-def bench_report(c, results, output="bench/results/figure1.png", title=None):
-    """The seed's Figure 1: images/s vs count per system, % difference, scaling efficiency (PNG + CSV + Markdown)."""
+def bench_report(c, results, output="bench/results/figure1.png", title=None, strict=False, baseline=None,
+                 tolerance=None):
+    """The seed's Figure 1: median images/s vs count per system with 95 % intervals, % difference, scaling
+    efficiency (PNG + CSV + Markdown); with --baseline the regression gate."""
     import shlex
     from pathlib import Path
 
     from bench import main
 
-    main.report([results] + shlex.split(c.remainder or ""), Path(output), title)
+    items = [results] + shlex.split(c.remainder or "")
+    if baseline:
+        return main.regression_gate(items, baseline, tolerance)
+    main.report(items, Path(output), title, strict)
 
 
 def main(argv: list[str] | None = None) -> None:

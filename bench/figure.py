@@ -1,6 +1,9 @@
-"""The seed's Figure 1 from sweep results: images/s vs GPU count, one bar series per labelled system, the %
-difference of each system against the first (the baseline) at every count, and scaling efficiency — as a PNG
-(matplotlib, Agg) and as the same numbers in a table (rich on screen, CSV and Markdown beside the PNG).
+"""The seed's Figure 1 from sweep results: the median images/s over repeats vs GPU count with its 95 % interval
+(error bars), one bar series per labelled system, the % difference of each system against the first (the
+baseline) at every count with its interval ("not distinguishable" where that holds 0; ``bench.stats``), and
+scaling efficiency — as a PNG (matplotlib, Agg) and as the same numbers in a table (rich on screen, CSV and
+Markdown beside the PNG). Only series that differ from the baseline in the system alone get a difference
+(``bench.guard``); what the others differ in is named in the table and the caption.
 
 ``compare`` computes the numbers once; the PNG and the three tables only render them.
 """
@@ -18,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench.results import Sweep  # noqa: E402
+from bench import guard, stats  # noqa: E402
+from bench.results import Point, Sweep  # noqa: E402
 from chexstack.errors import ChexstackError  # noqa: E402
 from chexstack.outputs import output_file  # noqa: E402
 
@@ -31,10 +35,20 @@ UPRIGHT_BAR_LABELS = 4
 
 @dataclass(frozen=True)
 class Cell:
+    """One system at one count: ``images_per_sec`` the median over its ``repeats`` (readings), ``interval`` its 95 %
+    interval (``bench.stats``; None under 3 repeats), ``diff`` against the baseline at the same count (None for the
+    baseline, a missing baseline point or a series that is not comparable)."""
+
     images_per_sec: float
     per_rank: float
     efficiency: float | None
-    diff_pct: float | None  # against the baseline at the same count; None for the baseline or not comparable
+    repeats: int
+    interval: stats.Interval | None
+    diff: stats.Difference | None
+
+    @property
+    def diff_pct(self) -> float | None:
+        return None if self.diff is None else self.diff.pct
 
 
 @dataclass(frozen=True)
@@ -45,7 +59,8 @@ class Comparison:
     units: tuple[str, ...]
     counts: tuple[int, ...]
     cells: dict[tuple[str, int], Cell | None]
-    differences: tuple[tuple[str, ...], ...]  # per series: what differs from the baseline (``differences``)
+    differences: tuple[tuple[str, ...], ...]  # per series: what differs from the baseline (``guard.differences``)
+    notes: tuple[str, ...] = ()  # sentences for the caption (``guard.table1_note``)
 
     @property
     def comparable(self) -> tuple[bool, ...]:
@@ -61,39 +76,17 @@ class Comparison:
         return units[0] if len(units) == 1 else " / ".join(units)
 
 
-#: What must be equal for a % difference to mean something: (name in messages, value of a sweep or None when its
-#: record does not say). A 32 px sweep is not "−90 %" of a 224 px one.
-COMPARED = (
-    ("device kind", lambda s: s.unit),
-    ("model", lambda s: s.record.model),
-    ("image size", lambda s: None if s.record.image_size is None else "%d px" % s.record.image_size),
-    ("batch size per rank", lambda s: s.record.batch_size_per_rank),
-    ("precision", lambda s: None if s.record.amp is None else ("mixed float16" if s.record.amp else "float32")),
-)
-
-
-def differences(sweep: Sweep, base: Sweep) -> tuple[str, ...]:
-    """What differs between ``sweep`` and ``base`` among ``COMPARED``, e.g. ``("image size 32 px vs 224 px",)``;
-    empty when they compare like with like. A field one record does not give (a published series) is not
-    compared."""
-    out = []
-    for name, value in COMPARED:
-        mine, theirs = value(sweep), value(base)
-        if mine is not None and theirs is not None and mine != theirs:
-            out.append("%s %s vs %s" % (name, mine, theirs))
-    return tuple(out)
-
-
-def comparable(sweep: Sweep, base: Sweep) -> bool:
-    """Whether a % difference against ``base`` means something: nothing of ``COMPARED`` differs."""
-    return not differences(sweep, base)
+def _cell(point: Point, base: Point | None, compared: bool) -> Cell:
+    diff = stats.difference(point.readings, base.readings) if base is not None and compared else None
+    return Cell(point.images_per_sec, point.images_per_sec_per_rank, point.scaling_efficiency, len(point.readings),
+                stats.median_interval(point.readings), diff)
 
 
 def compare(sweeps: list[Sweep]) -> Comparison:
-    """Line up the sweeps by count. The first sweep is the baseline of the % differences: ``100 · (X − X_base) /
-    X_base`` with X the total images/s, for sweeps ``comparable`` with it; the others are shown as their own
-    group, labelled with what differs (``differences``). Raises ChexstackError for no sweeps or a repeated
-    label."""
+    """Line up the sweeps by count. The first sweep is the baseline of the % differences (``bench.stats.difference``:
+    of the medians over repeats, ``100 · (X / X_base − 1)``, with its 95 % interval) for sweeps
+    ``guard.comparable`` with it; the others are shown as their own group, labelled with what differs
+    (``guard.differences``). Raises ChexstackError for no sweeps or a repeated label."""
     if not sweeps:
         raise ChexstackError("bench-report: expected at least one result file")
     labels = [s.label for s in sweeps]
@@ -104,25 +97,31 @@ def compare(sweeps: list[Sweep]) -> Comparison:
     counts = sorted({p.count for s in sweeps for p in s.points})
     cells: dict[tuple[str, int], Cell | None] = {}
     for sweep in sweeps:
+        compared = sweep is not sweeps[0] and guard.comparable(sweep, sweeps[0])
         for n in counts:
-            p, base = sweep.point(n), sweeps[0].point(n)
-            diff = None
-            if p is not None and base is not None and sweep is not sweeps[0] and comparable(sweep, sweeps[0]):
-                diff = 100.0 * (p.images_per_sec - base.images_per_sec) / base.images_per_sec
-            cells[(sweep.label, n)] = None if p is None else Cell(p.images_per_sec, p.images_per_sec_per_rank,
-                                                                   p.scaling_efficiency, diff)
+            p = sweep.point(n)
+            cells[(sweep.label, n)] = None if p is None else _cell(p, sweeps[0].point(n), compared)
+    notes = tuple(dict.fromkeys(n for n in (guard.table1_note(s, sweeps[0]) for s in sweeps[1:]) if n))
     return Comparison(tuple(labels), tuple(s.unit for s in sweeps), tuple(counts), cells,
-                      tuple(differences(s, sweeps[0]) for s in sweeps))
+                      tuple(guard.differences(s, sweeps[0]) for s in sweeps), notes)
 
 
 def _num(x: float | None, digits: int = 1) -> str:
     return "" if x is None else "%.*f" % (digits, x)
 
 
+NOT_DISTINGUISHABLE = "not distinguishable"
+NO_INTERVAL = "no interval"
+#: How the intervals are made, for captions (``bench.stats``).
+METHOD = ("95 %% intervals: percentile bootstrap of the median over repeats (Efron & Tibshirani 1993), %d resamples, "
+          "fixed seed; %s under %d repeats" % (stats.RESAMPLES, NO_INTERVAL, stats.MIN_REPEATS))
+
+
 def columns(cmp: Comparison) -> list[str]:
+    """The columns of the Markdown and screen tables."""
     per = "GPU" if set(cmp.units) == {"GPUs"} else "rank"
-    return [cmp.count_axis, "system", "images/s", "images/s per %s" % per, "scaling efficiency (%)",
-            "vs %s (%%)" % cmp.baseline]
+    return [cmp.count_axis, "system", "repeats", "images/s (median)", "images/s 95 % interval",
+            "images/s per %s" % per, "scaling efficiency (%)", "vs %s (%%)" % cmp.baseline]
 
 
 def records(cmp: Comparison) -> list[tuple[int, str, Cell]]:
@@ -131,25 +130,53 @@ def records(cmp: Comparison) -> list[tuple[int, str, Cell]]:
             if cmp.cells[(label, n)] is not None]
 
 
+def _interval_text(interval: stats.Interval | None, signed: bool = False) -> str:
+    if interval is None:
+        return NO_INTERVAL
+    return ("[%+.1f, %+.1f]" if signed else "[%.1f, %.1f]") % (interval.low, interval.high)
+
+
+def verdict(d: stats.Difference) -> str:
+    """``not distinguishable`` where the difference's interval holds 0, ``no interval`` without one, else ``""``."""
+    return {None: NO_INTERVAL, False: NOT_DISTINGUISHABLE, True: ""}[d.distinguishable]
+
+
+def diff_text(cmp: Comparison, label: str, c: Cell) -> str:
+    """The difference column: ``baseline``, ``not comparable: …``, ``-5.9 [-8.7, -3.0]`` (% and its 95 % interval),
+    ``… not distinguishable`` where the interval holds 0, ``-8.0 (no interval)``; empty without a baseline point."""
+    if label == cmp.baseline:
+        return "baseline"
+    if not cmp.comparable[cmp.labels.index(label)]:
+        return "not comparable: %s" % "; ".join(cmp.differences[cmp.labels.index(label)])
+    if c.diff is None:
+        return ""
+    if c.diff.interval is None:
+        return "%+.1f (%s)" % (c.diff.pct, NO_INTERVAL)
+    return " ".join(filter(None, ["%+.1f" % c.diff.pct, _interval_text(c.diff.interval, True), verdict(c.diff)]))
+
+
 def rows(cmp: Comparison) -> list[list[str]]:
-    """The records as text: images/s to 1 decimal, efficiency and difference in %."""
-    def diff(label: str, c: Cell) -> str:
-        if label == cmp.baseline:
-            return "baseline"
-        if not cmp.comparable[cmp.labels.index(label)]:
-            return "not comparable: %s" % "; ".join(cmp.differences[cmp.labels.index(label)])
-        return "" if c.diff_pct is None else "%+.1f" % c.diff_pct
-    return [[str(n), label, _num(c.images_per_sec), _num(c.per_rank),
-             _num(c.efficiency * 100 if c.efficiency is not None else None), diff(label, c)]
+    """The records as text: images/s to 1 decimal with the 95 % interval, efficiency and difference in %."""
+    return [[str(n), label, str(c.repeats), _num(c.images_per_sec), _interval_text(c.interval), _num(c.per_rank),
+             _num(c.efficiency * 100 if c.efficiency is not None else None), diff_text(cmp, label, c)]
             for n, label, c in records(cmp)]
+
+
+def caption(cmp: Comparison) -> list[str]:
+    """What the figure and the Markdown table say below themselves: how the intervals are made (when a point has
+    repeats enough for one), what each series not compared differs in, and the guard's notes."""
+    lines = [METHOD] if any(c and c.interval for c in cmp.cells.values()) else []
+    lines += ["not compared with %s: %s: %s" % (cmp.baseline, label, "; ".join(found))
+              for label, found in zip(cmp.labels, cmp.differences) if found]
+    return lines + list(cmp.notes)
 
 
 def rich_table(cmp: Comparison, title: str = "Throughput vs count") -> Table:
     """The rows with short headers (the title names the baseline) so the table fits a terminal; one system: no
     difference column."""
     table = Table(title=title)
-    per = columns(cmp)[3].replace("images/s ", "")
-    headers = [cmp.count_axis, "system", "images/s", per, "eff. (%)", "Δ vs base (%)"]
+    per = columns(cmp)[5].replace("images/s ", "")
+    headers = [cmp.count_axis, "system", "n", "images/s", "95 % interval", per, "eff. (%)", "Δ vs base (%)"]
     width = len(headers) if len(cmp.labels) > 1 else len(headers) - 1
     for i, col in enumerate(headers[:width]):
         table.add_column(col, justify="left" if i == 1 else "right", no_wrap=i == 1)
@@ -161,26 +188,39 @@ def rich_table(cmp: Comparison, title: str = "Throughput vs count") -> Table:
 
 
 def csv_text(cmp: Comparison) -> str:
-    """CSV with full-precision numbers (empty where undefined); when a series is not comparable with the
-    baseline, a last column ``not comparable`` says what differs."""
+    """CSV with full-precision numbers (empty where undefined): per point the repeats, the median images/s and its
+    95 % interval's bounds, per GPU, efficiency, the difference against the baseline with its interval's bounds
+    and ``verdict``; when a series is not comparable with the baseline, a last column ``not comparable`` says
+    what differs."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     why = not all(cmp.comparable)
-    writer.writerow(columns(cmp) + (["not comparable"] if why else []))
+    cols = columns(cmp)
+    vs = cols[7].replace(" (%)", "")
+    writer.writerow(cols[:4] + ["images/s 95 % low", "images/s 95 % high"] + cols[5:8]
+                    + ["%s 95 %% low (%%)" % vs, "%s 95 %% high (%%)" % vs, "verdict"]
+                    + (["not comparable"] if why else []))
     for n, label, c in records(cmp):
-        writer.writerow([n, label, "%.3f" % c.images_per_sec, "%.3f" % c.per_rank,
-                         "" if c.efficiency is None else "%.2f" % (100 * c.efficiency),
-                         "" if c.diff_pct is None else "%.2f" % c.diff_pct]
+        d = c.diff
+        bounds = d.interval if d is not None else None
+        writer.writerow([n, label, c.repeats, "%.3f" % c.images_per_sec,
+                         _num(c.interval and c.interval.low, 3), _num(c.interval and c.interval.high, 3),
+                         "%.3f" % c.per_rank, _num(c.efficiency and 100 * c.efficiency, 2),
+                         _num(c.diff_pct, 2), _num(bounds and bounds.low, 2),
+                         _num(bounds and bounds.high, 2), "" if d is None else verdict(d) or "distinguishable"]
                         + (["; ".join(cmp.differences[cmp.labels.index(label)])] if why else []))
     return buf.getvalue()
 
 
 def markdown_text(cmp: Comparison) -> str:
+    """The rows as a Markdown table, the caption's lines below it."""
     def line(cells):
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
     cols = columns(cmp)
     align = ["---:", ":---"] + ["---:"] * (len(cols) - 2)
-    return "\n".join([line(cols), "|" + "|".join(align) + "|"] + [line(r) for r in rows(cmp)]) + "\n"
+    notes = caption(cmp)
+    return "\n".join([line(cols), "|" + "|".join(align) + "|"] + [line(r) for r in rows(cmp)]
+                     + ([""] + ["- " + n for n in notes] if notes else [])) + "\n"
 
 
 def _bar_label(x: float) -> str:
@@ -201,6 +241,33 @@ def _efficiency_label(ax, x: float, y: float, series: int, colour: str) -> None:
                 bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
 
 
+def _error_bars(ax, shown: list[tuple[float, Cell]]) -> None:
+    """Error bars at the bars' x offsets: each cell's 95 % interval (cells without one get none)."""
+    if shown:
+        ax.errorbar([o for o, _ in shown], [c.images_per_sec for _, c in shown], fmt="none", ecolor="0.2",
+                    elinewidth=1, capsize=3, yerr=[[c.images_per_sec - c.interval.low for _, c in shown],
+                                                   [c.interval.high - c.images_per_sec for _, c in shown]])
+
+
+def _legend_differences(found: tuple[str, ...]) -> str:
+    """What a legend entry says a series differs in: the first difference, and how many more the caption names."""
+    return found[0] + ("; +%d more (caption)" % (len(found) - 1) if len(found) > 1 else "")
+
+
+def _bar_text(cmp: Comparison, series: int, c: Cell, upright: bool) -> str:
+    """A bar's label: its images/s, then (not the baseline) the % difference with its interval and ``n.d.`` where
+    that holds 0 (not distinguishable), or ``(n/c)`` for a series not comparable."""
+    sep = "  " if upright else "\n"
+    text = _bar_label(c.images_per_sec)
+    if c.diff is not None:
+        text += sep + "%+.1f %%" % c.diff.pct
+        if c.diff.interval is not None:
+            text += sep + _interval_text(c.diff.interval, True) + (" n.d." if not c.diff.distinguishable else "")
+    elif series and not cmp.comparable[series]:
+        text += sep + "(n/c)"
+    return text
+
+
 def draw(cmp: Comparison, sweeps: list[Sweep], path: Path, title: str | None = None) -> Path:
     """Write the figure (``figure``) to ``path``, in the format its suffix names."""
     fig = figure(cmp, sweeps, title)
@@ -211,8 +278,9 @@ def draw(cmp: Comparison, sweeps: list[Sweep], path: Path, title: str | None = N
 
 
 def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> plt.Figure:
-    """The figure: bars of images/s per count (one colour per system, value on each bar, % vs the baseline above
-    the others) over a panel of scaling efficiency (%, ideal 100 % dashed). The caller closes it."""
+    """The figure: bars of the median images/s per count (one colour per system, error bars: the 95 % interval
+    over repeats, value on each bar, % vs the baseline with its interval above the others) over a panel of scaling
+    efficiency (%, ideal 100 % dashed); below, the ``caption``. The caller closes it."""
     n_series, x = len(cmp.labels), range(len(cmp.counts))
     width = 0.8 / n_series
     fig, (ax, ax_eff) = plt.subplots(2, 1, figsize=(10, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
@@ -225,17 +293,15 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
         cells = [cmp.cells[(label, n)] for n in cmp.counts]
         legend = "%s (%s)" % (label, unit) if mixed_units else label
         if cmp.differences[i]:
-            legend += " [n/c: %s]" % "; ".join(cmp.differences[i])
-        bars = ax.bar([o for o, c in zip(offsets, cells) if c], [c.images_per_sec for c in cells if c], width * 0.95,
-                      color=colour, label=legend)
+            legend += " [n/c: %s]" % _legend_differences(cmp.differences[i])
+        shown = [(o, c) for o, c in zip(offsets, cells) if c]
+        bars = ax.bar([o for o, _ in shown], [c.images_per_sec for _, c in shown], width * 0.95, color=colour,
+                      label=legend)
+        _error_bars(ax, [(o, c) for o, c in shown if c.interval])
         upright = n_series >= UPRIGHT_BAR_LABELS
-        for bar, c in zip(bars, [c for c in cells if c]):
-            text = _bar_label(c.images_per_sec)
-            if c.diff_pct is not None:
-                text += ("  " if upright else "\n") + "%+.1f %%" % c.diff_pct
-            elif label != cmp.baseline and not cmp.comparable[i]:
-                text += ("  " if upright else "\n") + "(n/c)"
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 2),
+        for bar, (_, c) in zip(bars, shown):
+            top = c.interval.high if c.interval else bar.get_height()
+            ax.annotate(_bar_text(cmp, i, c, upright), (bar.get_x() + bar.get_width() / 2, top), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8,
                         rotation=90 if upright else 0)
         eff = [(o, c.efficiency * 100) for o, c in zip(offsets, cells) if c and c.efficiency is not None]
@@ -255,18 +321,19 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
     ax.legend(loc="upper left", fontsize=9)
     models = sorted({s.record.model for s in sweeps if s.record.model})
     ax.set_title(title or "Training throughput vs %s%s" % (cmp.count_axis, " — " + ", ".join(models) if models else ""))
+    lines = caption(cmp)
     if n_series > 1:
-        note = "%% above bars: difference vs %s" % cmp.baseline
-        if not all(cmp.comparable):
-            note += "\n(n/c): not comparable (the legend names what differs)"
-        ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top", fontsize=8, color="0.3")
+        lines.insert(0, "%% above bars: difference vs %s [95 %% interval]; n.d.: not distinguishable%s" % (
+            cmp.baseline, "; (n/c): not comparable" if not all(cmp.comparable) else ""))
     ax_eff.axhline(100, color="0.5", linestyle="--", linewidth=1)
     ax_eff.set_ylabel("scaling\nefficiency (%)")
     ax_eff.set_ylim(0, 125)
     ax_eff.grid(axis="y", alpha=0.3)
     ax_eff.set_xticks(list(x), [str(n) for n in cmp.counts])
     ax_eff.set_xlabel(cmp.count_axis)
-    fig.tight_layout()
+    if lines:
+        fig.text(0.01, 0.005, "\n".join(lines), ha="left", va="bottom", fontsize=7, color="0.25", wrap=True)
+    fig.tight_layout(rect=(0, 0.022 * len(lines) + (0.01 if lines else 0), 1, 1))
     return fig
 
 

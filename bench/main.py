@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import batch, figure
+from bench import batch, figure, gate, guard
 from bench.results import Sweep, load_sweep
 from bench.sweep import SweepRequest, run_sweep
 from chexstack.console import console, warn
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
 from launch import k8s, submit
 from launch.cluster import cluster_path, local_image_warning
@@ -161,14 +161,44 @@ def expand_results(items: list[str]) -> list[Path]:
     return paths
 
 
-def report(items: list[str], png: Path, title: str | None = None) -> figure.Report:
-    """``invoke bench-report``: Figure 1 PNG + CSV + Markdown, and the table on screen."""
-    sweeps = [load_sweep(p) for p in expand_results(items)]
+def _load(items: list[str]) -> list[tuple[Path, Sweep]]:
+    return [(p, load_sweep(p)) for p in expand_results(items)]
+
+
+def report(items: list[str], png: Path, title: str | None = None, strict: bool = False) -> figure.Report:
+    """``invoke bench-report``: Figure 1 PNG + CSV + Markdown, and the table and its caption on screen. ``strict``
+    (``--strict``): refuse (exit 2, ``guard.refuse``) when a series differs from the baseline in more than the
+    system, before drawing."""
+    loaded = _load(items)
+    (base_path, base), sweeps = loaded[0], [s for _, s in loaded]
+    if strict:
+        guard.refuse([(p, s, base_path, base) for p, s in loaded[1:]], "bench-report --strict")
     result = figure.write_report(sweeps, png, title)
     console.print(figure.rich_table(result.comparison, title="Throughput vs %s (baseline: %s)"
                                     % (result.comparison.count_axis, result.comparison.baseline)))
+    for line in figure.caption(result.comparison):
+        console.print("[yellow]note:[/] %s" % line)
     for p in (result.png, result.csv, result.markdown):
         console.print("wrote [bold]%s[/]" % p)
     return result
 
 
+def regression_gate(items: list[str], baseline: str, tolerance_pct: float | None = None) -> None:
+    """``invoke bench-report --baseline FILE RESULTS``: judge each result against the baseline sweep (``bench.gate``,
+    ``tolerance_pct`` default ``gate.TOLERANCE_PCT``) and print a table per result. Raises ChexstackError: exit 2
+    for a result not comparable with the baseline (before any is judged) or sharing no count, exit 1 naming every
+    point that fell below the baseline."""
+    base_path = input_file(baseline, "--baseline %s" % baseline, "a sweep JSON file")
+    base = load_sweep(base_path)
+    loaded = _load(items)
+    guard.refuse([(p, s, base_path, base) for p, s in loaded], "bench-report --baseline %s" % base_path)
+    failed = []
+    for path, sweep in loaded:
+        verdicts = gate.check(path, sweep, base_path, base,
+                              gate.TOLERANCE_PCT if tolerance_pct is None else tolerance_pct)
+        console.print(gate.table(verdicts, sweep.unit, "%s vs baseline %s" % (path, base_path)))
+        failed += ["%s: %s" % (path, line) for line in gate.drops(verdicts, sweep.unit)]
+    if failed:
+        raise ChexstackError("bench-report --baseline %s: below the baseline:\n  %s" % (base_path, "\n  ".join(failed)),
+                             exit_code=ExitCode.FAILED)
+    console.print("no point below the baseline %s" % base_path)

@@ -5,20 +5,26 @@ rank count: total images/s, images/s per rank (per GPU), scaling efficiency agai
 trainer's (throughput mode): per rank ``batch size / median step time`` over the timed steps after warm-up, summed
 over ranks; the median ignores the odd slow step (a straggler, a GC pause) that a mean would smear over the run.
 
-Scaling efficiency at n ranks: ``E(n) = X(n) / (n · X(1))`` (X: total images/s); undefined without a 1-rank point.
+A point may carry several repeat readings (``repeats``: total images/s of each run of that count, in the order
+run; ``invoke bench --repeats N``); its ``images_per_sec`` is then their median (``bench.stats`` gives the interval).
+A file without ``repeats`` is one reading (``Point.readings``), as every sweep written before repeats existed.
+
+Scaling efficiency at n ranks: ``E(n) = X(n) / (n · X(1))`` (X: total images/s, the median over repeats); undefined
+without a 1-rank point.
 
 Errors: ``load_sweep`` raises ChexstackError naming the file and field (or saying the file is not a sweep at all).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from chexstack.errors import ChexstackError
 
@@ -31,16 +37,54 @@ class _Model(BaseModel):
 
 
 class Point(_Model):
-    """One rank count. ``images_per_sec``: total; ``images_per_sec_per_rank``: total / count (per GPU);
-    ``images_per_sec_by_rank``: each rank's own figure; ``step_times_s``: rank 0's timed steps (seconds)."""
+    """One rank count. ``images_per_sec``: total (the median of ``repeats`` where given, filled in from them when
+    absent); ``repeats``: total images/s of each repeat in run order (empty: one reading); ``images_per_sec_per_rank``:
+    total / count (per GPU); ``images_per_sec_by_rank``: each rank's own figure (with repeats: each rank's median);
+    ``step_times_s``: rank 0's timed steps (seconds; with repeats: all repeats' in run order)."""
 
     count: int = Field(ge=1)
-    images_per_sec: float = Field(gt=0)
+    images_per_sec: float | None = Field(default=None, gt=0)
+    repeats: list[PositiveFloat] = Field(default_factory=list)
     images_per_sec_per_rank: float | None = None
     images_per_sec_by_rank: list[float] = Field(default_factory=list)
     scaling_efficiency: float | None = None
     median_step_time_s: float | None = None
     step_times_s: list[float] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _median(self) -> "Point":
+        if not self.repeats:
+            if self.images_per_sec is None:
+                raise ValueError("expected images_per_sec or repeats")
+            return self
+        median = statistics.median(self.repeats)
+        if self.images_per_sec is None:
+            self.images_per_sec = median
+        elif not math.isclose(self.images_per_sec, median, rel_tol=1e-9):
+            raise ValueError("images_per_sec %r is not the median %r of repeats %s"
+                             % (self.images_per_sec, median, self.repeats))
+        return self
+
+    @property
+    def readings(self) -> list[float]:
+        """Total images/s of each repeat: ``repeats``, or the one reading ``[images_per_sec]``."""
+        return list(self.repeats) or [self.images_per_sec]
+
+
+def merge_repeats(readings: list[Point]) -> Point:
+    """One count's repeat readings (same count, in run order) as one ``Point``: ``repeats`` each reading's total
+    images/s, ``images_per_sec`` their median, per rank the median of each rank's figures, ``step_times_s`` all
+    repeats' timed steps in run order and their median. One reading is returned as it is (no ``repeats`` list, as
+    a sweep of one repeat was always written). Raises ValueError for no readings or mixed counts."""
+    if not readings or len({p.count for p in readings}) != 1:
+        raise ValueError("expected the readings of one count, got %s" % [p.count for p in readings])
+    if len(readings) == 1:
+        return readings[0]
+    by_rank = [p.images_per_sec_by_rank for p in readings]
+    steps = [t for p in readings for t in p.step_times_s]
+    return Point(count=readings[0].count, repeats=[p.images_per_sec for p in readings],
+                 images_per_sec_by_rank=[statistics.median(r) for r in zip(*by_rank)] if all(by_rank) else [],
+                 median_step_time_s=statistics.median(steps) if steps else None, step_times_s=steps)
 
 
 class RunRecord(_Model):

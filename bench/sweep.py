@@ -25,7 +25,7 @@ from pathlib import Path
 
 import launch
 from bench import sysinfo
-from bench.results import Reading, RunRecord, Sweep, point_from_throughput, save_sweep
+from bench.results import Point, Reading, RunRecord, Sweep, merge_repeats, point_from_throughput, save_sweep
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
@@ -43,7 +43,8 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 class SweepRequest:
     """What ``invoke bench`` asked for. ``counts``: rank counts, GPUs with ``gpus`` (``--gpus``, one rank per GPU,
     as ``invoke train --gpus N``) or else CPU ranks (``--np``, as ``invoke train --gpus 0 --np N``); ``batch_size``:
-    per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``."""
+    per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``; ``repeats``: runs of each
+    count, round-robin (``repeated_requests``)."""
 
     counts: tuple[int, ...]
     label: str
@@ -59,6 +60,7 @@ class SweepRequest:
     data: str = "synthetic"
     amp: bool = False
     image: str | None = None
+    repeats: int = 1
 
     @property
     def count_option(self) -> str:
@@ -74,6 +76,11 @@ class SweepRequest:
             raise ChexstackError("--label %r: expected letters, digits, '.', '_' or '-' (it names the result file)"
                                  % self.label)
         check_launcher(self.launcher, LAUNCHERS)
+        if self.repeats < 1:
+            raise ChexstackError("--repeats %d: expected 1 or more runs of each count" % self.repeats)
+        if self.repeats > 1 and self.launcher in SCHEDULED:
+            raise ChexstackError("--repeats %d with --launcher %s: repeats run here (local, mpirun); a scheduled "
+                                 "sweep runs each count once" % (self.repeats, self.launcher))
         # model, sizes and steps are judged by the trainer's own parser, as for invoke train (trainer.preflight)
         throughput_requests(self, "bench-check")[0].check()
         if self.launcher in SCHEDULED:  # the data are the cluster's: absolute, not checked here
@@ -102,6 +109,16 @@ def throughput_requests(req: SweepRequest, root: str) -> list[TrainRequest]:
     (``launch.run`` here, ``bench.batch`` for a scheduler). Its count is ``request.ranks()``."""
     return [TrainRequest(gpus=n if req.gpus else 0, np=None if req.gpus else n,
                          argv=throughput_argv(req, "%s/np-%d" % (root, n))) for n in sorted(req.counts)]
+
+
+def repeated_requests(req: SweepRequest, root: str) -> list[tuple[int, TrainRequest]]:
+    """(repeat, request) in run order: round-robin, every count of repeat 1 (smallest first), then of repeat 2, …
+    (counts 1,2,1,2,…), so that drift on the machine (another job, a warming node) hits every count alike. One
+    repeat writes ``<root>/np-<N>`` (``throughput_requests``); more write ``<root>/repeat-<r>/np-<N>``."""
+    if req.repeats == 1:
+        return [(1, request) for request in throughput_requests(req, root)]
+    return [(r, request) for r in range(1, req.repeats + 1)
+            for request in throughput_requests(req, "%s/repeat-%d" % (root, r))]
 
 
 #: The seed's Figure 1 counts: what a sweep that fits is built from when none of the requested counts fit.
@@ -224,7 +241,8 @@ def place(req: SweepRequest) -> launch.Where:
 
 
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
-    """Run every count (smallest first) through the launcher seam (``launch.run`` at ``place(req)``: the same
+    """Run every count (smallest first; with repeats round-robin, ``repeated_requests``: each count's readings become
+    one point, ``merge_repeats``) through the launcher seam (``launch.run`` at ``place(req)``: the same
     ``launch.local.execute`` as ``invoke train``'s run, under each count's output lock), then write the sweep
     JSON (``keep_sweep``: into ``runs/<tag>/`` when ``output`` has become unwritable); returns it and its path.
     Raises ChexstackError before anything runs when a count does not fit or ``output`` cannot be written, and
@@ -239,21 +257,25 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
     record = host_record(req, repo, now)
     slots, where = available_slots(req, record)
     check_slots(req.counts, slots, where, req.count_option)
-    points, devices, placed = [], set(), place(req)
-    for request in throughput_requests(req, str((runs / tag).resolve())):
+    readings: dict[int, list[Point]] = {}
+    devices, placed = set(), place(req)
+    for repeat, request in repeated_requests(req, str((runs / tag).resolve())):
         n = request.ranks()
+        of = ", repeat %d/%d" % (repeat, req.repeats) if req.repeats > 1 else ""
+        heading = "%d %s%s" % (n, record.count_unit, of)
         start = time.monotonic()
         try:
-            launch.run(request, placed, heading="%d %s" % (n, record.count_unit))
+            launch.run(request, placed, heading=heading)
         except ChexstackError as e:
-            raise ChexstackError("throughput run with %d ranks: %s" % (n, e), exit_code=ExitCode.FAILED) from None
+            raise ChexstackError("throughput run with %d ranks%s: %s" % (n, of, e), exit_code=ExitCode.FAILED) from None
         wall = time.monotonic() - start
         point, device, versions = read_point(n, Path(request.options.output))
-        points.append(point)
+        readings.setdefault(n, []).append(point)
         devices.add(device)
         record = record.model_copy(update={"versions": record.versions or versions})
-        console.print("  %2d %s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
-            n, record.count_unit, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
+        console.print("  %2d %s%s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
+            n, record.count_unit, of, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))
+    points = [merge_repeats(readings[n]) for n in sorted(readings)]
     sweep = Sweep(label=req.label, record=settle_device(record, devices), points=points)
     return sweep, keep_sweep(sweep, output / (tag + ".json"), runs / tag / (tag + ".json"))

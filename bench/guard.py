@@ -1,0 +1,100 @@
+"""The comparability guard: two sweeps are compared only when they differ in the system alone (bare metal,
+container, Kubernetes: how the ranks are started), never in what runs or on what.
+
+``COMPARED`` lists what must be equal, each read from a sweep's run record: device kind, model, image size, batch
+size per rank, precision; the stack's versions as the ranks reported them (``record.versions``: Horovod, Open
+MPI/MPI, TensorFlow, Python); the data (``record.data``: ``synthetic`` or the ChestX-ray14 folder given; no
+content hash is recorded); the hosts (names without ``:slots``, ``localhost`` as the recording host). A field one
+record does not give (a published series states no batch size; the trainer reports no MPI version) is not
+compared.
+
+``differences`` names what differs; ``bench.figure`` shows a series with differences as its own group, without a %
+difference, naming them in the table and the caption; ``refuse`` is ``bench-report --strict``'s and the regression
+gate's refusal. When the two records are the seed study's two Table 1 stacks (``envs/table1.yaml``: NGC 19.06 vs
+conda), ``table1_note`` says that the seed's own comparison fails this guard.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.results import Sweep
+from chexstack.errors import ChexstackError, ExitCode
+
+
+def _version(key: str):
+    return lambda s: s.record.versions.get(key) or None
+
+
+LOCAL_NAMES = ("localhost", "127.0.0.1")
+
+
+def _hosts(sweep: Sweep) -> str | None:
+    """The record's host names, sorted, without ``:slots``; ``localhost`` is the recording host (``hostname``)."""
+    names = {h.split(":")[0] for h in sweep.record.hosts}
+    here = sweep.record.hostname
+    return ",".join(sorted({here if here and n in LOCAL_NAMES else n for n in names})) or None
+
+
+#: What must be equal for a % difference to mean something: (name in messages, value of a sweep or None when its
+#: record does not say). A 32 px sweep is not "−90 %" of a 224 px one; Horovod 0.16.2 against 0.16.1 is not the
+#: container's cost.
+COMPARED = (
+    ("device kind", lambda s: s.unit),
+    ("model", lambda s: s.record.model),
+    ("image size", lambda s: None if s.record.image_size is None else "%d px" % s.record.image_size),
+    ("batch size per rank", lambda s: s.record.batch_size_per_rank),
+    ("precision", lambda s: None if s.record.amp is None else ("mixed float16" if s.record.amp else "float32")),
+    ("Horovod", _version("horovod")),
+    ("Open MPI", _version("openmpi")),
+    ("MPI", _version("mpi")),
+    ("TensorFlow", _version("tensorflow")),
+    ("Python", _version("python")),
+    ("data", lambda s: s.record.data),
+    ("hosts", _hosts),
+)
+
+
+def differences(sweep: Sweep, base: Sweep) -> tuple[str, ...]:
+    """What differs between ``sweep`` and ``base`` among ``COMPARED``, e.g. ``("image size 32 px vs 224 px",
+    "Horovod 0.16.2 vs 0.16.1")``; empty when they compare like with like."""
+    out = []
+    for name, value in COMPARED:
+        mine, theirs = value(sweep), value(base)
+        if mine is not None and theirs is not None and mine != theirs:
+            out.append("%s %s vs %s" % (name, mine, theirs))
+    return tuple(out)
+
+
+def comparable(sweep: Sweep, base: Sweep) -> bool:
+    """Whether a % difference against ``base`` means something: nothing of ``COMPARED`` differs."""
+    return not differences(sweep, base)
+
+
+def table1_note(sweep: Sweep, base: Sweep) -> str | None:
+    """A sentence when ``sweep`` and ``base`` run the seed study's two Table 1 stacks (``record.stack``: one each
+    of ``envs/table1.yaml``'s columns) and the guard finds differences: the seed's own comparison fails it (the
+    differences themselves are ``differences``)."""
+    from envs.table1 import load_table1
+
+    columns = {c.stack: c.title for c in load_table1().columns}
+    stacks = {sweep.record.stack, base.record.stack}
+    if len(stacks) != 2 or not stacks <= set(columns) or not differences(sweep, base):
+        return None
+    return ("the seed study's own comparison (Table 1: %s vs %s) fails this guard"
+            % (columns[sweep.record.stack], columns[base.record.stack]))
+
+
+def refuse(pairs: list[tuple[Path, Sweep, Path, Sweep]], why: str) -> None:
+    """Raise ChexstackError (exit 2) naming both files of every pair (result, its baseline) that ``differences``
+    finds not comparable, and each difference; ``why`` starts the message (the option that refuses). Returns
+    when every pair compares like with like."""
+    lines = []
+    for path, sweep, base_path, base in pairs:
+        found = differences(sweep, base)
+        if found:
+            note = table1_note(sweep, base)
+            lines.append("%s (%s) vs %s (%s): %s%s" % (path, sweep.label, base_path, base.label, "; ".join(found),
+                                                     " (%s)" % note if note else ""))
+    if lines:
+        raise ChexstackError("%s: not comparable, they differ in more than the system:\n  %s"
+                             % (why, "\n  ".join(lines)), exit_code=ExitCode.USAGE)
