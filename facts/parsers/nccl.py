@@ -150,13 +150,19 @@ class NcclLog:
     """What an ``NCCL_DEBUG=INFO`` log says about transport.
 
     ``networks``: names of ``Using network X`` (``IB``, ``IBext``, ``Socket``, plugin names); ``ib_devices``:
-    ``NET/IB : Using`` devices; ``ib_no_device``: ``NET/IB : No device found``; ``ibverbs_missing``:
-    libibverbs could not be opened; ``ib_open_failed``: HCAs NCCL could not open; ``socket_ifaces``: interfaces
-    of ``NET/Socket : Using``; ``channels``: transports of ``via …`` channel lines (``NET/IB/0/GDRDMA``,
-    ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size) of a shared-memory
-    segment NCCL failed to create after ``posix_fallocate … No space left on device``; ``init_complete``: a
-    communicator finished initialising (``… Init COMPLETE``); ``selected_at``: the line number of the first
-    transport selection (``NET/IB : Using``, ``NET/Socket : Using``, ``Using network X``), None when none;
+    ``NET/IB : Using`` devices; ``ib_no_device``: ``NET/IB : No device found``; ``ib_disabled``:
+    ``NCCL_IB_DISABLE set by environment to 1``; ``ibverbs_missing``: libibverbs could not be opened;
+    ``ib_open_failed``: HCAs NCCL could not open; ``socket_ifaces``: interfaces of the Socket network NCCL uses
+    (``NET/Socket : Using``; not the bootstrap's, see ``bootstrap_ifaces``); ``bootstrap_ifaces``: interfaces of
+    NCCL's bootstrap (``Bootstrap : Using`` since NCCL 2.5; in NCCL <= 2.4 the ``NET/Socket : Using`` line, which
+    that NCCL always prints because its bootstrap runs on the socket network); ``bootstrap_on_socket_net``: the log
+    is in that NCCL <= 2.4 wording (``_bootstrap_on_socket_net``); ``oob_ifaces``: the IB network's out-of-band
+    interfaces (``; OOB ib0:10.0.3.1<0>``); ``channels``: transports of ``via …`` channel lines
+    (``NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size)
+    of a shared-memory segment NCCL failed to create after ``posix_fallocate … No space left on device``;
+    ``init_complete``: a communicator finished initialising (``… Init COMPLETE``); ``selected_at``: the line number
+    of the first transport selection (``NET/IB : Using``, ``Using network X``, ``NET/Socket : Using`` unless it is
+    NCCL 2.4's bootstrap line), None when none;
     ``errors``: ``(line number, line)`` of each ``NCCL WARN``, NCCL error, abort or timeout line; ``hosts``: the
     host names of NCCL's ``host:pid:tid [dev]`` line prefixes, in order of appearance; ``duplicate_gpus``: the
     ``Duplicate GPU detected`` refusals, one per CUDA device."""
@@ -165,9 +171,13 @@ class NcclLog:
     networks: list[str] = field(default_factory=list)
     ib_devices: list[NetDevice] = field(default_factory=list)
     ib_no_device: bool = False
+    ib_disabled: bool = False
     ibverbs_missing: bool = False
     ib_open_failed: list[str] = field(default_factory=list)
     socket_ifaces: list[str] = field(default_factory=list)
+    bootstrap_ifaces: list[str] = field(default_factory=list)
+    bootstrap_on_socket_net: bool = False
+    oob_ifaces: list[str] = field(default_factory=list)
     channels: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
     shm_fallocate_failed: bool = False
@@ -193,7 +203,7 @@ class NcclLog:
             return "Socket"
         if self.networks or self.ib_devices or any("NET/IB" in c for c in self.channels):
             return "RDMA"
-        if self.ib_no_device or self.ibverbs_missing:
+        if self.ib_no_device or self.ibverbs_missing or self.ib_disabled:
             return "Socket" if self.socket_ifaces else None
         return None
 
@@ -207,6 +217,10 @@ class NcclLog:
 _ERROR = re.compile(r"NCCL WARN|NCCL error|unhandled (?:system|cuda|internal) error|ncclCommInitRank failed|"
                     r"\bAbort(?:ed|ing)?\b|timed out|\btimeout\b", re.I)
 _SELECTION = re.compile(r"NET/IB\s*:\s*Using|NET/Socket\s*:\s*Using|NCCL INFO Using network ")
+#: NCCL's ``Bootstrap : Using [0]eth0:10.0.2.64<0>`` (2.5 … 2.18) or ``Bootstrap : Using eth0:10.0.4.136<0>`` (2.19+)
+_BOOTSTRAP = re.compile(r"NCCL INFO Bootstrap\s*:\s*Using (.*)")
+#: an interface of a ``Using`` list: ``[0]em1:10.193.84.3<0>`` or, since NCCL 2.19, ``em1:10.193.84.3<0>``
+_IFACE = re.compile(r"(?:\[\d+\])?([\w.-]+):[0-9a-fA-F.:%]+<\d+>")
 
 _DEV = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)((?:/[\w-]+)*)")
 #: NCCL's line prefix ``host:pid:tid [cuda device]`` (every NCCL_DEBUG line, NCCL 2.x).
@@ -218,9 +232,10 @@ _DUPLICATE = re.compile(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+)
 def parse_nccl_log(text: str) -> NcclLog:
     """Parse an ``NCCL_DEBUG=INFO`` log (any NCCL 2.x; fixtures 35-40, cases 04-05)."""
     log = NcclLog()
+    selections = []
     for n, line in enumerate(strip_prefixes(text)):
-        if log.selected_at is None and _SELECTION.search(line):
-            log.selected_at = n
+        if _SELECTION.search(line):
+            selections.append((n, "NET/Socket" in line))
         if _ERROR.search(line):
             log.errors.append((n, line.strip()))
         _read_transport_line(log, line)
@@ -228,7 +243,38 @@ def parse_nccl_log(text: str) -> NcclLog:
         m = _LINE_HOST.match(line)
         if m:
             _add_new(log.hosts, m.group(1))
+    _settle_bootstrap(log, selections)
     return log
+
+
+def _bootstrap_on_socket_net(log: NcclLog) -> bool:
+    """Whether ``log``'s ``NET/Socket : Using`` lines are (also) NCCL's bootstrap: NCCL <= 2.4 initialises the
+    socket network first in every run, "as we use it for bootstrap", then the IB network, keeping Socket only when IB
+    fails (NVIDIA/nccl v2.4.7-1 src/init.cc ``initNet``; fixtures 35 and 37, NCCL 2.4.2 and 2.4.7); NCCL 2.5 gave
+    the bootstrap its own network, which prints ``Bootstrap : Using`` (v2.5.6-1 src/bootstrap.cc
+    ``bootstrapNetInit``), and inits the socket network only when it is the one chosen. So: no ``Bootstrap`` line,
+    a ``NET/Socket`` line, and a version that is not known to be 2.5 or later."""
+    if log.bootstrap_ifaces or not log.socket_ifaces:
+        return False
+    if log.version is None:
+        return True
+    major, minor = (int(x) for x in log.version.split(".")[:2])
+    return (major, minor) < (2, 5)
+
+
+def _settle_bootstrap(log: NcclLog, selections: list[tuple[int, bool]]) -> None:
+    """After the whole log is read: in NCCL <= 2.4's wording (``_bootstrap_on_socket_net``) the ``NET/Socket`` lines
+    are the bootstrap's, and the Socket network's only when the log shows IB ruled out (``NET/IB : No device
+    found``, libibverbs missing, ``NCCL_IB_DISABLE`` set, or ``Using network Socket``) and no IB device in use;
+    ``selected_at`` is the first line of the transport selection, never the bootstrap's."""
+    old_wording = log.bootstrap_on_socket_net = _bootstrap_on_socket_net(log)
+    if old_wording:
+        log.bootstrap_ifaces = list(log.socket_ifaces)
+        ruled_out = log.ib_no_device or log.ibverbs_missing or log.ib_disabled or "Socket" in log.networks
+        if log.ib_devices or not ruled_out:
+            log.socket_ifaces = []
+    chosen = [n for n, socket in selections if not (old_wording and socket and not log.socket_ifaces)]
+    log.selected_at = chosen[0] if chosen else None
 
 
 def _add_new(items: list, item) -> None:
@@ -238,8 +284,8 @@ def _add_new(items: list, item) -> None:
 
 
 def _read_transport_line(log: NcclLog, line: str) -> None:
-    """One log line's facts about what NCCL found and chose: version, networks, IB devices, socket interfaces,
-    channels, plugins, ``Init COMPLETE``."""
+    """One log line's facts about what NCCL found and chose: version, networks, IB devices and their OOB interface,
+    socket and bootstrap interfaces, IB disabled by the environment, channels, plugins, ``Init COMPLETE``."""
     m = re.search(r"NCCL version (\d+\.\d+\.\d+)", line)
     if m and log.version is None:
         log.version = m.group(1)
@@ -253,8 +299,18 @@ def _read_transport_line(log: NcclLog, line: str) -> None:
                 log.ib_devices.append(NetDevice(name, int(port), link, [f for f in flags.split("/") if f]))
     m = re.search(r"NET/Socket\s*:\s*Using (.*)", line)
     if m:
-        for iface in re.findall(r"\[\d+\]([\w.-]+):", m.group(1)):
+        for iface in _IFACE.findall(m.group(1)):
             _add_new(log.socket_ifaces, iface)
+    m = _BOOTSTRAP.search(line)
+    if m:
+        for iface in _IFACE.findall(m.group(1)):
+            _add_new(log.bootstrap_ifaces, iface)
+    m = re.search(r"NET/IB\s*:\s*Using .*;\s*OOB (.*)", line)
+    if m:
+        for iface in _IFACE.findall(m.group(1)):
+            _add_new(log.oob_ifaces, iface)
+    if re.search(r"NCCL_IB_DISABLE set by environment to [1-9]", line):
+        log.ib_disabled = True
     m = re.search(r"\bvia (NET/\S+|P2P/\S+|SHM\S*|direct shared memory|direct pointer)", line)
     if m:
         _add_new(log.channels, m.group(1))

@@ -148,6 +148,10 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
     details = ["channels: %s" % ", ".join(log.channels)] if log.channels else []
     if log.socket_ifaces:
         details.append("socket interfaces: %s" % ", ".join(log.socket_ifaces))
+    if log.bootstrap_ifaces:
+        details.append("bootstrap interface: %s" % ", ".join(log.bootstrap_ifaces))
+    if log.oob_ifaces:
+        details.append("IB out-of-band interface: %s" % ", ".join(log.oob_ifaces))
     if sockets_virtual:
         details.append("NCCL picked virtual interface(s) %s: set NCCL_SOCKET_IFNAME" % ", ".join(sockets_virtual))
     if cause == "NCCL_SHM_EXHAUSTED":
