@@ -3,11 +3,19 @@ chexstack's own renders obey. Every rendered golden passes; each hand-written fa
 code and its line."""
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
 
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
+from validate import report_schema
+from validate.catalogue import CODES
 from validate.jobfile import judge_job
+from validate.jobrules import MPIJOB as MPIJOB_KIND
+from validate.jobrules import SBATCH as SBATCH_KIND
+from validate.jobrules import rules_for
 
 GOLDEN = REPO / "tests" / "golden"
 JOB_GOLDENS = sorted([*GOLDEN.glob("launch/*.sbatch"), *GOLDEN.glob("launch/*.yaml"), *GOLDEN.glob("bench/*.sbatch"),
@@ -149,3 +157,40 @@ spec:
     assert [(f.code, f.line) for f in sorted(findings, key=lambda f: f.line)] == [
         ("MPI_HOST_UNKNOWN", 5), ("JOB_ENV_NOT_EXPORTED", 17)]
     assert "launcherCreationPolicy not set (AtStartup)" in findings[0].message
+
+
+def test_the_json_report_of_a_job_file_is_the_published_schema(tmp_path):
+    """``--job FILE --json OUT``: the node report's schema (validate/schema/report-v1.json), ``selection: job``, one
+    result per rule of the file's kind under its catalogued id, each non-PASS with its code and action; a clean
+    golden gives every rule a PASS."""
+    schema = json.loads(report_schema.REPORT_FILE.read_text())
+    path, text = _variant(tmp_path, MPIJOB, "slotsPerWorker: 4", "slotsPerWorker: 8")
+    out = tmp_path / "job.json"
+    result = cmd.run("validate", "--job", str(path), "--json", str(out))
+    assert result.returncode == 1, result.stderr
+    report = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(schema).validate(report)
+    assert (report["selection"], report["job"], report["exit_code"]) == ("job", {"path": str(path),
+                                                                                 "kind": "MPIJob"}, 1)
+    assert [r["id"] for r in report["results"]] == rules_for(MPIJOB_KIND)
+    assert set(rules_for(MPIJOB_KIND)) <= set(json.loads(report_schema.CATALOGUE_FILE.read_text())["job_rules"])
+    by_id = {r["id"]: r for r in report["results"]}
+    bad = by_id["job.rank_per_gpu"]
+    assert (bad["status"], bad["diagnosis"], bad["action"]) == ("FAIL", "NCCL_DUPLICATE_GPU",
+                                                                CODES["NCCL_DUPLICATE_GPU"].action.word)
+    assert bad["measured"].startswith("%s:%d: slotsPerWorker 8" % (path, _line_of(text, "slotsPerWorker")))
+    assert report["summary"] == {"PASS": len(by_id) - 1, "SKIP": 0, "WARN": 0, "FAIL": 1, "ERROR": 0}
+    assert report["action"] == bad["action"]
+
+    clean = tmp_path / "clean.json"
+    assert cmd.run("validate", "--job", str(GOLDEN / "launch" / "slurm-hybrid-2x4gpu.sbatch"), "--json",
+                   str(clean)).returncode == 0
+    report = json.loads(clean.read_text())
+    jsonschema.Draft202012Validator(schema).validate(report)
+    assert report["job"]["kind"] == "Slurm batch script" and {r["status"] for r in report["results"]} == {"PASS"}
+    assert [r["id"] for r in report["results"]] == rules_for(SBATCH_KIND)
+
+
+def test_the_json_option_is_checked_before_the_job_is_judged(tmp_path):
+    result = cmd.run("validate", "--job", str(GOLDEN / MPIJOB), "--json", str(tmp_path / "missing" / "r.json"))
+    assert result.returncode == 2 and "--json" in result.stderr

@@ -197,10 +197,14 @@ def entry(code: str | None) -> Code:
 
 def document(checks: dict) -> dict:
     """The catalogue as JSON (``validate/schema/catalogue-v1.json``): its name, every check (``id``: title, whether
-    it is ``fast``) and every code (meaning, action, noisy). ``checks``: ``validate.checks.CHECKS``."""
+    it is ``fast``), every rule of ``invoke validate --job`` (``validate.jobrules``: what it expects, the job files it
+    applies to) and every code (meaning, action, noisy). ``checks``: ``validate.checks.CHECKS``."""
+    from validate.jobrules import RULES  # imports nothing
+
     return {"catalogue": CATALOGUE,
             "actions": [a.word for a in Action],
             "checks": {cid: {"title": c.title, "fast": c.fast} for cid, c in sorted(checks.items())},
+            "job_rules": {rid: {"expected": r.expected, "kinds": list(r.kinds)} for rid, r in sorted(RULES.items())},
             "codes": {code: {"meaning": c.meaning, "action": c.action.word, "noisy": c.noisy}
                       for code, c in sorted(CODES.items())}}
 
