@@ -159,8 +159,8 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(input_folders(request.argv))]
     gpus = stack.gpu and request.gpus > 0
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid":
-        # the host's mpirun starts the ranks, as on bare metal (single copy off: slurm.exports, the renderer's)
-        env = dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env())
+        # the host's mpirun starts the ranks (single copy off and run-as-root: slurm.exports, the renderer's)
+        env = request.device_env()
     else:
         env = request.device_env() if gpus else {}
     return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),

@@ -194,3 +194,25 @@ def test_the_json_report_of_a_job_file_is_the_published_schema(tmp_path):
 def test_the_json_option_is_checked_before_the_job_is_judged(tmp_path):
     result = cmd.run("validate", "--job", str(GOLDEN / MPIJOB), "--json", str(tmp_path / "missing" / "r.json"))
     assert result.returncode == 2 and "--json" in result.stderr
+
+
+def test_run_as_root_by_the_environment_alone_fails_where_the_images_open_mpi_ignores_it(tmp_path):
+    """The launcher of our MPIJob golden (cpu stack, Open MPI 4.1.4) with the option replaced by the environment
+    form passes; the same launcher on the NGC 19.06 image (Open MPI 3.1.3, Table 1) fails: its mpirun honours the
+    variables only from Open MPI 4.0.2 (facts.openmpi)."""
+    env = ("            env:\n            - name: OMPI_ALLOW_RUN_AS_ROOT\n              value: '1'\n"
+           "            - name: OMPI_ALLOW_RUN_AS_ROOT_CONFIRM\n              value: '1'\n")
+    text = (GOLDEN / MPIJOB).read_text().replace("            - --allow-run-as-root\n", "", 1)
+    launcher = text.index("name: launcher")
+    at = text.index("            command:\n", launcher)
+    text = text[:at] + env + text[at:]
+    ours = tmp_path / "env-form.yaml"
+    ours.write_text(text)
+    assert judge_job(str(ours))[1] == []
+    image = next(line.split("image: ")[1] for line in text[launcher - 200:].splitlines() if "image: " in line)
+    ngc = tmp_path / "ngc.yaml"
+    ngc.write_text(text.replace(image, "nvcr.io/nvidia/tensorflow:19.06-py3"))
+    findings = judge_job(str(ngc))[1]
+    assert [(f.rule, f.code, f.status) for f in findings] == [("job.run_as_root", "MPI_RUN_AS_ROOT", "FAIL")]
+    assert "stack ngc's, whose Open MPI 3.1.3 ignores them (honoured from Open MPI 4.0.2)" in findings[0].message
+    assert "--allow-run-as-root" in findings[0].remedy

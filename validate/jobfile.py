@@ -4,7 +4,9 @@ MPIJob manifest (YAML, ``kind: MPIJob``) or a Slurm batch script. Each finding n
 Every rule is stated once, where the renderers take it from, and only read here: the PMIx plugin of srun under
 pyxis (``launch.slurm.PMIX``), NCCL's transport log (``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
-run-as-root permission (``facts.openmpi``), one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
+run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
+environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
+one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
 workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``, at least ``validate.checks.container.SHM_FLOOR_BYTES``), the
 RDMA resource's ``IPC_LOCK`` and the launcher's ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is
 the fault it leads to, in the codes validate's checks and the launch classifier (``facts.parsers.mpi``) give.
@@ -24,9 +26,18 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
 from chexstack.outputs import output_file
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, SINGLE_COPY_OFF, refuses_root
+from facts.openmpi import (
+    ALLOW_RUN_AS_ROOT_ENV,
+    ALLOW_RUN_AS_ROOT_FLAG,
+    ROOT_ENV_SINCE,
+    SINGLE_COPY_OFF,
+    refuses_root,
+    root_env_honoured,
+)
+from images.naming import stack_of_image
 from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy
 from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions
+from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
 from launch.slurm import DEFAULT_ENV, PMIX
 from validate.checks.container import SHM_FLOOR_BYTES
@@ -293,8 +304,19 @@ def judge_mpijob(path: str, node) -> list[Finding]:
     env = {e.get("name"): str(e.get("value")) for e in launcher.get("env") or []}
     as_root = K8sOptions(ssh_auth_mount_path=spec.get("sshAuthMountPath", "/root/.ssh")).as_root
     impl = {"OpenMPI": "Open MPI"}.get(spec.get("mpiImplementation", "OpenMPI"), "other")
-    allowed = ALLOW_RUN_AS_ROOT_FLAG in argv or all(env.get(k) == v for k, v in ALLOW_RUN_AS_ROOT_ENV.items())
-    if argv and "mpirun" in argv[0] and as_root and refuses_root(impl, 0) and not allowed:
+    flag, env_form = ALLOW_RUN_AS_ROOT_FLAG in argv, all(env.get(k) == v for k, v in ALLOW_RUN_AS_ROOT_ENV.items())
+    allowed = flag or env_form
+    stack = stack_of_image(str(launcher.get("image") or ""))
+    mpi = stack.components["mpi"] if stack else None
+    ignored = mpi is not None and not root_env_honoured(implementation(mpi.name), mpi.version)
+    refused = bool(argv) and "mpirun" in argv[0] and as_root and refuses_root(impl, 0)
+    if refused and env_form and not flag and ignored:
+        add("job.run_as_root", argv_key, "FAIL", "MPI_RUN_AS_ROOT",
+            "the launcher runs as root with only %s, and its image %s is stack %s's, whose %s %s ignores them "
+            "(honoured from Open MPI %s)" % (" and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV)), launcher.get("image"),
+                                             stack.name, mpi.name, mpi.version, ROOT_ENV_SINCE),
+            "add %s to mpirun (every Open MPI release honours it)" % ALLOW_RUN_AS_ROOT_FLAG)
+    if refused and not allowed:
         add("job.run_as_root",
             argv_key, "FAIL", "MPI_RUN_AS_ROOT", "sshAuthMountPath %s runs the launcher as root and mpirun has "
             "neither %s nor %s" % (spec.get("sshAuthMountPath", "/root/.ssh (the default)"), ALLOW_RUN_AS_ROOT_FLAG,
