@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack, load_stack
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
@@ -152,7 +151,7 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
         if opts.image:
             raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
                                  % sys.executable)
-        env = dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env())
+        env = request.device_env()  # Open MPI's run-as-root permission: slurm.exports, the renderer's
         return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
                        gpus=request.gpus > 0, trainer_args=request.argv, mounts=(Mount(output),), env=env,
                        workdir=REPO_ROOT)

@@ -111,10 +111,13 @@ def exports(spec: JobSpec, hybrid: bool = False) -> str:
     """``export NAME=value`` lines (NCCL_DEBUG=INFO plus the spec's environment), values shell-quoted; ``hybrid``:
     also Open MPI's single copy off (``facts.openmpi.SINGLE_COPY_OFF``: each rank's ``singularity exec`` is its
     own namespace, where CMA fails; Open MPI's mpirun passes every ``OMPI_*`` variable on to the ranks, mpirun(1)
-    "Exported Environment Variables") and its run-as-root permission (``facts.openmpi.ALLOW_RUN_AS_ROOT_ENV``; the
-    option too where that Open MPI ignores the variables: ``hybrid_lines``), whoever asks for the script (a
-    training run, a sweep's steps)."""
-    env = {**DEFAULT_ENV, **(dict(SINGLE_COPY_OFF, **ALLOW_RUN_AS_ROOT_ENV) if hybrid else {}), **spec.env}
+    "Exported Environment Variables"). Where the script starts the host's mpirun (``hybrid``, and bare metal: a
+    spec without a stack), Open MPI's run-as-root permission (``facts.openmpi.ALLOW_RUN_AS_ROOT_ENV``, harmless to
+    other flavours; the option too where the image's Open MPI ignores the variables: ``hybrid_lines``), whoever
+    asks for the script (a training run, a sweep's steps)."""
+    host_mpirun = hybrid or spec.stack is None
+    env = {**DEFAULT_ENV, **(ALLOW_RUN_AS_ROOT_ENV if host_mpirun else {}), **(SINGLE_COPY_OFF if hybrid else {}),
+           **spec.env}
     for name in env:
         if not _ENV_NAME.match(name):
             raise ChexstackError("environment variable name %r: expected letters, digits and _" % name)

@@ -57,3 +57,19 @@ def test_an_image_names_its_stack():
     assert stack_of_image("registry.example.com:5000/" + image_ref(load_stack("conda"))).name == "conda"
     assert stack_of_image("chexstack/cpu").name == "cpu"
     assert stack_of_image("nvidia/cuda:10.0-base") is None and stack_of_image("") is None
+
+
+def test_every_script_that_starts_the_hosts_mpirun_exports_the_permission_once(tmp_path):
+    """Bare metal (the environment's MPI, flavour unknown: the environment form only, harmless to others) and
+    hybrid, for a training run and a sweep alike; pyxis starts no mpirun."""
+    bare = JobSpec(name="j", stack=None, image="/shared/venv/bin/python", nodes=1, ranks_per_node=2, gpus=False,
+                   trainer_args=("--output", "/scratch/r"), mounts=(Mount("/scratch/r"),), workdir="/shared/chexstack")
+    req = SweepRequest(counts=(1, 2), label="bare", launcher="slurm", stack=None, model="densenet121",
+                       batch_size=32, steps=5, warmup_steps=1)
+    target = batch.BatchTarget(image="/shared/venv/bin/python", per_node=2, gpus=False, results="/shared/bench",
+                               workdir="/shared/chexstack")
+    pyxis = JobSpec(name="j", stack=load_stack("cpu"), image="r/chexstack/cpu:1", nodes=1, ranks_per_node=2,
+                    gpus=False, trainer_args=("--output", "/scratch/r"), mounts=(Mount("/scratch/r"),))
+    for text in (slurm.render(bare), batch.render_slurm(req, target, tmp_path), _hybrid("cpu")):
+        assert text.count("export OMPI_ALLOW_RUN_AS_ROOT=1\n") == 1, text
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in slurm.render(pyxis, "pyxis")
