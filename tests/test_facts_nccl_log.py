@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from facts.parsers.nccl import parse_nccl_log
+from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log
 from tests.lib.paths import FIXTURES
-from validate.checks.nccl import judge_transport
+from validate.checks.nccl import FAILURE_REMEDY, INIT_REMEDY, judge_init, judge_transport
 
 #: fixture -> (transport, RDMA devices "name:port/link", socket interfaces of the transport, bootstrap interfaces,
 #: OOB interfaces, the first line of the transport selection, NCCL <= 2.4 wording)
@@ -85,3 +85,41 @@ def test_socket_line_of_nccl_25_or_later_is_the_transport():
     excerpt without the ``Bootstrap`` line."""
     log = parse_nccl_log(NCCL_24_SOCKET + "NCCL version 2.8.3+cuda10.0\n")
     assert (log.socket_ifaces, log.bootstrap_ifaces, log.selected_at) == (["eth0"], [], 0)
+
+
+# --- one cause per failure family: each its own code and remedy, never the generic RoCE-GID advice -------------
+ROCE = (FIXTURES / "nccl-debug-info-net-ib-roce-h100-2.19.3.txt").read_text()
+#: the lines as public reports quote them (source beside each); the host prefix is fixture 38's
+FAILURES = [
+    # Horovod's troubleshooting guide ("NCCL WARN Call to ibv_reg_mr failed"), with errno as ibvwrap.cc prints it
+    ("dgxh100-4:460770:460842 [0] misc/ibvwrap.cc:153 NCCL WARN Call to ibv_reg_mr failed with error Cannot "
+     "allocate memory\n", "NCCL_IB_MEMREG_FAILED", "memlock unlimited"),
+    # NCCL <= 2.18's wording (a public report of an IB/RoCE pair whose connection timed out)
+    ("dgxh100-4:460770:460842 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
+     "10.2.0.5<33092> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n", "NCCL_IB_COMPLETION_ERROR",
+     "retries exceeded"),
+    # later NCCL's wording
+    ("dgxh100-4:460770:460842 [0] transport/net_ib/p2p.cc:648 NCCL WARN NET/IB: Got completion from peer "
+     "10.153.235.13<40554> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV_RDMA_WITH_IMM(129) vendor_err=129 "
+     "hca mlx5_1\n", "NCCL_IB_COMPLETION_ERROR", "NCCL_IB_GID_INDEX"),
+    # https://github.com/NVIDIA/nccl/issues/929: the peer's address is its container's on docker0
+    ("dgxh100-4:460770:460842 [0] misc/socket.cc:480 NCCL WARN socketStartConnect: Connect to 172.17.0.2<38847> "
+     "failed : Software caused connection abort\n", "NCCL_UNROUTABLE_ADDRESS", "--network host"),
+    # https://github.com/NVIDIA/nccl/issues/1105: a routed address that does not answer is not a bridge
+    ("dgxh100-4:460770:460842 [0] include/socket.h:409 NCCL WARN Net : Connect to 192.168.1.9<54263> failed : No "
+     "route to host\n", "NCCL_INIT_FAILED", "NCCL_IB_GID_INDEX"),
+]
+
+
+@pytest.mark.parametrize("line,code,remedy", FAILURES, ids=[f[1] + str(i) for i, f in enumerate(FAILURES)])
+def test_each_failure_family_after_the_selection_has_its_own_cause_and_remedy(line, code, remedy):
+    log = parse_nccl_log(ROCE + line)
+    for result in (judge_init(log), judge_transport(log, None, True)):
+        assert (result.status.value, result.diagnosis) == ("FAIL", code), result
+        assert remedy in result.remedy and line.strip()[-30:] in result.measured
+    if code != "NCCL_INIT_FAILED":
+        assert classify_nccl_failure(log) == code and FAILURE_REMEDY[code] != INIT_REMEDY
+
+
+def test_completion_errors_keep_their_status():
+    assert parse_nccl_log(ROCE + FAILURES[1][0] + FAILURES[2][0]).completion_errors == [12]

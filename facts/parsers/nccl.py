@@ -9,6 +9,7 @@ from the right so both layouts work. busbw = algbw × 2(n−1)/n for all-reduce 
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
@@ -165,7 +166,11 @@ class NcclLog:
     NCCL 2.4's bootstrap line), None when none;
     ``errors``: ``(line number, line)`` of each ``NCCL WARN``, NCCL error, abort or timeout line; ``hosts``: the
     host names of NCCL's ``host:pid:tid [dev]`` line prefixes, in order of appearance; ``duplicate_gpus``: the
-    ``Duplicate GPU detected`` refusals, one per CUDA device."""
+    ``Duplicate GPU detected`` refusals, one per CUDA device; ``memreg_failed``: the verbs calls that could not
+    register (pin) memory or make a queue pair for it (``Call to ibv_reg_mr failed``, ``ibv_create_qp``);
+    ``completion_errors``: the ``ibv_wc`` status of each ``NET/IB : Got completion ... with error N`` /
+    ``status=…(N)`` (12: transport retries exceeded); ``connect_failed``: the peer addresses NCCL's sockets could
+    not connect to (``Connect to 172.17.0.2<38847> failed``)."""
 
     version: str | None = None
     networks: list[str] = field(default_factory=list)
@@ -187,6 +192,9 @@ class NcclLog:
     errors: list[tuple[int, str]] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     duplicate_gpus: list[DuplicateGpu] = field(default_factory=list)
+    memreg_failed: list[str] = field(default_factory=list)
+    completion_errors: list[int] = field(default_factory=list)
+    connect_failed: list[str] = field(default_factory=list)
 
     @property
     def failure_after_selection(self) -> str | None:
@@ -225,6 +233,15 @@ _IFACE = re.compile(r"(?:\[\d+\])?([\w.-]+):[0-9a-fA-F.:%]+<\d+>")
 _DEV = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)((?:/[\w-]+)*)")
 #: NCCL's line prefix ``host:pid:tid [cuda device]`` (every NCCL_DEBUG line, NCCL 2.x).
 _LINE_HOST = re.compile(r"^\s*([\w.-]+):\d+:\d+ \[\d+\] ")
+#: ``Call to ibv_reg_mr failed`` (NCCL's verbs wrapper, misc/ibvwrap.cc) and ``Call to ibv_create_qp failed``: the
+#: pinned-memory limit (Horovod's troubleshooting guide, "NCCL WARN Call to ibv_reg_mr failed": memlock unlimited)
+_MEMREG = re.compile(r"Call to (ibv_reg_mr|ibv_reg_dmabuf_mr|ibv_create_qp) failed")
+#: ``NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, …`` (NCCL <= 2.18) and
+#: ``NET/IB: Got completion from peer … with status=IBV_WC_RETRY_EXC_ERR(12) opcode=…`` / ``status=12`` (later)
+_COMPLETION = re.compile(r"NET/IB\s*:\s*Got completion (?:from peer \S+ )?with (?:error (\d+)|status=(?:\w*\()?(\d+))")
+#: ``Net : Connect to 192.168.1.9<54263> failed : No route to host`` (include/socket.h), ``socketStartConnect: Connect
+#: to 172.17.0.2<38847> failed``, ``socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No route to host)``
+_CONNECT = re.compile(r"Connect to \[?([0-9a-fA-F.:]+?)\]?<\d+> (?:failed|returned)")
 #: ``WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx", ...)`` (NVIDIA/nccl src/init.cc).
 _DUPLICATE = re.compile(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+) both on CUDA device ([0-9a-fA-F]+)")
 
@@ -323,7 +340,7 @@ def _read_transport_line(log: NcclLog, line: str) -> None:
 
 def _read_failure_line(log: NcclLog, line: str) -> None:
     """One log line's evidence for ``classify_nccl_failure``: no IB device, libibverbs missing, an HCA that would not
-    open, shared memory exhausted, duplicate GPUs."""
+    open, shared memory exhausted, duplicate GPUs, memory registration, IB completion errors, failed connects."""
     if re.search(r"NET/IB\s*:\s*No device found", line):
         log.ib_no_device = True
     if re.search(r"Failed to open libibverbs", line):
@@ -343,6 +360,15 @@ def _read_failure_line(log: NcclLog, line: str) -> None:
     m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
     if m:
         log.shm_segment = (m.group(1), int(m.group(2)))
+    m = _MEMREG.search(line)
+    if m:
+        _add_new(log.memreg_failed, m.group(1))
+    m = _COMPLETION.search(line)
+    if m:
+        _add_new(log.completion_errors, int(m.group(1) or m.group(2)))
+    m = _CONNECT.search(line)
+    if m:
+        _add_new(log.connect_failed, m.group(1))
 
 
 def classify_nccl_failure(log: NcclLog) -> str | None:
@@ -351,7 +377,13 @@ def classify_nccl_failure(log: NcclLog) -> str | None:
     https://github.com/horovod/horovod/issues/3949), ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm
     segment: /dev/shm too small, https://github.com/NVIDIA/nccl/issues/290),
     ``NCCL_NO_LIBIBVERBS`` (rdma-core user space missing, fixture 36), ``NCCL_IB_DEVICE_NOT_VISIBLE`` (an HCA
-    NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), or None."""
+    NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), ``NCCL_IB_MEMREG_FAILED`` (the HCA could not
+    register pinned memory: the memlock limit, Horovod's troubleshooting guide), ``NCCL_IB_COMPLETION_ERROR`` (an RDMA
+    transfer failed on the wire, the ``ibv_wc`` status in ``completion_errors``:
+    https://github.com/NVIDIA/nccl/issues/1357's and #185's kind), ``NCCL_UNROUTABLE_ADDRESS`` (a socket connect
+    failed to an address on Docker's default bridge, ``DOCKER_BRIDGE``, or the bootstrap ran on a container bridge:
+    the peers advertised addresses the other hosts cannot reach, https://github.com/NVIDIA/nccl/issues/331,
+    https://github.com/NVIDIA/nccl/issues/929), or None."""
     if log.duplicate_gpus:
         return "NCCL_DUPLICATE_GPU"
     if log.shm_fallocate_failed or log.shm_segment:
@@ -360,7 +392,27 @@ def classify_nccl_failure(log: NcclLog) -> str | None:
         return "NCCL_NO_LIBIBVERBS"
     if log.ib_open_failed:
         return "NCCL_IB_DEVICE_NOT_VISIBLE"
+    if log.memreg_failed:
+        return "NCCL_IB_MEMREG_FAILED"
+    if log.completion_errors:
+        return "NCCL_IB_COMPLETION_ERROR"
+    if log.connect_failed and (any(_on_bridge(a) for a in log.connect_failed)
+                               or any(i.startswith(BRIDGE_IFACES) for i in log.bootstrap_ifaces + log.socket_ifaces)):
+        return "NCCL_UNROUTABLE_ADDRESS"
     return None
+
+
+#: Docker's default bridge network (Docker docs, "Bridge network driver": docker0, 172.17.0.0/16) and the interface
+#: names of container bridges (Docker's docker0/br-*, CNI's cni0): addresses there are private to one host.
+DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
+BRIDGE_IFACES = ("docker", "br-", "cni")
+
+
+def _on_bridge(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address) in DOCKER_BRIDGE
+    except ValueError:
+        return False
 
 
 def _nccl_run(argv: tuple, env: dict) -> bool:

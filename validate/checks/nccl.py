@@ -255,7 +255,29 @@ DUPLICATE_GPU_REMEDY = (
     "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
     "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm give each task its GPU "
     "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per task)")
-FAILURE_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY}
+#: NCCL could not pin memory for the HCA (Horovod's troubleshooting guide: "NCCL WARN Call to ibv_reg_mr failed",
+#: memlock unlimited); the limit that counts is the ranks', under their launcher (container.rank_limits).
+MEMREG_REMEDY = ("raise the locked-memory limit to unlimited where the ranks run: docker run --ulimit memlock=-1; bare "
+                 "metal '* - memlock unlimited' in /etc/security/limits.conf and the batch system's own (slurmd's "
+                 "LimitMEMLOCK=infinity, PropagateResourceLimits); see container.memlock and container.rank_limits")
+#: An RDMA work completion with an error status (ibv_wc_status, libibverbs' verbs.h; 12 IBV_WC_RETRY_EXC_ERR: the
+#: peer never acknowledged): the fabric between the nodes, not NCCL's set-up
+#: (https://github.com/NVIDIA/nccl/issues/185).
+COMPLETION_REMEDY = (
+    "an RDMA transfer between the nodes failed (the ibv_wc status in the line; 12: retries exceeded, the peer never "
+    "acknowledged): check both ends' ports (ibstat: Active/LinkUp), that the HCAs NCCL uses reach each other "
+    "(NCCL_IB_HCA to the rails that route), over RoCE the GID index (NCCL_IB_GID_INDEX, show_gids) and the lossless "
+    "settings (PFC/ECN); ib_write_bw between the two hosts tells the fabric from NCCL")
+#: Ranks in containers on a host-private bridge advertise addresses no other host routes
+#: (https://github.com/NVIDIA/nccl/issues/331, https://github.com/pytorch/pytorch/issues/23363).
+UNROUTABLE_REMEDY = (
+    "the ranks' containers are on a host-private bridge (docker0 172.17.0.0/16, cni0), whose addresses the other hosts "
+    "cannot reach: run them on the host network (docker run --network host; Kubernetes hostNetwork: true or a CNI "
+    "whose pod addresses route between nodes) and point NCCL at a routed interface "
+    "(NCCL_SOCKET_IFNAME=<the host's NIC>)")
+FAILURE_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY,
+                  "NCCL_IB_MEMREG_FAILED": MEMREG_REMEDY, "NCCL_IB_COMPLETION_ERROR": COMPLETION_REMEDY,
+                  "NCCL_UNROUTABLE_ADDRESS": UNROUTABLE_REMEDY}
 
 
 def failure_of(log: NcclLog) -> tuple[str, str, str]:
