@@ -111,11 +111,22 @@ def cluster_path(launcher: str, option: str, path: str | None) -> str | None:
     """``path`` as given when it is absolute (a path the cluster's nodes see), None or ``synthetic``. Raises
     ChexstackError for a relative path: resolved here it would name a folder of this machine (the reviewer's
     hostPath ``/work/fresh/runs/train``)."""
-    if path is None or path == SYNTHETIC or os.path.isabs(path):
-        return path
-    raise ChexstackError("--launcher %s: %s %s is a path relative to this machine; give the absolute path the "
-                         "cluster's nodes see (shared storage), e.g. %s /shared/chexstack/%s"
-                         % (launcher, option, path, option, path.rstrip("/").rsplit("/", 1)[-1] or "x"))
+    cluster_paths(launcher, [(option, path)])
+    return path
+
+
+def cluster_paths(launcher: str, paths: list[tuple[str, str | None]]) -> None:
+    """``cluster_path`` of every (option, path) at once: one ChexstackError naming each relative path, so that
+    one fix is enough."""
+    bad = [(o, p) for o, p in paths if not (p is None or p == SYNTHETIC or os.path.isabs(p))]
+    if not bad:
+        return
+    raise ChexstackError("--launcher %s: %s %s relative to this machine; give the absolute path%s the cluster's "
+                         "nodes see (shared storage), e.g. %s" % (
+                             launcher, ", ".join("%s %s" % b for b in bad), "is a path" if len(bad) == 1
+                             else "are paths", "" if len(bad) == 1 else "s",
+                             " ".join("%s /shared/chexstack/%s" % (o, p.rstrip("/").rsplit("/", 1)[-1] or "x")
+                                      for o, p in bad)))
 
 
 def local_image_warning(stack: Stack, image: str, launcher: str) -> str | None:
@@ -138,9 +149,10 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
             opts.launcher, "" if opts.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this "
             "Python environment on the nodes (bare metal)"))
     stack = None if baremetal else load_stack(opts.stack)
-    cluster_path(opts.launcher, "--output", request.options.output)  # the trainer's default runs/train too
-    for i in path_values(request.argv):
-        cluster_path(opts.launcher, request.argv[i - 1], request.argv[i])
+    # every path at once (the trainer's default --output runs/train too)
+    cluster_paths(opts.launcher, [("--output", request.options.output)]
+                  + [(request.argv[i - 1], request.argv[i]) for i in path_values(request.argv)
+                     if request.argv[i - 1] != "--output"])
     request, nodes, per_node = geometry(request.check(), opts)
     output = request.options.output
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid" and not opts.image:
