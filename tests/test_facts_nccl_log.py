@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log
+from launch.failure import NCCL_REMEDY
 from tests.lib.paths import FIXTURES
-from validate.checks.nccl import FAILURE_REMEDY, INIT_REMEDY, judge_init, judge_transport
+from validate.checks.nccl import INIT_REMEDY, judge_init, judge_transport
 
 #: fixture -> (transport, RDMA devices "name:port/link", socket interfaces of the transport, bootstrap interfaces,
 #: OOB interfaces, the first line of the transport selection, NCCL <= 2.4 wording)
@@ -118,7 +119,7 @@ def test_each_failure_family_after_the_selection_has_its_own_cause_and_remedy(li
         assert (result.status.value, result.diagnosis) == ("FAIL", code), result
         assert remedy in result.remedy and line.strip()[-30:] in result.measured
     if code != "NCCL_INIT_FAILED":
-        assert classify_nccl_failure(log) == code and FAILURE_REMEDY[code] != INIT_REMEDY
+        assert classify_nccl_failure(log) == code and NCCL_REMEDY[code] != INIT_REMEDY
 
 
 def test_completion_errors_keep_their_status():

@@ -34,6 +34,7 @@ from facts.parsers.nccl import (
 )
 from facts.parsers.observation import Observed
 from facts.parsers.pcie import parse_p2p
+from launch.failure import NCCL_REMEDY, SHM_REMEDY
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
@@ -47,9 +48,6 @@ MULTI_NODE_SHARE = 0.8
 ALLREDUCE_TIMEOUT_S = 180
 #: Interfaces NCCL should not use for its socket transport: tunnels, container bridges, veths, loopback.
 VIRTUAL_IFACES = ("lo", "tunl", "docker", "cali", "flannel", "veth", "virbr", "cni", "weave", "vxlan")
-SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
-              "Kubernetes: an emptyDir {medium: Memory} volume at /dev/shm); NCCL_SHM_DISABLE=1 only as a slower "
-              "workaround")
 
 
 @dataclass(frozen=True)
@@ -245,39 +243,6 @@ def _gpudirect_rdma(channels: list[str]) -> str:
 
 INIT_REMEDY = ("read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over RoCE check "
                "the GID index (NCCL_IB_GID_INDEX) and the routes between the nodes")
-#: Two ranks on one GPU: NCCL allows one rank per GPU in a communicator. Horovod's local rank comes from its MPI, and
-#: is 0 on every rank when Horovod was built against another MPI than the ``mpirun`` that started the ranks
-#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun").
-DUPLICATE_GPU_REMEDY = (
-    "give each rank its own GPU: pin GPU hvd.local_rank() (TF 2: tf.config.set_visible_devices(gpus[hvd.local_rank()], "
-    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) or start each rank with its own "
-    "CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
-    "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
-    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm give each task its GPU "
-    "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per task)")
-#: NCCL could not pin memory for the HCA (Horovod's troubleshooting guide: "NCCL WARN Call to ibv_reg_mr failed",
-#: memlock unlimited); the limit that counts is the ranks', under their launcher (container.rank_limits).
-MEMREG_REMEDY = ("raise the locked-memory limit to unlimited where the ranks run: docker run --ulimit memlock=-1; bare "
-                 "metal '* - memlock unlimited' in /etc/security/limits.conf and the batch system's own (slurmd's "
-                 "LimitMEMLOCK=infinity, PropagateResourceLimits); see container.memlock and container.rank_limits")
-#: An RDMA work completion with an error status (ibv_wc_status, libibverbs' verbs.h; 12 IBV_WC_RETRY_EXC_ERR: the
-#: peer never acknowledged): the fabric between the nodes, not NCCL's set-up
-#: (https://github.com/NVIDIA/nccl/issues/185).
-COMPLETION_REMEDY = (
-    "an RDMA transfer between the nodes failed (the ibv_wc status in the line; 12: retries exceeded, the peer never "
-    "acknowledged): check both ends' ports (ibstat: Active/LinkUp), that the HCAs NCCL uses reach each other "
-    "(NCCL_IB_HCA to the rails that route), over RoCE the GID index (NCCL_IB_GID_INDEX, show_gids) and the lossless "
-    "settings (PFC/ECN); ib_write_bw between the two hosts tells the fabric from NCCL")
-#: Ranks in containers on a host-private bridge advertise addresses no other host routes
-#: (https://github.com/NVIDIA/nccl/issues/331, https://github.com/pytorch/pytorch/issues/23363).
-UNROUTABLE_REMEDY = (
-    "the ranks' containers are on a host-private bridge (docker0 172.17.0.0/16, cni0), whose addresses the other hosts "
-    "cannot reach: run them on the host network (docker run --network host; Kubernetes hostNetwork: true or a CNI "
-    "whose pod addresses route between nodes) and point NCCL at a routed interface "
-    "(NCCL_SOCKET_IFNAME=<the host's NIC>)")
-FAILURE_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY,
-                  "NCCL_IB_MEMREG_FAILED": MEMREG_REMEDY, "NCCL_IB_COMPLETION_ERROR": COMPLETION_REMEDY,
-                  "NCCL_UNROUTABLE_ADDRESS": UNROUTABLE_REMEDY}
 
 
 def failure_of(log: NcclLog) -> tuple[str, str, str]:
@@ -293,7 +258,7 @@ def failure_of(log: NcclLog) -> tuple[str, str, str]:
         what += ": NCCL refused the communicator (Duplicate GPU detected, ncclInvalidUsage)"
     else:
         what = log.failure_after_selection or (log.errors[0][1] if log.errors else "no error line")
-    return what, cause or "NCCL_INIT_FAILED", FAILURE_REMEDY.get(cause or "", INIT_REMEDY)
+    return what, cause or "NCCL_INIT_FAILED", NCCL_REMEDY.get(cause or "", INIT_REMEDY)
 
 
 def judge_init(log: NcclLog, results: bool = False, hung: bool = False) -> CheckResult | None:
