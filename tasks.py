@@ -230,7 +230,7 @@ def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/ev
 # --- validate (node fitness checks) -------------------------------------------------------------------------------
 @task(help={"stack": "stack to validate against (envs/stacks/<name>.yaml): its CUDA floor, image and Horovod build",
             "hosts": "comma-separated hosts of a multi-node run (mpirun, NCCL and ib_write_bw across them)",
-            "json": "also write the report as JSON to this file",
+            "json": "also write the report as JSON to this file (with --job too: the job file's rules)",
             "only": "comma-separated check ids or areas to run (e.g. gpu,ib.ports)",
             "skip": "comma-separated check ids or areas to leave out",
             "collect": "also write a bundle to this new folder: every tool output, file and fact the checks read, "
@@ -251,12 +251,11 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
         from launch.options import given
         from validate.jobfile import validate_job
 
-        others = given(validate.body, locals(),
-                       ("stack", "hosts", "json", "only", "skip", "collect", "from_", "fast"))
+        others = given(validate.body, locals(), ("stack", "hosts", "only", "skip", "collect", "from_", "fast"))
         if others:
             raise ChexstackError("--job FILE judges a job file, not a node: leave out %s"
                                  % ", ".join("--" + n.rstrip("_").replace("_", "-") for n in others))
-        code = validate_job(job)
+        code = validate_job(job, json)
         if code:
             raise Exit(code=code)
         return

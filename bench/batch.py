@@ -35,7 +35,6 @@ from chexstack.errors import ChexstackError
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV
 from launch import k8s, slurm
 from launch.job import JobSpec, Mount, layout
 
@@ -68,8 +67,8 @@ def job_name(label: str, count: int | None = None) -> str:
 def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: tuple[Mount, ...]) -> list[JobSpec]:
     """One JobSpec per count of the sweep's requests (``bench.sweep.throughput_requests``), smallest first, each
     writing ``<out_root>/np-<N>``. Without a stack (bare-metal Slurm, ``target.workdir``): the environment's
-    Python, CPU ranks seeing no GPU (or GPU ranks that stop without one), Open MPI allowed to run as root, as
-    ``invoke train --launcher slurm`` bare metal."""
+    Python, CPU ranks seeing no GPU (or GPU ranks that stop without one), as ``invoke train --launcher slurm``
+    bare metal (Open MPI's run-as-root permission is the renderer's, ``launch.slurm.exports``)."""
     baremetal = req.stack is None and req.launcher == "slurm" and target.workdir is not None
     if req.stack is None and not baremetal:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
@@ -80,7 +79,7 @@ def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: t
         nodes, per_node = layout(request.ranks(), target.per_node)
         where = {}
         if baremetal:
-            where = dict(env=dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env()), workdir=target.workdir)
+            where = dict(env=request.device_env(), workdir=target.workdir)
         out.append(JobSpec(name=job_name(req.label, request.ranks()), stack=stack, image=target.image, nodes=nodes,
                            ranks_per_node=per_node, gpus=target.gpus, trainer_args=request.argv,
                            mounts=extra_mounts + data_mounts, **where))

@@ -2,11 +2,18 @@
 place that starts MPI ranks (host launches, containers, the image build's Horovod gate, Slurm and MPIJob scripts,
 validate's MPI launch).
 
-Open MPI's ``mpirun`` refuses to start as root unless told twice: the ``--allow-run-as-root`` option, or both
-environment variables ``OMPI_ALLOW_RUN_AS_ROOT=1`` and ``OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` (Open MPI >= 3.0;
-mpirun(1) man page, "Running as root"; Open MPI FAQ "Can I run as root?"). Other MPI flavours (MPICH, Intel MPI)
-have no such rule. Either form is harmless for a non-root user, so launches that may run as root (containers,
-build stages) set the environment form unconditionally.
+Open MPI's ``mpirun`` refuses to start as root unless told twice: the ``--allow-run-as-root`` option (every release
+that refuses), or both environment variables ``OMPI_ALLOW_RUN_AS_ROOT=1`` and ``OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1``
+(mpirun(1) man page, "Running as root"; Open MPI FAQ "Can I run as root?"). The environment form is
+version-dependent (``ROOT_ENV_SINCE``, ``root_env_honoured``): the variables came with Open MPI 4.0.0
+(https://github.com/open-mpi/ompi/pull/5598, "v4.0.x: Allow run-as-root if 2 envars are set", a NEWS item of 4.0.0,
+the request https://github.com/open-mpi/ompi/issues/4451 made against 3.0.0 and never backported to 3.x), and
+``mpirun``'s own check read them only from 4.0.2 (https://github.com/open-mpi/ompi/issues/6920: 4.0.1's mpirun
+still refuses with both set; fixed by https://github.com/open-mpi/ompi/pull/6911, milestone v4.0.2). So the
+study's NGC stack (Open MPI 3.1.3) and its conda stack (4.0.0) need the option. Other MPI flavours (MPICH, Intel
+MPI) have no such rule. Either form is harmless for a non-root user, so launches that may run as root (containers,
+build stages) set the environment form unconditionally, and add the option where the MPI is known to be an Open MPI
+that ignores the variables.
 
 Ranks in containers (``SINGLE_COPY_OFF``): Open MPI's shared-memory BTL copies between the ranks of a host with
 CMA (process_vm_readv). Ranks in a container without CAP_SYS_PTRACE, or in separate user or PID namespaces (each
@@ -22,6 +29,24 @@ ALLOW_RUN_AS_ROOT_FLAG = "--allow-run-as-root"
 ALLOW_RUN_AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 #: The MCA parameter (environment form, read by mpirun and every rank) that turns CMA single copy off.
 SINGLE_COPY_OFF = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+
+
+#: The first Open MPI release whose ``mpirun`` honours ``ALLOW_RUN_AS_ROOT_ENV`` (module docstring).
+ROOT_ENV_SINCE = "4.0.2"
+
+
+def root_env_honoured(implementation: str | None, version: str | None) -> bool:
+    """Whether ``ALLOW_RUN_AS_ROOT_ENV`` alone lets ``mpirun`` of ``implementation`` ``version`` (e.g. "Open MPI",
+    "3.1.3") start as root: False for Open MPI before ``ROOT_ENV_SINCE``; True for later ones, for an unknown
+    version (None: taken as a current release), and for flavours without the rule (nothing to permit)."""
+    from packaging.version import InvalidVersion, Version
+
+    if implementation not in (None, "Open MPI") or not version:
+        return True
+    try:
+        return Version(version) >= Version(ROOT_ENV_SINCE)
+    except InvalidVersion:
+        return True
 
 
 def refuses_root(implementation: str | None, euid: int) -> bool:

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack, load_stack
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV
 from images.naming import image_ref
 from launch import k8s, slurm, submit
 from launch.job import JobSpec, Mount, layout
@@ -112,11 +111,22 @@ def cluster_path(launcher: str, option: str, path: str | None) -> str | None:
     """``path`` as given when it is absolute (a path the cluster's nodes see), None or ``synthetic``. Raises
     ChexstackError for a relative path: resolved here it would name a folder of this machine (the reviewer's
     hostPath ``/work/fresh/runs/train``)."""
-    if path is None or path == SYNTHETIC or os.path.isabs(path):
-        return path
-    raise ChexstackError("--launcher %s: %s %s is a path relative to this machine; give the absolute path the "
-                         "cluster's nodes see (shared storage), e.g. %s /shared/chexstack/%s"
-                         % (launcher, option, path, option, path.rstrip("/").rsplit("/", 1)[-1] or "x"))
+    cluster_paths(launcher, [(option, path)])
+    return path
+
+
+def cluster_paths(launcher: str, paths: list[tuple[str, str | None]]) -> None:
+    """``cluster_path`` of every (option, path) at once: one ChexstackError naming each relative path, so that
+    one fix is enough."""
+    bad = [(o, p) for o, p in paths if not (p is None or p == SYNTHETIC or os.path.isabs(p))]
+    if not bad:
+        return
+    raise ChexstackError("--launcher %s: %s %s relative to this machine; give the absolute path%s the cluster's "
+                         "nodes see (shared storage), e.g. %s" % (
+                             launcher, ", ".join("%s %s" % b for b in bad), "is a path" if len(bad) == 1
+                             else "are paths", "" if len(bad) == 1 else "s",
+                             " ".join("%s /shared/chexstack/%s" % (o, p.rstrip("/").rsplit("/", 1)[-1] or "x")
+                                      for o, p in bad)))
 
 
 def local_image_warning(stack: Stack, image: str, launcher: str) -> str | None:
@@ -139,9 +149,10 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
             opts.launcher, "" if opts.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this "
             "Python environment on the nodes (bare metal)"))
     stack = None if baremetal else load_stack(opts.stack)
-    cluster_path(opts.launcher, "--output", request.options.output)  # the trainer's default runs/train too
-    for i in path_values(request.argv):
-        cluster_path(opts.launcher, request.argv[i - 1], request.argv[i])
+    # every path at once (the trainer's default --output runs/train too)
+    cluster_paths(opts.launcher, [("--output", request.options.output)]
+                  + [(request.argv[i - 1], request.argv[i]) for i in path_values(request.argv)
+                     if request.argv[i - 1] != "--output"])
     request, nodes, per_node = geometry(request.check(), opts)
     output = request.options.output
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid" and not opts.image:
@@ -152,15 +163,15 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
         if opts.image:
             raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
                                  % sys.executable)
-        env = dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env())
+        env = request.device_env()  # Open MPI's run-as-root permission: slurm.exports, the renderer's
         return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
                        gpus=request.gpus > 0, trainer_args=request.argv, mounts=(Mount(output),), env=env,
                        workdir=REPO_ROOT)
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(input_folders(request.argv))]
     gpus = stack.gpu and request.gpus > 0
     if opts.launcher == "slurm" and opts.slurm_model == "hybrid":
-        # the host's mpirun starts the ranks, as on bare metal (single copy off: slurm.exports, the renderer's)
-        env = dict(ALLOW_RUN_AS_ROOT_ENV, **request.device_env())
+        # the host's mpirun starts the ranks (single copy off and run-as-root: slurm.exports, the renderer's)
+        env = request.device_env()
     else:
         env = request.device_env() if gpus else {}
     return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),

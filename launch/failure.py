@@ -2,9 +2,10 @@
 printed: the first rank to exit and its code, then that rank's own reason — its ``trainer: error:`` line, else the
 first exception in time that is not a consequence of another rank's failure, else the last exception line of its
 output, never horovodrun's own RuntimeError traceback — a host mpirun or Slurm lost (with the ranks the trainer
-placed there), the CUDA libraries TensorFlow could not load, and for exit 139 under Gloo the loopback hint
-(``launch.controller.GLOO_ON_LOOPBACK``). The output itself is read by ``facts.parsers.horovodrun``; the full output
-stays in the log.
+placed there), the cause of a NCCL failure in the ranks' NCCL_DEBUG lines (``nccl_diagnosis``: the classifier and
+remedies of validate's NCCL checks), the CUDA libraries TensorFlow could not load, and for exit 139 under Gloo the
+loopback hint (``launch.controller.GLOO_ON_LOOPBACK``). The output itself is read by ``facts.parsers.horovodrun``;
+the full output stays in the log.
 
 A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
 that tells the causes apart and its cause (``facts.parsers.mpi.classify_launch``, the classifier validate's
@@ -22,6 +23,7 @@ import signal
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
 from facts.parsers.mpi import LaunchFailure, classify_launch
+from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log
 from facts.parsers.slurm import LOST_NODE_LINE
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
 from trainer.preflight import parse_event
@@ -142,6 +144,51 @@ LAUNCH_REMEDY = {
 }
 
 
+#: /dev/shm too small or full for NCCL's shared-memory segments (https://github.com/NVIDIA/nccl/issues/290).
+SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
+              "Kubernetes: an emptyDir {medium: Memory} volume at /dev/shm); NCCL_SHM_DISABLE=1 only as a slower "
+              "workaround")
+#: Two ranks on one GPU: NCCL allows one rank per GPU in a communicator. Horovod's local rank comes from its MPI, and
+#: is 0 on every rank when Horovod was built against another MPI than the ``mpirun`` that started the ranks
+#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun").
+DUPLICATE_GPU_REMEDY = (
+    "give each rank its own GPU: pin GPU hvd.local_rank() (TF 2: tf.config.set_visible_devices(gpus[hvd.local_rank()], "
+    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) or start each rank with its own "
+    "CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
+    "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
+    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm give each task its GPU "
+    "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per task)")
+#: NCCL could not pin memory for the HCA (Horovod's troubleshooting guide: "NCCL WARN Call to ibv_reg_mr failed",
+#: memlock unlimited); the limit that counts is the ranks', under their launcher (container.rank_limits).
+MEMREG_REMEDY = ("raise the locked-memory limit to unlimited where the ranks run: docker run --ulimit memlock=-1; bare "
+                 "metal '* - memlock unlimited' in /etc/security/limits.conf and the batch system's own (slurmd's "
+                 "LimitMEMLOCK=infinity, PropagateResourceLimits); see container.memlock and container.rank_limits")
+#: An RDMA work completion with an error status (ibv_wc_status, libibverbs' verbs.h; 12 IBV_WC_RETRY_EXC_ERR: the
+#: peer never acknowledged): the fabric between the nodes, not NCCL's set-up
+#: (https://github.com/NVIDIA/nccl/issues/185).
+COMPLETION_REMEDY = (
+    "an RDMA transfer between the nodes failed (the ibv_wc status in the line; 12: retries exceeded, the peer never "
+    "acknowledged): check both ends' ports (ibstat: Active/LinkUp), that the HCAs NCCL uses reach each other "
+    "(NCCL_IB_HCA to the rails that route), over RoCE the GID index (NCCL_IB_GID_INDEX, show_gids) and the lossless "
+    "settings (PFC/ECN); ib_write_bw between the two hosts tells the fabric from NCCL")
+#: Ranks in containers on a host-private bridge advertise addresses no other host routes
+#: (https://github.com/NVIDIA/nccl/issues/331, https://github.com/pytorch/pytorch/issues/23363).
+UNROUTABLE_REMEDY = (
+    "the ranks' containers are on a host-private bridge (docker0 172.17.0.0/16, cni0), whose addresses the other hosts "
+    "cannot reach: run them on the host network (docker run --network host; Kubernetes hostNetwork: true or a CNI "
+    "whose pod addresses route between nodes) and point NCCL at a routed interface "
+    "(NCCL_SOCKET_IFNAME=<the host's NIC>)")
+#: The remedy of each NCCL failure cause ``facts.parsers.nccl.classify_nccl_failure`` names: validate's NCCL checks
+#: and a failed training run's explanation (``nccl_diagnosis``) give the same one.
+NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY,
+               "NCCL_IB_MEMREG_FAILED": MEMREG_REMEDY, "NCCL_IB_COMPLETION_ERROR": COMPLETION_REMEDY,
+               "NCCL_UNROUTABLE_ADDRESS": UNROUTABLE_REMEDY,
+               "NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
+               "NCCL_IB_DEVICE_NOT_VISIBLE": "give the container the HCAs: docker run --device=/dev/infiniband "
+                                             "--cap-add=IPC_LOCK --ulimit memlock=-1; Kubernetes: the RDMA "
+                                             "device-plugin resource and IPC_LOCK"}
+
+
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
                   command: str = "the launch command") -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
@@ -195,6 +242,20 @@ def _ranks_on(outcome: Outcome, host: str) -> str:
     return " (rank%s %s)" % ("s" if len(ranks) > 1 else "", ", ".join(ranks)) if ranks else ""
 
 
+def nccl_diagnosis(outcome: Outcome) -> str | None:
+    """``NCCL: LINE [CAUSE]; REMEDY`` when the ranks' NCCL_DEBUG lines name a failure cause
+    (``facts.parsers.nccl.classify_nccl_failure``, the classifier of validate's NCCL checks, with the same remedy,
+    ``NCCL_REMEDY``): two ranks on one GPU, /dev/shm full, libibverbs missing, an HCA not visible, memory not
+    registered, an IB completion error, a container-bridge address; None otherwise."""
+    lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    log = parse_nccl_log("\n".join(lines))
+    cause = classify_nccl_failure(log)
+    if cause is None:
+        return None
+    line = log.failure_after_selection or (log.errors[0][1] if log.errors else cause)
+    return "NCCL: %s [%s]; %s" % (line, cause, NCCL_REMEDY[cause])
+
+
 def explain_failure(outcome: Outcome, controller: str) -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
     launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy."""
@@ -214,6 +275,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     reason = rank_reason(outcome) if outcome.interrupted is None else None
     if reason:
         parts.append(reason)
+    nccl = nccl_diagnosis(outcome) if outcome.interrupted is None else None
+    if nccl:
+        parts.append(nccl)
     if outcome.lost_host and outcome.interrupted is None:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (

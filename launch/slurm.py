@@ -26,7 +26,7 @@ from typing import Literal
 from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
-from facts.openmpi import SINGLE_COPY_OFF
+from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, SINGLE_COPY_OFF, root_env_honoured
 from launch.job import JobSpec, Mount
 from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version, implementation
 from launch.mpirun import EXPORTED_ENV, mpirun_argv
@@ -111,8 +111,13 @@ def exports(spec: JobSpec, hybrid: bool = False) -> str:
     """``export NAME=value`` lines (NCCL_DEBUG=INFO plus the spec's environment), values shell-quoted; ``hybrid``:
     also Open MPI's single copy off (``facts.openmpi.SINGLE_COPY_OFF``: each rank's ``singularity exec`` is its
     own namespace, where CMA fails; Open MPI's mpirun passes every ``OMPI_*`` variable on to the ranks, mpirun(1)
-    "Exported Environment Variables")."""
-    env = dict(DEFAULT_ENV, **(SINGLE_COPY_OFF if hybrid else {}), **spec.env)
+    "Exported Environment Variables"). Where the script starts the host's mpirun (``hybrid``, and bare metal: a
+    spec without a stack), Open MPI's run-as-root permission (``facts.openmpi.ALLOW_RUN_AS_ROOT_ENV``, harmless to
+    other flavours; the option too where the image's Open MPI ignores the variables: ``hybrid_lines``), whoever
+    asks for the script (a training run, a sweep's steps)."""
+    host_mpirun = hybrid or spec.stack is None
+    env = {**DEFAULT_ENV, **(ALLOW_RUN_AS_ROOT_ENV if host_mpirun else {}), **(SINGLE_COPY_OFF if hybrid else {}),
+           **spec.env}
     for name in env:
         if not _ENV_NAME.match(name):
             raise ChexstackError("environment variable name %r: expected letters, digits and _" % name)
@@ -221,9 +226,13 @@ def sif_digest_lines(spec: JobSpec) -> str:
 
 def hybrid_lines(spec: JobSpec) -> str:
     """``mpirun … singularity exec … python -m trainer …`` for ``spec``, one segment per line; every rank gets
-    ``sif_digest_lines``' variable."""
+    ``sif_digest_lines``' variable. The host's mpirun is the image's Open MPI release series (``hybrid_guard``), so
+    it gets ``--allow-run-as-root`` where that release ignores the environment form ``exports`` sets
+    (``facts.openmpi.root_env_honoured``: the NGC stack's 3.1.3, the conda stack's 4.0.0)."""
     container = singularity_exec_argv(spec)
+    row = spec.stack.components["mpi"]
     full = mpirun_argv(spec.world_size, container + spec.command,
+                       allow_run_as_root=not root_env_honoured(implementation(row.name), row.version),
                        exported_env=EXPORTED_ENV + (preflight.SIF_SHA256_ENV,) + tuple(sorted(spec.env)))
     launcher = full[:len(full) - len(container) - len(spec.command)]
     return _command_lines(launcher, container, spec.command)

@@ -113,6 +113,9 @@ def test_cluster_launches_use_the_clusters_paths_never_this_machines(launcher):
     relative_data = cmd.run(*base, "--data", "data/cxr", *CLUSTER_OUT)
     assert relative_data.returncode == 2
     assert "--data data/cxr is a path relative to this machine" in relative_data.stderr
+    both = cmd.run(*base, "--data", "data/cxr")  # every offender in one refusal, not one per attempt
+    assert both.returncode == 2 and ("--launcher %s: --output runs/train, --data data/cxr are paths relative to this "
+                                     "machine" % launcher) in both.stderr
     local_tag = cmd.run(*base, "--data", "/shared/cxr", *CLUSTER_OUT)
     assert local_tag.returncode == 0, local_tag.stdout + local_tag.stderr
     warning = " ".join(local_tag.stderr.split())

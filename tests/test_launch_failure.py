@@ -17,7 +17,7 @@ from launch import failure, local
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
-from tests.lib.paths import REPO
+from tests.lib.paths import CASES, REPO
 from validate.checks.mpi import judge_launch_failure
 
 MPI_DATA = REPO / "tests" / "data" / "mpi"
@@ -156,3 +156,16 @@ def test_train_explain_refusals(tmp_path):
     assert missing.returncode == 2 and "--explain %s: no such file" % (tmp_path / "nope.log") in missing.stderr
     mixed = cmd.run("train", "--explain", str(done), "--gpus", "2", "--lr", "0.1")
     assert mixed.returncode == 2 and "leave out --gpus, --lr" in mixed.stderr
+
+
+def test_train_explain_names_the_nccl_cause_validate_names(tmp_path):
+    """Case 35's run (two ranks on one GPU) as a saved log: the explanation gives the cause and remedy validate's
+    nccl.init gives (the same classifier, facts.parsers.nccl, and the same remedy, launch.failure.NCCL_REMEDY), not
+    a network remedy."""
+    log = tmp_path / "launch.log"
+    log.write_text((CASES / "35-nccl-duplicate-gpu-local-rank-zero.txt").read_text())
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert "NCCL: gpu-node-1:67917:67949 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both " \
+           "on CUDA device 3b000 [NCCL_DUPLICATE_GPU]; " + failure.NCCL_REMEDY["NCCL_DUPLICATE_GPU"] in result.stdout
+    assert "GID" not in result.stdout

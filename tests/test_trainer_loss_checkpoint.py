@@ -68,6 +68,16 @@ def test_resume_refused_with_another_label_file(tmp_path):
         checkpoint.model_path(str(tmp_path), state)
 
 
+def test_resume_refusal_names_every_field_that_differs(tmp_path):
+    """One refusal, every offender: the user fixes them all at once, not one per attempt."""
+    state = dict(_identity(), epoch=1, model_file="epoch-0001.h5")
+    with pytest.raises(TrainerError) as e:
+        checkpoint.check_identity(state, _identity(model="resnet50", image_size=224, label_sha256="b" * 64),
+                                  str(tmp_path))
+    assert "its label_sha256 is %r, this run's is %r; its model is 'densenet121', this run's is 'resnet50'; its " \
+           "image_size is 64, this run's is 224 (a different label file" % ("a" * 64, "b" * 64) in str(e.value)
+
+
 def test_predictions_csv_round_trips_float32(tmp_path):
     scores = np.random.RandomState(0).rand(3, 14).astype(np.float32)
     outputs.write_predictions(str(tmp_path), ["a", "b", "c"], np.eye(3, 14, dtype=np.uint8), scores)

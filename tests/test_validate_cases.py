@@ -382,8 +382,8 @@ def test_39_bundle_verdict_does_not_depend_on_nvidia_smis_exit_status(tmp_path):
 def test_35_the_table_shows_the_remedy_as_written(tmp_path):
     """The table prints cells as text: ``gpus[hvd.local_rank()]`` and a rank prefix ``[1,0]`` are not rich markup."""
     from chexstack.console import console
+    from launch.failure import DUPLICATE_GPU_REMEDY
     from tests.lib.bundle_corpus import CORPUS, build
-    from validate.checks.nccl import DUPLICATE_GPU_REMEDY
     from validate.report import validate
 
     build(CORPUS / "case35-nccl-duplicate-gpu-local-rank-zero.yaml", tmp_path / "b")

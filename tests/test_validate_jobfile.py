@@ -3,11 +3,19 @@ chexstack's own renders obey. Every rendered golden passes; each hand-written fa
 code and its line."""
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
 
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
+from validate import report_schema
+from validate.catalogue import CODES
 from validate.jobfile import judge_job
+from validate.jobrules import MPIJOB as MPIJOB_KIND
+from validate.jobrules import SBATCH as SBATCH_KIND
+from validate.jobrules import rules_for
 
 GOLDEN = REPO / "tests" / "golden"
 JOB_GOLDENS = sorted([*GOLDEN.glob("launch/*.sbatch"), *GOLDEN.glob("launch/*.yaml"), *GOLDEN.glob("bench/*.sbatch"),
@@ -149,3 +157,62 @@ spec:
     assert [(f.code, f.line) for f in sorted(findings, key=lambda f: f.line)] == [
         ("MPI_HOST_UNKNOWN", 5), ("JOB_ENV_NOT_EXPORTED", 17)]
     assert "launcherCreationPolicy not set (AtStartup)" in findings[0].message
+
+
+def test_the_json_report_of_a_job_file_is_the_published_schema(tmp_path):
+    """``--job FILE --json OUT``: the node report's schema (validate/schema/report-v1.json), ``selection: job``, one
+    result per rule of the file's kind under its catalogued id, each non-PASS with its code and action; a clean
+    golden gives every rule a PASS."""
+    schema = json.loads(report_schema.REPORT_FILE.read_text())
+    path, text = _variant(tmp_path, MPIJOB, "slotsPerWorker: 4", "slotsPerWorker: 8")
+    out = tmp_path / "job.json"
+    result = cmd.run("validate", "--job", str(path), "--json", str(out))
+    assert result.returncode == 1, result.stderr
+    report = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(schema).validate(report)
+    assert (report["selection"], report["job"], report["exit_code"]) == ("job", {"path": str(path),
+                                                                                 "kind": "MPIJob"}, 1)
+    assert [r["id"] for r in report["results"]] == rules_for(MPIJOB_KIND)
+    assert set(rules_for(MPIJOB_KIND)) <= set(json.loads(report_schema.CATALOGUE_FILE.read_text())["job_rules"])
+    by_id = {r["id"]: r for r in report["results"]}
+    bad = by_id["job.rank_per_gpu"]
+    assert (bad["status"], bad["diagnosis"], bad["action"]) == ("FAIL", "NCCL_DUPLICATE_GPU",
+                                                                CODES["NCCL_DUPLICATE_GPU"].action.word)
+    assert bad["measured"].startswith("%s:%d: slotsPerWorker 8" % (path, _line_of(text, "slotsPerWorker")))
+    assert report["summary"] == {"PASS": len(by_id) - 1, "SKIP": 0, "WARN": 0, "FAIL": 1, "ERROR": 0}
+    assert report["action"] == bad["action"]
+
+    clean = tmp_path / "clean.json"
+    assert cmd.run("validate", "--job", str(GOLDEN / "launch" / "slurm-hybrid-2x4gpu.sbatch"), "--json",
+                   str(clean)).returncode == 0
+    report = json.loads(clean.read_text())
+    jsonschema.Draft202012Validator(schema).validate(report)
+    assert report["job"]["kind"] == "Slurm batch script" and {r["status"] for r in report["results"]} == {"PASS"}
+    assert [r["id"] for r in report["results"]] == rules_for(SBATCH_KIND)
+
+
+def test_the_json_option_is_checked_before_the_job_is_judged(tmp_path):
+    result = cmd.run("validate", "--job", str(GOLDEN / MPIJOB), "--json", str(tmp_path / "missing" / "r.json"))
+    assert result.returncode == 2 and "--json" in result.stderr
+
+
+def test_run_as_root_by_the_environment_alone_fails_where_the_images_open_mpi_ignores_it(tmp_path):
+    """The launcher of our MPIJob golden (cpu stack, Open MPI 4.1.4) with the option replaced by the environment
+    form passes; the same launcher on the NGC 19.06 image (Open MPI 3.1.3, Table 1) fails: its mpirun honours the
+    variables only from Open MPI 4.0.2 (facts.openmpi)."""
+    env = ("            env:\n            - name: OMPI_ALLOW_RUN_AS_ROOT\n              value: '1'\n"
+           "            - name: OMPI_ALLOW_RUN_AS_ROOT_CONFIRM\n              value: '1'\n")
+    text = (GOLDEN / MPIJOB).read_text().replace("            - --allow-run-as-root\n", "", 1)
+    launcher = text.index("name: launcher")
+    at = text.index("            command:\n", launcher)
+    text = text[:at] + env + text[at:]
+    ours = tmp_path / "env-form.yaml"
+    ours.write_text(text)
+    assert judge_job(str(ours))[1] == []
+    image = next(line.split("image: ")[1] for line in text[launcher - 200:].splitlines() if "image: " in line)
+    ngc = tmp_path / "ngc.yaml"
+    ngc.write_text(text.replace(image, "nvcr.io/nvidia/tensorflow:19.06-py3"))
+    findings = judge_job(str(ngc))[1]
+    assert [(f.rule, f.code, f.status) for f in findings] == [("job.run_as_root", "MPI_RUN_AS_ROOT", "FAIL")]
+    assert "stack ngc's, whose Open MPI 3.1.3 ignores them (honoured from Open MPI 4.0.2)" in findings[0].message
+    assert "--allow-run-as-root" in findings[0].remedy

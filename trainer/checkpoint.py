@@ -87,12 +87,13 @@ def model_path(output, state):
 
 
 def check_identity(state, identity, output):
-    """Raise a TrainerError naming the first field in which the checkpoint and this run differ. Only the fields
-    in ``identity`` are compared: the launcher checks the ones it knows without loading the data (model, image
-    size, label file hash) before it starts any rank; the trainer checks all of ``IDENTITY``."""
-    for key in IDENTITY:
-        if key in identity and state.get(key) != identity[key]:
-            raise TrainerError("refusing to resume from %s: its %s is %r, this run's is %r%s"
-                               % (os.path.join(folder(output), STATE), key, state.get(key), identity.get(key),
-                                  " (a different label file; start a new --output)"
-                                  if key == "label_sha256" else ""))
+    """Raise a TrainerError naming every field in which the checkpoint and this run differ (``its model is
+    'densenet121', this run's is 'resnet50'; its image_size is …``), so one fix is enough. Only the fields in
+    ``identity`` are compared: the launcher checks the ones it knows without loading the data (model, image size,
+    label file hash) before it starts any rank; the trainer checks all of ``IDENTITY``."""
+    differ = [key for key in IDENTITY if key in identity and state.get(key) != identity[key]]
+    if differ:
+        raise TrainerError("refusing to resume from %s: %s%s" % (
+            os.path.join(folder(output), STATE),
+            "; ".join("its %s is %r, this run's is %r" % (key, state.get(key), identity.get(key)) for key in differ),
+            " (a different label file; start a new --output)" if "label_sha256" in differ else ""))

@@ -110,6 +110,11 @@ CODES: dict[str, Code] = {
     "NCCL_NO_TRANSPORT": Code("no network transport in a multi-node NCCL log", A.RETRY),
     "NCCL_SPLIT_WORLD": Code("the ranks formed several communicators, not one", A.RECONFIGURE),
     "NCCL_DUPLICATE_GPU": Code("two ranks on one GPU (NCCL refuses the communicator)", A.RECONFIGURE),
+    "NCCL_IB_MEMREG_FAILED": Code("the HCA could not register NCCL's pinned memory (memlock limit)", A.RECONFIGURE),
+    "NCCL_IB_COMPLETION_ERROR": Code("an RDMA transfer between the nodes failed (IB work completion error)",
+                                     A.RECONFIGURE),
+    "NCCL_UNROUTABLE_ADDRESS": Code("NCCL's peers advertised container-bridge addresses the other hosts cannot "
+                                    "reach", A.RECONFIGURE),
     "NCCL_INIT_FAILED": Code("a NCCL communicator failed to initialise", A.RECONFIGURE),
     "NCCL_INIT_NOT_OBSERVED": Code("the log ends before the communicator initialised", A.RETRY),
     "NCCL_HANG": Code("the all-reduce hung", A.RECONFIGURE),
@@ -197,10 +202,14 @@ def entry(code: str | None) -> Code:
 
 def document(checks: dict) -> dict:
     """The catalogue as JSON (``validate/schema/catalogue-v1.json``): its name, every check (``id``: title, whether
-    it is ``fast``) and every code (meaning, action, noisy). ``checks``: ``validate.checks.CHECKS``."""
+    it is ``fast``), every rule of ``invoke validate --job`` (``validate.jobrules``: what it expects, the job files it
+    applies to) and every code (meaning, action, noisy). ``checks``: ``validate.checks.CHECKS``."""
+    from validate.jobrules import RULES  # imports nothing
+
     return {"catalogue": CATALOGUE,
             "actions": [a.word for a in Action],
             "checks": {cid: {"title": c.title, "fast": c.fast} for cid, c in sorted(checks.items())},
+            "job_rules": {rid: {"expected": r.expected, "kinds": list(r.kinds)} for rid, r in sorted(RULES.items())},
             "codes": {code: {"meaning": c.meaning, "action": c.action.word, "noisy": c.noisy}
                       for code, c in sorted(CODES.items())}}
 

@@ -4,7 +4,9 @@ MPIJob manifest (YAML, ``kind: MPIJob``) or a Slurm batch script. Each finding n
 Every rule is stated once, where the renderers take it from, and only read here: the PMIx plugin of srun under
 pyxis (``launch.slurm.PMIX``), NCCL's transport log (``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
-run-as-root permission (``facts.openmpi``), one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
+run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
+environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
+one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
 workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``, at least ``validate.checks.container.SHM_FLOOR_BYTES``), the
 RDMA resource's ``IPC_LOCK`` and the launcher's ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is
 the fault it leads to, in the codes validate's checks and the launch classifier (``facts.parsers.mpi``) give.
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,19 +25,34 @@ import yaml
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG, SINGLE_COPY_OFF, refuses_root
+from chexstack.outputs import output_file
+from facts.openmpi import (
+    ALLOW_RUN_AS_ROOT_ENV,
+    ALLOW_RUN_AS_ROOT_FLAG,
+    ROOT_ENV_SINCE,
+    SINGLE_COPY_OFF,
+    refuses_root,
+    root_env_honoured,
+)
+from images.naming import stack_of_image
 from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy
 from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions
+from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
 from launch.slurm import DEFAULT_ENV, PMIX
 from validate.checks.container import SHM_FLOOR_BYTES
+from validate.jobrules import RULES, rules_for
+from validate.report import Report, write_json
+from validate.result import CheckResult, failed, passed, warned
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One violated rule: ``line`` (1-based) in ``path``, ``status`` FAIL (the job fails) or WARN (it runs, slower
-    or blind), the fault's ``code``, what is wrong and the remedy."""
+    """One violated rule (``rule``: its id in ``validate.jobrules.RULES``): ``line`` (1-based) in ``path``,
+    ``status`` FAIL (the job fails) or WARN (it runs, slower or blind), the fault's ``code``, what is wrong and the
+    remedy."""
 
+    rule: str
     path: str
     line: int
     status: str
@@ -123,8 +142,8 @@ def judge_sbatch(path: str, text: str) -> list[Finding]:
                 commands.append((number, words))
     found: list[Finding] = []
 
-    def add(line, status, code, message, remedy=""):
-        found.append(Finding(path, line, status, code, message, remedy or _remedy(code)))
+    def add(rule, line, status, code, message, remedy=""):
+        found.append(Finding(rule, path, line, status, code, message, remedy or _remedy(code)))
 
     first = directives.get("--nodes", (0, "1"))[1].split("-")[0]  # a range min-max: its minimum
     nodes = int(first) if first.isdigit() else 1
@@ -135,33 +154,39 @@ def judge_sbatch(path: str, text: str) -> list[Finding]:
     if gpus and per_node and per_node[1].isdigit() and int(per_node[1]) != gpus[1]:
         tasks = int(per_node[1])
         if tasks > gpus[1]:
-            add(per_node[0], "FAIL", "NCCL_DUPLICATE_GPU", "%d tasks per node on %d GPUs per node (line %d): two "
+            add("job.rank_per_gpu",
+                per_node[0], "FAIL", "NCCL_DUPLICATE_GPU", "%d tasks per node on %d GPUs per node (line %d): two "
                 "ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (tasks, gpus[1], gpus[0]),
                 "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
         else:
-            add(per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
+            add("job.rank_per_gpu",
+                per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
                 "per node idle" % (tasks, gpus[1], gpus[0], gpus[1] - tasks),
                 "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
     for number, words in commands:
         if words[0] == "srun" and any(w.startswith("--container-image") for w in words):
             mpi = [w for w in words if w.startswith("--mpi")]
             if PMIX not in words:
-                add(number, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each "
+                add("job.pmix",
+                    number, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each "
                     "rank starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
         if words[0] in ("mpirun", "mpiexec"):
             np = _np(words)
             if np and slots is not None and np[1] > slots:
-                add(number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots"
+                add("job.slots",
+                    number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots"
                     % (np[1], slots))
             contained = any(w in ("singularity", "apptainer") and words[i + 1:i + 2] == ["exec"]
                             for i, w in enumerate(words))
             if contained and not _single_copy_off(words, env):
-                add(number, "WARN", "MPI_SINGLE_COPY_CMA", "mpirun starts ranks in `singularity exec`, each its "
+                add("job.single_copy",
+                    number, "WARN", "MPI_SINGLE_COPY_CMA", "mpirun starts ranks in `singularity exec`, each its "
                     "own namespace, without %s=%s: Open MPI's shared-memory copies fail and fall back slowly"
                     % _SINGLE_COPY, "export %s=%s before mpirun" % _SINGLE_COPY)
     for name, value in DEFAULT_ENV.items():
         if env.get(name) != value and commands:
-            add(commands[0][0], "WARN", "JOB_ENV_NOT_EXPORTED", "%s=%s is not exported: NCCL's choice of transport "
+            add("job.nccl_debug",
+                commands[0][0], "WARN", "JOB_ENV_NOT_EXPORTED", "%s=%s is not exported: NCCL's choice of transport "
                 "(a silent fall-back to sockets) is not in the job's log" % (name, value),
                 "export %s=%s before the launch" % (name, value))
     return found
@@ -204,8 +229,8 @@ def judge_mpijob(path: str, node) -> list[Finding]:
     spec = job.get("spec") or {}
     found: list[Finding] = []
 
-    def add(at, status, code, message, remedy=""):
-        found.append(Finding(path, _line(at, node), status, code, message, remedy or _remedy(code)))
+    def add(rule, at, status, code, message, remedy=""):
+        found.append(Finding(rule, path, _line(at, node), status, code, message, remedy or _remedy(code)))
 
     replicas_spec = spec.get("mpiReplicaSpecs") or {}
     slots = spec.get("slotsPerWorker", 1)
@@ -231,16 +256,19 @@ def judge_mpijob(path: str, node) -> list[Finding]:
             path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
     if gpus is not None and gpus != slots:
         if slots > gpus:
-            add(_at(node, "spec", "slotsPerWorker"), "FAIL", "NCCL_DUPLICATE_GPU", "slotsPerWorker %d on %s GPUs per "
+            add("job.rank_per_gpu", _at(node, "spec", "slotsPerWorker"), "FAIL",
+                "NCCL_DUPLICATE_GPU", "slotsPerWorker %d on %s GPUs per "
                 "worker: two ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (slots, gpus),
                 "one rank per GPU: slotsPerWorker equal to the worker's %s limit" % GPU_RESOURCE)
         else:
-            add(_at(node, "spec", "slotsPerWorker"), "WARN", "JOB_GPUS_IDLE", "slotsPerWorker %d on %s GPUs per "
+            add("job.rank_per_gpu",
+                _at(node, "spec", "slotsPerWorker"), "WARN", "JOB_GPUS_IDLE", "slotsPerWorker %d on %s GPUs per "
                 "worker: GPUs idle" % (slots, gpus), "one rank per GPU: slotsPerWorker equal to the worker's %s "
                 "limit" % GPU_RESOURCE)
     np = _np(argv)
     if np and np[1] > slots * workers:
-        add(_child(argv_node, np[0] - (len(launcher.get("command") or []) if launcher.get("args") else 0)), "FAIL",
+        add("job.slots",
+            _child(argv_node, np[0] - (len(launcher.get("command") or []) if launcher.get("args") else 0)), "FAIL",
             "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d on %d worker(s) × slotsPerWorker %d = %d slots"
             % (np[1], workers, slots, slots * workers))
     if slots > 1 and not w_pod.get("hostIPC"):
@@ -249,25 +277,26 @@ def judge_mpijob(path: str, node) -> list[Finding]:
         shm = next(((i, v) for i, v in enumerate(w_pod.get("volumes") or []) if v.get("name") in mounts
                     and (v.get("emptyDir") or {}).get("medium") == "Memory"), None)
         if shm is None:
-            add(_at(w_node, "containers", 0), "FAIL", "NCCL_SHM_TOO_SMALL", "%d ranks per worker share the "
+            add("job.shm", _at(w_node, "containers", 0), "FAIL", "NCCL_SHM_TOO_SMALL", "%d ranks per worker share the "
                 "container's /dev/shm (64 MiB by default) and neither hostIPC nor a memory emptyDir at /dev/shm "
                 "is set: NCCL's shared-memory transport fails" % slots,
                 "add an emptyDir {medium: Memory, sizeLimit: 1Gi} volume mounted at /dev/shm (or hostIPC: true)")
         else:
             size = (shm[1].get("emptyDir") or {}).get("sizeLimit")
             if size is not None and (_quantity(size) or 0) < SHM_FLOOR_BYTES:
-                add(_at(w_node, "volumes", shm[0], "emptyDir", "sizeLimit"), "FAIL", "NCCL_SHM_TOO_SMALL",
+                add("job.shm", _at(w_node, "volumes", shm[0], "emptyDir", "sizeLimit"), "FAIL", "NCCL_SHM_TOO_SMALL",
                     "/dev/shm sizeLimit %s, below %d MiB" % (size, SHM_FLOOR_BYTES >> 20),
                     "sizeLimit: 1Gi or more")
     rdma = [name for name in limits if name.startswith("rdma/")]
     caps = ((worker.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
     if rdma and IPC_LOCK not in caps:
-        add(_child(limits_node, rdma[0], key_node=True), "FAIL", "NCCL_SOCKET_FALLBACK",
+        add("job.ipc_lock", _child(limits_node, rdma[0], key_node=True), "FAIL", "NCCL_SOCKET_FALLBACK",
             "the worker requests %s without the %s capability: NCCL cannot register memory and falls back to TCP "
             "sockets" % (rdma[0], IPC_LOCK), "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
     policy = spec.get("launcherCreationPolicy")
     if policy != LAUNCHER_CREATION_POLICY:
-        add(_at(node, "spec", "launcherCreationPolicy") or _at(node, "spec", key_node=True), "WARN",
+        add("job.launcher_policy",
+            _at(node, "spec", "launcherCreationPolicy") or _at(node, "spec", key_node=True), "WARN",
             "MPI_HOST_UNKNOWN",
             "launcherCreationPolicy %s: the launcher may start before the workers resolve and accept ssh "
             "(\"ssh: Could not resolve hostname ...-worker-0\")" % (policy or "not set (AtStartup)"),
@@ -275,15 +304,28 @@ def judge_mpijob(path: str, node) -> list[Finding]:
     env = {e.get("name"): str(e.get("value")) for e in launcher.get("env") or []}
     as_root = K8sOptions(ssh_auth_mount_path=spec.get("sshAuthMountPath", "/root/.ssh")).as_root
     impl = {"OpenMPI": "Open MPI"}.get(spec.get("mpiImplementation", "OpenMPI"), "other")
-    allowed = ALLOW_RUN_AS_ROOT_FLAG in argv or all(env.get(k) == v for k, v in ALLOW_RUN_AS_ROOT_ENV.items())
-    if argv and "mpirun" in argv[0] and as_root and refuses_root(impl, 0) and not allowed:
-        add(argv_key, "FAIL", "MPI_RUN_AS_ROOT", "sshAuthMountPath %s runs the launcher as root and mpirun has "
+    flag, env_form = ALLOW_RUN_AS_ROOT_FLAG in argv, all(env.get(k) == v for k, v in ALLOW_RUN_AS_ROOT_ENV.items())
+    allowed = flag or env_form
+    stack = stack_of_image(str(launcher.get("image") or ""))
+    mpi = stack.components["mpi"] if stack else None
+    ignored = mpi is not None and not root_env_honoured(implementation(mpi.name), mpi.version)
+    refused = bool(argv) and "mpirun" in argv[0] and as_root and refuses_root(impl, 0)
+    if refused and env_form and not flag and ignored:
+        add("job.run_as_root", argv_key, "FAIL", "MPI_RUN_AS_ROOT",
+            "the launcher runs as root with only %s, and its image %s is stack %s's, whose %s %s ignores them "
+            "(honoured from Open MPI %s)" % (" and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV)), launcher.get("image"),
+                                             stack.name, mpi.name, mpi.version, ROOT_ENV_SINCE),
+            "add %s to mpirun (every Open MPI release honours it)" % ALLOW_RUN_AS_ROOT_FLAG)
+    if refused and not allowed:
+        add("job.run_as_root",
+            argv_key, "FAIL", "MPI_RUN_AS_ROOT", "sshAuthMountPath %s runs the launcher as root and mpirun has "
             "neither %s nor %s" % (spec.get("sshAuthMountPath", "/root/.ssh (the default)"), ALLOW_RUN_AS_ROOT_FLAG,
                                    " and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV))))
     if argv and "mpirun" in argv[0]:
         missing = [e.split("=")[0] for e in EXPORTED_ENV if e.split("=")[0] not in _exported(argv)]
         if missing:
-            add(argv_key, "WARN", "JOB_ENV_NOT_EXPORTED", "mpirun does not export %s to the ranks (ranks started "
+            add("job.exported_env",
+                argv_key, "WARN", "JOB_ENV_NOT_EXPORTED", "mpirun does not export %s to the ranks (ranks started "
                 "through sshd get sshd's environment)" % ", ".join(missing),
                 " ".join("-x %s" % e for e in EXPORTED_ENV))
     return found
@@ -308,12 +350,39 @@ def judge_job(path: str) -> tuple[str, list[Finding]]:
     return "MPIJob", [f for d in jobs for f in judge_mpijob(path, d)]
 
 
-def validate_job(path: str) -> int:
-    """``invoke validate --job FILE``: print each finding (file:line, status, code, what, remedy); exit 1 with a
-    FAIL, else 0."""
+def rule_result(rule: str, findings: list[Finding]) -> CheckResult:
+    """One rule's verdict in a job file's report: PASS without a finding; else the worst finding's status, code
+    and remedy, ``measured`` its ``FILE:LINE: what``, and every finding of the rule in ``details``."""
+    expected = RULES[rule].expected
+    if not findings:
+        return passed(rule, "no violation", expected)
+    ordered = sorted(findings, key=lambda f: (f.status != "FAIL", f.line))
+    first = ordered[0]
+    verdict = failed if first.status == "FAIL" else warned
+    return verdict(rule, "%s:%d: %s" % (first.path, first.line, first.message), expected, first.remedy, first.code,
+                   ["%s:%d: %s %s: %s" % (f.path, f.line, f.status, f.code, f.message) for f in ordered])
+
+
+def job_report(path: str, kind: str, findings: list[Finding], seconds: float) -> Report:
+    """The report of a judged job file, in the node report's published schema (``validate.report_schema``,
+    ``selection: job``): one result per rule of its kind (``validate.jobrules.rules_for``), ``host`` the machine
+    that judged it."""
+    results = [rule_result(rule, [f for f in findings if f.rule == rule]) for rule in rules_for(kind)]
+    return Report(results, seconds, host=socket.gethostname(), job={"path": path, "kind": kind})
+
+
+def validate_job(path: str, json_path: str | None = None) -> int:
+    """``invoke validate --job FILE [--json OUT]``: print each finding (file:line, status, code, what, remedy) and
+    write the report as JSON (``job_report``); exit 1 with a FAIL, else 0. ChexstackError before judging for a
+    ``json_path`` that cannot be written."""
+    if json_path:
+        output_file(json_path, "--json")
+    start = time.monotonic()
     kind, findings = judge_job(path)
     for f in sorted(findings, key=lambda f: f.line):
         console.print(f.text(), markup=False, highlight=False, soft_wrap=True)
     fails = sum(f.status == "FAIL" for f in findings)
     console.print("%s (%s): %d FAIL, %d WARN" % (Path(path).name, kind, fails, len(findings) - fails), markup=False)
+    if json_path:
+        write_json(job_report(path, kind, findings, time.monotonic() - start), json_path)
     return ExitCode.FAILED if fails else ExitCode.OK

@@ -44,6 +44,8 @@ class Report:
     host: str = "?"
     bundle: str | None = None
     fast: bool = False
+    #: ``{"path", "kind"}`` of the job file a ``--job`` report judged (``validate.jobfile.job_report``), else None
+    job: dict | None = None
 
     @property
     def exit_code(self) -> int:
@@ -66,7 +68,8 @@ class Report:
             schema=report_schema.SCHEMA,
             catalogue={"name": catalogue.CATALOGUE, "sha256": catalogue.digest(CHECKS)},
             host=self.host, stack=self.stack, hosts=self.hosts, bundle=self.bundle,
-            selection="fast" if self.fast else "full", seconds=round(self.seconds, 2), exit_code=self.exit_code,
+            selection="job" if self.job else "fast" if self.fast else "full", job=self.job,
+            seconds=round(self.seconds, 2), exit_code=self.exit_code,
             action=self.action.word if self.action is not None else None, summary=self.counts(),
             results=[dict(r.to_json(), action=action_of(r).word if r.status != Status.PASS else None)
                      for r in self.results])

@@ -86,8 +86,16 @@ class Summary(_Strict):
     ERROR: int = Field(ge=0)
 
 
+class Job(_Strict):
+    """The job file an ``invoke validate --job FILE`` report judged (its results are the rules of
+    ``validate.jobrules``, ``job.*``)."""
+
+    path: str
+    kind: Literal["MPIJob", "Slurm batch script"]
+
+
 class Report(_Strict):
-    """The report of one ``invoke validate`` run."""
+    """The report of one ``invoke validate`` run: a node's checks, or a job file's rules (``--job FILE``)."""
 
     model_config = ConfigDict(extra="forbid", title="chexstack validate report",
                               json_schema_extra={"$id": SCHEMA})
@@ -98,8 +106,10 @@ class Report(_Strict):
     stack: str | None
     hosts: list[str]
     bundle: str | None = Field(description="the bundle judged with --from, else null")
-    selection: Literal["full", "fast"] = Field(description="fast: only the checks that fit a Slurm prolog "
-                                                           "(--fast)")
+    selection: Literal["full", "fast", "job"] = Field(description="fast: only the checks that fit a Slurm prolog "
+                                                                  "(--fast); job: a job file's rules (--job)")
+    job: Job | None = Field(default=None, description="the job file judged with --job (then host is the machine "
+                                                      "that judged it); absent or null for a node's report")
     seconds: float = Field(ge=0)
     exit_code: Literal[0, 1, 2]
     action: ActionWord | None = Field(description="the node's next action: the most drastic of its FAIL results' "

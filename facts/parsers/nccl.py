@@ -9,6 +9,7 @@ from the right so both layouts work. busbw = algbw × 2(n−1)/n for all-reduce 
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
@@ -150,24 +151,38 @@ class NcclLog:
     """What an ``NCCL_DEBUG=INFO`` log says about transport.
 
     ``networks``: names of ``Using network X`` (``IB``, ``IBext``, ``Socket``, plugin names); ``ib_devices``:
-    ``NET/IB : Using`` devices; ``ib_no_device``: ``NET/IB : No device found``; ``ibverbs_missing``:
-    libibverbs could not be opened; ``ib_open_failed``: HCAs NCCL could not open; ``socket_ifaces``: interfaces
-    of ``NET/Socket : Using``; ``channels``: transports of ``via …`` channel lines (``NET/IB/0/GDRDMA``,
-    ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size) of a shared-memory
-    segment NCCL failed to create after ``posix_fallocate … No space left on device``; ``init_complete``: a
-    communicator finished initialising (``… Init COMPLETE``); ``selected_at``: the line number of the first
-    transport selection (``NET/IB : Using``, ``NET/Socket : Using``, ``Using network X``), None when none;
+    ``NET/IB : Using`` devices; ``ib_no_device``: ``NET/IB : No device found``; ``ib_disabled``:
+    ``NCCL_IB_DISABLE set by environment to 1``; ``ibverbs_missing``: libibverbs could not be opened;
+    ``ib_open_failed``: HCAs NCCL could not open; ``socket_ifaces``: interfaces of the Socket network NCCL uses
+    (``NET/Socket : Using``; not the bootstrap's, see ``bootstrap_ifaces``); ``bootstrap_ifaces``: interfaces of
+    NCCL's bootstrap (``Bootstrap : Using`` since NCCL 2.5; in NCCL <= 2.4 the ``NET/Socket : Using`` line, which
+    that NCCL always prints because its bootstrap runs on the socket network); ``bootstrap_on_socket_net``: the log
+    is in that NCCL <= 2.4 wording (``_bootstrap_on_socket_net``); ``oob_ifaces``: the IB network's out-of-band
+    interfaces (``; OOB ib0:10.0.3.1<0>``); ``channels``: transports of ``via …`` channel lines
+    (``NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``direct shared memory``); ``shm_segment``: (name, size)
+    of a shared-memory segment NCCL failed to create after ``posix_fallocate … No space left on device``;
+    ``init_complete``: a communicator finished initialising (``… Init COMPLETE``); ``selected_at``: the line number
+    of the first transport selection (``NET/IB : Using``, ``Using network X``, ``NET/Socket : Using`` unless it is
+    NCCL 2.4's bootstrap line), None when none;
     ``errors``: ``(line number, line)`` of each ``NCCL WARN``, NCCL error, abort or timeout line; ``hosts``: the
     host names of NCCL's ``host:pid:tid [dev]`` line prefixes, in order of appearance; ``duplicate_gpus``: the
-    ``Duplicate GPU detected`` refusals, one per CUDA device."""
+    ``Duplicate GPU detected`` refusals, one per CUDA device; ``memreg_failed``: the verbs calls that could not
+    register (pin) memory or make a queue pair for it (``Call to ibv_reg_mr failed``, ``ibv_create_qp``);
+    ``completion_errors``: the ``ibv_wc`` status of each ``NET/IB : Got completion ... with error N`` /
+    ``status=…(N)`` (12: transport retries exceeded); ``connect_failed``: the peer addresses NCCL's sockets could
+    not connect to (``Connect to 172.17.0.2<38847> failed``)."""
 
     version: str | None = None
     networks: list[str] = field(default_factory=list)
     ib_devices: list[NetDevice] = field(default_factory=list)
     ib_no_device: bool = False
+    ib_disabled: bool = False
     ibverbs_missing: bool = False
     ib_open_failed: list[str] = field(default_factory=list)
     socket_ifaces: list[str] = field(default_factory=list)
+    bootstrap_ifaces: list[str] = field(default_factory=list)
+    bootstrap_on_socket_net: bool = False
+    oob_ifaces: list[str] = field(default_factory=list)
     channels: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
     shm_fallocate_failed: bool = False
@@ -177,6 +192,9 @@ class NcclLog:
     errors: list[tuple[int, str]] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     duplicate_gpus: list[DuplicateGpu] = field(default_factory=list)
+    memreg_failed: list[str] = field(default_factory=list)
+    completion_errors: list[int] = field(default_factory=list)
+    connect_failed: list[str] = field(default_factory=list)
 
     @property
     def failure_after_selection(self) -> str | None:
@@ -193,7 +211,7 @@ class NcclLog:
             return "Socket"
         if self.networks or self.ib_devices or any("NET/IB" in c for c in self.channels):
             return "RDMA"
-        if self.ib_no_device or self.ibverbs_missing:
+        if self.ib_no_device or self.ibverbs_missing or self.ib_disabled:
             return "Socket" if self.socket_ifaces else None
         return None
 
@@ -207,10 +225,23 @@ class NcclLog:
 _ERROR = re.compile(r"NCCL WARN|NCCL error|unhandled (?:system|cuda|internal) error|ncclCommInitRank failed|"
                     r"\bAbort(?:ed|ing)?\b|timed out|\btimeout\b", re.I)
 _SELECTION = re.compile(r"NET/IB\s*:\s*Using|NET/Socket\s*:\s*Using|NCCL INFO Using network ")
+#: NCCL's ``Bootstrap : Using [0]eth0:10.0.2.64<0>`` (2.5 … 2.18) or ``Bootstrap : Using eth0:10.0.4.136<0>`` (2.19+)
+_BOOTSTRAP = re.compile(r"NCCL INFO Bootstrap\s*:\s*Using (.*)")
+#: an interface of a ``Using`` list: ``[0]em1:10.193.84.3<0>`` or, since NCCL 2.19, ``em1:10.193.84.3<0>``
+_IFACE = re.compile(r"(?:\[\d+\])?([\w.-]+):[0-9a-fA-F.:%]+<\d+>")
 
 _DEV = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)((?:/[\w-]+)*)")
 #: NCCL's line prefix ``host:pid:tid [cuda device]`` (every NCCL_DEBUG line, NCCL 2.x).
 _LINE_HOST = re.compile(r"^\s*([\w.-]+):\d+:\d+ \[\d+\] ")
+#: ``Call to ibv_reg_mr failed`` (NCCL's verbs wrapper, misc/ibvwrap.cc) and ``Call to ibv_create_qp failed``: the
+#: pinned-memory limit (Horovod's troubleshooting guide, "NCCL WARN Call to ibv_reg_mr failed": memlock unlimited)
+_MEMREG = re.compile(r"Call to (ibv_reg_mr|ibv_reg_dmabuf_mr|ibv_create_qp) failed")
+#: ``NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, …`` (NCCL <= 2.18) and
+#: ``NET/IB: Got completion from peer … with status=IBV_WC_RETRY_EXC_ERR(12) opcode=…`` / ``status=12`` (later)
+_COMPLETION = re.compile(r"NET/IB\s*:\s*Got completion (?:from peer \S+ )?with (?:error (\d+)|status=(?:\w*\()?(\d+))")
+#: ``Net : Connect to 192.168.1.9<54263> failed : No route to host`` (include/socket.h), ``socketStartConnect: Connect
+#: to 172.17.0.2<38847> failed``, ``socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No route to host)``
+_CONNECT = re.compile(r"Connect to \[?([0-9a-fA-F.:]+?)\]?<\d+> (?:failed|returned)")
 #: ``WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx", ...)`` (NVIDIA/nccl src/init.cc).
 _DUPLICATE = re.compile(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+) both on CUDA device ([0-9a-fA-F]+)")
 
@@ -218,9 +249,10 @@ _DUPLICATE = re.compile(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+)
 def parse_nccl_log(text: str) -> NcclLog:
     """Parse an ``NCCL_DEBUG=INFO`` log (any NCCL 2.x; fixtures 35-40, cases 04-05)."""
     log = NcclLog()
+    selections = []
     for n, line in enumerate(strip_prefixes(text)):
-        if log.selected_at is None and _SELECTION.search(line):
-            log.selected_at = n
+        if _SELECTION.search(line):
+            selections.append((n, "NET/Socket" in line))
         if _ERROR.search(line):
             log.errors.append((n, line.strip()))
         _read_transport_line(log, line)
@@ -228,7 +260,38 @@ def parse_nccl_log(text: str) -> NcclLog:
         m = _LINE_HOST.match(line)
         if m:
             _add_new(log.hosts, m.group(1))
+    _settle_bootstrap(log, selections)
     return log
+
+
+def _bootstrap_on_socket_net(log: NcclLog) -> bool:
+    """Whether ``log``'s ``NET/Socket : Using`` lines are (also) NCCL's bootstrap: NCCL <= 2.4 initialises the
+    socket network first in every run, "as we use it for bootstrap", then the IB network, keeping Socket only when IB
+    fails (NVIDIA/nccl v2.4.7-1 src/init.cc ``initNet``; fixtures 35 and 37, NCCL 2.4.2 and 2.4.7); NCCL 2.5 gave
+    the bootstrap its own network, which prints ``Bootstrap : Using`` (v2.5.6-1 src/bootstrap.cc
+    ``bootstrapNetInit``), and inits the socket network only when it is the one chosen. So: no ``Bootstrap`` line,
+    a ``NET/Socket`` line, and a version that is not known to be 2.5 or later."""
+    if log.bootstrap_ifaces or not log.socket_ifaces:
+        return False
+    if log.version is None:
+        return True
+    major, minor = (int(x) for x in log.version.split(".")[:2])
+    return (major, minor) < (2, 5)
+
+
+def _settle_bootstrap(log: NcclLog, selections: list[tuple[int, bool]]) -> None:
+    """After the whole log is read: in NCCL <= 2.4's wording (``_bootstrap_on_socket_net``) the ``NET/Socket`` lines
+    are the bootstrap's, and the Socket network's only when the log shows IB ruled out (``NET/IB : No device
+    found``, libibverbs missing, ``NCCL_IB_DISABLE`` set, or ``Using network Socket``) and no IB device in use;
+    ``selected_at`` is the first line of the transport selection, never the bootstrap's."""
+    old_wording = log.bootstrap_on_socket_net = _bootstrap_on_socket_net(log)
+    if old_wording:
+        log.bootstrap_ifaces = list(log.socket_ifaces)
+        ruled_out = log.ib_no_device or log.ibverbs_missing or log.ib_disabled or "Socket" in log.networks
+        if log.ib_devices or not ruled_out:
+            log.socket_ifaces = []
+    chosen = [n for n, socket in selections if not (old_wording and socket and not log.socket_ifaces)]
+    log.selected_at = chosen[0] if chosen else None
 
 
 def _add_new(items: list, item) -> None:
@@ -238,8 +301,8 @@ def _add_new(items: list, item) -> None:
 
 
 def _read_transport_line(log: NcclLog, line: str) -> None:
-    """One log line's facts about what NCCL found and chose: version, networks, IB devices, socket interfaces,
-    channels, plugins, ``Init COMPLETE``."""
+    """One log line's facts about what NCCL found and chose: version, networks, IB devices and their OOB interface,
+    socket and bootstrap interfaces, IB disabled by the environment, channels, plugins, ``Init COMPLETE``."""
     m = re.search(r"NCCL version (\d+\.\d+\.\d+)", line)
     if m and log.version is None:
         log.version = m.group(1)
@@ -253,8 +316,18 @@ def _read_transport_line(log: NcclLog, line: str) -> None:
                 log.ib_devices.append(NetDevice(name, int(port), link, [f for f in flags.split("/") if f]))
     m = re.search(r"NET/Socket\s*:\s*Using (.*)", line)
     if m:
-        for iface in re.findall(r"\[\d+\]([\w.-]+):", m.group(1)):
+        for iface in _IFACE.findall(m.group(1)):
             _add_new(log.socket_ifaces, iface)
+    m = _BOOTSTRAP.search(line)
+    if m:
+        for iface in _IFACE.findall(m.group(1)):
+            _add_new(log.bootstrap_ifaces, iface)
+    m = re.search(r"NET/IB\s*:\s*Using .*;\s*OOB (.*)", line)
+    if m:
+        for iface in _IFACE.findall(m.group(1)):
+            _add_new(log.oob_ifaces, iface)
+    if re.search(r"NCCL_IB_DISABLE set by environment to [1-9]", line):
+        log.ib_disabled = True
     m = re.search(r"\bvia (NET/\S+|P2P/\S+|SHM\S*|direct shared memory|direct pointer)", line)
     if m:
         _add_new(log.channels, m.group(1))
@@ -267,7 +340,7 @@ def _read_transport_line(log: NcclLog, line: str) -> None:
 
 def _read_failure_line(log: NcclLog, line: str) -> None:
     """One log line's evidence for ``classify_nccl_failure``: no IB device, libibverbs missing, an HCA that would not
-    open, shared memory exhausted, duplicate GPUs."""
+    open, shared memory exhausted, duplicate GPUs, memory registration, IB completion errors, failed connects."""
     if re.search(r"NET/IB\s*:\s*No device found", line):
         log.ib_no_device = True
     if re.search(r"Failed to open libibverbs", line):
@@ -287,6 +360,15 @@ def _read_failure_line(log: NcclLog, line: str) -> None:
     m = re.search(r"Error while creating shared memory segment (\S+) \(size (\d+)\)", line)
     if m:
         log.shm_segment = (m.group(1), int(m.group(2)))
+    m = _MEMREG.search(line)
+    if m:
+        _add_new(log.memreg_failed, m.group(1))
+    m = _COMPLETION.search(line)
+    if m:
+        _add_new(log.completion_errors, int(m.group(1) or m.group(2)))
+    m = _CONNECT.search(line)
+    if m:
+        _add_new(log.connect_failed, m.group(1))
 
 
 def classify_nccl_failure(log: NcclLog) -> str | None:
@@ -295,7 +377,13 @@ def classify_nccl_failure(log: NcclLog) -> str | None:
     https://github.com/horovod/horovod/issues/3949), ``NCCL_SHM_EXHAUSTED`` (posix_fallocate ENOSPC + a failed shm
     segment: /dev/shm too small, https://github.com/NVIDIA/nccl/issues/290),
     ``NCCL_NO_LIBIBVERBS`` (rdma-core user space missing, fixture 36), ``NCCL_IB_DEVICE_NOT_VISIBLE`` (an HCA
-    NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), or None."""
+    NCCL could not open, https://github.com/NVIDIA/nccl/issues/451), ``NCCL_IB_MEMREG_FAILED`` (the HCA could not
+    register pinned memory: the memlock limit, Horovod's troubleshooting guide), ``NCCL_IB_COMPLETION_ERROR`` (an RDMA
+    transfer failed on the wire, the ``ibv_wc`` status in ``completion_errors``:
+    https://github.com/NVIDIA/nccl/issues/1357's and #185's kind), ``NCCL_UNROUTABLE_ADDRESS`` (a socket connect
+    failed to an address on Docker's default bridge, ``DOCKER_BRIDGE``, or the bootstrap ran on a container bridge:
+    the peers advertised addresses the other hosts cannot reach, https://github.com/NVIDIA/nccl/issues/331,
+    https://github.com/NVIDIA/nccl/issues/929), or None."""
     if log.duplicate_gpus:
         return "NCCL_DUPLICATE_GPU"
     if log.shm_fallocate_failed or log.shm_segment:
@@ -304,7 +392,27 @@ def classify_nccl_failure(log: NcclLog) -> str | None:
         return "NCCL_NO_LIBIBVERBS"
     if log.ib_open_failed:
         return "NCCL_IB_DEVICE_NOT_VISIBLE"
+    if log.memreg_failed:
+        return "NCCL_IB_MEMREG_FAILED"
+    if log.completion_errors:
+        return "NCCL_IB_COMPLETION_ERROR"
+    if log.connect_failed and (any(_on_bridge(a) for a in log.connect_failed)
+                               or any(i.startswith(BRIDGE_IFACES) for i in log.bootstrap_ifaces + log.socket_ifaces)):
+        return "NCCL_UNROUTABLE_ADDRESS"
     return None
+
+
+#: Docker's default bridge network (Docker docs, "Bridge network driver": docker0, 172.17.0.0/16) and the interface
+#: names of container bridges (Docker's docker0/br-*, CNI's cni0): addresses there are private to one host.
+DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
+BRIDGE_IFACES = ("docker", "br-", "cni")
+
+
+def _on_bridge(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address) in DOCKER_BRIDGE
+    except ValueError:
+        return False
 
 
 def _nccl_run(argv: tuple, env: dict) -> bool:

@@ -388,8 +388,14 @@ def ecc(ctx: Context) -> CheckResult:
 def driver_cuda(ctx: Context) -> CheckResult:
     cid = "gpu.driver_cuda"
     report = snapshot(ctx).report
-    if not report.driver_version:
-        return skipped(cid, "driver version unknown (see gpu.inventory)", code="NOT_REPORTED")
+    driver, found = report.driver_version, []
+    if not driver:  # nvidia-smi did not say (NVML failed, or no nvidia-smi): the loaded kernel module is the driver
+        driver = versions.nvidia_kernel_module(ctx.read("/proc/driver/nvidia/version") or "")
+        if not driver:
+            return skipped(cid, "driver version unknown: nvidia-smi did not report it and no "
+                           "/proc/driver/nvidia/version (see gpu.inventory)", code="NOT_REPORTED")
+        found = ["driver %s read from /proc/driver/nvidia/version (the loaded kernel module): nvidia-smi did not "
+                 "report it" % driver]
     ngc = None
     if ctx.stack is not None:
         cuda, what = ctx.stack.version("cuda"), "stack %s" % ctx.stack.name
@@ -401,8 +407,10 @@ def driver_cuda(ctx: Context) -> CheckResult:
         if cuda is None:
             return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)",
                            code="NOT_APPLICABLE")
-    return judge_driver(report.driver_version, report.driver_max_cuda, cuda, what, ngc,
-                        datacenter_gpus([g.name for g in report.gpus]))
+    result = judge_driver(driver, report.driver_max_cuda, cuda, what, ngc,
+                          datacenter_gpus([g.name for g in report.gpus]))
+    result.details.extend(found)
+    return result
 
 
 def judge_xid(events: list[XidEvent]) -> CheckResult:

@@ -34,6 +34,7 @@ from facts.parsers.nccl import (
 )
 from facts.parsers.observation import Observed
 from facts.parsers.pcie import parse_p2p
+from launch.failure import NCCL_REMEDY, SHM_REMEDY
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
@@ -47,9 +48,6 @@ MULTI_NODE_SHARE = 0.8
 ALLREDUCE_TIMEOUT_S = 180
 #: Interfaces NCCL should not use for its socket transport: tunnels, container bridges, veths, loopback.
 VIRTUAL_IFACES = ("lo", "tunl", "docker", "cali", "flannel", "veth", "virbr", "cni", "weave", "vxlan")
-SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
-              "Kubernetes: an emptyDir {medium: Memory} volume at /dev/shm); NCCL_SHM_DISABLE=1 only as a slower "
-              "workaround")
 
 
 @dataclass(frozen=True)
@@ -148,6 +146,10 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
     details = ["channels: %s" % ", ".join(log.channels)] if log.channels else []
     if log.socket_ifaces:
         details.append("socket interfaces: %s" % ", ".join(log.socket_ifaces))
+    if log.bootstrap_ifaces:
+        details.append("bootstrap interface: %s" % ", ".join(log.bootstrap_ifaces))
+    if log.oob_ifaces:
+        details.append("IB out-of-band interface: %s" % ", ".join(log.oob_ifaces))
     if sockets_virtual:
         details.append("NCCL picked virtual interface(s) %s: set NCCL_SOCKET_IFNAME" % ", ".join(sockets_virtual))
     if cause == "NCCL_SHM_EXHAUSTED":
@@ -241,17 +243,6 @@ def _gpudirect_rdma(channels: list[str]) -> str:
 
 INIT_REMEDY = ("read the first NCCL WARN line of the run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); over RoCE check "
                "the GID index (NCCL_IB_GID_INDEX) and the routes between the nodes")
-#: Two ranks on one GPU: NCCL allows one rank per GPU in a communicator. Horovod's local rank comes from its MPI, and
-#: is 0 on every rank when Horovod was built against another MPI than the ``mpirun`` that started the ranks
-#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun").
-DUPLICATE_GPU_REMEDY = (
-    "give each rank its own GPU: pin GPU hvd.local_rank() (TF 2: tf.config.set_visible_devices(gpus[hvd.local_rank()], "
-    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) or start each rank with its own "
-    "CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
-    "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
-    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm give each task its GPU "
-    "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per task)")
-FAILURE_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY}
 
 
 def failure_of(log: NcclLog) -> tuple[str, str, str]:
@@ -267,7 +258,7 @@ def failure_of(log: NcclLog) -> tuple[str, str, str]:
         what += ": NCCL refused the communicator (Duplicate GPU detected, ncclInvalidUsage)"
     else:
         what = log.failure_after_selection or (log.errors[0][1] if log.errors else "no error line")
-    return what, cause or "NCCL_INIT_FAILED", FAILURE_REMEDY.get(cause or "", INIT_REMEDY)
+    return what, cause or "NCCL_INIT_FAILED", NCCL_REMEDY.get(cause or "", INIT_REMEDY)
 
 
 def judge_init(log: NcclLog, results: bool = False, hung: bool = False) -> CheckResult | None:
