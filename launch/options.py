@@ -96,8 +96,9 @@ THROUGHPUT_OPTIONS = ("throughput", "steps", "warmup_steps", "amp")
 class TrainerOption:
     """One ``python -m trainer`` option: its parameter name (argparse ``dest``), flag, whether it takes no value,
     its help, its default in the trainer, the words it takes that are not paths when its value is a path
-    (metavar ``FILE``, ``DIR`` or ``none|PATH``: words ``("none",)``), else None, and whether that path is a
-    folder (metavar ``DIR``)."""
+    (metavar ``FILE``, ``DIR`` or ``none|PATH``: words ``("none",)``), else None, whether that path is a
+    folder (metavar ``DIR``), and whether the switch turns its ``dest`` off (argparse ``store_false``:
+    ``--no-hflip``, dest ``hflip``)."""
 
     name: str
     flag: str
@@ -106,6 +107,13 @@ class TrainerOption:
     default: object
     path_words: tuple[str, ...] | None = None
     is_folder: bool = False
+    turns_off: bool = False
+
+    @property
+    def not_given(self) -> object:
+        """The task parameter's default, "not given": None for a value, False for a switch, True for a switch
+        that turns its ``dest`` off (invoke then offers ``--no-<dest>``, the trainer's own flag)."""
+        return self.turns_off if self.is_switch else None
 
     def is_path(self, value: str) -> bool:
         """Whether ``value`` of this option names a file or folder (which a launcher must make reachable)."""
@@ -134,25 +142,26 @@ def _all_trainer_options() -> tuple[TrainerOption, ...]:
             continue
         if action.dest in THROUGHPUT_OPTIONS:
             continue
-        switch = isinstance(action, argparse._StoreTrueAction)
+        turns_off = isinstance(action, argparse._StoreFalseAction)
+        switch = turns_off or isinstance(action, argparse._StoreTrueAction)
         default = "" if switch or action.default is None else " (trainer default %s)" % action.default
         flag_ = max(action.option_strings, key=len)
         found.append(TrainerOption(action.dest, flag_, switch,
                                    "python -m trainer %s: %s%s" % (flag_, action.help or action.dest, default),
                                    action.default, _path_words(action.metavar),
-                                   "DIR" in (action.metavar or "").split("|")))
+                                   "DIR" in (action.metavar or "").split("|"), turns_off))
     return tuple(found)
 
 
 def with_trainer_options(fn):
     """Decorator for a task body ``fn(c, ..., **trainer)``: its signature (what invoke reads to make options) gets
-    one keyword per trainer option it does not state itself as a parameter (``None``, or ``False`` for a switch:
-    "not given"); their help texts are ``trainer_help()``."""
+    one keyword per trainer option it does not state itself as a parameter (``TrainerOption.not_given``); their
+    help texts are ``trainer_help()``."""
     sig = inspect.signature(fn)
     stated = frozenset(sig.parameters)
     params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     params += [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                 default=False if o.is_switch else None) for o in trainer_options(stated)]
+                                 default=o.not_given) for o in trainer_options(stated)]
     fn.__signature__ = sig.replace(parameters=params)
     return fn
 
@@ -166,13 +175,13 @@ def trainer_help() -> dict[str, str]:
 def trainer_argv(fn: Callable, values: dict) -> tuple[str, ...]:
     """The trainer's command line of a task body ``fn`` decorated by ``with_trainer_options``, from its
     ``values`` (name -> value): ``--flag value`` (or ``--flag`` for a switch) for every trainer option given (not
-    None, not False), in ``fn``'s signature's order (the ones it states, then the others in the trainer's
-    parser's order). The trainer's parser judges the values (``launch.request.TrainRequest.check``)."""
+    its ``TrainerOption.not_given``, not None), in ``fn``'s signature's order (the ones it states, then the others
+    in the trainer's parser's order). The trainer's parser judges the values (``launch.request.TrainRequest.check``)."""
     by_name = {o.name: o for o in _all_trainer_options()}
     argv: list[str] = []
     for name in [name for name in inspect.signature(fn).parameters if name in by_name]:
         o, value = by_name[name], values.get(name)
-        if value is None or value is False:
+        if value is None or value == o.not_given:
             continue
         argv += [o.flag] if o.is_switch else [o.flag, str(value)]
     return tuple(argv)

@@ -176,6 +176,19 @@ def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path
     assert "Traceback" not in p.stdout + p.stderr and not (tmp_path / "bad").exists()
 
 
+def test_a_switch_that_turns_a_trainer_default_off_is_its_no_flag():
+    """The trainer's ``--no-hflip`` (argparse store_false, dest ``hflip``) is invoke's ``--[no-]hflip`` (a True
+    default: not given), and only ``--no-hflip`` reaches the trainer; it was ``--hflip=STRING`` before."""
+    from launch.options import trainer_argv
+    assert "--[no-]hflip" in cmd.run("train", "--help").stdout
+    assert trainer_argv(tasks.train.body, {"data": "synthetic", "hflip": True}) == ("--data", "synthetic")
+    assert trainer_argv(tasks.train.body, {"data": "synthetic", "hflip": False}) == ("--data", "synthetic",
+                                                                                      "--no-hflip")
+    rendered = cmd.run("train", "--launcher", "slurm", "--stack", "cpu", "--data", "synthetic", "--output",
+                       "/shared/x", "--render", "--no-hflip")
+    assert rendered.returncode == 0 and " --no-hflip" in rendered.stdout, rendered.stdout + rendered.stderr
+
+
 def test_trainer_input_files_are_mounted_read_only_in_images_and_jobs(tmp_path):
     from launch.cluster import ClusterOptions, job_spec
     from launch.container import mounts
