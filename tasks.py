@@ -227,6 +227,26 @@ def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/ev
         raise Exit(code=code)
 
 
+@task(help={
+    "data": "dataset folder: Data_Entry_2017*.csv[.gz] in it, PNGs anywhere below it (as invoke train --data)",
+    "images": "folder with the PNGs (searched recursively); with --labels",
+    "labels": "label file Data_Entry_2017*.csv or .csv.gz; with --images",
+    "image-size": "side in pixels of the stored images; train from the copy with the same --image-size (224)",
+    "output": "the prepared copy's folder: new or empty, or one a stopped prepare left (it resumes)",
+    "shard-images": "images per shard (0, the default: 128 MiB of pixels per shard)",
+})
+@user_errors
+def prepare(c, data=None, images=None, labels=None, image_size=224, output=None, shard_images=0):
+    """Decode, resize and shard a ChestX-ray14 folder once (all cores), for invoke train --data PREP; resumable."""
+    from launch.prepare import prepare as run_prepare
+    from launch.prepare import prepare_argv
+
+    if not output:
+        raise ChexstackError("invoke prepare needs --output PREP (e.g. invoke prepare --data /data/chestxray14 "
+                             "--image-size 256 --output /data/chestxray14-256)")
+    run_prepare(prepare_argv(data, images, labels, image_size, output, shard_images or None))
+
+
 # --- validate (node fitness checks) -------------------------------------------------------------------------------
 @task(help={"stack": "stack to validate against (envs/stacks/<name>.yaml): its CUDA floor, image and Horovod build",
             "hosts": "comma-separated hosts of a multi-node run (mpirun, NCCL and ib_write_bw across them)",

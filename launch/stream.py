@@ -63,6 +63,13 @@ class _Display:
             out.print("epoch %d: loss %.4f, mean AUROC %s, %.1f images/s" % (
                 e["epoch"], e["loss"] if e.get("loss") is not None else float("nan"),
                 "undefined" if mean is None else "%.4f" % mean, e["images_per_sec"]))
+        elif kind == "prepare":
+            out.print("preparing %d images at %d px into %s: %d shards, %d done before" % (
+                e["images"], e["image_size"], e["output"], e["shards"], e["done_shards"]), markup=False,
+                highlight=False, soft_wrap=True)
+            self.task = self.progress.add_task("images", total=e["images"], completed=e["done_images"], loss="")
+        elif kind == "shard" and self.task is not None:
+            self.progress.update(self.task, completed=e["images"], loss="shard %d/%d" % (e["shard"], e["shards"]))
         elif kind == "test":
             base, difference = e.get("baseline_mean_auroc"), e.get("difference")
             out.print("test split (best epoch %s): mean AUROC %s%s%s" % (

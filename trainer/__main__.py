@@ -1,6 +1,6 @@
 """``python -m trainer``: parse options, run training or the throughput measurement (``python -m trainer
-evaluate``: ``trainer.evaluate``), map TrainerError to exit 2. The one module that starts the runs: ``trainer.cli``
-(the options) imports none of them."""
+evaluate``: ``trainer.evaluate``; ``python -m trainer prepare``: ``trainer.prepare``), map TrainerError to exit 2.
+The one module that starts the runs: ``trainer.cli`` (the options) imports none of them."""
 import sys
 
 from trainer import cli
@@ -21,6 +21,9 @@ def main(argv=None):
     if argv[:1] == ["evaluate"]:
         from trainer import evaluate
         return evaluate.main(argv[1:])
+    if argv[:1] == ["prepare"]:
+        from trainer import prepare
+        return prepare.main(argv[1:])
     return reporting_errors(lambda: _run(argv))
 
 

@@ -416,15 +416,36 @@ def read_file(path):
     return fn(path)
 
 
+def _antialias_resize():
+    resize_v2 = getattr(tf.image, "resize", None)
+    return resize_v2 is not None and "antialias" in _params(resize_v2)
+
+
 def resize(image, size):
     """Antialiased resize to [size, size] (float32): ``tf.image.resize(..., antialias=True)`` (bilinear with a
     widened kernel when shrinking; TF >= 2.0), else area averaging (``ResizeMethod.AREA``, TF 1.x: its
     ``resize_images`` has no ``antialias``). Without either, shrinking a 1024-pixel X-ray to 224 or 64 aliases.
+    ``resize_method()`` names the one this TensorFlow uses.
     """
-    resize_v2 = getattr(tf.image, "resize", None)
-    if resize_v2 is not None and "antialias" in _params(resize_v2):
+    if _antialias_resize():
         return tf.image.resize(image, [size, size], antialias=True)
     return tf.image.resize_images(image, [size, size], method=tf.image.ResizeMethod.AREA)
+
+
+def resize_method():
+    """The name of the resize ``resize`` applies here (a prepared copy records it: ``trainer.prepared``)."""
+    if _antialias_resize():
+        return "tf.image.resize bilinear antialias=True"
+    return "tf.image.resize_images AREA"
+
+
+def numpy_function(fn, inputs, dtype):
+    """``fn`` (NumPy arrays in, one array of ``dtype`` out) as a graph op: ``tf.numpy_function`` (TF >= 1.14),
+    else ``tf.py_func`` (TF 1.12, 1.13). It holds the GIL while it runs: keep ``fn`` to a copy of memory."""
+    fn_op = getattr(tf, "numpy_function", None)
+    if fn_op is not None:
+        return fn_op(fn, inputs, dtype)
+    return tf.py_func(fn, inputs, dtype, stateful=False)
 
 
 def transform_images(images, transforms):

@@ -2,15 +2,18 @@
 
 ``load(options)`` returns a ``Data`` whose ``report`` says what was left out and why (rows without an image,
 images without a row, files failing the PNG check or the decode, images outside the official lists); rank 0 prints
-it and metrics.json keeps it (``run.data``). Every rank computes the same ``Data`` deterministically (same files,
-same seed, the decode verdicts gathered from all ranks). Left-out images are in no split and no count; more than
-``--max-bad-images`` of them (a share of the images with a label row) stops the run.
+it and metrics.json keeps it (``run.data``). ``--data PREP``, a prepared copy (``trainer.prepared``), gives the
+same Data as its source PNGs: the same rows, the same verdicts (found when it was prepared, by the same checks),
+hence the same splits; its keys are the copy's, and ``report["prepared"]`` names it. Every rank computes the same
+``Data`` deterministically (same files, same seed, the decode verdicts gathered from all ranks). Left-out images are
+in no split and no count; more than ``--max-bad-images`` of them (a share of the images with a label row) stops the
+run.
 """
 import os
 
 import numpy as np
 
-from trainer import events, labels, outputs, pngcheck, sources, split
+from trainer import events, labels, outputs, pngcheck, prepared, sources, split
 from trainer.errors import TrainerError
 from trainer.sources import SYNTHETIC
 
@@ -32,13 +35,15 @@ class Subset(object):
 
 
 class Data(object):
-    """``train``/``val``/``test`` Subsets, the label file and its content hash, and the ``report`` dict."""
+    """``train``/``val``/``test`` Subsets, the label file and its content hash, the ``report`` dict, and
+    ``prepared``: the ``trainer.prepared.Copy`` the images come from (None: PNGs or synthetic)."""
 
-    def __init__(self, subsets, label_file, label_sha256, report):
+    def __init__(self, subsets, label_file, label_sha256, report, prepared=None):
         self.train, self.val, self.test = subsets
         self.label_file = label_file
         self.label_sha256 = label_sha256
         self.report = report
+        self.prepared = prepared
 
 
 def _take(table, paths, codes, code):
@@ -47,9 +52,12 @@ def _take(table, paths, codes, code):
                   [table.patients[i] for i in keep])
 
 
-def _locate(options):
+def locate(options):
     """(label file, images folder, option name for messages, train_val list, test list)."""
     train_val, test = options.train_val_list, options.test_list
+    if options.images and prepared.is_prepared(options.images):
+        raise TrainerError("--images %s is a prepared copy (%s): give it as --data %s"
+                           % (options.images, prepared.MANIFEST, options.images))
     if options.data:
         label_file = sources.find_label_file(options.data)
         found_train_val, found_test = sources.find_split_lists(options.data)
@@ -101,18 +109,28 @@ def load(options, skipped_list=None, decode_check=None):
     (``trainer.decodecheck.checker``; None: structural check only, no TensorFlow). ``options.max_bad_images``:
     the largest share of unusable images that still trains (absent: no limit).
     """
-    label_file, images_dir, option, train_val_list, test_list = _locate(options)
+    label_file, images_dir, option, train_val_list, test_list = locate(options)
     table = labels.read_label_file(label_file)
-    on_disk = sources.index_images(images_dir, option)
+    copy = None
+    if option == "--data" and prepared.is_prepared(images_dir):
+        copy = prepared.open_copy(images_dir, table.sha256, getattr(options, "image_size", None))
+        on_disk = copy.index
+    else:
+        on_disk = sources.index_images(images_dir, option)
     with_image = [i for i, n in enumerate(table.names) if n in on_disk]
-    report = {"label_rows": len(table), "images_found": len(on_disk),
+    report = {"label_rows": len(table), "images_found": copy.images_found if copy else len(on_disk),
               "rows_without_image": len(table) - len(with_image),
-              "images_without_row": len(set(on_disk) - set(table.names))}
+              "images_without_row": copy.images_without_row if copy else len(set(on_disk) - set(table.names))}
+    if copy:
+        report["prepared"] = copy.summary
     if not with_image:
         raise TrainerError("none of the %d rows of %s has an image below %s %s (%d PNGs there; names must be the "
                            "'Image Index' values, e.g. %s)" % (len(table), label_file, option, images_dir,
                                                                  len(on_disk), table.names[0]))
-    problems, structural, undecodable = _unusable([on_disk[table.names[i]] for i in with_image], decode_check)
+    if copy:
+        problems, structural, undecodable = copy.unusable([table.names[i] for i in with_image])
+    else:
+        problems, structural, undecodable = _unusable([on_disk[table.names[i]] for i in with_image], decode_check)
     report["skipped_images"] = [{"path": on_disk[table.names[with_image[k]]], "reason": r}
                                 for k, r in sorted(problems.items())]
     report["images_skipped"] = {"png_check": structural, "decode": undecodable, "total": len(problems)}
@@ -157,7 +175,7 @@ def load(options, skipped_list=None, decode_check=None):
         if not len(s):
             raise TrainerError("the %s split is empty (%s); more images or another --val-fraction are needed"
                                % (code, report["split_source"]))
-    return Data(subsets, label_file, table.sha256, report)
+    return Data(subsets, label_file, table.sha256, report, copy)
 
 
 def synthetic(n_train, n_val, seed, prevalence=0.1):

@@ -24,15 +24,22 @@ def _decoded_size(path):
     return tf.size(tf.image.decode_png(compat.read_file(path), channels=1))
 
 
+def decode_each(paths, indices, fn, batch=256):
+    """Yield ``(index, value)`` for each entry of ``indices`` (into ``paths``) whose ``fn(path)`` (a tensor
+    function, e.g. ``pipeline.png_loader(size)``) succeeds, in ``indices`` order, from one parallel tf.data pass
+    (``num_parallel_calls`` autotuned: all cores); the entries that fail are left out (``compat.ignore_errors``)."""
+    if not len(indices):
+        return
+    ds = tf.data.Dataset.from_tensor_slices(([paths[i] for i in indices], np.asarray(indices, dtype=np.int64)))
+    ds = ds.map(lambda path, i: (fn(path), i), num_parallel_calls=compat.autotune())
+    for values, found in compat.iterate_numpy(compat.ignore_errors(ds, log=False).batch(batch)):
+        for value, i in zip(values, np.atleast_1d(found)):
+            yield int(i), value
+
+
 def _undecodable(paths, indices):
     """The entries of ``indices`` (into ``paths``) whose decode fails, in one parallel tf.data pass."""
-    if not len(indices):
-        return []
-    ds = tf.data.Dataset.from_tensor_slices(([paths[i] for i in indices], np.asarray(indices, dtype=np.int64)))
-    ds = ds.map(lambda path, i: (_decoded_size(path), i), num_parallel_calls=compat.autotune())
-    decoded = set()
-    for _, batch in compat.iterate_numpy(compat.ignore_errors(ds, log=False).batch(256)):
-        decoded.update(int(i) for i in np.atleast_1d(batch))
+    decoded = set(i for i, _ in decode_each(paths, indices, _decoded_size))
     return [i for i in indices if i not in decoded]
 
 

@@ -9,11 +9,10 @@ scored: each rank predicts every ``size``-th row, predictions are pooled, and ra
 and positives, plus the model's and label file's SHA-256) and ``predictions.csv`` to ``--output``. The image size
 is the model's input size; the model normalises its own input (``trainer.model``).
 """
-import hashlib
 import os
 from collections import OrderedDict
 
-from trainer import events, labels, pngcheck, sources
+from trainer import events, labels, outputs, pngcheck, sources
 from trainer.data import Subset
 from trainer.errors import TrainerError
 from trainer.usage import Parser, reporting_errors
@@ -53,18 +52,10 @@ def rows(options):
                   [table.patients[i] for i in keep]), table.sha256
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def run(options):
     import tensorflow as tf
 
-    from trainer import compat, evaluation, outputs, pipeline, runtime
+    from trainer import compat, evaluation, pipeline, runtime
     from trainer.train import predict_pooled
     rt = runtime.start(options.seed)
     runtime.hold_output(rt, options.output)
@@ -83,7 +74,7 @@ def run(options):
     block = evaluation.held_out_block(y, scores, [subset.patients[i] for i in indices], options.bootstrap,
                                       options.seed, len(subset), [subset.paths[i] for i in missing])
     result = OrderedDict([
-        ("model", os.path.abspath(options.model)), ("model_sha256", _sha256(options.model)),
+        ("model", os.path.abspath(options.model)), ("model_sha256", outputs.file_sha256(options.model)),
         ("image_size", image_size), ("label_file", os.path.abspath(options.labels)), ("label_sha256", label_sha256),
         ("list", os.path.abspath(options.list) if options.list else None), ("world_size", rt.size),
         ("test", block)])

@@ -8,7 +8,8 @@ Events (``event`` field): ``run`` (world_size, epochs, initial_epoch, steps_per_
 mode also ``mode: "throughput"``, warmup_steps, timed_steps, batch_size, image_size, amp, data synthetic|real),
 ``epoch_begin`` (epoch, steps), ``step`` (epoch, step, steps, loss), ``epoch_end`` (epoch, loss, mean_auroc,
 images_per_sec), ``test`` (mean_auroc, best_epoch, auroc, baseline_mean_auroc, difference, verdict), ``done``
-(output).
+(output; of a prepare also images, skipped). ``python -m trainer prepare``: ``prepare`` (images, shards,
+done_shards, done_images, image_size, output), ``shard`` (shard, shards, images done, total), ``done``.
 """
 import json
 import sys

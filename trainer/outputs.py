@@ -19,6 +19,7 @@ the next run removes them once it holds the output lock (``remove_stale_temp_fil
 """
 import csv
 import glob
+import hashlib
 import json
 import os
 import warnings
@@ -81,6 +82,15 @@ def remove_stale_temp_files(output):
             os.remove(path)
         except OSError:
             pass
+
+
+def file_sha256(path):
+    """The SHA-256 (hex) of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_json(path, value):
@@ -161,7 +171,6 @@ def write_splits(output, subsets):
     """splits.csv (``Image Index``, ``Patient ID``, ``split``) of ``subsets`` [(split name, Subset)]; returns
     {"file", "sha256", split name: {"images", "patients", "sha256"}} where a split's sha256 is that of its sorted
     image names joined by newlines (compare runs without the file)."""
-    import hashlib
     summary = OrderedDict([("file", SPLITS)])
 
     def write(tmp):
@@ -172,8 +181,7 @@ def write_splits(output, subsets):
                 for image, patient in zip(subset.names, subset.patients):
                     out.writerow([image, patient, name])
     replace_atomically(os.path.join(output, SPLITS), write)
-    with open(os.path.join(output, SPLITS), "rb") as f:
-        summary["sha256"] = hashlib.sha256(f.read()).hexdigest()
+    summary["sha256"] = file_sha256(os.path.join(output, SPLITS))
     for name, subset in subsets:
         digest = hashlib.sha256("\n".join(sorted(subset.names)).encode("utf-8")).hexdigest()
         summary[name] = OrderedDict([("images", len(subset)), ("patients", len(set(subset.patients))),

@@ -12,6 +12,7 @@ of ``python -m trainer`` arguments):
 - the output folder: ``acquire(folder, command)`` (the run's exclusive lock) and ``TOKEN_ENV``;
   ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
   ``checkpoint_folder(output)``; ``SKIPPED_IMAGES``;
+- a prepared copy: ``check_prepare(argv)`` (``python -m trainer prepare``'s options and inputs), ``PREPARE_LOG``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
 
@@ -19,7 +20,7 @@ Errors are ``trainer.errors.TrainerError`` (the host turns them into its own ``C
 """
 import os
 
-from trainer import checkpoint, cli, events, labels, outputs, runlock, sources
+from trainer import checkpoint, cli, events, labels, outputs, prepare, prepared, runlock, sources
 from trainer.errors import TrainerError
 
 SYNTHETIC = sources.SYNTHETIC
@@ -34,6 +35,18 @@ acquire = runlock.acquire
 load_state = checkpoint.load_state
 checkpoint_folder = checkpoint.folder
 parse_event = events.parse
+PREPARE_LOG = prepare.LOG
+
+
+def check_prepare(argv):
+    """The options of ``python -m trainer prepare ARGV`` (``argv`` without the word ``prepare``) checked as the
+    trainer checks them, plus its inputs here (the data folder's one label file, the images folder, the label
+    file); returns the argparse namespace. Raises TrainerError."""
+    options = prepare.parse(argv)
+    check_here(["--image-size", str(options.image_size)] + [
+        word for flag in ("--data", "--images", "--labels", "--output") if getattr(options, flag[2:]) is not None
+        for word in (flag, getattr(options, flag[2:]))])
+    return options
 
 
 def parse_options(argv):
@@ -52,12 +65,14 @@ def check_options(argv):
 
 def check_here(argv):
     """Raise TrainerError unless the data of ``argv`` exist on this machine as its options say (a ``--data``
-    folder with one label file, an ``--images`` folder and a ``--labels`` file) and its ``--output`` folder exists
-    or can be created, and can be written; ``--resume`` into a folder that does not exist is refused before it is
-    made. Relative paths are this process's."""
+    folder with one label file, a prepared copy there at ``--image-size``, an ``--images`` folder and a
+    ``--labels`` file) and its ``--output`` folder exists or can be created, and can be written; ``--resume``
+    into a folder that does not exist is refused before it is made. Relative paths are this process's."""
     options = parse_options(argv)
     if options.data and options.data != SYNTHETIC:
         sources.find_label_file(options.data)
+        if prepared.is_prepared(options.data):
+            prepared.check_size(options.data, options.image_size)
     if options.images is not None:
         sources.check_folder(options.images, "--images")
     if options.labels is not None and not os.path.isfile(options.labels):

@@ -31,6 +31,7 @@ from trainer import (
     order,
     outputs,
     pipeline,
+    prepared,
     recipe,
     runtime,
     signals,
@@ -61,6 +62,8 @@ def load_data(options, rt):
 def loader_for(data, image_size):
     if data.label_file == SYNTHETIC:
         return pipeline.synthetic_loader(image_size)
+    if data.prepared is not None:
+        return prepared.loader(data.prepared.image_size, image_size)
     return pipeline.png_loader(image_size)
 
 
