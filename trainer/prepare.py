@@ -275,6 +275,7 @@ def run(options):
     manifest, label_file, lists = plan(options)
     lock = runlock.acquire(options.output, COMMAND, "--output")
     try:
+        outputs.remove_stale_temp_files(options.output)  # a killed run's half-written shard
         manifest = _start(options.output, manifest, label_file, lists)
         if manifest["complete"]:
             events.info("%s is prepared already (%d images at %d px): nothing to do"

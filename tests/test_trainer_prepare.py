@@ -1,0 +1,268 @@
+"""``invoke prepare`` / ``python -m trainer prepare``: a prepared copy of the real sample, read back by the trainer.
+
+A few sample images (and two broken files) are prepared once per module; each test reads that copy or makes its
+own small one. The trainer's functions are called in this process (no training); one test starts the command.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.lib import cli as cmd
+from tests.lib.paths import SAMPLE
+from trainer import data, decodecheck, labels, outputs, preflight, prepare, prepared
+from trainer.errors import TrainerError
+
+IMAGES = SAMPLE / "images-64"
+LARGE = SAMPLE / "images-1024"
+LABEL_FILE = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
+#: sample images of enough patients for a train, val and test split at the fractions below
+N_IMAGES = 30
+SIZE = 32
+SHARD = 8
+
+
+def _options(**kw):
+    base = dict(data=None, images=None, labels=None, train_val_list=None, test_list=None, seed=0,
+                val_fraction=0.3, test_fraction=0.3, image_size=SIZE)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def _source(root):
+    """``N_IMAGES`` sample PNGs, one of them cut short (PNG check) and one with corrupt IDAT data (decode)."""
+    names = sorted(os.listdir(IMAGES))[:N_IMAGES]
+    root.mkdir()
+    for name in names:
+        shutil.copy(IMAGES / name, root / name)
+    raw = (IMAGES / names[0]).read_bytes()
+    (root / names[3]).write_bytes(raw[: len(raw) // 2])
+    idat = bytearray(raw)
+    start = raw.find(b"IDAT") + 40
+    idat[start:start + 200] = bytes(b ^ 0x5A for b in idat[start:start + 200])
+    (root / names[5]).write_bytes(bytes(idat))
+    return {"truncated": names[3], "idat": names[5]}
+
+
+def _prepare(source, output, *more, size=SIZE, labels_file=LABEL_FILE):
+    return prepare.run(prepare.parse(["--images", str(source), "--labels", str(labels_file), "--image-size",
+                                      str(size), "--output", str(output), "--shard-images", str(SHARD), *more]))
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    """(source folder, broken names, prepared folder) of the module's one prepared copy."""
+    root = tmp_path_factory.mktemp("prepare")
+    broken = _source(root / "src")
+    assert _prepare(root / "src", root / "prep") == 0
+    return root / "src", broken, root / "prep"
+
+
+def _manifest(folder):
+    return json.loads((folder / prepared.MANIFEST).read_text())
+
+
+def test_the_copy_is_sharded_uint8_with_its_manifest(copy):
+    source, broken, prep = copy
+    manifest = _manifest(prep)
+    assert manifest["schema"] == prepared.SCHEMA and manifest["complete"] is True
+    assert manifest["image_size"] == SIZE and manifest["dtype"] == "uint8" and manifest["resize"]
+    assert manifest["label_sha256"] == labels.read_text(str(LABEL_FILE))[1]
+    assert (prep / LABEL_FILE.name).read_bytes() == LABEL_FILE.read_bytes()
+    assert len(manifest["shards"]) == -(-N_IMAGES // SHARD)
+    here = set(os.listdir(source))
+    assert [i["name"] for i in manifest["images"]] == [n for n in labels.read_label_file(str(LABEL_FILE)).names
+                                                        if n in here]
+    for image in manifest["images"]:
+        assert image["sha256"] == hashlib.sha256((source / image["name"]).read_bytes()).hexdigest()
+    stored = 0
+    for shard in manifest["shards"]:
+        array = np.load(prep / shard["file"])
+        assert array.dtype == np.uint8 and array.shape == (shard["images"], SIZE, SIZE)
+        assert shard["sha256"] == outputs.file_sha256(str(prep / shard["file"]))
+        stored += len(array)
+    assert stored == N_IMAGES - 2
+    skipped = {i["name"]: i["skipped"]["check"] for i in manifest["images"] if i.get("skipped")}
+    assert skipped == {broken["truncated"]: "png_check", broken["idat"]: "decode"}
+
+
+def _read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_skipped_images_are_named_as_training_names_them(copy, tmp_path):
+    source, broken, prep = copy
+    from_pngs = data.load(_options(images=str(source), labels=str(LABEL_FILE)), str(tmp_path / "pngs.csv"),
+                          decode_check=decodecheck.find_failures)
+    from_copy = data.load(_options(data=str(prep)), str(tmp_path / "copy.csv"))
+    assert _read_csv(tmp_path / "copy.csv") == _read_csv(tmp_path / "pngs.csv") == _read_csv(
+        prep / outputs.SKIPPED_IMAGES)
+    assert {os.path.basename(r["path"]) for r in _read_csv(tmp_path / "copy.csv")} == set(broken.values())
+    assert from_copy.report["images_skipped"] == from_pngs.report["images_skipped"] == {
+        "png_check": 1, "decode": 1, "total": 2}
+
+
+def test_the_trainer_reads_the_copy_as_the_same_data(copy, tmp_path):
+    """The same rows, splits (splits.csv), label SHA-256 and data report, except the copy's own block."""
+    source, _, prep = copy
+    from_pngs = data.load(_options(images=str(source), labels=str(LABEL_FILE)), decode_check=decodecheck.find_failures)
+    from_copy = data.load(_options(data=str(prep)))
+    assert from_copy.label_sha256 == from_pngs.label_sha256
+    for name in ("train", "val", "test"):
+        a, b = getattr(from_pngs, name), getattr(from_copy, name)
+        assert len(a) and a.names == b.names and a.patients == b.patients and (a.labels == b.labels).all()
+        assert all(p.startswith(str(prep / prepared.SHARDS)) for p in b.paths)
+    report = dict(from_copy.report)
+    assert report.pop("prepared")["image_size"] == SIZE
+    assert report == from_pngs.report
+    subsets = lambda d: [(n, getattr(d, n)) for n in ("train", "val", "test")]  # noqa: E731
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert outputs.write_splits(str(tmp_path / "a"), subsets(from_pngs)) == outputs.write_splits(
+        str(tmp_path / "b"), subsets(from_copy))
+
+
+def _pixels(subset, loader):
+    from trainer import compat, pipeline
+    out = np.zeros((len(subset), SIZE, SIZE, 1), dtype=np.float32)
+    dataset = pipeline.evaluation(subset.paths, np.arange(len(subset)), 8, loader)
+    for images, indices in compat.iterate_numpy(dataset):
+        out[np.asarray(indices)] = images
+    return out
+
+
+def test_pixels_are_the_trainers_within_the_bound(copy):
+    """The copy's float32 input differs from the trainer's PNG decode + antialiased resize by at most
+    ``prepared.MAX_PIXEL_DIFFERENCE`` grey levels, image by image, through the trainer's own loaders."""
+    from trainer import train
+    source, _, prep = copy
+    from_pngs = data.load(_options(images=str(source), labels=str(LABEL_FILE)), decode_check=decodecheck.find_failures)
+    from_copy = data.load(_options(data=str(prep)))
+    for name in ("train", "val", "test"):
+        a = _pixels(getattr(from_pngs, name), train.loader_for(from_pngs, SIZE))
+        b = _pixels(getattr(from_copy, name), train.loader_for(from_copy, SIZE))
+        assert np.abs(a - b).max() <= prepared.MAX_PIXEL_DIFFERENCE + 1e-4
+        assert np.array_equal(b, np.round(b))  # whole grey levels
+
+
+def test_full_size_pngs_keep_the_bound(tmp_path):
+    """NIH's 1024 x 1024 originals (the sample's three) shrunk to 64: the same bound."""
+    from trainer import compat, pipeline
+    assert _prepare(LARGE, tmp_path / "prep", size=64) == 0
+    manifest = _manifest(tmp_path / "prep")
+    paths = [i["source"] for i in manifest["images"]]
+    reference = dict(decodecheck.decode_each(paths, list(range(len(paths))), pipeline.png_loader(64)))
+    load = prepared.loader(64, 64)
+    for k, image in enumerate(manifest["images"]):
+        key = prepared.key(str(tmp_path / "prep" / manifest["shards"][image["shard"]]["file"]), image["row"])
+        stored = next(compat.iterate_numpy(compat.tf.data.Dataset.from_tensors(key).map(lambda x: (load(x),))))[0]
+        assert np.abs(stored - reference[k]).max() <= prepared.MAX_PIXEL_DIFFERENCE + 1e-4
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_an_interrupted_prepare_resumes_without_redoing_a_shard(copy, tmp_path, monkeypatch):
+    source, _, done = copy
+    made = []
+    real = prepare.prepare_shard
+
+    def stopping_after_two(folder, shard, entries, size):
+        if len(made) == 2:
+            raise _Stop()
+        made.append(shard["file"])
+        return real(folder, shard, entries, size)
+
+    monkeypatch.setattr(prepare, "prepare_shard", stopping_after_two)
+    with pytest.raises(_Stop):
+        _prepare(source, tmp_path / "prep")
+    assert _manifest(tmp_path / "prep")["complete"] is False
+    with pytest.raises(TrainerError, match="stopped after 2 of 4 shards; run it again"):
+        data.load(_options(data=str(tmp_path / "prep")))
+    first = {f: os.stat(tmp_path / "prep" / f).st_mtime_ns for f in made}
+
+    redone = []
+    monkeypatch.setattr(prepare, "prepare_shard", lambda folder, shard, *a: redone.append(shard["file"]) or real(
+        folder, shard, *a))
+    assert _prepare(source, tmp_path / "prep") == 0
+    assert sorted(redone + made) == [s["file"] for s in _manifest(done)["shards"]] and not set(redone) & set(made)
+    assert {f: os.stat(tmp_path / "prep" / f).st_mtime_ns for f in made} == first
+    assert _manifest(tmp_path / "prep") == {**_manifest(done), "source": _manifest(tmp_path / "prep")["source"]}
+    redone.clear()
+    assert _prepare(source, tmp_path / "prep") == 0 and redone == []  # complete: nothing to do
+
+
+def test_a_folder_from_other_sources_or_another_size_is_refused(copy, tmp_path):
+    source, _, prep = copy
+    manifest = str(prep / prepared.MANIFEST)
+    with pytest.raises(TrainerError, match=r"%s: prepared from other sources or settings: image size 32 there, 48 "
+                                           r"here" % manifest):
+        _prepare(source, prep, size=48)
+    other = tmp_path / "other"
+    shutil.copytree(source, other)
+    os.remove(other / sorted(os.listdir(other))[-1])
+    shutil.copy(IMAGES / "00000001_000.png", other / sorted(os.listdir(other))[-2])
+    with pytest.raises(TrainerError, match=r"1 images only there, e.g. \S+; 1 images of another size, e.g. \S+ "
+                                           r"\(\d+ bytes there, \d+ here\)"):
+        _prepare(other, prep)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    with pytest.raises(TrainerError, match="not empty \\(notes.txt\\) and no chexstack-prepared.json in it"):
+        _prepare(source, tmp_path / "full")
+
+
+def test_training_from_the_copy_needs_its_image_size_and_data(copy):
+    _, _, prep = copy
+    preflight.check_here(["--data", str(prep), "--image-size", str(SIZE), "--output", str(prep / "run")])
+    with pytest.raises(TrainerError, match="prepared at 32 x 32 pixels .* not --image-size 64: train with "
+                                           "--image-size 32"):
+        preflight.check_here(["--data", str(prep), "--image-size", "64"])
+    with pytest.raises(TrainerError, match="not --image-size 64"):
+        data.load(_options(data=str(prep), image_size=64))
+    with pytest.raises(TrainerError, match="is a prepared copy .*: give it as --data"):
+        data.load(_options(images=str(prep), labels=str(LABEL_FILE)))
+
+
+def test_a_changed_label_file_or_shard_is_refused(copy, tmp_path):
+    _, _, prep = copy
+    changed = tmp_path / "prep"
+    shutil.copytree(prep, changed)
+    np.save(changed / "shards" / "shard-00001.npy", np.zeros((2, SIZE, SIZE), dtype=np.uint8))
+    with pytest.raises(TrainerError, match=r"shard-00001.npy: holds uint8 \[2, 32, 32\], the manifest says uint8 "
+                                           r"\[\d+, 32, 32\]"):
+        data.load(_options(data=str(changed)))
+    with pytest.raises(TrainerError, match="the label file changed; prepare the copy again"):
+        prepared.open_copy(str(changed), "0" * 64)
+
+
+def test_invoke_prepare_runs_the_trainers_prepare_and_says_so(copy, tmp_path):
+    source, _, prep = copy
+    ran = cmd.run("prepare", "--images", str(source), "--labels", str(LABEL_FILE), "--image-size", str(SIZE),
+                  "--output", str(prep), "--shard-images", str(SHARD))
+    assert ran.returncode == 0, ran.stderr
+    assert "is prepared already (%d images at %d px): nothing to do" % (N_IMAGES, SIZE) in ran.stdout
+    ran = cmd.run("prepare", "--images", str(source), "--labels", str(LABEL_FILE), "--image-size", "48",
+                  "--output", str(prep), "--shard-images", str(SHARD))
+    assert ran.returncode == 2
+    assert "error: prepare failed: %s: prepared from other sources" % (prep / prepared.MANIFEST) in ran.stderr
+    ran = cmd.run("prepare", "--images", str(source), "--image-size", "16", "--output", str(tmp_path / "x"))
+    assert ran.returncode == 2 and "give either --data DIR or --images DIR with --labels FILE" in ran.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_launchers_mount_the_copy_as_data(copy):
+    from launch.options import path_values
+    from tests.lib.runs import request
+    _, _, prep = copy
+    req = request(data=str(prep), image_size=SIZE, output=str(prep / "run"))
+    assert [req.argv[i] for i in path_values(req.argv)] == [str(prep), str(prep / "run")]
+    req.check().check_paths()
