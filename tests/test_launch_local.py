@@ -307,6 +307,18 @@ def test_throughput_banner_says_what_the_mode_does():
     assert "validation" not in text and "per epoch" not in text
 
 
+
+def test_a_prepare_shows_what_it_does_and_counts_images():
+    out = io.StringIO()
+    with Progress(console=Console(file=out, width=300)) as progress:
+        display = stream._Display(progress)
+        display.event({"event": "prepare", "images": 30, "shards": 4, "done_shards": 2, "done_images": 16,
+                       "image_size": 32, "output": "/data/prep"})
+        assert progress.tasks[0].completed == 16 and progress.tasks[0].total == 30
+        display.event({"event": "shard", "shard": 3, "shards": 4, "images": 24, "total": 30})
+        assert progress.tasks[0].completed == 24
+    assert "preparing 30 images at 32 px into /data/prep: 4 shards, 2 done before" in out.getvalue()
+
 # --- real runs (slow) ---------------------------------------------------------------------------------------------
 
 def _invoke(*args: str) -> subprocess.CompletedProcess:

@@ -13,6 +13,8 @@ Modules, one job each:
 - ``pngcheck``    O(1) structural check of each PNG (signature, IHDR, IEND)
 - ``split``       official lists or a seeded patient-level train/val/test split
 - ``data``        the above assembled into the examples of each split, with a report of what was left out
+- ``prepared``    a prepared copy (uint8 shards + manifest): its layout, checks and the pipeline's loader of it
+- ``prepare``     ``python -m trainer prepare``: one decode and resize of each labelled PNG into a prepared copy
 - ``order``       each rank's batches and augmentation of epoch e, a function of (seed, e) (NumPy only)
 - ``pipeline``    tf.data: decode, antialiased resize, the planned batches and their transforms, prefetch
 - ``backbones``   the ``--model`` names and their smallest image size (no TensorFlow import)

@@ -170,13 +170,19 @@ def read_image(key_value):
     return np.array(_rows(shard_path)[int(row)])
 
 
-def loader(stored_size, image_size):
-    """``key`` (string tensor) -> float32 [image_size, image_size, 1], 0..255, from a copy stored at
-    ``stored_size``: the stored pixels as they are when the sizes match (training), else resized by
-    ``compat.resize`` (the logistic-regression baseline's small size)."""
+def loader(copy, image_size):
+    """``key`` (string tensor) -> float32 [image_size, image_size, 1], 0..255, from ``copy`` (a Copy): the stored
+    pixels as they are when the sizes match (training), else resized by ``compat.resize`` (the logistic-regression
+    baseline's small size). Warns when the copy was resized otherwise than this TensorFlow resizes the PNGs (TF 1.x
+    has no antialiased bilinear resize: ``compat.resize``): then the pixel bound is against the other resize."""
     import tensorflow as tf
 
-    from trainer import compat
+    from trainer import compat, events
+    stored_size = copy.image_size
+    if copy.summary["resize"] != compat.resize_method():
+        events.warn("%s was prepared with %s; this TensorFlow %s resizes PNGs with %s, so the copy's pixels are "
+                    "not the ones training from the PNGs here would see" % (
+                        copy.summary["manifest"], copy.summary["resize"], compat.tf_version(), compat.resize_method()))
 
     def load(key_tensor):
         image = compat.numpy_function(read_image, [key_tensor], tf.uint8)

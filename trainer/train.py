@@ -63,7 +63,7 @@ def loader_for(data, image_size):
     if data.label_file == SYNTHETIC:
         return pipeline.synthetic_loader(image_size)
     if data.prepared is not None:
-        return prepared.loader(data.prepared.image_size, image_size)
+        return prepared.loader(data.prepared, image_size)
     return pipeline.png_loader(image_size)
 
 
