@@ -126,7 +126,7 @@ def _check_shards(folder, manifest):
     for shard in manifest["shards"]:
         path = os.path.join(folder, shard["file"])
         try:
-            array = np.load(path, mmap_mode="r")
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
         except (IOError, OSError, ValueError) as e:
             raise TrainerError("%s: cannot read this shard of the prepared copy (%s); run the prepare again to "
                                "redo it" % (path, e))
@@ -156,7 +156,7 @@ def open_copy(folder, label_sha256, image_size=None):
 def _rows(shard_path):
     array = _open_shards.get(shard_path)
     if array is None:
-        array = _open_shards[shard_path] = np.load(shard_path, mmap_mode="r")
+        array = _open_shards[shard_path] = np.load(shard_path, mmap_mode="r", allow_pickle=False)
     return array
 
 
