@@ -342,9 +342,11 @@ def _epochs(output: Path) -> list[int]:
 @pytest.mark.slow
 def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     out = tmp_path / "run"
-    # 20 epochs: the run is still going whenever the lock checks below are done (it is stopped after epoch k, and the
-    # resumed run goes to k + 1, so the test costs one more epoch whatever k is)
-    first = Launcher(*SMALL, "--epochs", "20", "--output", str(out), env=ENV)
+    # 20 epochs and no early stop: the run is still going whenever the lock checks below are done (it is stopped
+    # after epoch k, and the resumed run goes to k + 1, so the test costs one more epoch whatever k is). With the
+    # default --early-stop 1 a MobileNet run on these 197 images reached the LR floor and ended at epoch 6, before
+    # the checks, which then met a finished run's checkpoint instead of the lock
+    first = Launcher(*SMALL, "--epochs", "20", "--early-stop", "0", "--output", str(out), env=ENV)
     first.wait_for("epoch 1:")
 
     second = _invoke(*SMALL, "--epochs", "20", "--output", str(out))  # the launcher's lock
