@@ -169,11 +169,10 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
                        workdir=REPO_ROOT)
     mounts = [Mount(path, read_only=True) for path in dict.fromkeys(input_folders(request.argv))]
     gpus = stack.gpu and request.gpus > 0
-    if opts.launcher == "slurm" and opts.slurm_model == "hybrid":
-        # the host's mpirun starts the ranks (single copy off and run-as-root: slurm.exports, the renderer's)
-        env = request.device_env()
-    else:
-        env = request.device_env() if gpus else {}
+    # a hybrid job's host mpirun gets the device settings whatever the stack (single copy off and run-as-root:
+    # slurm.exports, the renderer's); an image's ranks only when they use GPUs
+    hybrid = opts.launcher == "slurm" and opts.slurm_model == "hybrid"
+    env = request.device_env() if hybrid or gpus else {}
     return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),
                    nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=env,
                    trainer_args=request.argv, mounts=tuple(mounts + [Mount(output)]))

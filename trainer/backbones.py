@@ -5,9 +5,9 @@ these names before anything heavy starts (``python -m trainer --help`` must not 
 
 The backbones: DenseNet-121 (CheXNet's, the default), ResNet-50 (Wang et al. 2017's ChestX-ray8 baseline) and
 MobileNet (Howard et al. 2017, https://arxiv.org/abs/1704.04861; Keras' ``MobileNet``, width 1.0): 83 trainable
-tensors to DenseNet-121's 364, so a rank traces its train step and Horovod its allreduces about a quarter as long
-(bench/ratios/backbone_start.py measures it side by side) — for smoke runs of a stack on new nodes, and for tests
-where the backbone is not what is shown.
+tensors to DenseNet-121's 364, and a CPU rank's start (mostly tracing the train step and Horovod's per-tensor
+ops) came 2.55 times as fast (bench/ratios/backbone_start.py, side by side, 2 rounds) — for smoke runs of a stack
+on new nodes, and for tests where the backbone is not what is shown.
 
 Smallest input side: ``tf.keras.applications`` refuses inputs below ``min_size`` (``obtain_input_shape``:
 "Input size must be at least 32x32"): 32 for DenseNet-121, ResNet-50 and MobileNet from keras-applications 1.0.6 on
