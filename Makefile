@@ -12,14 +12,14 @@ setup:
 setup-docker:
 	scripts/setup --docker
 
-# The test cluster's Debian packages (Slurm, munge, sshd, iperf3: scripts/testcluster). After setup-docker, not
-# beside it (both may call apt-get).
-setup-testcluster: setup-docker
-	scripts/setup --testcluster
+# Also the test cluster's Debian packages (Slurm, munge, sshd, iperf3: scripts/testcluster).
+setup-testcluster:
+	scripts/setup --docker --testcluster
 
-# Apptainer (`apptainer`, `singularity` on PATH: scripts/setup-apptainer). After setup-testcluster (apt-get).
-setup-apptainer: setup-testcluster
-	scripts/setup --apptainer
+# Also Apptainer (`apptainer`, `singularity` on PATH: scripts/setup-apptainer), made beside the venv's Horovod
+# compile; one scripts/setup run installs every host package in one apt-get step first.
+setup-apptainer:
+	scripts/setup --docker --testcluster --apptainer
 
 # .venv-tf112: Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1, for tests/test_trainer_legacy.py.
 setup-legacy:
