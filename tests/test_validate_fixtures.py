@@ -20,7 +20,7 @@ from facts.parsers.dcgm import parse_dcgmi_diag
 from facts.parsers.horovod import parse_check_build
 from facts.parsers.infiniband import IbPort
 from facts.parsers.kernel import parse_dmesg
-from facts.parsers.mpi import launch_failure
+from facts.parsers.mpi import classify_launch, launch_failure
 from facts.parsers.topology import parse_topo
 from tests.lib.paths import FIXTURES
 from validate.checks.container import judge_container_gpus, judge_docker
@@ -388,6 +388,14 @@ def test_mpirun_launch_failure_parser_edges():
     banner_only = "-" * 74 + "\nFirst line of a\nbanner.\n\nMore help.\n" + "-" * 74 + "\n"
     assert launch_failure(banner_only) == "First line of a banner."
     assert launch_failure("-" * 74 + "\nCut off before its closing rule") == "Cut off before its closing rule"
+    # under load Open MPI 4.1.4 printed its own setpgid notice ahead of ssh's error (seen in the suite): the cause's
+    # line leads, whatever came first
+    notice = "[vm:4242] plm:rsh: Warning: setpgid(4243,4243) failed in parent with errno=Permission denied(13)\n"
+    unresolvable = (MPI_DATA / "openmpi-4.1.4-unresolvable-hosts.txt").read_text()
+    assert launch_failure(notice + unresolvable) == (
+        "ssh: Could not resolve hostname node1: Name or service not known; ssh: Could not resolve hostname node2: "
+        "Name or service not known; " + notice.strip())
+    assert classify_launch(notice + unresolvable).cause == "MPI_HOST_UNKNOWN"
     many = "\n".join("ssh: Could not resolve hostname n%d: Name or service not known" % i for i in range(5))
     assert launch_failure(many).endswith("n2: Name or service not known (+2 more)")
     timed_out = judge_launch_failure(ToolRun(("mpirun", "-np", "2", "x"), None, timed_out=True), 2, [])

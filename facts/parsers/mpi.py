@@ -88,11 +88,15 @@ def launch_failure(text: str, limit: int = 3) -> str:
     outside Open MPI's dash-framed help messages (ssh's own errors such as ``ssh: Could not resolve hostname
     node1: …``, a shell's ``orted: command not found``) come first; otherwise each help message's first paragraph
     and details (``There are not enough slots available …``, ``Executable: /x``). At most ``limit`` items, joined
-    by "; ", with "(+N more)"; "" when the text has nothing (tests: tests/data/mpi, real Open MPI 4.1.4 outputs)."""
+    by "; ", with "(+N more)"; "" when the text has nothing (tests: tests/data/mpi, real Open MPI 4.1.4 outputs).
+    Lines that name a cause of ``LAUNCH_CAUSES`` lead, in printed order, ahead of the launcher's own notices
+    (Open MPI's ``plm:rsh: Warning: setpgid(...) failed in parent``, printed before ssh's error under load: it
+    is ignored by Open MPI itself, orte/mca/plm/rsh/plm_rsh_module.c)."""
     parts = _split(text)
     outside = [part for banner, part in parts if not banner]
     items = list(dict.fromkeys(outside)) or [s for s in dict.fromkeys(
         _banner_summary(part) for banner, part in parts if banner) if s]
+    items.sort(key=lambda item: not any(re.search(pattern, item) for _, pattern in LAUNCH_CAUSES))
     more = " (+%d more)" % (len(items) - limit) if len(items) > limit else ""
     return "; ".join(items[:limit]) + more
 
