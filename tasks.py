@@ -8,7 +8,6 @@ checked while parsing, a ``ChexstackError`` as one ``error:`` line on stderr and
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 
 from invoke import Exit
@@ -204,25 +203,10 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
 @user_errors
 def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/evaluate", np=1):
     """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
-    import subprocess
+    from launch.evaluate import evaluate as run_evaluate
+    from launch.evaluate import evaluate_args
 
-    from launch.controller import local_interfaces, pick_controller
-    from launch.horovodrun import horovodrun_argv
-
-    missing = [name for name, value in (("--model", model), ("--images", images), ("--labels", labels)) if not value]
-    if missing:
-        raise ChexstackError("invoke evaluate needs %s (e.g. invoke evaluate --model runs/demo/model-best.h5 "
-                             "--images DIR --labels FILE)" % ", ".join(missing))
-
-    args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
-    args += ["--list", list] if list else []
-    if np > 1:
-        controller, _ = pick_controller(local_interfaces(), None)
-        argv, env = horovodrun_argv(np, args, controller=controller)
-    else:
-        argv, env = [sys.executable, "-m", "trainer", *args], {}
-    console.print("[dim]%s[/]" % " ".join(argv), soft_wrap=True)
-    code = subprocess.run(argv, env={**os.environ, **env}).returncode
+    code = run_evaluate(evaluate_args(model, images, labels, list, output), np)
     if code:
         raise Exit(code=code)
 

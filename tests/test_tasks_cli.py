@@ -209,3 +209,14 @@ def test_evaluate_names_the_options_it_needs():
     p = cmd.run("evaluate", "--images", "x")
     assert p.returncode == 2 and "Traceback" not in p.stdout + p.stderr
     assert "invoke evaluate needs --model, --labels" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_evaluate_runs_one_process_or_local_horovod_ranks():
+    from launch.evaluate import evaluate_args, evaluate_argv
+
+    args = evaluate_args("m.h5", "imgs", "l.csv", "test_list.txt", "out")
+    assert args == ["evaluate", "--model", "m.h5", "--images", "imgs", "--labels", "l.csv", "--output", "out",
+                    "--list", "test_list.txt"]
+    assert evaluate_argv(args, 1, python="/py") == (["/py", "-m", "trainer", *args], {})
+    argv, _ = evaluate_argv(args, 2)
+    assert argv[0].endswith("horovodrun") and argv[argv.index("-np") + 1] == "2" and argv[-len(args):] == args
