@@ -180,39 +180,6 @@ def test_pipeline_decodes_gray_1024_and_rgb_64_and_the_model_normalises_to_3_cha
     assert not net.get_layer(model.NORMALISATION).trainable_weights
 
 
-@pytest.mark.parametrize("size", [224, 256, 320, 96, 64, 299])
-def test_the_blocked_resize_gives_the_antialiased_resizes_pixels(size):
-    """NIH's 1024 x 1024 PNGs (the sample's three) through ``png_loader``: within ``resize.MAX_DIFFERENCE`` grey
-    levels of ``compat.resize`` itself (299: no blocks, the op itself); a 64 x 64 PNG takes the op in the same
-    graph."""
-    import tensorflow as tf
-
-    from trainer import compat, pipeline, resize
-    paths = sorted(str(p) for p in (SAMPLE / "images-1024").glob("*.png")) + [str(IMAGES / "00000001_000.png")]
-    (images, _), = list(compat.iterate_numpy(pipeline.evaluation(paths, range(len(paths)), len(paths),
-                                                                 pipeline.png_loader(size))))
-    for path, image in zip(paths, images):
-        reference = compat.resize(tf.image.decode_png(compat.read_file(path), channels=1), size).numpy()
-        assert np.abs(image - reference).max() <= resize.MAX_DIFFERENCE
-    assert (resize.blocks_for(resize.SOURCE_SIDE, size) is None) == (size == 299)
-
-
-def test_the_blocks_hold_every_weight_of_the_resize():
-    """The blocked products apply A exactly: the weights put back into a dense [S, N] are ``resize.weights``."""
-    from trainer import resize
-    blocks = resize.Blocks(1024, 224)
-    dense = np.zeros((224, 1024))
-    for b in range(blocks.count):
-        rows, lo = slice(b * blocks.outputs, (b + 1) * blocks.outputs), b * blocks.block
-        dense[rows, lo:lo + blocks.block] += blocks.own[b]
-        if b:
-            dense[rows, lo - blocks.reach_before:lo] += blocks.before[b]
-        if b < blocks.count - 1:
-            dense[rows, lo + blocks.block:lo + blocks.block + blocks.reach_after] += blocks.after[b]
-    assert blocks.fits and (blocks.count, blocks.block, blocks.outputs) == (32, 32, 7)
-    assert np.abs(dense - resize.weights(1024, 224)).max() < 1e-7
-
-
 def test_corrupt_idat_is_dropped_and_named_by_the_evaluation_pass(corrupt_dir):
     from trainer import evaluation, pipeline
     _, _, paths = corrupt_dir

@@ -416,8 +416,7 @@ def read_file(path):
     return fn(path)
 
 
-def antialias_resize():
-    """Whether ``tf.image.resize`` takes ``antialias`` (TF >= 2.0): then ``resize`` is the antialiased bilinear one."""
+def _antialias_resize():
     resize_v2 = getattr(tf.image, "resize", None)
     return resize_v2 is not None and "antialias" in _params(resize_v2)
 
@@ -428,14 +427,14 @@ def resize(image, size):
     ``resize_images`` has no ``antialias``). Without either, shrinking a 1024-pixel X-ray to 224 or 64 aliases.
     ``resize_method()`` names the one this TensorFlow uses.
     """
-    if antialias_resize():
+    if _antialias_resize():
         return tf.image.resize(image, [size, size], antialias=True)
     return tf.image.resize_images(image, [size, size], method=tf.image.ResizeMethod.AREA)
 
 
 def resize_method():
     """The name of the resize ``resize`` applies here (a prepared copy records it: ``trainer.prepared``)."""
-    if antialias_resize():
+    if _antialias_resize():
         return "tf.image.resize bilinear antialias=True"
     return "tf.image.resize_images AREA"
 

@@ -2,9 +2,9 @@
 
 Per element (parallel map): read, decode as 8-bit grayscale (``channels=1``: libpng converts RGB/RGBA to
 luminance and 16-bit/palette images to 8-bit gray; chest X-rays are grayscale, NIH stores a few as RGBA),
-antialiased resize to ``image_size`` (``compat.resize``'s pixels; for NIH's 1024 x 1024 PNGs as two small matrix
-products, ``trainer.resize``); for training, batches as ``trainer.order`` plans them (epoch order and augmentation
-are functions of (seed, epoch)), then the batch's projective transforms (flip, rotation, shift, zoom); prefetch.
+antialiased resize to ``image_size`` (``compat.resize``); for training, batches as ``trainer.order`` plans them
+(epoch order and augmentation are functions of (seed, epoch)), then the batch's projective transforms (flip,
+rotation, shift, zoom); prefetch.
 
 The gray → 3-channel expansion and the ImageNet normalisation are the model's first layer
 (``trainer.model``: a fixed 1x1 convolution), i.e. they run on the accelerator: the host decodes one channel and
@@ -24,7 +24,7 @@ evaluation pass names such a validation image).
 import numpy as np
 import tensorflow as tf
 
-from trainer import compat, resize
+from trainer import compat
 
 
 def shard(items, rank, size):
@@ -33,16 +33,14 @@ def shard(items, rank, size):
 
 
 def png_loader(image_size):
-    """``path`` (string tensor) → float32 [image_size, image_size, 1], 0..255: ``compat.resize``'s pixels, by the
-    blocked products of ``trainer.resize`` for a 1024 x 1024 PNG (within ``resize.MAX_DIFFERENCE``)."""
+    """``path`` (string tensor) → float32 [image_size, image_size, 1], 0..255."""
     decode = png_decoder(image_size)
     return lambda path: decode(compat.read_file(path))
 
 
 def png_decoder(image_size):
     """A PNG file's ``contents`` (string tensor) → what ``png_loader`` gives for its path."""
-    shrink = resize.shrinker(image_size)
-    return lambda contents: shrink(tf.image.decode_png(contents, channels=1))
+    return lambda contents: compat.resize(tf.image.decode_png(contents, channels=1), image_size)
 
 
 def synthetic_loader(image_size):
