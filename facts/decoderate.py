@@ -18,8 +18,28 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 PREFIX = "chexstack-decoderate: "
+#: the shipped sample of NIH's 1024 x 1024 PNGs, beside the checkout (its NOTICE.md names the source)
+SAMPLE_1024 = Path(__file__).resolve().parents[2] / "shared" / "data" / "chestxray14" / "images-1024"
+#: seconds of decoding per measurement
+SECONDS = 3.0
+
+
+def sample_paths() -> list[str]:
+    """The sample's PNGs (sorted), or [] where the checkout has no sample beside it."""
+    return sorted(str(p) for p in SAMPLE_1024.glob("*.png"))
+
+
+def argv(paths: list[str], seconds: float = SECONDS) -> list[str]:
+    """The measurement's command: this program under this Python on ``paths``."""
+    return [sys.executable, str(Path(__file__).resolve()), "--seconds", str(seconds), *paths]
+
+
+def is_run(argv_: tuple, env: dict) -> bool:
+    """A recorded run of the measurement under any Python and checkout (a bundle from another node)."""
+    return any(str(a).endswith("decoderate.py") for a in argv_)
 
 
 def _cpu() -> float:

@@ -50,3 +50,36 @@ def published(gpu_name: str) -> GpuRate | None:
         if rate.kind in gpu_name.upper():
             return rate
     return None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The cores' decode bound against what ``gpus`` GPUs consume: ``supply`` (images/s: ``per_core`` × ``cores``),
+    ``need`` (``per_gpu`` × ``gpus``), ``fed`` (the GPUs the supply keeps busy), ``line`` (the verdict in words:
+    "8 × V100 need ~3,296 img/s at 224² (...); 40 cores decode ~5,000 PNG/s: OK" or "...: input-bound beyond 6
+    GPUs"), ``ok``."""
+
+    supply: float
+    need: float
+    fed: int
+    ok: bool
+    line: str
+
+
+def count_text(n: float) -> str:
+    """``n`` rounded, with thousands separators: ``5,000``."""
+    return "{:,.0f}".format(n)
+
+
+def capacity(per_core: float, cores: int, gpus: int, kind: str, per_gpu: float, image_size: int,
+             rate_note: str) -> Capacity:
+    """The Capacity of ``cores`` decoding ``per_core`` PNGs/s each for ``gpus`` GPUs of ``kind`` training on
+    ``per_gpu`` images/s each at ``image_size``; ``rate_note``: where ``per_gpu`` comes from, in the line's
+    parenthesis ("412 img/s each, FP32; ..." or "measured here, 1 GPU")."""
+    supply, need = per_core * cores, per_gpu * gpus
+    fed = int(supply // per_gpu) if per_gpu > 0 else gpus
+    line = ("%d × %s need ~%s img/s at %d² (%s); %d cores decode ~%s PNG/s (%s per core)"
+            % (gpus, kind, count_text(need), image_size, rate_note, cores, count_text(supply), count_text(per_core)))
+    ok = supply >= need
+    return Capacity(supply, need, fed, ok, line + (": OK" if ok else ": input-bound beyond %d GPU%s; `invoke "
+                                                                     "prepare`" % (fed, "" if fed == 1 else "s")))

@@ -26,15 +26,15 @@ def test_enough_cores_pass_with_the_numbers():
     r = input_capacity.judge_capacity(_result(125, 40), None, 8, "Tesla V100-SXM2-16GB")
     assert r.status == Status.PASS
     assert r.measured.startswith("8 × V100 need ~3,296 img/s at 224² (412 img/s each, FP32; 10,160 with mixed "
-                                 "precision); 40 cores decode ~5,000 PNG/s")
-    assert r.measured.endswith(": OK") and any("DeepLearningExamples" in d for d in r.details)
+                                 "precision); 40 cores decode ~5,000 PNG/s (125 per core): OK")
+    assert any("DeepLearningExamples" in d for d in r.details)
 
 
 def test_too_few_cores_warn_beyond_how_many_gpus_they_feed():
     r = input_capacity.judge_capacity(_result(130, 16), None, 8, "NVIDIA A100-SXM4-40GB")
     assert r.status == Status.WARN and r.diagnosis == "INPUT_BOUND"
     assert "8 × A100 need ~7,272 img/s" in r.measured and "16 cores decode ~2,080 PNG/s" in r.measured
-    assert r.measured.endswith("input-bound beyond 2 GPUs") and "invoke prepare" in r.remedy
+    assert r.measured.endswith("input-bound beyond 2 GPUs; `invoke prepare`") and "invoke prepare" in r.remedy
 
 
 @pytest.mark.parametrize("result, gpu, code", [(None, "Tesla V100-SXM2-16GB", "TOOL_FAILED"),
@@ -53,15 +53,14 @@ def test_the_published_rates_scale_with_the_pixels():
 
 def test_the_decode_program_times_the_real_sample():
     """The measurement the check runs (as a tool: a bundle records its output), on the sample's three PNGs."""
-    argv = input_capacity.decode_argv(PATHS)
-    argv[argv.index("--seconds") + 1] = "0.5"
+    argv = decoderate.argv(decoderate.sample_paths(), 0.5)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     result = decoderate.parse(out.stdout)
     assert result and result["pixels"] == 1024 * 1024 and result["files"] == 3, out.stderr[-2000:]
     assert result["images"] >= 3 and result["per_core"] > 0 and result["cores"] >= 1
-    assert argv[0] == sys.executable
+    assert argv[0] == sys.executable and decoderate.sample_paths() == PATHS
 
 
 def test_a_bundle_answers_with_its_recorded_measurement_from_another_checkout():
-    assert input_capacity._decode_run(("/opt/py/bin/python", "/elsewhere/facts/decoderate.py", "--seconds", "3"), {})
-    assert not input_capacity._decode_run(("nvidia-smi",), {})
+    assert decoderate.is_run(("/opt/py/bin/python", "/elsewhere/facts/decoderate.py", "--seconds", "3"), {})
+    assert not decoderate.is_run(("nvidia-smi",), {})

@@ -1,7 +1,7 @@
 """Input capacity: can this node's cores decode PNGs as fast as its GPUs train on them?
 
 Observed: the PNG decode rate of one core (``facts.decoderate``: the trainer's ``tf.io.decode_png``, one thread,
-a few seconds) on the shipped 1024 x 1024 ChestX-ray14 sample (``SAMPLE_1024``: NIH's full-size PNGs, as
+a few seconds) on the shipped 1024 x 1024 ChestX-ray14 sample (``decoderate.SAMPLE_1024``: NIH's full-size PNGs, as
 every image of the data set is), run as a tool so that a bundle records it (``--collect``) and replays it
 (``--from``); the node's cores (the program's CPU affinity) and its GPUs (nvidia-smi, ``gpu.snapshot``).
 Judged: the cores' decode bound, per-core rate × cores, against what the GPUs consume at the trainer's default
@@ -14,38 +14,16 @@ no sample is a SKIP, never a PASS.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from chexstack.tools import ToolRun
 from facts import decoderate, gpu_rates
+from facts.gpu_rates import count_text
 from validate.checks.gpu import no_gpu_reason, snapshot
 from validate.checks.registry import Context, check
 from validate.result import CheckResult, passed, skipped, warned
 
 CID = "input.capacity"
-#: the shipped sample of NIH's 1024 x 1024 PNGs, beside the checkout (its NOTICE.md names the source)
-SAMPLE_1024 = Path(__file__).resolve().parents[3] / "shared" / "data" / "chestxray14" / "images-1024"
 #: the image side the demand is judged at: the trainer's default --image-size
 IMAGE_SIZE = 224
-#: seconds of decoding per measurement
-SECONDS = 3.0
-
-
-def decode_argv(paths: list[str]) -> list[str]:
-    """The measurement's command: ``facts/decoderate.py`` under this Python on ``paths``."""
-    return [sys.executable, decoderate.__file__, "--seconds", str(SECONDS), *paths]
-
-
-def _decode_run(argv: tuple, env: dict) -> bool:
-    """A recorded run of the measurement under any Python and checkout (a bundle from another node)."""
-    return any(str(a).endswith("decoderate.py") for a in argv)
-
-
-def _count(n: float) -> str:
-    return "{:,.0f}".format(n)
-
-
 def judge_capacity(result: dict | None, res: ToolRun | None, gpus: int, gpu_name: str | None) -> CheckResult:
     """``result``: the decode measurement (``decoderate.parse``) of ``res``; ``gpus`` GPUs named ``gpu_name``.
     PASS when the cores' decode bound covers the GPUs' published rate, WARN (``INPUT_BOUND``) with the GPU count it
@@ -58,23 +36,19 @@ def judge_capacity(result: dict | None, res: ToolRun | None, gpus: int, gpu_name
     if rate is None:
         return skipped(CID, "no published training rate for %s (facts.gpu_rates has %s); the cores decode %s PNG/s "
                        "(%d × %s per core)" % (gpu_name or "this GPU", ", ".join(r.kind for r in gpu_rates.PUBLISHED),
-                                               _count(result["per_core"] * result["cores"]), result["cores"],
-                                               _count(result["per_core"])), expected, "NOT_REPORTED")
-    per_gpu, supply = rate.at(IMAGE_SIZE, amp=False), result["per_core"] * result["cores"]
-    need = per_gpu * gpus
-    measured = ("%d × %s need ~%s img/s at %d² (%s img/s each, FP32; %s with mixed precision); %d cores decode ~%s "
-                "PNG/s (%s per core, %d² PNGs)" % (gpus, rate.kind, _count(need), IMAGE_SIZE, _count(per_gpu),
-                                                   _count(rate.at(IMAGE_SIZE, amp=True) * gpus), result["cores"],
-                                                   _count(supply), _count(result["per_core"]),
-                                                   int(result["pixels"] ** 0.5)))
-    details = ["per-GPU rate: %s" % rate.source, "decode: %s, TensorFlow %s, %d images in %.1f CPU-s"
-               % (result["decoder"], result["tensorflow"], result["images"], result["cpu_seconds"])]
-    if supply >= need:
-        return passed(CID, measured + ": OK", expected, details)
-    fed = int(supply // per_gpu)
-    return warned(CID, measured + ": input-bound beyond %d GPU%s" % (fed, "" if fed == 1 else "s"), expected,
-                  "`invoke prepare` a copy at the training size and train from it (--data PREP): no PNG decode per "
-                  "epoch", "INPUT_BOUND", details)
+                                               count_text(result["per_core"] * result["cores"]), result["cores"],
+                                               count_text(result["per_core"])), expected, "NOT_REPORTED")
+    per_gpu = rate.at(IMAGE_SIZE, amp=False)
+    verdict = gpu_rates.capacity(result["per_core"], result["cores"], gpus, rate.kind, per_gpu, IMAGE_SIZE,
+                                 "%s img/s each, FP32; %s with mixed precision" % (
+                                     count_text(per_gpu), count_text(rate.at(IMAGE_SIZE, amp=True) * gpus)))
+    details = ["per-GPU rate: %s" % rate.source, "decode: %s, TensorFlow %s, %d images of %d² in %.1f CPU-s"
+               % (result["decoder"], result["tensorflow"], result["images"], int(result["pixels"] ** 0.5),
+                  result["cpu_seconds"])]
+    if verdict.ok:
+        return passed(CID, verdict.line, expected, details)
+    return warned(CID, verdict.line, expected, "prepare a copy at the training size once (invoke prepare) and "
+                  "train from it (--data PREP): no PNG decode per epoch", "INPUT_BOUND", details)
 
 
 @check(CID, "the cores' PNG decode rate vs what the GPUs train on", requires=(no_gpu_reason,), fast=False)
@@ -83,9 +57,9 @@ def capacity(ctx: Context) -> CheckResult:
     names = [g.name for g in snap.report.gpus if g.name]
     if not names:
         return skipped(CID, "nvidia-smi lists no GPU by name", code="NOT_REPORTED")
-    paths = sorted(str(p) for p in SAMPLE_1024.glob("*.png"))
+    paths = decoderate.sample_paths()
     if not paths:
-        return skipped(CID, "no 1024 x 1024 sample PNGs at %s to time the decode on" % SAMPLE_1024,
+        return skipped(CID, "no 1024 x 1024 sample PNGs at %s to time the decode on" % decoderate.SAMPLE_1024,
                        code="NOT_APPLICABLE")
-    res = ctx.tool(*decode_argv(paths), timeout=120, like=_decode_run)
+    res = ctx.tool(*decoderate.argv(paths), timeout=120, like=decoderate.is_run)
     return judge_capacity(decoderate.parse(res.stdout) if res.ok else None, res, len(names), names[0])
