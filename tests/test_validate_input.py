@@ -3,6 +3,7 @@ what the GPUs train on (``facts.gpu_rates``, NVIDIA's published ResNet-50 rates)
 SKIP, never PASS, without either observation."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -64,3 +65,14 @@ def test_the_decode_program_times_the_real_sample():
 def test_a_bundle_answers_with_its_recorded_measurement_from_another_checkout():
     assert decoderate.is_run(("/opt/py/bin/python", "/elsewhere/facts/decoderate.py", "--seconds", "3"), {})
     assert not decoderate.is_run(("nvidia-smi",), {})
+
+
+def test_gpus_is_the_runs_count_and_a_bundle_keeps_it(tmp_path):
+    """``--gpus N`` reaches the checks (``Context.gpus``), a bundle records it, and ``--from`` refuses another."""
+    from tests.lib import cli as cmd
+    out = cmd.run("validate", "--only", "input.capacity", "--gpus", "8", "--collect", str(tmp_path / "b"))
+    assert out.returncode == 0 and "input.capacity" in out.stdout, out.stderr
+    assert json.loads((tmp_path / "b" / "bundle.json").read_text())["gpus"] == 8
+    again = cmd.run("validate", "--from", str(tmp_path / "b"), "--gpus", "4")
+    assert again.returncode == 2 and "--gpus (8)" in again.stderr
+    assert cmd.run("validate", "--gpus", "-1").returncode == 2

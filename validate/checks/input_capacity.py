@@ -3,7 +3,8 @@
 Observed: the PNG decode rate of one core (``facts.decoderate``: the trainer's ``tf.io.decode_png``, one thread,
 a few seconds) on the shipped 1024 x 1024 ChestX-ray14 sample (``decoderate.SAMPLE_1024``: NIH's full-size PNGs, as
 every image of the data set is), run as a tool so that a bundle records it (``--collect``) and replays it
-(``--from``); the node's cores (the program's CPU affinity) and its GPUs (nvidia-smi, ``gpu.snapshot``).
+(``--from``); the node's cores (the program's CPU affinity) and its GPUs (nvidia-smi, ``gpu.snapshot``: their
+kind, and their count unless ``--gpus N`` gives the run's).
 Judged: the cores' decode bound, per-core rate × cores, against what the GPUs consume at the trainer's default
 224² in full precision, from the published per-GPU rate of their kind (``facts.gpu_rates``). The decode bound is
 an upper bound of the raw PNG pipeline (its resize and augmentation cost more: bench/ratios/input_pipeline.py);
@@ -62,4 +63,4 @@ def capacity(ctx: Context) -> CheckResult:
         return skipped(CID, "no 1024 x 1024 sample PNGs at %s to time the decode on" % decoderate.SAMPLE_1024,
                        code="NOT_APPLICABLE")
     res = ctx.tool(*decoderate.argv(paths), timeout=120, like=decoderate.is_run)
-    return judge_capacity(decoderate.parse(res.stdout) if res.ok else None, res, len(names), names[0])
+    return judge_capacity(decoderate.parse(res.stdout) if res.ok else None, res, ctx.gpus or len(names), names[0])
