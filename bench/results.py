@@ -116,6 +116,7 @@ class RunRecord(_Model):
     versions: dict[str, str | None] = Field(default_factory=dict)
     hostname: str | None = None
     cpu_count: int | None = None
+    input_capacity: dict | None = None
     notes: list[str] = Field(default_factory=list)
 
 

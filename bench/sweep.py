@@ -240,6 +240,37 @@ def place(req: SweepRequest) -> launch.Where:
     return launch.where(req.launcher, known=LAUNCHERS, stack=req.stack, image=req.image, hosts=req.hosts)
 
 
+def input_capacity(record: RunRecord, points: list[Point], measure=None) -> dict | None:
+    """The cores' PNG decode bound (``facts.decoderate`` on the shipped 1024² sample, one core, a few seconds)
+    against the sweep's largest GPU count at the node's own measured 1-GPU rate (else the published rate of the
+    GPU's kind, ``facts.gpu_rates``): ``{"decode": the measurement, "gpus", "per_gpu", "per_gpu_source", "supply",
+    "need", "fed", "ok", "line"}``, or None for a CPU sweep, without a sample, a measured decode rate or a per-GPU
+    rate. ``measure(argv) -> ToolRun``: how the measurement runs (``chexstack.tools.run``)."""
+    from chexstack import tools
+    from facts import decoderate, gpu_rates
+
+    paths = decoderate.sample_paths()
+    if record.device != "gpu" or not points or not paths:
+        return None
+    result = decoderate.parse((measure or tools.run)(decoderate.argv(paths), timeout=120).stdout)
+    if not result or "per_core" not in result:
+        return None
+    one, kind = next((p for p in points if p.count == 1), None), record.gpu_model or "GPU"
+    published = gpu_rates.published(kind)
+    if one is not None:
+        per_gpu, source = one.images_per_sec, "measured here, 1 GPU"
+    elif published is not None:
+        per_gpu, source = published.at(record.image_size or gpu_rates.IMAGE_SIZE, bool(record.amp)), published.source
+    else:
+        return None
+    gpus = max(p.count for p in points)
+    verdict = gpu_rates.capacity(result["per_core"], result["cores"], gpus, kind, per_gpu,
+                                 record.image_size or gpu_rates.IMAGE_SIZE,
+                                 "%s img/s each, %s" % (gpu_rates.count_text(per_gpu), source))
+    return {"decode": result, "gpus": gpus, "per_gpu": per_gpu, "per_gpu_source": source, "supply": verdict.supply,
+            "need": verdict.need, "fed": verdict.fed, "ok": verdict.ok, "line": verdict.line}
+
+
 def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[Sweep, Path]:
     """Run every count (smallest first; with repeats round-robin, ``repeated_requests``: each count's readings become
     one point, ``merge_repeats``) through the launcher seam (``launch.run`` at ``place(req)``: the same
@@ -277,5 +308,10 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
             n, record.count_unit, of, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))
     points = [merge_repeats(readings[n]) for n in sorted(readings)]
-    sweep = Sweep(label=req.label, record=settle_device(record, devices), points=points)
+    record = settle_device(record, devices)
+    capacity = input_capacity(record, points)
+    if capacity is not None:
+        (console.print if capacity["ok"] else warn)("input capacity: " + capacity["line"])
+        record = record.model_copy(update={"input_capacity": capacity})
+    sweep = Sweep(label=req.label, record=record, points=points)
     return sweep, keep_sweep(sweep, output / (tag + ".json"), runs / tag / (tag + ".json"))

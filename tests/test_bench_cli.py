@@ -230,3 +230,27 @@ def test_bench_gpus_means_what_train_gpus_means():
     assert cpu_stack.returncode == 2 and "stack cpu has no GPU build; sweep CPU ranks with --np 1,2" in cpu_stack.stderr
     bad = cmd.run("bench", "--np", "0,x")
     assert bad.returncode == 2 and "--np '0,x': expected counts >= 1" in bad.stderr
+
+
+def test_a_gpu_sweep_records_its_input_capacity_against_its_own_one_gpu_rate():
+    """The decode rate of this node's cores (the real program on the sample's 1024² PNGs) against the sweep's
+    largest count at its own 1-GPU rate; without a 1-GPU point the published rate of the kind; a CPU sweep none."""
+    from bench.results import Point, RunRecord
+    from bench.sweep import input_capacity
+    from chexstack import tools
+
+    def short(argv, timeout):
+        argv = list(argv)
+        argv[argv.index("--seconds") + 1] = "0.5"
+        return tools.run(argv, timeout=timeout)
+
+    record = RunRecord(device="gpu", gpu_model="Tesla V100-SXM2-16GB", image_size=224)
+    points = [Point(count=1, images_per_sec=1e6), Point(count=8, images_per_sec=7e6)]
+    got = input_capacity(record, points, short)
+    assert got["gpus"] == 8 and got["per_gpu"] == 1e6 and got["per_gpu_source"] == "measured here, 1 GPU"
+    assert not got["ok"] and got["fed"] == 0 and got["decode"]["pixels"] == 1024 * 1024
+    assert got["line"].startswith("8 × Tesla V100-SXM2-16GB need ~8,000,000 img/s at 224²")
+    assert got["line"].endswith("input-bound beyond 0 GPUs; `invoke prepare`")
+    published = input_capacity(record, points[1:], short)
+    assert published["per_gpu"] == 412 and "DeepLearningExamples" in published["per_gpu_source"]
+    assert input_capacity(RunRecord(device="cpu"), points, short) is None

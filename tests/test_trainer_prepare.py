@@ -93,6 +93,25 @@ def test_the_copy_is_sharded_uint8_with_its_manifest(copy):
     assert skipped == {broken["truncated"]: "png_check", broken["idat"]: "decode"}
 
 
+def test_each_source_is_read_once(copy, tmp_path, monkeypatch):
+    """The SHA-256, the PNG check and the decode are of one read of each source (the decoder's reason for a file
+    that fails to decode is read again, as training reads it); the shard is hashed while written, not read back."""
+    import builtins
+    source, broken, done = copy
+    opened, real = [], builtins.open
+
+    def counting(path, mode="r", *args, **kwargs):
+        opened.append((os.path.abspath(str(path)), mode))
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    assert _prepare(source, tmp_path / "prep") == 0
+    sources = [os.path.abspath(str(source / n)) for n in os.listdir(source)]
+    assert sorted(p for p, _ in opened if p in sources) == sorted(sources)
+    assert not [p for p, mode in opened if p.endswith(".npy") and "r" in mode]
+    assert _manifest(tmp_path / "prep")["shards"] == _manifest(done)["shards"]
+
+
 def _read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

@@ -34,10 +34,13 @@ def shard(items, rank, size):
 
 def png_loader(image_size):
     """``path`` (string tensor) → float32 [image_size, image_size, 1], 0..255."""
-    def load(path):
-        image = tf.image.decode_png(compat.read_file(path), channels=1)
-        return compat.resize(image, image_size)
-    return load
+    decode = png_decoder(image_size)
+    return lambda path: decode(compat.read_file(path))
+
+
+def png_decoder(image_size):
+    """A PNG file's ``contents`` (string tensor) → what ``png_loader`` gives for its path."""
+    return lambda contents: compat.resize(tf.image.decode_png(contents, channels=1), image_size)
 
 
 def synthetic_loader(image_size):

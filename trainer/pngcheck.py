@@ -30,7 +30,21 @@ def problem(path):
             f.seek(max(0, size - _TAIL))
             tail = f.read(_TAIL)
     except (IOError, OSError) as e:
-        return "unreadable: %s" % (e.strerror or e)
+        return unreadable(e)
+    return _judge(head, tail, size)
+
+
+def problem_in(contents):
+    """``problem`` of a file whose whole ``contents`` (bytes) were read already: None or the same reason."""
+    return _judge(contents[:33], contents[-_TAIL:], len(contents))
+
+
+def unreadable(error):
+    """The reason for a file that could not be read (an IOError/OSError)."""
+    return "unreadable: %s" % (error.strerror or error)
+
+
+def _judge(head, tail, size):
     if size == 0:
         return "empty file"
     if head[:8] != SIGNATURE:

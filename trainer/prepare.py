@@ -3,11 +3,13 @@
     python -m trainer prepare --data DIR | --images DIR --labels FILE --image-size S --output PREP
 
 The labelled PNGs (label-file order, found as training finds them: ``data.locate``, ``sources.index_images``) are
-cut into shards of ``--shard-images``; a shard at a time, every file gets the PNG check (``pngcheck``, in threads)
-and its SHA-256 (threads: hashlib releases the GIL), and the files that pass are decoded and resized ONCE by the
-trainer's own ``pipeline.png_loader(S)`` in one tf.data pass whose map runs on all cores
-(``decodecheck.decode_each``). A file whose decode fails gets the decoder's own reason (``decodecheck.reason``, as
-training names it); the stored pixels are rounded to uint8 (``to_uint8``; bound: ``prepared.MAX_PIXEL_DIFFERENCE``).
+cut into shards of ``--shard-images``; a shard at a time, each file is read ONCE (in threads, ``_CHUNK`` files at a
+time), and of those bytes it gets its SHA-256 (hashlib releases the GIL), the PNG check (``pngcheck.problem_in``)
+and, when it passes, the decode and resize by the trainer's own ``pipeline.png_decoder(S)`` (what ``png_loader(S)``
+does after reading the file) in one tf.data pass whose map runs on all cores (``decodecheck.decode_each``). The
+shard's SHA-256 is taken while it is written. A file whose decode fails gets the decoder's own reason
+(``decodecheck.reason``, as training names it); the stored pixels are rounded to uint8 (``to_uint8``; bound:
+``prepared.MAX_PIXEL_DIFFERENCE``).
 
 Resuming: the plan (the manifest with ``complete: false``) is written first; a shard is done when its record
 ``shards/shard-NNNNN.json`` exists (written after its .npy, both atomically), and a run finds the done shards and
@@ -19,6 +21,7 @@ manifest and what differs. A done shard whose .npy no longer matches its recorde
 TensorFlow is imported only when the work starts: ``trainer.preflight`` checks a prepare's options on the host.
 """
 import fnmatch
+import hashlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +39,9 @@ LOG = "prepare.log"
 #: bytes of pixels per shard by default: 2048 images at 256 x 256
 SHARD_BYTES = 128 << 20
 _THREADS = 8
+#: source files held in memory at a time: about 190 MB of NIH's PNGs (112,120 files, about 42 GB: 375 KB each on
+#: average; https://nihcc.app.box.com/v/ChestXray-NIHCC)
+_CHUNK = 512
 
 
 def parser():
@@ -194,25 +200,66 @@ def _done(folder, shard):
     return record
 
 
-def _hash(path):
+def _source(path):
+    """One read of a source file: ``(contents or None, its SHA-256 or None, pngcheck's reason or None)``."""
     try:
-        return outputs.file_sha256(path)
-    except (IOError, OSError):
-        return None
+        with open(path, "rb") as f:
+            contents = f.read()
+    except (IOError, OSError) as e:
+        return None, None, pngcheck.unreadable(e)
+    return contents, hashlib.sha256(contents).hexdigest(), pngcheck.problem_in(contents)
+
+
+class _Hashing(object):
+    """A binary file that also hashes what is written to it (``np.save`` writes through ``write``)."""
+
+    def __init__(self, f):
+        self.f, self.digest = f, hashlib.sha256()
+
+    def write(self, data):
+        self.digest.update(data)
+        return self.f.write(data)
+
+
+def _save(npy, array):
+    """Write ``array`` to ``npy`` atomically; the SHA-256 of the file, hashed while writing it."""
+    written = []
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            out = _Hashing(f)
+            np.save(out, array)
+            written.append(out.digest.hexdigest())
+    outputs.replace_atomically(npy, write, suffix=".npy")
+    return written[-1]
+
+
+def _read_and_decode(paths, image_size):
+    """Every one of ``paths`` read once, in chunks of ``_CHUNK`` files: (SHA-256s, {index: PNG check reason},
+    {index: uint8 [S, S]} of the files that passed and decoded), decoded and resized by ``pipeline.png_decoder``
+    from the bytes read (``decodecheck.decode_each``, all cores)."""
+    from trainer import decodecheck, pipeline
+    decode = pipeline.png_decoder(image_size)
+    hashes, problems, pixels = [], {}, {}
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        for first in range(0, len(paths), _CHUNK):
+            read = list(pool.map(_source, paths[first:first + _CHUNK]))
+            hashes.extend(h for _, h, _ in read)
+            problems.update((first + k, r) for k, (_, _, r) in enumerate(read) if r is not None)
+            contents = [c for c, _, _ in read]
+            passed = [k for k, (_, _, r) in enumerate(read) if r is None]
+            pixels.update((first + k, to_uint8(v)) for k, v in decodecheck.decode_each(contents, passed, decode))
+    return hashes, problems, pixels
 
 
 def prepare_shard(folder, shard, entries, image_size):
     """Make one shard of ``entries`` (the plan's images of it): returns its record ``{"file", "sha256",
-    "images", "entries": [{"name", "sha256", "row"} + "skipped": {"reason", "check"} for a file left out]}``."""
-    from trainer import decodecheck, pipeline
+    "images", "entries": [{"name", "sha256", "row"} + "skipped": {"reason", "check"} for a file left out]}``.
+    Each source file is read once (its SHA-256, the PNG check and the decode are of those bytes); the shard's
+    SHA-256 is taken while it is written."""
+    from trainer import decodecheck
     paths = [e["source"] for e in entries]
-    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        hashes = pool.map(_hash, paths)
-        problems = pngcheck.find_problems(paths, _THREADS)
-        passed = [k for k in range(len(paths)) if k not in problems]
-        decoded = decodecheck.decode_each(paths, passed, pipeline.png_loader(image_size))
-        pixels = dict((k, to_uint8(v)) for k, v in decoded)
-        hashes = list(hashes)
+    hashes, problems, pixels = _read_and_decode(paths, image_size)
     rows, out = [], []
     for k, entry in enumerate(entries):
         item = {"name": entry["name"], "sha256": hashes[k], "row": None}
@@ -225,13 +272,8 @@ def prepare_shard(folder, shard, entries, image_size):
             rows.append(pixels[k])
         out.append(item)
     array = np.stack(rows) if rows else np.zeros((0, image_size, image_size), dtype=np.uint8)
-    npy = os.path.join(folder, shard["file"])
-
-    def write(tmp):
-        with open(tmp, "wb") as f:
-            np.save(f, array)
-    outputs.replace_atomically(npy, write, suffix=".npy")
-    record = {"file": shard["file"], "sha256": outputs.file_sha256(npy), "images": len(rows), "entries": out}
+    sha256 = _save(os.path.join(folder, shard["file"]), array)
+    record = {"file": shard["file"], "sha256": sha256, "images": len(rows), "entries": out}
     outputs.write_json(_record_path(folder, shard), record)
     return record
 

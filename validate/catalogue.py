@@ -163,6 +163,9 @@ CODES: dict[str, Code] = {
                               noisy=True),
     "TCP_BASELINE_MISSING": Code("no raw TCP figure to compare the allreduce with (no iperf3)", A.RECONFIGURE),
     "MPI_BANDWIDTH_RUN_FAILED": Code("the bandwidth measurement did not run", A.RETRY),
+    # input capacity
+    "INPUT_BOUND": Code("the cores decode fewer PNGs per second than the GPUs train on: the input bounds the run",
+                        A.RECONFIGURE),
     # containers and limits
     "SHM_MISSING": Code("no readable /dev/shm", A.RECONFIGURE),
     "MEMLOCK_LIMITED": Code("locked memory limited where RDMA is used", A.RECONFIGURE),

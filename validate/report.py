@@ -198,10 +198,11 @@ def collect_folder(path: str) -> Path:
 
 def validate(stack: str | None = None, hosts: list[str] | None = None, json_path: str | None = None,
              only: list[str] | None = None, skip: list[str] | None = None, collect: str | None = None,
-             from_bundle: str | None = None, fast: bool = False) -> int:
+             from_bundle: str | None = None, fast: bool = False, gpus: int = 0) -> int:
     """``invoke validate``: run, print the table, write the JSON, return the exit code.
 
-    ``fast``: only the checks that fit a Slurm prolog (``Check.fast``: seconds, no launch).
+    ``fast``: only the checks that fit a Slurm prolog (``Check.fast``: seconds, no launch). ``gpus``: the GPUs the
+    run will use (``Context.gpus``; 0: the node's).
     ``collect``: also record every tool run, file read and fact into a bundle in that folder (with the report as
     ``report.json``); ``from_bundle``: judge a bundle recorded on another node instead of this node (its stack and
     hosts are the bundle's). Raises ChexstackError before any check runs for an unknown stack or check id, a
@@ -210,27 +211,31 @@ def validate(stack: str | None = None, hosts: list[str] | None = None, json_path
 
     if collect and from_bundle:
         raise ChexstackError("--collect and --from: give one (collect on the node, judge the bundle anywhere)")
+    if gpus < 0:
+        raise ChexstackError("--gpus %d: expected the GPUs the run will use, or 0 for all the node has" % gpus)
     if json_path:
         output_file(json_path, "--json")
     ids = select(list(only or []), list(skip or []), fast)
     recorder = None
     if from_bundle:
         bundle = Bundle.load(from_bundle)
-        if stack or hosts:
-            raise ChexstackError("--from %s: the bundle records its --stack (%s) and --hosts (%s); do not give them"
-                                 % (from_bundle, bundle.meta.get("stack"), ",".join(bundle.meta.get("hosts") or [])
-                                    or "none"))
+        if stack or hosts or gpus:
+            raise ChexstackError("--from %s: the bundle records its --stack (%s), --hosts (%s) and --gpus (%s); do "
+                                 "not give them" % (from_bundle, bundle.meta.get("stack"),
+                                                    ",".join(bundle.meta.get("hosts") or []) or "none",
+                                                    bundle.meta.get("gpus") or 0))
         stack, hosts, evidence = bundle.meta.get("stack"), bundle.meta.get("hosts") or [], Replay(bundle)
+        gpus = bundle.meta.get("gpus") or 0
     manifest = load_stack(stack) if stack else None
     if not from_bundle:
         if collect:
             folder = collect_folder(collect)
             recorder = Bundle({"host": None, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "stack": stack, "hosts": list(hosts or []), "checks": ids})
+                               "stack": stack, "hosts": list(hosts or []), "gpus": gpus, "checks": ids})
         evidence = Live(recorder)
         if recorder is not None:
             recorder.meta["host"] = evidence.host
-    ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence)
+    ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence, gpus=gpus)
     report = run_checks(ctx, ids)
     report.bundle, report.fast = from_bundle, fast
     print_table(report)

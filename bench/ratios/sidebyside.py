@@ -44,6 +44,16 @@ def alternate(ours: Callable[[], Rates], baseline: Callable[[], Rates], rounds: 
     return pairs
 
 
+def rotate(variants: dict[str, Callable[[], Rates]], rounds: int) -> list[dict[str, Rates]]:
+    """``rounds`` rounds of every one of ``variants`` ({name: run}), each round's order rotated by one (drift spreads
+    over all of them); a round's ``{name: Rates}``."""
+    names, out = list(variants), []
+    for r in range(rounds):
+        shift = r % len(names)
+        out.append(dict((name, variants[name]()) for name in names[shift:] + names[:shift]))
+    return out
+
+
 def report(title: str, unit: str, pairs: list[tuple[Rates, Rates]], goal: float) -> Rates:
     """Print every round and the median ratios ours/baseline; the goal is judged on the wall-clock ratio."""
     print(title)

@@ -1,0 +1,78 @@
+"""``input.capacity``: the cores' PNG decode rate (``facts.decoderate``, on the sample's real 1024 x 1024 PNGs) against
+what the GPUs train on (``facts.gpu_rates``, NVIDIA's published ResNet-50 rates): PASS, WARN with the numbers, and
+SKIP, never PASS, without either observation."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from chexstack.tools import ToolRun
+from facts import decoderate, gpu_rates
+from tests.lib.paths import SAMPLE
+from validate.checks import input_capacity
+from validate.result import Status
+
+PATHS = sorted(str(p) for p in (SAMPLE / "images-1024").glob("*.png"))
+
+
+def _result(per_core, cores):
+    return {"decoder": "tf.io.decode_png channels=1", "tensorflow": "2.15.0", "files": 3, "pixels": 1024 * 1024,
+            "images": 300, "seconds": 2.0, "cpu_seconds": 2.0, "per_core": per_core, "cores": cores}
+
+
+def test_enough_cores_pass_with_the_numbers():
+    r = input_capacity.judge_capacity(_result(125, 40), None, 8, "Tesla V100-SXM2-16GB")
+    assert r.status == Status.PASS
+    assert r.measured.startswith("8 × V100 need ~3,296 img/s at 224² (412 img/s each, FP32; 10,160 with mixed "
+                                 "precision); 40 cores decode ~5,000 PNG/s (125 per core): OK")
+    assert any("DeepLearningExamples" in d for d in r.details)
+
+
+def test_too_few_cores_warn_beyond_how_many_gpus_they_feed():
+    r = input_capacity.judge_capacity(_result(130, 16), None, 8, "NVIDIA A100-SXM4-40GB")
+    assert r.status == Status.WARN and r.diagnosis == "INPUT_BOUND"
+    assert "8 × A100 need ~7,272 img/s" in r.measured and "16 cores decode ~2,080 PNG/s" in r.measured
+    assert r.measured.endswith("input-bound beyond 2 GPUs; `invoke prepare`") and "invoke prepare" in r.remedy
+
+
+@pytest.mark.parametrize("result, gpu, code", [(None, "Tesla V100-SXM2-16GB", "TOOL_FAILED"),
+                                               ({"error": "no TensorFlow"}, "Tesla V100-SXM2-16GB", "TOOL_FAILED"),
+                                               (_result(125, 40), "NVIDIA H200", "NOT_REPORTED")])
+def test_without_a_measured_rate_or_a_published_figure_it_skips(result, gpu, code):
+    r = input_capacity.judge_capacity(result, ToolRun(("python",), 1, "", "boom"), 8, gpu)
+    assert r.status == Status.SKIP and r.diagnosis == code
+
+
+def test_the_published_rates_scale_with_the_pixels():
+    v100 = gpu_rates.published("Tesla V100-PCIE-32GB")
+    assert (v100.fp32, v100.amp) == (412, 1270) and v100.at(448, amp=False) == pytest.approx(103)
+    assert gpu_rates.published("NVIDIA H100 80GB HBM3") is None
+
+
+def test_the_decode_program_times_the_real_sample():
+    """The measurement the check runs (as a tool: a bundle records its output), on the sample's three PNGs."""
+    argv = decoderate.argv(decoderate.sample_paths(), 0.5)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    result = decoderate.parse(out.stdout)
+    assert result and result["pixels"] == 1024 * 1024 and result["files"] == 3, out.stderr[-2000:]
+    assert result["images"] >= 3 and result["per_core"] > 0 and result["cores"] >= 1
+    assert argv[0] == sys.executable and decoderate.sample_paths() == PATHS
+
+
+def test_a_bundle_answers_with_its_recorded_measurement_from_another_checkout():
+    assert decoderate.is_run(("/opt/py/bin/python", "/elsewhere/facts/decoderate.py", "--seconds", "3"), {})
+    assert not decoderate.is_run(("nvidia-smi",), {})
+
+
+def test_gpus_is_the_runs_count_and_a_bundle_keeps_it(tmp_path):
+    """``--gpus N`` reaches the checks (``Context.gpus``), a bundle records it, and ``--from`` refuses another."""
+    from tests.lib import cli as cmd
+    out = cmd.run("validate", "--only", "input.capacity", "--gpus", "8", "--collect", str(tmp_path / "b"))
+    assert out.returncode == 0 and "input.capacity" in out.stdout, out.stderr
+    assert json.loads((tmp_path / "b" / "bundle.json").read_text())["gpus"] == 8
+    again = cmd.run("validate", "--from", str(tmp_path / "b"), "--gpus", "4")
+    assert again.returncode == 2 and "--gpus (8)" in again.stderr
+    assert cmd.run("validate", "--gpus", "-1").returncode == 2

@@ -1,0 +1,66 @@
+"""Input capacity: can this node's cores decode PNGs as fast as its GPUs train on them?
+
+Observed: the PNG decode rate of one core (``facts.decoderate``: the trainer's ``tf.io.decode_png``, one thread,
+a few seconds) on the shipped 1024 x 1024 ChestX-ray14 sample (``decoderate.SAMPLE_1024``: NIH's full-size PNGs, as
+every image of the data set is), run as a tool so that a bundle records it (``--collect``) and replays it
+(``--from``); the node's cores (the program's CPU affinity) and its GPUs (nvidia-smi, ``gpu.snapshot``: their
+kind, and their count unless ``--gpus N`` gives the run's).
+Judged: the cores' decode bound, per-core rate × cores, against what the GPUs consume at the trainer's default
+224² in full precision, from the published per-GPU rate of their kind (``facts.gpu_rates``). The decode bound is
+an upper bound of the raw PNG pipeline (its resize and augmentation cost more: bench/ratios/input_pipeline.py);
+a prepared copy (``invoke prepare``) reads uint8 rows and needs no decode.
+
+PASS only on both observations: a node without a measured rate, a GPU of a kind without a published figure, or
+no sample is a SKIP, never a PASS.
+"""
+from __future__ import annotations
+
+from chexstack.tools import ToolRun
+from facts import decoderate, gpu_rates
+from facts.gpu_rates import count_text
+from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.registry import Context, check
+from validate.result import CheckResult, passed, skipped, warned
+
+CID = "input.capacity"
+#: the image side the demand is judged at: the trainer's default --image-size
+IMAGE_SIZE = 224
+def judge_capacity(result: dict | None, res: ToolRun | None, gpus: int, gpu_name: str | None) -> CheckResult:
+    """``result``: the decode measurement (``decoderate.parse``) of ``res``; ``gpus`` GPUs named ``gpu_name``.
+    PASS when the cores' decode bound covers the GPUs' published rate, WARN (``INPUT_BOUND``) with the GPU count it
+    covers when not; SKIP without a measured rate or a published figure for the kind."""
+    expected = "the cores decode what the GPUs train on (%d² decode bound >= N × per-GPU rate)" % IMAGE_SIZE
+    if result is None or "per_core" not in result:
+        why = (result or {}).get("error") or (res.why_not() if res is not None and not res.ok else "no result line")
+        return skipped(CID, "decode rate not measured: %s" % why, expected, "TOOL_FAILED")
+    rate = gpu_rates.published(gpu_name or "")
+    if rate is None:
+        return skipped(CID, "no published training rate for %s (facts.gpu_rates has %s); the cores decode %s PNG/s "
+                       "(%d × %s per core)" % (gpu_name or "this GPU", ", ".join(r.kind for r in gpu_rates.PUBLISHED),
+                                               count_text(result["per_core"] * result["cores"]), result["cores"],
+                                               count_text(result["per_core"])), expected, "NOT_REPORTED")
+    per_gpu = rate.at(IMAGE_SIZE, amp=False)
+    verdict = gpu_rates.capacity(result["per_core"], result["cores"], gpus, rate.kind, per_gpu, IMAGE_SIZE,
+                                 "%s img/s each, FP32; %s with mixed precision" % (
+                                     count_text(per_gpu), count_text(rate.at(IMAGE_SIZE, amp=True) * gpus)))
+    details = ["per-GPU rate: %s" % rate.source, "decode: %s, TensorFlow %s, %d images of %d² in %.1f CPU-s"
+               % (result["decoder"], result["tensorflow"], result["images"], int(result["pixels"] ** 0.5),
+                  result["cpu_seconds"])]
+    if verdict.ok:
+        return passed(CID, verdict.line, expected, details)
+    return warned(CID, verdict.line, expected, "prepare a copy at the training size once (invoke prepare) and "
+                  "train from it (--data PREP): no PNG decode per epoch", "INPUT_BOUND", details)
+
+
+@check(CID, "the cores' PNG decode rate vs what the GPUs train on", requires=(no_gpu_reason,), fast=False)
+def capacity(ctx: Context) -> CheckResult:
+    snap = snapshot(ctx)
+    names = [g.name for g in snap.report.gpus if g.name]
+    if not names:
+        return skipped(CID, "nvidia-smi lists no GPU by name", code="NOT_REPORTED")
+    paths = decoderate.sample_paths()
+    if not paths:
+        return skipped(CID, "no 1024 x 1024 sample PNGs at %s to time the decode on" % decoderate.SAMPLE_1024,
+                       code="NOT_APPLICABLE")
+    res = ctx.tool(*decoderate.argv(paths), timeout=120, like=decoderate.is_run)
+    return judge_capacity(decoderate.parse(res.stdout) if res.ok else None, res, ctx.gpus or len(names), names[0])
