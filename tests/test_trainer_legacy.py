@@ -1,7 +1,7 @@
 """The trainer on the conda column of the study's Table 1: Python 3.6, TensorFlow 1.12.0, Horovod 0.16.1 (built
 against it, MPI controller), CPU -- in ``.venv-tf112`` (``scripts/setup-legacy``; ``make test`` runs it).
 
-One module-scoped pair of real 2-rank ``horovodrun`` runs on the 800-image sample (ResNet-50 at 32 px, PNG
+One module-scoped pair of real 2-rank ``horovodrun`` runs on the 800-image sample (MobileNet at 32 px, PNG
 decoding included): 1 epoch, then ``--resume`` to 2. Tensor fusion stays at Horovod's default: the trainer's
 end-of-epoch check stops a run whose replicas differ, so exit 0 means the ranks stayed in step. About 3 minutes on
 2 cores.

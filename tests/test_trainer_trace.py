@@ -1,6 +1,6 @@
 """The train step is traced once: the optimizer's slots exist before ``model.fit``'s first call
 (``trainer.compat.create_optimizer_weights``), so TF 2 does not trace the step a second time without the variables
-its first call created. A process of its own (``hvd.init()``, world size 1), on a small convolutional model."""
+its first call created. A process of its own (``hvd.init()``, world size 1), the benchmark's own rank script."""
 from __future__ import annotations
 
 import subprocess
@@ -8,38 +8,19 @@ import sys
 
 import pytest
 
+from bench.ratios.first_step import RANK
 from tests.lib.paths import REPO
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = """
-import sys
-import numpy as np
-import tensorflow as tf
-from trainer import compat, loss, runtime
-hvd = compat.import_horovod()
-hvd.init()
-inputs = tf.keras.Input((16, 16, 3))
-x = tf.keras.layers.Conv2D(4, 3)(inputs)
-x = tf.keras.layers.BatchNormalization()(x)
-outputs = tf.keras.layers.Dense(14, activation="sigmoid")(tf.keras.layers.GlobalAveragePooling2D()(x))
-model = tf.keras.Model(inputs, outputs)
-w = np.full(14, 0.5, dtype=np.float32)
-if sys.argv[1] == "trainer":
-    runtime.compile_model(model, hvd, 1e-3, loss.weighted_bce(w, w))
-else:  # the same without the slots made first
-    model.compile(optimizer=hvd.DistributedOptimizer(compat.adam(1e-3)), loss=loss.weighted_bce(w, w))
-x = np.random.RandomState(0).rand(8, 16, 16, 3).astype("float32")
-y = (np.random.RandomState(1).rand(8, 14) > 0.8).astype("float32")
-model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
-print("traces", model.train_function.experimental_get_tracing_count())
-"""
-
 
 def _traces(variant: str) -> int:
-    run = subprocess.run([sys.executable, "-c", SCRIPT, variant], cwd=REPO, capture_output=True, text=True,
-                         timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
-                                           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""})
+    """The train step's tracing count in one rank of ``bench/ratios/first_step.py`` (its ``RANK`` script: the
+    benchmark and this test run the same code), MobileNet at 32 px, 1 step of 8 images."""
+    run = subprocess.run([sys.executable, "-c", RANK, variant, "mobilenet", "32", "1"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
+                              "CUDA_VISIBLE_DEVICES": ""})
     assert run.returncode == 0, run.stderr[-3000:]
     return int(run.stdout.split("traces ")[-1])
 
