@@ -245,10 +245,12 @@ def prepare(c, data=None, images=None, labels=None, image_size=224, output=None,
             "job": "judge your own MPIJob manifest (YAML) or Slurm batch script by the rules chexstack's renders "
                    "obey: each finding with its file and line; reads no node",
             "gpus": "GPUs the run will use (input.capacity judges the cores against that many; 0: all the node "
-                    "has)"})
+                    "has)",
+            "images": "a folder of your own PNGs (searched recursively): input.capacity times the decode of up to 8 "
+                      "of them (default: the shipped 1024² sample)"})
 @user_errors
 def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect=None, from_=None, fast=False,
-             job=None, gpus=0):
+             job=None, gpus=0, images=None):
     """Is this node fit to run the stack at full speed? A table of checks; exit 0 no FAIL, 1 FAIL, 2 cannot run.
     --job FILE judges a job file instead."""
     from validate.report import validate as run_validate
@@ -257,7 +259,8 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
         from launch.options import given
         from validate.jobfile import validate_job
 
-        others = given(validate.body, locals(), ("stack", "hosts", "only", "skip", "collect", "from_", "fast", "gpus"))
+        others = given(validate.body, locals(), ("stack", "hosts", "only", "skip", "collect", "from_", "fast", "gpus",
+                                                     "images"))
         if others:
             raise ChexstackError("--job FILE judges a job file, not a node: leave out %s"
                                  % ", ".join("--" + n.rstrip("_").replace("_", "-") for n in others))
@@ -266,7 +269,8 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
             raise Exit(code=code)
         return
 
-    code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_, fast, gpus)
+    code = run_validate(stack, csv_list(hosts), json, csv_list(only), csv_list(skip), collect, from_, fast, gpus,
+                        images)
     if code:
         raise Exit(code=code)
 

@@ -240,8 +240,9 @@ def place(req: SweepRequest) -> launch.Where:
     return launch.where(req.launcher, known=LAUNCHERS, stack=req.stack, image=req.image, hosts=req.hosts)
 
 
-def input_capacity(record: RunRecord, points: list[Point], measure=None) -> dict | None:
-    """The cores' PNG decode bound (``facts.decoderate`` on the shipped 1024² sample, one core, a few seconds)
+def input_capacity(record: RunRecord, points: list[Point], measure=None, data: str | None = None) -> dict | None:
+    """The cores' PNG decode bound (``facts.decoderate`` on up to 8 PNGs of the sweep's ``--data`` folder when it
+    is a folder of PNGs, else on the shipped 1024² sample; one core, a few seconds)
     against the sweep's largest GPU count at the node's own measured 1-GPU rate (else the published rate of the
     GPU's kind, ``facts.gpu_rates``): ``{"decode": the measurement, "gpus", "per_gpu", "per_gpu_source", "supply",
     "need", "fed", "ok", "line"}``, or None for a CPU sweep, without a sample, a measured decode rate or a per-GPU
@@ -249,7 +250,7 @@ def input_capacity(record: RunRecord, points: list[Point], measure=None) -> dict
     from chexstack import tools
     from facts import decoderate, gpu_rates
 
-    paths = decoderate.sample_paths()
+    paths = (data and decoderate.sample_paths(data)) or decoderate.sample_paths()
     if record.device != "gpu" or not points or not paths:
         return None
     result = decoderate.parse((measure or tools.run)(decoderate.argv(paths), timeout=120).stdout)
@@ -309,7 +310,7 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
             wall))
     points = [merge_repeats(readings[n]) for n in sorted(readings)]
     record = settle_device(record, devices)
-    capacity = input_capacity(record, points)
+    capacity = input_capacity(record, points, data=None if req.data == "synthetic" else req.data)
     if capacity is not None:
         (console.print if capacity["ok"] else warn)("input capacity: " + capacity["line"])
         record = record.model_copy(update={"input_capacity": capacity})

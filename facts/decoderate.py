@@ -27,8 +27,16 @@ SAMPLE_1024 = Path(__file__).resolve().parents[2] / "shared" / "data" / "chestxr
 SECONDS = 3.0
 
 
-def sample_paths() -> list[str]:
-    """The sample's PNGs (sorted), or [] where the checkout has no sample beside it."""
+#: at most this many of a user's own PNGs are timed (the first by name)
+USER_FILES = 8
+
+
+def sample_paths(folder: str | Path | None = None, limit: int = USER_FILES) -> list[str]:
+    """The PNGs to time: up to ``limit`` of ``folder``'s own (searched recursively, the first by path) when one
+    is given, else the shipped sample's (sorted); [] when there are none (no such folder, or no sample beside the
+    checkout)."""
+    if folder is not None:
+        return sorted(str(p) for p in Path(folder).rglob("*.png"))[:limit] if Path(folder).is_dir() else []
     return sorted(str(p) for p in SAMPLE_1024.glob("*.png"))
 
 

@@ -1,5 +1,5 @@
 """Published training rates of one GPU, images/s: what N GPUs of a kind consume, for the input-capacity check
-(``validate/checks/input.py``).
+(``validate/checks/input_capacity.py``, ``bench.sweep.input_capacity``).
 
 NVIDIA DeepLearningExamples, ResNet-50 v1.5 for TensorFlow, "Training performance results" (the
 ``training_perf.sh`` benchmark in the TensorFlow 20.06-tf1-py3 NGC container, averaged over an entire training

@@ -76,3 +76,40 @@ def test_gpus_is_the_runs_count_and_a_bundle_keeps_it(tmp_path):
     again = cmd.run("validate", "--from", str(tmp_path / "b"), "--gpus", "4")
     assert again.returncode == 2 and "--gpus (8)" in again.stderr
     assert cmd.run("validate", "--gpus", "-1").returncode == 2
+
+
+def test_the_users_own_images_are_timed_and_a_bundle_keeps_the_folder(tmp_path):
+    """``--images DIR``: up to 8 of the user's PNGs (searched recursively, the first by path) are what the decode
+    measurement times; the bundle records the folder and ``--from`` refuses another; a folder that does not exist
+    is refused before any check runs."""
+    from tests.lib import cli as cmd
+    images = SAMPLE / "images-64"
+    paths = decoderate.sample_paths(images)
+    assert len(paths) == decoderate.USER_FILES and paths == sorted(str(p) for p in images.rglob("*.png"))[:8]
+    assert decoderate.sample_paths(tmp_path / "absent") == [] and decoderate.sample_paths(tmp_path) == []
+    out = cmd.run("validate", "--only", "input.capacity", "--images", str(images), "--collect", str(tmp_path / "b"))
+    assert out.returncode == 0 and "input.capacity" in out.stdout, out.stderr
+    assert json.loads((tmp_path / "b" / "bundle.json").read_text())["images"] == str(images)
+    again = cmd.run("validate", "--from", str(tmp_path / "b"), "--images", str(images))
+    assert again.returncode == 2 and "--images (%s)" % images in again.stderr
+    missing = cmd.run("validate", "--images", str(tmp_path / "absent"))
+    assert missing.returncode == 2 and "--images %s: no such folder" % (tmp_path / "absent") in missing.stderr
+
+
+def test_a_sweep_times_its_own_png_folder():
+    from bench.sweep import input_capacity
+
+    seen = []
+
+    def measure(argv, timeout):
+        seen.append(argv)
+        return ToolRun(tuple(argv), 0, decoderate.PREFIX + json.dumps(_result(125, 40)), "")
+
+    class Record:
+        device, gpu_model, image_size, amp = "gpu", "Tesla V100-SXM2-16GB", 224, False
+
+    class Point:
+        count, images_per_sec = 8, 3000.0
+
+    capacity = input_capacity(Record(), [Point()], measure, data=str(SAMPLE / "images-64"))
+    assert capacity["gpus"] == 8 and seen[0][-8:] == decoderate.sample_paths(SAMPLE / "images-64")

@@ -17,7 +17,8 @@ which ask one ``Evidence`` source:
 
 Bundle layout (schema ``chexstack.validate.bundle/1``)::
 
-    DIR/bundle.json     {"schema", "host", "time", "stack", "hosts", "gpus" (--gpus; 0: the node's), "chexstack",
+    DIR/bundle.json     {"schema", "host", "time", "stack", "hosts", "gpus" (--gpus; 0: the node's),
+                         "images" (--images), "chexstack",
                          "tools": {name: {"path", "version"}},
                          "evidence": [{"kind": "tool", "argv", "env", "rc", "missing", "timed_out", "error",
                                        "stdout": "tools/003-nvidia-smi.out", "stderr": "tools/003-nvidia-smi.err",

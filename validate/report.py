@@ -198,11 +198,11 @@ def collect_folder(path: str) -> Path:
 
 def validate(stack: str | None = None, hosts: list[str] | None = None, json_path: str | None = None,
              only: list[str] | None = None, skip: list[str] | None = None, collect: str | None = None,
-             from_bundle: str | None = None, fast: bool = False, gpus: int = 0) -> int:
+             from_bundle: str | None = None, fast: bool = False, gpus: int = 0, images: str | None = None) -> int:
     """``invoke validate``: run, print the table, write the JSON, return the exit code.
 
     ``fast``: only the checks that fit a Slurm prolog (``Check.fast``: seconds, no launch). ``gpus``: the GPUs the
-    run will use (``Context.gpus``; 0: the node's).
+    run will use (``Context.gpus``; 0: the node's); ``images``: a folder of the user's PNGs (``Context.images``).
     ``collect``: also record every tool run, file read and fact into a bundle in that folder (with the report as
     ``report.json``); ``from_bundle``: judge a bundle recorded on another node instead of this node (its stack and
     hosts are the bundle's). Raises ChexstackError before any check runs for an unknown stack or check id, a
@@ -213,29 +213,33 @@ def validate(stack: str | None = None, hosts: list[str] | None = None, json_path
         raise ChexstackError("--collect and --from: give one (collect on the node, judge the bundle anywhere)")
     if gpus < 0:
         raise ChexstackError("--gpus %d: expected the GPUs the run will use, or 0 for all the node has" % gpus)
+    if images and not Path(images).is_dir():
+        raise ChexstackError("--images %s: no such folder (expected a folder of your PNGs, searched recursively)"
+                             % images)
     if json_path:
         output_file(json_path, "--json")
     ids = select(list(only or []), list(skip or []), fast)
     recorder = None
     if from_bundle:
         bundle = Bundle.load(from_bundle)
-        if stack or hosts or gpus:
-            raise ChexstackError("--from %s: the bundle records its --stack (%s), --hosts (%s) and --gpus (%s); do "
-                                 "not give them" % (from_bundle, bundle.meta.get("stack"),
-                                                    ",".join(bundle.meta.get("hosts") or []) or "none",
-                                                    bundle.meta.get("gpus") or 0))
+        if stack or hosts or gpus or images:
+            recorded = (bundle.meta.get("stack"), ",".join(bundle.meta.get("hosts") or []) or "none",
+                        bundle.meta.get("gpus") or 0, bundle.meta.get("images") or "none")
+            raise ChexstackError("--from %s: the bundle records its --stack (%s), --hosts (%s), --gpus (%s) and "
+                                 "--images (%s); do not give them" % (from_bundle, *recorded))
         stack, hosts, evidence = bundle.meta.get("stack"), bundle.meta.get("hosts") or [], Replay(bundle)
-        gpus = bundle.meta.get("gpus") or 0
+        gpus, images = bundle.meta.get("gpus") or 0, bundle.meta.get("images")
     manifest = load_stack(stack) if stack else None
     if not from_bundle:
         if collect:
             folder = collect_folder(collect)
             recorder = Bundle({"host": None, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "stack": stack, "hosts": list(hosts or []), "gpus": gpus, "checks": ids})
+                               "stack": stack, "hosts": list(hosts or []), "gpus": gpus, "images": images,
+                               "checks": ids})
         evidence = Live(recorder)
         if recorder is not None:
             recorder.meta["host"] = evidence.host
-    ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence, gpus=gpus)
+    ctx = Context(stack=manifest, hosts=list(hosts or []), evidence=evidence, gpus=gpus, images=images)
     report = run_checks(ctx, ids)
     report.bundle, report.fast = from_bundle, fast
     print_table(report)

@@ -1,17 +1,17 @@
 """Input capacity: can this node's cores decode PNGs as fast as its GPUs train on them?
 
-Observed: the PNG decode rate of one core (``facts.decoderate``: the trainer's ``tf.io.decode_png``, one thread,
-a few seconds) on the shipped 1024 x 1024 ChestX-ray14 sample (``decoderate.SAMPLE_1024``: NIH's full-size PNGs, as
-every image of the data set is), run as a tool so that a bundle records it (``--collect``) and replays it
-(``--from``); the node's cores (the program's CPU affinity) and its GPUs (nvidia-smi, ``gpu.snapshot``: their
-kind, and their count unless ``--gpus N`` gives the run's).
-Judged: the cores' decode bound, per-core rate × cores, against what the GPUs consume at the trainer's default
-224² in full precision, from the published per-GPU rate of their kind (``facts.gpu_rates``). The decode bound is
-an upper bound of the raw PNG pipeline (its resize and augmentation cost more: bench/ratios/input_pipeline.py);
-a prepared copy (``invoke prepare``) reads uint8 rows and needs no decode.
+Observed: the PNG decode rate of one core (``facts.decoderate``: the trainer's ``tf.io.decode_png``, one thread, a
+few seconds) on up to 8 of the user's own PNGs (``--images DIR``), else on the shipped 1024 x 1024 ChestX-ray14
+sample (``decoderate.SAMPLE_1024``: NIH's full-size PNGs, as every image of the data set is), run as a tool so that
+a bundle records it (``--collect``) and replays it (``--from``); the node's cores (the program's CPU affinity) and
+its GPUs (nvidia-smi, ``gpu.snapshot``: their kind, and their count unless ``--gpus N`` gives the run's). Judged:
+the cores' decode bound, per-core rate × cores, against what the GPUs consume at the trainer's default 224² in full
+precision, from the published per-GPU rate of their kind (``facts.gpu_rates``). The decode bound is an upper bound
+of the raw PNG pipeline (its resize and augmentation cost more: bench/ratios/input_pipeline.py); a prepared copy
+(``invoke prepare``) reads uint8 rows and needs no decode.
 
-PASS only on both observations: a node without a measured rate, a GPU of a kind without a published figure, or
-no sample is a SKIP, never a PASS.
+PASS only on both observations: a node without a measured rate, a GPU of a kind without a published figure, or no
+sample is a SKIP, never a PASS.
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from validate.result import CheckResult, passed, skipped, warned
 CID = "input.capacity"
 #: the image side the demand is judged at: the trainer's default --image-size
 IMAGE_SIZE = 224
+
+
 def judge_capacity(result: dict | None, res: ToolRun | None, gpus: int, gpu_name: str | None) -> CheckResult:
     """``result``: the decode measurement (``decoderate.parse``) of ``res``; ``gpus`` GPUs named ``gpu_name``.
     PASS when the cores' decode bound covers the GPUs' published rate, WARN (``INPUT_BOUND``) with the GPU count it
@@ -58,9 +60,10 @@ def capacity(ctx: Context) -> CheckResult:
     names = [g.name for g in snap.report.gpus if g.name]
     if not names:
         return skipped(CID, "nvidia-smi lists no GPU by name", code="NOT_REPORTED")
-    paths = decoderate.sample_paths()
+    paths = decoderate.sample_paths(ctx.images)
     if not paths:
-        return skipped(CID, "no 1024 x 1024 sample PNGs at %s to time the decode on" % decoderate.SAMPLE_1024,
+        where = ("--images %s" % ctx.images) if ctx.images else decoderate.SAMPLE_1024
+        return skipped(CID, "no PNGs at %s to time the decode on (give your own: --images DIR)" % where,
                        code="NOT_APPLICABLE")
     res = ctx.tool(*decoderate.argv(paths), timeout=120, like=decoderate.is_run)
     return judge_capacity(decoderate.parse(res.stdout) if res.ok else None, res, ctx.gpus or len(names), names[0])

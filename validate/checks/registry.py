@@ -24,12 +24,14 @@ from validate.result import CheckResult, Reason, skipped
 @dataclass
 class Context:
     """What the checks know: the ``stack`` to validate against (None: node-only checks), the ``hosts`` of a
-    multi-node run (empty: this node only), the ``gpus`` the run will use (0: all the node has), and where the
-    evidence comes from (``validate.evidence``: this node, optionally recorded, or a bundle)."""
+    multi-node run (empty: this node only), the ``gpus`` the run will use (0: all the node has), the user's
+    ``images`` folder (``--images``: the input-capacity check times a few of its PNGs), and where the evidence comes
+    from (``validate.evidence``: this node, optionally recorded, or a bundle)."""
 
     stack: Stack | None = None
     hosts: list[str] = field(default_factory=list)
     gpus: int = 0
+    images: str | None = None
     evidence: object = field(default_factory=Live)
     _memo: dict = field(default_factory=dict, repr=False)
     _locks: dict = field(default_factory=dict, repr=False)
