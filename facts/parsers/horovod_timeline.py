@@ -19,9 +19,10 @@ writing leaves a cut-off last event. ``parse`` reads all three, keeping what is 
 file ends inside it) or an ``E`` without its ``B`` is noted in ``Timeline.problems``, never raised.
 
 Steps: every training step allreduces every gradient once, so a gradient's k-th allreduce belongs to step k
-(``steps``). The gradients are the allreduced tensors seen most often; a tensor allreduced fewer times (Keras'
-metric averaging at an epoch's end) is not a step's. A step's communication (``StepComm``) runs from the first
-gradient's negotiation start to the last gradient's allreduce end; ``ready_us``, the end of its last negotiation,
+(``steps``). The gradients are the allreduced tensors seen most often (``gradients``); a tensor allreduced
+once (Keras' metric averaging at an epoch's end) is not a step's. A step's communication (``StepComm``) runs
+from the first gradient's negotiation start to the last gradient's allreduce end; ``ready_us``, the end of its
+last negotiation,
 is when every rank has handed over every gradient (their backward passes are done), so what allreduce runs after
 it is the part the step did not hide behind computation (``exposed_s``).
 """
@@ -183,12 +184,15 @@ def per_tensor(timeline: Timeline, op: str = ALLREDUCE) -> list[TensorTimes]:
 
 
 def gradients(timeline: Timeline) -> list[str]:
-    """The tensors allreduced in every step: those allreduced most often (ties: all of them)."""
+    """The tensors allreduced in every step: those allreduced most often, or one time less (a file cut off in
+    the last step's allreduces lacks some of that step's) once the most is 3 or more; a tensor allreduced once
+    at an epoch's end (metric averaging) is then never one of them."""
     counts = Counter({t: len(s) for t, s in timeline.occurrences(ALLREDUCE).items()})
     if not counts:
         return []
     most = max(counts.values())
-    return [t for t, n in counts.items() if n == most]
+    least = most - 1 if most >= 3 else most
+    return [t for t, n in counts.items() if n >= least]
 
 
 def steps(timeline: Timeline) -> list[StepComm]:
