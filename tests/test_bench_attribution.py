@@ -5,6 +5,16 @@ from __future__ import annotations
 
 from facts.parsers import horovod_timeline as tl
 
+
+def _step(t: int) -> str:
+    """Step 1 of two gradients ``t`` µs after LEGACY's (grad_a ready at 1120, grad_b at 1300, done at 1350)."""
+    return "".join('{"ph": "%s", %s"ts": %d, "pid": %d},\n' % (ph, '"name": "%s", ' % name if name else "", t + ts, pid)
+                   for ph, name, ts, pid in [("B", "NEGOTIATE_ALLREDUCE", 1100, 1), ("E", None, 1120, 1),
+                                             ("B", "ALLREDUCE", 1130, 1), ("E", None, 1200, 1),
+                                             ("B", "NEGOTIATE_ALLREDUCE", 1150, 2), ("E", None, 1300, 2),
+                                             ("B", "ALLREDUCE", 1300, 2), ("E", None, 1350, 2)])
+
+
 #: Two steps of two gradients as Horovod 0.16 writes them (never closed: each event ends "},"), one metric
 #: allreduce at the epoch's end (once: not a step's), and a broadcast (not an allreduce).
 LEGACY = """[
@@ -28,15 +38,7 @@ LEGACY = """[
 {"ph": "E", "ts": 400, "pid": 2},
 {"ph": "B", "name": "ALLREDUCE", "ts": 410, "pid": 2},
 {"ph": "E", "ts": 700, "pid": 2},
-{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 1100, "pid": 1},
-{"ph": "E", "ts": 1120, "pid": 1},
-{"ph": "B", "name": "ALLREDUCE", "ts": 1130, "pid": 1},
-{"ph": "E", "ts": 1200, "pid": 1},
-{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 1150, "pid": 2},
-{"ph": "E", "ts": 1300, "pid": 2},
-{"ph": "B", "name": "ALLREDUCE", "ts": 1300, "pid": 2},
-{"ph": "E", "ts": 1350, "pid": 2},
-{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 2000, "pid": 3},
+""" + _step(0) + """{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 2000, "pid": 3},
 {"ph": "E", "ts": 2010, "pid": 3},
 {"ph": "B", "name": "ALLREDUCE", "ts": 2010, "pid": 3},
 {"ph": "E", "ts": 2020, "pid": 3},
@@ -60,15 +62,6 @@ def test_a_legacy_unclosed_timeline_gives_each_tensors_times_and_each_steps():
     assert [(s.start_us, s.ready_us, s.end_us, round(s.exposed_s * 1e6)) for s in steps] == [
         (100, 400, 700, 300), (1100, 1300, 1350, 50)]
     assert round(steps[0].allreduce_s * 1e6) == 150 + 290 and round(steps[0].negotiation_s * 1e6) == 50 + 200
-
-
-def _step(t: int) -> str:
-    """Step 1 of LEGACY again, ``t`` µs later."""
-    return "".join('{"ph": "%s", %s"ts": %d, "pid": %d},\n' % (ph, '"name": "%s", ' % name if name else "", t + ts, pid)
-                   for ph, name, ts, pid in [("B", "NEGOTIATE_ALLREDUCE", 1100, 1), ("E", None, 1120, 1),
-                                             ("B", "ALLREDUCE", 1130, 1), ("E", None, 1200, 1),
-                                             ("B", "NEGOTIATE_ALLREDUCE", 1150, 2), ("E", None, 1300, 2),
-                                             ("B", "ALLREDUCE", 1300, 2), ("E", None, 1350, 2)])
 
 
 def test_a_cut_off_timeline_keeps_what_is_complete_and_says_what_is_not():
