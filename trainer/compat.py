@@ -450,6 +450,21 @@ def numpy_function(fn, inputs, dtype, stateful=False):
     return tf.py_func(fn, inputs, dtype, stateful=stateful)
 
 
+def without_injected_prefetch(dataset):
+    """``dataset`` with tf.data's ``inject_prefetch`` optimization off where it exists (TF >= 2.11 turns it on: it
+    puts a prefetch after the last map, which would then run ahead of the consumer); as it is elsewhere (TF 1.x
+    injects none)."""
+    options_class = getattr(tf.data, "Options", None)
+    if options_class is None:
+        return dataset
+    options = options_class()
+    optimization = getattr(options, "experimental_optimization", None)
+    if optimization is None or not hasattr(optimization, "inject_prefetch"):
+        return dataset
+    optimization.inject_prefetch = False
+    return dataset.with_options(options)
+
+
 def transform_images(images, transforms):
     """Projective transform of each image: images float32 [B, H, W, C], transforms float32 [B, 8] (output pixel
     (x, y) samples the input at ((a0 x + a1 y + a2)/k, (b0 x + b1 y + b2)/k), k = c0 x + c1 y + 1); bilinear,
