@@ -3,7 +3,13 @@ into compute, input wait and exposed allreduce (bench.attribution) and the repor
 timeline recorded here (tests/data/bench/timeline/) and checked against hand computations."""
 from __future__ import annotations
 
+import json
+
+from bench import attribution, figure
+from bench.results import Point, RunRecord, StepSplit, Sweep, save_sweep
+from facts import transport
 from facts.parsers import horovod_timeline as tl
+from tests.lib import cli as cmd
 
 
 def _step(t: int) -> str:
@@ -75,3 +81,64 @@ def test_a_cut_off_timeline_keeps_what_is_complete_and_says_what_is_not():
     closed = tl.parse(LEGACY + _step(2000).rstrip().rstrip(",") + "]")  # Horovod 0.28 closes after each event
     assert closed.problems == [] and [round(s.exposed_s * 1e6) for s in tl.steps(closed)] == [300, 50, 50]
     assert tl.parse("not json").problems and tl.steps(tl.parse("[]")) == []
+
+
+def _split(step_ms: float, wait_ms: float, exposed_ms: float) -> StepSplit:
+    return StepSplit(steps=5, step_s=step_ms / 1e3, compute_s=(step_ms - wait_ms - exposed_ms) / 1e3,
+                     input_wait_s=wait_ms / 1e3, exposed_allreduce_s=exposed_ms / 1e3, negotiation_s=0.004,
+                     allreduce_s=0.030, gradients=83, gradient_bytes=12_000_000)
+
+
+def _system(label: str, one: tuple, two: tuple, readings: dict[int, list[float]]) -> Sweep:
+    record = RunRecord(model="mobilenet", count_unit="CPU ranks", image_size=32, batch_size_per_rank=32,
+                       data="/d", label_sha256="a" * 64, versions={"horovod": "0.28.1", "openmpi": "4.1.4"})
+    return Sweep(label=label, record=record, points=[
+        Point(count=1, repeats=readings[1], step_split=_split(*one)),
+        Point(count=2, repeats=readings[2], step_split=_split(*two))])
+
+
+#: Two systems, 5 repeats each; the container's step at 2 ranks is 9 ms of exposed allreduce longer.
+BARE = _system("bare metal", (100.0, 2.0, 0.0), (110.0, 2.0, 6.0),
+               {1: [320.0, 318.0, 322.0, 321.0, 319.0], 2: [580.0, 582.0, 578.0, 581.0, 579.0]})
+BOXED = _system("container", (100.0, 2.0, 0.0), (120.0, 2.5, 15.0),
+                {1: [319.0, 321.0, 320.0, 318.0, 322.0], 2: [556.0, 558.0, 554.0, 557.0, 555.0]})
+
+
+def test_the_report_names_the_largest_share_between_counts_and_systems():
+    """By hand: bare metal 1 -> 2 ranks: step 100 -> 110 ms, per-rank images/s 100/110 - 1 = -9.1 %; compute
+    98 -> 102 (+4), input wait +0, exposed allreduce 0 -> 6 (+6): the largest. Container vs bare metal at 2:
+    medians 556 vs 580 = -4.1 %; exposed +9 ms (15 - 6) beats compute +0.5 (102.5 - 102) and input wait +0.5.
+    12 MB of gradients over 2 ranks at 10 Gbit/s: 12e6 x 8 x 2(1)/2 / 10e9 = 9.6 ms."""
+    lines = attribution.explain([BARE, BOXED], (10.0, "mpi.bandwidth of report.json"))
+    assert lines[0] == ("bare metal, 1 → 2 CPU ranks: step 100.0 → 110.0 ms (+10.0 ms/step, per-rank images/s "
+                        "-9.1 %), of which compute +4.0 ms, input wait +0.0 ms, exposed allreduce +6.0 ms; the "
+                        "largest share: exposed allreduce")
+    assert lines[1].startswith("bare metal at 2 CPU ranks: 12.0 MB of float32 gradients at busbw 10.00 Gbit/s "
+                               "(mpi.bandwidth of report.json) predict 9.6 ms/step of ring allreduce; the timeline "
+                               "shows 30.0 ms/step of allreduce (summed over 83 tensors, overlapping), 6.0 ms/step "
+                               "exposed")
+    system = lines[-1]
+    assert system.startswith("container vs bare metal at 2 CPU ranks: -4.1 % images/s (95 % interval [")
+    assert system.endswith("of which exposed allreduce +9.0 ms/step (the largest; compute +0.5 ms, input wait "
+                           "+0.5 ms, exposed allreduce +9.0 ms)")
+    assert attribution.predicted_allreduce_s(12_000_000, 1, 10.0) == 0.0
+
+
+def test_bench_report_prints_and_writes_the_gap_with_a_validate_reports_bandwidth(tmp_path):
+    """--bandwidth reads mpi.bandwidth's measured figure from `invoke validate --json`'s report (the same words
+    validate writes: facts.transport.measured_text); a report without it is refused naming the file."""
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"results": [{"id": "mpi.bandwidth", "measured": transport.measured_text(64, 10.0)
+                                               + ", raw TCP 12.00 Gbit/s (iperf3 b→a): ratio 0.83"}]}))
+    files = [str(save_sweep(s, tmp_path / ("%s.json" % s.label.replace(" ", "-")))) for s in (BARE, BOXED)]
+    ran = cmd.run("bench-report", ",".join(files), "--output", str(tmp_path / "f.png"), "--bandwidth", str(report))
+    assert ran.returncode == 0, ran.stderr
+    out = " ".join(ran.stdout.split())
+    assert "gap: container vs bare metal at 2 CPU ranks: -4.1 % images/s" in out
+    assert "predict 9.6 ms/step of ring allreduce" in out
+    markdown = (tmp_path / "f.md").read_text()
+    assert figure.GAP_HEADING in markdown and "- bare metal, 1 → 2 CPU ranks: step 100.0 → 110.0 ms" in markdown
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"results": []}))
+    refused = cmd.run("bench-report", ",".join(files), "--output", str(tmp_path / "g.png"), "--bandwidth", str(empty))
+    assert refused.returncode != 0 and "%s: no mpi.bandwidth measurement in it" % empty in refused.stderr
