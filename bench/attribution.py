@@ -1,6 +1,6 @@
 """The gap explained: where a step's time goes, and which part grew between 1 and N ranks or between two systems.
 
-A ``--timeline`` throughput run (``invoke bench --timeline``) leaves, beside ``throughput.json``, Horovod's own
+A ``--horovod-timeline`` throughput run (``invoke bench --timeline``) leaves, beside ``throughput.json``, Horovod's own
 timeline (``horovod-timeline.json``, ``facts.parsers.horovod_timeline``). For the timed steps (after the warm-up),
 each step of rank 0 splits into (``split``):
 
@@ -44,8 +44,8 @@ def split(throughput: dict, timeline: horovod_timeline.Timeline, source: str) ->
     warmup = int(throughput.get("warmup_steps") or 0)
     waits = throughput.get("input_wait_s")
     if waits is None or len(waits) < len(times):
-        raise ChexstackError("%s: expected input_wait_s for each of the %d steps (a --timeline throughput run), got "
-                             "%s" % (source, len(times), "none" if waits is None else len(waits)))
+        raise ChexstackError("%s: expected input_wait_s for each of the %d steps (a --horovod-timeline "
+                             "throughput run), got %s" % (source, len(times), "none" if waits is None else len(waits)))
     comm = horovod_timeline.steps(timeline)
     timed = len(times) - warmup
     if timed < 1:

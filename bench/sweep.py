@@ -111,7 +111,7 @@ def throughput_argv(req: SweepRequest, output: str) -> tuple[str, ...]:
     (trainer/cli.py, "throughput mode") with the sweep's model, sizes and steps."""
     return ("--data", req.data, "--model", req.model, "--batch-size", str(req.batch_size), "--image-size",
             str(req.image_size), "--throughput", "--steps", str(req.steps), "--warmup-steps", str(req.warmup_steps),
-            "--output", output) + (("--amp",) if req.amp else ()) + (("--timeline",) if req.timeline else ())
+            "--output", output) + (("--amp",) if req.amp else ()) + (("--horovod-timeline",) if req.timeline else ())
 
 
 def throughput_requests(req: SweepRequest, root: str) -> list[TrainRequest]:

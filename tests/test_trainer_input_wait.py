@@ -1,4 +1,4 @@
-"""Each step's input wait (trainer.callbacks.InputWait, throughput mode's --timeline): one note per batch the
+"""Each step's input wait (trainer.callbacks.InputWait, throughput mode's --horovod-timeline): one note per batch the
 consumer takes, never ahead of it (tf.data's injected prefetch is off), and the wait of a slow input is seen."""
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ class StepTimer(tf.keras.callbacks.Callback):
 
 
 class InputWait(tf.keras.callbacks.Callback):
-    """Each step's wait for its batch on this rank (seconds), for ``--timeline`` throughput runs.
+    """Each step's wait for its batch on this rank (seconds), for ``--horovod-timeline`` throughput runs.
 
     ``stamped(dataset)`` appends a sequential map after the stream's prefetch whose only effect is to note the
     time (``time.time()``) at which the step's iterator call receives the batch: a map after ``prefetch`` runs in

@@ -110,7 +110,7 @@ def parser():
     tp.add_argument("--steps", type=int, default=50, help="timed steps")
     tp.add_argument("--warmup-steps", type=int, default=10, help="untimed steps before them")
     tp.add_argument("--amp", action="store_true", help="mixed precision (float16 compute, loss scaling)")
-    tp.add_argument("--timeline", action="store_true",
+    tp.add_argument("--horovod-timeline", action="store_true",
                     help="also record Horovod's timeline (HOROVOD_TIMELINE) as OUTPUT/horovod-timeline.json and "
                          "each step's input wait in throughput.json, to split a step into compute, input wait and "
                          "exposed allreduce (bench.attribution)")
@@ -172,8 +172,9 @@ def check(options):
 
 def _check_throughput(options):
     """The throughput mode's own options only with ``--throughput``; ``--resume`` never with it."""
-    for name in ("amp", "timeline"):
+    for name in ("amp", "horovod_timeline"):
         if getattr(options, name) and not options.throughput:
-            raise TrainerError("--%s is a throughput-mode option (use it with --throughput)" % name)
+            raise TrainerError("--%s is a throughput-mode option (use it with --throughput)"
+                               % name.replace("_", "-"))
     if options.resume and options.throughput:
         raise TrainerError("--resume does not apply to --throughput")

@@ -34,7 +34,7 @@ TEST_PREDICTIONS = "test-predictions.csv"
 SPLITS = "splits.csv"
 BEST_MODEL = "model-best.h5"
 THROUGHPUT = "throughput.json"
-#: Horovod's own timeline of a ``--timeline`` throughput run (``HOROVOD_TIMELINE``; written by rank 0's Horovod)
+#: Horovod's own timeline of a ``--horovod-timeline`` throughput run (``HOROVOD_TIMELINE``; written by rank 0's Horovod)
 TIMELINE = "horovod-timeline.json"
 MODEL = "model.h5"
 SKIPPED_IMAGES = "skipped-images.csv"

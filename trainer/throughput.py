@@ -5,9 +5,10 @@ real data) and reports the MEDIAN step time of the N timed steps after the W war
 and cuDNN algorithm search happen in the warm-up). images/s per rank = batch / median step time; total = sum over
 ranks. Rank 0 writes ``throughput.json``.
 
-With ``--timeline``, Horovod records its own timeline (``HOROVOD_TIMELINE``, set here before ``hvd.init``; only the
-coordinator, rank 0, writes it) as ``OUTPUT/horovod-timeline.json``, and each step's input wait on rank 0
-(``callbacks.InputWait``) goes into ``throughput.json`` as ``input_wait_s``; ``bench.attribution`` reads both.
+With ``--horovod-timeline``, Horovod records its own timeline (``HOROVOD_TIMELINE``, set here before
+``hvd.init``; only the coordinator, rank 0, writes it) as ``OUTPUT/horovod-timeline.json``, and each step's input
+wait on rank 0 (``callbacks.InputWait``) goes into ``throughput.json`` as ``input_wait_s``; ``bench.attribution``
+reads both.
 ``throughput.json`` also records what a comparison must share: the label file's SHA-256 and the training split's
 digest (``outputs.split_digests``), the MPI library (``mpilib``) and the trainable parameters (their float32
 gradient bytes are what each step allreduces).
@@ -39,7 +40,7 @@ def trainable_parameters(model):
 
 
 def run(options):
-    if options.timeline:
+    if options.horovod_timeline:
         start_timeline(options.output)
     rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
@@ -56,7 +57,7 @@ def run(options):
                 data="synthetic" if data.label_sha256 is None else "real", n_train=len(data.train), n_val=0,
                 device=rt.device, model=options.model, output=options.output)
     timer = callbacks.StepTimer()
-    waits = callbacks.InputWait() if options.timeline else None
+    waits = callbacks.InputWait() if options.horovod_timeline else None
     epochs = -(-total_steps // runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size))
     dataset = training_dataset(data, options, rt, range(epochs))
     model.fit(waits.stamped(dataset) if waits else dataset, steps_per_epoch=total_steps, epochs=1, verbose=0,
