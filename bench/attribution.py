@@ -38,31 +38,37 @@ PARTS = (("compute_s", "compute"), ("input_wait_s", "input wait"), ("exposed_all
 def split(throughput: dict, timeline: horovod_timeline.Timeline, source: str) -> StepSplit:
     """The ``StepSplit`` of one run: ``throughput`` the trainer's ``throughput.json`` content (``step_times_s`` of
     every step, ``warmup_steps``, ``input_wait_s``, ``trainable_parameters``), ``timeline`` its parsed Horovod
-    timeline. Raises ChexstackError naming ``source`` when the run recorded no input waits, or the timeline has
-    fewer steps than the run's timed ones."""
+    timeline (at world size 1 no gradient is allreduced: nothing is exposed). Raises ChexstackError naming
+    ``source`` when the run recorded no input waits, or the timeline has fewer steps than the run's timed ones."""
     times = [float(t) for t in throughput.get("step_times_s") or []]
     warmup = int(throughput.get("warmup_steps") or 0)
     waits = throughput.get("input_wait_s")
     if waits is None or len(waits) < len(times):
         raise ChexstackError("%s: expected input_wait_s for each of the %d steps (a --horovod-timeline "
                              "throughput run), got %s" % (source, len(times), "none" if waits is None else len(waits)))
-    comm = horovod_timeline.steps(timeline)
     timed = len(times) - warmup
     if timed < 1:
         raise ChexstackError("%s: no timed steps after %d warm-up steps" % (source, warmup))
+    step = statistics.median(times[warmup:])
+    wait = statistics.median(float(w) for w in waits[warmup:len(times)])
+    params = throughput.get("trainable_parameters")
+    size = None if params is None else int(params) * 4
+    if throughput.get("world_size") == 1:
+        # Horovod allreduces no gradient at world size 1 (horovod/tensorflow/__init__.py, ``_allreduce_cond``: only
+        # when the process set's size is above 1; the timeline shows none): nothing is exposed
+        return StepSplit(steps=timed, step_s=step, compute_s=step - wait, input_wait_s=wait, exposed_allreduce_s=0.0,
+                         negotiation_s=0.0, allreduce_s=0.0, gradients=0, gradient_bytes=size)
+    comm = horovod_timeline.steps(timeline)
     if len(comm) < timed:
         raise ChexstackError("%s: the Horovod timeline shows %d steps' allreduces, the run timed %d%s"
                              % (source, len(comm), timed, "; %s" % "; ".join(timeline.problems)
                                 if timeline.problems else ""))
-    comm, times, waits = comm[-timed:], times[warmup:], [float(w) for w in waits[warmup:len(times) + warmup]]
-    step = statistics.median(times)
-    wait = statistics.median(waits)
+    comm = comm[-timed:]
     exposed = statistics.median(c.exposed_s for c in comm)
-    params = throughput.get("trainable_parameters")
     return StepSplit(steps=timed, step_s=step, compute_s=step - wait - exposed, input_wait_s=wait,
                      exposed_allreduce_s=exposed, negotiation_s=statistics.median(c.negotiation_s for c in comm),
                      allreduce_s=statistics.median(c.allreduce_s for c in comm), gradients=comm[0].tensors,
-                     gradient_bytes=None if params is None else int(params) * 4)
+                     gradient_bytes=size)
 
 
 def split_run(run_dir: Path, throughput: dict) -> StepSplit | None:
