@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import attribution, figure
-from bench.results import Point, RunRecord, StepSplit, Sweep, save_sweep
+from bench.results import Point, RunRecord, StepSplit, Sweep, load_sweep, save_sweep
 from facts import transport
 from facts.parsers import horovod_timeline as tl
 from tests.lib import cli as cmd
+from tests.lib.paths import REPO
 
 
 def _step(t: int) -> str:
@@ -142,3 +145,51 @@ def test_bench_report_prints_and_writes_the_gap_with_a_validate_reports_bandwidt
     empty.write_text(json.dumps({"results": []}))
     refused = cmd.run("bench-report", ",".join(files), "--output", str(tmp_path / "g.png"), "--bandwidth", str(empty))
     assert refused.returncode != 0 and "%s: no mpi.bandwidth measurement in it" % empty in refused.stderr
+
+
+RECORDED = REPO / "tests" / "data" / "bench" / "timeline"  # README.md there: how it was recorded and trimmed
+
+
+def test_a_recorded_two_rank_timeline_by_hand():
+    """By hand, from np-2/horovod-timeline.json (83 gradients of MobileNet, 4 timed steps; the end of each step's
+    last NEGOTIATE_ALLREDUCE and of its last ALLREDUCE, µs): 32521953 -> 32526062, 32709614 -> 32715663,
+    32857944 -> 32865989, 33194342 -> 33196091: 4.109, 6.049, 8.045, 1.749 ms exposed, median 5.079 ms.
+    throughput.json: timed steps 314.8, 189.4, 150.8, 330.4 ms (median (189.4 + 314.8) / 2 = 252.1 ms), input
+    waits 3.59, 2.89, 2.53, 3.58 ms (median 3.23 ms); compute 252.09 - 3.23 - 5.08 = 243.77 ms."""
+    run = RECORDED / "np-2"
+    timeline = tl.parse((run / "horovod-timeline.json").read_text())
+    assert timeline.problems == [] and timeline.start_unix_us is not None
+    times = {t.tensor: t for t in tl.per_tensor(timeline)}
+    grads = tl.gradients(timeline)
+    assert len(times) == 84 and len(grads) == 83 and all(times[g].count == 4 for g in grads)
+    assert all("HorovodAllreduce_grads_" in g for g in grads)
+    steps = tl.steps(timeline)
+    assert [(s.ready_us, s.end_us) for s in steps] == [(32521953, 32526062), (32709614, 32715663),
+                                                       (32857944, 32865989), (33194342, 33196091)]
+    assert [round(s.exposed_s * 1e6) for s in steps] == [4109, 6049, 8045, 1749]
+    data = json.loads((run / "throughput.json").read_text())
+    found = attribution.split_run(run, data)
+    assert (found.steps, found.gradients, found.gradient_bytes) == (4, 83, 3_221_326 * 4)
+    assert round(found.exposed_allreduce_s * 1e6) == 5079
+    assert round(found.step_s * 1e3, 2) == 252.09 and round(found.input_wait_s * 1e3, 2) == 3.23
+    assert round(found.compute_s * 1e3, 2) == 243.77
+
+
+def test_the_recorded_sweep_reads_back_and_explains_its_1_to_2_loss():
+    """The sweep's points as `invoke bench` read them (bench.sweep.read_point) and its report's sentence: 1 rank
+    148.95 ms (its 4 timed steps' median, no allreduce at world size 1), 2 ranks 252.09 ms: +103.1 ms/step,
+    per-rank images/s 148.95 / 252.09 - 1 = -40.9 %; compute 144.73 -> 243.77 (+99.0 ms), input wait 4.23 -> 3.23
+    (-1.0 ms), exposed allreduce 0 -> 5.1 ms: two ranks on 2 cores lose most to compute (each rank has half the
+    cores), not to the allreduce."""
+    from bench.sweep import read_point
+
+    swept = load_sweep(RECORDED / "sweep.json")
+    points = [read_point(n, RECORDED / ("np-%d" % n)).point for n in (1, 2)]
+    for point in points:  # the trimmed timelines give what the untrimmed ones gave
+        assert point.step_split.model_dump() == pytest.approx(swept.point(point.count).step_split.model_dump())
+    assert points[0].step_split.exposed_allreduce_s == 0 and points[0].step_split.gradients == 0
+    assert swept.record.label_sha256.startswith("dc1d2df67fdc") and swept.record.versions["openmpi"] == "4.1.4"
+    line = attribution.scaling_line(swept, 2)
+    assert line == ("h23t-cpu, 1 → 2 CPU ranks: step 149.0 → 252.1 ms (+103.1 ms/step, per-rank images/s -40.9 %), "
+                    "of which compute +99.0 ms, input wait -1.0 ms, exposed allreduce +5.1 ms; the largest share: "
+                    "compute")
