@@ -303,12 +303,15 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
     "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
     "repeats": "runs of each count (local/mpirun), round-robin over the counts per repeat (1,2,...,1,2,...) so "
                "drift hits every count alike; 3 or more give each point a 95 % interval (5 for a readable 3 %)",
+    "timeline": "also record Horovod's timeline (HOROVOD_TIMELINE, horovod-timeline.json in each run's folder) "
+                "and each step's input wait, and split each point's step into compute, input wait and exposed "
+                "allreduce (bench-report names the part that grew)",
 })
 @user_errors
 def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
           image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
           per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
-          collect=None, repeats=1):
+          collect=None, repeats=1, timeline=False):
     """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
     from pathlib import Path
 
@@ -329,7 +332,8 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
                             gpus=not np, label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,
-                            warmup_steps=warmup_steps, data=data, amp=amp, image=image, repeats=repeats)
+                            warmup_steps=warmup_steps, data=data, amp=amp, image=image, repeats=repeats,
+                            timeline=timeline)
     opts = main.Scheduled(per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis",
                           results=results,
                           rdma_resource=rdma, render=render, submit=submit)
@@ -347,10 +351,12 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
                 "(no figure is drawn)",
     "tolerance": "with --baseline: % below a baseline point without an interval (< 3 repeats) that fails "
                  "(default 5)",
+    "bandwidth": "allreduce bus bandwidth to predict the gradients' allreduce from: Gbit/s, or the JSON report of "
+                 "invoke validate --hosts A,B --json FILE (its mpi.bandwidth)",
 }, floats=["tolerance"])
 @user_errors
 def bench_report(c, results, output="bench/results/figure1.png", title=None, strict=False, baseline=None,
-                 tolerance=None):
+                 tolerance=None, bandwidth=None):
     """The seed's Figure 1: median images/s vs count per system with 95 % intervals, % difference, scaling
     efficiency (PNG + CSV + Markdown); with --baseline the regression gate."""
     import shlex
@@ -361,7 +367,7 @@ def bench_report(c, results, output="bench/results/figure1.png", title=None, str
     items = [results] + shlex.split(c.remainder or "")
     if baseline:
         return main.regression_gate(items, baseline, tolerance)
-    main.report(items, Path(output), title, strict)
+    main.report(items, Path(output), title, strict, bandwidth)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
 
-from bench.results import RunRecord, Sweep
+from bench.results import RunRecord, Sweep, with_reading
 from bench.sweep import (
     SweepRequest,
     keep_sweep,
@@ -151,10 +151,10 @@ def collect(folder: Path, output: Path, label: str | None = None, launcher: str 
     record = record.model_copy(update=updates)
     points, devices = [], set()
     for n, run_dir in runs:
-        point, device, versions = read_point(n, run_dir)
-        points.append(point)
-        devices.add(device)
-        record = record.model_copy(update={"versions": record.versions or versions})
+        reading = read_point(n, run_dir)
+        points.append(reading.point)
+        devices.add(reading.device)
+        record = with_reading(record, reading)
     gpus = _collected_gpus(folder)
     record = settle_device(with_gpus(record, gpus, "the job's nodes") if gpus else record, devices)
     label = label or folder.name.rsplit("-", 1)[0]

@@ -212,15 +212,21 @@ def csv_text(cmp: Comparison) -> str:
     return buf.getvalue()
 
 
-def markdown_text(cmp: Comparison) -> str:
-    """The rows as a Markdown table, the caption's lines below it."""
+def markdown_text(cmp: Comparison, gap: list[str] | tuple[str, ...] = ()) -> str:
+    """The rows as a Markdown table, the caption's lines below it, then the ``gap`` sentences
+    (``bench.attribution.explain``) under a heading of their own."""
     def line(cells):
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
     cols = columns(cmp)
     align = ["---:", ":---"] + ["---:"] * (len(cols) - 2)
     notes = caption(cmp)
     return "\n".join([line(cols), "|" + "|".join(align) + "|"] + [line(r) for r in rows(cmp)]
-                     + ([""] + ["- " + n for n in notes] if notes else [])) + "\n"
+                     + ([""] + ["- " + n for n in notes] if notes else [])
+                     + (["", GAP_HEADING, ""] + ["- " + g for g in gap] if gap else [])) + "\n"
+
+
+#: The Markdown heading above the gap's sentences.
+GAP_HEADING = "Where the step time went (Horovod timeline, `invoke bench --timeline`):"
 
 
 def _bar_label(x: float) -> str:
@@ -357,13 +363,14 @@ def figure_path(path: Path) -> Path:
     return output_file(path, "--output", create_folder=True)
 
 
-def write_report(sweeps: list[Sweep], png: Path, title: str | None = None) -> Report:
+def write_report(sweeps: list[Sweep], png: Path, title: str | None = None, gap: list[str] | None = None) -> Report:
     """The figure at ``png`` (PNG, or another format matplotlib writes, from the suffix) plus ``.csv`` and ``.md``
-    with the same stem. Raises ChexstackError for a path that cannot take the figure, before drawing."""
+    with the same stem (the ``.md`` with the ``gap`` sentences). Raises ChexstackError for a path that cannot take
+    the figure, before drawing."""
     figure_path(png)
     cmp = compare(sweeps)
     draw(cmp, sweeps, png, title)
     csv_path, md_path = png.with_suffix(".csv"), png.with_suffix(".md")
     csv_path.write_text(csv_text(cmp))
-    md_path.write_text(markdown_text(cmp))
+    md_path.write_text(markdown_text(cmp, gap or ()))
     return Report(png, csv_path, md_path, cmp)

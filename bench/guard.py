@@ -3,10 +3,12 @@ container, Kubernetes: how the ranks are started), never in what runs or on what
 
 ``COMPARED`` lists what must be equal, each read from a sweep's run record: device kind, model, image size, batch
 size per rank, precision; the stack's versions as the ranks reported them (``record.versions``: Horovod, Open
-MPI/MPI, TensorFlow, Python); the data (``record.data``: ``synthetic`` or the ChestX-ray14 folder given; no
-content hash is recorded); the hosts (names without ``:slots``, ``localhost`` as the recording host). A field one
-record does not give (a published series states no batch size; the trainer reports no MPI version) is not
-compared.
+MPI/MPI, TensorFlow, Python; the trainer reports the MPI library its ranks mapped, ``trainer.mpilib``); the data
+(``record.data``: ``synthetic`` or the ChestX-ray14 folder given, and its content as the trainer hashed it:
+``record.label_sha256``, the label file's SHA-256, and ``record.train_split_sha256``, the training split's sorted
+image names); the hosts (names without ``:slots``, ``localhost`` as the recording host). A field one record does
+not give (a published series states no batch size; a sweep from before the trainer recorded MPI and the data's
+hashes) is not compared.
 
 ``differences`` names what differs; ``bench.figure`` shows a series with differences as its own group, without a %
 difference, naming them in the table and the caption; ``refuse`` is ``bench-report --strict``'s and the regression
@@ -23,6 +25,11 @@ from chexstack.errors import ChexstackError, ExitCode
 
 def _version(key: str):
     return lambda s: s.record.versions.get(key) or None
+
+
+def _short(digest: str | None) -> str | None:
+    """A SHA-256's first 12 hex digits (enough to tell two data sets apart in a caption)."""
+    return digest[:12] if digest else None
 
 
 LOCAL_NAMES = ("localhost", "127.0.0.1")
@@ -50,6 +57,8 @@ COMPARED = (
     ("TensorFlow", _version("tensorflow")),
     ("Python", _version("python")),
     ("data", lambda s: s.record.data),
+    ("label file SHA-256", lambda s: _short(s.record.label_sha256)),
+    ("training split", lambda s: _short(s.record.train_split_sha256)),
     ("hosts", _hosts),
 )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import batch, figure, gate, guard
+from bench import attribution, batch, figure, gate, guard
 from bench.results import Sweep, load_sweep
 from bench.sweep import SweepRequest, run_sweep
 from chexstack.console import console, warn
@@ -165,19 +165,24 @@ def _load(items: list[str]) -> list[tuple[Path, Sweep]]:
     return [(p, load_sweep(p)) for p in expand_results(items)]
 
 
-def report(items: list[str], png: Path, title: str | None = None, strict: bool = False) -> figure.Report:
-    """``invoke bench-report``: Figure 1 PNG + CSV + Markdown, and the table and its caption on screen. ``strict``
-    (``--strict``): refuse (exit 2, ``guard.refuse``) when a series differs from the baseline in more than the
-    system, before drawing."""
+def report(items: list[str], png: Path, title: str | None = None, strict: bool = False,
+           bandwidth: str | None = None) -> figure.Report:
+    """``invoke bench-report``: Figure 1 PNG + CSV + Markdown, and the table and its caption on screen; where points
+    carry a step split (``invoke bench --timeline``), the gap explained (``bench.attribution.explain``, with
+    ``bandwidth``'s prediction: ``--bandwidth``). ``strict`` (``--strict``): refuse (exit 2, ``guard.refuse``)
+    when a series differs from the baseline in more than the system, before drawing."""
     loaded = _load(items)
     (base_path, base), sweeps = loaded[0], [s for _, s in loaded]
     if strict:
         guard.refuse([(p, s, base_path, base) for p, s in loaded[1:]], "bench-report --strict")
-    result = figure.write_report(sweeps, png, title)
+    gap = attribution.explain(sweeps, attribution.bandwidth(bandwidth) if bandwidth else None)
+    result = figure.write_report(sweeps, png, title, gap)
     console.print(figure.rich_table(result.comparison, title="Throughput vs %s (baseline: %s)"
                                     % (result.comparison.count_axis, result.comparison.baseline)))
     for line in figure.caption(result.comparison):
         console.print("[yellow]note:[/] %s" % line)
+    for line in gap:
+        console.print("[cyan]gap:[/] %s" % line, markup=True, highlight=False)
     for p in (result.png, result.csv, result.markdown):
         console.print("wrote [bold]%s[/]" % p)
     return result

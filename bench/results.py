@@ -36,11 +36,30 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class StepSplit(_Model):
+    """Where a step's time went (``bench.attribution``, from a ``--timeline`` run): medians over the timed steps
+    of rank 0's ``step_s``, its ``input_wait_s`` and the ``exposed_allreduce_s`` Horovod's timeline shows after
+    every rank's last gradient; ``compute_s`` the rest (``step_s`` minus both: forward, backward, optimizer,
+    framework). ``negotiation_s`` and ``allreduce_s``: a step's sums over its ``gradients`` tensors (overlapping);
+    ``gradient_bytes``: trainable parameters × 4 (float32); seconds."""
+
+    steps: int = Field(ge=1)
+    step_s: float = Field(gt=0)
+    compute_s: float
+    input_wait_s: float = Field(ge=0)
+    exposed_allreduce_s: float = Field(ge=0)
+    negotiation_s: float = Field(ge=0)
+    allreduce_s: float = Field(ge=0)
+    gradients: int = Field(ge=0)
+    gradient_bytes: int | None = None
+
+
 class Point(_Model):
     """One rank count. ``images_per_sec``: total (the median of ``repeats`` where given, filled in from them when
     absent); ``repeats``: total images/s of each repeat in run order (empty: one reading); ``images_per_sec_per_rank``:
     total / count (per GPU); ``images_per_sec_by_rank``: each rank's own figure (with repeats: each rank's median);
-    ``step_times_s``: rank 0's timed steps (seconds; with repeats: all repeats' in run order)."""
+    ``step_times_s``: rank 0's timed steps (seconds; with repeats: all repeats' in run order); ``step_split``:
+    where a step's time went, from a ``--timeline`` run (with repeats: each field's median over them)."""
 
     count: int = Field(ge=1)
     images_per_sec: float | None = Field(default=None, gt=0)
@@ -50,6 +69,7 @@ class Point(_Model):
     scaling_efficiency: float | None = None
     median_step_time_s: float | None = None
     step_times_s: list[float] = Field(default_factory=list)
+    step_split: StepSplit | None = None
 
     @model_validator(mode="after")
     def _median(self) -> "Point":
@@ -82,9 +102,20 @@ def merge_repeats(readings: list[Point]) -> Point:
         return readings[0]
     by_rank = [p.images_per_sec_by_rank for p in readings]
     steps = [t for p in readings for t in p.step_times_s]
+    splits = [p.step_split for p in readings if p.step_split is not None]
     return Point(count=readings[0].count, repeats=[p.images_per_sec for p in readings],
                  images_per_sec_by_rank=[statistics.median(r) for r in zip(*by_rank)] if all(by_rank) else [],
-                 median_step_time_s=statistics.median(steps) if steps else None, step_times_s=steps)
+                 median_step_time_s=statistics.median(steps) if steps else None, step_times_s=steps,
+                 step_split=merge_splits(splits) if len(splits) == len(readings) else None)
+
+
+def merge_splits(splits: list[StepSplit]) -> StepSplit:
+    """Repeats' splits as one: each field's median (``steps`` their sum); the parts then need not add up exactly."""
+    fields = {name: statistics.median(getattr(s, name) for s in splits)
+              for name in ("step_s", "compute_s", "input_wait_s", "exposed_allreduce_s", "negotiation_s",
+                           "allreduce_s")}
+    return StepSplit(steps=sum(s.steps for s in splits), gradients=splits[0].gradients,
+                     gradient_bytes=splits[0].gradient_bytes, **fields)
 
 
 class RunRecord(_Model):
@@ -113,6 +144,8 @@ class RunRecord(_Model):
     warmup_steps: int | None = None
     amp: bool | None = None
     data: str | None = None
+    label_sha256: str | None = None
+    train_split_sha256: str | None = None
     versions: dict[str, str | None] = Field(default_factory=dict)
     hostname: str | None = None
     cpu_count: int | None = None
@@ -154,16 +187,29 @@ class Sweep(_Model):
 
 
 class Reading(NamedTuple):
-    """One count's result as the trainer reported it: the point, its device ("GPU"/"CPU"), software versions."""
+    """One count's result as the trainer reported it: the point, its device ("GPU"/"CPU"), software versions
+    (Python, TensorFlow, Horovod, and the MPI library the ranks mapped: ``openmpi`` or ``mpi``), and the data's
+    identity (``label_sha256``: the label file's content; ``train_split_sha256``: the training split's sorted image
+    names; None for synthetic data or a trainer that did not record them)."""
 
     point: Point
     device: str | None
     versions: dict
+    dataset: dict
+
+
+def with_reading(record: RunRecord, reading: Reading) -> RunRecord:
+    """``record`` with what the trainer reported and the record does not say yet: versions and the data's
+    hashes."""
+    updates = {"versions": record.versions or reading.versions}
+    updates.update({k: v for k, v in reading.dataset.items() if v and not getattr(record, k)})
+    return record.model_copy(update=updates)
 
 
 def point_from_throughput(count: int, data: dict, source: str) -> Reading:
     """The ``Reading`` of the trainer's ``throughput.json`` content (CONTRIBUTING.md: ``images_per_sec {total,
-    per_rank}``, ``step_times_s`` of all steps, ``warmup_steps``, ``world_size``, ``device``, ``versions``). The
+    per_rank}``, ``step_times_s`` of all steps, ``warmup_steps``, ``world_size``, ``device``, ``versions``,
+    ``label_sha256``, ``splits.train.sha256``). The
     trainer's total is the sum over ranks of batch / median timed step time. Raises ChexstackError naming
     ``source`` when the data does not describe ``count`` ranks or lacks timed steps."""
     if data.get("world_size") != count:
@@ -178,8 +224,10 @@ def point_from_throughput(count: int, data: dict, source: str) -> Reading:
     point = Point(count=count, images_per_sec=total, images_per_sec_per_rank=total / count,
                  images_per_sec_by_rank=[float(v) for v in ips.get("per_rank") or []],
                  median_step_time_s=statistics.median(timed), step_times_s=timed)
+    train = ((data.get("splits") or {}).get("train") or {}).get("sha256")
     return Reading(point, data.get("device"), {k: None if v is None else str(v)
-                                               for k, v in (data.get("versions") or {}).items()})
+                                               for k, v in (data.get("versions") or {}).items()},
+                   {"label_sha256": data.get("label_sha256"), "train_split_sha256": train})
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -24,8 +24,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import launch
-from bench import sysinfo
-from bench.results import Point, Reading, RunRecord, Sweep, merge_repeats, point_from_throughput, save_sweep
+from bench import attribution, sysinfo
+from bench.results import (
+    Point,
+    Reading,
+    RunRecord,
+    Sweep,
+    merge_repeats,
+    point_from_throughput,
+    save_sweep,
+    with_reading,
+)
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
@@ -44,7 +53,8 @@ class SweepRequest:
     """What ``invoke bench`` asked for. ``counts``: rank counts, GPUs with ``gpus`` (``--gpus``, one rank per GPU,
     as ``invoke train --gpus N``) or else CPU ranks (``--np``, as ``invoke train --gpus 0 --np N``); ``batch_size``:
     per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``; ``repeats``: runs of each
-    count, round-robin (``repeated_requests``)."""
+    count, round-robin (``repeated_requests``); ``timeline``: each run also records Horovod's timeline and its
+    input waits, and its point gets a ``step_split`` (``bench.attribution``)."""
 
     counts: tuple[int, ...]
     label: str
@@ -61,6 +71,7 @@ class SweepRequest:
     amp: bool = False
     image: str | None = None
     repeats: int = 1
+    timeline: bool = False
 
     @property
     def count_option(self) -> str:
@@ -100,7 +111,7 @@ def throughput_argv(req: SweepRequest, output: str) -> tuple[str, ...]:
     (trainer/cli.py, "throughput mode") with the sweep's model, sizes and steps."""
     return ("--data", req.data, "--model", req.model, "--batch-size", str(req.batch_size), "--image-size",
             str(req.image_size), "--throughput", "--steps", str(req.steps), "--warmup-steps", str(req.warmup_steps),
-            "--output", output) + (("--amp",) if req.amp else ())
+            "--output", output) + (("--amp",) if req.amp else ()) + (("--horovod-timeline",) if req.timeline else ())
 
 
 def throughput_requests(req: SweepRequest, root: str) -> list[TrainRequest]:
@@ -210,13 +221,16 @@ def keep_sweep(sweep: Sweep, path: Path, fallback: Path) -> Path:
 
 
 def read_point(count: int, run_dir: Path) -> Reading:
-    """The ``Reading`` of ``run_dir/throughput.json``. Raises ChexstackError when it is missing or wrong."""
+    """The ``Reading`` of ``run_dir/throughput.json``, its point split (``bench.attribution.split_run``) when the
+    run recorded a Horovod timeline. Raises ChexstackError when it is missing or wrong."""
     path = run_dir / THROUGHPUT_FILE
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ChexstackError("%s: expected the trainer's throughput result (%s)" % (path, e)) from None
-    return point_from_throughput(count, data, str(path))
+    reading = point_from_throughput(count, data, str(path))
+    found = attribution.split_run(run_dir, data)
+    return reading._replace(point=reading.point.model_copy(update={"step_split": found})) if found else reading
 
 
 def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
@@ -301,10 +315,11 @@ def run_sweep(req: SweepRequest, repo: Path, output: Path, runs: Path) -> tuple[
         except ChexstackError as e:
             raise ChexstackError("throughput run with %d ranks%s: %s" % (n, of, e), exit_code=ExitCode.FAILED) from None
         wall = time.monotonic() - start
-        point, device, versions = read_point(n, Path(request.options.output))
+        reading = read_point(n, Path(request.options.output))
+        point = reading.point
         readings.setdefault(n, []).append(point)
-        devices.add(device)
-        record = record.model_copy(update={"versions": record.versions or versions})
+        devices.add(reading.device)
+        record = with_reading(record, reading)
         console.print("  %2d %s%s: [bold]%.1f images/s[/] (%.1f per rank), median step %.3f s, run %.0f s" % (
             n, record.count_unit, of, point.images_per_sec, point.images_per_sec_per_rank, point.median_step_time_s,
             wall))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -42,6 +43,23 @@ PREFIX = "chexstack-transport: "
 WRONG_SUM = "MPI_Allreduce sum wrong"
 #: The iperf3 port (iperf3's default).
 IPERF3_PORT = 5201
+
+
+#: How ``mpi.bandwidth`` states its allreduce figure (the validate report's ``measured``), read back by
+#: ``busbw_from_measured`` (``invoke bench-report --bandwidth REPORT``).
+MEASURED = "MPI_Allreduce %d MiB busbw %.2f Gbit/s"
+_MEASURED = re.compile(r"\bMPI_Allreduce \d+ MiB busbw (\d+(?:\.\d+)?) Gbit/s")
+
+
+def measured_text(mib: int, busbw: float) -> str:
+    """``MEASURED`` of ``mib`` MiB at ``busbw`` Gbit/s."""
+    return MEASURED % (mib, busbw)
+
+
+def busbw_from_measured(text: str) -> float | None:
+    """The busbw (Gbit/s) a ``measured_text`` in ``text`` states, or None."""
+    found = _MEASURED.search(text)
+    return float(found.group(1)) if found else None
 
 
 def busbw_gbits(nbytes: int, seconds: float, ranks: int) -> float:

@@ -66,6 +66,8 @@ def test_the_seeds_own_comparison_fails_the_guard():
     ({"versions": {"horovod": "0.28.0", "python": "3.11.7"}}, "Horovod 0.28.0 vs 0.28.1"),
     ({"versions": {"horovod": "0.28.1", "python": "3.11.7", "mpi": "MPICH 4.1"}}, None),  # the other lacks it
     ({"hosts": ["chex1:4", "chex2"]}, None),  # slots are not the host set
+    ({"versions": {"horovod": "0.28.1", "python": "3.11.7", "openmpi": "4.1.4"}}, None),  # the other lacks it
+    ({"label_sha256": "c0ffee" * 10}, None),  # a record from before the trainer hashed its data: not compared
 ])
 def test_the_guard_compares_data_hosts_and_versions(update, named):
     base, run = _sweep("a", {1: [100.0]}), _sweep("b", {1: [90.0]}, **update)
@@ -140,3 +142,33 @@ def test_the_gate_refuses_another_stack_or_host_set(tmp_path):
     other_counts = _file(tmp_path, _sweep("eight", {8: [800.0]}))
     none = cmd.run("bench-report", "--baseline", base, other_counts)
     assert none.returncode == 2 and "has no count the baseline has (result 8, baseline 1)" in _words(none.stderr)
+
+
+#: The data's identity as the trainer records it (throughput.json: label_sha256, splits.train.sha256) and the MPI
+#: library its ranks mapped (trainer.mpilib: MPI_Get_library_version).
+HASHED = dict(label_sha256="a" * 64, train_split_sha256="b" * 64,
+              versions={"horovod": "0.28.1", "python": "3.11.7", "openmpi": "4.1.4"})
+
+
+@pytest.mark.parametrize("update, named", [
+    ({"label_sha256": "c" * 64}, "label file SHA-256 cccccccccccc vs aaaaaaaaaaaa"),
+    ({"train_split_sha256": "d" * 64}, "training split dddddddddddd vs bbbbbbbbbbbb"),
+    ({"versions": {"horovod": "0.28.1", "python": "3.11.7", "openmpi": "4.0.3"}}, "Open MPI 4.0.3 vs 4.1.4"),
+    ({}, None),
+])
+def test_the_guard_compares_the_data_hashes_and_the_mpi_the_trainer_recorded(update, named):
+    base, run = _sweep("a", {1: [100.0]}, **HASHED), _sweep("b", {1: [90.0]}, **dict(HASHED, **update))
+    assert guard.differences(run, base) == ((named,) if named else ())
+
+
+def test_a_sweep_takes_the_data_hashes_and_mpi_from_the_trainers_record():
+    """bench.results.with_reading: what throughput.json says fills the record (MPI version, the data's hashes)."""
+    from bench.results import point_from_throughput, with_reading
+
+    data = {"world_size": 1, "warmup_steps": 1, "step_times_s": [3.0, 0.5, 0.5], "device": "CPU",
+            "images_per_sec": {"total": 64.0, "per_rank": [64.0]}, "label_sha256": "a" * 64,
+            "splits": {"train": {"images": 197, "patients": 60, "sha256": "b" * 64}},
+            "versions": {"horovod": "0.28.1", "python": "3.11.7", "openmpi": "4.1.4"}}
+    record = with_reading(RunRecord(data="/d"), point_from_throughput(1, data, "throughput.json"))
+    assert (record.label_sha256, record.train_split_sha256, record.versions["openmpi"]) == ("a" * 64, "b" * 64,
+                                                                                          "4.1.4")

@@ -95,3 +95,23 @@ def test_the_hosts_door_is_functions_of_the_trainers_command_line(tmp_path):
         preflight.check_resume(["--data", "synthetic", "--resume", "--image-size", "64"], str(tmp_path))
     with pytest.raises(TrainerError, match="pass --resume"):
         preflight.check_resume(["--data", "synthetic", "--output", str(tmp_path)])
+
+
+def test_no_trainer_option_abbreviates_one_of_horovodrun():
+    """horovodrun's argparse classifies every word of its command line, the trainer's too, before its REMAINDER
+    positional takes the command; a word that abbreviates two or more of its options stops it there (a trainer
+    ``--timeline`` did: "ambiguous option: --timeline could match --timeline-filename, --timeline-mark-cycles"),
+    one that abbreviates a single option (``--output`` of ``--output-filename``) is passed on. So no trainer
+    option may be a prefix of two horovodrun options (its --help here)."""
+    import re
+    import shutil
+
+    shown = subprocess.run([shutil.which("horovodrun") or os.path.join(os.path.dirname(sys.executable),
+                                                                        "horovodrun"), "--help"],
+                           capture_output=True, text=True, timeout=120).stdout
+    theirs = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", shown))
+    assert "--timeline-filename" in theirs
+    mine = {s for action in cli.parser()._actions for s in action.option_strings if s.startswith("--")}
+    ambiguous = {m: sorted(t for t in theirs if t.startswith(m)) for m in mine}
+    assert not {m: found for m, found in ambiguous.items() if len(found) > 1 and m not in theirs}
+    assert ambiguous["--output"] == ["--output-filename"]  # one match: horovodrun passes it on

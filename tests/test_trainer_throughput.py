@@ -27,3 +27,7 @@ def test_synthetic_throughput_two_ranks_mpi(tmp_path):
     assert out["device"] == "CPU" and out["amp"] is True
     assert len(out["step_times_s"]) == 3 and len(out["images_per_sec"]["per_rank"]) == 2
     assert out["images_per_sec"]["total"] == pytest.approx(sum(out["images_per_sec"]["per_rank"]))
+    # the MPI the ranks mapped (trainer.mpilib), what bench.guard compares; synthetic data has no hashes
+    assert out["mpi"]["implementation"] == "Open MPI" and out["versions"]["openmpi"] == out["mpi"]["version"]
+    assert out["label_sha256"] is None and out["splits"] is None and out["trainable_parameters"] > 0
+    assert "input_wait_s" not in out and "timeline" not in out  # no --horovod-timeline

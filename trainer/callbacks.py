@@ -5,7 +5,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from trainer import events
+from trainer import compat, events
 
 
 class StepTimer(tf.keras.callbacks.Callback):
@@ -42,6 +42,41 @@ class StepTimer(tf.keras.callbacks.Callback):
         if self.ends:
             return batch_size / max(self.ends[0] - self.start, 1e-9)
         return 0.0
+
+
+class InputWait(tf.keras.callbacks.Callback):
+    """Each step's wait for its batch on this rank (seconds), for ``--horovod-timeline`` throughput runs.
+
+    ``stamped(dataset)`` appends a sequential map after the stream's prefetch whose only effect is to note the
+    time (``time.time()``) at which the step's iterator call receives the batch: a map after ``prefetch`` runs in
+    the consumer's ``GetNext`` (with tf.data's injected prefetch off, ``compat.without_injected_prefetch``: TF 2.15
+    noted 5 batches for 3 calls with it on), so the note comes once the prefetch buffer has a batch. A step's
+    input wait is that time minus the step's start (``on_batch_begin``), at least 0: what the step waited for
+    decoding and augmentation that the prefetch did not hide (plus the few microseconds from the step's start to
+    its iterator call, and the note's own Python call under the GIL).
+    """
+
+    def __init__(self):
+        super(InputWait, self).__init__()
+        self.begins, self.delivered = [], []
+
+    def stamped(self, dataset):
+        def note(dummy):
+            self.delivered.append(time.time())
+            return dummy
+
+        def add(images, labels):
+            tick = compat.numpy_function(note, [tf.constant(0, tf.int64)], tf.int64, stateful=True)
+            with tf.control_dependencies([tick]):
+                return tf.identity(images), labels
+        return compat.without_injected_prefetch(dataset.map(add))
+
+    def on_batch_begin(self, batch, logs=None):
+        self.begins.append(time.time())
+
+    def waits(self):
+        """[seconds] per step, in step order (as many as both the steps begun and the batches received)."""
+        return [max(0.0, d - b) for b, d in zip(self.begins, self.delivered)]
 
 
 class Progress(tf.keras.callbacks.Callback):

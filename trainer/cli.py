@@ -110,6 +110,10 @@ def parser():
     tp.add_argument("--steps", type=int, default=50, help="timed steps")
     tp.add_argument("--warmup-steps", type=int, default=10, help="untimed steps before them")
     tp.add_argument("--amp", action="store_true", help="mixed precision (float16 compute, loss scaling)")
+    tp.add_argument("--horovod-timeline", action="store_true",
+                    help="also record Horovod's timeline (HOROVOD_TIMELINE) as OUTPUT/horovod-timeline.json and "
+                         "each step's input wait in throughput.json, to split a step into compute, input wait and "
+                         "exposed allreduce (bench.attribution)")
     return p
 
 
@@ -162,8 +166,15 @@ def check(options):
         raise TrainerError("--min-delta %g cannot be negative" % options.min_delta)
     # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given
     split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
-    if options.amp and not options.throughput:
-        raise TrainerError("--amp is a throughput-mode option (use it with --throughput)")
+    _check_throughput(options)
+    return options
+
+
+def _check_throughput(options):
+    """The throughput mode's own options only with ``--throughput``; ``--resume`` never with it."""
+    for name in ("amp", "horovod_timeline"):
+        if getattr(options, name) and not options.throughput:
+            raise TrainerError("--%s is a throughput-mode option (use it with --throughput)"
+                               % name.replace("_", "-"))
     if options.resume and options.throughput:
         raise TrainerError("--resume does not apply to --throughput")
-    return options

@@ -439,13 +439,30 @@ def resize_method():
     return "tf.image.resize_images AREA"
 
 
-def numpy_function(fn, inputs, dtype):
-    """``fn`` (NumPy arrays in, one array of ``dtype`` out) as a graph op: ``tf.numpy_function`` (TF >= 1.14),
-    else ``tf.py_func`` (TF 1.12, 1.13). It holds the GIL while it runs: keep ``fn`` to a copy of memory."""
+def numpy_function(fn, inputs, dtype, stateful=False):
+    """``fn`` (NumPy arrays in, one array of ``dtype`` out) as a graph op: ``tf.numpy_function`` (TF >= 1.14,
+    always stateful there: never folded or deduplicated), else ``tf.py_func`` (TF 1.12, 1.13; ``stateful`` as
+    given: True for a side effect such as a clock). It holds the GIL while it runs: keep ``fn`` to a copy of
+    memory."""
     fn_op = getattr(tf, "numpy_function", None)
     if fn_op is not None:
         return fn_op(fn, inputs, dtype)
-    return tf.py_func(fn, inputs, dtype, stateful=False)
+    return tf.py_func(fn, inputs, dtype, stateful=stateful)
+
+
+def without_injected_prefetch(dataset):
+    """``dataset`` with tf.data's ``inject_prefetch`` optimization off where it exists (TF >= 2.11 turns it on: it
+    puts a prefetch after the last map, which would then run ahead of the consumer); as it is elsewhere (TF 1.x
+    injects none)."""
+    options_class = getattr(tf.data, "Options", None)
+    if options_class is None:
+        return dataset
+    options = options_class()
+    optimization = getattr(options, "experimental_optimization", None)
+    if optimization is None or not hasattr(optimization, "inject_prefetch"):
+        return dataset
+    optimization.inject_prefetch = False
+    return dataset.with_options(options)
 
 
 def transform_images(images, transforms):

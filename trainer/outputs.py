@@ -34,6 +34,8 @@ TEST_PREDICTIONS = "test-predictions.csv"
 SPLITS = "splits.csv"
 BEST_MODEL = "model-best.h5"
 THROUGHPUT = "throughput.json"
+#: Horovod's own timeline of a ``--horovod-timeline`` throughput run (``HOROVOD_TIMELINE``; written by rank 0's Horovod)
+TIMELINE = "horovod-timeline.json"
 MODEL = "model.h5"
 SKIPPED_IMAGES = "skipped-images.csv"
 _TEMP = ".tmp-*"
@@ -182,11 +184,20 @@ def write_splits(output, subsets):
                     out.writerow([image, patient, name])
     replace_atomically(os.path.join(output, SPLITS), write)
     summary["sha256"] = file_sha256(os.path.join(output, SPLITS))
+    summary.update(split_digests(subsets))
+    return summary
+
+
+def split_digests(subsets):
+    """{split name: {"images", "patients", "sha256"}} of ``subsets`` [(split name, Subset)], a split's sha256 that
+    of its sorted image names joined by newlines (UTF-8): the same split gives the same digest in any run, with or
+    without ``splits.csv``."""
+    digests = OrderedDict()
     for name, subset in subsets:
         digest = hashlib.sha256("\n".join(sorted(subset.names)).encode("utf-8")).hexdigest()
-        summary[name] = OrderedDict([("images", len(subset)), ("patients", len(set(subset.patients))),
+        digests[name] = OrderedDict([("images", len(subset)), ("patients", len(set(subset.patients))),
                                      ("sha256", digest)])
-    return summary
+    return digests
 
 
 def write_skipped_images(path, skipped):

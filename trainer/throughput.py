@@ -4,18 +4,44 @@ Runs W + N steps of the real training step (same model, loss, DistributedOptimiz
 real data) and reports the MEDIAN step time of the N timed steps after the W warm-up steps (tracing, autotuning
 and cuDNN algorithm search happen in the warm-up). images/s per rank = batch / median step time; total = sum over
 ranks. Rank 0 writes ``throughput.json``.
+
+With ``--horovod-timeline``, Horovod records its own timeline (``HOROVOD_TIMELINE``, set here before
+``hvd.init``; only the coordinator, rank 0, writes it) as ``OUTPUT/horovod-timeline.json``, and each step's input
+wait on rank 0 (``callbacks.InputWait``) goes into ``throughput.json`` as ``input_wait_s``; ``bench.attribution``
+reads both.
+``throughput.json`` also records what a comparison must share: the label file's SHA-256 and the training split's
+digest (``outputs.split_digests``), the MPI library (``mpilib``) and the trainable parameters (their float32
+gradient bytes are what each step allreduces).
 """
 import os
 from collections import OrderedDict
 
 import numpy as np
+import tensorflow as tf
 
-from trainer import callbacks, compat, events, loss, outputs, runtime
+from trainer import callbacks, compat, events, loss, mpilib, outputs, runtime, split
 from trainer import model as model_mod
 from trainer.train import load_data, training_dataset, versions
 
 
+def start_timeline(output):
+    """Point Horovod's timeline at ``output``/``outputs.TIMELINE`` (made absolute; the folder created): Horovod reads
+    ``HOROVOD_TIMELINE`` from the environment in ``hvd.init`` (Horovod docs, "Horovod Timeline"), on rank 0 only."""
+    path = os.path.abspath(os.path.join(output, outputs.TIMELINE))
+    if not os.path.isdir(output):
+        os.makedirs(output)
+    os.environ["HOROVOD_TIMELINE"] = path
+    return path
+
+
+def trainable_parameters(model):
+    """The number of trainable scalars: each step allreduces one float32 gradient per trainable scalar."""
+    return int(sum(tf.keras.backend.count_params(w) for w in model.trainable_weights))
+
+
 def run(options):
+    if options.horovod_timeline:
+        start_timeline(options.output)
     rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
     wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
@@ -31,10 +57,12 @@ def run(options):
                 data="synthetic" if data.label_sha256 is None else "real", n_train=len(data.train), n_val=0,
                 device=rt.device, model=options.model, output=options.output)
     timer = callbacks.StepTimer()
+    waits = callbacks.InputWait() if options.horovod_timeline else None
     epochs = -(-total_steps // runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size))
-    model.fit(training_dataset(data, options, rt, range(epochs)), steps_per_epoch=total_steps, epochs=1, verbose=0,
+    dataset = training_dataset(data, options, rt, range(epochs))
+    model.fit(waits.stamped(dataset) if waits else dataset, steps_per_epoch=total_steps, epochs=1, verbose=0,
               callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)
-              + [timer, callbacks.Progress(total_steps)])
+              + [timer, callbacks.Progress(total_steps)] + ([waits] if waits else []))
     timed = timer.step_times()[options.warmup_steps:]
     per_rank = compat.allgather(np.array([options.batch_size / float(np.median(timed))]),
                                 "chexstack_throughput")
@@ -47,8 +75,14 @@ def run(options):
             ("timed_steps", options.steps), ("world_size", rt.size), ("hosts", hosts), ("model", options.model),
             ("batch_size", options.batch_size), ("image_size", options.image_size), ("amp", bool(options.amp)),
             ("device", rt.device), ("data", "synthetic" if data.label_sha256 is None else data.label_file),
-            ("versions", versions()),
+            ("versions", versions()), ("mpi", mpilib.record()),
+            ("label_sha256", data.label_sha256),
+            ("splits", outputs.split_digests([(split.TRAIN, data.train)]) if data.label_sha256 else None),
+            ("trainable_parameters", trainable_parameters(model)),
         ])
+        if waits:
+            result["input_wait_s"] = waits.waits()
+            result["timeline"] = outputs.TIMELINE
         outputs.write_json(os.path.join(options.output, outputs.THROUGHPUT), result)
         events.info("throughput: %.1f images/s total (%s per rank), median of %d steps after %d warm-up steps"
                     % (result["images_per_sec"]["total"], ", ".join("%.1f" % v for v in per_rank),

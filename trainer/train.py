@@ -28,6 +28,7 @@ from trainer import (
     evaluation,
     events,
     loss,
+    mpilib,
     order,
     outputs,
     pipeline,
@@ -81,8 +82,12 @@ def training_dataset(data, options, rt, epochs):
 
 
 def versions():
-    return {"python": platform.python_version(), "tensorflow": compat.tf_version(),
-            "horovod": compat.horovod_version()}
+    """Python, TensorFlow, Horovod and the MPI library this process runs under (``trainer.mpilib``: its
+    ``MPI_Get_library_version``; ``openmpi`` for Open MPI, else ``mpi``, absent without a mapped libmpi)."""
+    found = {"python": platform.python_version(), "tensorflow": compat.tf_version(),
+             "horovod": compat.horovod_version()}
+    found.update(mpilib.versions_entry(mpilib.record()))
+    return found
 
 
 def synchronise_statistics(rt, model, tag):

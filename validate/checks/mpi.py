@@ -224,13 +224,14 @@ def judge_bandwidth(result: dict | None, res: ToolRun, hosts: list[str]) -> Chec
                for i, row in enumerate(result["rounds"], 1)] + result["errors"]
     bidir = transport.median_of(result, "tcp_bidir")
     if tcp is None:
-        return warned(cid, "MPI_Allreduce %d MiB busbw %.2f Gbit/s; raw TCP not measured (%s)"
-                      % (result["mib"], mpi, "; ".join(result["errors"]) or "no iperf3 result"), expected,
+        return warned(cid, "%s; raw TCP not measured (%s)"
+                      % (transport.measured_text(result["mib"], mpi), "; ".join(result["errors"]) or
+                         "no iperf3 result"), expected,
                       "install iperf3 on both hosts (Debian/Ubuntu: apt-get install iperf3) to compare",
                       "TCP_BASELINE_MISSING", details)
     ratio = transport.median_ratio(result, "mpi", "tcp")
-    measured = ("MPI_Allreduce %d MiB busbw %.2f Gbit/s, raw TCP %.2f Gbit/s (iperf3 %s→%s): ratio %.2f (median "
-                "of the rounds' ratios)" % (result["mib"], mpi, tcp, result["hosts"][1], result["hosts"][0], ratio))
+    measured = ("%s, raw TCP %.2f Gbit/s (iperf3 %s→%s): ratio %.2f (median of the rounds' ratios)"
+                % (transport.measured_text(result["mib"], mpi), tcp, result["hosts"][1], result["hosts"][0], ratio))
     if bidir is not None:
         measured += "; both ways at once %.2f Gbit/s per direction" % bidir
     if ratio >= BANDWIDTH_GOAL:

@@ -1,0 +1,30 @@
+"""Each step's input wait (trainer.callbacks.InputWait, throughput mode's --horovod-timeline): one note per batch the
+consumer takes, never ahead of it (tf.data's injected prefetch is off), and the wait of a slow input is seen."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import callbacks, compat
+
+
+def test_a_note_per_batch_taken_and_a_slow_batch_waited_for():
+    slow = 0.2
+
+    def late(x):
+        time.sleep(slow)
+        return x
+
+    waits = callbacks.InputWait()
+    images, labels = np.zeros((8, 4, 4, 1), np.float32), np.zeros((8, 14), np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(2).repeat()
+    ds = ds.map(lambda x, y: (compat.numpy_function(late, [x], tf.float32), y)).prefetch(1)
+    iterator = iter(waits.stamped(ds))
+    for step in range(3):
+        waits.on_batch_begin(step)
+        next(iterator)
+    assert len(waits.delivered) == 3  # not 5: nothing ran ahead of the three calls
+    # no pause between the steps: every batch is made while the step waits for it (the prefetch holds 1)
+    assert all(w >= slow * 0.5 for w in waits.waits()[1:]), waits.waits()
