@@ -31,13 +31,34 @@ SECONDS = 3.0
 USER_FILES = 8
 
 
+def png_size(path: str | Path) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR chunk (the 8-byte signature, then IHDR first: PNG spec, section 5.2-5.3),
+    or None for a file that does not start as a PNG."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
 def sample_paths(folder: str | Path | None = None, limit: int = USER_FILES) -> list[str]:
-    """The PNGs to time: up to ``limit`` of ``folder``'s own (searched recursively, the first by path) when one
-    is given, else the shipped sample's (sorted); [] when there are none (no such folder, or no sample beside the
-    checkout)."""
-    if folder is not None:
-        return sorted(str(p) for p in Path(folder).rglob("*.png"))[:limit] if Path(folder).is_dir() else []
-    return sorted(str(p) for p in SAMPLE_1024.glob("*.png"))
+    """The PNGs to time: up to ``limit`` of ``folder``'s own (searched recursively, the first by path, of the
+    first one's size: a rate per image means one size) when one is given, else the shipped sample's (sorted); []
+    when there are none (no such folder, or no sample beside the checkout)."""
+    if folder is None:
+        return sorted(str(p) for p in SAMPLE_1024.glob("*.png"))
+    if not Path(folder).is_dir():
+        return []
+    out: list[str] = []
+    size = None
+    for path in sorted(str(p) for p in Path(folder).rglob("*.png")):
+        this = png_size(path)
+        if this is None or (size is not None and this != size):
+            continue
+        size, out = this, out + [path]
+        if len(out) == limit:
+            break
+    return out
 
 
 def argv(paths: list[str], seconds: float = SECONDS) -> list[str]:

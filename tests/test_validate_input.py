@@ -87,6 +87,9 @@ def test_the_users_own_images_are_timed_and_a_bundle_keeps_the_folder(tmp_path):
     paths = decoderate.sample_paths(images)
     assert len(paths) == decoderate.USER_FILES and paths == sorted(str(p) for p in images.rglob("*.png"))[:8]
     assert decoderate.sample_paths(tmp_path / "absent") == [] and decoderate.sample_paths(tmp_path) == []
+    # a folder of two sizes (the shared sample's images-1024 and images-64): the first file's size only
+    mixed = decoderate.sample_paths(SAMPLE)
+    assert mixed == PATHS and {decoderate.png_size(p) for p in mixed} == {(1024, 1024)}
     out = cmd.run("validate", "--only", "input.capacity", "--images", str(images), "--collect", str(tmp_path / "b"))
     assert out.returncode == 0 and "input.capacity" in out.stdout, out.stderr
     assert json.loads((tmp_path / "b" / "bundle.json").read_text())["images"] == str(images)
