@@ -267,7 +267,7 @@ def input_capacity(record: RunRecord, points: list[Point], measure=None, data: s
     paths = (data and decoderate.sample_paths(data)) or decoderate.sample_paths()
     if record.device != "gpu" or not points or not paths:
         return None
-    result = decoderate.parse((measure or tools.run)(decoderate.argv(paths), timeout=120).stdout)
+    result = decoderate.parse((measure or tools.run)(decoderate.command(paths), timeout=120).stdout)
     if not result or "per_core" not in result:
         return None
     one, kind = next((p for p in points if p.count == 1), None), record.gpu_model or "GPU"

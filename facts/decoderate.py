@@ -61,7 +61,7 @@ def sample_paths(folder: str | Path | None = None, limit: int = USER_FILES) -> l
     return out
 
 
-def argv(paths: list[str], seconds: float = SECONDS) -> list[str]:
+def command(paths: list[str], seconds: float = SECONDS) -> list[str]:
     """The measurement's command: this program under this Python on ``paths``."""
     return [sys.executable, str(Path(__file__).resolve()), "--seconds", str(seconds), *paths]
 

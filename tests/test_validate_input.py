@@ -54,7 +54,7 @@ def test_the_published_rates_scale_with_the_pixels():
 
 def test_the_decode_program_times_the_real_sample():
     """The measurement the check runs (as a tool: a bundle records its output), on the sample's three PNGs."""
-    argv = decoderate.argv(decoderate.sample_paths(), 0.5)
+    argv = decoderate.command(decoderate.sample_paths(), 0.5)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     result = decoderate.parse(out.stdout)
     assert result and result["pixels"] == 1024 * 1024 and result["files"] == 3, out.stderr[-2000:]

@@ -65,5 +65,5 @@ def capacity(ctx: Context) -> CheckResult:
         where = ("--images %s" % ctx.images) if ctx.images else decoderate.SAMPLE_1024
         return skipped(CID, "no PNGs at %s to time the decode on (give your own: --images DIR)" % where,
                        code="NOT_APPLICABLE")
-    res = ctx.tool(*decoderate.argv(paths), timeout=120, like=decoderate.is_run)
+    res = ctx.tool(*decoderate.command(paths), timeout=120, like=decoderate.is_run)
     return judge_capacity(decoderate.parse(res.stdout) if res.ok else None, res, ctx.gpus or len(names), names[0])
