@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     differences = [difference(predictions[0], other, args.bootstrap, args.seed) for other in predictions[1:]]
     test = runs[0].metrics["test"]
     print()
-    print("\n".join(report(runs, differences, "%s, %d epochs, %dx%d, seed %d, CPU ranks on %d cores, started %s, "
+    print("\n".join(report(runs, differences, "%s, --epochs %d, %dx%d, seed %d, CPU ranks on %d cores, started %s, "
                                               "%.0f s in all; test split: %d images of %d patients; runs in %s" % (
                                                   args.model, args.epochs, args.image_size, args.image_size,
                                                   args.seed, host.cpu_cores(), started_at,
