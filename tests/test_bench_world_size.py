@@ -1,5 +1,5 @@
-"""bench/ratios/accuracy_vs_world_size.py's own logic, without training: the --ranks option, the paired difference
-read from two runs' test predictions, and the printed report."""
+"""bench/ratios/accuracy_vs_world_size.py's own logic, without training: the --ranks option, each world size's
+trainer command line, the paired difference read from two runs' test predictions, and the printed report."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.ratios import accuracy_vs_world_size as bench
-from trainer import outputs
+from trainer import cli, outputs
 
 
 def test_ranks_are_distinct_world_sizes_the_first_the_reference():
@@ -50,3 +50,29 @@ def test_the_report_pairs_the_runs_on_their_test_images_and_judges_the_goal(tmp_
     assert lines[4] == "against 1 rank (paired patient bootstrap on the same test images):"
     assert lines[5].startswith("  2 ranks - 1 rank: -0.333 (95 % interval ")
     assert lines[5].endswith("; within 1 rank's interval: NO")  # 0.45 is below 0.5
+    assert len(lines) == 6
+
+
+def test_the_report_says_which_runs_shared_cores(tmp_path):
+    one = _run(tmp_path, 1, [0.9, 0.1, 0.8, 0.3, 0.4, 0.5], 0.6, 0.5, 0.7)
+    four = _run(tmp_path, 4, [0.2, 0.6, 0.7, 0.1, 0.3, 0.4], 0.65, 0.5, 0.8)._replace(
+        warnings=("4 CPU ranks on 2 cores: ranks will share cores",))
+    diff = bench.difference(bench.test_predictions(one), bench.test_predictions(four), 200, 0)
+    lines = bench.report([one, four], [diff], "title")
+    assert lines[-2].endswith("; within 1 rank's interval: yes")
+    assert lines[-1] == "note (4 ranks): 4 CPU ranks on 2 cores: ranks will share cores"
+
+
+def test_every_world_size_runs_the_recipe_defaults_with_the_same_seed_and_epochs(tmp_path):
+    args = argparse.Namespace(model="mobilenet", epochs=2, image_size=32, seed=3, bootstrap=100)
+    one, four = bench.request(1, args, str(tmp_path)), bench.request(4, args, str(tmp_path))
+    assert (one.gpus, one.ranks(), four.ranks()) == (0, 1, 4)
+    assert one.argv[one.argv.index("--output") + 1] == str(tmp_path / "np1")
+    strip = [a for i, a in enumerate(one.argv) if i != one.argv.index("--output") + 1]
+    assert strip == [a for i, a in enumerate(four.argv) if i != four.argv.index("--output") + 1]
+    options = four.options  # the trainer's own parser: everything not given is the recipe's default
+    assert (options.model, options.epochs, options.image_size, options.seed, options.bootstrap) == (
+        "mobilenet", 2, 32, 3, 100)
+    assert options.images == str(bench.SAMPLE / "images-64")
+    for name in ("batch_size", "lr", "warmup_epochs", "min_lr", "lr_patience", "early_stop", "bn_images"):
+        assert getattr(options, name) == cli.parser().get_default(name), name

@@ -9,13 +9,16 @@ AUROC with its 95 % patient-bootstrap interval, its best and last epoch and why 
 over its epochs of all ranks' images/s); then each run against the first (the reference, normally 1 rank): the
 paired difference of test mean AUROC on the same test images with its patient-bootstrap interval
 (``trainer.evaluation.paired_difference``: the same resamples for both runs), and whether the run's mean lies in
-the reference's interval (the goal). Nothing is tuned on the test split.
+the reference's interval (the goal). A run whose CPU ranks outnumber the cores (4 ranks on 2 cores) gets a note
+under the table (``launch.local.oversubscription``): its images/s is that of ranks sharing cores. Nothing is tuned on
+the test split.
 
     .venv/bin/python bench/ratios/accuracy_vs_world_size.py [--ranks 1,2,4] [--epochs 15] [--image-size 64]
         [--model densenet121] [--seed 0] [--bootstrap 1000] [--output DIR]
 
 CPU-heavy: each run trains for real (a 10-epoch run of the default recipe at 64 px took 48 minutes on 2 shared
-cores, docs/training.md); ``--ranks 1,2 --epochs 1 --image-size 32`` shows the script works in minutes.
+cores, docs/training.md); ``--model mobilenet --ranks 1,2 --epochs 2 --image-size 32`` shows the script works in
+about a minute and a half.
 """
 from __future__ import annotations
 
@@ -34,11 +37,13 @@ SAMPLE = (REPO / ".." / "shared" / "data" / "chestxray14").resolve()
 
 
 class Run(NamedTuple):
-    """One world size's run: its metrics.json (dict), output folder, wall seconds."""
+    """One world size's run: its metrics.json (dict), output folder, wall seconds, and the launcher's warnings
+    about it (``launch.local.oversubscription``: CPU ranks outnumbering the cores)."""
     ranks: int
     metrics: dict
     output: str
     wall_s: float
+    warnings: tuple[str, ...] = ()
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -114,12 +119,25 @@ def report(runs: list[Run], differences: list[dict], title: str) -> list[str]:
             "yes" if low <= mean <= high else "NO")
         lines.append("  %s; within %s's interval: %s" % (
             comparison_line(diff, (_name(run.ranks), _name(reference.ranks))), _name(reference.ranks), within))
+    lines.extend("note (%s): %s" % (_name(run.ranks), warning) for run in runs for warning in run.warnings)
     return lines
+
+
+def request(ranks: int, args: argparse.Namespace, folder: str):
+    """The ``launch.request.TrainRequest`` of one world size: ``ranks`` CPU ranks, the recipe's defaults but for
+    the data, ``--model``, ``--epochs``, ``--image-size``, ``--seed``, ``--bootstrap``; output ``folder/npN``."""
+    from launch.request import TrainRequest
+    images = SAMPLE / ("images-64" if args.image_size <= 64 else "images-1024")
+    return TrainRequest(gpus=0, np=ranks, argv=(
+        "--images", str(images), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--model", args.model,
+        "--epochs", str(args.epochs), "--image-size", str(args.image_size), "--seed", str(args.seed),
+        "--bootstrap", str(args.bootstrap), "--output", os.path.join(folder, "np%d" % ranks)))
 
 
 def main(argv: list[str] | None = None) -> int:
     import launch
-    from launch.request import TrainRequest
+    from facts import host
+    from launch.local import oversubscription
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=parse_ranks, default=[1, 2, 4], help="world sizes, the first the reference")
@@ -131,25 +149,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", help="folder of the runs, one per world size (default: a temp folder)")
     args = ap.parse_args(argv)
     folder = args.output or tempfile.mkdtemp(prefix="chexstack-world-size-")
-    images = SAMPLE / ("images-64" if args.image_size <= 64 else "images-1024")
+    started_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     runs = []
     for ranks in args.ranks:
-        request = TrainRequest(gpus=0, np=ranks, images=str(images),
-                               labels=str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), model=args.model,
-                               epochs=args.epochs, image_size=args.image_size,
-                               output=os.path.join(folder, "np%d" % ranks),
-                               more=("--seed", str(args.seed), "--bootstrap", str(args.bootstrap)))
+        req = request(ranks, args, folder)
         started = time.time()
-        metrics = launch.run(request, launch.where())
-        runs.append(Run(ranks, metrics, request.output, time.time() - started))
+        metrics = launch.run(req, launch.where())
+        runs.append(Run(ranks, metrics, req.options.output, time.time() - started, tuple(oversubscription(req))))
     predictions = [test_predictions(run) for run in runs]
     differences = [difference(predictions[0], other, args.bootstrap, args.seed) for other in predictions[1:]]
     test = runs[0].metrics["test"]
     print()
-    print("\n".join(report(runs, differences, "%s, %d epochs, %dx%d, seed %d, CPU ranks, test split: %d images of "
-                                              "%d patients; runs in %s" % (
+    print("\n".join(report(runs, differences, "%s, --epochs %d, %dx%d, seed %d, CPU ranks on %d cores, started %s, "
+                                              "%.0f s in all; test split: %d images of %d patients; runs in %s" % (
                                                   args.model, args.epochs, args.image_size, args.image_size,
-                                                  args.seed, test["n_images"], test["n_patients"], folder))))
+                                                  args.seed, host.cpu_cores(), started_at,
+                                                  sum(run.wall_s for run in runs), test["n_images"],
+                                                  test["n_patients"], folder))))
     return 0
 
 
