@@ -7,9 +7,10 @@ the ``docker`` lane (``tests.lib.lanes`` refuses to collect it otherwise).
 - ``cpu_build``: ``images.build.build("cpu")`` on that base, once per session for every module (a rerun reuses
   the engine's layer cache);
 - ``cpu_sif``: ``images.sif.build_sif`` of that verified image into the checkout's ``build/sif`` (where ``invoke
-  train --runtime singularity`` looks), signed with the default project key, once per session; removed at the end
-  of the run unless CHEXSTACK_KEEP_TEST_IMAGES=1 (``tests.lib.leftovers``). Fails in CI without apptainer
-  (``scripts/setup --apptainer``, run by ``make test``), skips elsewhere.
+  train --runtime singularity`` looks), signed with the default project key, once per session (started by
+  ``cpu_build`` in a thread when the session will need it: it overlaps the docker tests that come before the
+  SIF's); removed at the end of the run unless CHEXSTACK_KEEP_TEST_IMAGES=1 (``tests.lib.leftovers``). Fails in CI
+  without apptainer (``scripts/setup --apptainer``, run by ``make test``), skips elsewhere.
 """
 from __future__ import annotations
 
@@ -38,25 +39,54 @@ def debian_base(client) -> str:
     return LOCAL_DEBIAN
 
 
-@pytest.fixture(scope="session")
-def cpu_build(client, debian_base):
-    """The cpu stack built, verified and tagged on ``debian_base``: a ``BuildResult``."""
-    from images.build import build
-    return build("cpu", base=debian_base)
-
-
-@pytest.fixture(scope="session")
-def cpu_sif(client, cpu_build):
-    """The signed, verified SIF of ``cpu_build``: a ``SifBuild``."""
+def _apptainer() -> bool:
     import shutil
+    return bool(shutil.which("apptainer") or shutil.which("singularity"))
+
+
+def _make_sif(built):
+    """``images.sif.build_sif`` of the built cpu image into the checkout's ``build/sif``, with a client of its own
+    (the build may run in a thread beside the session's client)."""
+    import docker
 
     from envs.manifest import load_stack
     from images.build import SIF_DIR
     from images.sif import build_sif
     from tests.lib.paths import REPO
 
-    if not (shutil.which("apptainer") or shutil.which("singularity")):
+    return build_sif(docker.from_env(timeout=900), load_stack("cpu"), built.ref, built.image_id, REPO / SIF_DIR)
+
+
+@pytest.fixture(scope="session")
+def cpu_build(client, debian_base, request):
+    """The cpu stack built, verified and tagged on ``debian_base``: a ``BuildResult``. When the session has tests
+    that use ``cpu_sif`` (and Apptainer is here), the SIF's build starts at once in a thread, beside the docker
+    tests that come first: much of it (``docker save``, the layers' unpacking, hashing, signing) keeps one core
+    busy, and the tests beside it use the other. The session waits for it before it ends."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from images.build import build
+    built = build("cpu", base=debian_base)
+    pool = None
+    if _apptainer() and any("cpu_sif" in item.fixturenames for item in request.session.items):
+        pool = ThreadPoolExecutor(1, thread_name_prefix="cpu-sif")
+        _SIF_BUILD[built.image_id] = pool.submit(_make_sif, built)
+    yield built
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
+#: the image ID of a cpu build -> the Future of its SIF's build (``cpu_build``)
+_SIF_BUILD: dict = {}
+
+
+@pytest.fixture(scope="session")
+def cpu_sif(client, cpu_build):
+    """The signed, verified SIF of ``cpu_build``: a ``SifBuild`` (the build ``cpu_build`` started, else made
+    here); a failed build fails every test that uses it with the build's own error."""
+    if not _apptainer():
         if os.environ.get("CI"):
             pytest.fail("no apptainer in CI (scripts/setup --apptainer installs it)")
         pytest.skip("no apptainer on PATH (scripts/setup --apptainer installs it)")
-    return build_sif(client, load_stack("cpu"), cpu_build.ref, cpu_build.image_id, REPO / SIF_DIR)
+    started = _SIF_BUILD.get(cpu_build.image_id)
+    return started.result() if started is not None else _make_sif(cpu_build)
