@@ -34,6 +34,7 @@ from pathlib import Path
 
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.tools import run, run_checked
+from convert.definition import Definition, Section, Stage
 from envs.manifest import Stack
 from images.labels import DOCKER_IMAGE_ID, MANIFEST_SHA256
 from images.naming import manifest_digest
@@ -110,9 +111,11 @@ def signing_key(path: str | Path | None = None) -> Path:
 
 
 def definition(archive: Path, labels: dict[str, str]) -> str:
-    """The definition that turns a ``docker save`` archive into a SIF with ``labels``."""
-    lines = ["Bootstrap: docker-archive", "From: %s" % archive, "", "%labels"]
-    return "\n".join(lines + ["    %s %s" % kv for kv in sorted(labels.items())]) + "\n"
+    """The definition that turns a ``docker save`` archive into a SIF with ``labels`` (written through the one
+    definition model, ``convert.definition``)."""
+    body = tuple("    %s %s" % kv for kv in sorted(labels.items()))
+    stage = Stage("docker-archive", str(archive), sections=(Section("labels", body=body),))
+    return Definition((stage,)).text()
 
 
 def sif_labels(stack: Stack, image_id: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from convert.dockerfile import _simple, convert, parse_build_args
 from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
 from tests.lib.golden import GOLDEN_DIR, assert_golden
-from tests.lib.paths import CASES, CONVERT_CORPUS, REPO
+from tests.lib.paths import CASES, CONVERT_CORPUS
 
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
@@ -232,8 +232,7 @@ def test_42_ssd_copies_into_the_workdir_without_what_dockerignore_excludes():
     """Case 42 through `invoke convert`: FROM from the ARG, WORKDIR made and entered, the legacy `ENV key "value"`
     exported in %post and %environment, each COPY in /workspace before the RUN that needs it, and `COPY . .` without
     runs/ and *.pt (the context's .dockerignore), saying so."""
-    p = subprocess.run([str(REPO / ".venv" / "bin" / "invoke"), "convert", str(CASE42)], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    p = cmd.run("convert", str(CASE42))
     assert p.returncode == 0, p.stderr
     text = p.stdout
     assert "\nFrom: nvcr.io/nvidia/pytorch:20.06-py3\n" in text
@@ -392,7 +391,6 @@ def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_pat
     and its sh filter (run in a Docker container) hashes as its Python one (run on a sandbox)."""
     import hashlib
     import importlib.util
-    import subprocess
 
     from tests.harness.equivalence import STAMPED, STAMPED_HASHES, stamp_filter
     code = importlib.util.MAGIC_NUMBER + b"\0\0\0\0"
