@@ -24,6 +24,7 @@ PATH (checked before minutes of Docker build), ``FAILED`` when a step or the ver
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -68,7 +69,14 @@ def require_tool() -> str:
 
 def file_sha256(path: str | Path) -> str:
     """The SHA-256 (64 hex digits) of the file at ``path``, read in chunks (``hashlib.file_digest``); OSError when
-    it cannot be read."""
+    it cannot be read. A file read before with the same inode, size and modification time (nanoseconds) is not read
+    again: a sweep makes one plan per count and repeat of the same SIF (a GB or more)."""
+    st = os.stat(path)
+    return _sha256_of(os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_of(path: str, inode: int, size: int, mtime_ns: int) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 

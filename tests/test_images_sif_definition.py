@@ -13,3 +13,23 @@ def test_the_sif_definition_bootstraps_the_saved_archive_and_labels_it_with_the_
     (labels,) = stage.section("labels")
     assert labels.body == tuple("    %s %s" % kv for kv in sorted({MANIFEST_SHA256: "ab" * 32,
                                                                     DOCKER_IMAGE_ID: "sha256:" + "cd" * 32}.items()))
+
+
+def test_a_sif_digest_is_read_once_per_file_version(tmp_path, monkeypatch):
+    """``file_sha256`` of the same SIF for each plan of a sweep reads it once; a changed file is read again."""
+    import hashlib
+    import os
+
+    from images import sif
+
+    path = tmp_path / "x.sif"
+    path.write_bytes(b"one")
+    reads = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: (reads.append(str(p)), real_open(p, *a, **k))[1])
+    assert sif.file_sha256(path) == sif.file_sha256(path) == hashlib.sha256(b"one").hexdigest()
+    assert reads == [str(path)]
+    path.write_bytes(b"two!")
+    os.utime(path, ns=(1, 1))
+    assert sif.file_sha256(path) == hashlib.sha256(b"two!").hexdigest()
+    assert reads == [str(path)] * 2
