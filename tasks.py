@@ -301,7 +301,8 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
     "render": "slurm/k8s: print the batch script / MPIJobs",
     "submit": "slurm/k8s: submit them (sbatch / kubectl; k8s counts run one after another)",
     "collect": "FOLDER of a scheduled sweep: write its sweep JSON",
-    "repeats": "runs of each count (local/mpirun), round-robin over the counts per repeat (1,2,...,1,2,...) so "
+    "repeats": "runs of each count (slurm: job steps of the one job; k8s: one MPIJob each), round-robin over "
+               "the counts per repeat (1,2,...,1,2,...) so "
                "drift hits every count alike; 3 or more give each point a 95 % interval (5 for a readable 3 %)",
     "timeline": "also record Horovod's timeline (HOROVOD_TIMELINE, horovod-timeline.json in each run's folder) "
                 "and each step's input wait, and split each point's step into compute, input wait and exposed "

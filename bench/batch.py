@@ -20,15 +20,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
 
-from bench.results import RunRecord, Sweep, with_reading
+from bench.results import RunRecord, Sweep, merge_repeats, with_reading
 from bench.sweep import (
     SweepRequest,
     keep_sweep,
     read_point,
+    repeated_requests,
     request_record,
     settle_device,
     stamp,
-    throughput_requests,
     with_gpus,
 )
 from chexstack.errors import ChexstackError
@@ -57,16 +57,18 @@ class BatchTarget:
     workdir: str | None = None
 
 
-def job_name(label: str, count: int | None = None) -> str:
-    """An RFC 1123 label from the sweep label: ``bench-<label>[-np<N>]``, lower case, other characters -> '-'."""
+def job_name(label: str, count: int | None = None, repeat: int | None = None) -> str:
+    """An RFC 1123 label from the sweep label: ``bench-<label>[-np<N>[-r<R>]]``, lower case, other characters ->
+    '-' (``repeat``: of a sweep with ``--repeats`` above 1, so that each repeat's MPIJob has its own name)."""
     base = "bench-" + re.sub(r"[^a-z0-9-]+", "-", label.lower()).strip("-")
-    suffix = "" if count is None else "-np%d" % count
+    suffix = ("" if count is None else "-np%d" % count) + ("" if repeat is None else "-r%d" % repeat)
     return base[:63 - len(suffix)].rstrip("-") + suffix
 
 
 def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: tuple[Mount, ...]) -> list[JobSpec]:
-    """One JobSpec per count of the sweep's requests (``bench.sweep.throughput_requests``), smallest first, each
-    writing ``<out_root>/np-<N>``. Without a stack (bare-metal Slurm, ``target.workdir``): the environment's
+    """One JobSpec per count and repeat of the sweep's requests in run order (``bench.sweep.repeated_requests``:
+    round-robin over the counts per repeat), each writing ``<out_root>/np-<N>`` (one repeat) or
+    ``<out_root>/repeat-<r>/np-<N>``. Without a stack (bare-metal Slurm, ``target.workdir``): the environment's
     Python, CPU ranks seeing no GPU (or GPU ranks that stop without one), as ``invoke train --launcher slurm``
     bare metal (Open MPI's run-as-root permission is the renderer's, ``launch.slurm.exports``)."""
     baremetal = req.stack is None and req.launcher == "slurm" and target.workdir is not None
@@ -75,12 +77,13 @@ def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: t
     stack = None if baremetal else load_stack(req.stack)
     data_mounts = () if req.data == "synthetic" else (Mount(req.data, read_only=True),)
     out = []
-    for request in throughput_requests(req, out_root):
+    for repeat, request in repeated_requests(req, out_root):
         nodes, per_node = layout(request.ranks(), target.per_node)
         where = {}
         if baremetal:
             where = dict(env=request.device_env(), workdir=target.workdir)
-        out.append(JobSpec(name=job_name(req.label, request.ranks()), stack=stack, image=target.image, nodes=nodes,
+        name = job_name(req.label, request.ranks(), repeat if req.repeats > 1 else None)
+        out.append(JobSpec(name=name, stack=stack, image=target.image, nodes=nodes,
                            ranks_per_node=per_node, gpus=target.gpus, trainer_args=request.argv,
                            mounts=extra_mounts + data_mounts, **where))
     return out
@@ -136,25 +139,41 @@ def _collected_gpus(folder: Path) -> list[tuple[str, str]]:
     return host.gpus_from_query(path.read_text()) if path.is_file() else []
 
 
-def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:
-    """The sweep JSON from a scheduled sweep's result folder (``np-<N>/throughput.json`` + what the job stored).
-    Raises ChexstackError when the folder holds no results."""
-    output_folder(output, "--output")
-    runs = sorted((int(p.name[3:]), p) for p in folder.glob("np-*") if p.name[3:].isdigit())
+def _counts(folder: Path) -> list[tuple[int, Path]]:
+    return [(int(p.name[3:]), p) for p in folder.glob("np-*") if p.name[3:].isdigit()]
+
+
+def _runs(folder: Path) -> list[tuple[int, Path]]:
+    """(count, run folder) in run order: repeat by repeat (``repeat-<r>``, numerically), counts smallest first."""
+    repeats = sorted((int(p.name[7:]), p) for p in folder.glob("repeat-*") if p.name[7:].isdigit())
+    single = sorted(_counts(folder))
+    if repeats and single:
+        raise ChexstackError("%s: holds both np-<N>/ and repeat-<r>/np-<N>/ results; expected one sweep's" % folder)
+    runs = single or [run for _, r in repeats for run in sorted(_counts(r))]
     if not runs:
-        raise ChexstackError("%s: no np-<N>/throughput.json results to collect" % folder)
+        raise ChexstackError("%s: no np-<N>/throughput.json (or repeat-<r>/np-<N>/) results to collect" % folder)
+    return runs
+
+
+def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:
+    """The sweep JSON from a scheduled sweep's result folder (``np-<N>/throughput.json``, or with repeats
+    ``repeat-<r>/np-<N>/throughput.json``, each count's readings one point: ``merge_repeats``; + what the job
+    stored). Raises ChexstackError when the folder holds no results, or holds both forms."""
+    output_folder(output, "--output")
+    runs = _runs(folder)
     record_path = folder / RECORD_FILE
     record = RunRecord.model_validate_json(record_path.read_text()) if record_path.is_file() else RunRecord()
     hosts = folder / "hosts.txt"
     updates = {"launcher": launcher or record.launcher,
                "hosts": hosts.read_text().split() if hosts.is_file() else record.hosts}
     record = record.model_copy(update=updates)
-    points, devices = [], set()
+    readings, devices = {}, set()
     for n, run_dir in runs:
         reading = read_point(n, run_dir)
-        points.append(reading.point)
+        readings.setdefault(n, []).append(reading.point)
         devices.add(reading.device)
         record = with_reading(record, reading)
+    points = [merge_repeats(readings[n]) for n in sorted(readings)]
     gpus = _collected_gpus(folder)
     record = settle_device(with_gpus(record, gpus, "the job's nodes") if gpus else record, devices)
     label = label or folder.name.rsplit("-", 1)[0]

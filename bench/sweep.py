@@ -89,9 +89,6 @@ class SweepRequest:
         check_launcher(self.launcher, LAUNCHERS)
         if self.repeats < 1:
             raise ChexstackError("--repeats %d: expected 1 or more runs of each count" % self.repeats)
-        if self.repeats > 1 and self.launcher in SCHEDULED:
-            raise ChexstackError("--repeats %d with --launcher %s: repeats run here (local, mpirun); a scheduled "
-                                 "sweep runs each count once" % (self.repeats, self.launcher))
         # model, sizes and steps are judged by the trainer's own parser, as for invoke train (trainer.preflight)
         throughput_requests(self, "bench-check")[0].check()
         if self.launcher in SCHEDULED:  # the data are the cluster's: absolute, not checked here

@@ -87,6 +87,44 @@ def test_k8s_sweep_is_one_valid_mpijob_per_count():
         "template"]["spec"]["containers"][0]["command"]
 
 
+def test_repeats_through_a_scheduler_are_round_robin_job_steps_and_one_mpijob_each(tmp_path):
+    """--repeats 2 on Slurm: one job, its steps 1,2,1,2 each writing repeat-<r>/np-<N>; on Kubernetes one MPIJob
+    per count and repeat, named apart, in the same order."""
+    target = batch.BatchTarget(image="/shared/venv/bin/python", per_node=2, gpus=False, results="/shared/bench",
+                               workdir="/shared/chexstack")
+    req = _req(counts=(1, 2), label="rr", stack=None, gpus=False, batch_size=4, image_size=32, steps=2,
+               warmup_steps=1, repeats=2)
+    text = batch.render_slurm(req, target, tmp_path, now=NOW)
+    _bash_n(text)
+    root = "/shared/bench/rr-20240501T120000Z"
+    outputs = [line.split("--output ", 1)[1].split()[0] for line in text.splitlines() if "--throughput" in line]
+    assert outputs == ["%s/repeat-%d/np-%d" % (root, r, n) for r in (1, 2) for n in (1, 2)]
+    assert text.count("#SBATCH --nodes=") == 1
+    k8s = batch.BatchTarget(image="registry.example.com/chexstack/cpu:1", per_node=1, gpus=False, results="claim")
+    docs = list(yaml.safe_load_all(batch.render_k8s(_req(launcher="k8s", counts=(1, 2), gpus=False, repeats=2,
+                                                         label="rr"), k8s, now=NOW)))
+    assert [d["metadata"]["name"] for d in docs] == ["bench-rr-np1-r1", "bench-rr-np2-r1", "bench-rr-np1-r2",
+                                                     "bench-rr-np2-r2"]
+    for doc in docs:
+        validate_mpijob(doc)
+
+
+def test_collect_merges_a_scheduled_sweeps_repeats(tmp_path):
+    """repeat-<r>/np-<N> folders (real throughput.json files) become one point per count with its repeats in run
+    order; a folder holding both forms is refused."""
+    folder = tmp_path / "rr-20240501T120000Z"
+    for r in (1, 2, 10):
+        shutil.copytree(CPU_SWEEP, folder / ("repeat-%d" % r))
+    sweep, _ = batch.collect(folder, tmp_path / "out")
+    single, _ = batch.collect(CPU_SWEEP, tmp_path / "one", label="one")
+    for point, one in zip(sweep.points, single.points):
+        assert point.repeats == [one.images_per_sec] * 3 and point.images_per_sec == one.images_per_sec
+        assert point.step_times_s == one.step_times_s * 3
+    shutil.copytree(CPU_SWEEP / "np-1", folder / "np-1")
+    with pytest.raises(ChexstackError, match="holds both np-<N>/ and repeat-<r>/np-<N>/"):
+        batch.collect(folder, tmp_path / "out")
+
+
 def test_scheduled_sweeps_need_a_stack_and_an_even_layout(tmp_path):
     target = batch.BatchTarget(image="x", per_node=4, gpus=True, results="/r")
     with pytest.raises(ChexstackError, match="give --stack"):
