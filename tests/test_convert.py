@@ -386,8 +386,9 @@ def test_the_harness_builds_from_the_local_engine_changing_only_the_bootstrap_li
 
 
 def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_path):
-    """A pyc's source mtime (header bytes 8-12, PEP 552) and /etc/shadow's last-change day differ between a
-    cached Docker layer and a fresh Apptainer build of the same recipe: the harness leaves out that field only,
+    """A pyc's source mtime (header bytes 8-12, PEP 552), /etc/shadow's last-change day and a wheel RECORD's
+    hashes (of files compiled twice) differ between a cached Docker layer and a fresh Apptainer build of the same
+    recipe: the harness leaves out that field only,
     and its sh filter (run in a Docker container) hashes as its Python one (run on a sandbox)."""
     import hashlib
     import importlib.util
@@ -403,9 +404,14 @@ def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_pat
                                                                          b"sshd:!:19000::::::\n")
     assert day(b"root:*:19700:0:99999:7:::\n") != day(b"root:!:19700:0:99999:7:::\n")  # the password field counts
     assert stamp_filter("/etc/passwd") is None and stamp_filter("/opt/a.py") is None
+    record = stamp_filter("/opt/venv/lib/python3.11/site-packages/horovod-0.28.1.dist-info/RECORD")
+    lines = b"horovod/__init__.py,sha256=%s,1181\n\"a,b.py\",sha256=%s,7\nhorovod-0.28.1.dist-info/RECORD,,\n"
+    one, two = lines % (b"Ab_-1" * 8, b"x" * 43), lines % (b"Zz9-_" * 8, b"y" * 43)
+    assert record(one) == record(two) != record(one.replace(b",1181", b",1182"))  # sizes stay compared
+    assert record(one).splitlines()[1] == b'"a,b.py",,7'
     # the sh filters, as the container runs them, against the Python ones
     shadow = b"root:*:19700:0:99999:7:::\nsshd:!:20425::::::\n"
-    for (_, _, sh, py), data in zip(STAMPED, [older, shadow]):
+    for (_, _, sh, py), data in zip(STAMPED, [older, shadow, one]):
         (tmp_path / "f").write_bytes(data)
         out = subprocess.run(["/bin/sh", "-c", sh + " | md5sum"], capture_output=True, check=True,
                              env={"p": str(tmp_path / "f"), "PATH": "/usr/bin:/bin"}).stdout.decode()

@@ -250,11 +250,19 @@ HASHES = "tr '\\n' '\\0' < /.chexstack-harness-paths | xargs -0 -r md5sum"
 #:   the source hash) (PEP 552, https://peps.python.org/pep-0552/): Docker and Apptainer unpack and pip-compile at
 #:   different seconds;
 #: - ``/etc/shadow``'s third field: the day of the last password change (shadow(5)), the day ``useradd`` or
-#:   ``adduser`` ran in a package's postinst: a cached Docker layer keeps the day it was built.
+#:   ``adduser`` ran in a package's postinst: a cached Docker layer keeps the day it was built;
+#: - a wheel's ``*.dist-info/RECORD``'s hash column (``path,sha256=<digest>,size``, PyPA "Recording installed
+#:   projects": https://packaging.python.org/en/latest/specifications/recording-installed-packages/): the harness
+#:   compares every file RECORD lists itself, a pyc without its mtime, a file of 2 MiB or more by size (RECORD's size
+#:   column stays compared). Seen on the cpu stack (2026-12-04): Horovod compiled in Docker's devel stage and again
+#:   in Apptainer's, Horovod's RECORD was the one difference (every file under 2 MiB it lists matched, the libraries'
+#:   sizes too: a C++ build is not bit-reproducible without fixed build paths and timestamps).
 STAMPED = (
     (re.compile(r"\.pyc$"), "*.pyc", '{ head -c 8 "$p"; tail -c +13 "$p"; }', lambda data: data[:8] + data[12:]),
     (re.compile(r"^/etc/shadow-?$"), "/etc/shadow|/etc/shadow-", "sed -E 's/^([^:]*:[^:]*:)[0-9]*:/\\1:/' \"$p\"",
      lambda data: re.sub(rb"(?m)^([^:\n]*:[^:\n]*:)[0-9]*:", rb"\1:", data)),
+    (re.compile(r"\.dist-info/RECORD$"), "*.dist-info/RECORD", "sed -E 's/,sha256=[A-Za-z0-9_=-]*,/,,/' \"$p\"",
+     lambda data: re.sub(rb",sha256=[A-Za-z0-9_=-]*,", b",,", data)),
 )
 #: ``md5  path`` of each path in /.chexstack-harness-stamped through its ``STAMPED`` filter (sh).
 STAMPED_HASHES = ('while IFS= read -r p; do case "$p" in %s *) continue;; esac; echo "${h%%%% *}  $p"; '
