@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 
+from bench.results import load_sweep
 from tests.lib import cli as cmd
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO, SAMPLE
@@ -372,14 +373,15 @@ def _wait_for_job(cluster, job_id: str, timeout_s: float = 600):
 
 @pytest.mark.slow
 def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_report(testcluster, tmp_path):
-    """`invoke bench --launcher slurm --submit --np 1,2` without a stack (bare metal, this .venv; the hosts have no
-    GPUs): one job on chex1 and chex2, 1 rank per node, a step per count (2 ranks span both hosts); then
-    `invoke bench --collect` and `invoke bench-report`, whose tables have each count and its scaling efficiency
-    (a throughput run's few steps: the pipeline, not the numbers)."""
+    """`invoke bench --launcher slurm --submit --np 1,2 --repeats 2` without a stack (bare metal, this .venv; the
+    hosts have no GPUs): one job on chex1 and chex2, 1 rank per node, a step per count and repeat, round-robin
+    (2 ranks span both hosts); then `invoke bench --collect`, one point per count with both repeats, and `invoke
+    bench-report`, whose tables have each count and its scaling efficiency (a throughput run's few steps: the
+    pipeline, not the numbers)."""
     results, sweeps = tmp_path / "results", tmp_path / "sweeps"
     run = invoke(testcluster, "bench", "--launcher", "slurm", "--submit", "--np", "1,2", "--per-node", "1",
                  "--results", str(results), "--label", "testcluster", *FAST_MODEL, "--image-size", "32",
-                 "--batch-size", "4",
+                 "--batch-size", "4", "--repeats", "2",
                  "--steps", "2", "--warmup-steps", "1")
     assert run.returncode == 0, run.stdout + run.stderr
     job_id = re.search(r"submitted Slurm job (\d+)", run.stdout).group(1)
@@ -388,12 +390,18 @@ def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_repor
     assert state.state == "COMPLETED" and state.nodes == "chex[1-2]", (state, log[-3000:])
     folder, = results.glob("testcluster-*")
     assert (folder / "hosts.txt").read_text().split() == ["chex1", "chex2"]
-    throughput = [json.loads((folder / ("np-%d" % n) / "throughput.json").read_text()) for n in (1, 2)]
-    assert [t["world_size"] for t in throughput] == [1, 2] and throughput[1]["hosts"] == ["chex1", "chex2"]
+    throughput = [json.loads((folder / ("repeat-%d" % r) / ("np-%d" % n) / "throughput.json").read_text())
+                  for r in (1, 2) for n in (1, 2)]
+    assert [t["world_size"] for t in throughput] == [1, 2, 1, 2] and throughput[3]["hosts"] == ["chex1", "chex2"]
+    assert not (folder / "np-1").exists()
 
     collect = invoke(testcluster, "bench", "--collect", str(folder), "--output", str(sweeps))
     assert collect.returncode == 0, collect.stdout + collect.stderr
     sweep, = sweeps.glob("testcluster-*.json")
+    points = load_sweep(sweep).points
+    assert [len(p.repeats) for p in points] == [2, 2] and [p.count for p in points] == [1, 2]
+    assert [p.repeats[i] for i in (0, 1) for p in points] == pytest.approx(
+        [t["images_per_sec"]["total"] for t in throughput]), throughput
     report = invoke(testcluster, "bench-report", str(sweep), "--output", str(tmp_path / "figure1.png"))
     assert report.returncode == 0, report.stdout + report.stderr
     assert (tmp_path / "figure1.png").stat().st_size > 0
