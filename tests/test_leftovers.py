@@ -16,10 +16,10 @@ pytest_plugins = ["tests.lib.leftovers"]
 '''
 
 
-def _run(tmp_path, body: str) -> subprocess.CompletedProcess:
+def _run(tmp_path, body: str, keep: str = "1") -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_case.py").write_text(body)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CHEXSTACK_KEEP_TEST_IMAGES": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CHEXSTACK_KEEP_TEST_IMAGES": keep}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
@@ -87,3 +87,24 @@ def test_a_run_without_docker_tests_leaves_the_engine_to_the_lane_beside_it(tmp_
     finally:
         for n in client.networks.list(names=[name]):
             n.remove()
+
+
+@pytest.mark.docker
+def test_an_untagged_stack_image_the_run_made_is_removed(tmp_path, client, debian_base):
+    """``invoke build`` leaves an image that fails verification untagged: the run removes such a new untagged image
+    carrying the stack label (``images.labels.STACK``), as it removes its own tags, and leaves older ones alone."""
+    from images.labels import STACK
+    from tests.lib.leftovers import STACK_LABEL
+    assert STACK_LABEL == STACK
+    value = "leftover-test-%d" % os.getpid()
+    body = ("import io\nimport docker\nimport pytest\n\n@pytest.mark.docker\ndef test_build():\n"
+            "    image, _ = docker.from_env().images.build(fileobj=io.BytesIO(%r), rm=True)\n"
+            "    print('built', image.id)\n" % ("FROM %s\nLABEL %s=%s\n" % (debian_base, STACK, value)).encode())
+    try:
+        p = _run(tmp_path, body + "    assert not image.tags\n", keep="")
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and "1 passed" in out and "untagged %s" % value in out, out
+        assert not client.images.list(filters={"label": "%s=%s" % (STACK, value)})
+    finally:
+        for image in client.images.list(filters={"label": "%s=%s" % (STACK, value)}):
+            client.images.remove(image.id, force=True)

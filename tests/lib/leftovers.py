@@ -5,7 +5,8 @@ At the start of the run it records what exists: Docker images (ID -> references)
 (when an engine answers), network namespaces (``ip netns list``) and processes. At the end it
 
 1. removes what the run made that is the project's own: images and tags under ``chexstack*/`` references that were
-   not there before (the cpu image ``invoke build`` makes for the tests, the debootstrap base, test tags), unless
+   not there before (the cpu image ``invoke build`` makes for the tests, the debootstrap base, test tags), and new
+   untagged stack images (``STACK_LABEL``: one that failed verification, one a rebuild replaced), unless
    ``CHEXSTACK_KEEP_TEST_IMAGES=1`` keeps them for a faster rerun (the engine's layer cache);
 2. fails the run (exit 1, with a report) when anything else new is left: a container or network (other than one
    carrying another run's token), a volume, a tag put on an existing image (a stand-in under a real upstream name,
@@ -41,6 +42,9 @@ TEST_LABELS = {TEST_LABEL: RUN_ID}
 #: References the run may make and removes again: the project's own namespaces.
 OWN_PREFIXES = ("chexstack/", "chexstack-local/", "chexstack-test/")
 KEEP_ENV = "CHEXSTACK_KEEP_TEST_IMAGES"
+#: The label every stack image ``invoke build`` makes carries (``images.labels.STACK``): a new untagged image with it
+#: is the run's own (``invoke build`` leaves an image that fails verification untagged, for inspection).
+STACK_LABEL = "org.chexstack.stack"
 #: Kept between runs, never reported: the registry-free Debian base (``images.local_base.LOCAL_DEBIAN``), which the
 #: cpu image's layers descend from. While it keeps its ID the engine's layer cache holds the cpu build's devel stage
 #: (Horovod compiled against TensorFlow, minutes on 2 cores), so a rerun compiles again only when its inputs change;
@@ -174,6 +178,13 @@ class Leftovers:
                     self.client.images.remove(ref)
                     removed.append(ref)
                 except Exception:  # still used by a container: reported below as that container
+                    pass
+        for image in self.client.images.list(filters={"dangling": True, "label": STACK_LABEL}):
+            if image.id not in self.before.images:  # a stack image left untagged (a failed verification) or
+                try:                                # replaced under its tag by a rebuild
+                    self.client.images.remove(image.id)
+                    removed.append("untagged %s %s" % (image.labels.get(STACK_LABEL), image.id[7:19]))
+                except Exception:
                     pass
         return removed
 
