@@ -19,7 +19,14 @@ Ranks in containers (``SINGLE_COPY_OFF``): Open MPI's shared-memory BTL copies b
 CMA (process_vm_readv). Ranks in a container without CAP_SYS_PTRACE, or in separate user or PID namespaces (each
 ``apptainer exec`` of the hybrid model has its own), may not use it: every transfer fails ("Read -1, expected N,
 errno = 1"; Open MPI warns ``cma-different-user-namespace``) and falls back slowly (open-mpi/ompi#4948; measured
-here: 4 min 49 s vs 1 min 20 s for one epoch). They copy through shared memory instead.
+here: 4 min 49 s vs 1 min 20 s for one epoch). They copy through shared memory instead. The switch moved in Open
+MPI 5.0: up to 4.1.x it is btl/vader's parameter ``btl_vader_single_copy_mechanism=none``; 5.0 renamed the BTL
+``sm`` (``vader_`` parameters become aliases of ``sm_`` ones: Open MPI 5.0 docs, "Shared Memory",
+https://docs.open-mpi.org/en/v5.0.x/tuning-apps/networking/shared-memory.html) and moved single copy out of it into
+its own framework, ``smsc`` (https://github.com/open-mpi/ompi/pull/9154), whose CMA component is excluded with
+``smsc=^cma``. A rank's Open MPI is that of its image, which the launcher does not know, so both forms are set: each
+release reads its own and ignores the other (Open MPI 4.1.4 here ran ``mpirun`` with ``OMPI_MCA_smsc=^cma`` set,
+without a warning).
 """
 from __future__ import annotations
 
@@ -27,8 +34,12 @@ from __future__ import annotations
 ALLOW_RUN_AS_ROOT_FLAG = "--allow-run-as-root"
 #: The environment form of the same permission (both variables are needed).
 ALLOW_RUN_AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-#: The MCA parameter (environment form, read by mpirun and every rank) that turns CMA single copy off.
-SINGLE_COPY_OFF = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+#: The MCA parameters (environment form, read by mpirun and every rank) that turn CMA single copy off: Open MPI up to
+#: 4.1.x, and 5.0 and later (module docstring).
+SINGLE_COPY_OFF_BEFORE_5 = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+SINGLE_COPY_OFF_SINCE_5 = {"OMPI_MCA_smsc": "^cma"}
+#: Both: what a launch sets for ranks in containers.
+SINGLE_COPY_OFF = {**SINGLE_COPY_OFF_BEFORE_5, **SINGLE_COPY_OFF_SINCE_5}
 
 
 #: The first Open MPI release whose ``mpirun`` honours ``ALLOW_RUN_AS_ROOT_ENV`` (module docstring).

@@ -52,8 +52,8 @@ SBATCH_FAULTS = [
      "JOB_GPUS_IDLE", "WARN", "--ntasks-per-node=2"),
     ("launch/slurm-hybrid-2x4gpu.sbatch", "mpirun -np 8 ", "mpirun -np 16 ", "MPI_NOT_ENOUGH_SLOTS", "FAIL",
      "mpirun -np 16"),
-    ("launch/slurm-hybrid-2x4gpu.sbatch", "export OMPI_MCA_btl_vader_single_copy_mechanism=none\n", "",
-     "MPI_SINGLE_COPY_CMA", "WARN", "mpirun -np 8"),
+    ("launch/slurm-hybrid-2x4gpu.sbatch", "export OMPI_MCA_btl_vader_single_copy_mechanism=none\n"
+     "export OMPI_MCA_smsc='^cma'\n", "", "MPI_SINGLE_COPY_CMA", "WARN", "mpirun -np 8"),
     ("launch/slurm-pyxis-2x4gpu.sbatch", "export NCCL_DEBUG=INFO\n", "", "JOB_ENV_NOT_EXPORTED", "WARN",
      "srun --mpi=pmix '--container"),
 ]
@@ -65,6 +65,16 @@ def test_a_faulty_batch_script_is_named_with_its_line(tmp_path, golden, old, new
     _, findings = judge_job(str(path))
     assert [(f.code, f.status, f.line) for f in findings] == [(code, status, _line_of(text, marker))]
     assert findings[0].remedy
+
+
+@pytest.mark.parametrize("kept", ["export OMPI_MCA_btl_vader_single_copy_mechanism=none\n",
+                                  "export OMPI_MCA_smsc='^cma'\n"], ids=["before-5", "since-5"])
+def test_either_release_form_of_the_single_copy_switch_is_taken(tmp_path, kept):
+    """The image's Open MPI is not in the script: Open MPI 4's btl_vader form or 5's smsc form alone is no fault."""
+    both = "export OMPI_MCA_btl_vader_single_copy_mechanism=none\nexport OMPI_MCA_smsc='^cma'\n"
+    path, _ = _variant(tmp_path, "launch/slurm-hybrid-2x4gpu.sbatch", both, kept)
+    _, findings = judge_job(str(path))
+    assert not findings, [f.text() for f in findings]
 
 
 MPIJOB = "launch/mpijob-2x4gpu-rdma.yaml"

@@ -66,8 +66,9 @@ class Finding:
 
 
 _NP = ("-np", "-n", "--np", "--n", "-c")
-_SINGLE_COPY = next(iter(SINGLE_COPY_OFF.items()))  # (OMPI_MCA_btl_vader_single_copy_mechanism, none)
-_MCA_NAME = _SINGLE_COPY[0][len("OMPI_MCA_"):]
+#: Each form of Open MPI's single-copy switch (facts.openmpi): an environment variable and mpirun's --mca form.
+_SINGLE_COPY_FORMS = [(name, name[len("OMPI_MCA_"):], value) for name, value in SINGLE_COPY_OFF.items()]
+_SINGLE_COPY_TEXT = " and ".join("%s=%s" % kv for kv in SINGLE_COPY_OFF.items())
 
 
 def _np(argv: list[str]) -> tuple[int, int] | None:
@@ -84,9 +85,12 @@ def _exported(argv: list[str]) -> set[str]:
 
 
 def _single_copy_off(argv: list[str], env: dict[str, str]) -> bool:
-    name, value = _SINGLE_COPY
-    mca = any(argv[i:i + 3] in (["--mca", _MCA_NAME, value], ["-mca", _MCA_NAME, value]) for i in range(len(argv)))
-    return env.get(name) == value or mca
+    """Whether the script turns CMA single copy off in either release's form (the image's Open MPI, which reads one
+    of them, is not in the script)."""
+    def set_(name: str, mca_name: str, value: str) -> bool:
+        return env.get(name) == value or any(argv[i:i + 3] in (["--mca", mca_name, value], ["-mca", mca_name, value])
+                                             for i in range(len(argv)))
+    return any(set_(*form) for form in _SINGLE_COPY_FORMS)
 
 
 def _remedy(code: str) -> str:
@@ -181,8 +185,9 @@ def judge_sbatch(path: str, text: str) -> list[Finding]:
             if contained and not _single_copy_off(words, env):
                 add("job.single_copy",
                     number, "WARN", "MPI_SINGLE_COPY_CMA", "mpirun starts ranks in `singularity exec`, each its "
-                    "own namespace, without %s=%s: Open MPI's shared-memory copies fail and fall back slowly"
-                    % _SINGLE_COPY, "export %s=%s before mpirun" % _SINGLE_COPY)
+                    "own namespace, without %s (Open MPI 5.0 and later read the second): Open MPI's "
+                    "shared-memory copies fail and fall back slowly" % _SINGLE_COPY_TEXT,
+                    "export %s before mpirun" % _SINGLE_COPY_TEXT.replace(" and ", " "))
     for name, value in DEFAULT_ENV.items():
         if env.get(name) != value and commands:
             add("job.nccl_debug",
