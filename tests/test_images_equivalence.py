@@ -14,7 +14,8 @@ s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, e
 (marked ``slow``, multi-stage or several images): from-stages 33 s, entrypoint-cmd 37 s, copy-forms 45 s,
 copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s). The
 cpu stack's own definition, both stages built by Apptainer (its devel stage compiles Horovod again): 394 s in that
-run. Every pair and the stack run in ``make test`` (CI): that run took 33 min 9 s in all. Not built by either
+run (313 s in a cold-cache run). Every pair and the stack run in ``make test`` (CI): 33 min 9 s and, Docker's cache
+emptied, 38 min 39 s in all. Not built by either
 tool here: add-url (downloads from the network) and buildkit-forms (heredocs need the ``docker/dockerfile:1.4`` frontend
 from a registry, and this docker CLI builds with BuildKit only through buildx); their conversions are checked by
 ``tests/test_convert.py`` only.
