@@ -13,6 +13,12 @@ Signals: the command runs in its own session (a terminal's Ctrl-C reaches only t
 SIGTERM or SIGHUP sends SIGTERM to the command's process group (horovodrun's Gloo middlemen then stop every rank;
 mpirun stops its job; ``docker run`` passes it to the container's init); a second one, or ``GRACE_S`` seconds
 without an end, sends SIGKILL and calls ``force_stop`` (e.g. remove the container). The Outcome records the signal.
+
+The process group does not reach everything a run starts: horovodrun's Gloo ranks run in sessions of their own, and
+Apptainer starts its SIF mount (``squashfuse_ll``) in a process group of its own, which only Apptainer's own
+clean-up stops and which can outlive the command under load (apptainer/apptainer#2361, #2762). So the first signal
+also records the command's whole process tree (``psutil``), and an interrupted run returns only when every recorded
+process is gone: ``REAP_WAIT_S`` seconds to end on its own, then SIGTERM, then SIGKILL (``reap``).
 """
 from __future__ import annotations
 
@@ -20,8 +26,10 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 
+import psutil
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -32,6 +40,7 @@ from launch.failure import Outcome, OutputReader
 _TRAINER = "trainer: "
 _ERROR = "trainer: error: "
 GRACE_S = 30.0
+REAP_WAIT_S = 5.0  # after an interrupted command ended: for each further step of ``reap`` (end alone, SIGTERM, SIGKILL)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -90,13 +99,68 @@ def _run_banner(e: dict) -> str:
         where, e["n_train"], e["n_val"], e["steps_per_epoch"], e["initial_epoch"] + 1, e["epochs"])
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """``pid`` and its descendants now (``psutil.Process`` objects, which remember each process's start time, so a
+    reused pid is never taken for one of them); [] when ``pid`` is gone."""
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def reap(processes: list[psutil.Process], wait_s: float | None = None) -> list[psutil.Process]:
+    """Wait until ``processes`` are gone: ``wait_s`` seconds (default ``REAP_WAIT_S``) for them to end alone, then
+    SIGTERM and ``wait_s`` more, then SIGKILL to the rest (and ``wait_s`` for the kernel to take them). Returns those
+    still alive (none but a process in uninterruptible sleep); a process that is not ours to signal is left as it
+    is."""
+    wait_s = REAP_WAIT_S if wait_s is None else wait_s
+    alive = _wait(processes, wait_s)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not alive:
+            break
+        for p in alive:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+        alive = _wait(alive, wait_s)
+    return alive
+
+
+def _wait(processes: list[psutil.Process], wait_s: float) -> list[psutil.Process]:
+    """Up to ``wait_s`` seconds for ``processes`` to end (polled every 0.1 s); those still running."""
+    deadline = time.monotonic() + wait_s
+    psutil.wait_procs(processes, timeout=0)  # collects the exit status of those that are our own children
+    alive = _running(processes)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        psutil.wait_procs(alive, timeout=0)
+        alive = _running(alive)
+    return alive
+
+
+def _running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those not ended: a zombie (ended, its exit status not yet collected by its parent or init) is not running."""
+    running = []
+    for p in processes:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                running.append(p)
+        except psutil.Error:
+            pass
+    return running
+
+
 class _Stopper:
-    """Signal handlers for the duration of a run: the first SIGINT/SIGTERM/SIGHUP asks the command's process
-    group to stop (SIGTERM), a second one (or ``GRACE_S`` seconds) kills it (SIGKILL) and calls ``force_stop``."""
+    """Signal handlers for the duration of a run: the first SIGINT/SIGTERM/SIGHUP records the command's process
+    tree and asks its process group to stop (SIGTERM); a second one (or ``GRACE_S`` seconds) kills the group and
+    the recorded tree (SIGKILL) and calls ``force_stop``."""
 
     def __init__(self, proc: subprocess.Popen, force_stop: Callable[[], None] | None) -> None:
         self.proc, self.force_stop = proc, force_stop
         self.signal: int | None = None
+        self.tree: dict[int, psutil.Process] = {}
         self._previous: dict[int, object] = {}
         self._timer: threading.Timer | None = None
 
@@ -117,6 +181,7 @@ class _Stopper:
             self.signal = signum
             os.write(2, ("\n%s: stopping every rank (again to kill them at once)\n"
                          % signal.Signals(signum).name).encode())
+            self.record()
             self._send(signal.SIGTERM)
             self._timer = threading.Timer(GRACE_S, self.kill)
             self._timer.daemon = True
@@ -124,8 +189,19 @@ class _Stopper:
         else:
             self.kill()
 
+    def record(self) -> None:
+        """Add the command's process tree as it is now to ``tree`` (keyed by pid; the first record of a pid wins)."""
+        for p in process_tree(self.proc.pid):
+            self.tree.setdefault(p.pid, p)
+
     def kill(self) -> None:
+        self.record()
         self._send(signal.SIGKILL)
+        for p in list(self.tree.values()):
+            try:
+                p.kill()  # psutil checks the start time: a reused pid is not killed
+            except psutil.Error:
+                pass
         if self.force_stop is not None:
             threading.Thread(target=self.force_stop, daemon=True).start()
 
@@ -141,8 +217,9 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
     """Run ``argv`` with ``env`` added to this environment; stream, display, log (appended) and summarise.
 
     ``force_stop``: called when the command must be killed after a signal (and once more after an interrupted run
-    ends), for what SIGKILL of the local process group does not reach (a container). ChexstackError when the log
-    cannot be written.
+    ends), for what SIGKILL of the local process group does not reach (a container). An interrupted run returns
+    when every process of the tree recorded at the signal is gone (``reap``); one that cannot be stopped is named in
+    the log. ChexstackError when the log cannot be written.
     """
     try:
         os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
@@ -175,4 +252,13 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
             log.write("[chexstack] interrupted by %s\n" % signal.Signals(stopper.signal).name)
             if force_stop is not None:
                 force_stop()
+            for p in reap(list(stopper.tree.values())):
+                log.write("[chexstack] process %d (%s) is still alive after SIGKILL\n" % (p.pid, _name(p)))
     return reader.outcome(returncode, log_path, stopper.signal)
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.Error:
+        return "?"
