@@ -1,0 +1,266 @@
+"""An MPIJob run as its pods on this machine's Docker engine: what the mpi-operator, the kubelet and a CNI plugin do
+with a rendered MPIJob (``launch.k8s``), for the test cluster, which has nodes and a network but no Kubernetes API
+server (none is packaged for this machine: the Kubernetes system of ``invoke study``).
+
+Mirrored from the operator (kubeflow/mpi-operator v2beta1, pkg/controller/mpi_job_controller.go):
+- the SSH Secret: one ECDSA P-521 key in PEM (``newSSHAuthSecret``), as ``id_rsa``, ``id_rsa.pub`` and
+  ``authorized_keys``, mode 0600, laid out as the kubelet writes a Secret volume (``..data`` symlinks into a
+  timestamped folder, the volume folder world-writable) and mounted read-only at the MPIJob's ``sshAuthMountPath``
+  in every container;
+- the hostfile ``/etc/mpi/hostfile`` (mode 0444, ``newConfigMap``): ``<job>-worker-<i>.<job>-worker.<ns>.svc
+  slots=<slotsPerWorker>``, one line per worker;
+- the Launcher's environment (``ompiEnvVars``, ``OMPI_MCA_orte_set_default_slots``, ``K_MPI_JOB_ROLE``), started
+  once every Worker's sshd accepts (``launcherCreationPolicy: WaitForWorkersReady``);
+- each container's command, working directory, environment and volume mounts from the MPIJob: ``hostPath`` a bind
+  mount, a ``persistentVolumeClaim`` the host folder it is bound to (``claims``, as a local-path provisioner binds
+  one), the memory ``emptyDir`` at ``/dev/shm`` Docker's ``--shm-size``. Resource requests and limits are not
+  enforced (no scheduler); the image is run as it is.
+
+Every pod has its own network namespace, as under a CNI plugin (``PodNetwork``): a pod sandbox (a container of the
+same image running ``sleep infinity`` with no network, the pod's hostname, and the cluster DNS names of the Workers
+in its /etc/hosts) holds the namespace; ``PodNetwork.plug`` puts it on the network at the pod's address (the test
+cluster's ``scripts/testcluster plug PID ADDR``: a veth on its bridge), and the pod's container joins it (``--network
+container:<sandbox>``), as the kubelet joins a pod's containers to its pause container. Each Worker is placed on a
+node of ``PodNetwork.nodes`` in turn (``placement``: what the MPIJob's one-worker-per-node spread asks of a
+scheduler, ``launch.k8s.K8sOptions.nodes``); on the test cluster the nodes are network namespaces of this machine, so a
+pod "on chex1" shares its kernel and bridge as chex1 does.
+
+Errors: ChexstackError for an MPIJob this runner cannot stand in for (a volume kind it has no stand-in for, a claim
+with no folder), a pod network that cannot be plugged, and a Worker whose sshd does not come up.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from chexstack.errors import ChexstackError
+
+#: mpi-operator's Launcher environment for Open MPI (``ompiEnvVars``) and the job role it sets.
+OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+                         "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+                         "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+                         "NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}
+HOSTFILE = "/etc/mpi/hostfile"
+SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
+SSH_PORT = 22
+#: How long a Worker's sshd may take to accept (seconds): a container start under load.
+READY_S = 90.0
+#: Label of every container this runner starts (its value: the MPIJob's name), to find one a killed run left.
+POD_LABEL = "org.chexstack.pod"
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    """Where the pods' network namespaces go. ``plug``: the command that puts a process's network namespace on the
+    network at an address, called as ``plug + (PID, ADDRESS)`` (a CNI plugin's ADD); ``launcher_address`` and
+    ``worker_addresses`` (one per Worker, in order): IPv4 addresses on that network; ``nodes``: the nodes the
+    Workers are placed on, in turn (``placement``)."""
+
+    plug: tuple[str, ...]
+    launcher_address: str
+    worker_addresses: tuple[str, ...]
+    nodes: tuple[str, ...] = ()
+
+    def placement(self, workers: int) -> tuple[str, ...]:
+        """The node of each of ``workers`` Workers: ``nodes`` in turn (one per node while they last, as a spread of
+        maxSkew 1 places them); () without nodes. Raises ChexstackError when there are more Workers than
+        addresses."""
+        if workers > len(self.worker_addresses):
+            raise ChexstackError("%d Worker pods, but the pod network has %d Worker addresses (%s)"
+                                 % (workers, len(self.worker_addresses), ", ".join(self.worker_addresses)))
+        return tuple(self.nodes[i % len(self.nodes)] for i in range(workers)) if self.nodes else ()
+
+
+def worker_host(job: str, namespace: str, i: int) -> str:
+    """Worker ``i``'s DNS name in the operator's hostfile: ``<job>-worker-<i>.<job>-worker.<namespace>.svc``."""
+    return "%s-worker-%d.%s-worker.%s.svc" % (job, i, job, namespace)
+
+
+def ssh_secret(client, image: str, root: Path, labels: dict[str, str]) -> Path:
+    """The operator's SSH Secret as the kubelet mounts it: ``root/secret`` (mode 1777) holding ``..data`` ->
+    ``..<timestamp>/`` with the three files (0600), and one symlink per file. The key is made by ``ssh-keygen`` in
+    ``image`` (the OpenSSH the job itself runs)."""
+    volume = root / "secret"
+    payload = volume / "..2025_01_01_00_00_00.000000000"
+    payload.mkdir(parents=True)
+    client.containers.run(image, ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "",
+                                  "-f", "/payload/id_rsa"], remove=True, network_mode="none", labels=labels,
+                          volumes={str(payload): {"bind": "/payload", "mode": "rw"}})
+    (payload / "authorized_keys").write_bytes((payload / "id_rsa.pub").read_bytes())
+    for name in SECRET_FILES:
+        os.chmod(payload / name, 0o600)
+        os.symlink("..data/%s" % name, volume / name)
+    os.symlink(payload.name, volume / "..data")
+    os.chmod(volume, 0o1777)
+    return volume
+
+
+def _container(replica: dict) -> tuple[dict, dict]:
+    spec = replica["template"]["spec"]
+    return spec, spec["containers"][0]
+
+
+def _env(container: dict, extra: dict) -> dict:
+    return {**{e["name"]: e["value"] for e in container.get("env", [])}, **extra}
+
+
+class PodJob:
+    """The MPIJob ``obj``'s pods on ``client``'s engine (module docstring). ``root``: a folder of this job's own for
+    the Secret and the hostfile; ``claims``: PersistentVolumeClaim name -> the host folder it is bound to;
+    ``labels``: added to every container. ``stop()`` removes every container it started."""
+
+    def __init__(self, client, obj: dict, network: PodNetwork, root: Path, claims: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None) -> None:
+        self.client, self.obj, self.network, self.claims = client, obj, network, dict(claims or {})
+        meta, spec = obj["metadata"], obj["spec"]
+        self.name, self.namespace = meta["name"], meta.get("namespace") or "default"
+        self.slots = int(spec["slotsPerWorker"])
+        self.replicas = int(spec["mpiReplicaSpecs"]["Worker"]["replicas"])
+        self.mount_path = spec["sshAuthMountPath"]
+        self.nodes = network.placement(self.replicas)
+        self.image = _container(spec["mpiReplicaSpecs"]["Worker"])[1]["image"]
+        self.labels = {POD_LABEL: self.name, **(labels or {})}
+        self.suffix = secrets.token_hex(3)  # container names of this run only
+        self.dns = {worker_host(self.name, self.namespace, i): network.worker_addresses[i]
+                    for i in range(self.replicas)}
+        self.secret = ssh_secret(client, self.image, root, self.labels)
+        self.hostfile = root / "hostfile"
+        self.hostfile.write_text("".join("%s slots=%d\n" % (host, self.slots) for host in self.dns))
+        self.hostfile.chmod(0o444)
+        self.workers: list = []
+        self.names: list[str] = []  # every container asked for (sandboxes too), also one whose start failed
+
+    def replica(self, role: str) -> tuple[dict, dict]:
+        """(pod spec, its container) of the MPIJob's ``role`` (Launcher or Worker)."""
+        return _container(self.obj["spec"]["mpiReplicaSpecs"][role])
+
+    def _volumes(self, pod: dict, container: dict) -> tuple[dict, dict]:
+        """(docker volumes, other run options) for the container's volume mounts plus the SSH Secret."""
+        volumes = {str(self.secret): {"bind": self.mount_path, "mode": "ro"}}
+        options = {}
+        by_name = {v["name"]: v for v in pod.get("volumes", [])}
+        for vm in container.get("volumeMounts", []):
+            vol, mode = by_name[vm["name"]], "ro" if vm.get("readOnly") else "rw"
+            if "hostPath" in vol:
+                volumes[vol["hostPath"]["path"]] = {"bind": vm["mountPath"], "mode": mode}
+            elif "persistentVolumeClaim" in vol:
+                claim = vol["persistentVolumeClaim"]["claimName"]
+                if claim not in self.claims:
+                    raise ChexstackError("MPIJob %s: volume %s claims PersistentVolumeClaim %r, which is bound to no "
+                                         "folder here (known: %s)" % (self.name, vm["name"], claim,
+                                                                      ", ".join(sorted(self.claims)) or "none"))
+                volumes[self.claims[claim]] = {"bind": vm["mountPath"], "mode": mode}
+            elif vol.get("emptyDir", {}).get("medium") == "Memory" and vm["mountPath"] == "/dev/shm":
+                options["shm_size"] = vol["emptyDir"]["sizeLimit"].replace("Gi", "g").replace("Mi", "m")
+            else:
+                raise ChexstackError("MPIJob %s: volume %s (%s) has no stand-in on this engine; expected hostPath, "
+                                     "a persistentVolumeClaim or the memory emptyDir at /dev/shm"
+                                     % (self.name, vm["name"], sorted(set(vol) - {"name"})))
+        return volumes, options
+
+    def _sandbox(self, pod: str, address: str) -> str:
+        """A pod's network namespace at ``address``, held by a sandbox container named after the pod (hostname
+        ``pod``, the Workers' DNS names in /etc/hosts); returns the ``network_mode`` that joins it."""
+        self.names.append("%s-%s-sandbox" % (pod, self.suffix))
+        sandbox = self.client.containers.run(
+            self.image, ["sleep", "infinity"], detach=True, network_mode="none", hostname=pod,
+            extra_hosts=self.dns, name=self.names[-1], labels=self.labels)
+        sandbox.reload()
+        argv = list(self.network.plug) + [str(sandbox.attrs["State"]["Pid"]), address]
+        try:
+            plugged = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ChexstackError("pod %s: %s failed: %s" % (pod, " ".join(argv), e)) from None
+        if plugged.returncode != 0:
+            raise ChexstackError("pod %s: %s failed (exit %d): %s" % (pod, " ".join(argv), plugged.returncode,
+                                                                      (plugged.stderr or plugged.stdout).strip()))
+        return "container:%s" % sandbox.id
+
+    def start_worker(self, i: int, sshd_options: Sequence[str] = ()):
+        """Worker ``i``: its command (``sshd -De`` plus ``sshd_options``) in its own pod at its address; returns
+        its container once its sshd accepts connections."""
+        pod, c = self.replica("Worker")
+        volumes, options = self._volumes(pod, c)
+        network = self._sandbox("%s-worker-%d" % (self.name, i), self.network.worker_addresses[i])
+        self.names.append("%s-worker-%d-%s" % (self.name, i, self.suffix))
+        worker = self.client.containers.run(
+            c["image"], c["command"] + list(sshd_options), detach=True, network_mode=network,
+            working_dir=c.get("workingDir"), environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes,
+            name=self.names[-1], labels=self.labels, **options)
+        self.workers.append(worker)
+        _wait_listening(self.network.worker_addresses[i], SSH_PORT, worker)
+        return worker
+
+    def run_launcher(self, command: Sequence[str] | None = None, timeout: float = 3600) -> tuple[int, str]:
+        """The Launcher (its rendered mpirun, or ``command``) to completion in its own pod: (exit status, output).
+        Its pod is removed after, so that a next Launcher can take its address."""
+        pod, c = self.replica("Launcher")
+        env = _env(c, {**OPERATOR_LAUNCHER_ENV, "OMPI_MCA_orte_set_default_slots": str(self.slots)})
+        volumes, _ = self._volumes(pod, c)
+        volumes[str(self.hostfile)] = {"bind": HOSTFILE, "mode": "ro"}
+        name = "%s-launcher-%s" % (self.name, self.suffix)
+        try:
+            network = self._sandbox("%s-launcher" % self.name, self.network.launcher_address)
+            launcher = self.client.containers.run(
+                c["image"], list(command or c["command"]), detach=True, network_mode=network,
+                working_dir=c.get("workingDir"), environment=env, volumes=volumes, name=name, labels=self.labels)
+            status = launcher.wait(timeout=timeout)["StatusCode"]
+            return status, launcher.logs().decode("utf-8", "replace")
+        finally:
+            self._remove(name)
+            self._remove(self.names.pop())  # the Launcher's sandbox
+
+    def run(self, timeout: float = 3600) -> tuple[int, str, list[str]]:
+        """Every Worker, then the Launcher to its end, then every pod removed: (the Launcher's exit status, its
+        output, each Worker's sshd log)."""
+        try:
+            for i in range(self.replicas):
+                self.start_worker(i)
+            status, log = self.run_launcher(timeout=timeout)
+        finally:
+            sshd_logs = self.stop()
+        return status, log, sshd_logs
+
+    def _remove(self, name: str) -> None:
+        import docker.errors
+        try:
+            self.client.containers.get(name).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+    def stop(self) -> list[str]:
+        """Remove the pods (also one that did not start); return each started Worker's sshd log."""
+        import docker.errors
+        logs = []
+        for w in self.workers:
+            try:
+                logs.append(w.logs().decode("utf-8", "replace"))
+            except docker.errors.NotFound:
+                logs.append("")
+        for name in reversed(self.names):
+            self._remove(name)
+        self.names, self.workers = [], []
+        return logs
+
+
+def _wait_listening(address: str, port: int, container, timeout: float = READY_S) -> None:
+    """Until the Worker's sshd accepts (``WaitForWorkersReady``); ChexstackError when its container exits or
+    ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, port), timeout=1):
+                return
+        except OSError:
+            container.reload()
+            if container.status == "exited":
+                raise ChexstackError("Worker pod %s exited before its sshd accepted: %s"
+                                     % (container.name, container.logs().decode("utf-8", "replace")[-2000:])) from None
+            time.sleep(0.3)
+    raise ChexstackError("Worker pod %s: no sshd on %s:%d after %.0f s" % (container.name, address, port, timeout))
