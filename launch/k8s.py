@@ -48,7 +48,9 @@ class K8sOptions:
     chexstack's images are built for: root's sshd on port 22) means the image runs as root (mpirun then gets
     ``--allow-run-as-root``); another path needs an image with the operator's non-root set-up (a user owning that
     folder, sshd on an unprivileged port), which chexstack's recipes do not make. ``sshd_command``: the workers'
-    foreground sshd."""
+    foreground sshd. ``nodes``: the nodes the pods must run on (``kubernetes.io/hostname``, a required node
+    affinity), the Workers spread one per node while they last (a topology spread of maxSkew 1), so that runs to
+    be compared share their hosts (``invoke study``)."""
 
     namespace: str | None = None
     rdma_resource: str | None = None
@@ -59,6 +61,7 @@ class K8sOptions:
     sshd_command: tuple[str, ...] = ("/usr/sbin/sshd", "-De")
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     backoff_limit: int = 0
+    nodes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not _QUANTITY.match(self.shm_size):
@@ -107,6 +110,25 @@ def _labels(spec: JobSpec, role: str) -> dict[str, str]:
             "app.kubernetes.io/component": role, "chexstack.io/stack": spec.stack.name}
 
 
+#: The node label the scheduler places pods by (a well-known label every kubelet sets).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _placement(spec: JobSpec, opts: K8sOptions, role: str) -> dict:
+    """Pod spec fields that keep the pods on ``opts.nodes`` (none without nodes): a required node affinity, and for
+    the Workers a spread of at most one more Worker on any node than on another."""
+    if not opts.nodes:
+        return {}
+    out: dict = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": HOSTNAME_LABEL, "operator": "In", "values": list(opts.nodes)}]}]}}}}
+    if role == "worker":
+        out["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": HOSTNAME_LABEL,
+                                             "whenUnsatisfiable": "DoNotSchedule",
+                                             "labelSelector": {"matchLabels": _labels(spec, role)}}]
+    return out
+
+
 def _env(spec: JobSpec) -> list[dict]:
     return [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
 
@@ -125,7 +147,8 @@ def launcher_template(spec: JobSpec, opts: K8sOptions) -> dict:
     }
     if spec.env:
         container["env"] = _env(spec)
-    return {"metadata": {"labels": _labels(spec, "launcher")}, "spec": {"containers": [container]}}
+    return {"metadata": {"labels": _labels(spec, "launcher")},
+            "spec": {"containers": [container], **_placement(spec, opts, "launcher")}}
 
 
 def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:
@@ -147,7 +170,8 @@ def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:
         container["securityContext"] = {"capabilities": {"add": [IPC_LOCK]}}
     if spec.env:
         container["env"] = _env(spec)
-    return {"metadata": {"labels": _labels(spec, "worker")}, "spec": {"containers": [container], "volumes": volumes}}
+    return {"metadata": {"labels": _labels(spec, "worker")},
+            "spec": {"containers": [container], "volumes": volumes, **_placement(spec, opts, "worker")}}
 
 
 def mpijob(spec: JobSpec, opts: K8sOptions = K8sOptions()) -> dict:

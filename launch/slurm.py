@@ -50,7 +50,9 @@ PMIX = "--mpi=pmix"
 class SlurmOptions:
     """Scheduler settings that are not part of the run itself. ``output``: sbatch's log file pattern;
     ``requeue``: ``#SBATCH --requeue`` (Slurm may restart the job: ``scontrol requeue``, a node failure), and the
-    bare-metal script continues a restarted job from its last committed checkpoint (``requeue_lines``)."""
+    bare-metal script continues a restarted job from its last committed checkpoint (``requeue_lines``);
+    ``nodelist``: the nodes the job must run on (``#SBATCH --nodelist``; as many as the job's nodes), so that
+    runs to be compared share their hosts (``invoke study``)."""
 
     time: str = "01:00:00"
     partition: str | None = None
@@ -58,6 +60,7 @@ class SlurmOptions:
     output: str = "%x-%j.out"
     exclusive: bool = True
     requeue: bool = False
+    nodelist: tuple[str, ...] = ()
 
 
 def enroot_uri(image: str) -> str:
@@ -90,6 +93,13 @@ def directives(spec: JobSpec, opts: SlurmOptions) -> str:
     pairs = [("job-name", spec.name), ("nodes", spec.nodes), ("ntasks-per-node", spec.ranks_per_node)]
     if spec.gpus:
         pairs.append(("gpus-per-node", spec.ranks_per_node))
+    if opts.nodelist and len(opts.nodelist) != spec.nodes:
+        raise ChexstackError("Slurm --nodelist %s: expected %d node(s), the job's --nodes"
+                             % (",".join(opts.nodelist), spec.nodes))
+    bad = [n for n in opts.nodelist if not _DIRECTIVE_VALUE.match(n)]
+    if bad:
+        raise ChexstackError("Slurm --nodelist: expected node names of letters, digits and _.:%%@+/=-, got %s"
+                             % ", ".join(repr(n) for n in bad))
     pairs += [("partition", opts.partition), ("account", opts.account), ("time", opts.time),
               ("output", opts.output)]
     lines = []
@@ -100,6 +110,8 @@ def directives(spec: JobSpec, opts: SlurmOptions) -> str:
             raise ChexstackError("Slurm option --%s: expected one word of letters, digits and _.:%%@+/=-, got %r"
                                  % (key, value))
         lines.append("#SBATCH --%s=%s" % (key, value))
+    if opts.nodelist:
+        lines.append("#SBATCH --nodelist=%s" % ",".join(opts.nodelist))
     if opts.exclusive:
         lines.append("#SBATCH --exclusive")
     if opts.requeue:
