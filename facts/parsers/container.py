@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 
-from facts.parsers.observation import Observation, shell_command
+from facts.parsers.observation import Observation, first_command, simple_commands
 
 _ERRORS = (
     ("NVIDIA_CONTAINER_TOOLKIT_MISSING", re.compile(r'could not select device driver "[^"]*" with capabilities')),
@@ -138,20 +138,35 @@ def subid_count(text: str | None, user: str, uid: int) -> int:
 
 
 #: ``docker info`` text (also through a pipe: ``sh -c "docker info | grep -i runtime"``) -> ``docker_runtimes``
-DOCKER_INFO = Observation(("docker", "info"), lambda argv, env: shell_command(argv).startswith("docker info"),
+DOCKER_INFO = Observation(("docker", "info"), lambda argv, env: first_command(argv, env).argv[:2] == ("docker", "info"),
                           lambda run: docker_runtimes(run.stdout))
 
 
+def _nvidia_runtime(words: tuple[str, ...]) -> bool:
+    """``--runtime=nvidia`` or ``--runtime nvidia`` among ``docker run``'s words."""
+    return "--runtime=nvidia" in words or any(a == "--runtime" and b == "nvidia" for a, b in zip(words, words[1:]))
+
+
+def _docker_gpu_command(argv: tuple, env: dict | None = None) -> tuple[str, ...] | None:
+    """The ``docker run`` asking for GPUs in a recorded command line (``--gpus X``, ``--gpus=X``, ``--runtime=nvidia``
+    or ``--runtime nvidia``; as typed: under ``sudo``, in ``sh -c``, piped), or None."""
+    for c in simple_commands(argv, env):
+        words = c.argv
+        if c.name == "docker" and "run" in words[1:3] and (
+                _nvidia_runtime(words) or any(a == "--gpus" or a.startswith("--gpus=") for a in words)):
+            return words
+    return None
+
+
 def _docker_gpu_run(argv: tuple, env: dict) -> bool:
-    """Any ``docker run`` asking for GPUs (``--gpus`` or ``--runtime=nvidia``: fixtures 59, 62)."""
-    return len(argv) > 1 and os.path.basename(argv[0]) == "docker" and argv[1] == "run" and any(
-        a == "--gpus" or a.startswith("--gpus=") or a == "--runtime=nvidia" for a in argv)
+    """Any ``docker run`` asking for GPUs (fixtures 59, 62; ``_docker_gpu_command``)."""
+    return _docker_gpu_command(argv, env) is not None
 
 
 #: a recorded ``docker run`` of any image asking for GPUs -> how it asked for them (``docker run --runtime=nvidia``
 #: or ``docker run --gpus all``); its output is the container's ``nvidia-smi -L``
 DOCKER_GPUS = Observation(None, _docker_gpu_run, lambda run: "docker run --runtime=nvidia"
-                          if "--runtime=nvidia" in run.argv else "docker run --gpus all")
+                          if _nvidia_runtime(_docker_gpu_command(run.argv) or ()) else "docker run --gpus all")
 
 
 def _singularity_libs_run(argv: tuple, env: dict) -> bool:

@@ -16,7 +16,7 @@ import re
 import signal
 
 from facts.parsers.horovod import parse_check_build
-from facts.parsers.observation import Observation
+from facts.parsers.observation import Observation, first_command
 
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
@@ -113,7 +113,8 @@ def without_tracebacks(lines: list[str]) -> list[str]:
 
 def _check_build_run(argv: tuple, env: dict) -> bool:
     """``horovodrun --check-build`` in a bundle (fixtures 41-42), from any path."""
-    return bool(argv) and argv[0].endswith("horovodrun") and "--check-build" in argv
+    first = first_command(argv, env)
+    return first.name == "horovodrun" and "--check-build" in first.argv
 
 
 #: ``horovodrun --check-build`` -> CheckBuild (its exit status means nothing: the marks are read from the output)

@@ -9,12 +9,10 @@ Partial or cut-off output is parsed as far as it goes: a block without ``Rate``/
 """
 from __future__ import annotations
 
-import os
 import re
-import shlex
 from dataclasses import dataclass, field
 
-from facts.parsers.observation import Observation, shell_command
+from facts.parsers.observation import Observation, first_command
 
 
 @dataclass
@@ -249,14 +247,14 @@ def _never(argv: tuple, env: dict) -> bool:
 def device_of(argv) -> str | None:
     """The device a port tool's command line names with ``-d`` (``ibv_devinfo -d mlx5_0``, also inside ``sh -c
     "… | egrep …"``), or None."""
-    words = shlex.split(shell_command(argv))
+    words = first_command(argv).argv
     return words[words.index("-d") + 1] if "-d" in words[:-1] else None
 
 
 def _ibv_devinfo_run(argv: tuple, env: dict) -> bool:
     """``ibv_devinfo`` in a bundle, also for one device and filtered (``sh -c "ibv_devinfo -d mlx5_bond_0 | egrep
     'state|link_layer'"``, https://github.com/NVIDIA/nccl/issues/451)."""
-    return shell_command(argv).split(" ")[0] == "ibv_devinfo"
+    return first_command(argv, env).name == "ibv_devinfo"
 
 
 def _ports(parse):
@@ -275,5 +273,5 @@ IBSTATUS = Observation(("ibstatus",), _never, _ports(parse_ibstatus))
 IBV_DEVINFO = Observation(("ibv_devinfo",), _ibv_devinfo_run, _ports(parse_ibv_devinfo))
 
 #: an ``ib_write_bw`` client run in a bundle (other options than a check's own: fixtures 64-65) -> WriteBw
-IB_WRITE_BW = Observation(None, lambda argv, env: bool(argv) and os.path.basename(argv[0]) == "ib_write_bw",
+IB_WRITE_BW = Observation(None, lambda argv, env: first_command(argv, env).name == "ib_write_bw",
                           lambda run: parse_ib_write_bw(run.output))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from facts.parsers.observation import Observation, shell_command
+from facts.parsers.observation import Observation, first_command
 
 #: Xids that need a GPU reset, node reboot or RMA (not an application bug): 48 double-bit ECC, 61/62 internal
 #: micro-controller error, 63/64 row-remapping event/failure, 74 NVLink error, 79 fallen off the bus, 92 high
@@ -102,11 +102,22 @@ def parse_open_module_refusals(text: str) -> list[OpenModuleRefusal]:
     return out
 
 
+#: a kernel log on disk (syslog's, rotated or compressed too)
+_KERNEL_LOG_FILE = re.compile(r"^/var/log/(kern\.log|dmesg|messages|syslog)(\.\d+)?(\.gz)?$")
+
+
 def _kernel_log_run(argv: tuple, env: dict) -> bool:
-    """The kernel log in a bundle: ``dmesg``, or a filtered ``sh -c "dmesg | grep …"``
-    (https://github.com/NVIDIA/nccl/issues/2079) — enough for the lines it kept (IOMMU, NVRM), never for
-    ``gpu.xid`` (a filtered log proves no absence of Xids)."""
-    return shell_command(argv) == "dmesg" or shell_command(argv).startswith("dmesg |")
+    """The kernel log in a bundle, however it was read and filtered: ``dmesg`` with any options (``-T``, under
+    ``sudo``), ``journalctl -k``/``--dmesg``, or a kernel log file (``/var/log/kern.log``, ``dmesg``, ``messages``,
+    ``syslog``), each also filtered (``sh -c "dmesg | grep …"``, https://github.com/NVIDIA/nccl/issues/2079) —
+    enough for the lines it kept (IOMMU, NVRM), never for ``gpu.xid`` (a filtered log proves no absence of Xids)."""
+    first = first_command(argv, env)
+    if first.name == "dmesg":
+        return True
+    if first.name == "journalctl" and any(a == "--dmesg" or a.startswith("-") and not a.startswith("--") and "k" in a
+                                          for a in first.argv[1:]):
+        return True
+    return any(_KERNEL_LOG_FILE.match(a) for a in first.argv[1:])
 
 
 #: the kernel log (``dmesg``, also filtered) -> its text

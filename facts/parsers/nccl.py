@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from facts.parsers.observation import Observation
+from facts.parsers.observation import Observation, simple_commands
 
 _PREFIX = re.compile(r"^\[\d+(?:,\d+)?\](?:<std(?:out|err)>:|\s)")
 
@@ -415,13 +415,30 @@ def _on_bridge(address: str) -> bool:
         return False
 
 
+#: ``NCCL_DEBUG=INFO`` as a launcher passes it on: mpirun's ``-x``, docker's ``-e``/``--env``, srun's
+#: ``--export=ALL,…`` (NCCL reads the value case-insensitively)
+_DEBUG_INFO_WORD = re.compile(r"(?:^|[,=])NCCL_DEBUG=info(?:$|,)", re.I)
+
+
+def _debug_info(command) -> bool:
+    """A simple command that runs with NCCL's INFO log: in its environment (recorded, inline, exported), passed
+    on by its launcher (``_DEBUG_INFO_WORD``), or as ``-genv``/``-env NCCL_DEBUG INFO`` (MPICH, Intel MPI)."""
+    words = command.argv
+    return (command.env.get("NCCL_DEBUG", "").upper() == "INFO" or any(_DEBUG_INFO_WORD.search(w) for w in words)
+            or any(a == "NCCL_DEBUG" and b.upper() == "INFO" for a, b in zip(words, words[1:])))
+
+
+def _is_all_reduce_perf(argv: tuple, env: dict | None = None) -> bool:
+    return any(os.path.basename(a) == "all_reduce_perf" for c in simple_commands(argv, env) for a in c.argv)
+
+
 def _nccl_run(argv: tuple, env: dict) -> bool:
     """What a bundle may hold instead of a check's own all_reduce_perf run: any all_reduce_perf run (other sizes,
-    under mpirun: fixtures 31-34), or any run with ``NCCL_DEBUG=INFO`` (a training job's log: fixtures 35-40)."""
-    return any(os.path.basename(a) == "all_reduce_perf" for a in argv) or env.get("NCCL_DEBUG") == "INFO"
+    under mpirun: fixtures 31-34), or any run with NCCL's INFO log (a training job's log: fixtures 35-40), however
+    the command line was recorded (``sh -c "NCCL_DEBUG=INFO mpirun …"``, ``mpirun -x NCCL_DEBUG=INFO …``)."""
+    return _is_all_reduce_perf(argv, env) or any(_debug_info(c) for c in simple_commands(argv, env))
 
 
 #: a NCCL run: nccl-tests' ``all_reduce_perf`` (the command line is the check's: sizes, GPUs, the mpirun prefix) or
 #: another program's ``NCCL_DEBUG=INFO`` log -> whether it is an all_reduce_perf run (else only a log)
-ALL_REDUCE_PERF = Observation(("all_reduce_perf",), _nccl_run,
-                              lambda run: any(os.path.basename(a) == "all_reduce_perf" for a in run.argv))
+ALL_REDUCE_PERF = Observation(("all_reduce_perf",), _nccl_run, lambda run: _is_all_reduce_perf(run.argv))

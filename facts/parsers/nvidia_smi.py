@@ -15,7 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from facts.parsers.observation import Observation, shell_command
+from facts.parsers.observation import Observation, simple_commands
 
 
 @dataclass
@@ -418,7 +418,8 @@ def _excerpt_run(argv: tuple, env: dict) -> bool:
     """The head of nvidia-smi's table in a bundle (``sh -c "nvidia-smi | head -4"``,
     https://github.com/devcontainers/features/issues/1295): its header gives the driver and its maximum CUDA; it
     proves nothing about the GPUs."""
-    return tuple(argv[:2]) == ("sh", "-c") and re.match(r"nvidia-smi\s*\|", shell_command(argv)) is not None
+    commands = simple_commands(argv, env)
+    return len(commands) > 1 and commands[0].argv == ("nvidia-smi",)
 
 
 #: a recorded head of nvidia-smi's table -> SmiReport (driver, maximum CUDA, no GPU rows)

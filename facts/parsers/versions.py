@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from facts.parsers.observation import Observation, shell_command
+from facts.parsers.observation import Observation, first_command
 
 _DOTTED = r"\d+(?:\.\d+)+"
 
@@ -156,10 +156,11 @@ def nvidia_kernel_module(text: str) -> str | None:
 #: ``ompi_info`` in any form (``--parsable --all``, ``-a | grep cuda``, a head of it: fixtures 44-46) -> ``ompi_info``'s
 #: dict
 OMPI_INFO = Observation(("ompi_info", "--parsable", "--all"),
-                        lambda argv, env: shell_command(argv).split(" ")[0] == "ompi_info",
+                        lambda argv, env: first_command(argv, env).name == "ompi_info",
                         lambda run: ompi_info(run.stdout))
 
 
 #: ``nvcc --version``, also filtered (``sh -c "nvcc --version | grep release"``) -> ``nvcc``'s version or None
-NVCC = Observation(("nvcc", "--version"), lambda argv, env: shell_command(argv).startswith("nvcc --version"),
+NVCC = Observation(("nvcc", "--version"), lambda argv, env: first_command(argv, env).argv[:2] in (("nvcc", "--version"),
+                                                                                        ("nvcc", "-V")),
                    lambda run: nvcc(run.stdout))
