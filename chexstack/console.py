@@ -25,8 +25,10 @@ def width_for(stream) -> int | None:
 
 
 def make(stderr: bool = False) -> Console:
-    """A console for this process's stdout (``stderr``: stderr) as it is now, as every task prints through."""
-    return Console(highlight=False, stderr=stderr, width=width_for(sys.stderr if stderr else sys.stdout))
+    """A console for this process's stdout (``stderr``: stderr) as it is now, as every task prints through. Emoji
+    codes are off: tool output quoted in a message holds words between colons that rich would turn into emoji
+    (NCCL's ``host:1234:1234`` became ``host🔢1234``)."""
+    return Console(highlight=False, emoji=False, stderr=stderr, width=width_for(sys.stderr if stderr else sys.stdout))
 
 
 console = make()

@@ -124,7 +124,7 @@ def manifest_json(stack: Stack) -> str:
 def render_text(*renderables: RenderableType, width: int = 120) -> str:
     """Plain text of rich renderables at a fixed width (no colour), for golden files."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
+    con = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False, emoji=False)
     for r in renderables:
         con.print(r)
     return buf.getvalue()
