@@ -28,3 +28,25 @@ def test_a_note_per_batch_taken_and_a_slow_batch_waited_for():
     assert len(waits.delivered) == 3  # not 5: nothing ran ahead of the three calls
     # no pause between the steps: every batch is made while the step waits for it (the prefetch holds 1)
     assert all(w >= slow * 0.5 for w in waits.waits()[1:]), waits.waits()
+
+
+def test_the_timeline_folder_made_by_another_rank_first(tmp_path, monkeypatch):
+    """Every rank points Horovod at the timeline before hvd.init: when another rank makes the output folder right
+    after this rank looked for it, the rank goes on (a 2-rank study on one file system died of it:
+    FileExistsError)."""
+    import os
+
+    from trainer import outputs, throughput
+
+    out = tmp_path / "np-2"
+    real = os.path.isdir
+
+    def isdir(path):  # this rank's look: not there yet; the other rank makes it right after
+        found = real(path)
+        if str(path) == str(out) and not found:
+            os.mkdir(out)
+        return found
+    monkeypatch.setattr(os.path, "isdir", isdir)
+    monkeypatch.delenv("HOROVOD_TIMELINE", raising=False)
+    assert throughput.start_timeline(str(out)) == str(out / outputs.TIMELINE)
+    assert os.environ["HOROVOD_TIMELINE"] == str(out / outputs.TIMELINE)

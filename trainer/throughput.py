@@ -26,10 +26,10 @@ from trainer.train import load_data, training_dataset, versions
 
 def start_timeline(output):
     """Point Horovod's timeline at ``output``/``outputs.TIMELINE`` (made absolute; the folder created): Horovod reads
-    ``HOROVOD_TIMELINE`` from the environment in ``hvd.init`` (Horovod docs, "Horovod Timeline"), on rank 0 only."""
+    ``HOROVOD_TIMELINE`` from the environment in ``hvd.init`` (Horovod docs, "Horovod Timeline"), on rank 0 only.
+    Every rank calls it before ``hvd.init`` (its rank unknown yet), so two ranks may make the folder at once."""
     path = os.path.abspath(os.path.join(output, outputs.TIMELINE))
-    if not os.path.isdir(output):
-        os.makedirs(output)
+    os.makedirs(output, exist_ok=True)
     os.environ["HOROVOD_TIMELINE"] = path
     return path
 
