@@ -276,20 +276,29 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
 
 
 # --- bench: scaling sweep, Figure 1, launchers ---------------------------------------------------------------------
-@task(help={
+#: The options of a throughput sweep that invoke bench and invoke study share (``bench.sweep.SweepRequest``).
+SWEEP_HELP = {
     "gpus": "GPU counts to sweep, one rank per GPU as in invoke train --gpus (default 1,2,3,4,8, the seed's "
             "Figure 1)",
     "np": "CPU rank counts to sweep instead, e.g. 1,2 (as invoke train --gpus 0 --np N)",
-    "stack": "run the trainer in this stack's image (local: docker, as invoke train --stack; required for slurm/k8s)",
-    "launcher": "local (horovodrun here), mpirun (horovodrun's MPI across --hosts), slurm, k8s",
-    "hosts": "for mpirun: host:slots,... (Horovod's -H)",
-    "model": "densenet121 (CheXNet, the seed's Figure 1) or resnet50",
+    "model": "densenet121 (CheXNet, the seed's Figure 1) or another backbone of the trainer (--model)",
     "batch_size": "images per rank per step",
     "image_size": "input side in pixels",
     "steps": "timed steps per count (after the warm-up)",
     "warmup_steps": "untimed steps before them",
     "data": "'synthetic' or a ChestX-ray14 folder",
     "amp": "mixed precision (float16 compute) in the trainer's throughput mode",
+    "timeline": "also record Horovod's timeline (HOROVOD_TIMELINE, horovod-timeline.json in each run's folder) "
+                "and each step's input wait, and split each point's step into compute, input wait and exposed "
+                "allreduce (bench-report names the part that grew)",
+}
+
+
+@task(help={
+    **SWEEP_HELP,
+    "stack": "run the trainer in this stack's image (local: docker, as invoke train --stack; required for slurm/k8s)",
+    "launcher": "local (horovodrun here), mpirun (horovodrun's MPI across --hosts), slurm, k8s",
+    "hosts": "for mpirun: host:slots,... (Horovod's -H)",
     "label": "name of this system in the figure and the result file (default STACK-LAUNCHER)",
     "output": "folder of the sweep JSON (default bench/results)",
     "per_node": "slurm/k8s: GPUs (or CPU ranks) per node",
@@ -304,9 +313,6 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
     "repeats": "runs of each count (slurm: job steps of the one job; k8s: one MPIJob each), round-robin over "
                "the counts per repeat (1,2,...,1,2,...) so "
                "drift hits every count alike; 3 or more give each point a 95 % interval (5 for a readable 3 %)",
-    "timeline": "also record Horovod's timeline (HOROVOD_TIMELINE, horovod-timeline.json in each run's folder) "
-                "and each step's input wait, and split each point's step into compute, input wait and exposed "
-                "allreduce (bench-report names the part that grew)",
 })
 @user_errors
 def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
@@ -321,16 +327,13 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
 
     if collect:
         return main.collect(collect, Path(output), label, launcher)
-    from bench.sweep import FIGURE1_COUNTS
     from launch.options import LAUNCHERS
 
     check_applicable(launcher, stack, given(bench.body, locals(), (
         "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)
-    if gpus and np:
-        raise ChexstackError("--gpus %s and --np %s: give one (GPU counts, or CPU rank counts)" % (gpus, np))
-    counts = main.parse_counts(np, "--np") if np else main.parse_counts(gpus) if gpus else FIGURE1_COUNTS
+    counts, on_gpus = main.sweep_counts(gpus, np)
     req = main.SweepRequest(counts=counts,
-                            gpus=not np, label=label or main.default_label(stack, launcher),
+                            gpus=on_gpus, label=label or main.default_label(stack, launcher),
                             launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, model=model,
                             batch_size=batch_size, image_size=image_size, steps=steps,
                             warmup_steps=warmup_steps, data=data, amp=amp, image=image, repeats=repeats,
@@ -339,6 +342,57 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
                           results=results,
                           rdma_resource=rdma, render=render, submit=submit)
     main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)
+
+
+@task(help={
+    **SWEEP_HELP,
+    "systems": "the systems to compare, comma-separated, the first the baseline of the % differences: baremetal "
+               "(Slurm, the trainer in --python's environment), apptainer (Slurm's hybrid model: the host's mpirun "
+               "around apptainer exec of the stack's SIF), mpijob (the stack's MPIJob as pods of its Docker image, "
+               "each on the test cluster's bridge)",
+    "stack": "the stack whose SIF (apptainer) and Docker image (mpijob) run; required with either",
+    "hosts": "the nodes every system runs on, comma-separated (default: the nodes Slurm lists and has not lost, "
+             "as many as the largest count needs)",
+    "per_node": "ranks per node (GPUs, or CPU ranks); 1 puts each rank of a count on its own host",
+    "repeats": "runs of each count per system, the systems interleaved (round-robin per repeat, their order "
+               "rotating); 3 or more give intervals, 5 make a 3 % difference readable",
+    "results": "folder of the runs, an absolute path every node sees (default runs/study in this checkout)",
+    "python": "the bare-metal system's Python, of an environment every node sees (default this one)",
+    "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
+    "image": "the mpijob system's Docker image (default the stack's verified tag)",
+    "label": "names the study's folders and jobs (default study)",
+    "output": "folder where the study's folder goes: a sweep JSON per system and figure1.png/.csv/.md "
+              "(default bench/results)",
+    "title": "figure title",
+    "bandwidth": "as bench-report --bandwidth: Gbit/s, or a validate --hosts JSON report (mpi.bandwidth)",
+    "time": "each Slurm job's time limit (HH:MM:SS)",
+    "render": "print the run order and each system's jobs of the first repeat (batch scripts, MPIJobs); run "
+              "nothing",
+})
+@user_errors
+def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=None, hosts=None, per_node=1,
+          repeats=5, results=None, python=None, sif=None, image=None, model="densenet121", batch_size=32,
+          image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, timeline=False, label="study",
+          output="bench/results", title=None, bandwidth=None, time="01:00:00", render=False):
+    """The seed study on one set of hosts: the same sweep as bare metal, HPC container and Kubernetes pods,
+    interleaved, then Figure 1 with intervals, the comparability caption and the gap (docs/benchmarks.md)."""
+    from pathlib import Path
+
+    from bench import main
+    from bench import study as study_
+
+    counts, on_gpus = main.sweep_counts(gpus, np)
+    sweep = main.SweepRequest(counts=counts, gpus=on_gpus, label=label, launcher="slurm", stack=stack, model=model,
+                              batch_size=batch_size, image_size=image_size, steps=steps,
+                              warmup_steps=warmup_steps, data=data, amp=amp, repeats=repeats, timeline=timeline)
+    req = study_.StudyRequest(sweep=sweep, systems=tuple(csv_list(systems)),
+                              hosts=tuple(csv_list(hosts)) or study_.slurm_hosts(), per_node=per_node,
+                              results=results or str(main.REPO / "runs" / "study"),
+                              python=python or sys.executable, sif=sif, image=image, time=time)
+    if render:
+        print(study_.render(req), end="")
+        return
+    study_.run_study(req, Path(output), title, bandwidth)
 
 
 @task(help={

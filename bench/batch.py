@@ -96,11 +96,12 @@ def results_root(req: SweepRequest, target: BatchTarget, now: datetime) -> str:
 
 def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str = "pyxis",
                  opts: slurm.SlurmOptions = slurm.SlurmOptions(), mpirun_version_output: str | None = None,
-                 now: datetime | None = None, render_host: str | None = None) -> str:
-    """The sweep's batch script. Raises ChexstackError for a bad request or (hybrid) incompatible MPIs."""
+                 now: datetime | None = None, render_host: str | None = None, out_root: str | None = None) -> str:
+    """The sweep's batch script, its results under ``out_root`` (default ``results_root``). Raises ChexstackError
+    for a bad request or (hybrid) incompatible MPIs."""
     req.check()
     now = now or datetime.now(timezone.utc)
-    out_root = results_root(req, target, now)
+    out_root = out_root or results_root(req, target, now)
     jobs = specs(req, target, out_root, (Mount(out_root),))
     largest = max(jobs, key=lambda j: j.nodes)
     allocation = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
@@ -134,7 +135,7 @@ def render_k8s(req: SweepRequest, target: BatchTarget, opts: k8s.K8sOptions = k8
     return "---\n".join(k8s.render(job, opts) for job in jobs)
 
 
-def _collected_gpus(folder: Path) -> list[tuple[str, str]]:
+def collected_gpus(folder: Path) -> list[tuple[str, str]]:
     path = folder / "nvidia-smi.csv"
     return host.gpus_from_query(path.read_text()) if path.is_file() else []
 
@@ -174,7 +175,7 @@ def collect(folder: Path, output: Path, label: str | None = None, launcher: str 
         devices.add(reading.device)
         record = with_reading(record, reading)
     points = [merge_repeats(readings[n]) for n in sorted(readings)]
-    gpus = _collected_gpus(folder)
+    gpus = collected_gpus(folder)
     record = settle_device(with_gpus(record, gpus, "the job's nodes") if gpus else record, devices)
     label = label or folder.name.rsplit("-", 1)[0]
     sweep = Sweep(label=label, record=record, points=points)

@@ -44,6 +44,18 @@ def parse_counts(text: str, option: str = "--gpus") -> tuple[int, ...]:
     return tuple(counts)
 
 
+def sweep_counts(gpus: str | None, np: str | None) -> tuple[tuple[int, ...], bool]:
+    """(counts, whether they are GPUs) from ``--gpus`` or ``--np`` (default: the seed's Figure 1 GPU counts).
+    Raises ChexstackError when both are given or one does not parse."""
+    from bench.sweep import FIGURE1_COUNTS
+
+    if gpus and np:
+        raise ChexstackError("--gpus %s and --np %s: give one (GPU counts, or CPU rank counts)" % (gpus, np))
+    if np:
+        return parse_counts(np, "--np"), False
+    return (parse_counts(gpus) if gpus else FIGURE1_COUNTS), True
+
+
 def print_sweep(sweep: Sweep, path: Path) -> None:
     console.print(figure.rich_table(figure.compare([sweep]), title="%s (%s)" % (sweep.label, sweep.unit)))
     for note in sweep.record.notes:
