@@ -325,7 +325,7 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     load_start = os.getloadavg()
     reads: dict[str, list[Reading]] = {s: [] for s in req.systems}
     console.print("study %s: %s at %s %s on %s, %d repeat(s), results in %s" % (
-        tag, ", ".join(req.systems), ",".join(map(str, req.sweep.counts)), req.sweep.count_option[2:],
+        tag, ", ".join(req.systems), ",".join(map(str, req.sweep.counts)), _unit(req),
         ",".join(req.hosts[:req.nodes]), req.sweep.repeats, root))
     for repeat, system in order(req.systems, req.sweep.repeats):
         folder = _run_mpijob(req, repeat, root) if system == "mpijob" else _run_slurm(req, system, repeat, root)
@@ -333,7 +333,7 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
             reading = read_point(n, folder / ("np-%d" % n))
             reads[system].append(reading)
             console.print("  %-9s repeat %d/%d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)" % (
-                system, repeat, req.sweep.repeats, n, req.sweep.count_option[2:], reading.point.images_per_sec,
+                system, repeat, req.sweep.repeats, n, _unit(req), reading.point.images_per_sec,
                 reading.point.median_step_time_s))
     note = _load_note(req, load_start, os.getloadavg())
     paths = [str(save_sweep(_sweep(req, system, reads[system], now, root, note),
@@ -352,6 +352,10 @@ def _sweep(req: StudyRequest, system: str, reads: list[Reading], now: datetime, 
         by_count.setdefault(reading.point.count, []).append(reading.point)
     points = [merge_repeats(by_count[n]) for n in sorted(by_count)]
     return Sweep(label=system, record=settle_device(record, {r.device for r in reads}), points=points)
+
+
+def _unit(req: StudyRequest) -> str:
+    return "GPUs" if req.sweep.gpus else "CPU ranks"
 
 
 def _title(req: StudyRequest) -> str:

@@ -23,7 +23,7 @@ from tests.lib.runs import FAST_MODEL
 pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
 
 SYSTEMS = ("baremetal", "apptainer", "mpijob")
-_RUN_LINE = re.compile(r"^\s+(\w+)\s+repeat (\d+)/2,\s+(\d+) np: ([0-9.]+) images/s", re.M)
+_RUN_LINE = re.compile(r"^\s+(\w+)\s+repeat (\d+)/2,\s+(\d+) CPU ranks: ([0-9.]+) images/s", re.M)
 
 
 def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testcluster, client, cpu_build, cpu_sif,
