@@ -254,11 +254,15 @@ def load_sweep(path: str | Path) -> Sweep:
 
 def save_sweep(sweep: Sweep, path: str | Path) -> Path:
     """Write ``sweep`` as indented JSON, atomically (a temporary file in the same folder, then rename; none is left
-    behind on failure). Raises OSError when the folder cannot be written."""
+    behind on failure), readable as any file this process writes (mode 0666 less the umask). Raises OSError when
+    the folder cannot be written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".%s." % path.name)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # a result file's mode as open() gives it, not mkstemp's 0600
         with os.fdopen(fd, "w") as f:
             f.write(sweep.model_dump_json(by_alias=True, indent=2) + "\n")
         os.replace(tmp, path)

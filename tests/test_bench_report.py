@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import pytest
 
@@ -119,6 +120,11 @@ def test_save_is_atomic_and_round_trips(tmp_path):
     sweep = _gpu_sweep("k", 0.9)
     path = save_sweep(sweep, tmp_path / "a" / "k.json")
     assert load_sweep(path) == sweep and [p.name for p in path.parent.iterdir()] == ["k.json"]
+    old = os.umask(0o022)
+    try:  # readable by the others a result is shared with, as any file written with open() (not mkstemp's 0600)
+        assert save_sweep(sweep, tmp_path / "b.json").stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old)
 
 
 def test_a_finished_sweep_is_kept_when_its_folder_cannot_be_written(tmp_path, capsys):
