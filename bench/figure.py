@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -291,6 +292,7 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
     width = 0.8 / n_series
     fig, (ax, ax_eff) = plt.subplots(2, 1, figsize=(10, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     values = [c.images_per_sec for c in cmp.cells.values() if c]
+    tops = [c.interval.high if c.interval else c.images_per_sec for c in cmp.cells.values() if c]  # labels' base
     log = max(values) / min(values) > LOG_SCALE_RATIO
     mixed_units = len(set(cmp.units)) > 1
     for i, (label, unit) in enumerate(zip(cmp.labels, cmp.units)):
@@ -320,13 +322,15 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
     ax.set_ylabel("images/s (total%s)" % (", log scale" if log else ""))
     upright = n_series >= UPRIGHT_BAR_LABELS  # taller labels need more room above the bars
     if log:
-        ax.set_ylim(min(values) / 2, max(values) * (12 if upright else 6))
+        ax.set_ylim(min(values) / 2, max(tops) * (12 if upright else 6))
     else:
-        ax.set_ylim(0, max(values) * (1.45 if upright else 1.25))
+        ax.set_ylim(0, max(tops) * (1.45 if upright else 1.25))
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
+    # above the axes, in one row: inside them it covered the first group's labels
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=min(n_series, 4), fontsize=9, frameon=False)
     models = sorted({s.record.model for s in sweeps if s.record.model})
-    ax.set_title(title or "Training throughput vs %s%s" % (cmp.count_axis, " — " + ", ".join(models) if models else ""))
+    ax.set_title(title or "Training throughput vs %s%s" % (cmp.count_axis, " — " + ", ".join(models) if models else ""),
+                 pad=8 + 16 * math.ceil(n_series / 4))
     lines = caption(cmp)
     if n_series > 1:
         lines.insert(0, "%% above bars: difference vs %s [95 %% interval]; n.d.: not distinguishable%s" % (
