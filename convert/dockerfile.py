@@ -15,7 +15,9 @@ environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` g
 Mapping (Dockerfile reference), per instruction:
 
 - ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``); ``ARG``s before
-  the first ``FROM`` only resolve ``FROM`` (``--build-arg`` overrides; no value -> error). ``FROM <stage>``,
+  the first ``FROM`` only resolve ``FROM`` and the global ARGs after them (``--build-arg`` overrides). A name
+  without a value there (declared without one, or not declared) resolves only in ``${NAME:-word}`` and
+  ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <stage>``,
   ``--platform`` and ``scratch`` are refused.
 - ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
 (singularityhub/singularity-cli#187); never in
@@ -94,6 +96,11 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
              "pushd", "popd", "shopt", "declare", "typeset", "getopts", "builtin", "command", "!"}
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: Global ARGs Docker gives a value of its own (Dockerfile reference, "Automatic platform ARGs in the global scope"
+#: and "Predefined ARGs", which the docker CLI also passes from its proxy configuration).
+_DOCKER_SETS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS", "BUILDARCH",
+                "BUILDVARIANT"} | {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p,
+                                                                                         "%s_proxy" % p.lower())}
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
@@ -130,6 +137,23 @@ class _Stage:
         return {k: v for k, v in self.vars.items() if v is not None}
 
 
+class _Blank:
+    """The names the global scope leaves without a value: an ARG declared before the first FROM without one is
+    unset for the classic builder and BuildKit's ``buildMetaArgs`` (only an ARG with a value is added to the global
+    scope), empty for older BuildKit releases; a name no global ARG declares is unset. ``${NAME:-word}`` and
+    ``${NAME:+word}`` read empty and unset alike (BuildKit's ``frontend/dockerfile/shell/lex.go``: the colon forms
+    take an empty value as unset), so ``convert.words`` resolves them; ``$NAME``, ``${NAME-word}`` and
+    ``${NAME+word}`` stay references, refused in FROM. Not among them: the automatic platform ARGs (``TARGETARCH``...)
+    and the predefined proxy ARGs, which Docker gives values of its own (the build machine, the client's proxy
+    configuration)."""
+
+    def __init__(self, known: dict[str, str]):
+        self.known = known
+
+    def __contains__(self, name: str) -> bool:
+        return name not in self.known and name not in _DOCKER_SETS
+
+
 @dataclass
 class Conversion:
     text: str
@@ -159,9 +183,9 @@ class _Converter:
         return self.stages[-1]
 
     # --- words --------------------------------------------------------------------------------------------------
-    def words(self, text: str, known: dict | None = None, split: bool = True) -> list:
+    def words(self, text: str, known: dict | None = None, split: bool = True, blank=()) -> list:
         try:
-            return words.words(text, self.stage.known() if known is None else known, split)
+            return words.words(text, self.stage.known() if known is None else known, split, blank)
         except UnsupportedExpansion as e:
             self.fail(str(e))
 
@@ -202,12 +226,25 @@ class _Converter:
             self.fail("%s: not converted (Apptainer builds for the machine that builds)" % " ".join(c.flags))
         if len(c.value) not in (1, 3) or (len(c.value) == 3 and c.value[1].upper() != "AS"):
             self.fail("expected FROM IMAGE [AS NAME]")
-        args = {**{k: v for k, v in self.global_args.items() if v is not None}, **self.build_args}
-        word = self.words(c.value[0], args, split=False)[0]
+        args, blank = self._global_scope()
+        word = self.words(c.value[0], args, split=False, blank=blank)[0]
         missing = words.unknown(word)
+        undeclared = [n for n in missing if n not in self.global_args]
+        if undeclared:
+            n = undeclared[0]
+            self.fail("FROM refers to $%s, %s; declare it before the first FROM (ARG %s=VALUE, or ARG %s and "
+                      "--build-arg %s=VALUE)" % (n, "which Docker sets itself (the platform it builds for, the "
+                                                 "client's proxy)" if n in _DOCKER_SETS else
+                                                 "which no ARG before the first FROM declares (Docker expands FROM "
+                                                 "with those only, and gives --build-arg values to those only)",
+                                                 n, n, n))
         if missing:
-            self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)"
-                      % (", ".join(missing), missing[0]))
+            told = [p for p in word if isinstance(p, words.Ref) and p.name in blank and p.op in ("-", "+")]
+            self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)%s"
+                      % (", ".join(missing), missing[0],
+                         "" if not told else "; ${%s%s...} tells an empty ARG from one without a value, which "
+                         "Docker's builders do not agree on (${%s:%s...} does not)"
+                         % (told[0].name, told[0].op, told[0].name, told[0].op)))
         image = words.literal(word)
         names = [s.name for s in self.stages]
         if image.lower() in names:
@@ -224,9 +261,14 @@ class _Converter:
     def _arg(self, c) -> None:
         for decl in c.value:
             name, eq, default = decl.partition("=")
-            if not self.stages:
-                value = self.words(default, {}, split=False)[0] if eq else None
-                self.global_args[name] = words.literal(value) if value is not None else None
+            if not self.stages:  # BuildKit's buildMetaArgs: a default is expanded with the global ARGs before it,
+                if name in self.build_args:  # and not at all when --build-arg gives the ARG a value
+                    self.global_args[name] = self.build_args[name]
+                elif eq:
+                    known, blank = self._global_scope()
+                    self.global_args[name] = words.literal(self.words(default, known, False, blank)[0])
+                else:
+                    self.global_args[name] = None
                 continue
             st = self.stage
             if name in self.build_args:
@@ -242,6 +284,14 @@ class _Converter:
             st.vars[name] = words.literal(value) if value is not None else None
             if value is not None:
                 st.post.append("export %s=%s" % (name, words.shell(value)))
+
+    def _global_scope(self) -> tuple[dict[str, str], _Blank]:
+        """What FROM and the ARGs before the first FROM see: the values of the global ARGs declared so far
+        (``--build-arg`` over defaults; a build argument no global ARG declares is not seen, as in Docker), every
+        other name empty or unset (``_Blank``)."""
+        args = {k: self.build_args.get(k, v) for k, v in self.global_args.items()
+                if v is not None or k in self.build_args}
+        return args, _Blank(args)
 
     def _env(self, c) -> None:
         st = self.stage

@@ -89,6 +89,36 @@ def test_09_arg_without_default_needs_a_value(tmp_path):
     assert "From: nvidia/cuda:11.8.0-cudnn8-devel-ubuntu20.04\n" in text
 
 
+@pytest.mark.parametrize("image, build_args, expected", [
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}", {}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}", {"UBUNTU": "20.04"}, "nvidia/cuda:11.8.0-devel-ubuntu20.04"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}", {"UBUNTU": ""}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),
+    ("nvidia/cuda:${CUDA}${UBUNTU:+-ubuntu}-devel", {}, "nvidia/cuda:11.8.0-devel"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${NEVER_DECLARED:-22.04}", {}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),
+    ("$IMAGE", {}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),  # a global ARG's default sees the ARGs before it
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU-22.04}", {},
+     r"ARG UBUNTU has no value.*\$\{UBUNTU-\.\.\.\} tells an empty ARG from one without a value"),
+    ("nvidia/cuda:${CUDA}${UBUNTU+-ubuntu}", {}, r"ARG UBUNTU has no value"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu$UBUNTU", {}, r"ARG UBUNTU has no value"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${NEVER_DECLARED}", {"NEVER_DECLARED": "22.04"},
+     r"FROM refers to \$NEVER_DECLARED, which no ARG before the first FROM declares"),
+    ("nvidia/cuda:${CUDA}-${TARGETARCH:-amd64}", {}, r"FROM refers to \$TARGETARCH, which Docker sets itself"),
+])
+def test_09_a_global_arg_without_value_resolves_the_forms_docker_reads_alike(tmp_path, image, build_args, expected):
+    """Case 09's kind: ``ARG UBUNTU`` without a value is unset for the classic builder and BuildKit's buildMetaArgs,
+    empty for older BuildKit: ``${UBUNTU:-22.04}`` is 22.04 and ``${UBUNTU:+x}`` empty for both, resolved;
+    ``$UBUNTU``, ``${UBUNTU-x}``, ``${UBUNTU+x}`` refused. A build argument no global ARG declares is not seen, and
+    the automatic platform ARGs are never read as blank."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("ARG CUDA=11.8.0\nARG UBUNTU\nARG IMAGE=nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}\n"
+                  "FROM %s\nRUN echo ok\n" % image)
+    if expected.startswith("nvidia/"):
+        assert "\nFrom: %s\n" % expected in convert(df, build_args).text
+    else:
+        with pytest.raises(ChexstackError, match=r":4: FROM .*" + expected):
+            convert(df, build_args)
+
+
 def test_10_env_exported_during_post_and_at_run_time():
     text = convert(_case("10")).text
     environment, post_start = _expected_blocks("10")
@@ -171,6 +201,10 @@ def test_words_follow_docker():
     assert [literal(w) for w in words('a "b c" \'$d\' e\\ f', {})] == ["a", "b c", "$d", "e f"]
     assert literal(words("${X:-dflt}/${Y:+set}$Z", {"X": "", "Y": "1", "Z": "z"}, split=False)[0]) == "dflt/setz"
     assert literal(words("${BASE_ONLY:-dflt}", {}, split=False)[0]) is None  # the base image may define it
+    blank = {"NO_VALUE"}  # empty or unset, not known which: only the colon forms read both alike
+    assert literal(words("${NO_VALUE:-dflt}${NO_VALUE:+set}", {}, split=False, blank=blank)[0]) == "dflt"
+    assert [literal(words(t, {}, split=False, blank=blank)[0]) for t in ("$NO_VALUE", "${NO_VALUE-d}", "${NO_VALUE+s}")
+            ] == [None, None, None]
     assert shell(words("/opt/bin:$PATH", {}, split=False)[0]) == '"/opt/bin:${PATH}"'
     assert shell(words('"two words"', {}, split=False)[0]) == '"two words"'
     with pytest.raises(UnsupportedExpansion):
