@@ -24,7 +24,8 @@ Mapping (Dockerfile reference), per instruction:
   ``%environment``. An ``ENV`` of the same name wins, as in Docker.
 - ``ENV``: ``export`` in ``%post`` where it stood (singularityhub/singularity-cli#20) and in ``%environment``; values
 are expanded as Docker
-  does, with what the Dockerfile defines; references to the base image's variables stay ``${NAME}``.
+  does, with what the Dockerfile defines before the instruction (all pairs of one ENV alike); references to the base
+  image's variables stay ``${NAME}``.
 - ``RUN``: Docker runs each RUN as ``SHELL + [command]`` (default ``/bin/sh -c``) in a fresh shell, failing only on
   the command's exit status. A single simple command is written as it is; anything else (lists, ``cd``,
   assignments, another ``SHELL``, heredocs) as ``/bin/sh -c '...'``, because under ``sh -e`` ``a && b`` does not
@@ -294,15 +295,35 @@ class _Converter:
         return args, _Blank(args)
 
     def _env(self, c) -> None:
+        """Every pair of one ENV is expanded with the variables as they were before it (Dockerfile reference,
+        "Environment replacement": ``ENV abc=hello`` then ``ENV abc=bye def=$abc`` gives def=hello; BuildKit's
+        ``dispatch`` expands the whole instruction, ``EnvCommand.Expand``, before ``dispatchEnv`` adds a pair; the
+        classic builder alike). So a later pair of the same name replaces an earlier one, and a pair that refers to a
+        base image variable (written ``${NAME}``, read when ``%post`` and ``%environment`` run their exports one
+        after the other) is written before the pair of this ENV that sets that variable; two pairs that each refer
+        to the other's variable are refused."""
         st = self.stage
-        pairs = list(zip(c.value[0::2], c.value[1::2]))
-        for name, raw in pairs:
-            word = self.words(raw, split=False)[0]
+        known, declared = st.known(), set(st.vars)
+        pairs: dict[str, list] = {}
+        for name, raw in zip(c.value[0::2], c.value[1::2]):
+            word = self.words(raw, known, split=False)[0]
             for ref in words.unknown(word):
-                if ref in st.vars:
+                if ref in declared:
                     self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
-            line = "export %s=%s" % (name, words.shell(word))
-            st.vars[name] = words.literal(word)
+            pairs.pop(name, None)
+            pairs[name] = word
+        left = list(pairs)
+        while left:
+            free = [n for n in left if not any(n in words.unknown(pairs[o]) for o in left if o != n)]
+            if not free:
+                names = [n for n in left if any(n in words.unknown(pairs[o]) for o in left if o != n)]
+                self.fail("%s each take another one's value from before this ENV (the base image's, not known at "
+                          "conversion), which exports run one after the other cannot keep; give one of them a "
+                          "literal value" % (", ".join(names[:-1]) + " and " + names[-1]))
+            name = free[0]
+            left.remove(name)
+            line = "export %s=%s" % (name, words.shell(pairs[name]))
+            st.vars[name] = words.literal(pairs[name])
             st.env_names.add(name)
             st.post.append(line)
             st.environment.append(line)

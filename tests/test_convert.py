@@ -133,6 +133,21 @@ def test_10_env_exported_during_post_and_at_run_time():
     assert post[8].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
 
 
+def test_10_every_pair_of_one_env_reads_the_values_from_before_it(tmp_path):
+    """Case 10's kind (Dockerfile reference, "Environment replacement": ``ENV abc=hello``, ``ENV abc=bye def=$abc``
+    gives def=hello): ``ENV A=2 B=$A`` after ``ENV A=1`` gives B=1; a pair reading a base image variable that an
+    earlier pair of the same ENV sets is exported before it. ARG is not alike: BuildKit expands each ARG pair with
+    the pairs before it (``dispatch`` skips ``ArgCommand``'s expansion, ``dispatchArg`` expands pair by pair), and a
+    LABEL sets no variable."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM ubuntu:22.04\nENV A=1\nENV A=2 B=$A\nRUN echo \"$B\" > /b.txt\n"
+                  "ENV PATH=/opt/bin:$PATH OLD_PATH=$PATH\nARG X=1 Y=$X\nLABEL a=$A b=$B\n")
+    text = convert(df).text
+    assert "export A=1\nexport A=2\nexport B=1\necho \"$B\" > /b.txt\n" in _post(text) + "\n"
+    assert 'export OLD_PATH="${PATH}"\nexport PATH="/opt/bin:${PATH}"\nexport X=1\nexport Y=1' in _post(text)
+    assert "%labels\na 2\nb 1\n" in text
+
+
 def test_11_copy_into_workdir():
     result = convert(_case("11"))
     post = _post(result.text)
