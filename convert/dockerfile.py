@@ -35,12 +35,12 @@ are expanded as Docker
   Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
   is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
-  ``DEST/`` a folder, owner root or ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies
-  from the build context with ``cp -fLr`` (symbolic links followed, owners lost), so a local source holding
-  symbolic links is refused; ``%files from`` keeps links only since Singularity 3.5.3, so ``--from`` goes through a
-  tar the source stage makes at its end (links and owners kept, as Docker keeps them, on every release);
-  ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it
-  (singularityhub/singularity-cli#229), of a URL
+  ``DEST/`` and ``.`` a folder (several sources need one: BuildKit's rule, ``_transfer_dest``), owner root or
+  ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies from the build context with
+  ``cp -fLr`` (symbolic links followed, owners lost), so a local source holding symbolic links is refused;
+  ``%files from`` keeps links only since Singularity 3.5.3, so ``--from`` goes through a tar the source stage
+  makes at its end (links and owners kept, as Docker keeps them, on every release); ``--from=image`` adds a stage
+  of that image. ``ADD`` of a local tar archive unpacks it (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
   ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
   A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
@@ -511,10 +511,18 @@ class _Converter:
         return parts
 
     def _transfer_dest(self, sources: list[str], dest: str) -> str:
-        """The absolute destination (relative ones from WORKDIR), ending in / where it is a folder."""
-        if len(sources) > 1 and not dest.endswith("/"):
-            self.fail("with more than one source the destination must be a folder ending in / (Docker refuses it "
-                      "too)")
+        """The absolute destination (relative ones from WORKDIR), ending in / where it is a folder.
+
+        With several sources the destination must be a folder. BuildKit's ``dispatchCopy``
+        (``frontend/dockerfile/dockerfile2llb/convert.go``) makes a destination a folder when it is ``.`` or ends in
+        ``/`` (``if cfg.params.DestPath == "." || ... DestPath[len(DestPath)-1] == filepath.Separator { dest +=
+        "/" }``): those are kept, ``.`` being the WORKDIR. Any other destination is refused: the Dockerfile
+        reference requires "a directory (must end with a slash /)", the classic builder refuses it ("When using
+        COPY with more than one source file, the destination must be a directory and end with a /", ``.`` too),
+        and BuildKit would copy each source to that one path, a folder only if it already is one."""
+        if len(sources) > 1 and not (dest.endswith("/") or dest == "."):
+            self.fail("with more than one source the destination must be a folder: end it in / (or write ., the "
+                      "WORKDIR); BuildKit reads only those as a folder, the classic builder only a trailing /")
         if not dest.startswith("/"):
             is_dir = dest.endswith("/") or dest in (".", "..")
             return posixpath.normpath(posixpath.join(self.stage.workdir or "/", dest)) + ("/" if is_dir else "")

@@ -160,6 +160,26 @@ def test_11_copy_into_workdir():
     assert any("source train.py is not in the build context" in w for w in result.warnings)
 
 
+@pytest.mark.parametrize("dest, expected", [
+    (".", "/opt/chexnet/"), ("./", "/opt/chexnet/"), ("sub/", "/opt/chexnet/sub/"), ("/abs/", "/abs/"),
+    ("..", None), ("sub", None), ("/abs", None), ("sub/.", None),
+])
+def test_11_several_sources_go_to_a_folder_as_buildkit_reads_one(tmp_path, dest, expected):
+    """Case 11's kind: BuildKit's dispatchCopy makes ``.`` and a destination ending in / a folder, so ``COPY a b .``
+    copies both into the WORKDIR; anything else with several sources is refused (the classic builder refuses all
+    but a trailing /, the Dockerfile reference asks for one)."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM ubuntu:20.04\nWORKDIR /opt/chexnet\nCOPY train.py labels.csv %s\n" % dest)
+    if expected is None:
+        with pytest.raises(ChexstackError, match=r":3: COPY .*: with more than one source the destination must be a "
+                                                 r"folder: end it in / \(or write \., the WORKDIR\)"):
+            convert(df)
+        return
+    post = _post(convert(df).text)
+    assert ("chexstack_copy /.chexstack-copy-3-1/train.py %s\nchexstack_copy /.chexstack-copy-3-2/labels.csv %s"
+            % (expected, expected)) in post
+
+
 def test_12_user_never_su_dash():
     result = convert(_case("12"))
     text = result.text

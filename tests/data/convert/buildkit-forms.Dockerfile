@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1.4
 # chexstack-harness: no (BuildKit-only syntax; the engine here has the classic builder only)
-# BuildKit: a heredoc RUN, a command after the heredoc, a cache mount, COPY --chmod.
+# BuildKit: a heredoc RUN, a command after the heredoc, a cache mount, COPY --chmod, COPY of several sources to
+# . (the classic builder refuses it).
 FROM chexstack-local/debian:bookworm
 RUN <<EOT
 echo heredoc > /opt/heredoc.txt
@@ -12,3 +13,5 @@ EOF
 RUN --mount=type=cache,target=/root/.cache/tool \
     echo cached > /root/.cache/tool/data && echo after-mount > /opt/mount.txt
 COPY --chmod=700 files/table.csv /opt/private.csv
+WORKDIR /opt/several
+COPY files/app.py files/table.csv .
