@@ -47,7 +47,8 @@ are expanded as Docker
   ``<name>.dockerignore``) is applied with Docker's rules (``convert.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
   made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
-- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there, in ``/`` without one (Docker's
+- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post`` (after ``USER``, the folders it creates are that user's, as
+  BuildKit makes them); ``%runscript`` starts there, in ``/`` without one (Docker's
   default; Apptainer starts in the host's current folder). A base image's own WORKDIR is not recorded by
   Apptainer's docker bootstraps, so a stage without WORKDIR gets a warning that its runscript starts in ``/``.
 - Each ``%post`` runs under Docker's umask 0022 (``DOCKER_ENV``).
@@ -106,7 +107,7 @@ _DOCKER_SETS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BU
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
-           for name in ("copy", "add", "from", "fetch", "mount", "as")}
+           for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir")}
 
 
 @dataclass
@@ -342,11 +343,20 @@ class _Converter:
         self.stage.labels.append(("Author", " ".join(c.value)))  # Docker's Author field; the user guide's label
 
     def _workdir(self, c) -> None:
+        """``mkdir -p`` + ``cd``; after ``USER``, the folders it creates are that user's: BuildKit's
+        ``dispatchWorkdir`` (``dockerfile2llb/convert.go``) makes the folder with ``llb.Mkdir(wd, 0755,
+        WithParents(true), WithUser(d.image.Config.User))``, and its MkdirAll chowns each folder it creates, never one
+        that exists. ``llb.WithUser`` reads ``name|uid[:group|gid]``: a uid without a group gets the same gid, a name
+        its passwd uid and gid (``chexstack_workdir``). The classic builder made every WORKDIR root's."""
         path = self.text(c.value[0], "WORKDIR")
         st = self.stage
         st.workdir = posixpath.normpath(posixpath.join(st.workdir or "/", path))
         q = shlex.quote(st.workdir)
-        st.post += ["mkdir -p %s" % q, "cd %s" % q]
+        if st.user:
+            st.need("workdir")
+            st.post += ["chexstack_workdir %s %s" % (shlex.quote(st.user), q), "cd %s" % q]
+        else:
+            st.post += ["mkdir -p %s" % q, "cd %s" % q]
 
     def _user(self, c) -> None:
         spec = self.text(c.value[0], "USER")

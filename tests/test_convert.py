@@ -10,7 +10,9 @@ name: line, instruction, why); a name starting with ``refuse-`` is a refusal. Re
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -189,6 +191,50 @@ def test_12_user_never_su_dash():
     assert "useradd -m ${NB_USER} && mkdir -p /workspace && chown -R ${NB_USER} /workspace" in text  # untouched
     assert not re.search(r"^\s*su\s+-", text, re.M)
     assert any("USER trainer" in w and "invoking host user" in w for w in result.warnings)
+
+
+def test_12_workdir_after_user_makes_the_users_folders(tmp_path):
+    """Case 12's kind: after ``USER 1001:2000`` a WORKDIR the image lacks is made by ``chexstack_workdir``, so the
+    RUN after it can write there (BuildKit's dispatchWorkdir makes it with the user); as root, plain ``mkdir -p``."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM ubuntu:20.04\nRUN groupadd -g 2000 lab && useradd -m -u 1001 -g lab trainer\n"
+                  "USER 1001:2000\nWORKDIR /home/trainer/work\nRUN touch owned && id > id.txt\nUSER root\n"
+                  "WORKDIR /opt/root-made\nRUN apt-get update\n")
+    post = _post(convert(df).text)
+    assert ("chexstack_workdir 1001:2000 /home/trainer/work\ncd /home/trainer/work\n"
+            "chexstack_as 1001:2000 /bin/sh -c 'touch owned && id > id.txt'\n") in post
+    assert "mkdir -p /opt/root-made\ncd /opt/root-made\napt-get update" in post
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("getent"), reason="chown needs root; names need getent")
+def test_chexstack_workdir_owns_only_the_folders_it_makes(tmp_path):
+    """The helper as BuildKit's llb.Mkdir(WithParents, WithUser): each folder it creates gets the user (a uid
+    alone: the same gid; a name: its passwd uid and gid; a group name: its gid), one that exists keeps its owner,
+    an unknown name stops the build."""
+    from convert.dockerfile import HELPERS
+
+    def workdir(user: str, path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["sh", "-ec", HELPERS["workdir"] + "\nchexstack_workdir \"$1\" \"$2\"", "sh", user,
+                               str(path)], capture_output=True, text=True)
+
+    def owner(path: Path) -> tuple[int, int]:
+        st = path.stat()
+        return st.st_uid, st.st_gid
+
+    nobody = subprocess.run(["getent", "passwd", "nobody"], capture_output=True, text=True).stdout.split(":")
+    root_group = subprocess.run(["getent", "group", "0"], capture_output=True, text=True).stdout.split(":")[0]
+    assert workdir("4321", tmp_path / "a" / "b c").returncode == 0
+    assert owner(tmp_path) == (0, 0) and owner(tmp_path / "a") == owner(tmp_path / "a" / "b c") == (4321, 4321)
+    assert (tmp_path / "a" / "b c").stat().st_mode & 0o777 == 0o755
+    assert workdir("4321:77", tmp_path / "a" / "d").returncode == 0
+    assert owner(tmp_path / "a") == (4321, 4321) and owner(tmp_path / "a" / "d") == (4321, 77)
+    assert workdir("nobody", tmp_path / "n").returncode == 0
+    assert owner(tmp_path / "n") == (int(nobody[2]), int(nobody[3]))
+    assert workdir("nobody:%s" % root_group, tmp_path / "m").returncode == 0
+    assert owner(tmp_path / "m") == (int(nobody[2]), 0)
+    assert workdir("4321", tmp_path).returncode == 0 and owner(tmp_path) == (0, 0)
+    unknown = workdir("no-such-user-x", tmp_path / "u")
+    assert unknown.returncode == 1 and "no user no-such-user-x in /etc/passwd" in unknown.stderr
 
 
 @pytest.mark.parametrize("n", ["09", "10", "11", "12"])
