@@ -15,14 +15,17 @@ environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` g
 Mapping (Dockerfile reference), per instruction:
 
 - ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``); ``ARG``s before
-  the first ``FROM`` only resolve ``FROM`` (``--build-arg`` overrides; no value -> error). ``FROM <stage>``,
+  the first ``FROM`` only resolve ``FROM`` and the global ARGs after them (``--build-arg`` overrides). A name
+  without a value there (declared without one, or not declared) resolves only in ``${NAME:-word}`` and
+  ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <stage>``,
   ``--platform`` and ``scratch`` are refused.
 - ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
 (singularityhub/singularity-cli#187); never in
   ``%environment``. An ``ENV`` of the same name wins, as in Docker.
 - ``ENV``: ``export`` in ``%post`` where it stood (singularityhub/singularity-cli#20) and in ``%environment``; values
 are expanded as Docker
-  does, with what the Dockerfile defines; references to the base image's variables stay ``${NAME}``.
+  does, with what the Dockerfile defines before the instruction (all pairs of one ENV alike); references to the base
+  image's variables stay ``${NAME}``.
 - ``RUN``: Docker runs each RUN as ``SHELL + [command]`` (default ``/bin/sh -c``) in a fresh shell, failing only on
   the command's exit status. A single simple command is written as it is; anything else (lists, ``cd``,
   assignments, another ``SHELL``, heredocs) as ``/bin/sh -c '...'``, because under ``sh -e`` ``a && b`` does not
@@ -32,19 +35,20 @@ are expanded as Docker
   Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
   is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
-  ``DEST/`` a folder, owner root or ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies
-  from the build context with ``cp -fLr`` (symbolic links followed, owners lost), so a local source holding
-  symbolic links is refused; ``%files from`` keeps links only since Singularity 3.5.3, so ``--from`` goes through a
-  tar the source stage makes at its end (links and owners kept, as Docker keeps them, on every release);
-  ``--from=image`` adds a stage of that image. ``ADD`` of a local tar archive unpacks it
-  (singularityhub/singularity-cli#229), of a URL
+  ``DEST/`` and ``.`` a folder (several sources need one: BuildKit's rule, ``_transfer_dest``), owner root or
+  ``--chown`` (also of the folders it creates), ``--chmod``. ``%files`` copies from the build context with
+  ``cp -fLr`` (symbolic links followed, owners lost), so a local source holding symbolic links is refused;
+  ``%files from`` keeps links only since Singularity 3.5.3, so ``--from`` goes through a tar the source stage
+  makes at its end (links and owners kept, as Docker keeps them, on every release); ``--from=image`` adds a stage
+  of that image. ``ADD`` of a local tar archive unpacks it (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
   ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
   A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
   ``<name>.dockerignore``) is applied with Docker's rules (``convert.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
   made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
-- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post``; ``%runscript`` starts there, in ``/`` without one (Docker's
+- ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post`` (after ``USER``, the folders it creates are that user's, as
+  BuildKit makes them); ``%runscript`` starts there, in ``/`` without one (Docker's
   default; Apptainer starts in the host's current folder). A base image's own WORKDIR is not recorded by
   Apptainer's docker bootstraps, so a stage without WORKDIR gets a warning that its runscript starts in ``/``.
 - Each ``%post`` runs under Docker's umask 0022 (``DOCKER_ENV``).
@@ -94,11 +98,16 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
              "pushd", "popd", "shopt", "declare", "typeset", "getopts", "builtin", "command", "!"}
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: Global ARGs Docker gives a value of its own (Dockerfile reference, "Automatic platform ARGs in the global scope"
+#: and "Predefined ARGs", which the docker CLI also passes from its proxy configuration).
+_DOCKER_SETS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS", "BUILDARCH",
+                "BUILDVARIANT"} | {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p,
+                                                                                         "%s_proxy" % p.lower())}
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
-           for name in ("copy", "add", "from", "fetch", "mount", "as")}
+           for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir")}
 
 
 @dataclass
@@ -130,6 +139,23 @@ class _Stage:
         return {k: v for k, v in self.vars.items() if v is not None}
 
 
+class _Blank:
+    """The names the global scope leaves without a value: an ARG declared before the first FROM without one is
+    unset for the classic builder and BuildKit's ``buildMetaArgs`` (only an ARG with a value is added to the global
+    scope), empty for older BuildKit releases; a name no global ARG declares is unset. ``${NAME:-word}`` and
+    ``${NAME:+word}`` read empty and unset alike (BuildKit's ``frontend/dockerfile/shell/lex.go``: the colon forms
+    take an empty value as unset), so ``convert.words`` resolves them; ``$NAME``, ``${NAME-word}`` and
+    ``${NAME+word}`` stay references, refused in FROM. Not among them: the automatic platform ARGs (``TARGETARCH``...)
+    and the predefined proxy ARGs, which Docker gives values of its own (the build machine, the client's proxy
+    configuration)."""
+
+    def __init__(self, known: dict[str, str]):
+        self.known = known
+
+    def __contains__(self, name: str) -> bool:
+        return name not in self.known and name not in _DOCKER_SETS
+
+
 @dataclass
 class Conversion:
     text: str
@@ -159,9 +185,9 @@ class _Converter:
         return self.stages[-1]
 
     # --- words --------------------------------------------------------------------------------------------------
-    def words(self, text: str, known: dict | None = None, split: bool = True) -> list:
+    def words(self, text: str, known: dict | None = None, split: bool = True, blank=()) -> list:
         try:
-            return words.words(text, self.stage.known() if known is None else known, split)
+            return words.words(text, self.stage.known() if known is None else known, split, blank)
         except UnsupportedExpansion as e:
             self.fail(str(e))
 
@@ -202,12 +228,25 @@ class _Converter:
             self.fail("%s: not converted (Apptainer builds for the machine that builds)" % " ".join(c.flags))
         if len(c.value) not in (1, 3) or (len(c.value) == 3 and c.value[1].upper() != "AS"):
             self.fail("expected FROM IMAGE [AS NAME]")
-        args = {**{k: v for k, v in self.global_args.items() if v is not None}, **self.build_args}
-        word = self.words(c.value[0], args, split=False)[0]
+        args, blank = self._global_scope()
+        word = self.words(c.value[0], args, split=False, blank=blank)[0]
         missing = words.unknown(word)
+        undeclared = [n for n in missing if n not in self.global_args]
+        if undeclared:
+            n = undeclared[0]
+            self.fail("FROM refers to $%s, %s; declare it before the first FROM (ARG %s=VALUE, or ARG %s and "
+                      "--build-arg %s=VALUE)" % (n, "which Docker sets itself (the platform it builds for, the "
+                                                 "client's proxy)" if n in _DOCKER_SETS else
+                                                 "which no ARG before the first FROM declares (Docker expands FROM "
+                                                 "with those only, and gives --build-arg values to those only)",
+                                                 n, n, n))
         if missing:
-            self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)"
-                      % (", ".join(missing), missing[0]))
+            told = [p for p in word if isinstance(p, words.Ref) and p.name in blank and p.op in ("-", "+")]
+            self.fail("ARG %s has no value; pass it as a build argument (--build-arg %s=VALUE)%s"
+                      % (", ".join(missing), missing[0],
+                         "" if not told else "; ${%s%s...} tells an empty ARG from one without a value, which "
+                         "Docker's builders do not agree on (${%s:%s...} does not)"
+                         % (told[0].name, told[0].op, told[0].name, told[0].op)))
         image = words.literal(word)
         names = [s.name for s in self.stages]
         if image.lower() in names:
@@ -224,9 +263,14 @@ class _Converter:
     def _arg(self, c) -> None:
         for decl in c.value:
             name, eq, default = decl.partition("=")
-            if not self.stages:
-                value = self.words(default, {}, split=False)[0] if eq else None
-                self.global_args[name] = words.literal(value) if value is not None else None
+            if not self.stages:  # BuildKit's buildMetaArgs: a default is expanded with the global ARGs before it,
+                if name in self.build_args:  # and not at all when --build-arg gives the ARG a value
+                    self.global_args[name] = self.build_args[name]
+                elif eq:
+                    known, blank = self._global_scope()
+                    self.global_args[name] = words.literal(self.words(default, known, False, blank)[0])
+                else:
+                    self.global_args[name] = None
                 continue
             st = self.stage
             if name in self.build_args:
@@ -243,16 +287,44 @@ class _Converter:
             if value is not None:
                 st.post.append("export %s=%s" % (name, words.shell(value)))
 
+    def _global_scope(self) -> tuple[dict[str, str], _Blank]:
+        """What FROM and the ARGs before the first FROM see: the values of the global ARGs declared so far
+        (``--build-arg`` over defaults; a build argument no global ARG declares is not seen, as in Docker), every
+        other name empty or unset (``_Blank``)."""
+        args = {k: self.build_args.get(k, v) for k, v in self.global_args.items()
+                if v is not None or k in self.build_args}
+        return args, _Blank(args)
+
     def _env(self, c) -> None:
+        """Every pair of one ENV is expanded with the variables as they were before it (Dockerfile reference,
+        "Environment replacement": ``ENV abc=hello`` then ``ENV abc=bye def=$abc`` gives def=hello; BuildKit's
+        ``dispatch`` expands the whole instruction, ``EnvCommand.Expand``, before ``dispatchEnv`` adds a pair; the
+        classic builder alike). So a later pair of the same name replaces an earlier one, and a pair that refers to a
+        base image variable (written ``${NAME}``, read when ``%post`` and ``%environment`` run their exports one
+        after the other) is written before the pair of this ENV that sets that variable; two pairs that each refer
+        to the other's variable are refused."""
         st = self.stage
-        pairs = list(zip(c.value[0::2], c.value[1::2]))
-        for name, raw in pairs:
-            word = self.words(raw, split=False)[0]
+        known, declared = st.known(), set(st.vars)
+        pairs: dict[str, list] = {}
+        for name, raw in zip(c.value[0::2], c.value[1::2]):
+            word = self.words(raw, known, split=False)[0]
             for ref in words.unknown(word):
-                if ref in st.vars:
+                if ref in declared:
                     self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
-            line = "export %s=%s" % (name, words.shell(word))
-            st.vars[name] = words.literal(word)
+            pairs.pop(name, None)
+            pairs[name] = word
+        left = list(pairs)
+        while left:
+            free = [n for n in left if not any(n in words.unknown(pairs[o]) for o in left if o != n)]
+            if not free:
+                names = [n for n in left if any(n in words.unknown(pairs[o]) for o in left if o != n)]
+                self.fail("%s each take another one's value from before this ENV (the base image's, not known at "
+                          "conversion), which exports run one after the other cannot keep; give one of them a "
+                          "literal value" % (", ".join(names[:-1]) + " and " + names[-1]))
+            name = free[0]
+            left.remove(name)
+            line = "export %s=%s" % (name, words.shell(pairs[name]))
+            st.vars[name] = words.literal(pairs[name])
             st.env_names.add(name)
             st.post.append(line)
             st.environment.append(line)
@@ -271,11 +343,20 @@ class _Converter:
         self.stage.labels.append(("Author", " ".join(c.value)))  # Docker's Author field; the user guide's label
 
     def _workdir(self, c) -> None:
+        """``mkdir -p`` + ``cd``; after ``USER``, the folders it creates are that user's: BuildKit's
+        ``dispatchWorkdir`` (``dockerfile2llb/convert.go``) makes the folder with ``llb.Mkdir(wd, 0755,
+        WithParents(true), WithUser(d.image.Config.User))``, and its MkdirAll chowns each folder it creates, never one
+        that exists. ``llb.WithUser`` reads ``name|uid[:group|gid]``: a uid without a group gets the same gid, a name
+        its passwd uid and gid (``chexstack_workdir``). The classic builder made every WORKDIR root's."""
         path = self.text(c.value[0], "WORKDIR")
         st = self.stage
         st.workdir = posixpath.normpath(posixpath.join(st.workdir or "/", path))
         q = shlex.quote(st.workdir)
-        st.post += ["mkdir -p %s" % q, "cd %s" % q]
+        if st.user:
+            st.need("workdir")
+            st.post += ["chexstack_workdir %s %s" % (shlex.quote(st.user), q), "cd %s" % q]
+        else:
+            st.post += ["mkdir -p %s" % q, "cd %s" % q]
 
     def _user(self, c) -> None:
         spec = self.text(c.value[0], "USER")
@@ -440,10 +521,18 @@ class _Converter:
         return parts
 
     def _transfer_dest(self, sources: list[str], dest: str) -> str:
-        """The absolute destination (relative ones from WORKDIR), ending in / where it is a folder."""
-        if len(sources) > 1 and not dest.endswith("/"):
-            self.fail("with more than one source the destination must be a folder ending in / (Docker refuses it "
-                      "too)")
+        """The absolute destination (relative ones from WORKDIR), ending in / where it is a folder.
+
+        With several sources the destination must be a folder. BuildKit's ``dispatchCopy``
+        (``frontend/dockerfile/dockerfile2llb/convert.go``) makes a destination a folder when it is ``.`` or ends in
+        ``/`` (``if cfg.params.DestPath == "." || ... DestPath[len(DestPath)-1] == filepath.Separator { dest +=
+        "/" }``): those are kept, ``.`` being the WORKDIR. Any other destination is refused: the Dockerfile
+        reference requires "a directory (must end with a slash /)", the classic builder refuses it ("When using
+        COPY with more than one source file, the destination must be a directory and end with a /", ``.`` too),
+        and BuildKit would copy each source to that one path, a folder only if it already is one."""
+        if len(sources) > 1 and not (dest.endswith("/") or dest == "."):
+            self.fail("with more than one source the destination must be a folder: end it in / (or write ., the "
+                      "WORKDIR); BuildKit reads only those as a folder, the classic builder only a trailing /")
         if not dest.startswith("/"):
             is_dir = dest.endswith("/") or dest in (".", "..")
             return posixpath.normpath(posixpath.join(self.stage.workdir or "/", dest)) + ("/" if is_dir else "")

@@ -3,11 +3,14 @@ USER, VOLUME, WORKDIR): quotes, backslash escapes and ``$NAME``, ``${NAME}``, ``
 ``${NAME:+word}``, ``${NAME+word}`` (Dockerfile reference, "Environment replacement"; BuildKit's
 ``frontend/dockerfile/shell/lex.go``).
 
-``words(text, known, split=True) -> list[Word]``: a ``Word`` is a list of parts, each a literal ``str`` or a
-``Ref`` to a variable the Dockerfile does not define (Docker takes those from the base image's environment, which a
-definition cannot see). ``literal(word)`` is its text when it has no such reference; ``shell(word)`` writes it for
-``/bin/sh`` so that the references are expanded when the shell runs. Other ``${...}`` forms (``:?``, ``#``, ``%``,
-``/``) raise ``UnsupportedExpansion``.
+``words(text, known, split=True, blank=()) -> list[Word]``: a ``Word`` is a list of parts, each a literal ``str``
+or a ``Ref`` to a variable the Dockerfile does not define (Docker takes those from the base image's environment, which
+a definition cannot see). ``blank`` holds the names known to be empty or unset without knowing which (the global
+scope's: an ARG declared before the first FROM without a value, a name no ARG declares there): ``${NAME:-word}`` is
+``word`` and ``${NAME:+word}`` empty for both, so those two are resolved; ``$NAME``, ``${NAME-word}`` and
+``${NAME+word}`` stay references. ``literal(word)`` is its text when it has no such reference; ``shell(word)``
+writes it for ``/bin/sh`` so that the references are expanded when the shell runs. Other ``${...}`` forms (``:?``,
+``#``, ``%``, ``/``) raise ``UnsupportedExpansion``.
 """
 from __future__ import annotations
 
@@ -34,9 +37,10 @@ class Ref:
 Word = list  # of str | Ref
 
 
-def words(text: str, known: dict[str, str], split: bool = True) -> list[Word]:
-    """Docker's processing of ``text``: quotes removed, escapes applied, ``known`` variables substituted; with
-    ``split``, one ``Word`` per unquoted-whitespace-separated word."""
+def words(text: str, known: dict[str, str], split: bool = True, blank=()) -> list[Word]:
+    """Docker's processing of ``text``: quotes removed, escapes applied, ``known`` variables substituted (and the
+    ``:-``/``:+`` forms of the ``blank`` ones); with ``split``, one ``Word`` per unquoted-whitespace-separated
+    word."""
     out: list[Word] = []
     cur: Word = []
     started = False
@@ -72,7 +76,7 @@ def words(text: str, known: dict[str, str], split: bool = True) -> list[Word]:
                     add(text[i + 1])
                     i += 2
                 elif text[i] == "$":
-                    part, i = _dollar(text, i, known)
+                    part, i = _dollar(text, i, known, blank)
                     for p in part:
                         add(p)
                 else:
@@ -80,7 +84,7 @@ def words(text: str, known: dict[str, str], split: bool = True) -> list[Word]:
                     i += 1
             i += 1
         elif ch == "$":
-            part, i = _dollar(text, i, known)
+            part, i = _dollar(text, i, known, blank)
             for p in part:
                 add(p)
         else:
@@ -91,11 +95,11 @@ def words(text: str, known: dict[str, str], split: bool = True) -> list[Word]:
     return out
 
 
-def _dollar(text: str, i: int, known: dict[str, str]) -> tuple[list, int]:
+def _dollar(text: str, i: int, known: dict[str, str], blank) -> tuple[list, int]:
     """The parts of the ``$`` expression at ``text[i]`` and the index after it."""
     m = _NAME.match(text, i + 1)
     if m:
-        return _value(Ref(m.group(0)), known), m.end()
+        return _value(Ref(m.group(0)), known, blank), m.end()
     if not text.startswith("${", i):
         return ["$"], i + 1
     m = _NAME.match(text, i + 2)
@@ -103,18 +107,20 @@ def _dollar(text: str, i: int, known: dict[str, str]) -> tuple[list, int]:
         raise UnsupportedExpansion("%s: expected ${NAME...}" % text[i:i + 20])
     j = m.end()
     if text.startswith("}", j):
-        return _value(Ref(m.group(0)), known), j + 1
+        return _value(Ref(m.group(0)), known, blank), j + 1
     op = next((o for o in (":-", ":+", "-", "+") if text.startswith(o, j)), None)
     end = text.find("}", j)
     if op is None or end < 0:
         raise UnsupportedExpansion("%s: only ${NAME}, ${NAME:-word}, ${NAME-word}, ${NAME:+word} and "
                                    "${NAME+word} are converted" % text[i:(end + 1 if end >= 0 else i + 20)])
-    inner = words(text[j + len(op):end], known, split=False)[0]
-    return _value(Ref(m.group(0), op, tuple(inner)), known), end + 1
+    inner = words(text[j + len(op):end], known, split=False, blank=blank)[0]
+    return _value(Ref(m.group(0), op, tuple(inner)), known, blank), end + 1
 
 
-def _value(ref: Ref, known: dict[str, str]) -> list:
+def _value(ref: Ref, known: dict[str, str], blank=()) -> list:
     if ref.name not in known:
+        if ref.name in blank and ref.op in (":-", ":+"):  # empty and unset alike (BuildKit's shell/lex.go)
+            return list(ref.word) if ref.op == ":-" else []
         return [ref]
     value = known[ref.name]
     if ref.op in (":-", "-"):

@@ -10,7 +10,9 @@ name: line, instruction, why); a name starting with ``refuse-`` is a refusal. Re
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -89,6 +91,36 @@ def test_09_arg_without_default_needs_a_value(tmp_path):
     assert "From: nvidia/cuda:11.8.0-cudnn8-devel-ubuntu20.04\n" in text
 
 
+@pytest.mark.parametrize("image, build_args, expected", [
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}", {}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}", {"UBUNTU": "20.04"}, "nvidia/cuda:11.8.0-devel-ubuntu20.04"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}", {"UBUNTU": ""}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),
+    ("nvidia/cuda:${CUDA}${UBUNTU:+-ubuntu}-devel", {}, "nvidia/cuda:11.8.0-devel"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${NEVER_DECLARED:-22.04}", {}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),
+    ("$IMAGE", {}, "nvidia/cuda:11.8.0-devel-ubuntu22.04"),  # a global ARG's default sees the ARGs before it
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU-22.04}", {},
+     r"ARG UBUNTU has no value.*\$\{UBUNTU-\.\.\.\} tells an empty ARG from one without a value"),
+    ("nvidia/cuda:${CUDA}${UBUNTU+-ubuntu}", {}, r"ARG UBUNTU has no value"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu$UBUNTU", {}, r"ARG UBUNTU has no value"),
+    ("nvidia/cuda:${CUDA}-devel-ubuntu${NEVER_DECLARED}", {"NEVER_DECLARED": "22.04"},
+     r"FROM refers to \$NEVER_DECLARED, which no ARG before the first FROM declares"),
+    ("nvidia/cuda:${CUDA}-${TARGETARCH:-amd64}", {}, r"FROM refers to \$TARGETARCH, which Docker sets itself"),
+])
+def test_09_a_global_arg_without_value_resolves_the_forms_docker_reads_alike(tmp_path, image, build_args, expected):
+    """Case 09's kind: ``ARG UBUNTU`` without a value is unset for the classic builder and BuildKit's buildMetaArgs,
+    empty for older BuildKit: ``${UBUNTU:-22.04}`` is 22.04 and ``${UBUNTU:+x}`` empty for both, resolved;
+    ``$UBUNTU``, ``${UBUNTU-x}``, ``${UBUNTU+x}`` refused. A build argument no global ARG declares is not seen, and
+    the automatic platform ARGs are never read as blank."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("ARG CUDA=11.8.0\nARG UBUNTU\nARG IMAGE=nvidia/cuda:${CUDA}-devel-ubuntu${UBUNTU:-22.04}\n"
+                  "FROM %s\nRUN echo ok\n" % image)
+    if expected.startswith("nvidia/"):
+        assert "\nFrom: %s\n" % expected in convert(df, build_args).text
+    else:
+        with pytest.raises(ChexstackError, match=r":4: FROM .*" + expected):
+            convert(df, build_args)
+
+
 def test_10_env_exported_during_post_and_at_run_time():
     text = convert(_case("10")).text
     environment, post_start = _expected_blocks("10")
@@ -103,6 +135,21 @@ def test_10_env_exported_during_post_and_at_run_time():
     assert post[8].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
 
 
+def test_10_every_pair_of_one_env_reads_the_values_from_before_it(tmp_path):
+    """Case 10's kind (Dockerfile reference, "Environment replacement": ``ENV abc=hello``, ``ENV abc=bye def=$abc``
+    gives def=hello): ``ENV A=2 B=$A`` after ``ENV A=1`` gives B=1; a pair reading a base image variable that an
+    earlier pair of the same ENV sets is exported before it. ARG is not alike: BuildKit expands each ARG pair with
+    the pairs before it (``dispatch`` skips ``ArgCommand``'s expansion, ``dispatchArg`` expands pair by pair), and a
+    LABEL sets no variable."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM ubuntu:22.04\nENV A=1\nENV A=2 B=$A\nRUN echo \"$B\" > /b.txt\n"
+                  "ENV PATH=/opt/bin:$PATH OLD_PATH=$PATH\nARG X=1 Y=$X\nLABEL a=$A b=$B\n")
+    text = convert(df).text
+    assert "export A=1\nexport A=2\nexport B=1\necho \"$B\" > /b.txt\n" in _post(text) + "\n"
+    assert 'export OLD_PATH="${PATH}"\nexport PATH="/opt/bin:${PATH}"\nexport X=1\nexport Y=1' in _post(text)
+    assert "%labels\na 2\nb 1\n" in text
+
+
 def test_11_copy_into_workdir():
     result = convert(_case("11"))
     post = _post(result.text)
@@ -115,6 +162,26 @@ def test_11_copy_into_workdir():
     assert any("source train.py is not in the build context" in w for w in result.warnings)
 
 
+@pytest.mark.parametrize("dest, expected", [
+    (".", "/opt/chexnet/"), ("./", "/opt/chexnet/"), ("sub/", "/opt/chexnet/sub/"), ("/abs/", "/abs/"),
+    ("..", None), ("sub", None), ("/abs", None), ("sub/.", None),
+])
+def test_11_several_sources_go_to_a_folder_as_buildkit_reads_one(tmp_path, dest, expected):
+    """Case 11's kind: BuildKit's dispatchCopy makes ``.`` and a destination ending in / a folder, so ``COPY a b .``
+    copies both into the WORKDIR; anything else with several sources is refused (the classic builder refuses all
+    but a trailing /, the Dockerfile reference asks for one)."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM ubuntu:20.04\nWORKDIR /opt/chexnet\nCOPY train.py labels.csv %s\n" % dest)
+    if expected is None:
+        with pytest.raises(ChexstackError, match=r":3: COPY .*: with more than one source the destination must be a "
+                                                 r"folder: end it in / \(or write \., the WORKDIR\)"):
+            convert(df)
+        return
+    post = _post(convert(df).text)
+    assert ("chexstack_copy /.chexstack-copy-3-1/train.py %s\nchexstack_copy /.chexstack-copy-3-2/labels.csv %s"
+            % (expected, expected)) in post
+
+
 def test_12_user_never_su_dash():
     result = convert(_case("12"))
     text = result.text
@@ -124,6 +191,50 @@ def test_12_user_never_su_dash():
     assert "useradd -m ${NB_USER} && mkdir -p /workspace && chown -R ${NB_USER} /workspace" in text  # untouched
     assert not re.search(r"^\s*su\s+-", text, re.M)
     assert any("USER trainer" in w and "invoking host user" in w for w in result.warnings)
+
+
+def test_12_workdir_after_user_makes_the_users_folders(tmp_path):
+    """Case 12's kind: after ``USER 1001:2000`` a WORKDIR the image lacks is made by ``chexstack_workdir``, so the
+    RUN after it can write there (BuildKit's dispatchWorkdir makes it with the user); as root, plain ``mkdir -p``."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM ubuntu:20.04\nRUN groupadd -g 2000 lab && useradd -m -u 1001 -g lab trainer\n"
+                  "USER 1001:2000\nWORKDIR /home/trainer/work\nRUN touch owned && id > id.txt\nUSER root\n"
+                  "WORKDIR /opt/root-made\nRUN apt-get update\n")
+    post = _post(convert(df).text)
+    assert ("chexstack_workdir 1001:2000 /home/trainer/work\ncd /home/trainer/work\n"
+            "chexstack_as 1001:2000 /bin/sh -c 'touch owned && id > id.txt'\n") in post
+    assert "mkdir -p /opt/root-made\ncd /opt/root-made\napt-get update" in post
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("getent"), reason="chown needs root; names need getent")
+def test_chexstack_workdir_owns_only_the_folders_it_makes(tmp_path):
+    """The helper as BuildKit's llb.Mkdir(WithParents, WithUser): each folder it creates gets the user (a uid
+    alone: the same gid; a name: its passwd uid and gid; a group name: its gid), one that exists keeps its owner,
+    an unknown name stops the build."""
+    from convert.dockerfile import HELPERS
+
+    def workdir(user: str, path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["sh", "-ec", HELPERS["workdir"] + "\nchexstack_workdir \"$1\" \"$2\"", "sh", user,
+                               str(path)], capture_output=True, text=True)
+
+    def owner(path: Path) -> tuple[int, int]:
+        st = path.stat()
+        return st.st_uid, st.st_gid
+
+    nobody = subprocess.run(["getent", "passwd", "nobody"], capture_output=True, text=True).stdout.split(":")
+    root_group = subprocess.run(["getent", "group", "0"], capture_output=True, text=True).stdout.split(":")[0]
+    assert workdir("4321", tmp_path / "a" / "b c").returncode == 0
+    assert owner(tmp_path) == (0, 0) and owner(tmp_path / "a") == owner(tmp_path / "a" / "b c") == (4321, 4321)
+    assert (tmp_path / "a" / "b c").stat().st_mode & 0o777 == 0o755
+    assert workdir("4321:77", tmp_path / "a" / "d").returncode == 0
+    assert owner(tmp_path / "a") == (4321, 4321) and owner(tmp_path / "a" / "d") == (4321, 77)
+    assert workdir("nobody", tmp_path / "n").returncode == 0
+    assert owner(tmp_path / "n") == (int(nobody[2]), int(nobody[3]))
+    assert workdir("nobody:%s" % root_group, tmp_path / "m").returncode == 0
+    assert owner(tmp_path / "m") == (int(nobody[2]), 0)
+    assert workdir("4321", tmp_path).returncode == 0 and owner(tmp_path) == (0, 0)
+    unknown = workdir("no-such-user-x", tmp_path / "u")
+    assert unknown.returncode == 1 and "no user no-such-user-x in /etc/passwd" in unknown.stderr
 
 
 @pytest.mark.parametrize("n", ["09", "10", "11", "12"])
@@ -171,6 +282,10 @@ def test_words_follow_docker():
     assert [literal(w) for w in words('a "b c" \'$d\' e\\ f', {})] == ["a", "b c", "$d", "e f"]
     assert literal(words("${X:-dflt}/${Y:+set}$Z", {"X": "", "Y": "1", "Z": "z"}, split=False)[0]) == "dflt/setz"
     assert literal(words("${BASE_ONLY:-dflt}", {}, split=False)[0]) is None  # the base image may define it
+    blank = {"NO_VALUE"}  # empty or unset, not known which: only the colon forms read both alike
+    assert literal(words("${NO_VALUE:-dflt}${NO_VALUE:+set}", {}, split=False, blank=blank)[0]) == "dflt"
+    assert [literal(words(t, {}, split=False, blank=blank)[0]) for t in ("$NO_VALUE", "${NO_VALUE-d}", "${NO_VALUE+s}")
+            ] == [None, None, None]
     assert shell(words("/opt/bin:$PATH", {}, split=False)[0]) == '"/opt/bin:${PATH}"'
     assert shell(words('"two words"', {}, split=False)[0]) == '"two words"'
     with pytest.raises(UnsupportedExpansion):

@@ -1,7 +1,10 @@
-# ARG before FROM resolves FROM only; redeclared it has its value; an ENV of the same name wins over an ARG.
-ARG BASE=chexstack-local/debian:bookworm
+# ARG before FROM resolves FROM only, each default with the ARGs before it, and one without a value its
+# ${NAME:-word} and ${NAME:+word}; redeclared it has its value; an ENV of the same name wins over an ARG.
+ARG REPO=chexstack-local/debian
+ARG TAG
+ARG BASE=${REPO}:${TAG:-bookworm}
 ARG RELEASE=1.0
-FROM ${BASE}
+FROM ${BASE}${TAG:+-tagged}
 ARG RELEASE
 ARG STAGE_ONLY=staged
 ENV MODE=env-value

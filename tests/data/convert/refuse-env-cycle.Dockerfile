@@ -1,0 +1,2 @@
+FROM chexstack-local/debian:bookworm
+ENV A=$B B=$A
