@@ -23,7 +23,7 @@ import signal
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
 from facts.parsers.mpi import LaunchFailure, classify_launch
-from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log
+from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_prefixes
 from facts.parsers.slurm import LOST_NODE_LINE
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
 from trainer.preflight import parse_event
@@ -36,6 +36,11 @@ RANK_TAIL_LINES = 60
 #: the launcher's own lines (no rank prefix) an Outcome keeps: Open MPI's help messages and ssh's lines of a
 #: failed launch are a few dozen; a long run's launcher lines (Slurm's, horovodrun's) are few
 LAUNCHER_LINES = 300
+#: a line of NCCL's own (``host:pid:tid [dev] NCCL INFO|WARN ...``) or about NCCL (a rank's ``ncclCommInitRank
+#: failed: unhandled system error``): an Outcome keeps every one, wherever it falls in the log, for the NCCL
+#: classifier (``nccl_diagnosis``). They are few: NCCL prints its INFO lines when a communicator is set up and its
+#: WARN lines when something fails (per-operation lines only with ``NCCL_DEBUG_SUBSYS=COLL``).
+_NCCL_LINE = re.compile(r"nccl", re.I)
 
 
 @dataclasses.dataclass
@@ -59,6 +64,7 @@ class Outcome:
     slurm_lost: tuple[str, str] | None = None  # the first node Slurm held lost: (name, "STATE (reason: ...)")
     launcher_lines: list[str] = dataclasses.field(default_factory=list)  # the last lines without a rank prefix
     command: str | None = None  # the launch command, as the log's ``$ argv`` line gives it
+    nccl_lines: list[str] = dataclasses.field(default_factory=list)  # every NCCL line of the output (``_NCCL_LINE``)
 
 
 class OutputReader:
@@ -73,6 +79,7 @@ class OutputReader:
         self.rank_tails: dict[int, collections.deque] = {}
         self.first_exception, self.lost_host, self.hosts, self.slurm_lost = None, None, None, None
         self.command: str | None = None
+        self.nccl: list[str] = []
 
     def feed(self, line: str) -> tuple[int | None, str, dict | None]:
         """Read one line (without its newline); the first ``$ argv`` line (``launch.stream`` logs the command so)
@@ -82,6 +89,8 @@ class OutputReader:
             return None, line, None
         self.tail.append(line)
         self.failures.feed(line)
+        if _NCCL_LINE.search(line):
+            self.nccl.append(line)
         m = hr.RANK_LINE.match(line)
         rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
         if rank is not None:
@@ -106,7 +115,7 @@ class OutputReader:
         return Outcome(returncode, self.failures.first, self.errors, list(self.tail), log_path,
                        {r: list(lines) for r, lines in self.rank_tails.items()}, interrupted, self.first_exception,
                        self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
-                       self.command)
+                       self.command, list(self.nccl))
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
@@ -246,14 +255,28 @@ def nccl_diagnosis(outcome: Outcome) -> str | None:
     """``NCCL: LINE [CAUSE]; REMEDY`` when the ranks' NCCL_DEBUG lines name a failure cause
     (``facts.parsers.nccl.classify_nccl_failure``, the classifier of validate's NCCL checks, with the same remedy,
     ``NCCL_REMEDY``): two ranks on one GPU, /dev/shm full, libibverbs missing, an HCA not visible, memory not
-    registered, an IB completion error, a container-bridge address; None otherwise."""
-    lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    registered, an IB completion error, a container-bridge address; None otherwise. The classifier reads every NCCL
+    line of the output (``Outcome.nccl_lines``: a rank's traceback and Open MPI's banner after NCCL's WARN lines
+    do not push them out), and ``LINE`` is the one that tells the cause apart (``nccl_cause_line``), not the
+    framework's generic ``unhandled system error``."""
+    lines = outcome.nccl_lines or [line for rank in sorted(outcome.rank_tails)
+                                   for line in outcome.rank_tails[rank]] + outcome.tail
     log = parse_nccl_log("\n".join(lines))
     cause = classify_nccl_failure(log)
     if cause is None:
         return None
-    line = log.failure_after_selection or (log.errors[0][1] if log.errors else cause)
+    line = nccl_cause_line(lines, cause) or log.failure_after_selection or (log.errors[0][1] if log.errors
+                                                                             else cause)
     return "NCCL: %s [%s]; %s" % (line, cause, NCCL_REMEDY[cause])
+
+
+def nccl_cause_line(lines: list[str], cause: str) -> str | None:
+    """The first of ``lines`` (launcher prefixes removed) that alone makes ``facts.parsers.nccl`` name ``cause``:
+    ``Call to posix_fallocate failed : No space left on device`` for ``NCCL_SHM_EXHAUSTED``, ``Duplicate GPU
+    detected`` for ``NCCL_DUPLICATE_GPU``, ``Call to ibv_reg_mr failed`` for ``NCCL_IB_MEMREG_FAILED``; None when
+    the cause takes several lines together (a bootstrap interface on a bridge and a failed connect)."""
+    return next((line.strip() for line in strip_prefixes("\n".join(lines))
+                 if classify_nccl_failure(parse_nccl_log(line)) == cause), None)
 
 
 def explain_failure(outcome: Outcome, controller: str) -> str:

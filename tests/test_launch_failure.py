@@ -169,3 +169,64 @@ def test_train_explain_names_the_nccl_cause_validate_names(tmp_path):
     assert "NCCL: gpu-node-1:67917:67949 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both " \
            "on CUDA device 3b000 [NCCL_DUPLICATE_GPU]; " + failure.NCCL_REMEDY["NCCL_DUPLICATE_GPU"] in result.stdout
     assert "GID" not in result.stdout
+
+
+# --- the NCCL cause wherever its lines fall in the log (case 04) -------------------------------------------------
+def _case04_nccl_lines() -> list[str]:
+    """Case 04's NCCL_DEBUG lines and the rank's exception, as its mpirun printed them."""
+    text = (CASES / "04-nccl-shm-too-small.txt").read_text()
+    return text.split("python tensorflow_mnist.py\n", 1)[1].splitlines()
+
+
+#: what follows NCCL's WARN lines in a real log: the failing rank's traceback, the other ranks' aborts, Open MPI's
+#: banner; more than ``TAIL_LINES`` of them
+_AFTER = (["[1,1]<stderr>:  File \"/usr/lib/python3/dist-packages/tensorflow/x%d.py\", line %d, in f" % (i, i)
+           for i in range(8)]
+          + ["gpu-node-01:214%d:255%d [%d] NCCL INFO comm 0x5%d rank %d nranks 4 cudaDev %d busId %d000 - Abort "
+             "COMPLETE" % (r, r, r, r, r, r, r) for r in (0, 2, 3) for _ in range(6)]
+          + (MPI_DATA / "openmpi-4.1.4-rank-exit-3.txt").read_text().splitlines())
+
+
+def test_the_nccl_cause_is_named_when_many_lines_follow_its_warn_lines(tmp_path):
+    """Case 04: the WARN lines of /dev/shm were followed by more than TAIL_LINES unprefixed lines, and the explanation
+    lost the cause; every NCCL line is kept, and the line quoted is the one that tells the cause apart, not the
+    framework's "unhandled system error"."""
+    assert len(_AFTER) > failure.TAIL_LINES
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(_case04_nccl_lines() + _AFTER) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert ("NCCL: gpu-node-01:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space "
+            "left on device [NCCL_SHM_EXHAUSTED]; " + failure.SHM_REMEDY) in result.stdout
+    assert "NCCL: tensorflow" not in result.stdout and "NCCL: [1,1]" not in result.stdout
+
+
+def test_the_nccl_lines_of_a_rank_outlive_its_tail():
+    """Rank-prefixed NCCL lines behind more than RANK_TAIL_LINES of the same rank's output."""
+    reader = failure.OutputReader()
+    lines = ["[1,1]<stderr>:" + line for line in _case04_nccl_lines() if line.strip()]
+    for line in lines + ["[1,1]<stderr>:step %d" % i for i in range(failure.RANK_TAIL_LINES + 5)] + _AFTER:
+        reader.feed(line)
+    outcome = reader.outcome(1, "/tmp/r/launch.log")
+    assert not any("posix_fallocate" in line for line in outcome.rank_tails[1] + outcome.tail)
+    assert failure.nccl_diagnosis(outcome).startswith(
+        "NCCL: gpu-node-01:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed")
+
+
+def test_the_quoted_nccl_line_is_the_distinguishing_one_not_the_first_error():
+    """The generic lines come first here (a transport selected, then the framework's error): the quote is still the
+    line that names the cause, for each cause a single line proves."""
+    head = ["node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+            "node1:1:1 [0] NCCL INFO Using network Socket",
+            "[1,0]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled "
+            "system error"]
+    causes = {"NCCL_SHM_EXHAUSTED": _case04_nccl_lines()[5],
+              "NCCL_IB_MEMREG_FAILED": "node1:1:1 [0] misc/ibvwrap.cc:153 NCCL WARN Call to ibv_reg_mr failed",
+              "NCCL_DUPLICATE_GPU": "node1:1:1 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 "
+                                    "both on CUDA device 3b000"}
+    for cause, line in causes.items():
+        reader = failure.OutputReader()
+        for each in head + [line] + _AFTER:
+            reader.feed(each)
+        assert failure.nccl_diagnosis(reader.outcome(1, "x")) == "NCCL: %s [%s]; %s" % (
+            line.strip(), cause, failure.NCCL_REMEDY[cause])
