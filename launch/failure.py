@@ -4,7 +4,8 @@ first exception in time that is not a consequence of another rank's failure, els
 output, never horovodrun's own RuntimeError traceback — a host mpirun or Slurm lost (with the ranks the trainer
 placed there), the cause of a NCCL failure in the ranks' NCCL_DEBUG lines (``nccl_diagnosis``: the classifier and
 remedies of validate's NCCL checks), the CUDA libraries TensorFlow could not load, and for exit 139 under Gloo the
-loopback hint (``launch.controller.GLOO_ON_LOOPBACK``). The output itself is read by ``facts.parsers.horovodrun``;
+loopback cause (``launch.controller.GLOO_ON_LOOPBACK``) where the ranks were on loopback, else a segfault of the rank
+(``gloo_segfault``). The output itself is read by ``facts.parsers.horovodrun``;
 the full output stays in the log.
 
 A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
@@ -25,7 +26,7 @@ from facts.parsers import horovodrun as hr
 from facts.parsers.mpi import LaunchFailure, classify_launch
 from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_prefixes
 from facts.parsers.slurm import LOST_NODE_LINE
-from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
+from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK, is_loopback
 from trainer.preflight import parse_event
 
 _ERROR = "trainer: error: "
@@ -279,6 +280,49 @@ def nccl_cause_line(lines: list[str], cause: str) -> str | None:
                  if classify_nccl_failure(parse_nccl_log(line)) == cause), None)
 
 
+def loopback_evidence(outcome: Outcome) -> tuple[bool | None, str]:
+    """Whether the ranks had only the loopback interface, by the run's own evidence (the launch command,
+    ``facts.parsers.horovodrun.launch_network``, and the hosts the trainer's ``run`` event names): True for a
+    container started without a network (``--network none``) or ranks pointed at ``lo`` only; False for ranks on
+    several hosts (Gloo between hosts runs over a routed interface) or pointed at another interface, or a container
+    given a network; None when the log does not say (one host, or nothing known). With the evidence, in words."""
+    net = hr.launch_network(outcome.command)
+    hosts = list(dict.fromkeys(h.split(".")[0] for h in list(net.hosts) + list(outcome.hosts or ())))
+    others = [i for i in net.interfaces if not is_loopback(i)]
+    if net.container_network == "none":
+        return True, "the container was started with --network none"
+    if net.interfaces and not others:
+        return True, "the ranks were pointed at %s" % ", ".join(net.interfaces)
+    if len(hosts) > 1:
+        return False, "the ranks ran on %d hosts, %s%s" % (len(hosts), ", ".join(hosts), ", over %s" % ", ".join(
+            others) if others else "")
+    if others:
+        return False, "the ranks were pointed at %s" % ", ".join(others)
+    if net.container_network is not None:
+        return False, "the container had the %s network" % net.container_network
+    return None, ("the ranks ran on one host, %s" % hosts[0] if hosts
+                  else "the log names neither the hosts nor the interfaces")
+
+
+def gloo_segfault(outcome: Outcome) -> str:
+    """What a Gloo run's exit 139 (SIGSEGV) is: Horovod's Gloo crash on a loopback-only network
+    (``launch.controller.GLOO_ON_LOOPBACK``) only where the evidence puts the ranks on loopback
+    (``loopback_evidence``), said as a possibility where the log does not say, and where it cannot be (several
+    hosts, a real interface) a crash in the rank's own process, with the libraries of its native stack trace."""
+    loopback, why = loopback_evidence(outcome)
+    if loopback:
+        return "exit 139 is a segmentation fault; %s: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES)
+    if loopback is None:
+        return ("exit 139 is a segmentation fault; if the ranks' host had no network interface but loopback (%s; "
+                "a --network none container), it is Gloo's crash: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES))
+    rank = outcome.first_failure[0] if outcome.first_failure else None
+    libraries = hr.crash_libraries(outcome.rank_tails.get(rank, []))
+    return ("exit 139 is a segmentation fault in rank %s's own process, not Gloo's loopback crash (%s)%s: rerun "
+            "with PYTHONFAULTHANDLER=1 for the Python stack of the crash, and check that every host runs the same "
+            "TensorFlow and a Horovod built against it (horovodrun --check-build)" % (
+                rank, why, "; its stack trace is in %s" % ", ".join(libraries) if libraries else ""))
+
+
 def explain_failure(outcome: Outcome, controller: str) -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
     launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy."""
@@ -313,7 +357,7 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if missing:
         parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
-        parts.append("exit 139 is a segmentation fault; %s: %s" % (GLOO_ON_LOOPBACK, GLOO_FIXES))
+        parts.append(gloo_segfault(outcome))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED):
         failing = outcome.first_failure[0] if outcome.first_failure else None

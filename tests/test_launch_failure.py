@@ -6,6 +6,7 @@ daemons" banner printed after it; validate's ``mpi.launch``, a failed ``invoke t
 reports; SOURCES.md there)."""
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -14,6 +15,7 @@ from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.parsers.mpi import classify_launch, launch_items
 from launch import failure, local
+from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
@@ -230,3 +232,67 @@ def test_the_quoted_nccl_line_is_the_distinguishing_one_not_the_first_error():
             reader.feed(each)
         assert failure.nccl_diagnosis(reader.outcome(1, "x")) == "NCCL: %s [%s]; %s" % (
             line.strip(), cause, failure.NCCL_REMEDY[cause])
+
+
+# --- exit 139 under Gloo: the loopback cause only where the ranks were on loopback (case 23) ---------------------
+def _case23_run(command: str | None = None, run_hosts: list[str] | None = None) -> str:
+    """Case 23's first run (both Gloo ranks exit 139) as a saved log, its ``$`` line replaced by ``command``."""
+    first = (CASES / "23-horovod-gloo-loopback-only.txt").read_text().split("\n\n", 1)[0].splitlines()
+    lines = ([command if command is not None else first[0]] + first[1:]) if command != "" else first[1:]
+    if run_hosts:
+        lines.insert(1, '[0]<stdout>:@chexstack {"event": "run", "hosts": %s}' % json.dumps(run_hosts))
+    return "\n".join(lines) + "\n"
+
+
+def _case23_commands():
+    """Case 23's own command lines: the --network none container, and the same with lo named explicitly."""
+    text = (CASES / "23-horovod-gloo-loopback-only.txt").read_text()
+    return [line for line in text.splitlines() if line.startswith("$ docker run") and "--gloo" in line]
+
+
+@pytest.mark.parametrize("command,why", [
+    (0, "the container was started with --network none"),
+    (1, "the container was started with --network none"),
+    ("$ horovodrun -np 2 -H localhost:2 --gloo --network-interface lo python train.py", "the ranks were pointed at lo"),
+])
+def test_a_gloo_segfault_on_loopback_gets_the_loopback_cause(tmp_path, command, why):
+    log = tmp_path / "launch.log"
+    log.write_text(_case23_run(_case23_commands()[command] if isinstance(command, int) else command))
+    result = cmd.run("train", "--explain", str(log))
+    assert "exit 139 is a segmentation fault; %s: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES) in result.stdout
+
+
+@pytest.mark.parametrize("command,run_hosts,why", [
+    ("$ horovodrun -np 2 -H node1:1,node2:1 --gloo python train.py", None, "the ranks ran on 2 hosts, node1, node2"),
+    ("$ horovodrun -np 2 --hostfile hosts.txt --gloo python train.py", ["node1.cluster", "node2.cluster"],
+     "the ranks ran on 2 hosts, node1, node2"),
+    ("$ horovodrun -np 2 -H localhost:2 --gloo --network-interface eth0 python train.py", None,
+     "the ranks were pointed at eth0"),
+    ("$ docker run --rm --network host IMAGE horovodrun -np 2 -H localhost:2 --gloo python train.py", None,
+     "the container had the host network"),
+])
+def test_a_gloo_segfault_off_loopback_is_a_segfault_not_the_loopback_cause(tmp_path, command, run_hosts, why):
+    """The reviewer's case: a multi-host run over ib0 cannot have had loopback only; its exit 139 is a crash in the
+    rank's own process, named with the libraries of its stack trace."""
+    log = tmp_path / "launch.log"
+    text = _case23_run(command, run_hosts).replace(
+        "[1]<stderr>:Segmentation fault\n", "[1]<stderr>:*** BEGIN MANGLED STACK TRACE ***\n[1]<stderr>:/usr/lib/"
+        "python3/dist-packages/tensorflow/libtensorflow_framework.so.2(+0x1a3b1c1)[0x7f1e0d5a11c1]\n"
+        "[1]<stderr>:Segmentation fault\n")
+    log.write_text(text)
+    result = cmd.run("train", "--explain", str(log))
+    assert GLOO_ON_LOOPBACK not in result.stdout and "--controller mpi" not in result.stdout
+    assert ("exit 139 is a segmentation fault in rank 1's own process, not Gloo's loopback crash (%s); its stack "
+            "trace is in libtensorflow_framework.so.2: rerun with PYTHONFAULTHANDLER=1" % why) in result.stdout
+    assert "last lines of rank 1:" in result.stdout
+
+
+def test_a_gloo_segfault_without_evidence_names_the_loopback_cause_as_a_possibility(tmp_path):
+    for command, why in [("", "the log names neither the hosts nor the interfaces"),
+                         ("$ horovodrun -np 2 -H localhost:2 --gloo python train.py",
+                          "the ranks ran on one host, localhost")]:
+        log = tmp_path / "launch.log"
+        log.write_text(_case23_run(command))
+        result = cmd.run("train", "--explain", str(log))
+        assert ("exit 139 is a segmentation fault; if the ranks' host had no network interface but loopback (%s; "
+                "a --network none container), it is Gloo's crash: %s" % (why, GLOO_ON_LOOPBACK)) in result.stdout
