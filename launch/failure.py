@@ -239,9 +239,13 @@ def rank_reason(outcome: Outcome) -> str | None:
 
 def missing_libraries(outcome: Outcome) -> list[str]:
     """The libraries TensorFlow said it could not load (``Could not load dynamic library 'libcudnn.so.8'``), in
-    the order first seen across the ranks' last lines."""
+    the order first seen across the ranks' last lines. A library TensorFlow loads only for an optional feature
+    (TensorRT's ``libnvinfer``, ``facts.parsers.horovodrun.is_optional_library``) is named only where the log shows
+    that TensorFlow registered no GPU (``GPU_NOT_REGISTERED``): TF-TRT's warning is harmless where the GPU was used."""
     lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
-    return list(dict.fromkeys(m.group(1) for line in lines for m in hr.MISSING_LIBRARY.finditer(line)))
+    found = dict.fromkeys(m.group(1) for line in lines for m in hr.MISSING_LIBRARY.finditer(line))
+    no_gpu = any(hr.GPU_NOT_REGISTERED.search(line) for line in lines)
+    return [name for name in found if no_gpu or not hr.is_optional_library(name)]
 
 
 def _ranks_on(outcome: Outcome, host: str) -> str:

@@ -6,7 +6,8 @@ mpirun ``Process name: [[j,1],1]`` / ``Exit code: 2`` (Open MPI's "mpirun detect
 exited" help message) or ``process rank 1 with PID 42 on node n2 exited on signal 11``. A rank's own reason is its
 last exception line (``OSError: Unable to open file ...``), never horovodrun's own RuntimeError summary nor an
 exception a rank raises only because another one failed (``is_cause``). ``LOST_DAEMON``: Open MPI's report of a host
-whose daemon stopped answering; ``MISSING_LIBRARY``: TensorFlow's warning for a CUDA library it cannot load.
+whose daemon stopped answering; ``MISSING_LIBRARY``: TensorFlow's warning for a CUDA library it cannot load (an
+optional one, TensorRT's, is no reason for anything: ``is_optional_library``; ``GPU_NOT_REGISTERED``: it used no GPU).
 The launch command line (``launch_network``): the hosts and network interfaces it gives the ranks, and a container
 started without a network; a crashed rank's native stack trace (``crash_libraries``).
 ``CHECK_BUILD``: ``horovodrun --check-build`` (read by ``facts.parsers.horovod``, which images carry and which
@@ -42,6 +43,21 @@ LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
 #: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU:
 #: https://github.com/tensorflow/tensorflow/issues/45930): group 1 the library's file name
 MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
+#: Libraries TensorFlow loads only for an optional feature, without which it registers its GPUs all the same: TensorRT
+#: (TF-TRT's own warning after them: "Cannot dlopen some TensorRT libraries. If you would like to use Nvidia GPU with
+#: TensorRT, ...", tensorflow/compiler/tf2tensorrt/utils/py_utils.cc; the GPU still opened in
+#: https://github.com/tensorflow/tensorflow/issues/36088) and CUPTI (the profiler's GPU tracer, loaded only when a
+#: profile is taken: https://github.com/aws/deep-learning-containers/pull/251). By the name before ``.so``.
+OPTIONAL_LIBRARIES = ("libnvinfer", "libnvinfer_plugin", "libcupti")
+#: TensorFlow's lines when a library it needs for the GPU is missing: it registers no GPU and runs on CPU
+#: (gpu_device.cc: "Cannot dlopen some GPU libraries. ... Skipping registering GPU devices...";
+#: https://github.com/tensorflow/tensorflow/issues/45930, NVIDIA/tensorflow#110)
+GPU_NOT_REGISTERED = re.compile(r"Cannot dlopen some GPU libraries|Skipping registering GPU devices")
+
+
+def is_optional_library(name: str) -> bool:
+    """``libnvinfer.so.7``, ``libnvinfer_plugin.so.8``, ``libcupti.so.11.0``: a library of ``OPTIONAL_LIBRARIES``."""
+    return name.split(".so", 1)[0] in OPTIONAL_LIBRARIES
 
 
 class Failures:
