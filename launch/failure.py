@@ -3,10 +3,11 @@ printed: the first rank to exit and its code, then that rank's own reason — it
 first exception in time that is not a consequence of another rank's failure, else the last exception line of its
 output, never horovodrun's own RuntimeError traceback — a host mpirun or Slurm lost (with the ranks the trainer
 placed there), the cause of a NCCL failure in the ranks' NCCL_DEBUG lines (``nccl_diagnosis``: the classifier and
-remedies of validate's NCCL checks), the CUDA libraries TensorFlow could not load, and for exit 139 under Gloo the
-loopback cause (``launch.controller.GLOO_ON_LOOPBACK``) where the ranks were on loopback, else a segfault of the rank
-(``gloo_segfault``). The output itself is read by ``facts.parsers.horovodrun``;
-the full output stays in the log.
+remedies of validate's NCCL checks), a fault validate's checks name too (Horovod built for another TensorFlow, a
+driver older than the ranks' CUDA: ``runtime_diagnosis``, ``RUNTIME_REMEDY``), the CUDA libraries TensorFlow could
+not load, and for exit 139 under Gloo the loopback cause (``launch.controller.GLOO_ON_LOOPBACK``) where the ranks
+were on loopback, else a segfault of the rank (``gloo_segfault``). The output itself is read by
+``facts.parsers.horovodrun``; the full output stays in the log.
 
 A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
 that tells the causes apart and its cause (``facts.parsers.mpi.classify_launch``, the classifier validate's
@@ -23,6 +24,8 @@ import signal
 
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
+from facts.parsers.container import classify_runtime_error
+from facts.parsers.horovod import version_mismatch
 from facts.parsers.mpi import LaunchFailure, classify_launch
 from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_prefixes
 from facts.parsers.slurm import LOST_NODE_LINE
@@ -199,6 +202,15 @@ NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE
                                              "device-plugin resource and IPC_LOCK"}
 
 
+#: The fix of a rank's failure that validate's checks diagnose too, by code: Horovod built for another TensorFlow
+#: (https://github.com/horovod/horovod/issues/2619: horovod.env and horovod.image) and a driver older than the CUDA
+#: runtime the ranks load (cudaError 35, https://github.com/NVIDIA/nvidia-docker/issues/745: container.gpus,
+#: gpu.driver_cuda). In validate's words: its checks and a failed run's explanation (``runtime_diagnosis``) say the
+#: same.
+RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (--no-cache-dir) after the final TF install",
+                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)"}
+
+
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
                   command: str = "the launch command") -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
@@ -246,6 +258,31 @@ def missing_libraries(outcome: Outcome) -> list[str]:
     found = dict.fromkeys(m.group(1) for line in lines for m in hr.MISSING_LIBRARY.finditer(line))
     no_gpu = any(hr.GPU_NOT_REGISTERED.search(line) for line in lines)
     return [name for name in found if no_gpu or not hr.is_optional_library(name)]
+
+
+def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
+    """``WHAT [CODE]; REMEDY`` (``RUNTIME_REMEDY``) when the ranks' output shows a fault validate's checks diagnose
+    too: Horovod built for another TensorFlow (``HorovodVersionMismatchError``, read by
+    ``facts.parsers.horovod.version_mismatch``, or an older Horovod's undefined TensorFlow symbol,
+    ``facts.parsers.horovodrun.TF_SYMBOL_MISSING``): ``HOROVOD_TF_MISMATCH``; a driver older than the CUDA runtime
+    (``CUDA driver version is insufficient for CUDA runtime version``, nvidia-container-cli's ``unsatisfied
+    condition: cuda >= X``, read by ``facts.parsers.container.classify_runtime_error``): ``CUDA_DRIVER_TOO_OLD``,
+    quoting the line unless it is in ``said`` (the rank's reason the message gives already); None otherwise."""
+    lines = ([outcome.first_exception[1]] if outcome.first_exception else []) + outcome.errors + [
+        line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    text = "\n".join(lines)
+    mismatch = version_mismatch(text)
+    if mismatch and mismatch[0].lower() == "tensorflow":
+        return "Horovod was built for tensorflow %s, the ranks import tensorflow %s [HOROVOD_TF_MISMATCH]; %s" % (
+            mismatch[1], mismatch[2], RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"])
+    if symbol := next((m.group(1) for line in lines if (m := hr.TF_SYMBOL_MISSING.search(line))), None):
+        return ("Horovod's library misses TensorFlow's symbol %s: it was built for another TensorFlow "
+                "[HOROVOD_TF_MISMATCH]; %s" % (symbol, RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"]))
+    if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(text):
+        line = next(line.strip() for line in lines if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(line))
+        return "the NVIDIA driver is older than the CUDA the ranks need%s [CUDA_DRIVER_TOO_OLD]; %s" % (
+            "" if said and line in said else " (%s)" % line, RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
+    return None
 
 
 def _ranks_on(outcome: Outcome, host: str) -> str:
@@ -349,6 +386,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     nccl = nccl_diagnosis(outcome) if outcome.interrupted is None else None
     if nccl:
         parts.append(nccl)
+    runtime = runtime_diagnosis(outcome, reason) if outcome.interrupted is None else None
+    if runtime:
+        parts.append(runtime)
     if outcome.lost_host and outcome.interrupted is None:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (

@@ -13,6 +13,7 @@ import pytest
 
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
+from facts.parsers.horovod import CheckBuild
 from facts.parsers.mpi import classify_launch, launch_items
 from launch import failure, local
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
@@ -20,6 +21,8 @@ from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
 from tests.lib.paths import CASES, REPO
+from validate.checks.container import judge_container_gpus
+from validate.checks.horovod import judge_build
 from validate.checks.mpi import judge_launch_failure
 
 MPI_DATA = REPO / "tests" / "data" / "mpi"
@@ -296,3 +299,65 @@ def test_a_gloo_segfault_without_evidence_names_the_loopback_cause_as_a_possibil
         result = cmd.run("train", "--explain", str(log))
         assert ("exit 139 is a segmentation fault; if the ranks' host had no network interface but loopback (%s; "
                 "a --network none container), it is Gloo's crash: %s" % (why, GLOO_ON_LOOPBACK)) in result.stdout
+
+
+# --- a rank's failure validate diagnoses too: its code and its remedy (cases 02 and 06) ---------------------------
+def _case02_observed() -> str:
+    """Case 02's observed exception line, as every rank printed it."""
+    text = (CASES / "02-horovod-tf-version-mismatch.expected.md").read_text()
+    return next(part for part in text.split("`") if part.startswith("horovod.common.exceptions."))
+
+
+def _rank_failure_log(tmp_path, rank_lines: list[str], prefix: str = "[1,0]<stderr>:", after: str = "") -> str:
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join([prefix + "Traceback (most recent call last):",
+                              prefix + '  File "train.py", line 3, in <module>']
+                             + [prefix + line for line in rank_lines]) + "\n" + after
+                   + (MPI_DATA / "openmpi-4.1.4-rank-exit-3.txt").read_text())
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("prefix", ["[1,0]<stderr>:", "[0]<stderr>:"], ids=["mpi", "gloo"])
+def test_horovod_built_for_another_tensorflow_gets_validates_code_and_remedy(tmp_path, prefix):
+    out = _rank_failure_log(tmp_path, [_case02_observed()], prefix)
+    assert ("Horovod was built for tensorflow 2.3.0, the ranks import tensorflow 2.4.1 [HOROVOD_TF_MISMATCH]; "
+            + failure.RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"]) in out
+
+
+def test_an_older_horovods_undefined_tensorflow_symbol_is_the_same_fault(tmp_path):
+    """Case 02's sources: older Horovod shows the condition as an undefined TensorFlow symbol in its library."""
+    line = ("ImportError: /usr/local/lib/python3.6/dist-packages/horovod/tensorflow/mpi_lib.cpython-36m-x86_64-linux-"
+            "gnu.so: undefined symbol: _ZN10tensorflow8OpKernel11TraceStringEPNS_15OpKernelContextEb")
+    out = _rank_failure_log(tmp_path, [line])
+    assert ("Horovod's library misses TensorFlow's symbol _ZN10tensorflow8OpKernel11TraceStringEPNS_15OpKernelContextEb"
+            ": it was built for another TensorFlow [HOROVOD_TF_MISMATCH]; "
+            + failure.RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"]) in out
+
+
+def test_both_spellings_of_a_driver_older_than_the_cuda_get_validates_code_and_remedy(tmp_path):
+    """Case 06: the CUDA runtime's (cudaError 35) in a rank, nvidia-container-cli's from the container engine."""
+    text = (CASES / "06-cuda-driver-too-old.txt").read_text()
+    runtime = next(line for line in text.splitlines() if "insufficient" in line)
+    engine = next(line for line in text.splitlines() if "unsatisfied condition" in line)
+    remedy = failure.RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"]
+    out = _rank_failure_log(tmp_path, [runtime, "tensorflow.python.framework.errors_impl.InternalError: "
+                                       "cudaGetDevice() failed. Status: CUDA driver version is insufficient for "
+                                       "CUDA runtime version"])
+    assert "the NVIDIA driver is older than the CUDA the ranks need [CUDA_DRIVER_TOO_OLD]; " + remedy in out
+    out = _rank_failure_log(tmp_path, ["SystemExit: 1"], after=engine + "\n")
+    assert "the NVIDIA driver is older than the CUDA the ranks need (%s) [CUDA_DRIVER_TOO_OLD]; %s" % (
+        engine, remedy) in out
+
+
+def test_validate_gives_these_faults_the_same_remedy():
+    """One remedy per code: what validate's horovod.env and container.gpus say for the same faults."""
+    build = CheckBuild("0.21.3", {"framework": {"TensorFlow": True}})
+    mismatch = judge_build(build, [("framework", "TensorFlow")], tf_version="2.4.1", built_for="2.3.0")
+    assert (mismatch.diagnosis, mismatch.remedy) == ("HOROVOD_TF_MISMATCH",
+                                                     failure.RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"])
+    engine = next(line for line in (CASES / "06-cuda-driver-too-old.txt").read_text().splitlines()
+                  if "unsatisfied condition" in line)
+    driver = judge_container_gpus(engine, False, 1, None)
+    assert (driver.diagnosis, driver.remedy) == ("CUDA_DRIVER_TOO_OLD", failure.RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])

@@ -55,6 +55,13 @@ OPTIONAL_LIBRARIES = ("libnvinfer", "libnvinfer_plugin", "libcupti")
 GPU_NOT_REGISTERED = re.compile(r"Cannot dlopen some GPU libraries|Skipping registering GPU devices")
 
 
+#: An older Horovod's form of "built for another TensorFlow": its library, compiled against one TensorFlow, does not
+#: find a TensorFlow symbol in the one imported (``.../horovod/tensorflow/mpi_lib.cpython-36m-x86_64-linux-gnu.so:
+#: undefined symbol: _ZN10tensorflow8OpKernel...``; https://github.com/horovod/horovod/issues/898, #656); group 1
+#: the symbol. Newer releases say it as ``HorovodVersionMismatchError`` (``facts.parsers.horovod.version_mismatch``).
+TF_SYMBOL_MISSING = re.compile(r"horovod/\S*\.so: undefined symbol: (_ZN\w*tensorflow\w*)")
+
+
 def is_optional_library(name: str) -> bool:
     """``libnvinfer.so.7``, ``libnvinfer_plugin.so.8``, ``libcupti.so.11.0``: a library of ``OPTIONAL_LIBRARIES``."""
     return name.split(".so", 1)[0] in OPTIONAL_LIBRARIES
