@@ -28,6 +28,7 @@ from facts.parsers.container import classify_runtime_error
 from facts.parsers.horovod import version_mismatch
 from facts.parsers.mpi import LaunchFailure, classify_launch
 from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_prefixes
+from facts.parsers.pyxis import classify_pyxis
 from facts.parsers.slurm import LOST_NODE_LINE
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK, is_loopback
 from trainer.preflight import parse_event
@@ -211,6 +212,27 @@ RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (--no-cache-dir) aft
                   "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)"}
 
 
+#: The fix of each image pyxis mis-reads (``facts.pyxis.image_problem``), for a failed job's log
+#: (``pyxis_diagnosis``) and a batch script's ``--container-image`` (``invoke validate --job``): ``%(image)s`` the
+#: image as given, ``%(name)s`` its file name, ``%(stem)s`` without the suffix.
+PYXIS_REMEDY = {
+    "PYXIS_SQUASHFS_AS_REGISTRY": "name the squashfs file so that pyxis reads it as a file: its absolute path on "
+                                  "the nodes' shared storage (--container-image=/shared/images/%(name)s) or "
+                                  "./%(image)s from the job's working directory; pyxis pulls any name that does not "
+                                  "start with / or . from a registry (NVIDIA/pyxis#127)",
+    "PYXIS_SIF_IMAGE": "pyxis runs enroot images (a squashfs file, a registry image), not a SIF: run the SIF with "
+                       "singularity exec under the host's mpirun (invoke train --launcher slurm --hybrid --image "
+                       "/shared/images/%(name)s), or give pyxis a squashfs of the image (enroot import -o "
+                       "/shared/images/%(stem)s.sqsh docker://REGISTRY#IMAGE, or dockerd://IMAGE)",
+}
+
+
+def pyxis_remedy(cause: str, image: str) -> str:
+    """``PYXIS_REMEDY[cause]`` for ``image``."""
+    name = image.rstrip("/").rsplit("/", 1)[-1]
+    return PYXIS_REMEDY[cause] % {"image": image, "name": name, "stem": name.rsplit(".", 1)[0]}
+
+
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
                   command: str = "the launch command") -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
@@ -283,6 +305,17 @@ def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
         return "the NVIDIA driver is older than the CUDA the ranks need%s [CUDA_DRIVER_TOO_OLD]; %s" % (
             "" if said and line in said else " (%s)" % line, RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
     return None
+
+
+def pyxis_diagnosis(outcome: Outcome) -> str | None:
+    """``the step's container did not start: LINE … ERROR [CAUSE]; REMEDY`` when pyxis imported an image it
+    mis-reads (``facts.parsers.pyxis.classify_pyxis``: a squashfs file named without a leading / or ., pulled from a
+    registry; a SIF), from the launcher's own lines; None otherwise."""
+    found = classify_pyxis("\n".join(outcome.launcher_lines))
+    if found is None:
+        return None
+    return "the step's container did not start: %s%s [%s]; %s" % (
+        found.line, " … %s" % found.error if found.error else "", found.cause, pyxis_remedy(found.cause, found.image))
 
 
 def _ranks_on(outcome: Outcome, host: str) -> str:
@@ -374,6 +407,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if launch is not None and launch.cause in _NOT_LAUNCHED:
         parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
             launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command")))
+    pyxis = pyxis_diagnosis(outcome) if outcome.interrupted is None else None
+    if pyxis:
+        parts.append(pyxis)
     if outcome.interrupted is not None:
         parts.append("interrupted by %s" % signal.Signals(outcome.interrupted).name)
     elif outcome.first_failure:
@@ -403,7 +439,7 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if controller == "gloo" and code in (139, -11):
         parts.append(gloo_segfault(outcome))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
-    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED):
+    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED) and not pyxis:
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail
         shown = hr.without_tracebacks(lines)[-10:]

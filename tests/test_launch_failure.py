@@ -361,3 +361,42 @@ def test_validate_gives_these_faults_the_same_remedy():
                   if "unsatisfied condition" in line)
     driver = judge_container_gpus(engine, False, 1, None)
     assert (driver.diagnosis, driver.remedy) == ("CUDA_DRIVER_TOO_OLD", failure.RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
+
+
+# --- a pyxis step whose image pyxis pulled from a registry (case 29) ---------------------------------------------
+def _case29_pyxis_lines() -> str:
+    """What pyxis printed for `--container-image=chexstack-cpu.sqsh` in case 29 (a Slurm job's output)."""
+    text = (CASES / "29-pyxis-relative-sqsh-image.txt").read_text()
+    return text.split("(no leading / or ./):\n", 1)[1]
+
+
+def test_train_explain_names_the_pyxis_import_of_a_squashfs_name(tmp_path):
+    """Case 29: the line that tells the cause apart is pyxis' import of the file name as a docker image (and the
+    registry's answer), not its generic "couldn't start container" lines; the remedy names both forms pyxis reads as
+    a file."""
+    log = tmp_path / "slurm-42.out"
+    log.write_text(_case29_pyxis_lines())
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert ("the step's container did not start: pyxis: importing docker image: chexstack-cpu.sqsh … URL "
+            "https://registry-1.docker.io/v2/library/chexstack-cpu.sqsh/manifests/latest returned error code: 401 "
+            "Unauthorized [PYXIS_SQUASHFS_AS_REGISTRY]; " + failure.pyxis_remedy("PYXIS_SQUASHFS_AS_REGISTRY",
+                                                                                "chexstack-cpu.sqsh")) in result.stdout
+    assert "/shared/images/chexstack-cpu.sqsh" in result.stdout and "./chexstack-cpu.sqsh" in result.stdout
+    assert "last lines" not in result.stdout
+
+
+@pytest.mark.parametrize("image,cause", [("chexstack-cpu.squashfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+                                         ("images/chexstack-cpu.sqfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+                                         ("chexstack-cpu.sif", "PYXIS_SIF_IMAGE"),
+                                         ("chexstack/cpu:0.1.0", None)])
+def test_every_image_pyxis_misreads_is_named(image, cause):
+    reader = failure.OutputReader()
+    for line in _case29_pyxis_lines().replace("chexstack-cpu.sqsh", image).splitlines():
+        reader.feed(line)
+    found = failure.pyxis_diagnosis(reader.outcome(1, "x"))
+    if cause is None:  # a registry image the registry refused: not this fault
+        assert found is None
+    else:
+        assert found.startswith("the step's container did not start: pyxis: importing docker image: %s … URL "
+                                % image) and found.endswith("[%s]; %s" % (cause, failure.pyxis_remedy(cause, image)))

@@ -8,6 +8,7 @@ import json
 import jsonschema
 import pytest
 
+from launch.failure import pyxis_remedy
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
 from validate import report_schema
@@ -226,3 +227,47 @@ def test_run_as_root_by_the_environment_alone_fails_where_the_images_open_mpi_ig
     assert [(f.rule, f.code, f.status) for f in findings] == [("job.run_as_root", "MPI_RUN_AS_ROOT", "FAIL")]
     assert "stack ngc's, whose Open MPI 3.1.3 ignores them (honoured from Open MPI 4.0.2)" in findings[0].message
     assert "--allow-run-as-root" in findings[0].remedy
+
+
+# --- the image pyxis runs: a squashfs by a path it reads as a file, never a SIF (case 29) --------------------------
+PYXIS = "launch/slurm-pyxis-2x4gpu.sbatch"
+PYXIS_IMAGE = "'--container-image=registry.example.com:5000#chexstack/cpu:0.1.0-0123456789ab'"
+
+
+@pytest.mark.parametrize("image,written,code", [
+    ("chexstack-ngc.sqsh", "--container-image=chexstack-ngc.sqsh", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("chexstack-ngc.sqsh", "--container-image chexstack-ngc.sqsh", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("chexstack-ngc.squashfs", "--container-image=chexstack-ngc.squashfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("images/chexstack-ngc.sqfs", "--container-image images/chexstack-ngc.sqfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("/shared/images/chexstack-ngc.sif", "--container-image=/shared/images/chexstack-ngc.sif", "PYXIS_SIF_IMAGE"),
+    ("chexstack-ngc.sif", "'--container-image=chexstack-ngc.sif'", "PYXIS_SIF_IMAGE"),
+])
+def test_a_pyxis_image_pyxis_misreads_fails_on_its_line(tmp_path, image, written, code):
+    """Case 29: pyxis takes an image as a file only when it starts with / or . (NVIDIA/pyxis#127), and runs no SIF;
+    the rule is launch.slurm.enroot_uri's (facts.pyxis), the remedy the one --explain gives (launch.failure)."""
+    path, text = _variant(tmp_path, PYXIS, PYXIS_IMAGE, written)
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in findings] == [
+        ("job.pyxis_image", code, "FAIL", _line_of(text, written))]
+    assert findings[0].remedy == pyxis_remedy(code, image) and image in findings[0].message
+    assert ("/shared/images/" in findings[0].remedy and "./%s" % image in findings[0].remedy
+            if code == "PYXIS_SQUASHFS_AS_REGISTRY" else "--hybrid" in findings[0].remedy)
+
+
+@pytest.mark.parametrize("written", ["--container-image=/shared/images/chexstack-ngc.sqsh",
+                                     "--container-image ./chexstack-ngc.squashfs",
+                                     "--container-image=../images/chexstack-ngc.sqfs",
+                                     "--container-image=nvcr.io#nvidia/tensorflow:19.06-py3"])
+def test_a_pyxis_image_pyxis_reads_as_meant_passes(tmp_path, written):
+    path, _ = _variant(tmp_path, PYXIS, PYXIS_IMAGE, written)
+    assert judge_job(str(path))[1] == []
+
+
+def test_a_pyxis_image_directive_is_judged_too(tmp_path):
+    path, text = _variant(tmp_path, PYXIS, "#SBATCH --exclusive\n",
+                          "#SBATCH --exclusive\n#SBATCH --container-image=chexstack-ngc.sqsh\n")
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.line) for f in findings] == [("PYXIS_SQUASHFS_AS_REGISTRY",
+                                                     _line_of(text, "#SBATCH --container-image"))]
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1 and "FAIL PYXIS_SQUASHFS_AS_REGISTRY" in result.stdout

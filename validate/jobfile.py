@@ -2,7 +2,9 @@
 MPIJob manifest (YAML, ``kind: MPIJob``) or a Slurm batch script. Each finding names the file and line.
 
 Every rule is stated once, where the renderers take it from, and only read here: the PMIx plugin of srun under
-pyxis (``launch.slurm.PMIX``), NCCL's transport log (``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
+pyxis (``launch.slurm.PMIX``), the image pyxis reads as a file or pulls (``facts.pyxis.image_problem``, the rule of
+``launch.slurm.enroot_uri`` too, with ``launch.failure.PYXIS_REMEDY``), NCCL's transport log
+(``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
@@ -26,6 +28,7 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
 from chexstack.outputs import output_file
+from facts import pyxis
 from facts.openmpi import (
     ALLOW_RUN_AS_ROOT_ENV,
     ALLOW_RUN_AS_ROOT_FLAG,
@@ -35,7 +38,7 @@ from facts.openmpi import (
     root_env_honoured,
 )
 from images.naming import stack_of_image
-from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy
+from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
 from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions
 from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
@@ -127,6 +130,35 @@ def _gpus_per_node(directives: dict[str, tuple[int, str]]) -> tuple[int, int] | 
     return (line, int(value)) if value.isdigit() else None
 
 
+def _option_values(words: list[str], name: str) -> list[str]:
+    """The values of ``name`` in ``words``, as ``NAME=VALUE`` or ``NAME VALUE``."""
+    return [w.split("=", 1)[1] if "=" in w else words[i + 1] for i, w in enumerate(words)
+            if w.split("=", 1)[0] == name and ("=" in w or i + 1 < len(words))]
+
+
+def _judge_pyxis_image(image: str, line: int, add) -> None:
+    """The pyxis rule (``facts.pyxis.image_problem``) on one ``--container-image`` value: a squashfs file named
+    without a leading / or . (pulled from a registry) or a SIF (not an enroot image) FAILs."""
+    cause = pyxis.image_problem(image)
+    if cause == "PYXIS_SQUASHFS_AS_REGISTRY":
+        add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s names a squashfs file without a leading / "
+            "or ./: pyxis pulls it from a registry as docker://%s and the step's container does not start (401 "
+            "Unauthorized or not found)" % (image, image), pyxis_remedy(cause, image))
+    elif cause == "PYXIS_SIF_IMAGE":
+        add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s is a SIF, which pyxis cannot run (it runs "
+            "squashfs files and registry images)" % image, pyxis_remedy(cause, image))
+
+
+def _judge_pyxis_step(words: list[str], line: int, add) -> None:
+    """An ``srun --container-image`` step: its image (``_judge_pyxis_image``) and Slurm's PMIx plugin (``PMIX``)."""
+    for image in _option_values(words, "--container-image"):
+        _judge_pyxis_image(image, line, add)
+    mpi = [w for w in words if w.startswith("--mpi")]
+    if PMIX not in words:
+        add("job.pmix", line, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each rank "
+            "starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+
+
 def judge_sbatch(path: str, text: str) -> list[Finding]:
     """The rules of ``launch.slurm``'s scripts, on a batch script's text."""
     directives: dict[str, tuple[int, str]] = {}
@@ -167,13 +199,11 @@ def judge_sbatch(path: str, text: str) -> list[Finding]:
                 per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
                 "per node idle" % (tasks, gpus[1], gpus[0], gpus[1] - tasks),
                 "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
+    if "--container-image" in directives:
+        _judge_pyxis_image(directives["--container-image"][1], directives["--container-image"][0], add)
     for number, words in commands:
         if words[0] == "srun" and any(w.startswith("--container-image") for w in words):
-            mpi = [w for w in words if w.startswith("--mpi")]
-            if PMIX not in words:
-                add("job.pmix",
-                    number, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each "
-                    "rank starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+            _judge_pyxis_step(words, number, add)
         if words[0] in ("mpirun", "mpiexec"):
             np = _np(words)
             if np and slots is not None and np[1] > slots:
