@@ -8,10 +8,11 @@ pyxis (``launch.slurm.PMIX``), the image pyxis reads as a file or pulls (``facts
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
-one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
-workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``, at least ``validate.checks.container.SHM_FLOOR_BYTES``), the
-RDMA resource's ``IPC_LOCK`` and the launcher's ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is
-the fault it leads to, in the codes validate's checks and the launch classifier (``facts.parsers.mpi``) give.
+one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
+at least ``validate.checks.container.SHM_FLOOR_BYTES``), the RDMA resource's ``IPC_LOCK`` (``launch.k8s``: the
+device plugins' resources, ``RDMA_RESOURCES``, and who holds the capability, ``holds_ipc_lock``) and the launcher's
+``launcherCreationPolicy`` (``launch.k8s``). A finding's code is the fault it leads to, in the codes validate's
+checks and the launch classifier (``facts.parsers.mpi``) give.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from facts.openmpi import (
 )
 from images.naming import stack_of_image
 from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
-from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions
+from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions, holds_ipc_lock, is_rdma_resource
 from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
 from launch.slurm import DEFAULT_ENV, PMIX
@@ -258,6 +259,20 @@ def _quantity(text: str) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2) or ""]) if m else None
 
 
+def _judge_ipc_lock(container: dict, node, add) -> None:
+    """A worker container that requests an RDMA resource (``launch.k8s.is_rdma_resource``, in its limits or
+    requests) must hold ``IPC_LOCK`` (``launch.k8s.holds_ipc_lock``: added, or a privileged container)."""
+    resources = container.get("resources") or {}
+    for kind in ("limits", "requests"):
+        rdma = [name for name in resources.get(kind) or {} if is_rdma_resource(name)]
+        if rdma and not holds_ipc_lock(container.get("securityContext")):
+            add("job.ipc_lock", _child(_at(node, "resources", kind), rdma[0], key_node=True), "FAIL",
+                "NCCL_SOCKET_FALLBACK", "the worker requests %s, an RDMA device, without the %s capability: NCCL "
+                "cannot register memory and falls back to TCP sockets" % (rdma[0], IPC_LOCK),
+                "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
+            return
+
+
 def judge_mpijob(path: str, node) -> list[Finding]:
     """The rules of ``launch.k8s``'s MPIJob, on one composed MPIJob document."""
     job = yaml.safe_load(yaml.serialize(node))
@@ -282,7 +297,6 @@ def judge_mpijob(path: str, node) -> list[Finding]:
     argv_node = _at(l_node, "args" if launcher.get("args") else "command")
     argv_key = _at(l_node, "args" if launcher.get("args") else "command", key_node=True)
     limits = (worker.get("resources") or {}).get("limits") or {}
-    limits_node = _at(w_node, "containers", 0, "resources", "limits")
 
     gpus = limits.get(GPU_RESOURCE)
     gpus = int(gpus) if str(gpus).isdigit() else None
@@ -322,12 +336,8 @@ def judge_mpijob(path: str, node) -> list[Finding]:
                 add("job.shm", _at(w_node, "volumes", shm[0], "emptyDir", "sizeLimit"), "FAIL", "NCCL_SHM_TOO_SMALL",
                     "/dev/shm sizeLimit %s, below %d MiB" % (size, SHM_FLOOR_BYTES >> 20),
                     "sizeLimit: 1Gi or more")
-    rdma = [name for name in limits if name.startswith("rdma/")]
-    caps = ((worker.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
-    if rdma and IPC_LOCK not in caps:
-        add("job.ipc_lock", _child(limits_node, rdma[0], key_node=True), "FAIL", "NCCL_SOCKET_FALLBACK",
-            "the worker requests %s without the %s capability: NCCL cannot register memory and falls back to TCP "
-            "sockets" % (rdma[0], IPC_LOCK), "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
+    for i, container in enumerate(w_pod.get("containers") or []):
+        _judge_ipc_lock(container, _at(w_node, "containers", i), add)
     policy = spec.get("launcherCreationPolicy")
     if policy != LAUNCHER_CREATION_POLICY:
         add("job.launcher_policy",
