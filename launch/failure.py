@@ -3,9 +3,11 @@ printed: the first rank to exit and its code, then that rank's own reason — it
 first exception in time that is not a consequence of another rank's failure, else the last exception line of its
 output, never horovodrun's own RuntimeError traceback — a host mpirun or Slurm lost (with the ranks the trainer
 placed there), the cause of a NCCL failure in the ranks' NCCL_DEBUG lines (``nccl_diagnosis``: the classifier and
-remedies of validate's NCCL checks), the CUDA libraries TensorFlow could not load, and for exit 139 under Gloo the
-loopback hint (``launch.controller.GLOO_ON_LOOPBACK``). The output itself is read by ``facts.parsers.horovodrun``;
-the full output stays in the log.
+remedies of validate's NCCL checks), a fault validate's checks name too (Horovod built for another TensorFlow, a
+driver older than the ranks' CUDA: ``runtime_diagnosis``, ``RUNTIME_REMEDY``), the CUDA libraries TensorFlow could
+not load, and for exit 139 under Gloo the loopback cause (``launch.controller.GLOO_ON_LOOPBACK``) where the ranks
+were on loopback, else a segfault of the rank (``gloo_segfault``). The output itself is read by
+``facts.parsers.horovodrun``; the full output stays in the log.
 
 A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
 that tells the causes apart and its cause (``facts.parsers.mpi.classify_launch``, the classifier validate's
@@ -22,10 +24,13 @@ import signal
 
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
+from facts.parsers.container import classify_runtime_error
+from facts.parsers.horovod import version_mismatch
 from facts.parsers.mpi import LaunchFailure, classify_launch
-from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log
+from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_prefixes
+from facts.parsers.pyxis import classify_pyxis
 from facts.parsers.slurm import LOST_NODE_LINE
-from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
+from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK, is_loopback
 from trainer.preflight import parse_event
 
 _ERROR = "trainer: error: "
@@ -36,6 +41,11 @@ RANK_TAIL_LINES = 60
 #: the launcher's own lines (no rank prefix) an Outcome keeps: Open MPI's help messages and ssh's lines of a
 #: failed launch are a few dozen; a long run's launcher lines (Slurm's, horovodrun's) are few
 LAUNCHER_LINES = 300
+#: a line of NCCL's own (``host:pid:tid [dev] NCCL INFO|WARN ...``) or about NCCL (a rank's ``ncclCommInitRank
+#: failed: unhandled system error``): an Outcome keeps every one, wherever it falls in the log, for the NCCL
+#: classifier (``nccl_diagnosis``). They are few: NCCL prints its INFO lines when a communicator is set up and its
+#: WARN lines when something fails (per-operation lines only with ``NCCL_DEBUG_SUBSYS=COLL``).
+_NCCL_LINE = re.compile(r"nccl", re.I)
 
 
 @dataclasses.dataclass
@@ -59,6 +69,7 @@ class Outcome:
     slurm_lost: tuple[str, str] | None = None  # the first node Slurm held lost: (name, "STATE (reason: ...)")
     launcher_lines: list[str] = dataclasses.field(default_factory=list)  # the last lines without a rank prefix
     command: str | None = None  # the launch command, as the log's ``$ argv`` line gives it
+    nccl_lines: list[str] = dataclasses.field(default_factory=list)  # every NCCL line of the output (``_NCCL_LINE``)
 
 
 class OutputReader:
@@ -73,6 +84,7 @@ class OutputReader:
         self.rank_tails: dict[int, collections.deque] = {}
         self.first_exception, self.lost_host, self.hosts, self.slurm_lost = None, None, None, None
         self.command: str | None = None
+        self.nccl: list[str] = []
 
     def feed(self, line: str) -> tuple[int | None, str, dict | None]:
         """Read one line (without its newline); the first ``$ argv`` line (``launch.stream`` logs the command so)
@@ -82,6 +94,8 @@ class OutputReader:
             return None, line, None
         self.tail.append(line)
         self.failures.feed(line)
+        if _NCCL_LINE.search(line):
+            self.nccl.append(line)
         m = hr.RANK_LINE.match(line)
         rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
         if rank is not None:
@@ -106,7 +120,7 @@ class OutputReader:
         return Outcome(returncode, self.failures.first, self.errors, list(self.tail), log_path,
                        {r: list(lines) for r, lines in self.rank_tails.items()}, interrupted, self.first_exception,
                        self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
-                       self.command)
+                       self.command, list(self.nccl))
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
@@ -189,6 +203,36 @@ NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE
                                              "device-plugin resource and IPC_LOCK"}
 
 
+#: The fix of a rank's failure that validate's checks diagnose too, by code: Horovod built for another TensorFlow
+#: (https://github.com/horovod/horovod/issues/2619: horovod.env and horovod.image) and a driver older than the CUDA
+#: runtime the ranks load (cudaError 35, https://github.com/NVIDIA/nvidia-docker/issues/745: container.gpus,
+#: gpu.driver_cuda). In validate's words: its checks and a failed run's explanation (``runtime_diagnosis``) say the
+#: same.
+RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (--no-cache-dir) after the final TF install",
+                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)"}
+
+
+#: The fix of each image pyxis mis-reads (``facts.pyxis.image_problem``), for a failed job's log
+#: (``pyxis_diagnosis``) and a batch script's ``--container-image`` (``invoke validate --job``): ``%(image)s`` the
+#: image as given, ``%(name)s`` its file name, ``%(stem)s`` without the suffix.
+PYXIS_REMEDY = {
+    "PYXIS_SQUASHFS_AS_REGISTRY": "name the squashfs file so that pyxis reads it as a file: its absolute path on "
+                                  "the nodes' shared storage (--container-image=/shared/images/%(name)s) or "
+                                  "./%(image)s from the job's working directory; pyxis pulls any name that does not "
+                                  "start with / or . from a registry (NVIDIA/pyxis#127)",
+    "PYXIS_SIF_IMAGE": "pyxis runs enroot images (a squashfs file, a registry image), not a SIF: run the SIF with "
+                       "singularity exec under the host's mpirun (invoke train --launcher slurm --hybrid --image "
+                       "/shared/images/%(name)s), or give pyxis a squashfs of the image (enroot import -o "
+                       "/shared/images/%(stem)s.sqsh docker://REGISTRY#IMAGE, or dockerd://IMAGE)",
+}
+
+
+def pyxis_remedy(cause: str, image: str) -> str:
+    """``PYXIS_REMEDY[cause]`` for ``image``."""
+    name = image.rstrip("/").rsplit("/", 1)[-1]
+    return PYXIS_REMEDY[cause] % {"image": image, "name": name, "stem": name.rsplit(".", 1)[0]}
+
+
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
                   command: str = "the launch command") -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
@@ -229,9 +273,49 @@ def rank_reason(outcome: Outcome) -> str | None:
 
 def missing_libraries(outcome: Outcome) -> list[str]:
     """The libraries TensorFlow said it could not load (``Could not load dynamic library 'libcudnn.so.8'``), in
-    the order first seen across the ranks' last lines."""
+    the order first seen across the ranks' last lines. A library TensorFlow loads only for an optional feature
+    (TensorRT's ``libnvinfer``, ``facts.parsers.horovodrun.is_optional_library``) is named only where the log shows
+    that TensorFlow registered no GPU (``GPU_NOT_REGISTERED``): TF-TRT's warning is harmless where the GPU was used."""
     lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
-    return list(dict.fromkeys(m.group(1) for line in lines for m in hr.MISSING_LIBRARY.finditer(line)))
+    found = dict.fromkeys(m.group(1) for line in lines for m in hr.MISSING_LIBRARY.finditer(line))
+    no_gpu = any(hr.GPU_NOT_REGISTERED.search(line) for line in lines)
+    return [name for name in found if no_gpu or not hr.is_optional_library(name)]
+
+
+def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
+    """``WHAT [CODE]; REMEDY`` (``RUNTIME_REMEDY``) when the ranks' output shows a fault validate's checks diagnose
+    too: Horovod built for another TensorFlow (``HorovodVersionMismatchError``, read by
+    ``facts.parsers.horovod.version_mismatch``, or an older Horovod's undefined TensorFlow symbol,
+    ``facts.parsers.horovodrun.TF_SYMBOL_MISSING``): ``HOROVOD_TF_MISMATCH``; a driver older than the CUDA runtime
+    (``CUDA driver version is insufficient for CUDA runtime version``, nvidia-container-cli's ``unsatisfied
+    condition: cuda >= X``, read by ``facts.parsers.container.classify_runtime_error``): ``CUDA_DRIVER_TOO_OLD``,
+    quoting the line unless it is in ``said`` (the rank's reason the message gives already); None otherwise."""
+    lines = ([outcome.first_exception[1]] if outcome.first_exception else []) + outcome.errors + [
+        line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    text = "\n".join(lines)
+    mismatch = version_mismatch(text)
+    if mismatch and mismatch[0].lower() == "tensorflow":
+        return "Horovod was built for tensorflow %s, the ranks import tensorflow %s [HOROVOD_TF_MISMATCH]; %s" % (
+            mismatch[1], mismatch[2], RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"])
+    if symbol := next((m.group(1) for line in lines if (m := hr.TF_SYMBOL_MISSING.search(line))), None):
+        return ("Horovod's library misses TensorFlow's symbol %s: it was built for another TensorFlow "
+                "[HOROVOD_TF_MISMATCH]; %s" % (symbol, RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"]))
+    if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(text):
+        line = next(line.strip() for line in lines if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(line))
+        return "the NVIDIA driver is older than the CUDA the ranks need%s [CUDA_DRIVER_TOO_OLD]; %s" % (
+            "" if said and line in said else " (%s)" % line, RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
+    return None
+
+
+def pyxis_diagnosis(outcome: Outcome) -> str | None:
+    """``the step's container did not start: LINE … ERROR [CAUSE]; REMEDY`` when pyxis imported an image it
+    mis-reads (``facts.parsers.pyxis.classify_pyxis``: a squashfs file named without a leading / or ., pulled from a
+    registry; a SIF), from the launcher's own lines; None otherwise."""
+    found = classify_pyxis("\n".join(outcome.launcher_lines))
+    if found is None:
+        return None
+    return "the step's container did not start: %s%s [%s]; %s" % (
+        found.line, " … %s" % found.error if found.error else "", found.cause, pyxis_remedy(found.cause, found.image))
 
 
 def _ranks_on(outcome: Outcome, host: str) -> str:
@@ -246,14 +330,71 @@ def nccl_diagnosis(outcome: Outcome) -> str | None:
     """``NCCL: LINE [CAUSE]; REMEDY`` when the ranks' NCCL_DEBUG lines name a failure cause
     (``facts.parsers.nccl.classify_nccl_failure``, the classifier of validate's NCCL checks, with the same remedy,
     ``NCCL_REMEDY``): two ranks on one GPU, /dev/shm full, libibverbs missing, an HCA not visible, memory not
-    registered, an IB completion error, a container-bridge address; None otherwise."""
-    lines = [line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
+    registered, an IB completion error, a container-bridge address; None otherwise. The classifier reads every NCCL
+    line of the output (``Outcome.nccl_lines``: a rank's traceback and Open MPI's banner after NCCL's WARN lines
+    do not push them out), and ``LINE`` is the one that tells the cause apart (``nccl_cause_line``), not the
+    framework's generic ``unhandled system error``."""
+    lines = outcome.nccl_lines or [line for rank in sorted(outcome.rank_tails)
+                                   for line in outcome.rank_tails[rank]] + outcome.tail
     log = parse_nccl_log("\n".join(lines))
     cause = classify_nccl_failure(log)
     if cause is None:
         return None
-    line = log.failure_after_selection or (log.errors[0][1] if log.errors else cause)
+    line = nccl_cause_line(lines, cause) or log.failure_after_selection or (log.errors[0][1] if log.errors
+                                                                             else cause)
     return "NCCL: %s [%s]; %s" % (line, cause, NCCL_REMEDY[cause])
+
+
+def nccl_cause_line(lines: list[str], cause: str) -> str | None:
+    """The first of ``lines`` (launcher prefixes removed) that alone makes ``facts.parsers.nccl`` name ``cause``:
+    ``Call to posix_fallocate failed : No space left on device`` for ``NCCL_SHM_EXHAUSTED``, ``Duplicate GPU
+    detected`` for ``NCCL_DUPLICATE_GPU``, ``Call to ibv_reg_mr failed`` for ``NCCL_IB_MEMREG_FAILED``; None when
+    the cause takes several lines together (a bootstrap interface on a bridge and a failed connect)."""
+    return next((line.strip() for line in strip_prefixes("\n".join(lines))
+                 if classify_nccl_failure(parse_nccl_log(line)) == cause), None)
+
+
+def loopback_evidence(outcome: Outcome) -> tuple[bool | None, str]:
+    """Whether the ranks had only the loopback interface, by the run's own evidence (the launch command,
+    ``facts.parsers.horovodrun.launch_network``, and the hosts the trainer's ``run`` event names): True for a
+    container started without a network (``--network none``) or ranks pointed at ``lo`` only; False for ranks on
+    several hosts (Gloo between hosts runs over a routed interface) or pointed at another interface, or a container
+    given a network; None when the log does not say (one host, or nothing known). With the evidence, in words."""
+    net = hr.launch_network(outcome.command)
+    hosts = list(dict.fromkeys(h.split(".")[0] for h in list(net.hosts) + list(outcome.hosts or ())))
+    others = [i for i in net.interfaces if not is_loopback(i)]
+    if net.container_network == "none":
+        return True, "the container was started with --network none"
+    if net.interfaces and not others:
+        return True, "the ranks were pointed at %s" % ", ".join(net.interfaces)
+    if len(hosts) > 1:
+        return False, "the ranks ran on %d hosts, %s%s" % (len(hosts), ", ".join(hosts), ", over %s" % ", ".join(
+            others) if others else "")
+    if others:
+        return False, "the ranks were pointed at %s" % ", ".join(others)
+    if net.container_network is not None:
+        return False, "the container had the %s network" % net.container_network
+    return None, ("the ranks ran on one host, %s" % hosts[0] if hosts
+                  else "the log names neither the hosts nor the interfaces")
+
+
+def gloo_segfault(outcome: Outcome) -> str:
+    """What a Gloo run's exit 139 (SIGSEGV) is: Horovod's Gloo crash on a loopback-only network
+    (``launch.controller.GLOO_ON_LOOPBACK``) only where the evidence puts the ranks on loopback
+    (``loopback_evidence``), said as a possibility where the log does not say, and where it cannot be (several
+    hosts, a real interface) a crash in the rank's own process, with the libraries of its native stack trace."""
+    loopback, why = loopback_evidence(outcome)
+    if loopback:
+        return "exit 139 is a segmentation fault; %s: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES)
+    if loopback is None:
+        return ("exit 139 is a segmentation fault; if the ranks' host had no network interface but loopback (%s; "
+                "a --network none container), it is Gloo's crash: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES))
+    rank = outcome.first_failure[0] if outcome.first_failure else None
+    libraries = hr.crash_libraries(outcome.rank_tails.get(rank, []))
+    return ("exit 139 is a segmentation fault in rank %s's own process, not Gloo's loopback crash (%s)%s: rerun "
+            "with PYTHONFAULTHANDLER=1 for the Python stack of the crash, and check that every host runs the same "
+            "TensorFlow and a Horovod built against it (horovodrun --check-build)" % (
+                rank, why, "; its stack trace is in %s" % ", ".join(libraries) if libraries else ""))
 
 
 def explain_failure(outcome: Outcome, controller: str) -> str:
@@ -266,6 +407,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if launch is not None and launch.cause in _NOT_LAUNCHED:
         parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
             launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command")))
+    pyxis = pyxis_diagnosis(outcome) if outcome.interrupted is None else None
+    if pyxis:
+        parts.append(pyxis)
     if outcome.interrupted is not None:
         parts.append("interrupted by %s" % signal.Signals(outcome.interrupted).name)
     elif outcome.first_failure:
@@ -278,6 +422,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     nccl = nccl_diagnosis(outcome) if outcome.interrupted is None else None
     if nccl:
         parts.append(nccl)
+    runtime = runtime_diagnosis(outcome, reason) if outcome.interrupted is None else None
+    if runtime:
+        parts.append(runtime)
     if outcome.lost_host and outcome.interrupted is None:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (
@@ -290,9 +437,9 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     if missing:
         parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
-        parts.append("exit 139 is a segmentation fault; %s: %s" % (GLOO_ON_LOOPBACK, GLOO_FIXES))
+        parts.append(gloo_segfault(outcome))
     message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
-    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED):
+    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED) and not pyxis:
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail
         shown = hr.without_tracebacks(lines)[-10:]

@@ -17,6 +17,7 @@ Mounts: ``Mount.source`` ``pvc:CLAIM`` is a PersistentVolumeClaim, any other pat
 """
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -37,6 +38,40 @@ SHM_VOLUME = "dshm"
 LAUNCHER_CREATION_POLICY = "WaitForWorkersReady"
 #: The capability a worker needs with an RDMA resource (NCCL registers memory; else it falls back to sockets).
 IPC_LOCK = "IPC_LOCK"
+#: The extended resources through which a device plugin gives a pod an RDMA device (an HCA, or an SR-IOV VF of one),
+#: as name patterns (``fnmatch``, lower case), each with its source: a worker that requests one needs ``IPC_LOCK``.
+RDMA_RESOURCES = (
+    (("rdma/*",), "Mellanox's k8s-rdma-shared-dev-plugin, resource prefix rdma (rdma/hca_shared_devices_a; "
+                  "rdma/rdma_shared_device_a as the NVIDIA Network Operator deploys it): "
+                  "https://github.com/Mellanox/k8s-rdma-shared-dev-plugin; its predecessor "
+                  "k8s-rdma-sriov-dev-plugin (rdma/vhca): https://github.com/Mellanox/k8s-rdma-sriov-dev-plugin"),
+    (("mellanox.com/*",), "the SR-IOV network device plugin with Mellanox's resource prefix, VFs of ConnectX HCAs "
+                          "(mellanox.com/mlnx_sriov_rdma, mellanox.com/mlnx_sriov_rdma_ib): "
+                          "https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin"),
+    (("*/*rdma*",), "an RDMA pool under another prefix: the NVIDIA Network Operator's RDMA shared device plugin and "
+                    "SR-IOV pools with isRdma named for it (nvidia.com/rdma_shared_device_a, nvidia.com/sriov_rdma): "
+                    "https://docs.nvidia.com/networking/display/cokan/device+plugin"),
+    (("*/hca*", "*/vhca*"), "k8s-rdma-shared-dev-plugin's HCA resources (resourceName hca_shared_devices_a) and "
+                            "k8s-rdma-sriov-dev-plugin's vhca under another resourcePrefix, which both plugins' "
+                            "configurations set: https://github.com/Mellanox/k8s-rdma-shared-dev-plugin"),
+)
+
+
+def is_rdma_resource(name: str) -> bool:
+    """``name`` (an extended resource a container requests) gives the pod an RDMA device (``RDMA_RESOURCES``)."""
+    return any(fnmatch.fnmatchcase(str(name).lower(), p) for patterns, _ in RDMA_RESOURCES for p in patterns)
+
+
+def holds_ipc_lock(security_context: dict | None) -> bool:
+    """Whether a container with this ``securityContext`` holds ``IPC_LOCK``: it adds the capability (as ``IPC_LOCK``,
+    ``CAP_IPC_LOCK`` or ``ALL``; container runtimes take the name with or without ``CAP_``) or it is privileged, which
+    grants every capability (Kubernetes API, SecurityContext.privileged: "Processes in privileged containers are
+    essentially equivalent to root on the host"; Docker's ``--privileged``: all capabilities)."""
+    context = security_context or {}
+    if context.get("privileged") is True:
+        return True
+    added = ((context.get("capabilities") or {}).get("add") or [])
+    return any(str(c).upper().removeprefix("CAP_") in (IPC_LOCK, "ALL") for c in added)
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 

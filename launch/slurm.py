@@ -26,6 +26,7 @@ from typing import Literal
 from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
+from facts import pyxis
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, SINGLE_COPY_OFF, root_env_honoured
 from launch.job import JobSpec, Mount
 from launch.mpi_compat import MpiCompatibility, check_hybrid, host_mpirun_version, implementation
@@ -66,11 +67,18 @@ class SlurmOptions:
 def enroot_uri(image: str) -> str:
     """Docker reference -> enroot URI for ``--container-image``: the registry host is separated by ``#``
     (``registry.example.com:5000/chexstack/cpu:1`` -> ``registry.example.com:5000#chexstack/cpu:1``). A host is a
-    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). An absolute squashfs path passes
-    unchanged; a relative one (``chexstack-cpu.sqsh``, ``./x.sqsh``) raises ChexstackError: pyxis takes an image
-    as a file only when it starts with ``.`` or ``/`` and pulls any other name from Docker Hub (NVIDIA/pyxis#127),
-    and a path relative to the job's directory is not the absolute cluster path the launchers require."""
-    if image.endswith(".sqsh") or image.startswith(("./", "../")):
+    first path component with ``.`` or ``:`` or ``localhost`` (Docker's rule). An absolute squashfs path
+    (``facts.pyxis.SQUASHFS_SUFFIXES``: ``.sqsh``, ``.squashfs``, ``.sqfs``) passes unchanged; a relative one
+    (``chexstack-cpu.sqsh``, ``./x.sqfs``) raises ChexstackError: pyxis takes an image as a file only when it starts
+    with ``.`` or ``/`` and pulls any other name from Docker Hub (``facts.pyxis``, NVIDIA/pyxis#127), and a path
+    relative to the job's directory is not the absolute cluster path the launchers require. A SIF raises too: pyxis
+    cannot run one (``--hybrid`` does)."""
+    if pyxis.image_problem(image) == "PYXIS_SIF_IMAGE":
+        raise ChexstackError("--image %s: a SIF is Apptainer's image format, which pyxis cannot run (it runs squashfs "
+                             "files and registry images): use --hybrid to run the SIF with singularity exec, or give "
+                             "pyxis a squashfs (enroot import -o /shared/images/%s.sqsh dockerd://IMAGE)"
+                             % (image, image.rsplit("/", 1)[-1].rsplit(".", 1)[0]))
+    if pyxis.is_squashfs_name(image) or image.startswith(("./", "../")):
         if not image.startswith("/"):
             raise ChexstackError("--image %s: a squashfs image must be an absolute path the nodes see, e.g. "
                                  "/shared/images/%s (pyxis treats a name without a leading / or ./ as a registry "

@@ -7,9 +7,12 @@ from facts.parsers.horovodrun import (
     MISSING_LIBRARY,
     RANK_LINE,
     Failures,
+    LaunchNetwork,
+    crash_libraries,
     describe_code,
     is_cause,
     last_exception,
+    launch_network,
     without_tracebacks,
 )
 from facts.parsers.slurm import LOST_NODE_LINE, PREFIX, NodeState, parse_nodes, parse_scontrol
@@ -98,3 +101,32 @@ def test_missing_cuda_libraries_of_case32():
     text = (CASES / "32-tf-cuda-libs-missing-trains-on-cpu.txt").read_text()
     found = list(dict.fromkeys(m.group(1) for m in MISSING_LIBRARY.finditer(text)))
     assert found[:2] == ["libcudart.so.11.0", "libcudnn.so.8"]
+
+
+def test_the_network_a_launch_command_gives_its_ranks():
+    """Case 23's command lines, read as the shell runs them: the container's --network, horovodrun's -H and
+    --network-interface, HOROVOD_GLOO_IFACE given to the container; docker's own -H (its daemon) is not a host."""
+    commands = [line[2:] for line in (CASES / "23-horovod-gloo-loopback-only.txt").read_text().splitlines()
+                if line.startswith("$ docker run")]
+    assert launch_network(commands[0]) == LaunchNetwork(("localhost",), (), "none")
+    assert launch_network(commands[1]) == LaunchNetwork(("localhost",), ("lo",), "none")
+    assert launch_network("sudo docker -H unix:///run/docker.sock run --net=host IMAGE horovodrun -np 8 "
+                          "--hosts=node1:4,node2:4 --network-interfaces ib0,ib1 python x") == LaunchNetwork(
+        ("node1", "node2"), ("ib0", "ib1"), "host")
+    assert launch_network("NCCL_SOCKET_IFNAME=^lo mpirun -H a,b,a python x") == LaunchNetwork(("a", "b"))
+    assert launch_network("NCCL_SOCKET_IFNAME==lo horovodrun python x") == LaunchNetwork((), ("lo",))
+    assert launch_network("apptainer exec --net --network none x.sif horovodrun -np 2 python x").container_network \
+        == "none"
+    assert launch_network(None) == launch_network("") == LaunchNetwork()
+
+
+def test_the_libraries_of_a_native_stack_trace():
+    lines = ["*** Received signal 11 ***", "*** BEGIN MANGLED STACK TRACE ***",
+             "/usr/lib/python3/dist-packages/tensorflow/python/../libtensorflow_framework.so.2(+0x1a3b1c1)[0x7f1e0d5]",
+             "/lib/x86_64-linux-gnu/libc.so.6(+0x42520)[0x7f1e0c242520]",
+             "/usr/lib/python3/dist-packages/horovod/tensorflow/mpi_lib.cpython-310-x86_64-linux-gnu.so"
+             "(_ZN7horovod6common8GlooContext10InitializeEv+0x2f)[0x7f1dd0a1b2cf]",
+             "*** END MANGLED STACK TRACE ***", "Segmentation fault (core dumped)"]
+    assert crash_libraries(lines) == ["libtensorflow_framework.so.2", "libc.so.6",
+                                      "mpi_lib.cpython-310-x86_64-linux-gnu.so"]
+    assert crash_libraries(["Segmentation fault"]) == []

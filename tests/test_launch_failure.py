@@ -6,18 +6,23 @@ daemons" banner printed after it; validate's ``mpi.launch``, a failed ``invoke t
 reports; SOURCES.md there)."""
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
+from facts.parsers.horovod import CheckBuild
 from facts.parsers.mpi import classify_launch, launch_items
 from launch import failure, local
+from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
 from tests.lib.paths import CASES, REPO
+from validate.checks.container import judge_container_gpus
+from validate.checks.horovod import judge_build
 from validate.checks.mpi import judge_launch_failure
 
 MPI_DATA = REPO / "tests" / "data" / "mpi"
@@ -169,3 +174,229 @@ def test_train_explain_names_the_nccl_cause_validate_names(tmp_path):
     assert "NCCL: gpu-node-1:67917:67949 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both " \
            "on CUDA device 3b000 [NCCL_DUPLICATE_GPU]; " + failure.NCCL_REMEDY["NCCL_DUPLICATE_GPU"] in result.stdout
     assert "GID" not in result.stdout
+
+
+# --- the NCCL cause wherever its lines fall in the log (case 04) -------------------------------------------------
+def _case04_nccl_lines() -> list[str]:
+    """Case 04's NCCL_DEBUG lines and the rank's exception, as its mpirun printed them."""
+    text = (CASES / "04-nccl-shm-too-small.txt").read_text()
+    return text.split("python tensorflow_mnist.py\n", 1)[1].splitlines()
+
+
+#: what follows NCCL's WARN lines in a real log: the failing rank's traceback, the other ranks' aborts, Open MPI's
+#: banner; more than ``TAIL_LINES`` of them
+_AFTER = (["[1,1]<stderr>:  File \"/usr/lib/python3/dist-packages/tensorflow/x%d.py\", line %d, in f" % (i, i)
+           for i in range(8)]
+          + ["gpu-node-01:214%d:255%d [%d] NCCL INFO comm 0x5%d rank %d nranks 4 cudaDev %d busId %d000 - Abort "
+             "COMPLETE" % (r, r, r, r, r, r, r) for r in (0, 2, 3) for _ in range(6)]
+          + (MPI_DATA / "openmpi-4.1.4-rank-exit-3.txt").read_text().splitlines())
+
+
+def test_the_nccl_cause_is_named_when_many_lines_follow_its_warn_lines(tmp_path):
+    """Case 04: the WARN lines of /dev/shm were followed by more than TAIL_LINES unprefixed lines, and the explanation
+    lost the cause; every NCCL line is kept, and the line quoted is the one that tells the cause apart, not the
+    framework's "unhandled system error"."""
+    assert len(_AFTER) > failure.TAIL_LINES
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(_case04_nccl_lines() + _AFTER) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert ("NCCL: gpu-node-01:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space "
+            "left on device [NCCL_SHM_EXHAUSTED]; " + failure.SHM_REMEDY) in result.stdout
+    assert "NCCL: tensorflow" not in result.stdout and "NCCL: [1,1]" not in result.stdout
+
+
+def test_the_nccl_lines_of_a_rank_outlive_its_tail():
+    """Rank-prefixed NCCL lines behind more than RANK_TAIL_LINES of the same rank's output."""
+    reader = failure.OutputReader()
+    lines = ["[1,1]<stderr>:" + line for line in _case04_nccl_lines() if line.strip()]
+    for line in lines + ["[1,1]<stderr>:step %d" % i for i in range(failure.RANK_TAIL_LINES + 5)] + _AFTER:
+        reader.feed(line)
+    outcome = reader.outcome(1, "/tmp/r/launch.log")
+    assert not any("posix_fallocate" in line for line in outcome.rank_tails[1] + outcome.tail)
+    assert failure.nccl_diagnosis(outcome).startswith(
+        "NCCL: gpu-node-01:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed")
+
+
+def test_the_quoted_nccl_line_is_the_distinguishing_one_not_the_first_error():
+    """The generic lines come first here (a transport selected, then the framework's error): the quote is still the
+    line that names the cause, for each cause a single line proves."""
+    head = ["node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+            "node1:1:1 [0] NCCL INFO Using network Socket",
+            "[1,0]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled "
+            "system error"]
+    causes = {"NCCL_SHM_EXHAUSTED": _case04_nccl_lines()[5],
+              "NCCL_IB_MEMREG_FAILED": "node1:1:1 [0] misc/ibvwrap.cc:153 NCCL WARN Call to ibv_reg_mr failed",
+              "NCCL_DUPLICATE_GPU": "node1:1:1 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 "
+                                    "both on CUDA device 3b000"}
+    for cause, line in causes.items():
+        reader = failure.OutputReader()
+        for each in head + [line] + _AFTER:
+            reader.feed(each)
+        assert failure.nccl_diagnosis(reader.outcome(1, "x")) == "NCCL: %s [%s]; %s" % (
+            line.strip(), cause, failure.NCCL_REMEDY[cause])
+
+
+# --- exit 139 under Gloo: the loopback cause only where the ranks were on loopback (case 23) ---------------------
+def _case23_run(command: str | None = None, run_hosts: list[str] | None = None) -> str:
+    """Case 23's first run (both Gloo ranks exit 139) as a saved log, its ``$`` line replaced by ``command``."""
+    first = (CASES / "23-horovod-gloo-loopback-only.txt").read_text().split("\n\n", 1)[0].splitlines()
+    lines = ([command if command is not None else first[0]] + first[1:]) if command != "" else first[1:]
+    if run_hosts:
+        lines.insert(1, '[0]<stdout>:@chexstack {"event": "run", "hosts": %s}' % json.dumps(run_hosts))
+    return "\n".join(lines) + "\n"
+
+
+def _case23_commands():
+    """Case 23's own command lines: the --network none container, and the same with lo named explicitly."""
+    text = (CASES / "23-horovod-gloo-loopback-only.txt").read_text()
+    return [line for line in text.splitlines() if line.startswith("$ docker run") and "--gloo" in line]
+
+
+@pytest.mark.parametrize("command,why", [
+    (0, "the container was started with --network none"),
+    (1, "the container was started with --network none"),
+    ("$ horovodrun -np 2 -H localhost:2 --gloo --network-interface lo python train.py", "the ranks were pointed at lo"),
+])
+def test_a_gloo_segfault_on_loopback_gets_the_loopback_cause(tmp_path, command, why):
+    log = tmp_path / "launch.log"
+    log.write_text(_case23_run(_case23_commands()[command] if isinstance(command, int) else command))
+    result = cmd.run("train", "--explain", str(log))
+    assert "exit 139 is a segmentation fault; %s: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES) in result.stdout
+
+
+@pytest.mark.parametrize("command,run_hosts,why", [
+    ("$ horovodrun -np 2 -H node1:1,node2:1 --gloo python train.py", None, "the ranks ran on 2 hosts, node1, node2"),
+    ("$ horovodrun -np 2 --hostfile hosts.txt --gloo python train.py", ["node1.cluster", "node2.cluster"],
+     "the ranks ran on 2 hosts, node1, node2"),
+    ("$ horovodrun -np 2 -H localhost:2 --gloo --network-interface eth0 python train.py", None,
+     "the ranks were pointed at eth0"),
+    ("$ docker run --rm --network host IMAGE horovodrun -np 2 -H localhost:2 --gloo python train.py", None,
+     "the container had the host network"),
+])
+def test_a_gloo_segfault_off_loopback_is_a_segfault_not_the_loopback_cause(tmp_path, command, run_hosts, why):
+    """The reviewer's case: a multi-host run over ib0 cannot have had loopback only; its exit 139 is a crash in the
+    rank's own process, named with the libraries of its stack trace."""
+    log = tmp_path / "launch.log"
+    text = _case23_run(command, run_hosts).replace(
+        "[1]<stderr>:Segmentation fault\n", "[1]<stderr>:*** BEGIN MANGLED STACK TRACE ***\n[1]<stderr>:/usr/lib/"
+        "python3/dist-packages/tensorflow/libtensorflow_framework.so.2(+0x1a3b1c1)[0x7f1e0d5a11c1]\n"
+        "[1]<stderr>:Segmentation fault\n")
+    log.write_text(text)
+    result = cmd.run("train", "--explain", str(log))
+    assert GLOO_ON_LOOPBACK not in result.stdout and "--controller mpi" not in result.stdout
+    assert ("exit 139 is a segmentation fault in rank 1's own process, not Gloo's loopback crash (%s); its stack "
+            "trace is in libtensorflow_framework.so.2: rerun with PYTHONFAULTHANDLER=1" % why) in result.stdout
+    assert "last lines of rank 1:" in result.stdout
+
+
+def test_a_gloo_segfault_without_evidence_names_the_loopback_cause_as_a_possibility(tmp_path):
+    for command, why in [("", "the log names neither the hosts nor the interfaces"),
+                         ("$ horovodrun -np 2 -H localhost:2 --gloo python train.py",
+                          "the ranks ran on one host, localhost")]:
+        log = tmp_path / "launch.log"
+        log.write_text(_case23_run(command))
+        result = cmd.run("train", "--explain", str(log))
+        assert ("exit 139 is a segmentation fault; if the ranks' host had no network interface but loopback (%s; "
+                "a --network none container), it is Gloo's crash: %s" % (why, GLOO_ON_LOOPBACK)) in result.stdout
+
+
+# --- a rank's failure validate diagnoses too: its code and its remedy (cases 02 and 06) ---------------------------
+def _case02_observed() -> str:
+    """Case 02's observed exception line, as every rank printed it."""
+    text = (CASES / "02-horovod-tf-version-mismatch.expected.md").read_text()
+    return next(part for part in text.split("`") if part.startswith("horovod.common.exceptions."))
+
+
+def _rank_failure_log(tmp_path, rank_lines: list[str], prefix: str = "[1,0]<stderr>:", after: str = "") -> str:
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join([prefix + "Traceback (most recent call last):",
+                              prefix + '  File "train.py", line 3, in <module>']
+                             + [prefix + line for line in rank_lines]) + "\n" + after
+                   + (MPI_DATA / "openmpi-4.1.4-rank-exit-3.txt").read_text())
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("prefix", ["[1,0]<stderr>:", "[0]<stderr>:"], ids=["mpi", "gloo"])
+def test_horovod_built_for_another_tensorflow_gets_validates_code_and_remedy(tmp_path, prefix):
+    out = _rank_failure_log(tmp_path, [_case02_observed()], prefix)
+    assert ("Horovod was built for tensorflow 2.3.0, the ranks import tensorflow 2.4.1 [HOROVOD_TF_MISMATCH]; "
+            + failure.RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"]) in out
+
+
+def test_an_older_horovods_undefined_tensorflow_symbol_is_the_same_fault(tmp_path):
+    """Case 02's sources: older Horovod shows the condition as an undefined TensorFlow symbol in its library."""
+    line = ("ImportError: /usr/local/lib/python3.6/dist-packages/horovod/tensorflow/mpi_lib.cpython-36m-x86_64-linux-"
+            "gnu.so: undefined symbol: _ZN10tensorflow8OpKernel11TraceStringEPNS_15OpKernelContextEb")
+    out = _rank_failure_log(tmp_path, [line])
+    assert ("Horovod's library misses TensorFlow's symbol _ZN10tensorflow8OpKernel11TraceStringEPNS_15OpKernelContextEb"
+            ": it was built for another TensorFlow [HOROVOD_TF_MISMATCH]; "
+            + failure.RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"]) in out
+
+
+def test_both_spellings_of_a_driver_older_than_the_cuda_get_validates_code_and_remedy(tmp_path):
+    """Case 06: the CUDA runtime's (cudaError 35) in a rank, nvidia-container-cli's from the container engine."""
+    text = (CASES / "06-cuda-driver-too-old.txt").read_text()
+    runtime = next(line for line in text.splitlines() if "insufficient" in line)
+    engine = next(line for line in text.splitlines() if "unsatisfied condition" in line)
+    remedy = failure.RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"]
+    out = _rank_failure_log(tmp_path, [runtime, "tensorflow.python.framework.errors_impl.InternalError: "
+                                       "cudaGetDevice() failed. Status: CUDA driver version is insufficient for "
+                                       "CUDA runtime version"])
+    assert "the NVIDIA driver is older than the CUDA the ranks need [CUDA_DRIVER_TOO_OLD]; " + remedy in out
+    out = _rank_failure_log(tmp_path, ["SystemExit: 1"], after=engine + "\n")
+    assert "the NVIDIA driver is older than the CUDA the ranks need (%s) [CUDA_DRIVER_TOO_OLD]; %s" % (
+        engine, remedy) in out
+
+
+def test_validate_gives_these_faults_the_same_remedy():
+    """One remedy per code: what validate's horovod.env and container.gpus say for the same faults."""
+    build = CheckBuild("0.21.3", {"framework": {"TensorFlow": True}})
+    mismatch = judge_build(build, [("framework", "TensorFlow")], tf_version="2.4.1", built_for="2.3.0")
+    assert (mismatch.diagnosis, mismatch.remedy) == ("HOROVOD_TF_MISMATCH",
+                                                     failure.RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"])
+    engine = next(line for line in (CASES / "06-cuda-driver-too-old.txt").read_text().splitlines()
+                  if "unsatisfied condition" in line)
+    driver = judge_container_gpus(engine, False, 1, None)
+    assert (driver.diagnosis, driver.remedy) == ("CUDA_DRIVER_TOO_OLD", failure.RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
+
+
+# --- a pyxis step whose image pyxis pulled from a registry (case 29) ---------------------------------------------
+def _case29_pyxis_lines() -> str:
+    """What pyxis printed for `--container-image=chexstack-cpu.sqsh` in case 29 (a Slurm job's output)."""
+    text = (CASES / "29-pyxis-relative-sqsh-image.txt").read_text()
+    return text.split("(no leading / or ./):\n", 1)[1]
+
+
+def test_train_explain_names_the_pyxis_import_of_a_squashfs_name(tmp_path):
+    """Case 29: the line that tells the cause apart is pyxis' import of the file name as a docker image (and the
+    registry's answer), not its generic "couldn't start container" lines; the remedy names both forms pyxis reads as
+    a file."""
+    log = tmp_path / "slurm-42.out"
+    log.write_text(_case29_pyxis_lines())
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert ("the step's container did not start: pyxis: importing docker image: chexstack-cpu.sqsh … URL "
+            "https://registry-1.docker.io/v2/library/chexstack-cpu.sqsh/manifests/latest returned error code: 401 "
+            "Unauthorized [PYXIS_SQUASHFS_AS_REGISTRY]; " + failure.pyxis_remedy("PYXIS_SQUASHFS_AS_REGISTRY",
+                                                                                "chexstack-cpu.sqsh")) in result.stdout
+    assert "/shared/images/chexstack-cpu.sqsh" in result.stdout and "./chexstack-cpu.sqsh" in result.stdout
+    assert "last lines" not in result.stdout
+
+
+@pytest.mark.parametrize("image,cause", [("chexstack-cpu.squashfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+                                         ("images/chexstack-cpu.sqfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+                                         ("chexstack-cpu.sif", "PYXIS_SIF_IMAGE"),
+                                         ("chexstack/cpu:0.1.0", None)])
+def test_every_image_pyxis_misreads_is_named(image, cause):
+    reader = failure.OutputReader()
+    for line in _case29_pyxis_lines().replace("chexstack-cpu.sqsh", image).splitlines():
+        reader.feed(line)
+    found = failure.pyxis_diagnosis(reader.outcome(1, "x"))
+    if cause is None:  # a registry image the registry refused: not this fault
+        assert found is None
+    else:
+        assert found.startswith("the step's container did not start: pyxis: importing docker image: %s … URL "
+                                % image) and found.endswith("[%s]; %s" % (cause, failure.pyxis_remedy(cause, image)))

@@ -118,17 +118,32 @@ def test_enroot_uri():
     assert slurm.enroot_uri("/shared/cpu.sqsh") == "/shared/cpu.sqsh"
 
 
-@pytest.mark.parametrize("image", ["chexstack-cpu.sqsh", "./chexstack-cpu.sqsh", "images/chexstack-cpu.sqsh"])
+@pytest.mark.parametrize("image", ["chexstack-cpu.sqsh", "./chexstack-cpu.sqsh", "images/chexstack-cpu.sqsh",
+                                   "chexstack-cpu.squashfs", "chexstack-cpu.sqfs", "images/chexstack-cpu.SQFS"])
 def test_a_relative_squashfs_image_is_refused_never_pulled(image):
     """../shared/cases/29: pyxis pulls `chexstack-cpu.sqsh` from Docker Hub (NVIDIA/pyxis#67, #127)."""
     with pytest.raises(ChexstackError, match=r"--image %s: a squashfs image must be an absolute path the nodes see, "
-                       r"e.g. /shared/images/chexstack-cpu.sqsh \(pyxis treats a name without a leading / or \./ "
-                       r"as a registry image: docker://%s\)" % (re.escape(image), re.escape(image))):
+                       r"e.g. /shared/images/%s \(pyxis treats a name without a leading / or \./ "
+                       r"as a registry image: docker://%s\)" % (re.escape(image), re.escape(image.rsplit("/", 1)[-1]),
+                                                                re.escape(image))):
         slurm.render(_spec(image=image), "pyxis")
     text = slurm.render(_spec(image="/shared/images/chexstack-cpu.sqsh"), "pyxis")
     assert "--container-image=/shared/images/chexstack-cpu.sqsh" in text
     assert "# Image: the squashfs file /shared/images/chexstack-cpu.sqsh on shared storage" in text
     assert "pulls" not in text.split("#SBATCH")[0]
+    name = image.rsplit("/", 1)[-1]
+    text = slurm.render(_spec(image="/shared/images/" + name), "pyxis")
+    assert "--container-image=/shared/images/%s" % name in text
+    assert "# Image: the squashfs file /shared/images/%s on shared storage" % name in text
+
+
+@pytest.mark.parametrize("image", ["chexstack-cpu.sif", "images/chexstack.sif", "/shared/images/chexstack-cpu.sif"])
+def test_a_sif_is_refused_for_pyxis_with_the_hybrid_model_named(image):
+    """../shared/cases/29's image names: pyxis runs squashfs files and registry images, not a SIF (it was rendered
+    as a registry pull); the hybrid model runs one."""
+    with pytest.raises(ChexstackError, match=r"--image %s: a SIF is Apptainer's image format, which pyxis cannot run "
+                       r".*use --hybrid" % re.escape(image)):
+        slurm.render(_spec(image=image), "pyxis")
 
 
 def test_bad_values_cannot_change_the_script():

@@ -8,6 +8,8 @@ import json
 import jsonschema
 import pytest
 
+from launch.failure import pyxis_remedy
+from launch.k8s import RDMA_RESOURCES, is_rdma_resource
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
 from validate import report_schema
@@ -226,3 +228,92 @@ def test_run_as_root_by_the_environment_alone_fails_where_the_images_open_mpi_ig
     assert [(f.rule, f.code, f.status) for f in findings] == [("job.run_as_root", "MPI_RUN_AS_ROOT", "FAIL")]
     assert "stack ngc's, whose Open MPI 3.1.3 ignores them (honoured from Open MPI 4.0.2)" in findings[0].message
     assert "--allow-run-as-root" in findings[0].remedy
+
+
+# --- the image pyxis runs: a squashfs by a path it reads as a file, never a SIF (case 29) --------------------------
+PYXIS = "launch/slurm-pyxis-2x4gpu.sbatch"
+PYXIS_IMAGE = "'--container-image=registry.example.com:5000#chexstack/cpu:0.1.0-0123456789ab'"
+
+
+@pytest.mark.parametrize("image,written,code", [
+    ("chexstack-ngc.sqsh", "--container-image=chexstack-ngc.sqsh", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("chexstack-ngc.sqsh", "--container-image chexstack-ngc.sqsh", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("chexstack-ngc.squashfs", "--container-image=chexstack-ngc.squashfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("images/chexstack-ngc.sqfs", "--container-image images/chexstack-ngc.sqfs", "PYXIS_SQUASHFS_AS_REGISTRY"),
+    ("/shared/images/chexstack-ngc.sif", "--container-image=/shared/images/chexstack-ngc.sif", "PYXIS_SIF_IMAGE"),
+    ("chexstack-ngc.sif", "'--container-image=chexstack-ngc.sif'", "PYXIS_SIF_IMAGE"),
+])
+def test_a_pyxis_image_pyxis_misreads_fails_on_its_line(tmp_path, image, written, code):
+    """Case 29: pyxis takes an image as a file only when it starts with / or . (NVIDIA/pyxis#127), and runs no SIF;
+    the rule is launch.slurm.enroot_uri's (facts.pyxis), the remedy the one --explain gives (launch.failure)."""
+    path, text = _variant(tmp_path, PYXIS, PYXIS_IMAGE, written)
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in findings] == [
+        ("job.pyxis_image", code, "FAIL", _line_of(text, written))]
+    assert findings[0].remedy == pyxis_remedy(code, image) and image in findings[0].message
+    assert ("/shared/images/" in findings[0].remedy and "./%s" % image in findings[0].remedy
+            if code == "PYXIS_SQUASHFS_AS_REGISTRY" else "--hybrid" in findings[0].remedy)
+
+
+@pytest.mark.parametrize("written", ["--container-image=/shared/images/chexstack-ngc.sqsh",
+                                     "--container-image ./chexstack-ngc.squashfs",
+                                     "--container-image=../images/chexstack-ngc.sqfs",
+                                     "--container-image=nvcr.io#nvidia/tensorflow:19.06-py3"])
+def test_a_pyxis_image_pyxis_reads_as_meant_passes(tmp_path, written):
+    path, _ = _variant(tmp_path, PYXIS, PYXIS_IMAGE, written)
+    assert judge_job(str(path))[1] == []
+
+
+def test_a_pyxis_image_directive_is_judged_too(tmp_path):
+    path, text = _variant(tmp_path, PYXIS, "#SBATCH --exclusive\n",
+                          "#SBATCH --exclusive\n#SBATCH --container-image=chexstack-ngc.sqsh\n")
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.line) for f in findings] == [("PYXIS_SQUASHFS_AS_REGISTRY",
+                                                     _line_of(text, "#SBATCH --container-image"))]
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1 and "FAIL PYXIS_SQUASHFS_AS_REGISTRY" in result.stdout
+
+
+# --- IPC_LOCK with an RDMA device, whatever its device plugin names it; a privileged worker holds it (case 05) -----
+_CAPS = ("            securityContext:\n              capabilities:\n                add:\n"
+         "                - IPC_LOCK\n")
+_RDMA = "rdma/hca_shared_devices_a: 1"
+
+
+@pytest.mark.parametrize("context", [
+    "            securityContext:\n              privileged: true\n",
+    "            securityContext:\n              capabilities:\n                add:\n                - CAP_IPC_LOCK\n",
+    "            securityContext:\n              capabilities:\n                add: [ALL]\n",
+], ids=["privileged", "cap-prefix", "all"])
+def test_a_worker_holding_ipc_lock_otherwise_passes(tmp_path, context):
+    """The reviewer's MPIJob: a privileged worker with rdma/… has every capability; no false FAIL."""
+    path, _ = _variant(tmp_path, MPIJOB, _CAPS, context)
+    assert judge_job(str(path))[1] == []
+
+
+@pytest.mark.parametrize("resource", ["mellanox.com/mlnx_sriov_rdma", "mellanox.com/mlnx_sriov_rdma_ib",
+                                      "nvidia.com/rdma_shared_device_a", "example.com/hca_shared_devices_b",
+                                      "rdma/vhca", "intel.com/intel_sriov_rdma"])
+def test_an_rdma_resource_of_any_device_plugin_needs_ipc_lock(tmp_path, resource):
+    """Case 05's remedy for an MPIJob: the RDMA device-plugin resource and IPC_LOCK. Resources not under rdma/ (the
+    SR-IOV device plugin's, the NVIDIA Network Operator's) were missed (launch.k8s.RDMA_RESOURCES)."""
+    text = (GOLDEN / MPIJOB).read_text().replace(_CAPS, "").replace(_RDMA, "%s: 1" % resource)
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in findings] == [
+        ("job.ipc_lock", "NCCL_SOCKET_FALLBACK", "FAIL", _line_of(text, resource))]
+    assert resource in findings[0].message and "IPC_LOCK" in findings[0].remedy
+    path.write_text(text.replace("%s: 1" % resource, "%s: 1\n                example.com/fpga: 1" % resource)
+                    .replace("          volumes:", _CAPS + "          volumes:", 1))
+    assert judge_job(str(path))[1] == []
+
+
+def test_a_resource_that_is_no_rdma_device_needs_nothing(tmp_path):
+    for resource in ("nvidia.com/mig-1g.5gb", "example.com/fpga", "hugepages-2Mi"):
+        text = (GOLDEN / MPIJOB).read_text().replace(_CAPS, "").replace(_RDMA, "%s: 1" % resource)
+        path = tmp_path / "job.yaml"
+        path.write_text(text)
+        assert judge_job(str(path))[1] == [], resource
+    assert all(is_rdma_resource(name) for name in ("rdma/hca_shared_devices_a", "RDMA/HCA", "mellanox.com/x"))
+    assert all("https://" in source for _, source in RDMA_RESOURCES)  # each name pattern with its source

@@ -147,6 +147,10 @@ CODES: dict[str, Code] = {
     "MPI_TCP_UNREACHABLE": Code("Open MPI's daemons or ranks cannot reach each other over TCP", A.RECONFIGURE),
     "MPI_DAEMON_START_FAILED": Code("Open MPI could not start its daemons and printed no more specific cause",
                                     A.RETRY),
+    "PYXIS_SQUASHFS_AS_REGISTRY": Code("a squashfs image named without a leading / or ./: pyxis pulls the name "
+                                       "from a registry instead of running the file", A.RECONFIGURE),
+    "PYXIS_SIF_IMAGE": Code("a SIF given to pyxis, which runs squashfs files and registry images only",
+                            A.RECONFIGURE),
     "MPI_SINGLE_COPY_CMA": Code("ranks in separate user or PID namespaces with Open MPI's CMA single copy on",
                                 A.RECONFIGURE),
     "JOB_GPUS_IDLE": Code("a job file asks for GPUs that no rank uses", A.RECONFIGURE),

@@ -2,14 +2,17 @@
 MPIJob manifest (YAML, ``kind: MPIJob``) or a Slurm batch script. Each finding names the file and line.
 
 Every rule is stated once, where the renderers take it from, and only read here: the PMIx plugin of srun under
-pyxis (``launch.slurm.PMIX``), NCCL's transport log (``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
+pyxis (``launch.slurm.PMIX``), the image pyxis reads as a file or pulls (``facts.pyxis.image_problem``, the rule of
+``launch.slurm.enroot_uri`` too, with ``launch.failure.PYXIS_REMEDY``), NCCL's transport log
+(``launch.slurm.DEFAULT_ENV``, ``launch.mpirun.EXPORTED_ENV``),
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
-one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the
-workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``, at least ``validate.checks.container.SHM_FLOOR_BYTES``), the
-RDMA resource's ``IPC_LOCK`` and the launcher's ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is
-the fault it leads to, in the codes validate's checks and the launch classifier (``facts.parsers.mpi``) give.
+one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
+at least ``validate.checks.container.SHM_FLOOR_BYTES``), the RDMA resource's ``IPC_LOCK`` (``launch.k8s``: the
+device plugins' resources, ``RDMA_RESOURCES``, and who holds the capability, ``holds_ipc_lock``) and the launcher's
+``launcherCreationPolicy`` (``launch.k8s``). A finding's code is the fault it leads to, in the codes validate's
+checks and the launch classifier (``facts.parsers.mpi``) give.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
 from chexstack.outputs import output_file
+from facts import pyxis
 from facts.openmpi import (
     ALLOW_RUN_AS_ROOT_ENV,
     ALLOW_RUN_AS_ROOT_FLAG,
@@ -35,8 +39,8 @@ from facts.openmpi import (
     root_env_honoured,
 )
 from images.naming import stack_of_image
-from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy
-from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions
+from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
+from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions, holds_ipc_lock, is_rdma_resource
 from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
 from launch.slurm import DEFAULT_ENV, PMIX
@@ -127,6 +131,35 @@ def _gpus_per_node(directives: dict[str, tuple[int, str]]) -> tuple[int, int] | 
     return (line, int(value)) if value.isdigit() else None
 
 
+def _option_values(words: list[str], name: str) -> list[str]:
+    """The values of ``name`` in ``words``, as ``NAME=VALUE`` or ``NAME VALUE``."""
+    return [w.split("=", 1)[1] if "=" in w else words[i + 1] for i, w in enumerate(words)
+            if w.split("=", 1)[0] == name and ("=" in w or i + 1 < len(words))]
+
+
+def _judge_pyxis_image(image: str, line: int, add) -> None:
+    """The pyxis rule (``facts.pyxis.image_problem``) on one ``--container-image`` value: a squashfs file named
+    without a leading / or . (pulled from a registry) or a SIF (not an enroot image) FAILs."""
+    cause = pyxis.image_problem(image)
+    if cause == "PYXIS_SQUASHFS_AS_REGISTRY":
+        add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s names a squashfs file without a leading / "
+            "or ./: pyxis pulls it from a registry as docker://%s and the step's container does not start (401 "
+            "Unauthorized or not found)" % (image, image), pyxis_remedy(cause, image))
+    elif cause == "PYXIS_SIF_IMAGE":
+        add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s is a SIF, which pyxis cannot run (it runs "
+            "squashfs files and registry images)" % image, pyxis_remedy(cause, image))
+
+
+def _judge_pyxis_step(words: list[str], line: int, add) -> None:
+    """An ``srun --container-image`` step: its image (``_judge_pyxis_image``) and Slurm's PMIx plugin (``PMIX``)."""
+    for image in _option_values(words, "--container-image"):
+        _judge_pyxis_image(image, line, add)
+    mpi = [w for w in words if w.startswith("--mpi")]
+    if PMIX not in words:
+        add("job.pmix", line, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each rank "
+            "starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+
+
 def judge_sbatch(path: str, text: str) -> list[Finding]:
     """The rules of ``launch.slurm``'s scripts, on a batch script's text."""
     directives: dict[str, tuple[int, str]] = {}
@@ -167,13 +200,11 @@ def judge_sbatch(path: str, text: str) -> list[Finding]:
                 per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
                 "per node idle" % (tasks, gpus[1], gpus[0], gpus[1] - tasks),
                 "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
+    if "--container-image" in directives:
+        _judge_pyxis_image(directives["--container-image"][1], directives["--container-image"][0], add)
     for number, words in commands:
         if words[0] == "srun" and any(w.startswith("--container-image") for w in words):
-            mpi = [w for w in words if w.startswith("--mpi")]
-            if PMIX not in words:
-                add("job.pmix",
-                    number, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each "
-                    "rank starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+            _judge_pyxis_step(words, number, add)
         if words[0] in ("mpirun", "mpiexec"):
             np = _np(words)
             if np and slots is not None and np[1] > slots:
@@ -228,6 +259,20 @@ def _quantity(text: str) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2) or ""]) if m else None
 
 
+def _judge_ipc_lock(container: dict, node, add) -> None:
+    """A worker container that requests an RDMA resource (``launch.k8s.is_rdma_resource``, in its limits or
+    requests) must hold ``IPC_LOCK`` (``launch.k8s.holds_ipc_lock``: added, or a privileged container)."""
+    resources = container.get("resources") or {}
+    for kind in ("limits", "requests"):
+        rdma = [name for name in resources.get(kind) or {} if is_rdma_resource(name)]
+        if rdma and not holds_ipc_lock(container.get("securityContext")):
+            add("job.ipc_lock", _child(_at(node, "resources", kind), rdma[0], key_node=True), "FAIL",
+                "NCCL_SOCKET_FALLBACK", "the worker requests %s, an RDMA device, without the %s capability: NCCL "
+                "cannot register memory and falls back to TCP sockets" % (rdma[0], IPC_LOCK),
+                "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
+            return
+
+
 def judge_mpijob(path: str, node) -> list[Finding]:
     """The rules of ``launch.k8s``'s MPIJob, on one composed MPIJob document."""
     job = yaml.safe_load(yaml.serialize(node))
@@ -252,7 +297,6 @@ def judge_mpijob(path: str, node) -> list[Finding]:
     argv_node = _at(l_node, "args" if launcher.get("args") else "command")
     argv_key = _at(l_node, "args" if launcher.get("args") else "command", key_node=True)
     limits = (worker.get("resources") or {}).get("limits") or {}
-    limits_node = _at(w_node, "containers", 0, "resources", "limits")
 
     gpus = limits.get(GPU_RESOURCE)
     gpus = int(gpus) if str(gpus).isdigit() else None
@@ -292,12 +336,8 @@ def judge_mpijob(path: str, node) -> list[Finding]:
                 add("job.shm", _at(w_node, "volumes", shm[0], "emptyDir", "sizeLimit"), "FAIL", "NCCL_SHM_TOO_SMALL",
                     "/dev/shm sizeLimit %s, below %d MiB" % (size, SHM_FLOOR_BYTES >> 20),
                     "sizeLimit: 1Gi or more")
-    rdma = [name for name in limits if name.startswith("rdma/")]
-    caps = ((worker.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
-    if rdma and IPC_LOCK not in caps:
-        add("job.ipc_lock", _child(limits_node, rdma[0], key_node=True), "FAIL", "NCCL_SOCKET_FALLBACK",
-            "the worker requests %s without the %s capability: NCCL cannot register memory and falls back to TCP "
-            "sockets" % (rdma[0], IPC_LOCK), "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
+    for i, container in enumerate(w_pod.get("containers") or []):
+        _judge_ipc_lock(container, _at(w_node, "containers", i), add)
     policy = spec.get("launcherCreationPolicy")
     if policy != LAUNCHER_CREATION_POLICY:
         add("job.launcher_policy",

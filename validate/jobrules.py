@@ -23,6 +23,8 @@ RULES = {
     "job.rank_per_gpu": Rule("one rank per GPU (tasks or slots per node equal to its GPUs)", (SBATCH, MPIJOB)),
     "job.slots": Rule("mpirun -np within the allocation's or the workers' slots", (SBATCH, MPIJOB)),
     "job.pmix": Rule("srun --mpi=pmix for a pyxis --container-image step", (SBATCH,)),
+    "job.pyxis_image": Rule("a pyxis --container-image that pyxis reads as meant: a squashfs file by a path starting "
+                            "with / or ., never a SIF", (SBATCH,)),
     "job.single_copy": Rule("Open MPI's CMA single copy off for ranks in singularity exec", (SBATCH,)),
     "job.nccl_debug": Rule("NCCL_DEBUG=INFO exported to the ranks (NCCL's transport in the log)", (SBATCH,)),
     "job.shm": Rule("a memory-backed /dev/shm of at least 1 GiB (or hostIPC) for several ranks per worker",

@@ -6,17 +6,22 @@ mpirun ``Process name: [[j,1],1]`` / ``Exit code: 2`` (Open MPI's "mpirun detect
 exited" help message) or ``process rank 1 with PID 42 on node n2 exited on signal 11``. A rank's own reason is its
 last exception line (``OSError: Unable to open file ...``), never horovodrun's own RuntimeError summary nor an
 exception a rank raises only because another one failed (``is_cause``). ``LOST_DAEMON``: Open MPI's report of a host
-whose daemon stopped answering; ``MISSING_LIBRARY``: TensorFlow's warning for a CUDA library it cannot load.
+whose daemon stopped answering; ``MISSING_LIBRARY``: TensorFlow's warning for a CUDA library it cannot load (an
+optional one, TensorRT's, is no reason for anything: ``is_optional_library``; ``GPU_NOT_REGISTERED``: it used no GPU).
+The launch command line (``launch_network``): the hosts and network interfaces it gives the ranks, and a container
+started without a network; a crashed rank's native stack trace (``crash_libraries``).
 ``CHECK_BUILD``: ``horovodrun --check-build`` (read by ``facts.parsers.horovod``, which images carry and which
 therefore imports nothing of the project).
 """
 from __future__ import annotations
 
+import os
 import re
 import signal
+from dataclasses import dataclass
 
 from facts.parsers.horovod import parse_check_build
-from facts.parsers.observation import Observation, first_command
+from facts.parsers.observation import Observation, first_command, simple_commands
 
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
@@ -38,6 +43,28 @@ LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
 #: TensorFlow's warning for a CUDA library it cannot load (then it registers no GPU:
 #: https://github.com/tensorflow/tensorflow/issues/45930): group 1 the library's file name
 MISSING_LIBRARY = re.compile(r"Could not load dynamic library '([^']+)'")
+#: Libraries TensorFlow loads only for an optional feature, without which it registers its GPUs all the same: TensorRT
+#: (TF-TRT's own warning after them: "Cannot dlopen some TensorRT libraries. If you would like to use Nvidia GPU with
+#: TensorRT, ...", tensorflow/compiler/tf2tensorrt/utils/py_utils.cc; the GPU still opened in
+#: https://github.com/tensorflow/tensorflow/issues/36088) and CUPTI (the profiler's GPU tracer, loaded only when a
+#: profile is taken: https://github.com/aws/deep-learning-containers/pull/251). By the name before ``.so``.
+OPTIONAL_LIBRARIES = ("libnvinfer", "libnvinfer_plugin", "libcupti")
+#: TensorFlow's lines when a library it needs for the GPU is missing: it registers no GPU and runs on CPU
+#: (gpu_device.cc: "Cannot dlopen some GPU libraries. ... Skipping registering GPU devices...";
+#: https://github.com/tensorflow/tensorflow/issues/45930, NVIDIA/tensorflow#110)
+GPU_NOT_REGISTERED = re.compile(r"Cannot dlopen some GPU libraries|Skipping registering GPU devices")
+
+
+#: An older Horovod's form of "built for another TensorFlow": its library, compiled against one TensorFlow, does not
+#: find a TensorFlow symbol in the one imported (``.../horovod/tensorflow/mpi_lib.cpython-36m-x86_64-linux-gnu.so:
+#: undefined symbol: _ZN10tensorflow8OpKernel...``; https://github.com/horovod/horovod/issues/898, #656); group 1
+#: the symbol. Newer releases say it as ``HorovodVersionMismatchError`` (``facts.parsers.horovod.version_mismatch``).
+TF_SYMBOL_MISSING = re.compile(r"horovod/\S*\.so: undefined symbol: (_ZN\w*tensorflow\w*)")
+
+
+def is_optional_library(name: str) -> bool:
+    """``libnvinfer.so.7``, ``libnvinfer_plugin.so.8``, ``libcupti.so.11.0``: a library of ``OPTIONAL_LIBRARIES``."""
+    return name.split(".so", 1)[0] in OPTIONAL_LIBRARIES
 
 
 class Failures:
@@ -109,6 +136,76 @@ def without_tracebacks(lines: list[str]) -> list[str]:
             if not line.startswith(_HOROVODRUN_SUMMARY):
                 out.append(line)
     return out
+
+
+@dataclass(frozen=True)
+class LaunchNetwork:
+    """What a launch command line says of the ranks' network. ``hosts``: the hosts of horovodrun's ``-H``/``--hosts``
+    or mpirun's ``-H``/``--host`` (slots cut, first-seen order); ``interfaces``: the interfaces named for the
+    ranks' traffic (horovodrun ``--network-interface``/``--network-interfaces``, ``HOROVOD_GLOO_IFACE``,
+    ``NCCL_SOCKET_IFNAME``, not its ``^`` exclusions); ``container_network``: a container engine's
+    ``--network``/``--net`` value (``none``: the container has only loopback; docker/podman run, Apptainer's
+    ``--net --network none``), None when not given."""
+
+    hosts: tuple[str, ...] = ()
+    interfaces: tuple[str, ...] = ()
+    container_network: str | None = None
+
+
+_HOSTS_OPTIONS = ("-H", "--hosts", "--host", "-host")
+_INTERFACE_OPTIONS = ("--network-interface", "--network-interfaces")
+_INTERFACE_ENV = ("HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME")
+_NETWORK_OPTIONS = ("--network", "--net")
+_LAUNCHERS = ("horovodrun", "mpirun", "mpiexec", "orterun")
+_CONTAINER_ENGINES = ("docker", "podman", "apptainer", "singularity")
+
+
+def _option_values(words: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
+    """The values of ``names`` in ``words``, as ``NAME VALUE`` or ``NAME=VALUE``."""
+    values = []
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in names and eq:
+            values.append(value)
+        elif word in names and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            values.append(words[i + 1])
+    return values
+
+
+def launch_network(command: str | None) -> LaunchNetwork:
+    """The hosts, interfaces and container network a launch command line gives its ranks (``LaunchNetwork``), read
+    as the shell runs it (``facts.parsers.observation.simple_commands``): ``docker run --network none IMAGE
+    horovodrun -np 2 -H localhost:2 --gloo ...`` -> hosts ``localhost``, container network ``none``. An empty
+    ``LaunchNetwork`` for no command."""
+    hosts: list[str] = []
+    interfaces: list[str] = []
+    network = None
+    for simple in simple_commands((command,)) if command else []:
+        words = simple.argv
+        at = next((i for i, w in enumerate(words) if os.path.basename(w) in _LAUNCHERS), len(words))
+        launcher, before = words[at:], words[:at]  # a container engine's own options come before the launcher
+        for value in _option_values(launcher, _HOSTS_OPTIONS):
+            hosts += [h.split(":")[0] for h in value.split(",") if h]
+        for value in _option_values(launcher, _INTERFACE_OPTIONS) + [
+                v for k, v in simple.env.items() if k in _INTERFACE_ENV] + [
+                w.split("=", 1)[1] for w in words if "=" in w and w.split("=", 1)[0] in _INTERFACE_ENV]:
+            if not value.startswith("^"):  # NCCL_SOCKET_IFNAME=^lo excludes; =eth0 is an exact name
+                interfaces += [i for i in value.lstrip("=").split(",") if i]
+        named = [v for v in _option_values(before, _NETWORK_OPTIONS) if v]
+        if named and before and before[0] in _CONTAINER_ENGINES:
+            network = named[0]
+    return LaunchNetwork(tuple(dict.fromkeys(hosts)), tuple(dict.fromkeys(interfaces)), network)
+
+
+#: a frame of a native stack trace (glibc ``backtrace_symbols``, TensorFlow's ``*** BEGIN MANGLED STACK TRACE ***``):
+#: ``/path/libtensorflow_framework.so.2(+0x1a3b1c1)[0x7f1e0d5a11c1]``; group 1 the shared object's path
+_FRAME = re.compile(r"^\s*(/\S+?\.so(?:\.\d+)*)\([^)]*\)\s*\[0x[0-9a-fA-F]+\]")
+
+
+def crash_libraries(lines: list[str]) -> list[str]:
+    """The shared objects (file names, first-seen order) of the native stack trace a crashed rank printed in
+    ``lines`` (its text, prefix removed); empty when it printed none."""
+    return list(dict.fromkeys(os.path.basename(m.group(1)) for line in lines if (m := _FRAME.match(line))))
 
 
 def _check_build_run(argv: tuple, env: dict) -> bool:
