@@ -46,6 +46,11 @@ LAUNCHER_LINES = 300
 #: classifier (``nccl_diagnosis``). They are few: NCCL prints its INFO lines when a communicator is set up and its
 #: WARN lines when something fails (per-operation lines only with ``NCCL_DEBUG_SUBSYS=COLL``).
 _NCCL_LINE = re.compile(r"nccl", re.I)
+#: NCCL lines kept from a run's output: its first ones (the transport and the communicators' setup come first) and,
+#: as many again, its warnings and errors wherever they are. NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs a
+#: line per collective: a long run must not keep them all.
+NCCL_KEEP = 2000
+_NCCL_WARN = re.compile(r"NCCL (WARN|ERROR)|error", re.I)
 
 
 @dataclasses.dataclass
@@ -94,7 +99,8 @@ class OutputReader:
             return None, line, None
         self.tail.append(line)
         self.failures.feed(line)
-        if _NCCL_LINE.search(line):
+        if _NCCL_LINE.search(line) and (len(self.nccl) < NCCL_KEEP or _NCCL_WARN.search(line)
+                                        and len(self.nccl) < 2 * NCCL_KEEP):
             self.nccl.append(line)
         m = hr.RANK_LINE.match(line)
         rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)

@@ -400,3 +400,17 @@ def test_every_image_pyxis_misreads_is_named(image, cause):
     else:
         assert found.startswith("the step's container did not start: pyxis: importing docker image: %s … URL "
                                 % image) and found.endswith("[%s]; %s" % (cause, failure.pyxis_remedy(cause, image)))
+
+
+def test_a_long_nccl_log_keeps_its_first_lines_and_its_warnings(monkeypatch):
+    """NCCL_DEBUG_SUBSYS=COLL logs a line per collective: the reader keeps the first NCCL_KEEP NCCL lines and, as
+    many again, the warnings after them, not every line."""
+    from launch import failure
+
+    monkeypatch.setattr(failure, "NCCL_KEEP", 5)
+    reader = failure.OutputReader()
+    for i in range(100):
+        reader.feed("[1,0]<stdout>:node1:1:1 [0] NCCL INFO AllReduce: opCount %x" % i)
+    reader.feed("[1,0]<stdout>:node1:1:1 [0] transport/shm.cc:590 NCCL WARN Error while creating shared memory")
+    kept = reader.nccl
+    assert len(kept) == 6 and kept[0].endswith("opCount 0") and "NCCL WARN" in kept[-1]
