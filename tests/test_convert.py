@@ -237,6 +237,31 @@ def test_chexstack_workdir_owns_only_the_folders_it_makes(tmp_path):
     assert unknown.returncode == 1 and "no user no-such-user-x in /etc/passwd" in unknown.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_copy_chown_without_a_group_takes_the_users_id_as_the_group(tmp_path):
+    """COPY --chown without a group, as BuildKit (Docker's default builder) reads it (solver/llbsolver/file's
+    readUser): a numeric ID is also the group, a name takes its passwd uid and primary group; with a group, both as
+    given (``chexstack_copy``, also under ADD and COPY --from)."""
+    from convert.dockerfile import HELPERS
+
+    def copy(owner: str, name: str) -> tuple[int, int]:
+        staged = tmp_path / ("stage-" + name) / name
+        staged.parent.mkdir()
+        staged.write_text("x")
+        ran = subprocess.run(["sh", "-ec", HELPERS["copy"] + '\nchexstack_copy "$1" "$2" "$3" ""', "sh", str(staged),
+                              str(tmp_path / "dest" / name), owner], capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr
+        st = (tmp_path / "dest" / name).stat()
+        return st.st_uid, st.st_gid
+
+    nobody = tuple(int(subprocess.run(["id", flag, "nobody"], capture_output=True, text=True).stdout)
+                   for flag in ("-u", "-g"))
+    assert copy("4321", "a") == (4321, 4321)
+    assert copy("4321:77", "b") == (4321, 77)
+    assert copy("nobody", "c") == nobody
+    assert copy("", "d") == (0, 0)
+
+
 @pytest.mark.parametrize("n", ["09", "10", "11", "12"])
 def test_golden_conversions(n):
     assert_golden("images/convert-%s.def" % n, convert(_case(n)).text)

@@ -6,5 +6,6 @@ chexstack_fetch() {  # URL DEST [OWNER] [SHA256]: Dockerfile ADD of a URL: redir
   else echo "ADD $1: the image needs curl or wget" >&2; exit 1; fi
   [ -z "$4" ] || echo "$4  $f" | sha256sum -c -
   chmod 600 "$f"
-  [ -z "$3" ] || chown "$3" "$f"
+  case "$3" in ""|*:*) o=$3 ;; *[!0-9]*) o="$3:$(id -g "$3")" ;; *) o="$3:$3" ;; esac  # no group: as COPY
+  [ -z "$o" ] || chown "$o" "$f"
 }
