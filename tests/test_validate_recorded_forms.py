@@ -4,15 +4,12 @@ it as the shell ran it (``facts.parsers.observation.simple_commands``), so the h
 same verdict through ``invoke validate --from`` however their commands were written down."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
 from facts.parsers.horovodrun import CHECK_BUILD
 from facts.parsers.observation import first_command, simple_commands
-from tests.lib.bundle_corpus import CORPUS, build
-from validate.report import validate
+from tests.lib.bundle_corpus import judged
 
 
 @pytest.mark.parametrize("argv, want", [
@@ -69,18 +66,8 @@ def test_and_not_another_command(observation, argv):
 
 
 def _judged(tmp_path, spec: str, rewrite, only: str) -> dict:
-    """Build the corpus bundle ``spec``, let ``rewrite(evidence)`` change its recorded runs, then ``validate
-    --from`` it: the one result of ``only``."""
-    folder = tmp_path / spec
-    build(CORPUS / ("%s.yaml" % spec), folder)
-    index = folder / "bundle.json"
-    doc = json.loads(index.read_text())
-    for entry in doc["evidence"]:
-        rewrite(entry)
-    index.write_text(json.dumps(doc))
-    validate(json_path=str(tmp_path / "r.json"), from_bundle=str(folder), only=[only])
-    [result] = json.loads((tmp_path / "r.json").read_text())["results"]
-    return result
+    """The one result of ``only`` on the corpus bundle ``spec`` whose recorded runs ``rewrite(evidence)`` changed."""
+    return judged(spec, tmp_path, rewrite, [only])[only]
 
 
 @pytest.mark.parametrize("form", [
