@@ -358,9 +358,9 @@ def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
             pass
 
     def acs():
-        bridges, upstream, iommu, _ = topology.acs_facts(ctx)
-        verdict = topology.judge_acs(bridges, upstream, iommu) if bridges else None
-        if verdict is not None and verdict.status.value in ("FAIL", "WARN"):
+        listing, upstream, iommu, _ = topology.acs_facts(ctx)
+        verdict = topology.judge_acs(listing, upstream, iommu) if listing is not None else None
+        if verdict is not None and verdict.diagnosis == "ACS_ENABLED":
             found.append((verdict.measured, verdict.remedy))
         elif iommu and p2p:
             found.append(("IOMMU active (%s) under P2P channels" % iommu,
