@@ -12,7 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 
@@ -23,7 +24,8 @@ DEFAULT_TIMEOUT_S = 15.0
 @dataclass(frozen=True)
 class ToolRun:
     """What one tool run gave: ``rc`` (None if it did not finish), ``stdout``, ``stderr`` (decoded, errors
-    replaced), ``missing`` (not on PATH), ``timed_out``, ``error`` (why it did not run, one line)."""
+    replaced), ``missing`` (not on PATH), ``timed_out``, ``error`` (why it did not run, one line), ``seconds`` (how
+    long it ran, as measured or recorded; None when not known: not part of a run's equality)."""
 
     argv: tuple[str, ...]
     rc: int | None
@@ -32,6 +34,7 @@ class ToolRun:
     missing: bool = False
     timed_out: bool = False
     error: str | None = None
+    seconds: float | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -74,14 +77,17 @@ def run(argv: list[str], timeout: float | None = DEFAULT_TIMEOUT_S, env: dict[st
     if exe is None:
         return ToolRun(tuple(argv), None, missing=True)
     full_env = dict(os.environ, **(env or {}))
+    started = time.monotonic()
     try:
         p = subprocess.run([exe] + list(argv[1:]), capture_output=True, timeout=timeout, env=full_env, cwd=cwd,
                            **({"input": input.encode()} if input is not None else {"stdin": subprocess.DEVNULL}))
     except subprocess.TimeoutExpired as e:
-        return ToolRun(tuple(argv), None, _text(e.stdout), _text(e.stderr), timed_out=True)
+        return ToolRun(tuple(argv), None, _text(e.stdout), _text(e.stderr), timed_out=True,
+                       seconds=round(time.monotonic() - started, 3))
     except OSError as e:
         return ToolRun(tuple(argv), None, error="%s: %s" % (type(e).__name__, e.strerror or e))
-    return ToolRun(tuple(argv), p.returncode, _text(p.stdout), _text(p.stderr))
+    return ToolRun(tuple(argv), p.returncode, _text(p.stdout), _text(p.stderr),
+                   seconds=round(time.monotonic() - started, 3))
 
 
 def _text(data: bytes | None) -> str:

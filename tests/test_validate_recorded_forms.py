@@ -4,15 +4,13 @@ it as the shell ran it (``facts.parsers.observation.simple_commands``), so the h
 same verdict through ``invoke validate --from`` however their commands were written down."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from chexstack.tools import ToolRun
 from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
 from facts.parsers.horovodrun import CHECK_BUILD
 from facts.parsers.observation import first_command, simple_commands
-from tests.lib.bundle_corpus import CORPUS, build
-from validate.report import validate
+from tests.lib.bundle_corpus import judged
 
 
 @pytest.mark.parametrize("argv, want", [
@@ -51,6 +49,13 @@ def test_the_environment_each_command_saw():
     (versions.OMPI_INFO, ("sh", "-c", "sudo ompi_info -a | grep -i cuda")),
     (versions.NVCC, ("sh", "-c", "/usr/local/cuda/bin/nvcc -V | grep release")),
     (infiniband.IBV_DEVINFO, ("sh", "-c", "sudo ibv_devinfo -d mlx5_0 | egrep 'state|link_layer'")),
+    (infiniband.IBSTAT, ("sh", "-c", "sudo ibstat")),
+    (infiniband.IBSTAT, ("sh", "-c", "ibstat")),
+    (infiniband.IBSTAT, ("sh", "-c", "ibstat | cat")),
+    (infiniband.IBSTAT, ("ibstat", "mlx5_0")),
+    (infiniband.IBSTAT, ("sudo", "/usr/sbin/ibstat", "mlx5_0", "1")),
+    (infiniband.IBSTATUS, ("sh", "-c", "sudo ibstatus 2>&1")),
+    (infiniband.IBSTATUS, ("ibstatus", "mlx5_0:1")),
     (nvidia_smi.EXCERPT, ("sh", "-c", "sudo nvidia-smi | head -4")),
     (CHECK_BUILD, ("sh", "-c", "/opt/venv/bin/horovodrun --check-build 2>&1")),
 ])
@@ -63,24 +68,18 @@ def test_every_observation_reads_its_command_however_it_was_written(observation,
     (container.DOCKER_GPUS, ("docker", "run", "--rm", "img", "nvidia-smi")),
     (nccl.ALL_REDUCE_PERF, ("mpirun", "-x", "NCCL_DEBUG=WARN", "python", "train.py")),
     (nvidia_smi.EXCERPT, ("nvidia-smi",)),
+    (infiniband.IBSTAT, ("ibstat", "-l")),  # the CA names only: no port state
+    (infiniband.IBSTAT, ("sh", "-c", "sudo ibstat -p")),
+    (infiniband.IBSTAT, ("ibstatus",)),
+    (infiniband.IBSTATUS, ("ibstat",)),
 ])
 def test_and_not_another_command(observation, argv):
     assert not observation.also(argv, {}), argv
 
 
 def _judged(tmp_path, spec: str, rewrite, only: str) -> dict:
-    """Build the corpus bundle ``spec``, let ``rewrite(evidence)`` change its recorded runs, then ``validate
-    --from`` it: the one result of ``only``."""
-    folder = tmp_path / spec
-    build(CORPUS / ("%s.yaml" % spec), folder)
-    index = folder / "bundle.json"
-    doc = json.loads(index.read_text())
-    for entry in doc["evidence"]:
-        rewrite(entry)
-    index.write_text(json.dumps(doc))
-    validate(json_path=str(tmp_path / "r.json"), from_bundle=str(folder), only=[only])
-    [result] = json.loads((tmp_path / "r.json").read_text())["results"]
-    return result
+    """The one result of ``only`` on the corpus bundle ``spec`` whose recorded runs ``rewrite(evidence)`` changed."""
+    return judged(spec, tmp_path, rewrite, [only])[only]
 
 
 @pytest.mark.parametrize("form", [
@@ -131,3 +130,68 @@ def test_explain_shows_the_log_lines_as_written(tmp_path):
     ran = run("train", "--explain", str(log), env={"COLUMNS": "400"})
     assert "gpu01:1234:1234 [0] init.cc:748 NCCL WARN Duplicate GPU" in ran.stdout, ran.stdout
     assert "\N{INPUT SYMBOL FOR NUMBERS}" not in ran.stdout
+
+
+#: ibstat's output of one CA (../shared/fixtures, 2 HDR CAs all Active) and of one port as ``ibstat CA PORT`` prints
+#: it (infiniband-diags ibstat.c's port_dump, constructed: a header line ``CA: 'mlx5_0'``, no indentation)
+ONE_PORT = ("CA: 'mlx5_0'\nPort 1:\nState: Active\nPhysical state: LinkUp\nRate: 200\nBase lid: 12\nLMC: 0\n"
+            "SM lid: 1\nCapability mask: 0x2651e848\nPort GUID: 0x0c42a103006f1234\nLink layer: InfiniBand\n")
+
+
+@pytest.mark.parametrize("argv, stdout, hcas", [
+    (["sh", "-c", "sudo ibstat"], {"fixture": "ibstat-a100-hdr200-all-active.txt"}, None),
+    (["sh", "-c", "ibstat | cat"], {"fixture": "ibstat-a100-hdr200-all-active.txt"}, None),
+    (["ibstat", "mlx5_0", "1"], ONE_PORT, "mlx5_0"),
+    (["sh", "-c", "sudo ibstatus"], {"fixture": "ibstatus-a100-hdr200-all-active.txt"}, None),
+])
+def test_case_05_with_the_host_ports_recorded_by_ibstat_as_typed(tmp_path, argv, stdout, hcas):
+    """../shared/cases/05's Socket fallback, with the host's ACTIVE HCAs recorded by ``ibstat``/``ibstatus`` as
+    typed instead of ``ibv_devinfo``: nccl.transport FAILs ``NCCL_SOCKET_FALLBACK`` naming the HCAs and the docker
+    flags (never the WARN "HCAs were not recorded"; its code is the cause the case's log names: NCCL could not open
+    the HCA), ib.ports reads the same run."""
+    from tests.lib.bundle_corpus import text_of
+
+    def rewrite(entry):
+        if "ibv_devinfo" in " ".join(entry.get("argv") or []):
+            entry["argv"] = argv
+            (tmp_path / "bundle" / entry["stdout"]).write_text(text_of(stdout))
+
+    got = judged("case05-nccl-socket-fallback-hca-active", tmp_path, rewrite, ["nccl.transport", "ib.ports"])
+    transport, ports = got["nccl.transport"], got["ib.ports"]
+    assert (transport["status"], transport["diagnosis"]) == ("FAIL", "NCCL_IB_DEVICE_NOT_VISIBLE"), transport
+    assert transport["measured"].startswith("NCCL using Socket transport although host HCA mlx5_0")
+    assert "--device=/dev/infiniband" in transport["remedy"] and "IPC_LOCK" in transport["remedy"]
+    assert "not recorded" not in transport["measured"]
+    assert ports["status"] == "PASS" and "IB ports Active/LinkUp at 200 Gb/s" in ports["measured"], ports
+    assert ("one HCA recorded" in ports["measured"]) == (hcas is not None)
+
+
+def test_ibstat_of_one_port_reads_its_ca_from_the_header_or_the_command():
+    report, ca = infiniband.IBSTAT.parse(ToolRun(("ibstat", "mlx5_0", "1"), 0, ONE_PORT))
+    assert ca == "mlx5_0" and [(p.name, p.state, p.rate_gbps) for p in report.ports] == [("mlx5_0:1", "Active", 200)]
+    headless = ONE_PORT.split("\n", 1)[1]
+    report, ca = infiniband.IBSTAT.parse(ToolRun(("sh", "-c", "sudo ibstat mlx5_3 1 | grep -v GUID"), 0, headless))
+    assert ca == "mlx5_3" and [p.name for p in report.ports] == ["mlx5_3:1"]
+    # ibstat's -d is debug output, not a device (unlike ibv_devinfo's)
+    assert infiniband.IBSTAT.parse(ToolRun(("ibstat", "-d"), 0, ONE_PORT))[1] is None
+
+
+def test_case_05_without_the_open_failure_is_the_socket_fallback(tmp_path):
+    """The same node when NCCL's log only says ``NET/IB : No device found`` (no line on the HCA it could not open):
+    the host's ACTIVE HCAs, recorded as ``sudo ibstat``, make it the Socket fallback (``NCCL_SOCKET_FALLBACK``)."""
+    from tests.lib.bundle_corpus import text_of
+
+    def rewrite(entry):
+        path = tmp_path / "bundle" / str(entry.get("stdout"))
+        if "ibv_devinfo" in " ".join(entry.get("argv") or []):
+            entry["argv"] = ["sh", "-c", "sudo ibstat"]
+            path.write_text(text_of({"fixture": "ibstat-a100-hdr200-all-active.txt"}))
+        elif (entry.get("argv") or [""])[0] == "mpirun":
+            path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                                    if "ibv_open_device" not in line and "Unable to open" not in line))
+
+    transport = judged("case05-nccl-socket-fallback-hca-active", tmp_path, rewrite, ["nccl.transport"])[
+        "nccl.transport"]
+    assert (transport["status"], transport["diagnosis"]) == ("FAIL", "NCCL_SOCKET_FALLBACK"), transport
+    assert transport["measured"].startswith("NCCL using Socket transport although host HCA mlx5_0, mlx5_1")
+    assert "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1" in transport["remedy"]

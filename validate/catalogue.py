@@ -118,6 +118,8 @@ CODES: dict[str, Code] = {
     "NCCL_INIT_FAILED": Code("a NCCL communicator failed to initialise", A.RECONFIGURE),
     "NCCL_INIT_NOT_OBSERVED": Code("the log ends before the communicator initialised", A.RETRY),
     "NCCL_HANG": Code("the all-reduce hung", A.RECONFIGURE),
+    "NCCL_RUN_FAILED": Code("a NCCL test run ended with an error after its transport was selected, before any "
+                            "result: the transport moved no data", A.RETRY),
     "NCCL_WRONG_RESULTS": Code("the all-reduce produced wrong values", A.REPLACE_HARDWARE),
     "NCCL_BUSBW_LOW": Code("all-reduce bus bandwidth below the platform's floor in every try", A.RECONFIGURE,
                            noisy=True),

@@ -81,7 +81,8 @@ class Bundle:
                  seconds: float | None = None) -> None:
         self.add({"kind": "tool", "argv": list(res.argv), "env": dict(env or {}), "rc": res.rc,
                   "missing": res.missing, "timed_out": res.timed_out, "error": res.error, "stdout": res.stdout,
-                  "stderr": res.stderr, "started": started, "seconds": seconds})
+                  "stderr": res.stderr, "started": started,
+                  "seconds": seconds if seconds is not None else res.seconds})
 
     def save(self, folder: str | Path) -> Path:
         """Write ``bundle.json`` and ``tools/NNN-<tool>.out|.err`` into ``folder`` (created)."""
@@ -197,6 +198,11 @@ class Live:
         return value
 
 
+def _seconds(value) -> float | None:
+    """A recorded run's duration: a number of seconds, else None (not recorded, or not a number)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
 class Replay:
     """Evidence from a bundle recorded elsewhere; what it lacks raises ``MissingEvidence``."""
 
@@ -233,7 +239,7 @@ class Replay:
     @staticmethod
     def _run(e: dict) -> ToolRun:
         return ToolRun(tuple(e["argv"]), e.get("rc"), e.get("stdout") or "", e.get("stderr") or "",
-                       bool(e.get("missing")), bool(e.get("timed_out")), e.get("error"))
+                       bool(e.get("missing")), bool(e.get("timed_out")), e.get("error"), _seconds(e.get("seconds")))
 
     def recorded(self, like: Callable[[tuple, dict], bool], attempt: int = 1) -> ToolRun | None:
         """The first recorded run ``like(argv, env)`` accepts (``attempt``: the ``attempt``-th), or None."""

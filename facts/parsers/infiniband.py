@@ -104,12 +104,14 @@ _SYSFS_FIELDS = {"state": "state", "phys_state": "phys_state", "rate": "rate_gbp
 _IBPANIC = re.compile(r"ibpanic:.*?IB device '([^']+)'.*?:\s*(.*)$", re.M)
 
 
-def parse_ibstat(text: str) -> IbReport:
-    """``ibstat`` (tab or space indented, fixtures 19-26): ``CA 'mlx5_0'`` blocks with ``Port N:`` sections."""
+def parse_ibstat(text: str, ca: str | None = None) -> IbReport:
+    """``ibstat`` (tab or space indented, fixtures 19-26): ``CA 'mlx5_0'`` blocks with ``Port N:`` sections; ``ibstat
+    CA PORT`` prints ``CA: 'mlx5_0'`` and one unindented port (infiniband-diags ``ibstat.c``, ``port_dump``). ``ca``:
+    the HCA the command named, for port sections its output does not head with a CA line."""
     out = IbReport()
-    hca, port, ca_type = None, None, None
+    hca, port, ca_type = ca, None, None
     for line in (text or "").splitlines():
-        m = re.match(r"^CA '([^']+)'", line.strip())
+        m = re.match(r"^CA:? '([^']+)'", line.strip())
         if m:
             hca, port, ca_type = m.group(1), None, None
             continue
@@ -240,10 +242,6 @@ def parse_ib_write_bw(text: str) -> WriteBw:
     return out
 
 
-def _never(argv: tuple, env: dict) -> bool:
-    return False
-
-
 def device_of(argv) -> str | None:
     """The device a port tool's command line names with ``-d`` (``ibv_devinfo -d mlx5_0``, also inside ``sh -c
     "… | egrep …"``), or None."""
@@ -266,10 +264,50 @@ def _ports(parse):
     return read
 
 
-#: the port tools, in the order a check asks them -> (IbReport, device or None); ``ibv_devinfo`` also as a
-#: recorded run for one device and filtered
-IBSTAT = Observation(("ibstat",), _never, _ports(parse_ibstat))
-IBSTATUS = Observation(("ibstatus",), _never, _ports(parse_ibstatus))
+#: ``ibstat``'s options that print no port state (infiniband-diags ``ibstat.c``: ``-l`` the CA names, ``-s`` the CA
+#: headers only, ``-p`` the port GUIDs; ``-V``, ``-h``)
+_IBSTAT_NO_PORTS = set("lspVh")
+
+
+def _operands(words: tuple[str, ...]) -> list[str]:
+    return [w for w in words[1:] if not w.startswith("-")]
+
+
+def _ibstat_run(argv: tuple, env: dict) -> bool:
+    """``ibstat`` in a bundle however recorded (``sudo ibstat``, ``sh -c "ibstat | cat"``, ``ibstat mlx5_0 [1]``,
+    ``ibstat -d``), not a listing without port state (``-l``, ``-s``, ``-p``)."""
+    command = first_command(argv, env)
+    flags = {c for w in command.argv[1:] if w.startswith("-") and not w.startswith("--") for c in w[1:]}
+    longs = {w for w in command.argv[1:] if w.startswith("--")}
+    return (command.name == "ibstat" and not flags & _IBSTAT_NO_PORTS
+            and not longs & {"--list_of_cas", "--short", "--port_list", "--version", "--help"})
+
+
+def _ibstatus_run(argv: tuple, env: dict) -> bool:
+    """``ibstatus`` in a bundle however recorded (``sudo ibstatus``, ``ibstatus mlx5_0:1``)."""
+    command = first_command(argv, env)
+    return command.name == "ibstatus" and not {"-h", "--help"} & set(command.argv)
+
+
+def _read_ibstat(run) -> tuple[IbReport, str | None]:
+    """An ``ibstat`` run -> (IbReport, the CA its command line named, when the output is that CA's alone, or None):
+    ``ibstat mlx5_0 1`` prints its one port under ``CA: 'mlx5_0'``; a ``-d`` there is debug output, not a device."""
+    operands = _operands(first_command(run.argv).argv)
+    ca = operands[0] if operands else None
+    report = parse_ibstat(run.output, ca)
+    return report, ca if ca and all(p.hca == ca for p in report.ports) else None
+
+
+def _read_ibstatus(run) -> tuple[IbReport, str | None]:
+    """An ``ibstatus`` run -> (IbReport, the first device its command line named, ``mlx5_0:1`` -> ``mlx5_0``)."""
+    operands = _operands(first_command(run.argv).argv)
+    return parse_ibstatus(run.output), operands[0].split(":")[0] if operands else None
+
+
+#: the port tools, in the order a check asks them -> (IbReport, the device the command line was limited to or None),
+#: each also as recorded by hand (under sudo, in ``sh -c``, piped, for one device; ``ibv_devinfo`` also filtered)
+IBSTAT = Observation(("ibstat",), _ibstat_run, _read_ibstat)
+IBSTATUS = Observation(("ibstatus",), _ibstatus_run, _read_ibstatus)
 IBV_DEVINFO = Observation(("ibv_devinfo",), _ibv_devinfo_run, _ports(parse_ibv_devinfo))
 
 #: an ``ib_write_bw`` client run in a bundle (other options than a check's own: fixtures 64-65) -> WriteBw

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from facts.parsers.observation import Observation, simple_commands
+from facts.parsers.observation import Observation, Stop, simple_commands, stopped
 
 _PREFIX = re.compile(r"^\[\d+(?:,\d+)?\](?:<std(?:out|err)>:|\s)")
 
@@ -439,6 +439,22 @@ def _nccl_run(argv: tuple, env: dict) -> bool:
     return _is_all_reduce_perf(argv, env) or any(_debug_info(c) for c in simple_commands(argv, env))
 
 
+@dataclass(frozen=True)
+class NcclRun:
+    """What a NCCL run's record says of the run itself: ``all_reduce_perf`` (nccl-tests; else only another program's
+    ``NCCL_DEBUG=INFO`` log) and ``stopped``, how it was stopped before it finished
+    (``facts.parsers.observation.stopped``: timed out, killed by ``timeout``'s 124 or a stop signal, with the
+    duration the record gives) or None. An all_reduce_perf run stopped before its first result row hung: its
+    ``Init COMPLETE`` is a milestone, not a working transport (https://github.com/NVIDIA/nccl/issues/2079)."""
+
+    all_reduce_perf: bool
+    stopped: Stop | None = None
+
+
+def _nccl_run_of(run) -> NcclRun:
+    return NcclRun(_is_all_reduce_perf(run.argv, None), stopped(run))
+
+
 #: a NCCL run: nccl-tests' ``all_reduce_perf`` (the command line is the check's: sizes, GPUs, the mpirun prefix) or
-#: another program's ``NCCL_DEBUG=INFO`` log -> whether it is an all_reduce_perf run (else only a log)
-ALL_REDUCE_PERF = Observation(("all_reduce_perf",), _nccl_run, lambda run: _is_all_reduce_perf(run.argv))
+#: another program's ``NCCL_DEBUG=INFO`` log -> ``NcclRun`` (an all_reduce_perf run or only a log; how it stopped)
+ALL_REDUCE_PERF = Observation(("all_reduce_perf",), _nccl_run, _nccl_run_of)

@@ -12,6 +12,7 @@ section of a ../shared/cases file (never copied into this repository), sysfs rea
         stdout: {fixture: ibstat-h100-ndr400-all-active.txt}
         rc: 0                                       # default 0; missing: true for "not on PATH"
         env: {NCCL_DEBUG: INFO}                     # optional
+        seconds: 600                                # optional: how long it ran (timed_out: true, a kill)
       - tool: [nvidia-smi, topo, -m]
         stdout: {case: "31", after: "$ nvidia-smi topo -m"}   # the lines after that one up to the next "$ "
       - tool: [nvidia-smi, {query_gpu_of: FIXTURE}, --format=csv]   # --query-gpu= the fields of its CSV header
@@ -87,7 +88,7 @@ def build(spec_path: Path, folder: Path) -> dict:
             missing = bool(e.get("missing"))
             bundle.add_tool(ToolRun(argv_of(e["tool"]), None if missing or e.get("timed_out") else e.get("rc", 0),
                                     text_of(e.get("stdout")), text_of(e.get("stderr")), missing,
-                                    bool(e.get("timed_out"))), e.get("env"))
+                                    bool(e.get("timed_out")), seconds=e.get("seconds")), e.get("env"))
         elif "sysfs_grep" in e:
             reads = {}
             for line in text_of(e["sysfs_grep"]).splitlines():
@@ -108,3 +109,22 @@ def build(spec_path: Path, folder: Path) -> dict:
             bundle.add({"kind": "fact", "name": e["fact"], "value": e.get("value")})
     bundle.save(folder)
     return spec
+
+
+def judged(spec: str, folder: Path, rewrite=None, only: list[str] | None = None) -> dict[str, dict]:
+    """Build the corpus bundle ``spec`` (its stem) in ``folder``, let ``rewrite(evidence)`` change its entries in
+    place (a variant of the recorded node: a command recorded as typed, another exit status; entries it returns
+    False for are dropped), then ``validate --from`` it: ``{check id: result}`` of ``only`` (default: every check)."""
+    import json
+
+    from validate.report import validate
+
+    bundle = folder / "bundle"
+    build(CORPUS / ("%s.yaml" % spec), bundle)
+    index = bundle / "bundle.json"
+    doc = json.loads(index.read_text())
+    if rewrite is not None:
+        doc["evidence"] = [entry for entry in doc["evidence"] if rewrite(entry) is not False]
+    index.write_text(json.dumps(doc))
+    validate(json_path=str(folder / "report.json"), from_bundle=str(bundle), only=only)
+    return {r["id"]: r for r in json.loads((folder / "report.json").read_text())["results"]}

@@ -32,7 +32,7 @@ from facts.parsers.nccl import (
     parse_all_reduce_perf,
     parse_nccl_log,
 )
-from facts.parsers.observation import Observed
+from facts.parsers.observation import Observed, Stop
 from facts.parsers.pcie import parse_p2p
 from launch.failure import NCCL_REMEDY, SHM_REMEDY
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
@@ -119,7 +119,7 @@ def judge_busbw(result: PerfResult, floor: Floor | None, expected_ranks: int | N
 
 
 def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_node: bool = False,
-                    results: bool = False, hung: bool = False) -> CheckResult:
+                    results: bool = False, hung: bool = False, ended: str | None = None) -> CheckResult:
     """Which transport NCCL picked, given the host's RDMA ports (None: not recorded) — judged by what the log proves.
 
     Socket while a host HCA is ACTIVE is FAIL (``NCCL using Socket transport although host HCA X is ACTIVE``,
@@ -131,8 +131,11 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
     The selection a log shows is what this check judges; whether the communicator then initialised is
     ``nccl.init``'s finding (``judge_init``) — but a run that failed after the selection (an error line, no
     ``Init COMPLETE``) proves no transport: FAIL with the failure's cause (``failure_of``: ``NCCL_INIT_FAILED``
-    when none is named), never a PASS; ``hung`` (the run timed out with no result) is ``NCCL_HANG``
-    (https://github.com/NVIDIA/nccl/issues/2079).
+    when none is named), never a PASS; ``hung`` (the all_reduce_perf run was stopped — timed out, killed — before
+    its first result row) is ``NCCL_HANG`` (https://github.com/NVIDIA/nccl/issues/2079), and ``ended`` (why an
+    all_reduce_perf run that was not stopped ended with an error before its first result row) a FAIL with the cause
+    the log names (``NCCL_RUN_FAILED`` when none): a transport selected, even a communicator initialised, over which
+    no data was seen to move is a milestone, never a PASS.
     A single-node run (no ``multi_node``, every NCCL line from one host) in which NCCL found no IB device (``NET/IB :
     No device found``, no HCA it failed to open, libibverbs loaded) and no channel went over ``NET/`` selected the
     Socket network but sent nothing over it: that is not a Socket fallback (no ``--device=/dev/infiniband``
@@ -166,8 +169,11 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
         if host_ports is None:
             details.append("this node's HCAs were not recorded (ib.ports): between nodes this NCCL would use TCP "
                            "sockets unless it sees an HCA")
-    if transport == "Socket":
-        return _judge_socket(cid, log, host_ports, active, multi_node, net_cause, details)
+    if transport == "Socket":  # a verdict on the Socket fallback, or (one node, no HCA) whether the run proves it
+        socket = _judge_socket(cid, log, host_ports, active, multi_node, net_cause, details)
+        if socket.status.value != "PASS":
+            return socket
+        return _proven(cid, socket.measured, socket.expected, log, results, hung, ended, details)
     if transport == "RDMA" and len(log.rdma_links) > 1:
         eth = [d.name for d in log.ib_devices if d.link == "RoCE"]
         return warned(cid, "RDMA over mixed %s devices: %s is Ethernet (RoCE)" % ("/".join(log.rdma_links),
@@ -186,16 +192,24 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
         picked, expected = "single node: %s" % (", ".join(log.channels) or "no network needed"), "intra-node P2P/SHM"
         if unused_socket:
             picked += " (the Socket network NCCL selected, NET/IB: No device found, carries nothing within a node)"
+    if transport == "RDMA":
+        details.append(_gpudirect_rdma(log.channels))
+    return _proven(cid, picked, expected, log, results, hung, ended, details)
+
+
+def _proven(cid: str, picked: str, expected: str, log: NcclLog, results: bool, hung: bool, ended: str | None,
+            details: list[str]) -> CheckResult:
+    """``judge_transport``'s verdict on the transport NCCL ``picked``, by what the run proves of it: a hang, a
+    failure before a communicator initialised, or an all_reduce_perf run that ended with an error before its first
+    result row is a FAIL (``_no_data``, ``failure_of``); else a PASS."""
     if hung:
-        return failed(cid, "%s set up, then no result: the all-reduce hung" % picked,
-                      "%s, proven by a completed all-reduce" % expected, "see nccl.busbw for the likely cause",
-                      "NCCL_HANG", details)
+        return _no_data(cid, picked, expected, log, hung, ended, details)
     if log.failure_after_selection and not (log.init_complete or results):
         failure, code, remedy = failure_of(log)
         return failed(cid, "%s, then the run failed before a communicator initialised: %s" % (picked, failure),
                       "%s, used by an initialised communicator" % expected, remedy, code, details)
-    if transport == "RDMA":
-        details.append(_gpudirect_rdma(log.channels))
+    if ended:
+        return _no_data(cid, picked, expected, log, hung, ended, details)
     if not (log.init_complete or results):
         details.append("communicator initialisation not observed in this log: see nccl.init")
     return passed(cid, picked, expected, details)
@@ -230,6 +244,22 @@ def _judge_socket(cid: str, log: NcclLog, host_ports: list[IbPort] | None, activ
                       details)
     return passed(cid, "single node: %s; no RDMA device (Socket only matters between nodes)"
                   % (", ".join(log.channels) or "intra-node"), "intra-node P2P/SHM", details)
+
+
+def _no_data(cid: str, picked: str, expected: str, log: NcclLog, hung: bool, ended: str | None,
+             details: list[str]) -> CheckResult:
+    """``judge_transport``'s verdict on an all_reduce_perf run that moved no data (no result row): stopped
+    (``hung``: ``NCCL_HANG``) or ended with an error (``ended``: the cause the log names, else ``NCCL_RUN_FAILED``).
+    What NCCL selected, and an ``Init COMPLETE``, are milestones of the run, never proof of a working transport."""
+    expected = "%s, proven by a completed all-reduce" % expected
+    if hung:
+        return failed(cid, "%s set up, then no result: the all-reduce hung" % picked, expected,
+                      "see nccl.busbw for the likely cause", "NCCL_HANG", details)
+    cause = classify_nccl_failure(log)
+    first = log.failure_after_selection or (log.errors[0][1] if log.errors else None)
+    return failed(cid, "%s set up, then the run ended before any result: %s" % (picked, first or ended), expected,
+                  NCCL_REMEDY.get(cause or "", "read the run's first error (%s); see nccl.busbw" % ended),
+                  cause or "NCCL_RUN_FAILED", details)
 
 
 def _gpudirect_rdma(channels: list[str]) -> str:
@@ -290,16 +320,20 @@ HANG_REMEDY = ("isolate the transport: rerun with NCCL_DEBUG=INFO and NCCL_P2P_D
                "(NCCL user guide, Troubleshooting)")
 
 
-def judge_hang(log: NcclLog, seconds: float | None, causes: list[tuple[str, str]]) -> CheckResult:
+def judge_hang(log: NcclLog, seconds: float | None, causes: list[tuple[str, str]], how: str | None = None
+               ) -> CheckResult:
     """An all_reduce_perf run stopped with no result row is a hang, never a pass: where it stopped (before or after
-    the communicator initialised, over which channels) and, from ``causes`` — ``[(finding, fix)]`` of
+    the communicator initialised, over which channels), for how long it was observed — ``seconds`` as the record
+    gives it (None: "killed after an unknown time", never this check's own timeout as if observed) and ``how`` it
+    was stopped (``facts.parsers.observation.Stop.how``) — and, from ``causes`` — ``[(finding, fix)]`` of
     ``hang_evidence`` — the likely cause and its fix (https://github.com/NVIDIA/nccl/issues/2079: ACS redirect on the
     GPUs' bridges)."""
     cid = "nccl.busbw"
     stage = ("after the communicator initialised (channels %s)" % (", ".join(log.channels) or "?")
              if log.init_complete else "before any communicator finished initialising")
-    measured = "all_reduce_perf hung %s: no result row in %s" % (stage, "%g s" % seconds if seconds else
-                                                                 "the time allowed")
+    observed = Stop(how or "", seconds).observed
+    measured = "all_reduce_perf hung %s: no result row%s%s" % (stage, " " + observed if seconds is not None
+                                                              else ", " + observed, " (%s)" % how if how else "")
     expected = "a completed all-reduce"
     if not causes:
         return failed(cid, measured + "; no cause in the evidence", expected, HANG_REMEDY, "NCCL_HANG")
@@ -324,9 +358,9 @@ def hang_evidence(ctx: Context, log: NcclLog) -> list[tuple[str, str]]:
             pass
 
     def acs():
-        bridges, upstream, iommu, _ = topology.acs_facts(ctx)
-        verdict = topology.judge_acs(bridges, upstream, iommu) if bridges else None
-        if verdict is not None and verdict.status.value in ("FAIL", "WARN"):
+        listing, upstream, iommu, _ = topology.acs_facts(ctx)
+        verdict = topology.judge_acs(listing, upstream, iommu) if listing is not None else None
+        if verdict is not None and verdict.diagnosis == "ACS_ENABLED":
             found.append((verdict.measured, verdict.remedy))
         elif iommu and p2p:
             found.append(("IOMMU active (%s) under P2P channels" % iommu,
@@ -411,14 +445,14 @@ def _busbw_try(ctx: Context, attempt: int) -> CheckResult:
     seen = _run_allreduce(ctx, attempt)
     if isinstance(seen, str):
         return skipped("nccl.busbw", seen)
-    res = seen.run
-    if not seen.value:
+    res, run = seen.run, seen.value
+    if not run.all_reduce_perf:
         return skipped("nccl.busbw", "no all_reduce_perf run in the bundle (its NCCL run is `%s`)" % res.command,
                        code="EVIDENCE_MISSING")
     result = parse_all_reduce_perf(res.output)
-    if res.timed_out and not result.rows:
+    if run.stopped is not None and not result.rows:
         log = parse_nccl_log(res.output)
-        return judge_hang(log, ALLREDUCE_TIMEOUT_S, hang_evidence(ctx, log))
+        return judge_hang(log, run.stopped.seconds, hang_evidence(ctx, log), run.stopped.how)
     if not res.ok and not result.rows:
         return failed("nccl.busbw", res.why_not(), "all_reduce_perf completes", "see nccl.transport",
                       classify_nccl_failure(parse_nccl_log(res.output)) or "TOOL_FAILED")
@@ -430,7 +464,24 @@ def _busbw_try(ctx: Context, attempt: int) -> CheckResult:
     ports = _host_ports(ctx)
     rdma = sum(p.rate_gbps or 0 for p in ports if p.up) if ports else None
     floor = busbw_floor(model, len(gpus), max(1, len(ctx.hosts)), rdma) if gpus else None
-    return judge_busbw(result, floor, _expected_ranks(ctx))
+    verdict = judge_busbw(result, floor, _expected_ranks(ctx))
+    if run.stopped is not None:
+        verdict.details.append("the run was stopped (%s) after %d result row(s), %s" % (
+            run.stopped.how, len(result.rows), run.stopped.observed))
+    return verdict
+
+
+def _outcome(seen: Observed) -> tuple[bool, bool, str | None]:
+    """(result rows printed, hung, why it ended) of a NCCL run: an all_reduce_perf run with no result row hung when
+    it was stopped (timed out, killed: ``NcclRun.stopped``), else ended with its exit status (None when it exited 0
+    or printed rows). A training job's log has no rows to wait for: its being stopped proves no hang."""
+    res, run = seen.run, seen.value
+    rows = bool(parse_all_reduce_perf(res.output).rows)
+    if rows or not run.all_reduce_perf:
+        return rows, False, None
+    if run.stopped is not None:
+        return rows, True, None
+    return rows, False, None if res.ok else res.why_not()
 
 
 def _nccl_log(ctx: Context, cid: str) -> tuple[Observed | None, CheckResult | None]:
@@ -450,10 +501,9 @@ def transport(ctx: Context) -> CheckResult:
     if skip:
         return skip
     res = seen.run
-    rows = bool(parse_all_reduce_perf(res.output).rows)
-    result = judge_transport(parse_nccl_log(res.output), _host_ports(ctx), len(ctx.hosts) > 1, rows,
-                             res.timed_out and not rows)
-    if not seen.value:
+    rows, hung, ended = _outcome(seen)
+    result = judge_transport(parse_nccl_log(res.output), _host_ports(ctx), len(ctx.hosts) > 1, rows, hung, ended)
+    if not seen.value.all_reduce_perf:
         result.details.extend(_from(res))
     return result
 
@@ -465,11 +515,11 @@ def init(ctx: Context) -> CheckResult:
     if skip:
         return skip
     res = seen.run
-    rows = bool(parse_all_reduce_perf(res.output).rows)
-    result = judge_init(parse_nccl_log(res.output), rows, res.timed_out and not rows)
+    rows, hung, _ = _outcome(seen)
+    result = judge_init(parse_nccl_log(res.output), rows, hung)
     if result is None:
         return skipped("nccl.init", "no NCCL initialisation lines in `%s`" % res.command, code="NOT_REPORTED")
-    if not seen.value:
+    if not seen.value.all_reduce_perf:
         result.details.extend(_from(res))
     return result
 

@@ -19,7 +19,7 @@ import re
 from itertools import combinations
 
 from facts.parsers.nvidia_smi import parse_nvlink_status
-from facts.parsers.pcie import AcsBridge, iommu_enabled, parse_lspci_acs, upstream_bridges
+from facts.parsers.pcie import LSPCI_TREE, LSPCI_VERBOSE, AcsBridge, Lspci, iommu_enabled, upstream_bridges
 from facts.parsers.topology import Topology, parse_topo
 from validate.checks.gpu import kernel_log, no_gpu_reason, pci_nvidia_gpus, snapshot
 from validate.checks.registry import Context, check
@@ -184,32 +184,39 @@ ACS_VM_NOTE = ("in a VM ACS is needed for device passthrough: there, keep it and
                "a host with P2P-capable passthrough (NCCL user guide, Troubleshooting: ACS)")
 
 
-def judge_acs(bridges: list[AcsBridge], gpu_upstream: dict[str, list[str]] | None, iommu: str | None = None,
-              virtual: bool | None = None) -> CheckResult:
+def judge_acs(bridges: list[AcsBridge] | Lspci, gpu_upstream: dict[str, list[str] | None] | None,
+              iommu: str | None = None, virtual: bool | None = None) -> CheckResult:
     """ACS redirect (``SrcValid+``/``ReqRedir+``/``CmpltRedir+`` in ``lspci -vvv``'s ACSCtl) on a bridge above a
     GPU: FAIL ``ACS_ENABLED`` on bare metal (NCCL P2P hangs or crawls, https://github.com/NVIDIA/nccl/issues/2079), WARN
     in a VM (ACS is
-    required for passthrough there). ``gpu_upstream``: ``{GPU PCI address: bridges above it}`` (every bridge with
-    ACS counts when unknown); ``iommu``: the kernel log line showing an IOMMU, or None; ``virtual``: None unknown."""
+    required for passthrough there). ``bridges``: the devices with an ACSCtl line, or the whole ``Lspci`` listing
+    (then one limited to some devices, ``lspci -s``, proves nothing of a bridge it does not show: no redirect among
+    the recorded bridges is a PASS only when every bridge above the GPUs was recorded, else a WARN
+    ``EVIDENCE_INCOMPLETE``); ``gpu_upstream``: ``{GPU PCI address: bridges above it, None when not known}``
+    (every bridge with ACS counts when unknown); ``iommu``: the kernel log line showing an IOMMU, or None;
+    ``virtual``: None unknown."""
     cid = "topo.pcie_acs"
+    listing = bridges if isinstance(bridges, Lspci) else Lspci(bridges=list(bridges))
+    bridges = listing.bridges
     if not bridges:
         return skipped(cid, "no ACSCtl line in lspci -vvv (no ACS capability, or lspci not run as root)",
                        code="NOT_REPORTED")
-    above = {b.address: sorted(g for g, ups in (gpu_upstream or {}).items() if b.address in ups) for b in bridges}
-    relevant = [b for b in bridges if above[b.address]] if gpu_upstream and any(above.values()) else bridges
-    details = ["%s (%s): ACSCtl %s" % (b.address, b.name, " ".join("%s%s" % (k, "+" if v else "-")
-                                                                   for k, v in b.flags.items()))
+    known = {g: ups for g, ups in (gpu_upstream or {}).items() if ups is not None}
+    above = {b.address: sorted(g for g, ups in known.items() if b.address in ups) for b in bridges if b.address}
+    relevant = [b for b in bridges if above.get(b.address)] if any(above.values()) else bridges
+    details = ["%s (%s): ACSCtl %s" % (b.address or "a device whose lspci line was not recorded", b.name or "?",
+                                       " ".join("%s%s" % (k, "+" if v else "-") for k, v in b.flags.items()))
                for b in relevant]
     on = [b for b in relevant if b.redirects]
     expected = "ACS redirect off (SrcValid- ReqRedir- CmpltRedir-) on every bridge between GPUs"
     if not on:
-        return passed(cid, "ACS redirect off on %d bridge(s)%s" % (len(relevant), " above the GPUs"
-                                                                   if relevant is not bridges else ""),
-                      expected, details)
-    gpus = sorted({g for b in on for g in above[b.address]})
+        return _acs_off(cid, listing, gpu_upstream or {}, relevant, expected, details)
+    gpus = sorted({g for b in on for g in above.get(b.address, [])})
+    named = [b.address for b in on if b.address]
+    unnamed = len(on) - len(named)
+    where = ", ".join(named + (["%d device(s) whose lspci line was not recorded" % unnamed] if unnamed else []))
     measured = ("ACS redirect enabled on %s%s: GPU P2P is routed through the root complex/IOMMU; NCCL may hang or "
-                "run slowly" % (", ".join(b.address for b in on), " (upstream of %s)" % ", ".join(gpus)
-                                if gpus else ""))
+                "run slowly" % (where, " (upstream of %s)" % ", ".join(gpus) if gpus else ""))
     if iommu:
         details.append("IOMMU active: %s" % iommu)
     if virtual:
@@ -219,11 +226,58 @@ def judge_acs(bridges: list[AcsBridge], gpu_upstream: dict[str, list[str]] | Non
     return failed(cid, measured, expected, ACS_REMEDY, "ACS_ENABLED", details)
 
 
+def _acs_off(cid: str, listing: Lspci, gpu_upstream: dict[str, list[str] | None], relevant: list[AcsBridge],
+             expected: str, details: list[str]) -> CheckResult:
+    """``judge_acs``'s verdict when no recorded bridge redirects: a PASS when the listing covers the bridges above
+    the GPUs (a whole listing, or every one of them shown), else a WARN naming what was not recorded."""
+    measured = "ACS redirect off on %d bridge(s)%s" % (len(relevant), " above the GPUs"
+                                                      if relevant is not listing.bridges else "")
+    if listing.partial:
+        shown = set(listing.devices) | {b.address for b in listing.bridges}
+        unseen = sorted({u for ups in gpu_upstream.values() if ups for u in ups} - shown)
+        unknown = sorted(g for g, ups in gpu_upstream.items() if ups is None)
+        if unseen or unknown or not gpu_upstream:
+            missing = ("bridges above the GPUs not in the recorded lspci: %s" % ", ".join(unseen) if unseen else
+                       "the bridges above %s not known" % (", ".join(unknown) or "the GPUs"))
+            return warned(cid, "%s recorded; %s" % (measured, missing), expected,
+                          "record `sudo lspci -vvv` (every device) or `lspci -s <bridge> -vvv` for each bridge above "
+                          "the GPUs, with the PCI tree (`lspci -tv`)", "EVIDENCE_INCOMPLETE", details)
+    return passed(cid, measured, expected, details)
+
+
+def pci_gpus(ctx: Context) -> tuple[dict[str, list[str] | None], str]:
+    """The NVIDIA GPUs on the PCI bus, each with the bridges above it (None: not known), and where they come from:
+    sysfs (this node, or a bundle's listing of /sys/bus/pci/devices with each GPU's resolved path), else a bundle's
+    recorded ``lspci -tv`` (``LSPCI_TREE``), else the GPUs a bundle's recorded ``lspci -vv`` lists (the bridges
+    above them by their bus ranges). ``MissingEvidence`` naming them when a bundle holds none."""
+
+    def find() -> tuple[dict[str, list[str] | None], str]:
+        tree = ctx.first(LSPCI_TREE)
+        gpus = pci_nvidia_gpus(ctx)
+        if gpus is not None:
+            return {g: _sysfs_upstream(ctx, g, tree.value if tree else {}) for g in gpus}, "sysfs"
+        if tree is not None and tree.value:
+            return dict(tree.value), "the bundle's `%s`" % tree.command
+        listing, _, commands = lspci_listing(ctx, missing_ok=True)
+        if listing is not None and listing.gpus:
+            return ({g: listing.upstream(g) for g in listing.gpus},
+                    "the bundle's `%s`" % "`, `".join(commands))
+        raise MissingEvidence("the PCI device listing (/sys/bus/pci/devices, or `lspci -tv`)")
+
+    return ctx.memo("pci gpus", find)
+
+
+def _sysfs_upstream(ctx: Context, gpu: str, tree: dict[str, list[str]]) -> list[str] | None:
+    """The bridges above ``gpu`` from its resolved sysfs path; a bundle without the path: its recorded tree's."""
+    try:
+        return upstream_bridges(ctx.fact("sysfs path of %s" % gpu,
+                                         lambda: os.path.realpath("/sys/bus/pci/devices/" + gpu)))
+    except MissingEvidence:
+        return tree.get(gpu)
+
+
 def gpus_on_pci(ctx: Context) -> list[str]:
-    gpus = pci_nvidia_gpus(ctx)
-    if gpus is None:
-        raise MissingEvidence("the PCI device listing (/sys/bus/pci/devices)")
-    return gpus
+    return list(pci_gpus(ctx)[0])
 
 
 def _fewer_than_two_pci_gpus(ctx: Context) -> Reason | None:
@@ -242,23 +296,55 @@ def virtual_machine(ctx: Context) -> bool | None:
     return res.stdout.strip() not in ("none", "")
 
 
-def acs_facts(ctx: Context) -> tuple[list[AcsBridge] | None, dict[str, list[str]], str | None, str]:
-    """(bridges with ACS from ``lspci -vvv`` or None, {GPU: bridges above it}, IOMMU line, why no lspci)."""
-    res = ctx.tool("lspci", "-vvv")
-    if not res.ok:
-        return None, {}, None, res.why_not()
-    upstream = {g: upstream_bridges(ctx.fact("sysfs path of %s" % g,
-                                             lambda g=g: os.path.realpath("/sys/bus/pci/devices/" + g)))
-                for g in gpus_on_pci(ctx)}
+def lspci_listing(ctx: Context, missing_ok: bool = False) -> tuple[Lspci | None, str, list[str]]:
+    """(the PCI devices' ACS control as ``lspci -vvv`` shows it, or None; why not; the commands read): every run of
+    a bundle ``LSPCI_VERBOSE`` reads (as typed: ``sudo lspci -s 40:03.1 -vvv | grep …``, one per bridge), merged;
+    else ``lspci -vvv`` (this node). ``MissingEvidence`` from a bundle without one, unless ``missing_ok``."""
+
+    def read() -> tuple[Lspci | None, str, list[str]]:
+        seen = []
+        while (one := ctx.first(LSPCI_VERBOSE, attempt=len(seen) + 1)) is not None:  # every recorded run, in order
+            seen.append(one)
+        if not seen:
+            one = ctx.observe(LSPCI_VERBOSE)
+            if not one.run.ok:
+                return None, one.run.why_not(), []
+            seen = [one]
+        read = [s for s in seen if s.run.ok or s.run.output.strip()]
+        if not read:
+            return None, seen[0].run.why_not(), []
+        return Lspci.merged([s.value for s in read]), "", [s.command for s in read]
+
+    try:
+        return ctx.memo("lspci -vvv", read)
+    except MissingEvidence:
+        if missing_ok:
+            return None, "", []
+        raise
+
+
+def acs_facts(ctx: Context) -> tuple[Lspci | None, dict[str, list[str] | None], str | None, str]:
+    """(the ``lspci -vvv`` listing or None, {GPU: bridges above it}, IOMMU line, why no lspci); the GPUs' evidence
+    (``pci_gpus``) is named in the listing's details by ``pcie_acs``."""
+    listing, why, _ = lspci_listing(ctx)
+    if listing is None:
+        return None, {}, None, why
+    upstream = pci_gpus(ctx)[0]
     log = kernel_log(ctx)
     iommu = iommu_enabled(log.stdout) if log is not None and log.ok else None
-    return parse_lspci_acs(res.stdout), upstream, iommu, ""
+    return listing, upstream, iommu, ""
 
 
 @check("topo.pcie_acs", "ACS redirect off on the PCIe bridges above the GPUs (GPU peer-to-peer)",
        requires=(_fewer_than_two_pci_gpus,), fast=True)
 def pcie_acs(ctx: Context) -> CheckResult:
-    bridges, upstream, iommu, why = acs_facts(ctx)
-    if bridges is None:
+    listing, upstream, iommu, why = acs_facts(ctx)
+    if listing is None:
         return skipped("topo.pcie_acs", why, code="TOOL_FAILED")
-    return judge_acs(bridges, upstream, iommu, virtual_machine(ctx))
+    result = judge_acs(listing, upstream, iommu, virtual_machine(ctx))
+    commands, source = lspci_listing(ctx)[2], pci_gpus(ctx)[1]
+    if commands != [LSPCI_VERBOSE.command]:
+        result.details.append("ACS control from the bundle's `%s`" % "`, `".join(commands))
+    if source != "sysfs":
+        result.details.append("GPUs and the bridges above them from %s" % source)
+    return result
