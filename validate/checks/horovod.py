@@ -56,17 +56,27 @@ def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: 
                                               if built_for else ""), want)
 
 
-def required_for(ctx: Context) -> list[tuple[str, str]]:
-    """The stack's requirement (from its Horovod build flags, ``images.horovod``), else the project default."""
-    if ctx.stack is not None:
-        from images.horovod import required_components  # part of this tree: ImportError is ERROR, not a SKIP
+#: What every stack's Horovod needs whatever its build flags say: the trainer is TensorFlow's (``python -m trainer``)
+#: and every launcher starts ranks under MPI (``horovodrun --mpi``, ``mpirun``, ``srun --mpi=pmix``, the MPIJob's
+#: ``mpirun``). A stack's ``build.horovod_env`` adds to it; a prebuilt image's (NGC) is empty and adds nothing.
+BASELINE = (("framework", "TensorFlow"), ("controller", "MPI"))
+#: The order ``horovodrun --check-build`` prints its sections in, for the list of what is missing.
+_KINDS = ("framework", "controller", "tensor_op")
 
-        req = required_components(ctx.stack.build.horovod_env)
-        if ctx.stack.gpu and ("tensor_op", "NCCL") not in req:
-            req.append(("tensor_op", "NCCL"))
-        if req:
-            return req
-    return parse_requirements(horovod_gate.DEFAULT_REQUIRE)
+
+def required_for(ctx: Context) -> list[tuple[str, str]]:
+    """Without a stack, the project's environment (``horovod_gate.DEFAULT_REQUIRE``); with one, the ``BASELINE`` plus
+    what the stack's Horovod build flags ask for (``images.horovod.required_components``) plus NCCL's tensor
+    operations on a GPU stack (the GPU allreduce of every GPU stack is NCCL's), in ``--check-build``'s order: the
+    stack's list adds to the baseline, never replaces it (an empty or partial ``horovod_env`` still needs
+    TensorFlow and MPI)."""
+    if ctx.stack is None:
+        return parse_requirements(horovod_gate.DEFAULT_REQUIRE)
+    from images.horovod import required_components  # part of this tree: ImportError is ERROR, not a SKIP
+
+    req = list(dict.fromkeys([*BASELINE, *required_components(ctx.stack.build.horovod_env)]
+                             + ([("tensor_op", "NCCL")] if ctx.stack.gpu else [])))
+    return sorted(req, key=lambda kn: _KINDS.index(kn[0]))
 
 
 def env_probe(ctx: Context) -> dict:
