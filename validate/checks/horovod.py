@@ -14,7 +14,14 @@ controller can run over this node's network interfaces.
 from __future__ import annotations
 
 from facts import horovod_gate
-from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
+from facts.parsers.horovod import (
+    CheckBuild,
+    TFMismatch,
+    build_from_api,
+    format_missing,
+    parse_requirements,
+    tf_mismatch,
+)
 from facts.parsers.horovodrun import CHECK_BUILD
 from launch.controller import local_interfaces, pick_controller
 from validate.checks.container import no_stack_image, stack_image
@@ -49,9 +56,7 @@ def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: 
         return failed(cid, "Horovod v%s in %s: %s" % (build.version, where, format_missing(missing)), want,
                       rebuild_hint(missing), "HOROVOD_BUILD_INCOMPLETE")
     if built_for and tf_version and built_for != tf_version:
-        return failed(cid, "horovod built for tensorflow %s, runtime tensorflow %s" % (built_for, tf_version),
-                      "Horovod built against the TensorFlow it imports",
-                      "reinstall horovod (--no-cache-dir) after the final TF install", "HOROVOD_TF_MISMATCH")
+        return judge_tf_mismatch(TFMismatch(built_for, tf_version, ""))
     return passed(cid, "Horovod v%s: %s%s" % (build.version, want, ", built for TensorFlow %s" % built_for
                                               if built_for else ""), want)
 
@@ -62,6 +67,20 @@ def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: 
 BASELINE = (("framework", "TensorFlow"), ("controller", "MPI"))
 #: The order ``horovodrun --check-build`` prints its sections in, for the list of what is missing.
 _KINDS = ("framework", "controller", "tensor_op")
+
+
+def judge_tf_mismatch(mismatch: TFMismatch) -> CheckResult:
+    """Horovod built for another TensorFlow than the one it imports (horovod/horovod#2619; before 0.21 an undefined
+    TensorFlow symbol, horovod/horovod#898): both versions where they were observed, and Horovod reinstalled last."""
+    cid = "horovod.env"
+    if mismatch.built_for and mismatch.found:
+        measured = "horovod built for tensorflow %s, runtime tensorflow %s" % (mismatch.built_for, mismatch.found)
+    else:
+        measured = "horovod built for another tensorflow than the one it imports: %s" % mismatch.line[:300]
+    return failed(cid, measured, "Horovod built against the TensorFlow it imports",
+                  "reinstall horovod (pip install --no-cache-dir, so no wheel built for the old TensorFlow is reused) "
+                  "after the final TF install: install every package that can touch TensorFlow first and Horovod "
+                  "last", "HOROVOD_TF_MISMATCH")
 
 
 def required_for(ctx: Context) -> list[tuple[str, str]]:
@@ -103,6 +122,11 @@ def env(ctx: Context) -> CheckResult:
         return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name,
                        code="NOT_APPLICABLE")
     probe = env_probe(ctx)
+    mismatch = tf_mismatch(probe["error"]) if "error" in probe else None
+    if mismatch is not None:
+        result = judge_tf_mismatch(mismatch)
+        result.details.append("import horovod.tensorflow failed: %s" % probe["error"][:600])
+        return result
     if "error" in probe:
         return failed(cid, "import horovod.tensorflow failed: %s" % probe["error"][:300], "Horovod with TensorFlow",
                       "run scripts/setup (it builds Horovod against the installed TensorFlow)", "HOROVOD_IMPORT")
