@@ -135,3 +135,97 @@ def test_02_the_same_mismatch_without_versions(tmp_path, error):
 def test_02_another_import_error_is_still_horovod_import(tmp_path):
     result = judged(tmp_path, _probe_spec("ModuleNotFoundError: No module named 'horovod'"), "horovod.env")
     assert (result["status"], result["diagnosis"]) == ("FAIL", "HOROVOD_IMPORT") and "scripts/setup" in result["remedy"]
+
+
+# -- 04: /dev/shm's size is read in any recorded form of df; the local ranks are the recorded launch's -------------
+
+_MPIRUN_04 = ("mpirun --allow-run-as-root -np 4 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH "
+              "-x PATH -mca pml ob1 -mca btl ^openib python tensorflow_mnist.py")
+_CONTAINER_REMEDY = 'start the container with ipc_mode="host" or shm_size>=1g'
+
+
+def _df_04(form: str) -> str:
+    """Case 04's ``df -h /dev/shm``, or the same size as ``df -k`` / ``df -m`` print it."""
+    text = case("04").split("$ df -h /dev/shm\n")[1].split("$ ")[0]
+    if form == "-k":
+        return text.replace("Size", "1K-blocks").replace("64M", "65536")
+    if form == "-m":
+        return text.replace("Size", "1M-blocks").replace("64M", "64")
+    return text
+
+
+def _shm_spec(argv: list, df: str, mpirun: str | None = _MPIRUN_04, **extra) -> dict:
+    evidence = [{"tool": argv, "stdout": df}]
+    if mpirun:
+        evidence.append({"tool": ["sh", "-c", mpirun], "stdout": "", "rc": 1})
+    return {"evidence": evidence + extra.get("more", [])}
+
+
+@pytest.mark.parametrize("argv, form", [
+    (["df", "-h", "/dev/shm"], "-h"),
+    (["sh", "-c", "df -h /dev/shm"], "-h"),
+    (["sh", "-c", "df -k /dev/shm"], "-k"),
+    (["sh", "-c", "sudo df -m /dev/shm 2>&1"], "-m"),
+    (["df", "-k", "/dev/shm"], "-k"),
+])
+def test_04_shm_size_in_any_recorded_form_without_the_in_container_fact(tmp_path, argv, form):
+    result = judged(tmp_path, _shm_spec(argv, _df_04(form)), "container.shm")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL"), result
+    assert result["measured"] == "shm too small for NCCL (64MiB)" and result["expected"] == ">= 1GiB for 4 local ranks"
+    assert result["remedy"].startswith(_CONTAINER_REMEDY) and "mount -o remount,size=1g /dev/shm" in result["remedy"]
+    assert any(d.startswith("4 local ranks: from the bundle's `sh -c mpirun") for d in result["details"]), result
+
+
+@pytest.mark.parametrize("command", ["docker exec trainer df -h /dev/shm",
+                                     "sudo docker exec -it trainer df -h /dev/shm",
+                                     "kubectl exec worker-0 -- df -h /dev/shm"])
+def test_04_df_run_inside_the_container_gives_the_containers_remedy(tmp_path, command):
+    result = judged(tmp_path, _shm_spec(["sh", "-c", command], _df_04("-h")), "container.shm")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL"), result
+    assert "%s; %s" % (result["measured"], result["remedy"]) == \
+        'shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g'
+
+
+@pytest.mark.parametrize("launch, ranks", [
+    (_MPIRUN_04.replace("-np 4", "-np 8"), 8),
+    ("NCCL_DEBUG=INFO mpirun -np 16 -H node1:8,node2:8 python train.py 2>&1 | tee run.log", 8),
+    ("horovodrun -np 4 -H localhost:4 python train.py", 4),
+    ("srun -N 2 -n 8 python train.py", 4),
+    ("mpirun -np 8 --map-by ppr:2:node python train.py -n 5", 2),
+])
+def test_04_the_local_ranks_are_the_recorded_launchs(tmp_path, launch, ranks):
+    result = judged(tmp_path, _shm_spec(["df", "-h", "/dev/shm"], _df_04("-h"), launch), "container.shm")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL"), result
+    assert result["expected"] == ">= 1GiB for %d local ranks" % ranks, result
+
+
+def test_04_without_a_recorded_launch_the_rank_count_is_said_to_be_assumed(tmp_path):
+    result = judged(tmp_path, _shm_spec(["df", "-h", "/dev/shm"], _df_04("-h"), None), "container.shm")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL"), result
+    assert result["expected"].startswith(">= 1GiB for 2 local ranks (assumed: ")
+    assert result["remedy"].startswith(_CONTAINER_REMEDY)
+
+
+def test_04_one_rank_on_the_node_needs_no_shared_memory(tmp_path):
+    result = judged(tmp_path, _shm_spec(["df", "-h", "/dev/shm"], _df_04("-h"), "mpirun -np 1 python train.py"),
+                    "container.shm")
+    assert result["status"] == "PASS" and result["expected"] == ">= 1GiB for 1 local ranks", result
+
+
+def test_04_the_in_container_fact_still_words_the_remedy_for_the_host(tmp_path):
+    spec = _shm_spec(["df", "-h", "/dev/shm"], _df_04("-h"), more=[{"fact": "in container", "value": False}])
+    result = judged(tmp_path, spec, "container.shm")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL")
+    assert result["remedy"] == "mount -o remount,size=1g /dev/shm (and in /etc/fstab)"
+
+
+def test_04_validates_own_probe_launches_say_nothing_of_the_jobs_ranks():
+    """A collected bundle holds validate's own mpirun probes (one rank per host): its replay must judge as the node
+    did, so they are no launch of the job's."""
+    from facts.parsers.horovodrun import launch_ranks
+    from validate.checks.container import RANK_PROBE
+
+    assert launch_ranks(("mpirun", "--oversubscribe", "-np", "1", "sh", "-c", RANK_PROBE)) is None
+    assert launch_ranks(("mpirun", "-np", "2", "-H", "a:1,b:1", "hostname")) is None
+    assert launch_ranks(("mpirun", "-np", "1", "python", "train.py")).per_node == 1
+    assert launch_ranks(("mpirun", "-np", "16", "--hostfile", "hosts", "python", "train.py")) is None

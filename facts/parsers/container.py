@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from facts.parsers.observation import Observation, first_command, simple_commands
 
@@ -60,23 +61,74 @@ def docker_runtimes(text: str) -> tuple[list[str], str | None]:
 _SIZE = re.compile(r"^([\d.]+)([KMGTP]?)i?B?$", re.I)
 
 
-def human_bytes(size: str) -> int | None:
-    """``df -h`` sizes (``64M``, ``1.0G``, powers of 1024) -> bytes."""
+def human_bytes(size: str, base: int = 1024) -> int | None:
+    """``df -h`` sizes (``64M``, ``1.0G``, powers of 1024; ``base`` 1000 for ``df -H``/``--si``) -> bytes."""
     m = _SIZE.match(size.strip())
     if not m:
         return None
-    return int(float(m.group(1)) * 1024 ** " KMGTP".index(m.group(2).upper() or " "))
+    return int(float(m.group(1)) * base ** " KMGTP".index(m.group(2).upper() or " "))
 
 
-def df_size(text: str, mount: str = "/dev/shm") -> int | None:
-    """Size in bytes of ``mount`` in ``df -h`` / ``df -k`` output (https://github.com/NVIDIA/nccl/issues/290: ``shm 64M
-    … /dev/shm``)."""
-    block_1k = re.search(r"1K-blocks", text or "")
+#: df's size column heading in block units: ``1K-blocks`` (the default, ``-k``), ``1M-blocks`` (``-m``),
+#: ``1024-blocks`` (``-P``), ``512-blocks`` (POSIXLY_CORRECT)
+_BLOCKS = re.compile(r"\b(\d+)([KMG]?)-blocks\b")
+
+
+def df_size(text: str, mount: str = "/dev/shm", si: bool = False) -> int | None:
+    """Size in bytes of ``mount`` in ``df -h`` / ``-H`` (``si``: powers of 1000) / ``-k`` / ``-m`` / ``-P`` output
+    (https://github.com/NVIDIA/nccl/issues/290: ``shm 64M … /dev/shm``); a file system name on a line of its own (df
+    wraps a long one) is read with the next line."""
+    blocks = _BLOCKS.search(text or "")
+    unit = int(blocks.group(1)) * 1024 ** " KMG".index(blocks.group(2) or " ") if blocks else None
+    cells: list[str] = []
     for line in (text or "").splitlines():
-        cells = line.split()
+        cells = (cells if len(cells) == 1 else []) + line.split()
         if len(cells) >= 6 and cells[-1] == mount:
-            return int(cells[1]) * 1024 if block_1k else human_bytes(cells[1])
+            if unit is not None:
+                return int(cells[1]) * unit if cells[1].isdigit() else None
+            return human_bytes(cells[1], 1000 if si else 1024)
     return None
+
+
+#: commands that run the command after their options inside a container (``docker exec X df -h /dev/shm``)
+_IN_CONTAINER = {"docker": ("exec", "run"), "podman": ("exec", "run"), "nerdctl": ("exec", "run"),
+                 "kubectl": ("exec",), "singularity": ("exec", "run"), "apptainer": ("exec", "run"),
+                 "enroot": ("exec", "start")}
+
+
+@dataclass(frozen=True)
+class ShmSize:
+    """``df`` of /dev/shm: its size (None: not in the output) and whether the command ran inside a container (True
+    for ``docker exec X df …``, ``kubectl exec``, ``singularity exec``; None: the command does not say)."""
+
+    size: int | None
+    in_container: bool | None
+
+
+def _df_of_shm(argv: tuple, env: dict | None = None) -> tuple[tuple[str, ...], bool | None] | None:
+    """(df's words, ran in a container) of the first ``df … /dev/shm`` in a recorded command line, as typed
+    (``sh -c "df -h /dev/shm"``, ``sudo``, piped, ``docker exec X df -h /dev/shm``), or None."""
+    for c in simple_commands(argv, env):
+        words = c.argv
+        container = None
+        if c.name in _IN_CONTAINER and any(w in _IN_CONTAINER[c.name] for w in words[1:3]):
+            container = True
+        elif c.name != "df":
+            continue
+        start = next((i for i, w in enumerate(words) if os.path.basename(w) == "df"), None)
+        if start is not None and "/dev/shm" in words[start + 1:]:
+            return words[start:], container
+    return None
+
+
+def _shm_size(run) -> ShmSize:
+    df, container = _df_of_shm(run.argv) or (("df",), None)
+    return ShmSize(df_size(run.stdout, si="-H" in df or "--si" in df) if run.ok else None, container)
+
+
+#: ``df -h /dev/shm`` (or ``-k``, ``-m``, ``-H``, ``-P``; as typed, or inside a container: ``docker exec X df -h
+#: /dev/shm``) -> ``ShmSize``
+SHM_DF = Observation(("df", "-h", "/dev/shm"), lambda argv, env: _df_of_shm(argv, env) is not None, _shm_size)
 
 
 def nv_libs(text: str) -> dict:

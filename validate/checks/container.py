@@ -22,16 +22,17 @@ from facts.parsers import versions
 from facts.parsers.container import (
     DOCKER_GPUS,
     DOCKER_INFO,
+    SHM_DF,
     SINGULARITY_LIBS,
     buildcfg,
     classify_runtime_error,
     conf_setting,
-    df_size,
     library_not_loaded,
     nv_libs,
     release,
     subid_count,
 )
+from facts.parsers.horovodrun import LOCAL_RANKS
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
@@ -47,23 +48,29 @@ def in_container() -> bool:
         os.environ.get("container") is not None or os.path.exists("/.singularity.d")
 
 
-def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> CheckResult:
+def judge_shm(size_bytes: int | None, local_ranks: int, container: bool | None, ranks_from: str = "") -> CheckResult:
     """``shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g``
-    (NVIDIA/nccl#290)."""
+    (NVIDIA/nccl#290). ``container``: whether /dev/shm is a container's (None: not recorded — both remedies, the
+    container's first); ``ranks_from``: where ``local_ranks`` comes from ("assumed: …" when nothing recorded it)."""
     cid = "container.shm"
     if size_bytes is None:
         return failed(cid, "/dev/shm missing or unreadable", "a tmpfs /dev/shm >= 1 GiB",
                       "mount a tmpfs at /dev/shm", "SHM_MISSING")
     size = "%dMiB" % (size_bytes // MiB) if size_bytes < 10 * 1024 * MiB else "%.0fGiB" % (size_bytes / (1024 * MiB))
-    expected = ">= 1GiB for %d local ranks" % local_ranks
+    expected = ">= 1GiB for %d local ranks" % local_ranks + (
+        " (%s)" % ranks_from if ranks_from.startswith("assumed") else "")
+    notes = ["%d local ranks: %s" % (local_ranks, ranks_from)] if ranks_from else []
     if local_ranks > 1 and size_bytes < SHM_FLOOR_BYTES:
+        host = "mount -o remount,size=1g /dev/shm (and in /etc/fstab)"
         remedy = ('start the container with ipc_mode="host" or shm_size>=1g' if container
-                  else "mount -o remount,size=1g /dev/shm (and in /etc/fstab)")
+                  else host if container is False
+                  else 'start the container with ipc_mode="host" or shm_size>=1g; if this /dev/shm is the host\'s '
+                       "(the bundle does not record whether it ran in a container): " + host)
         return failed(cid, "shm too small for NCCL (%s)" % size, expected, remedy, "NCCL_SHM_TOO_SMALL",
                       ['docker SDK: containers.run(..., ipc_mode="host") or shm_size="1g"; Kubernetes/MPIJob: an '
                        "emptyDir {medium: Memory} volume at /dev/shm; NCCL_SHM_DISABLE=1 only as a slower "
-                       "workaround"])
-    return passed(cid, "/dev/shm %s" % size, expected)
+                       "workaround"] + notes)
+    return passed(cid, "/dev/shm %s" % size, expected, notes)
 
 
 def _statvfs_size(path: str) -> int | None:
@@ -74,14 +81,49 @@ def _statvfs_size(path: str) -> int | None:
     return st.f_frsize * st.f_blocks
 
 
+#: the smallest node NCCL's shared memory is shared on, where nothing recorded how many ranks a node runs
+ASSUMED_LOCAL_RANKS = 2
+
+
+def local_ranks(ctx: Context) -> tuple[int, str]:
+    """(ranks on this node, where that comes from): a recorded launch's ranks per node (``mpirun -np 4`` on one
+    node; ``facts.parsers.horovodrun.LOCAL_RANKS``), else one rank per GPU nvidia-smi lists, else
+    ``ASSUMED_LOCAL_RANKS``, said to be assumed."""
+    launch = ctx.first(LOCAL_RANKS)
+    if launch is not None:
+        return launch.value.per_node, "from the bundle's `%s`" % launch.command
+    gpus = gpu_count(ctx)
+    if gpus:
+        return gpus, "one rank per GPU nvidia-smi lists"
+    return ASSUMED_LOCAL_RANKS, ("assumed: no GPU count nor launch recorded, the smallest node NCCL shares memory "
+                                "on")
+
+
 @check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport", fast=True)
 def shm(ctx: Context) -> CheckResult:
-    res = ctx.tool("df", "-h", "/dev/shm")
-    size = df_size(res.stdout) if res.ok else None
-    if size is None:
-        size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
-    local_ranks = gpu_count(ctx) or 2  # a bundle without nvidia-smi: judged for the smallest shared node (2 ranks)
-    return judge_shm(size, local_ranks, ctx.fact("in container", in_container))
+    try:
+        df = ctx.observe(SHM_DF)
+    except MissingEvidence as missing:  # a bundle without df: the size statvfs gave, if it was recorded
+        df = None
+        try:
+            size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
+        except MissingEvidence:
+            raise missing from None
+    else:
+        size = df.value.size
+        if size is None:
+            size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
+    container = df.value.in_container if df is not None else None
+    if container is None:
+        try:
+            container = ctx.fact("in container", in_container)
+        except MissingEvidence:  # the size was observed: only the remedy's wording depends on it
+            container = None
+    n, ranks_from = local_ranks(ctx)
+    result = judge_shm(size, n, container, ranks_from)
+    if df is not None and df.value.size is not None:
+        result.details.append("/dev/shm's size from `%s`" % df.command)
+    return result
 
 
 def judge_memlock(soft: int, rdma: bool) -> CheckResult:
@@ -615,5 +657,4 @@ def rank_limits(ctx: Context) -> CheckResult:
     if not res.ok and not parse_rank_limits(res.stdout):
         return failed("container.rank_limits", "the probe rank did not start: %s" % res.why_not(),
                       "a rank started by %s" % how, "see mpi.launch", "RANK_PROBE_FAILED")
-    local_ranks = gpu_count(ctx) or 2
-    return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks)
+    return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks(ctx)[0])
