@@ -229,3 +229,48 @@ def test_04_validates_own_probe_launches_say_nothing_of_the_jobs_ranks():
     assert launch_ranks(("mpirun", "-np", "2", "-H", "a:1,b:1", "hostname")) is None
     assert launch_ranks(("mpirun", "-np", "1", "python", "train.py")).per_node == 1
     assert launch_ranks(("mpirun", "-np", "16", "--hostfile", "hosts", "python", "train.py")) is None
+
+
+# -- 08: the toolkit's version in any recorded form; each version file on its own ----------------------------------
+
+def _head_08() -> dict:
+    return {"tool": ["sh", "-c", "nvidia-smi | head -4"], "stdout": {"case": "08", "after": "$ nvidia-smi | head -4"}}
+
+
+def _toolkit_08() -> str:
+    """The toolkit case 08's nvcc names (12.4.131)."""
+    from facts.parsers import versions
+
+    return versions.nvcc(case("08"))
+
+
+@pytest.mark.parametrize("argv, output", [
+    (["sh", "-c", "cat /usr/local/cuda/version.json"], '{\n   "cuda" : {\n      "name" : "CUDA SDK",\n'
+                                                       '      "version" : "%s"\n   }\n}\n'),
+    (["cat", "/usr/local/cuda-12.4/version.json"], '{"cuda": {"name": "CUDA SDK", "version": "%s"}}\n'),
+    (["sh", "-c", "echo $CUDA_VERSION"], "%s\n"),
+    (["sh", "-c", "env | grep CUDA_VERSION"], "CUDA_VERSION=%s\n"),
+    (["sh", "-c", "docker exec dev printenv | grep -i cuda_version"], "CUDA_VERSION=%s\n"),
+    (["printenv", "CUDA_VERSION"], "%s\n"),
+])
+def test_08_toolkit_version_in_any_recorded_form(tmp_path, argv, output):
+    spec = {"evidence": [_head_08(), {"tool": argv, "stdout": output % _toolkit_08()}]}
+    result = judged(tmp_path, spec, "gpu.driver_cuda")
+    assert (result["status"], result["diagnosis"]) == ("WARN", "CUDA_MINOR_VERSION_COMPAT"), result
+    assert "runs CUDA 12.4.131 only through minor-version compatibility" in result["measured"]
+    assert "max CUDA 12.2" in result["measured"] and "upgrade the driver" in result["remedy"]
+
+
+def test_08_version_txt_is_read_when_the_bundle_lacks_version_json(tmp_path):
+    spec = yaml.safe_load((CORPUS / "gpu-dgx1-v100-driver-384-cuda-version-txt.yaml").read_text())
+    spec["evidence"] = [e for e in spec["evidence"] if e.get("read") != "/usr/local/cuda/version.json"]
+    result = judged(tmp_path, spec, "gpu.driver_cuda")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "CUDA_DRIVER_TOO_OLD"), result
+    assert result["measured"] == "driver 384.183 too old for CUDA 10.0.130 (needs >= 410.48)"
+    assert "upgrade the driver to >= 410.48" in result["remedy"] and "/usr/local/cuda/version.txt" in result["expected"]
+
+
+def test_08_a_bundle_without_any_toolkit_record_names_each_form(tmp_path):
+    result = judged(tmp_path, {"evidence": [_head_08()]}, "gpu.driver_cuda")
+    assert (result["status"], result["diagnosis"]) == ("SKIP", "EVIDENCE_MISSING"), result
+    assert all(w in result["measured"] for w in ("nvcc --version", "version.json", "version.txt", "CUDA_VERSION"))
