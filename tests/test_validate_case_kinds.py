@@ -274,3 +274,60 @@ def test_08_a_bundle_without_any_toolkit_record_names_each_form(tmp_path):
     result = judged(tmp_path, {"evidence": [_head_08()]}, "gpu.driver_cuda")
     assert (result["status"], result["diagnosis"]) == ("SKIP", "EVIDENCE_MISSING"), result
     assert all(w in result["measured"] for w in ("nvcc --version", "version.json", "version.txt", "CUDA_VERSION"))
+
+
+# -- 06: cudaError 35 under --nv is CUDA_DRIVER_TOO_OLD; the image's recorded CUDA_VERSION is judged -----------------
+
+def _smi_06() -> dict:
+    return {"tool": ["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+            "stdout": {"case": "06", "after": "$ nvidia-smi --query-gpu=driver_version,name --format=csv,noheader",
+                       "until": "#"}}
+
+
+def _error35() -> str:
+    """Case 06's runtime error when the container's requirement check is bypassed (its last line)."""
+    return case("06").strip().splitlines()[-1] + "\n"
+
+
+@pytest.mark.parametrize("argv, stream, error", [
+    (["singularity", "exec", "--nv", "train.sif", "python", "train.py"], "stderr", None),
+    (["sh", "-c", "apptainer exec --nv /shared/train.sif python train.py 2>&1"], "stdout", None),
+    (["sudo", "singularity", "run", "--nv", "-B", "/data:/data", "train.sif"], "stderr", None),
+    (["sh", "-c", "singularity exec --nv train.sif python train.py 2>&1 | tail -3"], "stdout",
+     "RuntimeError: CUDA runtime implicit initialization on GPU:0 failed. Status: cudaErrorInsufficientDriver\n"),
+    (["apptainer", "exec", "--nvccli", "torch.sif", "python", "-c", "import torch; torch.zeros(1).cuda()"], "stderr",
+     "RuntimeError: The NVIDIA driver on your system is too old (found version 9010).\n"),
+])
+def test_06_cuda_runtime_error_under_nv_is_the_driver_too_old(tmp_path, argv, stream, error):
+    spec = {"evidence": [_smi_06(), {"tool": argv, stream: error or _error35(), "rc": 1}]}
+    result = judged(tmp_path, spec, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "CUDA_DRIVER_TOO_OLD"), result
+    assert "upgrade the driver" in result["remedy"] and "image with CUDA <= 9.1" in result["remedy"], result
+
+
+def test_06_the_case_as_recorded_judges_the_driver_against_the_images_cuda(tmp_path):
+    result = judged(tmp_path, "case06-cuda-driver-too-old", "gpu.driver_cuda")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "CUDA_DRIVER_TOO_OLD"), result
+    assert result["measured"] == "driver 390.48 too old for CUDA 9.2.88 (needs >= 396.26)"
+    assert "image nvidia/cuda:9.2-runtime-ubuntu18.04" in result["expected"]
+    assert result["remedy"] == "upgrade the driver to >= 396.26, or pick an image with CUDA <= 9.1"
+
+
+@pytest.mark.parametrize("argv, output", [
+    (["docker", "image", "inspect", "nvidia/cuda:9.2-runtime-ubuntu18.04"],
+     '[{"Config": {"Env": ["PATH=/usr/local/cuda/bin:/usr/bin", "CUDA_VERSION=%s",\n'
+     '"NVIDIA_REQUIRE_CUDA=cuda>=9.2"]}}]'),
+    (["sh", "-c", "sudo docker inspect -f '{{.Config.Env}}' nvidia/cuda:9.2-runtime-ubuntu18.04"],
+     "[PATH=/usr/local/cuda/bin:/usr/bin CUDA_VERSION=%s NVIDIA_REQUIRE_CUDA=cuda>=9.2]\n"),
+    (["docker", "run", "--rm", "-e", "X=1", "nvidia/cuda:9.2-runtime-ubuntu18.04", "env"],
+     "PATH=/usr/local/cuda/bin:/usr/bin\nCUDA_VERSION=%s\n"),
+    (["singularity", "inspect", "--environment", "cuda-9.2.sif"], 'export CUDA_VERSION="%s"\n'),
+])
+def test_06_the_images_cuda_in_any_recorded_form(tmp_path, argv, output):
+    import re
+
+    version = re.search(r"^CUDA_VERSION=(\S+)", case("06"), re.M).group(1)
+    result = judged(tmp_path, {"evidence": [_smi_06(), {"tool": argv, "stdout": output % version}]}, "gpu.driver_cuda")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "CUDA_DRIVER_TOO_OLD"), result
+    assert result["measured"] == "driver 390.48 too old for CUDA 9.2.88 (needs >= 396.26)"
+    assert "pick an image with CUDA <= 9.1" in result["remedy"]

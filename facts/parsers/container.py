@@ -9,7 +9,9 @@ Error codes (one per diagnosis, several spellings each):
 * ``NVIDIA_RUNTIME_NOT_REGISTERED``: ``unknown or invalid runtime name: nvidia`` (fixture 62): daemon.json lost
   the runtime (nvidia-container-toolkit#653); fix ``nvidia-ctk runtime configure --runtime=docker``.
 * ``CUDA_DRIVER_TOO_OLD``: ``unsatisfied condition: cuda >= X`` (nvidia-container-cli) and ``CUDA driver version
-  is insufficient for CUDA runtime version`` (cudaError 35) (https://github.com/NVIDIA/nvidia-docker/issues/745).
+  is insufficient for CUDA runtime version`` / ``cudaErrorInsufficientDriver`` (cudaError 35: the runtime, e.g. under
+  ``singularity exec --nv``, which has no requirement check) (https://github.com/NVIDIA/nvidia-docker/issues/745,
+  #781, #700); PyTorch's ``The NVIDIA driver on your system is too old (found version …)``.
 * ``NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND``: ``nvidia-container-cli: initialization error: load library failed:
   libnvidia-ml.so.1: cannot open shared object file`` — the hook's nvidia-container-cli cannot dlopen NVML where
   the engine runs it (https://github.com/NVIDIA/nvidia-docker/issues/1711); another driver library it cannot load
@@ -27,7 +29,8 @@ _ERRORS = (
     ("NVIDIA_CONTAINER_TOOLKIT_MISSING", re.compile(r'could not select device driver "[^"]*" with capabilities')),
     ("NVIDIA_RUNTIME_NOT_REGISTERED", re.compile(r"unknown or invalid runtime name: nvidia")),
     ("CUDA_DRIVER_TOO_OLD", re.compile(r"unsatisfied condition: cuda ?>= ?[\d.]+|CUDA driver version is "
-                                       r"insufficient for CUDA runtime version")),
+                                       r"insufficient for CUDA runtime version|cudaErrorInsufficientDriver|"
+                                       r"The NVIDIA driver on your system is too old")),
 )
 
 
@@ -187,6 +190,118 @@ def subid_count(text: str | None, user: str, uid: int) -> int:
         if len(cells) == 3 and cells[0] in (user, str(uid)) and cells[2].isdigit():
             total += int(cells[2])
     return total
+
+
+#: options of container commands that take a value (the image is the first word after the subcommand that is
+#: neither an option nor such a value): docker/podman run|create|exec, singularity/apptainer exec|run|shell|inspect
+_VALUE_OPTIONS = {
+    "-e", "--env", "--env-file", "-v", "--volume", "--mount", "-w", "--workdir", "-u", "--user", "--name",
+    "--network", "--net", "--ipc", "--pid", "--gpus", "--runtime", "--shm-size", "-p", "--publish", "--entrypoint",
+    "--device", "--ulimit", "--cap-add", "--cap-drop", "--security-opt", "-h", "--hostname", "--label", "-l",
+    "--add-host", "--platform", "--cpus", "-m", "--memory", "--log-driver", "--log-opt", "--restart", "--tmpfs",
+    "--group-add", "--dns", "--cgroupns", "-a", "--attach", "-f", "--format", "--type",
+    "-B", "--bind", "-H", "--home", "-W", "--pwd", "--overlay", "-o", "--security", "--apply-cgroups", "--scratch",
+    "-S", "--app"}
+#: container commands -> their subcommands that name an image (``docker exec`` names a container)
+_IMAGE_SUBCOMMANDS = {"docker": ("run", "create", "inspect", "exec"), "podman": ("run", "create", "inspect", "exec"),
+                      "nerdctl": ("run", "create", "inspect", "exec"),
+                      "singularity": ("exec", "run", "shell", "inspect", "test"),
+                      "apptainer": ("exec", "run", "shell", "inspect", "test")}
+
+
+def container_image(words: tuple[str, ...]) -> tuple[str, str] | None:
+    """(subcommand, image or container) of a container command's words (``docker run --rm -e A=1 IMG cmd`` ->
+    ``("run", "IMG")``, ``docker image inspect IMG`` -> ``("inspect", "IMG")``, ``singularity exec --nv -B /d:/d
+    x.sif python`` -> ``("exec", "x.sif")``), else None."""
+    words = tuple(words)
+    if not words or words[0] not in _IMAGE_SUBCOMMANDS:
+        return None
+    rest = list(words[1:])
+    if rest[:1] in (["image"], ["container"]):
+        rest = rest[1:]
+    if not rest or rest[0] not in _IMAGE_SUBCOMMANDS[words[0]]:
+        return None
+    sub, i = rest[0], 1
+    while i < len(rest):
+        word = rest[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-"):
+            break
+        i += 2 if word in _VALUE_OPTIONS and "=" not in word else 1
+    return (sub, rest[i]) if i < len(rest) else None
+
+
+def _image_cuda_command(argv: tuple, env: dict | None = None) -> str | None:
+    """Where the CUDA_VERSION a recorded command line shows comes from (as typed: ``image IMG``, ``container
+    NAME``), or None: ``docker image inspect IMG``
+    (any ``--format``, also piped to grep), ``docker run IMG env``, ``singularity exec IMG env``, ``singularity
+    inspect --environment IMG``, each with the output holding ``CUDA_VERSION``."""
+    commands = simple_commands(argv, env)
+    for c in commands:
+        found = container_image(c.argv)
+        if found is None:
+            continue
+        sub, image = found
+        if sub == "inspect" or any("cuda_version" in w.lower() for w in c.argv) or any(
+                w in ("env", "printenv") for w in c.argv[c.argv.index(image) + 1:]) or any(
+                x.name in ("grep", "egrep") and any("cuda_version" in w.lower() for w in x.argv) for x in commands):
+            return ("container " if sub == "exec" and c.name in ("docker", "podman", "nerdctl") else "image ") + image
+    return None
+
+
+@dataclass(frozen=True)
+class ImageCuda:
+    """The CUDA an image carries (its ``CUDA_VERSION``, which NVIDIA's CUDA images set; None: not in the output);
+    ``where``: ``"image nvidia/cuda:9.2-runtime-ubuntu18.04"``, or ``"container NAME"`` for a ``docker exec``."""
+
+    where: str
+    version: str | None
+
+
+def _image_cuda(run) -> ImageCuda:
+    m = re.search(r"(?:^|[\s\"'])(?:export\s+)?CUDA_VERSION[=\s]\"?(\d+(?:\.\d+)+)", run.stdout if run.ok else "",
+                  re.M)
+    return ImageCuda(_image_cuda_command(run.argv) or "image ?", m.group(1) if m else None)
+
+
+#: the CUDA_VERSION of an image as recorded by hand (``docker image inspect IMG --format '{{range .Config.Env}}…' |
+#: grep CUDA_VERSION``, ``docker run IMG env``, ``singularity inspect --environment IMG``) -> ``ImageCuda``
+IMAGE_CUDA = Observation(None, lambda argv, env: _image_cuda_command(argv, env) is not None, _image_cuda)
+
+
+def _nv_exec_command(argv: tuple, env: dict | None = None) -> tuple[str, ...] | None:
+    """The ``singularity|apptainer exec|run|shell --nv`` (or ``--nvccli``) of a recorded command line, as typed
+    (``sudo``, ``sh -c "… 2>&1"``, piped), or None."""
+    for c in simple_commands(argv, env):
+        found = container_image(c.argv)
+        if found and c.name in ("singularity", "apptainer") and found[0] in ("exec", "run", "shell", "test") and (
+                "--nv" in c.argv or "--nvccli" in c.argv):
+            return c.argv
+    return None
+
+
+@dataclass(frozen=True)
+class NvExec:
+    """What a ``--nv`` run of any command printed that says why the GPU is unusable in it: ``code`` (a
+    ``classify_runtime_error`` code: ``CUDA_DRIVER_TOO_OLD`` for cudaError 35) and the ``line`` that says so; None
+    for both when its output names no such failure."""
+
+    code: str | None
+    line: str | None
+
+
+def _nv_exec(run) -> NvExec:
+    for line in run.output.splitlines():
+        codes = classify_runtime_error(line)
+        if codes:
+            return NvExec(codes[0], line.strip())
+    return NvExec(None, None)
+
+
+#: a recorded ``singularity|apptainer exec --nv IMAGE CMD`` of any image and command (as typed) -> ``NvExec``
+NV_EXEC = Observation(None, lambda argv, env: _nv_exec_command(argv, env) is not None, _nv_exec)
 
 
 #: ``docker info`` text (also through a pipe: ``sh -c "docker info | grep -i runtime"``) -> ``docker_runtimes``

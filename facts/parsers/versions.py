@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from facts.parsers.container import container_image
 from facts.parsers.observation import Observation, first_command, simple_commands
 
 _DOTTED = r"\d+(?:\.\d+)+"
@@ -187,8 +188,8 @@ def _toolkit_form(argv: tuple, env: dict | None = None) -> str | None:
     or the environment shows it (``echo $CUDA_VERSION``, ``printenv CUDA_VERSION``, ``env | grep CUDA_VERSION``);
     else None."""
     commands = simple_commands(argv, env)
-    if not commands:
-        return None
+    if not commands or any(container_image(c.argv) for c in commands):
+        return None  # a container's or an image's: ``container.IMAGE_CUDA``
     first = commands[0]
     if first.name in ("cat", "head", "less", "more", "jq") and any(
             _CUDA_VERSION_FILE.search(w) for w in first.argv[1:]):

@@ -17,13 +17,16 @@ import resource
 import stat
 
 from chexstack import engine
+from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.parsers import versions
 from facts.parsers.container import (
     DOCKER_GPUS,
     DOCKER_INFO,
+    NV_EXEC,
     SHM_DF,
     SINGULARITY_LIBS,
+    NvExec,
     buildcfg,
     classify_runtime_error,
     conf_setting,
@@ -33,6 +36,7 @@ from facts.parsers.container import (
     subid_count,
 )
 from facts.parsers.horovodrun import LOCAL_RANKS
+from facts.parsers.observation import Observed
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
@@ -342,8 +346,43 @@ def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
                   "--nv binds the host driver libraries")
 
 
+def judge_nv_failure(failure: NvExec, command: str, host_driver: str | None) -> CheckResult:
+    """A ``--nv`` run of any command whose output says the GPU is unusable in it (``facts.parsers.container.NV_EXEC``).
+    cudaError 35, "CUDA driver version is insufficient for CUDA runtime version", is ``CUDA_DRIVER_TOO_OLD`` as
+    nvidia-container-cli's ``unsatisfied condition: cuda >= X`` is for docker: ``--nv`` checks no requirement, so the
+    image's CUDA runtime fails only when it starts (https://github.com/NVIDIA/nvidia-docker/issues/745, #781)."""
+    from envs import rules  # part of this tree: an ImportError is a checker bug (ERROR), never a SKIP
+
+    cid = "container.singularity_nv"
+    if failure.code == "CUDA_DRIVER_TOO_OLD":
+        try:
+            ceiling = rules.max_cuda_for_driver(host_driver).cuda if host_driver else None
+        except ChexstackError:
+            ceiling = None
+        remedy = ("upgrade the driver (the host's %s runs CUDA <= %s), or use an image with CUDA <= %s; "
+                  "gpu.driver_cuda names the driver a given CUDA needs" % (host_driver, ceiling, ceiling)
+                  if ceiling else "upgrade the driver, or use an image with an older CUDA (gpu.driver_cuda names "
+                  "the driver a given CUDA needs)")
+        expected = "a driver that runs the image's CUDA runtime"
+    else:
+        library = library_not_loaded(failure.line)
+        remedy = library_remedy(library, host_driver) if library else "run it by hand"
+        expected = "--nv gives the container the host's GPUs"
+    return failed(cid, "`%s` failed: %s" % (command, failure.line), expected, remedy, failure.code)
+
+
+def _nv_failure(ctx: Context) -> Observed | None:
+    """A bundle's first ``--nv`` run (``NV_EXEC``) whose output names why the GPU is unusable in it, or None."""
+    attempt = 1
+    while (run := ctx.first(NV_EXEC, attempt=attempt)) is not None:
+        if run.value.code:
+            return run
+        attempt += 1
+    return None
+
+
 def _no_singularity(ctx: Context) -> str | None:
-    if ctx.first(SINGULARITY_LIBS) is not None:
+    if ctx.first(SINGULARITY_LIBS) is not None or ctx.first(NV_EXEC) is not None:
         return None
     return Reason("neither apptainer nor singularity on PATH", "TOOL_MISSING") if runtime_version(ctx) is None \
         else None
@@ -351,7 +390,7 @@ def _no_singularity(ctx: Context) -> str | None:
 
 def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
     why = no_stack_image(ctx)
-    return None if why is None or ctx.first(SINGULARITY_LIBS) is not None else why
+    return None if why is None or ctx.first(SINGULARITY_LIBS) is not None or ctx.first(NV_EXEC) is not None else why
 
 
 def _host_libcuda() -> bool:
@@ -364,12 +403,20 @@ def _host_libcuda() -> bool:
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
     recorded = ctx.first(SINGULARITY_LIBS) if no_stack_image(ctx) else None
+    failure = _nv_failure(ctx) if no_stack_image(ctx) else None
     if recorded is not None:  # a bundle's exec --nv of another image (outputs captured by hand)
         if not recorded.run.ok:
             return failed(cid, recorded.run.why_not(), "%s exec --nv works" % recorded.tool, "run it by hand",
                           "TOOL_FAILED")
         result = judge_nv_libs(recorded.value, ctx.fact("host libcuda.so.1", _host_libcuda))
         result.details.append("from the bundle's `%s`" % recorded.command)
+        if result.status.value == "PASS" and failure is not None:  # bound, and yet the GPU failed in a run
+            result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
+            result.details.append("the libraries are bound: from the bundle's `%s`" % recorded.command)
+        return result
+    if failure is not None:  # a bundle's --nv run of any command whose output says why the GPU is unusable
+        result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
+        result.details.append("from the bundle's `%s`" % failure.command)
         return result
     tool = runtime_version(ctx)[0]
     image = stack_image(ctx)[0]

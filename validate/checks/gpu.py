@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.parsers import versions
+from facts.parsers.container import IMAGE_CUDA
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
 from facts.parsers.kernel import KERNEL_LOG, OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (
@@ -402,7 +403,7 @@ def ecc(ctx: Context) -> CheckResult:
     return judge_ecc(snapshot(ctx).report.gpus)
 
 
-@check("gpu.driver_cuda", "driver vs the CUDA the stack (or this node's toolkit) needs",
+@check("gpu.driver_cuda", "driver vs the CUDA the stack (or a recorded image, or this node's toolkit) needs",
        requires=(no_gpu_reason,), fast=True)
 def driver_cuda(ctx: Context) -> CheckResult:
     cid = "gpu.driver_cuda"
@@ -421,6 +422,10 @@ def driver_cuda(ctx: Context) -> CheckResult:
         if cuda is None:
             return skipped(cid, "stack %s has no CUDA" % ctx.stack.name, code="NOT_APPLICABLE")
         ngc = ngc_release(ctx.stack.base.image)
+    elif (image := ctx.first(IMAGE_CUDA)) is not None and image.value.version:
+        # a bundle's image CUDA (`docker image inspect IMG … | grep CUDA_VERSION`): what that image's runtime needs
+        cuda, what, source = image.value.version, image.value.where, [
+            "CUDA_VERSION from the bundle's `%s`" % image.command]
     else:
         cuda, what, source = _local_toolkit(ctx)
         if cuda is None:
