@@ -331,3 +331,101 @@ def test_06_the_images_cuda_in_any_recorded_form(tmp_path, argv, output):
     assert (result["status"], result["diagnosis"]) == ("FAIL", "CUDA_DRIVER_TOO_OLD"), result
     assert result["measured"] == "driver 390.48 too old for CUDA 9.2.88 (needs >= 396.26)"
     assert "pick an image with CUDA <= 9.1" in result["remedy"]
+
+
+# -- 21: --nv evidence read as typed; the host's libcuda from its listing; LD_LIBRARY_PATH judged on its own -------
+
+_LIBS_21 = ("$ singularity exec --nv chexnet-hvd.sif sh -c "
+            "'ls /.singularity.d/libs | grep -c libcuda; echo LD=$LD_LIBRARY_PATH'")
+_TF_21 = ("$ singularity exec --nv chexnet-hvd.sif python -c \"import tensorflow as tf; "
+          "print(tf.config.list_physical_devices('GPU'))\"")
+_HOST_21 = "$ ls /usr/lib64/libcuda.so*            # on the host"
+
+
+def _section_21(after: str) -> str:
+    from tests.lib.bundle_corpus import text_of
+
+    return text_of({"case": "21", "after": after})
+
+
+def _libs_21(argv: list, output: str | None = None) -> dict:
+    return {"tool": argv, "stdout": output if output is not None else _section_21(_LIBS_21)}
+
+
+_HOST_LS = {"tool": ["sh", "-c", "ls /usr/lib64/libcuda.so*"], "stdout": {"case": "21", "after": _HOST_21}}
+
+
+@pytest.mark.parametrize("argv", [
+    ["sudo", "singularity", "exec", "--nv", "chexnet-hvd.sif", "sh", "-c",
+     "ls /.singularity.d/libs | grep -c libcuda; echo LD=$LD_LIBRARY_PATH"],
+    ["sh", "-c", "apptainer exec --nv /shared/chexnet-hvd.sif sh -c 'ls /.singularity.d/libs | grep -c libcuda; "
+                 "echo LD=$LD_LIBRARY_PATH' 2>&1"],
+    ["sh", "-c", "sudo -E apptainer exec --nv --cleanenv -B /data:/data chexnet-hvd.sif sh -c "
+                 "'ls /.singularity.d/libs | grep -c libcuda; echo LD=$LD_LIBRARY_PATH'"],
+])
+def test_21_the_nv_listing_as_typed_with_the_hosts_ls(tmp_path, argv):
+    result = judged(tmp_path, {"evidence": [_libs_21(argv), _HOST_LS]}, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_LIBS_NOT_BOUND"), result
+    assert result["measured"].startswith("no libcuda.so.1 in /.singularity.d/libs although the host has it")
+    assert "--bind /usr/lib64/libcuda.so.1:/.singularity.d/libs/libcuda.so.1" in result["remedy"]
+    assert "upgrade Singularity/Apptainer" in result["remedy"]
+
+
+@pytest.mark.parametrize("host, bind", [
+    ({"tool": ["sh", "-c", "ldconfig -p | grep libcuda"],
+      "stdout": "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib64/libcuda.so.1\n"
+                "\tlibcuda.so (libc6,x86-64) => /usr/lib64/libcuda.so\n"}, "/usr/lib64/libcuda.so.1"),
+    ({"tool": ["sh", "-c", "sudo find / -name 'libcuda.so*' 2>/dev/null"],
+      "stdout": "/usr/lib/x86_64-linux-gnu/libcuda.so.1\n/usr/lib/x86_64-linux-gnu/libcuda.so.535.216.03\n"},
+     "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+    ({"tool": ["ls", "-l", "/usr/lib64/libcuda.so.1"],
+      "stdout": "lrwxrwxrwx 1 root root 20 Jan  1 00:00 /usr/lib64/libcuda.so.1 -> libcuda.so.440.33.01\n"},
+     "/usr/lib64/libcuda.so.1"),
+])
+def test_21_any_listing_of_the_hosts_libcuda(tmp_path, host, bind):
+    argv = ["singularity", "exec", "--nv", "chexnet-hvd.sif", "sh", "-c",
+            "ls /.singularity.d/libs | grep -c libcuda; echo LD=$LD_LIBRARY_PATH"]
+    result = judged(tmp_path, {"evidence": [_libs_21(argv), host]}, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_LIBS_NOT_BOUND"), result
+    assert "--bind %s:/.singularity.d/libs/libcuda.so.1" % bind in result["remedy"]
+
+
+def test_21_the_tensorflow_run_alone_says_libcuda_was_not_loadable(tmp_path):
+    tf = {"tool": ["singularity", "exec", "--nv", "chexnet-hvd.sif", "python", "-c",
+                   "import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))"],
+          "stdout": {"case": "21", "after": _TF_21}}
+    result = judged(tmp_path, {"evidence": [tf, _HOST_LS]}, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_LIBS_NOT_BOUND"), result
+    assert "Could not load dynamic library 'libcuda.so.1'" in result["measured"]
+    assert "--bind /usr/lib64/libcuda.so.1:/.singularity.d/libs/libcuda.so.1" in result["remedy"]
+
+
+_ARGV_21 = ["singularity", "exec", "--nv", "chexnet-hvd.sif", "sh", "-c",
+            "ls /.singularity.d/libs | grep -c libcuda; echo LD=$LD_LIBRARY_PATH"]
+
+
+def test_21_ld_library_path_reset_is_found_without_the_host(tmp_path):
+    reset = _section_21(_LIBS_21).replace("0\n", "1\n", 1)
+    reset = reset.replace(reset.splitlines()[1], "LD=/opt/conda/lib")
+    result = judged(tmp_path, {"evidence": [_libs_21(_ARGV_21, reset)]}, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_LD_PATH_RESET"), result
+    assert "append /.singularity.d/libs" in result["remedy"] and "/opt/conda/lib" in result["measured"]
+
+
+def test_21_without_the_host_recorded_a_missing_libcuda_is_a_warning_naming_what_to_look_at(tmp_path):
+    result = judged(tmp_path, {"evidence": [_libs_21(_ARGV_21)]}, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("WARN", "NV_LIBS_NOT_BOUND"), result
+    assert "ldconfig -p | grep libcuda.so.1" in result["remedy"] and "--bind" in result["remedy"]
+
+
+def test_21_a_host_whose_loader_cache_has_no_libcuda(tmp_path):
+    host = {"tool": ["sh", "-c", "ldconfig -p | grep libcuda"], "stdout": "", "rc": 1}
+    result = judged(tmp_path, {"evidence": [_libs_21(_ARGV_21), host]}, "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_HOST_LIBCUDA_MISSING"), result
+    assert "install the NVIDIA driver" in result["remedy"]
+
+
+def test_21_the_case_as_typed_is_the_documented_fail(tmp_path):
+    result = judged(tmp_path, "case21-singularity-nv-transcript-as-typed", "container.singularity_nv")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_LIBS_NOT_BOUND"), result
+    assert "runtime: singularity 3.4.2" in result["details"]

@@ -285,11 +285,18 @@ def _nv_exec_command(argv: tuple, env: dict | None = None) -> tuple[str, ...] | 
 @dataclass(frozen=True)
 class NvExec:
     """What a ``--nv`` run of any command printed that says why the GPU is unusable in it: ``code`` (a
-    ``classify_runtime_error`` code: ``CUDA_DRIVER_TOO_OLD`` for cudaError 35) and the ``line`` that says so; None
-    for both when its output names no such failure."""
+    ``classify_runtime_error`` code: ``CUDA_DRIVER_TOO_OLD`` for cudaError 35; ``NV_LIBS_NOT_BOUND`` when libcuda.so.1
+    could not be loaded) and the ``line`` that says so; None for both when its output names no such failure."""
 
     code: str | None
     line: str | None
+
+
+#: the program in the container could not load the driver's libcuda (TensorFlow: ``Could not load dynamic library
+#: 'libcuda.so.1'; dlerror: libcuda.so.1: cannot open shared object file``; https://github.com/apptainer/singularity/
+#: issues/4783), which ``--nv`` should have bound
+_LIBCUDA_NOT_LOADED = re.compile(r"libcuda\.so(?:\.1)?: cannot open shared object file|"
+                                 r"Could not load dynamic library 'libcuda\.so(?:\.1)?'")
 
 
 def _nv_exec(run) -> NvExec:
@@ -297,6 +304,9 @@ def _nv_exec(run) -> NvExec:
         codes = classify_runtime_error(line)
         if codes:
             return NvExec(codes[0], line.strip())
+    for line in run.output.splitlines():
+        if _LIBCUDA_NOT_LOADED.search(line):
+            return NvExec("NV_LIBS_NOT_BOUND", line.strip())
     return NvExec(None, None)
 
 
@@ -338,10 +348,58 @@ DOCKER_GPUS = Observation(None, _docker_gpu_run, lambda run: "docker run --runti
 
 def _singularity_libs_run(argv: tuple, env: dict) -> bool:
     """``singularity|apptainer exec --nv IMAGE sh -c 'ls /.singularity.d/libs …; echo LD=$LD_LIBRARY_PATH'`` of any
-    image (https://github.com/apptainer/singularity/issues/4783: the ``grep -c libcuda`` form)."""
-    return (len(argv) > 2 and os.path.basename(argv[0]) in ("singularity", "apptainer") and argv[1] == "exec"
-            and "--nv" in argv and "/.singularity.d/libs" in " ".join(argv) and "LD=" in " ".join(argv))
+    image (https://github.com/apptainer/singularity/issues/4783: the ``grep -c libcuda`` form), read as typed
+    (``sudo``, ``sh -c "… 2>&1"``, piped: ``_nv_exec_command``)."""
+    words = " ".join(_nv_exec_command(argv, env) or ())
+    return "/.singularity.d/libs" in words and "LD=" in words
 
 
 #: a recorded ``exec --nv`` listing of ``/.singularity.d/libs`` of any image -> ``nv_libs``
-SINGULARITY_LIBS = Observation(None, _singularity_libs_run, lambda run: nv_libs(run.stdout))
+SINGULARITY_LIBS = Observation(None, _singularity_libs_run, lambda run: nv_libs(run.output))
+
+
+#: what lists the host's libcuda: ``ls``/``find``/``locate`` of it (``ls /usr/lib64/libcuda.so*``), the loader's
+#: cache (``ldconfig -p``, also ``| grep libcuda``)
+_LISTERS = ("ls", "find", "locate", "ldconfig")
+_LIBCUDA_1 = re.compile(r"(?:^|[\s/])(libcuda\.so\.1)(?=$|[\s(])", re.M)
+_LIBCUDA_PATH = re.compile(r"(/\S*/libcuda\.so\.1)(?=$|\s)", re.M)
+
+
+@dataclass(frozen=True)
+class HostLibcuda:
+    """Whether the host has ``libcuda.so.1`` (True: listed; False: the loader's cache lists none; None: the
+    listing proves nothing, e.g. ``ls`` of one folder without it) and its path where the output names one."""
+
+    present: bool | None
+    path: str | None
+
+
+def _host_libcuda_command(argv: tuple, env: dict | None = None) -> tuple[str, ...] | None:
+    """The host command of a recorded command line that lists libcuda (as typed), or None: never one run inside a
+    container (``singularity exec … ls /.singularity.d/libs`` is the container's)."""
+    commands = simple_commands(argv, env)
+    if not commands or any(container_image(c.argv) for c in commands):
+        return None
+    first = commands[0]
+    if first.name not in _LISTERS:
+        return None
+    text = " ".join(w for c in commands for w in c.argv)
+    if "libcuda" in text or (first.name == "ldconfig" and "-p" in first.argv):
+        return first.argv
+    return None
+
+
+def _host_libcuda(run) -> HostLibcuda:
+    first = _host_libcuda_command(run.argv) or ("",)
+    text = run.output
+    if _LIBCUDA_1.search(text):
+        path = _LIBCUDA_PATH.search(text)
+        return HostLibcuda(True, path.group(1) if path else None)
+    # the loader's cache lists every library it knows: none there is an absence (grep's exit 1: no line matched)
+    cache = first[0] == "ldconfig" and run.rc in (0, 1) and not run.missing
+    return HostLibcuda(False if cache else None, None)
+
+
+#: the host's libcuda as recorded by hand: ``ls /usr/lib64/libcuda.so*``, ``ldconfig -p | grep libcuda``, ``find /
+#: -name 'libcuda.so*'`` (as typed) -> ``HostLibcuda``
+HOST_LIBCUDA = Observation(None, lambda argv, env: _host_libcuda_command(argv, env) is not None, _host_libcuda)

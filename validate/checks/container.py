@@ -23,6 +23,7 @@ from facts.parsers import versions
 from facts.parsers.container import (
     DOCKER_GPUS,
     DOCKER_INFO,
+    HOST_LIBCUDA,
     NV_EXEC,
     SHM_DF,
     SINGULARITY_LIBS,
@@ -325,23 +326,46 @@ def _host_driver(ctx: Context) -> str | None:
     return report.driver_version if report.error is None else None
 
 
-def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
+#: where the host's libcuda.so.1 usually is (RHEL/CentOS), for the ``--bind`` workaround when its path is unknown
+HOST_LIBCUDA_DEFAULT = "/usr/lib64/libcuda.so.1"
+
+
+def judge_nv_libs(inside: dict, host_has_libcuda: bool | None, host_path: str | None = None,
+                  seen: str = "in /.singularity.d/libs") -> CheckResult:
     """``singularity exec --nv``: libcuda.so.1 bound into /.singularity.d/libs and on LD_LIBRARY_PATH
     (https://github.com/apptainer/singularity/issues/4783). Missing while the host has it: ``NV_LIBS_NOT_BOUND`` —
-    TensorFlow would list no GPU
-    and train on the CPU."""
+    TensorFlow would list no GPU and train on the CPU; missing while the host's loader cache has none:
+    ``NV_HOST_LIBCUDA_MISSING``; the host not recorded (``None``): a WARN that says what to look at. A
+    LD_LIBRARY_PATH without /.singularity.d/libs (an activation script or ``env -i``, EESSI/software-layer#231) is
+    ``NV_LD_PATH_RESET`` whatever is known of the host. ``seen``: where libcuda was missed."""
     cid = "container.singularity_nv"
     ld = inside.get("ld_library_path")
-    if host_has_libcuda and not inside.get("libcuda"):
-        return failed(cid, "no libcuda.so.1 in /.singularity.d/libs although the host has it",
-                      "--nv binds the host driver libraries (libcuda, libnvidia-ml)",
-                      "upgrade Singularity/Apptainer or check nvliblist.conf / nvidia-container-cli; workaround: "
-                      "--bind /usr/lib64/libcuda.so.1:/.singularity.d/libs/libcuda.so.1", "NV_LIBS_NOT_BOUND")
-    if ld is not None and "/.singularity.d/libs" not in ld.split(":"):
-        return failed(cid, "LD_LIBRARY_PATH lacks /.singularity.d/libs: %s" % (ld or "(empty)"),
-                      "/.singularity.d/libs on LD_LIBRARY_PATH",
+    reset = ld is not None and "/.singularity.d/libs" not in ld.split(":")
+    reset_finding = "LD_LIBRARY_PATH lacks /.singularity.d/libs: %s" % (ld or "(empty)")
+    expected = "--nv binds the host driver libraries (libcuda, libnvidia-ml)"
+    bind = "--bind %s:/.singularity.d/libs/libcuda.so.1" % (host_path or HOST_LIBCUDA_DEFAULT)
+    also = [reset_finding] if reset else []
+    if not inside.get("libcuda"):
+        if host_has_libcuda:
+            return failed(cid, "no libcuda.so.1 %s although the host has it%s" % (
+                seen, " (%s)" % host_path if host_path else ""), expected,
+                "upgrade Singularity/Apptainer or check nvliblist.conf / nvidia-container-cli; workaround: " + bind,
+                "NV_LIBS_NOT_BOUND", also)
+        if host_has_libcuda is False:
+            return failed(cid, "no libcuda.so.1 %s, and the host has none either" % seen, expected,
+                          "install the NVIDIA driver's user-space libraries on the host (ldconfig -p | grep "
+                          "libcuda.so.1 must list it; see gpu.inventory): --nv binds what the host has",
+                          "NV_HOST_LIBCUDA_MISSING", also)
+        if not reset:
+            return warned(cid, "no libcuda.so.1 %s; whether the host has it was not recorded" % seen, expected,
+                          "look on the host (ldconfig -p | grep libcuda.so.1): if it is there, --nv did not bind it "
+                          "(upgrade Singularity/Apptainer or check nvliblist.conf; workaround: %s)" % bind,
+                          "NV_LIBS_NOT_BOUND")
+    if reset:
+        return failed(cid, reset_finding, "/.singularity.d/libs on LD_LIBRARY_PATH",
                       "an activation script or env -i reset LD_LIBRARY_PATH: append /.singularity.d/libs",
-                      "NV_LD_PATH_RESET")
+                      "NV_LD_PATH_RESET", [] if inside.get("libcuda") else [
+                          "no libcuda.so.1 %s either; whether the host has it was not recorded" % seen])
     return passed(cid, "libcuda bound (%d file(s)), LD_LIBRARY_PATH has /.singularity.d/libs" % inside["libcuda"],
                   "--nv binds the host driver libraries")
 
@@ -398,6 +422,30 @@ def _host_libcuda() -> bool:
                                                                         "/usr/lib"))
 
 
+def _runtime_shown(ctx: Context) -> list[str]:
+    """``["runtime: singularity 3.4.2"]`` where the bundle recorded the runtime's ``version`` (what to upgrade when
+    --nv binds too little), else nothing."""
+    try:
+        found = runtime_version(ctx)
+    except MissingEvidence:
+        return []
+    return ["runtime: %s %s" % (found[0], versions.singularity(found[1].stdout) or "?")] if found else []
+
+
+def host_libcuda(ctx: Context) -> tuple[bool | None, str | None, list[str]]:
+    """(whether the host has libcuda.so.1, its path where known, where that comes from): a bundle's listing of it
+    (``facts.parsers.container.HOST_LIBCUDA``: ``ls /usr/lib64/libcuda.so*``, ``ldconfig -p | grep libcuda``), else
+    the fact (live: the usual folders); None when neither was recorded — a finding that does not need it still
+    stands."""
+    listed = ctx.first(HOST_LIBCUDA)
+    if listed is not None and listed.value.present is not None:
+        return listed.value.present, listed.value.path, ["the host's libcuda from the bundle's `%s`" % listed.command]
+    try:  # the usual folders: finding none there proves no absence (an unusual libdir)
+        return (True if ctx.fact("host libcuda.so.1", _host_libcuda) else None), None, []
+    except MissingEvidence:
+        return None, None, ["the host's libcuda.so.1 is not in the bundle (record `ldconfig -p | grep libcuda`)"]
+
+
 @check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
        requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec), fast=False)
 def singularity_nv(ctx: Context) -> CheckResult:
@@ -408,16 +456,27 @@ def singularity_nv(ctx: Context) -> CheckResult:
         if not recorded.run.ok:
             return failed(cid, recorded.run.why_not(), "%s exec --nv works" % recorded.tool, "run it by hand",
                           "TOOL_FAILED")
-        result = judge_nv_libs(recorded.value, ctx.fact("host libcuda.so.1", _host_libcuda))
-        result.details.append("from the bundle's `%s`" % recorded.command)
+        host, path, whence = host_libcuda(ctx)
+        result = judge_nv_libs(recorded.value, host, path)
+        result.details += ["from the bundle's `%s`" % recorded.command] + whence + _runtime_shown(ctx)
         if result.status.value == "PASS" and failure is not None:  # bound, and yet the GPU failed in a run
             result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
             result.details.append("the libraries are bound: from the bundle's `%s`" % recorded.command)
         return result
     if failure is not None:  # a bundle's --nv run of any command whose output says why the GPU is unusable
-        result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
+        if failure.value.code == "NV_LIBS_NOT_BOUND":
+            host, path, whence = host_libcuda(ctx)
+            result = judge_nv_libs({"libcuda": 0}, host, path, "loadable in `%s` (%s)" % (
+                failure.command, failure.value.line))
+            result.details += whence + _runtime_shown(ctx)
+        else:
+            result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
         result.details.append("from the bundle's `%s`" % failure.command)
         return result
+    if no_stack_image(ctx):  # only a bundle's --nv runs, none of which says anything this check reads
+        return skipped(cid, "the bundle's `%s` neither lists /.singularity.d/libs nor names a GPU failure; record "
+                       "`singularity exec --nv IMAGE sh -c 'ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH'`"
+                       % ctx.first(NV_EXEC).command, code="EVIDENCE_MISSING")
     tool = runtime_version(ctx)[0]
     image = stack_image(ctx)[0]
     from images.build import SIF_DIR
@@ -431,7 +490,10 @@ def singularity_nv(ctx: Context) -> CheckResult:
                    timeout=60)
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand", "TOOL_FAILED")
-    return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
+    host, path, whence = host_libcuda(ctx)
+    result = judge_nv_libs(nv_libs(res.stdout), host, path)
+    result.details += whence
+    return result
 
 
 def runtime_version(ctx: Context) -> tuple[str, ToolRun] | None:
