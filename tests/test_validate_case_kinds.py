@@ -429,3 +429,16 @@ def test_21_the_case_as_typed_is_the_documented_fail(tmp_path):
     result = judged(tmp_path, "case21-singularity-nv-transcript-as-typed", "container.singularity_nv")
     assert (result["status"], result["diagnosis"]) == ("FAIL", "NV_LIBS_NOT_BOUND"), result
     assert "runtime: singularity 3.4.2" in result["details"]
+
+
+@pytest.mark.parametrize("command, form, headerless", [
+    ('docker exec trainer sh -c "df -h /dev/shm"', "-h", False),
+    ("kubectl exec worker-0 -- sh -c 'df -k /dev/shm | tail -1'", "-k", True),
+    ("sudo df -m /dev/shm | tail -n 1", "-m", True),
+])
+def test_04_df_inside_a_shell_and_without_its_header(tmp_path, command, form, headerless):
+    df = _df_04(form)
+    result = judged(tmp_path, _shm_spec(["sh", "-c", command], df.splitlines(True)[-1] if headerless else df),
+                    "container.shm")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL"), result
+    assert result["measured"] == "shm too small for NCCL (64MiB)" and result["remedy"].startswith(_CONTAINER_REMEDY)

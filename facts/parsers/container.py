@@ -77,12 +77,13 @@ def human_bytes(size: str, base: int = 1024) -> int | None:
 _BLOCKS = re.compile(r"\b(\d+)([KMG]?)-blocks\b")
 
 
-def df_size(text: str, mount: str = "/dev/shm", si: bool = False) -> int | None:
+def df_size(text: str, mount: str = "/dev/shm", si: bool = False, block: int | None = None) -> int | None:
     """Size in bytes of ``mount`` in ``df -h`` / ``-H`` (``si``: powers of 1000) / ``-k`` / ``-m`` / ``-P`` output
     (https://github.com/NVIDIA/nccl/issues/290: ``shm 64M … /dev/shm``); a file system name on a line of its own (df
-    wraps a long one) is read with the next line."""
+    wraps a long one) is read with the next line. ``block``: the block size in bytes where the header was cut off
+    (``df -k /dev/shm | tail -1``: the command line says it)."""
     blocks = _BLOCKS.search(text or "")
-    unit = int(blocks.group(1)) * 1024 ** " KMG".index(blocks.group(2) or " ") if blocks else None
+    unit = int(blocks.group(1)) * 1024 ** " KMG".index(blocks.group(2) or " ") if blocks else block
     cells: list[str] = []
     for line in (text or "").splitlines():
         cells = (cells if len(cells) == 1 else []) + line.split()
@@ -116,6 +117,12 @@ def _df_of_shm(argv: tuple, env: dict | None = None) -> tuple[tuple[str, ...], b
         container = None
         if c.name in _IN_CONTAINER and any(w in _IN_CONTAINER[c.name] for w in words[1:3]):
             container = True
+            shell = next((i for i, w in enumerate(words[:-2]) if os.path.basename(w) in ("sh", "bash", "dash")
+                          and words[i + 1] in ("-c", "-lc")), None)
+            if shell is not None:  # `docker exec X sh -c "df -h /dev/shm"`: the script the container ran
+                inner = _df_of_shm(words[shell:shell + 3])
+                if inner is not None:
+                    return inner[0], True
         elif c.name != "df":
             continue
         start = next((i for i, w in enumerate(words) if os.path.basename(w) == "df"), None)
@@ -126,7 +133,9 @@ def _df_of_shm(argv: tuple, env: dict | None = None) -> tuple[tuple[str, ...], b
 
 def _shm_size(run) -> ShmSize:
     df, container = _df_of_shm(run.argv) or (("df",), None)
-    return ShmSize(df_size(run.stdout, si="-H" in df or "--si" in df) if run.ok else None, container)
+    human = any(w in ("-h", "-H", "--si", "--human-readable") for w in df)
+    block = None if human else 1 << 20 if "-m" in df else 1024  # df's default is 1K blocks, as -k
+    return ShmSize(df_size(run.stdout, si="-H" in df or "--si" in df, block=block) if run.ok else None, container)
 
 
 #: ``df -h /dev/shm`` (or ``-k``, ``-m``, ``-H``, ``-P``; as typed, or inside a container: ``docker exec X df -h
