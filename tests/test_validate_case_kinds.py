@@ -442,3 +442,17 @@ def test_04_df_inside_a_shell_and_without_its_header(tmp_path, command, form, he
                     "container.shm")
     assert (result["status"], result["diagnosis"]) == ("FAIL", "NCCL_SHM_TOO_SMALL"), result
     assert result["measured"] == "shm too small for NCCL (64MiB)" and result["remedy"].startswith(_CONTAINER_REMEDY)
+
+
+@pytest.mark.parametrize("argv, stack, prefix", [
+    (["horovodrun", "-np", "2", "-H", "localhost:2", "python", "train.py"], None, "[1]<stderr>:"),
+    (["sh", "-c", "mpirun --allow-run-as-root -np 4 python train.py 2>&1 | tee run.log"], "ngc", "[1,2]<stderr>:"),
+    (["sh", "-c", "python3 -c 'import horovod.tensorflow as hvd; hvd.init()' 2>&1"], None, ""),
+])
+def test_02_a_recorded_import_or_launch_that_says_so(tmp_path, argv, stack, prefix):
+    """Every rank of case 02 died at import: a recorded launch (or import) of any form says what the probe would."""
+    log = "".join(prefix + line + "\n" for line in _mismatch_stderr().splitlines())
+    result = judged(tmp_path, {"stack": stack, "evidence": [{"tool": argv, "stdout": log, "rc": 1}]}, "horovod.env")
+    assert (result["status"], result["diagnosis"]) == ("FAIL", "HOROVOD_TF_MISMATCH"), result
+    assert result["measured"] == "horovod built for tensorflow 2.3.0, runtime tensorflow 2.4.1"
+    assert "reinstall horovod" in result["remedy"] and "after the final TF install" in result["remedy"]

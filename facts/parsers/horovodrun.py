@@ -10,6 +10,8 @@ whose daemon stopped answering; ``MISSING_LIBRARY``: TensorFlow's warning for a 
 ``CHECK_BUILD``: ``horovodrun --check-build`` (read by ``facts.parsers.horovod``, which images carry and which
 therefore imports nothing of the project). ``LOCAL_RANKS``: how many ranks a recorded launch (``mpirun``,
 ``mpiexec``, ``horovodrun``, ``srun``: its command line, as typed) started on each node (``launch_ranks``).
+``HOROVOD_IMPORT``: a recorded import of Horovod or a training launch, for what its output says of the TensorFlow
+Horovod was built for (``facts.parsers.horovod.tf_mismatch``).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import re
 import signal
 from dataclasses import dataclass
 
-from facts.parsers.horovod import parse_check_build
+from facts.parsers.horovod import parse_check_build, tf_mismatch
 from facts.parsers.observation import Observation, first_command, simple_commands
 
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
@@ -217,3 +219,20 @@ def launch_ranks(argv, env: dict | None = None) -> LaunchRanks | None:
 #: typed) whose command line says how many it started per node -> ``LaunchRanks``
 LOCAL_RANKS = Observation(None, lambda argv, env: launch_ranks(argv, env) is not None,
                           lambda run: launch_ranks(run.argv))
+
+
+def _horovod_import_run(argv: tuple, env: dict) -> bool:
+    """A recorded run that imports Horovod (``python -c "import horovod.tensorflow as hvd; …"``, ``python -m
+    facts.horovod_gate``) or launches training ranks, each of which imports it (``horovodrun``, ``mpirun``,
+    ``srun``; every rank of https://github.com/horovod/horovod/issues/2619 died at import), as typed."""
+    for c in simple_commands(argv, env):
+        if c.name in _MPI_LAUNCHERS + ("srun",) and not _validate_probe(c.argv) and "--check-build" not in c.argv:
+            return True
+        if c.name.startswith("python") and any("horovod" in w for w in c.argv[1:]):
+            return True
+    return False
+
+
+#: a recorded import of Horovod or launch of its ranks -> ``tf_mismatch`` of its output (None: it says nothing of
+#: the TensorFlow Horovod was built for)
+HOROVOD_IMPORT = Observation(None, _horovod_import_run, lambda run: tf_mismatch(run.output))

@@ -22,7 +22,8 @@ from facts.parsers.horovod import (
     parse_requirements,
     tf_mismatch,
 )
-from facts.parsers.horovodrun import CHECK_BUILD
+from facts.parsers.horovodrun import CHECK_BUILD, HOROVOD_IMPORT
+from facts.parsers.observation import Observed
 from launch.controller import local_interfaces, pick_controller
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.registry import Context, check
@@ -98,6 +99,17 @@ def required_for(ctx: Context) -> list[tuple[str, str]]:
     return sorted(req, key=lambda kn: _KINDS.index(kn[0]))
 
 
+def _recorded_mismatch(ctx: Context) -> Observed | None:
+    """A bundle's first recorded import of Horovod or training launch (``HOROVOD_IMPORT``) whose output says Horovod
+    was built for another TensorFlow, or None (live: None)."""
+    attempt = 1
+    while (run := ctx.first(HOROVOD_IMPORT, attempt=attempt)) is not None:
+        if run.value is not None:
+            return run
+        attempt += 1
+    return None
+
+
 def env_probe(ctx: Context) -> dict:
     def go() -> dict:
         try:
@@ -114,9 +126,15 @@ def env_probe(ctx: Context) -> dict:
 def env(ctx: Context) -> CheckResult:
     cid = "horovod.env"
     check_build = ctx.first(CHECK_BUILD)
+    mismatch = _recorded_mismatch(ctx)
     if check_build is not None:  # a bundle's `horovodrun --check-build` (the same marks; exit status means nothing)
         result = judge_build(check_build.value, required_for(ctx), where="the recorded `%s`" % check_build.command)
         result.details.append("from the bundle's `%s`" % check_build.command)
+        if result.status.value != "PASS" or mismatch is None:
+            return result
+    if mismatch is not None:  # a bundle's import or launch whose ranks said Horovod was built for another TF
+        result = judge_tf_mismatch(mismatch.value)
+        result.details += ["from the bundle's `%s`: %s" % (mismatch.command, mismatch.value.line)]
         return result
     if ctx.stack is not None and ctx.stack.family != "cpu":
         return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name,
