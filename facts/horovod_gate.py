@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-from facts.parsers.horovod import format_missing, parse_check_build, parse_requirements
+from facts.parsers.horovod import format_missing, import_error, parse_check_build, parse_requirements, tf_mismatch
 
 _IMPORT_PROBE = r"""
 import json, os, sys
@@ -65,11 +65,12 @@ def check_build_text() -> str:
 
 def import_probe() -> dict:
     """Import TensorFlow + Horovod in a fresh interpreter: ``{"tensorflow", "horovod", "built_for",
-    "built": {"mpi_built": bool, …}}`` (``built`` empty before Horovod 0.17), or ``{"error": text}``."""
+    "built": {"mpi_built": bool, …}}`` (``built`` empty before Horovod 0.17), or ``{"error": text}``: the exception
+    the import raised with all of its message (``facts.parsers.horovod.import_error``)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     p = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, env=env, timeout=300)
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
+    if p.returncode != 0:  # the exception with its whole message: Horovod's version mismatch spans lines
+        return {"error": import_error(p.stderr) or "exit %d" % p.returncode}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     probe = import_probe()
     if "error" in probe:
         say("horovod gate: FAIL: `import horovod.tensorflow` failed: %s" % probe["error"])
+        if tf_mismatch(probe["error"]):
+            say("  fix: reinstall horovod (--no-cache-dir) after the final TensorFlow install")
         return 1
     if probe["built_for"] and probe["built_for"] != probe["tensorflow"]:
         say("horovod gate: FAIL: horovod built for tensorflow %s, runtime tensorflow %s — reinstall horovod "

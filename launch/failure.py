@@ -214,7 +214,9 @@ NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE
 #: runtime the ranks load (cudaError 35, https://github.com/NVIDIA/nvidia-docker/issues/745: container.gpus,
 #: gpu.driver_cuda). In validate's words: its checks and a failed run's explanation (``runtime_diagnosis``) say the
 #: same.
-RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (--no-cache-dir) after the final TF install",
+RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (pip install --no-cache-dir, so no wheel built for the old "
+                                         "TensorFlow is reused) after the final TF install: install every package "
+                                         "that can touch TensorFlow first and Horovod last",
                   "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)"}
 
 

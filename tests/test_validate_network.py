@@ -88,3 +88,31 @@ def test_the_fact_comes_first_and_neither_is_missing_evidence():
     assert judge_controller(names, gloo=True, mpi=True).status.value == "PASS"
     with pytest.raises(MissingEvidence, match="ip -o link show"):
         interfaces(_context(ToolRun(("ip", "route"), 0, "default via 10.0.0.1 dev eth0\n")))
+
+
+@pytest.mark.parametrize("argv", [("ip", "-o", "link", "show"), ("sh", "-c", "sudo ip -br link")])
+def test_case_23_through_validate_from_with_the_interfaces_recorded_as_ip(tmp_path, argv):
+    """Case 23's node with its interfaces as a recorded ``ip`` run instead of the fact: ``invoke validate --from``
+    gives the same Gloo warning and names the run it read."""
+    import json
+
+    from tests.lib.bundle_corpus import CORPUS, build
+    from validate.report import validate
+
+    text = LO_ONELINE if "-o" in argv else "lo               UNKNOWN        00:00:00:00:00:00 <LOOPBACK,UP,LOWER_UP>\n"
+    bundle = tmp_path / "bundle"
+    build(CORPUS / "case23-gloo-loopback-only.yaml", bundle)
+    doc = json.loads((bundle / "bundle.json").read_text())
+    doc["evidence"] = [e for e in doc["evidence"] if e.get("name") != "network interfaces"]
+    (bundle / "tools").mkdir(exist_ok=True)
+    (bundle / "tools" / "900-ip.out").write_text(text)
+    (bundle / "tools" / "900-ip.err").write_text("")
+    doc["evidence"].append({"kind": "tool", "argv": list(argv), "env": {}, "rc": 0, "missing": False,
+                            "timed_out": False, "error": None, "stdout": "tools/900-ip.out",
+                            "stderr": "tools/900-ip.err"})
+    (bundle / "bundle.json").write_text(json.dumps(doc))
+    validate(json_path=str(tmp_path / "r.json"), from_bundle=str(bundle), only=["horovod.controller"])
+    [result] = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert (result["status"], result["diagnosis"]) == ("WARN", "GLOO_LOOPBACK_ONLY"), result
+    assert result["measured"].startswith("only loopback is up (lo)")
+    assert "interfaces from the bundle's `%s`" % " ".join(argv) in result["details"], result["details"]

@@ -8,7 +8,7 @@ import pytest
 
 from chexstack.tools import ToolRun
 from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
-from facts.parsers.horovodrun import CHECK_BUILD
+from facts.parsers.horovodrun import CHECK_BUILD, HOROVOD_IMPORT, LOCAL_RANKS
 from facts.parsers.observation import first_command, simple_commands
 from tests.lib.bundle_corpus import judged
 
@@ -58,6 +58,18 @@ def test_the_environment_each_command_saw():
     (infiniband.IBSTATUS, ("ibstatus", "mlx5_0:1")),
     (nvidia_smi.EXCERPT, ("sh", "-c", "sudo nvidia-smi | head -4")),
     (CHECK_BUILD, ("sh", "-c", "/opt/venv/bin/horovodrun --check-build 2>&1")),
+    (container.SHM_DF, ("sh", "-c", "sudo df -k /dev/shm | tail -1")),
+    (container.SHM_DF, ("docker", "exec", "trainer", "sh", "-c", "df -h /dev/shm")),
+    (LOCAL_RANKS, ("sh", "-c", "NCCL_DEBUG=INFO timeout 600 mpirun -np 8 -H a:4,b:4 python train.py 2>&1")),
+    (versions.CUDA_TOOLKIT, ("sh", "-c", "cat /usr/local/cuda-12.4/version.json")),
+    (versions.CUDA_TOOLKIT, ("sh", "-c", "env | grep CUDA_VERSION")),
+    (container.IMAGE_CUDA, ("sh", "-c", "sudo docker image inspect nvidia/cuda:9.2-base | grep CUDA_VERSION")),
+    (container.NV_EXEC, ("sh", "-c", "sudo apptainer exec --nv -B /d:/d x.sif python t.py 2>&1 | tail")),
+    (container.SINGULARITY_LIBS, ("sh", "-c", "apptainer exec --nv x.sif sh -c 'ls /.singularity.d/libs; "
+                                              "echo LD=$LD_LIBRARY_PATH' 2>&1")),
+    (container.HOST_LIBCUDA, ("sh", "-c", "ldconfig -p | grep libcuda")),
+    (container.HOST_LIBCUDA, ("sh", "-c", "ls -l /usr/lib64/libcuda.so*")),
+    (HOROVOD_IMPORT, ("sh", "-c", "python3 -c 'import horovod.tensorflow as hvd' 2>&1")),
 ])
 def test_every_observation_reads_its_command_however_it_was_written(observation, argv):
     assert observation.also(argv, {}), argv
@@ -72,6 +84,11 @@ def test_every_observation_reads_its_command_however_it_was_written(observation,
     (infiniband.IBSTAT, ("sh", "-c", "sudo ibstat -p")),
     (infiniband.IBSTAT, ("ibstatus",)),
     (infiniband.IBSTATUS, ("ibstat",)),
+    (container.SHM_DF, ("df", "-h", "/")),
+    (LOCAL_RANKS, ("mpirun", "-np", "2", "-H", "a:1,b:1", "hostname")),  # validate's own probe
+    (versions.CUDA_TOOLKIT, ("sh", "-c", "docker exec dev printenv | grep CUDA_VERSION")),  # the container's
+    (container.HOST_LIBCUDA, ("singularity", "exec", "--nv", "x.sif", "ls", "/.singularity.d/libs/libcuda.so.1")),
+    (container.NV_EXEC, ("singularity", "exec", "x.sif", "python", "t.py")),
 ])
 def test_and_not_another_command(observation, argv):
     assert not observation.also(argv, {}), argv

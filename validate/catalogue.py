@@ -185,6 +185,8 @@ CODES: dict[str, Code] = {
     "CONTAINER_GPU_FAILED": Code("a container does not see the host's GPUs", A.RECONFIGURE),
     "NV_LIBS_NOT_BOUND": Code("--nv did not bind the driver libraries", A.RECONFIGURE),
     "NV_LD_PATH_RESET": Code("LD_LIBRARY_PATH lost /.singularity.d/libs", A.RECONFIGURE),
+    "NV_HOST_LIBCUDA_MISSING": Code("the host has no libcuda.so.1 for --nv to bind (its loader cache lists none)",
+                                    A.RECONFIGURE),
     "APPTAINER_NO_USERNS": Code("neither user namespaces nor a setuid starter lets this user run containers",
                                 A.RECONFIGURE),
     "APPTAINER_TOO_OLD": Code("Apptainer/Singularity older than the release the launchers need", A.RECONFIGURE),

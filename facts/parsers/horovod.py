@@ -122,6 +122,14 @@ def build_from_api(version: str | None, frameworks: list[str], built: dict[str, 
 
 
 _MISMATCH = re.compile(r"Framework (\w+) installed with version (\S+) but found version (\S+?)\.?\s*$", re.M)
+#: The rest of HorovodVersionMismatchError's message (horovod/common/exceptions.py, Horovod >= 0.21), on lines of its
+#: own: what is left of it when only the last line of the import's stderr was kept.
+_MISMATCH_TAIL = "Reinstall Horovod using `pip install --no-cache-dir` to build with the new version"
+#: Before Horovod 0.21 the same condition is an ImportError of Horovod's library: TensorFlow's C++ symbols it was
+#: linked against are not in the TensorFlow found (https://github.com/horovod/horovod/issues/898, #656).
+_UNDEFINED_TF_SYMBOL = re.compile(r"(?:mpi_lib\S*\.so\S*: )?undefined symbol: _ZN\d*tensorflow\S*")
+#: The line a Python traceback names its exception on: unindented, ``[module.]Name: message`` (or the bare name).
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
 
 
 def version_mismatch(text: str) -> tuple[str, str, str] | None:
@@ -130,3 +138,38 @@ def version_mismatch(text: str) -> tuple[str, str, str] | None:
     found), else None."""
     m = _MISMATCH.search(text or "")
     return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+@dataclass(frozen=True)
+class TFMismatch:
+    """Horovod built for another TensorFlow than the one it imports: ``built_for`` and ``found`` where the error
+    names them (HorovodVersionMismatchError), None where it does not (an undefined TensorFlow symbol, a message cut
+    to its last line); ``line`` the line that says so."""
+
+    built_for: str | None
+    found: str | None
+    line: str
+
+
+def tf_mismatch(text: str) -> TFMismatch | None:
+    """Whether a failed ``import horovod.tensorflow`` (its stderr, or the error the import probe kept) says Horovod
+    was built for another TensorFlow: Horovod >= 0.21's HorovodVersionMismatchError ("Framework tensorflow installed
+    with version X but found version Y.", horovod/horovod#2619), the end of that message alone, or an older Horovod's
+    ``undefined symbol: _ZN10tensorflow…`` (horovod/horovod#898); else None."""
+    text = text or ""
+    m = _MISMATCH.search(text)
+    if m and m.group(1).lower() == "tensorflow":
+        return TFMismatch(m.group(2), m.group(3), m.group(0).strip())
+    for line in text.splitlines():
+        if "HorovodVersionMismatchError" in line or _MISMATCH_TAIL in line or _UNDEFINED_TF_SYMBOL.search(line):
+            return TFMismatch(None, None, line.strip())
+    return None
+
+
+def import_error(stderr: str, limit: int = 2000) -> str:
+    """What a failed Python import printed last: the traceback's exception with the whole of its message (from the
+    last unindented ``Name: …`` line to the end: HorovodVersionMismatchError's message spans three lines, the
+    versions on the first), at most ``limit`` characters; the last line when no exception line is found."""
+    lines = (stderr or "").strip().splitlines()
+    start = next((i for i in range(len(lines) - 1, -1, -1) if _EXCEPTION_LINE.match(lines[i])), len(lines) - 1)
+    return "\n".join(line.rstrip() for line in lines[max(start, 0):])[:limit]

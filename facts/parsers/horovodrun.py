@@ -11,16 +11,20 @@ optional one, TensorRT's, is no reason for anything: ``is_optional_library``; ``
 The launch command line (``launch_network``): the hosts and network interfaces it gives the ranks, and a container
 started without a network; a crashed rank's native stack trace (``crash_libraries``).
 ``CHECK_BUILD``: ``horovodrun --check-build`` (read by ``facts.parsers.horovod``, which images carry and which
-therefore imports nothing of the project).
+therefore imports nothing of the project). ``LOCAL_RANKS``: how many ranks a recorded launch (``mpirun``,
+``mpiexec``, ``horovodrun``, ``srun``: its command line, as typed) started on each node (``launch_ranks``).
+``HOROVOD_IMPORT``: a recorded import of Horovod or a training launch, for what its output says of the TensorFlow
+Horovod was built for (``facts.parsers.horovod.tf_mismatch``).
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
 from dataclasses import dataclass
 
-from facts.parsers.horovod import parse_check_build
+from facts.parsers.horovod import parse_check_build, tf_mismatch
 from facts.parsers.observation import Observation, first_command, simple_commands
 
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
@@ -216,3 +220,114 @@ def _check_build_run(argv: tuple, env: dict) -> bool:
 
 #: ``horovodrun --check-build`` -> CheckBuild (its exit status means nothing: the marks are read from the output)
 CHECK_BUILD = Observation(("horovodrun", "--check-build"), _check_build_run, lambda run: parse_check_build(run.output))
+
+
+#: Launchers whose command line says how many ranks they start: Open MPI's (``mpirun``, ``mpiexec``, ``orterun``,
+#: ``prterun``), MPICH/Intel MPI's ``mpiexec``/``mpiexec.hydra``, ``horovodrun`` and Slurm's ``srun``.
+_MPI_LAUNCHERS = ("mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun", "horovodrun")
+#: options taking the world size: Open MPI ``-np``/``-n``/``-c``/``--np``/``--n``, horovodrun ``-np``, srun ``-n``
+_NP_OPTIONS = ("-np", "-n", "-c", "--np", "--n", "--ntasks", "--num-proc")
+#: options taking the ranks per node: Open MPI ``-npernode``/``-N``/``--npernode``, Intel MPI ``-ppn``/``-perhost``,
+#: srun ``--ntasks-per-node``
+_PER_NODE_OPTIONS = ("-npernode", "--npernode", "-N", "-ppn", "--ppn", "-perhost", "--ntasks-per-node")
+_HOST_OPTIONS = ("-H", "-host", "--host", "-hosts", "--hosts")
+_HOSTFILE_OPTIONS = ("-hostfile", "--hostfile", "-machinefile", "--machinefile", "-f", "--default-hostfile")
+_PPR = re.compile(r"^ppr:(\d+):node\b")
+
+
+
+
+def _validate_probe(words: tuple[str, ...]) -> bool:
+    """A launch ``invoke validate`` makes itself, which says nothing of how a job lays its ranks out: ``mpi.launch``'s
+    MPI test (``mpi_allreduce-<key>``, else ``hostname``), ``container.rank_limits``' probe (``chexstack-limits``),
+    ``mpi.bandwidth``'s ``facts/transport.py``, ``nccl.busbw``'s ``all_reduce_perf`` (one rank per host or GPU by
+    construction; a collected bundle holds them, and its replay must judge as the node did)."""
+    return any(os.path.basename(w) in ("hostname", "all_reduce_perf") or os.path.basename(w).startswith(
+        "mpi_allreduce") or w.endswith("transport.py") or "chexstack-limits" in w for w in words)
+
+
+@dataclass(frozen=True)
+class LaunchRanks:
+    """Ranks a recorded launch started on each node (``per_node``; the most on any one), and its world size
+    (``world``; None where the command line does not say)."""
+
+    per_node: int
+    world: int | None
+
+
+def _options(words: tuple[str, ...]) -> dict[str, str]:
+    """``-np 4``, ``-np=4``, ``--ntasks-per-node=4``: option -> value, the first one given (the launcher's options
+    come before the program's, whose own ``-n`` must not count)."""
+    out = {}
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if eq and name.startswith("-"):
+            out.setdefault(name, value)
+        elif word.startswith("-") and i + 1 < len(words):
+            out.setdefault(word, words[i + 1])
+    return out
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
+
+
+def _first(opts: dict[str, str], names: tuple[str, ...]) -> str | None:
+    return next((opts[n] for n in names if n in opts), None)
+
+
+def launch_ranks(argv, env: dict | None = None) -> LaunchRanks | None:
+    """How many ranks the first launcher of a recorded command line (as typed: ``sudo``, ``sh -c``, ``NAME=value``
+    in front, ``timeout``) started per node: its ranks-per-node option (``-npernode``/``-N``/``--map-by
+    ppr:N:node``/``-ppn``/``srun --ntasks-per-node``); else the slots of its hosts (``-H a:4,b:4``: the most of
+    one host); else its world size (``-np N``) over its hosts (``-H a,b``: shared evenly, rounded up; none: all on
+    this node); None where it cannot say (a hostfile, ``srun -n`` without ``-N``), the line starts no launcher, or only
+    validate's own probes (``_validate_probe``)."""
+    for c in simple_commands(argv, env):
+        if c.name not in _MPI_LAUNCHERS + ("srun",) or _validate_probe(c.argv):
+            continue
+        opts = _options(c.argv[1:])
+        world = _int(_first(opts, _NP_OPTIONS if c.name != "srun" else ("-n", "--ntasks")))  # srun -c: CPUs
+        per_node = _int(_first(opts, _PER_NODE_OPTIONS if c.name != "srun" else ("--ntasks-per-node",)))
+        ppr = _PPR.match(opts.get("--map-by", opts.get("-map-by", "")))
+        if per_node is None and ppr:
+            per_node = int(ppr.group(1))
+        if per_node is not None:
+            return LaunchRanks(per_node, world)
+        if world is None:
+            return None
+        if c.name == "srun":
+            nodes = _int(_first(opts, ("-N", "--nodes")))
+            return LaunchRanks(math.ceil(world / nodes), world) if nodes else None
+        hosts = _first(opts, _HOST_OPTIONS)
+        if hosts is None:
+            return None if _first(opts, _HOSTFILE_OPTIONS) else LaunchRanks(world, world)
+        entries = [h for h in hosts.split(",") if h]
+        slots = [_int(h.rpartition(":")[2]) for h in entries if ":" in h]
+        if slots and all(slots):
+            return LaunchRanks(min(max(slots), world), world)
+        return LaunchRanks(math.ceil(world / max(1, len(set(h.split(":")[0] for h in entries)))), world)
+    return None
+
+
+#: a recorded launch of ranks (``mpirun -np 4 …``, ``horovodrun -np 8 -H a:4,b:4 …``, ``srun -N 2 -n 8 …``, as
+#: typed) whose command line says how many it started per node -> ``LaunchRanks``
+LOCAL_RANKS = Observation(None, lambda argv, env: launch_ranks(argv, env) is not None,
+                          lambda run: launch_ranks(run.argv))
+
+
+def _horovod_import_run(argv: tuple, env: dict) -> bool:
+    """A recorded run that imports Horovod (``python -c "import horovod.tensorflow as hvd; …"``, ``python -m
+    facts.horovod_gate``) or launches training ranks, each of which imports it (``horovodrun``, ``mpirun``,
+    ``srun``; every rank of https://github.com/horovod/horovod/issues/2619 died at import), as typed."""
+    for c in simple_commands(argv, env):
+        if c.name in _MPI_LAUNCHERS + ("srun",) and not _validate_probe(c.argv) and "--check-build" not in c.argv:
+            return True
+        if c.name.startswith("python") and any("horovod" in w for w in c.argv[1:]):
+            return True
+    return False
+
+
+#: a recorded import of Horovod or launch of its ranks -> ``tf_mismatch`` of its output (None: it says nothing of
+#: the TensorFlow Horovod was built for)
+HOROVOD_IMPORT = Observation(None, _horovod_import_run, lambda run: tf_mismatch(run.output))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
-from facts.parsers.observation import Observation, first_command
+from facts.parsers.container import container_image
+from facts.parsers.observation import Observation, first_command, simple_commands
 
 _DOTTED = r"\d+(?:\.\d+)+"
 
@@ -164,3 +166,56 @@ OMPI_INFO = Observation(("ompi_info", "--parsable", "--all"),
 NVCC = Observation(("nvcc", "--version"), lambda argv, env: first_command(argv, env).argv[:2] in (("nvcc", "--version"),
                                                                                         ("nvcc", "-V")),
                    lambda run: nvcc(run.stdout))
+
+
+#: the CUDA toolkit's version files (``/usr/local/cuda/version.json``, ``/usr/local/cuda-12.4/version.txt``)
+_CUDA_VERSION_FILE = re.compile(r"(?:^|/)cuda[\w.-]*/version\.(?:json|txt)$")
+_CUDA_VERSION_VAR = re.compile(r"^\s*(?:export\s+)?CUDA_VERSION=\"?(" + _DOTTED + ")", re.M)
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    """The CUDA toolkit version a recorded command printed (None: not in its output) and where it comes from
+    (``source``: ``"/usr/local/cuda/version.json"``, ``"CUDA_VERSION"``)."""
+
+    version: str | None
+    source: str
+
+
+def _toolkit_form(argv: tuple, env: dict | None = None) -> str | None:
+    """Which toolkit record a command line is, as typed (``sh -c``, ``sudo``, piped): ``"file"`` for ``cat`` of a
+    CUDA version file (``/usr/local/cuda/version.json`` or ``.txt``), ``"env"`` for ``CUDA_VERSION`` as the shell
+    or the environment shows it (``echo $CUDA_VERSION``, ``printenv CUDA_VERSION``, ``env | grep CUDA_VERSION``);
+    else None."""
+    commands = simple_commands(argv, env)
+    if not commands or any(container_image(c.argv) for c in commands):
+        return None  # a container's or an image's: ``container.IMAGE_CUDA``
+    first = commands[0]
+    if first.name in ("cat", "head", "less", "more", "jq") and any(
+            _CUDA_VERSION_FILE.search(w) for w in first.argv[1:]):
+        return "file"
+    if first.name == "echo" and any("$CUDA_VERSION" in w or "${CUDA_VERSION}" in w for w in first.argv[1:]):
+        return "env"
+    if first.name == "printenv" and "CUDA_VERSION" in first.argv[1:]:
+        return "env"
+    if any(c.name in ("grep", "egrep") and any("cuda_version" in w.lower() for w in c.argv[1:]) for c in commands):
+        return "env"  # `env | grep CUDA_VERSION` (``env`` alone is a wrapper with nothing to run), `printenv | grep`
+    return None
+
+
+def _cuda_toolkit(run) -> CudaToolkit:
+    """A toolkit record's version, read as its command line says: a version file's format, else ``CUDA_VERSION=X``
+    or the bare version ``echo $CUDA_VERSION`` prints."""
+    form = _toolkit_form(run.argv)
+    text = run.stdout if run.ok else ""
+    if form == "file":
+        words = first_command(run.argv).argv
+        path = next((w for w in words if _CUDA_VERSION_FILE.search(w)), "version file")
+        return CudaToolkit(cuda_version_file(text), path)
+    m = _CUDA_VERSION_VAR.search(text) or re.match(r"\s*(" + _DOTTED + r")\s*$", text)
+    return CudaToolkit(m.group(1) if m else None, "CUDA_VERSION")
+
+
+#: the CUDA toolkit's version as recorded by hand: ``cat /usr/local/cuda/version.json`` (or ``version.txt``), ``echo
+#: $CUDA_VERSION``, ``env | grep CUDA_VERSION`` (as typed) -> ``CudaToolkit``
+CUDA_TOOLKIT = Observation(None, lambda argv, env: _toolkit_form(argv, env) is not None, _cuda_toolkit)

@@ -17,21 +17,28 @@ import resource
 import stat
 
 from chexstack import engine
+from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.parsers import versions
 from facts.parsers.container import (
     DOCKER_GPUS,
     DOCKER_INFO,
+    HOST_LIBCUDA,
+    NV_EXEC,
+    SHM_DF,
     SINGULARITY_LIBS,
+    NvExec,
     buildcfg,
     classify_runtime_error,
     conf_setting,
-    df_size,
     library_not_loaded,
     nv_libs,
     release,
     subid_count,
 )
+from facts.parsers.horovodrun import LOCAL_RANKS
+from facts.parsers.observation import Observed
+from launch.failure import RUNTIME_REMEDY
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
 from validate.checks.registry import Context, check
@@ -47,23 +54,29 @@ def in_container() -> bool:
         os.environ.get("container") is not None or os.path.exists("/.singularity.d")
 
 
-def judge_shm(size_bytes: int | None, local_ranks: int, container: bool) -> CheckResult:
+def judge_shm(size_bytes: int | None, local_ranks: int, container: bool | None, ranks_from: str = "") -> CheckResult:
     """``shm too small for NCCL (64MiB); start the container with ipc_mode="host" or shm_size>=1g``
-    (NVIDIA/nccl#290)."""
+    (NVIDIA/nccl#290). ``container``: whether /dev/shm is a container's (None: not recorded — both remedies, the
+    container's first); ``ranks_from``: where ``local_ranks`` comes from ("assumed: …" when nothing recorded it)."""
     cid = "container.shm"
     if size_bytes is None:
         return failed(cid, "/dev/shm missing or unreadable", "a tmpfs /dev/shm >= 1 GiB",
                       "mount a tmpfs at /dev/shm", "SHM_MISSING")
     size = "%dMiB" % (size_bytes // MiB) if size_bytes < 10 * 1024 * MiB else "%.0fGiB" % (size_bytes / (1024 * MiB))
-    expected = ">= 1GiB for %d local ranks" % local_ranks
+    expected = ">= 1GiB for %d local ranks" % local_ranks + (
+        " (%s)" % ranks_from if ranks_from.startswith("assumed") else "")
+    notes = ["%d local ranks: %s" % (local_ranks, ranks_from)] if ranks_from else []
     if local_ranks > 1 and size_bytes < SHM_FLOOR_BYTES:
+        host = "mount -o remount,size=1g /dev/shm (and in /etc/fstab)"
         remedy = ('start the container with ipc_mode="host" or shm_size>=1g' if container
-                  else "mount -o remount,size=1g /dev/shm (and in /etc/fstab)")
+                  else host if container is False
+                  else 'start the container with ipc_mode="host" or shm_size>=1g; if this /dev/shm is the host\'s '
+                       "(the bundle does not record whether it ran in a container): " + host)
         return failed(cid, "shm too small for NCCL (%s)" % size, expected, remedy, "NCCL_SHM_TOO_SMALL",
                       ['docker SDK: containers.run(..., ipc_mode="host") or shm_size="1g"; Kubernetes/MPIJob: an '
                        "emptyDir {medium: Memory} volume at /dev/shm; NCCL_SHM_DISABLE=1 only as a slower "
-                       "workaround"])
-    return passed(cid, "/dev/shm %s" % size, expected)
+                       "workaround"] + notes)
+    return passed(cid, "/dev/shm %s" % size, expected, notes)
 
 
 def _statvfs_size(path: str) -> int | None:
@@ -74,14 +87,49 @@ def _statvfs_size(path: str) -> int | None:
     return st.f_frsize * st.f_blocks
 
 
+#: the smallest node NCCL's shared memory is shared on, where nothing recorded how many ranks a node runs
+ASSUMED_LOCAL_RANKS = 2
+
+
+def local_ranks(ctx: Context) -> tuple[int, str]:
+    """(ranks on this node, where that comes from): a recorded launch's ranks per node (``mpirun -np 4`` on one
+    node; ``facts.parsers.horovodrun.LOCAL_RANKS``), else one rank per GPU nvidia-smi lists, else
+    ``ASSUMED_LOCAL_RANKS``, said to be assumed."""
+    launch = ctx.first(LOCAL_RANKS)
+    if launch is not None:
+        return launch.value.per_node, "from the bundle's `%s`" % launch.command
+    gpus = gpu_count(ctx)
+    if gpus:
+        return gpus, "one rank per GPU nvidia-smi lists"
+    return ASSUMED_LOCAL_RANKS, ("assumed: no GPU count nor launch recorded, the smallest node NCCL shares memory "
+                                "on")
+
+
 @check("container.shm", "/dev/shm large enough for NCCL's shared-memory transport", fast=True)
 def shm(ctx: Context) -> CheckResult:
-    res = ctx.tool("df", "-h", "/dev/shm")
-    size = df_size(res.stdout) if res.ok else None
-    if size is None:
-        size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
-    local_ranks = gpu_count(ctx) or 2  # a bundle without nvidia-smi: judged for the smallest shared node (2 ranks)
-    return judge_shm(size, local_ranks, ctx.fact("in container", in_container))
+    try:
+        df = ctx.observe(SHM_DF)
+    except MissingEvidence as missing:  # a bundle without df: the size statvfs gave, if it was recorded
+        df = None
+        try:
+            size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
+        except MissingEvidence:
+            raise missing from None
+    else:
+        size = df.value.size
+        if size is None:
+            size = ctx.fact("statvfs /dev/shm bytes", lambda: _statvfs_size("/dev/shm"))
+    container = df.value.in_container if df is not None else None
+    if container is None:
+        try:
+            container = ctx.fact("in container", in_container)
+        except MissingEvidence:  # the size was observed: only the remedy's wording depends on it
+            container = None
+    n, ranks_from = local_ranks(ctx)
+    result = judge_shm(size, n, container, ranks_from)
+    if df is not None and df.value.size is not None:
+        result.details.append("/dev/shm's size from `%s`" % df.command)
+    return result
 
 
 def judge_memlock(soft: int, rdma: bool) -> CheckResult:
@@ -193,7 +241,7 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: 
         remedy = {"NVIDIA_CONTAINER_TOOLKIT_MISSING": "install the NVIDIA Container Toolkit and run nvidia-ctk "
                                                       "runtime configure --runtime=docker (not docker from snap)",
                   "NVIDIA_RUNTIME_NOT_REGISTERED": "nvidia-ctk runtime configure --runtime=docker; restart docker",
-                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
+                  "CUDA_DRIVER_TOO_OLD": RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"],
                   "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND": library_fix,
                   "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND": library_fix,
                   }.get(codes[0] if codes else "", "run the docker command by hand")
@@ -279,29 +327,87 @@ def _host_driver(ctx: Context) -> str | None:
     return report.driver_version if report.error is None else None
 
 
-def judge_nv_libs(inside: dict, host_has_libcuda: bool) -> CheckResult:
+#: where the host's libcuda.so.1 usually is (RHEL/CentOS), for the ``--bind`` workaround when its path is unknown
+HOST_LIBCUDA_DEFAULT = "/usr/lib64/libcuda.so.1"
+
+
+def judge_nv_libs(inside: dict, host_has_libcuda: bool | None, host_path: str | None = None,
+                  seen: str = "in /.singularity.d/libs") -> CheckResult:
     """``singularity exec --nv``: libcuda.so.1 bound into /.singularity.d/libs and on LD_LIBRARY_PATH
     (https://github.com/apptainer/singularity/issues/4783). Missing while the host has it: ``NV_LIBS_NOT_BOUND`` —
-    TensorFlow would list no GPU
-    and train on the CPU."""
+    TensorFlow would list no GPU and train on the CPU; missing while the host's loader cache has none:
+    ``NV_HOST_LIBCUDA_MISSING``; the host not recorded (``None``): a WARN that says what to look at. A
+    LD_LIBRARY_PATH without /.singularity.d/libs (an activation script or ``env -i``, EESSI/software-layer#231) is
+    ``NV_LD_PATH_RESET`` whatever is known of the host. ``seen``: where libcuda was missed."""
     cid = "container.singularity_nv"
     ld = inside.get("ld_library_path")
-    if host_has_libcuda and not inside.get("libcuda"):
-        return failed(cid, "no libcuda.so.1 in /.singularity.d/libs although the host has it",
-                      "--nv binds the host driver libraries (libcuda, libnvidia-ml)",
-                      "upgrade Singularity/Apptainer or check nvliblist.conf / nvidia-container-cli; workaround: "
-                      "--bind /usr/lib64/libcuda.so.1:/.singularity.d/libs/libcuda.so.1", "NV_LIBS_NOT_BOUND")
-    if ld is not None and "/.singularity.d/libs" not in ld.split(":"):
-        return failed(cid, "LD_LIBRARY_PATH lacks /.singularity.d/libs: %s" % (ld or "(empty)"),
-                      "/.singularity.d/libs on LD_LIBRARY_PATH",
+    reset = ld is not None and "/.singularity.d/libs" not in ld.split(":")
+    reset_finding = "LD_LIBRARY_PATH lacks /.singularity.d/libs: %s" % (ld or "(empty)")
+    expected = "--nv binds the host driver libraries (libcuda, libnvidia-ml)"
+    bind = "--bind %s:/.singularity.d/libs/libcuda.so.1" % (host_path or HOST_LIBCUDA_DEFAULT)
+    also = [reset_finding] if reset else []
+    if not inside.get("libcuda"):
+        if host_has_libcuda:
+            return failed(cid, "no libcuda.so.1 %s although the host has it%s" % (
+                seen, " (%s)" % host_path if host_path else ""), expected,
+                "upgrade Singularity/Apptainer or check nvliblist.conf / nvidia-container-cli; workaround: " + bind,
+                "NV_LIBS_NOT_BOUND", also)
+        if host_has_libcuda is False:
+            return failed(cid, "no libcuda.so.1 %s, and the host has none either" % seen, expected,
+                          "install the NVIDIA driver's user-space libraries on the host (ldconfig -p | grep "
+                          "libcuda.so.1 must list it; see gpu.inventory): --nv binds what the host has",
+                          "NV_HOST_LIBCUDA_MISSING", also)
+        if not reset:
+            return warned(cid, "no libcuda.so.1 %s; whether the host has it was not recorded" % seen, expected,
+                          "look on the host (ldconfig -p | grep libcuda.so.1): if it is there, --nv did not bind it "
+                          "(upgrade Singularity/Apptainer or check nvliblist.conf; workaround: %s)" % bind,
+                          "NV_LIBS_NOT_BOUND")
+    if reset:
+        return failed(cid, reset_finding, "/.singularity.d/libs on LD_LIBRARY_PATH",
                       "an activation script or env -i reset LD_LIBRARY_PATH: append /.singularity.d/libs",
-                      "NV_LD_PATH_RESET")
+                      "NV_LD_PATH_RESET", [] if inside.get("libcuda") else [
+                          "no libcuda.so.1 %s either; whether the host has it was not recorded" % seen])
     return passed(cid, "libcuda bound (%d file(s)), LD_LIBRARY_PATH has /.singularity.d/libs" % inside["libcuda"],
                   "--nv binds the host driver libraries")
 
 
+def judge_nv_failure(failure: NvExec, command: str, host_driver: str | None) -> CheckResult:
+    """A ``--nv`` run of any command whose output says the GPU is unusable in it (``facts.parsers.container.NV_EXEC``).
+    cudaError 35, "CUDA driver version is insufficient for CUDA runtime version", is ``CUDA_DRIVER_TOO_OLD`` as
+    nvidia-container-cli's ``unsatisfied condition: cuda >= X`` is for docker: ``--nv`` checks no requirement, so the
+    image's CUDA runtime fails only when it starts (https://github.com/NVIDIA/nvidia-docker/issues/745, #781)."""
+    from envs import rules  # part of this tree: an ImportError is a checker bug (ERROR), never a SKIP
+
+    cid = "container.singularity_nv"
+    if failure.code == "CUDA_DRIVER_TOO_OLD":
+        try:
+            ceiling = rules.max_cuda_for_driver(host_driver).cuda if host_driver else None
+        except ChexstackError:
+            ceiling = None
+        remedy = ("upgrade the driver (the host's %s runs CUDA <= %s), or use an image with CUDA <= %s; "
+                  "gpu.driver_cuda names the driver a given CUDA needs" % (host_driver, ceiling, ceiling)
+                  if ceiling else "upgrade the driver, or use an image with an older CUDA (gpu.driver_cuda names "
+                  "the driver a given CUDA needs)")
+        expected = "a driver that runs the image's CUDA runtime"
+    else:
+        library = library_not_loaded(failure.line)
+        remedy = library_remedy(library, host_driver) if library else "run it by hand"
+        expected = "--nv gives the container the host's GPUs"
+    return failed(cid, "`%s` failed: %s" % (command, failure.line), expected, remedy, failure.code)
+
+
+def _nv_failure(ctx: Context) -> Observed | None:
+    """A bundle's first ``--nv`` run (``NV_EXEC``) whose output names why the GPU is unusable in it, or None."""
+    attempt = 1
+    while (run := ctx.first(NV_EXEC, attempt=attempt)) is not None:
+        if run.value.code:
+            return run
+        attempt += 1
+    return None
+
+
 def _no_singularity(ctx: Context) -> str | None:
-    if ctx.first(SINGULARITY_LIBS) is not None:
+    if ctx.first(SINGULARITY_LIBS) is not None or ctx.first(NV_EXEC) is not None:
         return None
     return Reason("neither apptainer nor singularity on PATH", "TOOL_MISSING") if runtime_version(ctx) is None \
         else None
@@ -309,7 +415,7 @@ def _no_singularity(ctx: Context) -> str | None:
 
 def _no_image_nor_recorded_exec(ctx: Context) -> str | None:
     why = no_stack_image(ctx)
-    return None if why is None or ctx.first(SINGULARITY_LIBS) is not None else why
+    return None if why is None or ctx.first(SINGULARITY_LIBS) is not None or ctx.first(NV_EXEC) is not None else why
 
 
 def _host_libcuda() -> bool:
@@ -317,18 +423,61 @@ def _host_libcuda() -> bool:
                                                                         "/usr/lib"))
 
 
+def _runtime_shown(ctx: Context) -> list[str]:
+    """``["runtime: singularity 3.4.2"]`` where the bundle recorded the runtime's ``version`` (what to upgrade when
+    --nv binds too little), else nothing."""
+    try:
+        found = runtime_version(ctx)
+    except MissingEvidence:
+        return []
+    return ["runtime: %s %s" % (found[0], versions.singularity(found[1].stdout) or "?")] if found else []
+
+
+def host_libcuda(ctx: Context) -> tuple[bool | None, str | None, list[str]]:
+    """(whether the host has libcuda.so.1, its path where known, where that comes from): a bundle's listing of it
+    (``facts.parsers.container.HOST_LIBCUDA``: ``ls /usr/lib64/libcuda.so*``, ``ldconfig -p | grep libcuda``), else
+    the fact (live: the usual folders); None when neither was recorded — a finding that does not need it still
+    stands."""
+    listed = ctx.first(HOST_LIBCUDA)
+    if listed is not None and listed.value.present is not None:
+        return listed.value.present, listed.value.path, ["the host's libcuda from the bundle's `%s`" % listed.command]
+    try:  # the usual folders: finding none there proves no absence (an unusual libdir)
+        return (True if ctx.fact("host libcuda.so.1", _host_libcuda) else None), None, []
+    except MissingEvidence:
+        return None, None, ["the host's libcuda.so.1 is not in the bundle (record `ldconfig -p | grep libcuda`)"]
+
+
 @check("container.singularity_nv", "Singularity/Apptainer --nv binds the driver libraries",
        requires=(_no_singularity, no_gpu_reason, _no_image_nor_recorded_exec), fast=False)
 def singularity_nv(ctx: Context) -> CheckResult:
     cid = "container.singularity_nv"
     recorded = ctx.first(SINGULARITY_LIBS) if no_stack_image(ctx) else None
+    failure = _nv_failure(ctx) if no_stack_image(ctx) else None
     if recorded is not None:  # a bundle's exec --nv of another image (outputs captured by hand)
         if not recorded.run.ok:
             return failed(cid, recorded.run.why_not(), "%s exec --nv works" % recorded.tool, "run it by hand",
                           "TOOL_FAILED")
-        result = judge_nv_libs(recorded.value, ctx.fact("host libcuda.so.1", _host_libcuda))
-        result.details.append("from the bundle's `%s`" % recorded.command)
+        host, path, whence = host_libcuda(ctx)
+        result = judge_nv_libs(recorded.value, host, path)
+        result.details += ["from the bundle's `%s`" % recorded.command] + whence + _runtime_shown(ctx)
+        if result.status.value == "PASS" and failure is not None:  # bound, and yet the GPU failed in a run
+            result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
+            result.details.append("the libraries are bound: from the bundle's `%s`" % recorded.command)
         return result
+    if failure is not None:  # a bundle's --nv run of any command whose output says why the GPU is unusable
+        if failure.value.code == "NV_LIBS_NOT_BOUND":
+            host, path, whence = host_libcuda(ctx)
+            result = judge_nv_libs({"libcuda": 0}, host, path, "loadable in `%s` (%s)" % (
+                failure.command, failure.value.line))
+            result.details += whence + _runtime_shown(ctx)
+        else:
+            result = judge_nv_failure(failure.value, failure.command, _host_driver(ctx))
+        result.details.append("from the bundle's `%s`" % failure.command)
+        return result
+    if no_stack_image(ctx):  # only a bundle's --nv runs, none of which says anything this check reads
+        return skipped(cid, "the bundle's `%s` neither lists /.singularity.d/libs nor names a GPU failure; record "
+                       "`singularity exec --nv IMAGE sh -c 'ls /.singularity.d/libs; echo LD=$LD_LIBRARY_PATH'`"
+                       % ctx.first(NV_EXEC).command, code="EVIDENCE_MISSING")
     tool = runtime_version(ctx)[0]
     image = stack_image(ctx)[0]
     from images.build import SIF_DIR
@@ -342,7 +491,10 @@ def singularity_nv(ctx: Context) -> CheckResult:
                    timeout=60)
     if not res.ok:
         return failed(cid, res.why_not(), "%s exec --nv works" % tool, "run it by hand", "TOOL_FAILED")
-    return judge_nv_libs(nv_libs(res.stdout), ctx.fact("host libcuda.so.1", _host_libcuda))
+    host, path, whence = host_libcuda(ctx)
+    result = judge_nv_libs(nv_libs(res.stdout), host, path)
+    result.details += whence
+    return result
 
 
 def runtime_version(ctx: Context) -> tuple[str, ToolRun] | None:
@@ -615,5 +767,4 @@ def rank_limits(ctx: Context) -> CheckResult:
     if not res.ok and not parse_rank_limits(res.stdout):
         return failed("container.rank_limits", "the probe rank did not start: %s" % res.why_not(),
                       "a rank started by %s" % how, "see mpi.launch", "RANK_PROBE_FAILED")
-    local_ranks = gpu_count(ctx) or 2
-    return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks)
+    return judge_rank_limits(parse_rank_limits(res.stdout), how, n, bool(hcas(ctx)), local_ranks(ctx)[0])

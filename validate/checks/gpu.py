@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.parsers import versions
+from facts.parsers.container import IMAGE_CUDA
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
 from facts.parsers.kernel import KERNEL_LOG, OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (
@@ -30,7 +31,7 @@ from facts.parsers.nvidia_smi import (
     parse_table,
     peers_from_query,
 )
-from facts.parsers.versions import NVCC
+from facts.parsers.versions import CUDA_TOOLKIT, NVCC
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
@@ -336,22 +337,41 @@ def kernel_log(ctx: Context) -> ToolRun | None:
         return None
 
 
-def _local_toolkit(ctx: Context) -> tuple[str | None, str]:
-    # a bundle's nvcc, also `nvcc --version | grep release` (https://github.com/devcontainers/features/issues/1295)
+#: the toolkit's version files, newest format first (version.json from CUDA 11.1, version.txt up to 11.0)
+CUDA_VERSION_FILES = ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt")
+
+
+def _local_toolkit(ctx: Context) -> tuple[str | None, str, list[str]]:
+    """(the CUDA toolkit on this node, where it comes from, the bundle's run it was read from): nvcc (also ``nvcc
+    --version | grep release``, https://github.com/devcontainers/features/issues/1295), a bundle's toolkit record by
+    hand (``cat /usr/local/cuda/version.json``, ``echo $CUDA_VERSION``, ``env | grep CUDA_VERSION``:
+    ``versions.CUDA_TOOLKIT``), else the version files, each on its own (a bundle lacking version.json may hold
+    version.txt). (None, "", []) when none says; ``MissingEvidence`` naming them all when a bundle holds none."""
+    missing = []
     nvcc = ctx.first(NVCC)
     if nvcc is None:
         try:
             nvcc = ctx.observe(NVCC)
-        except MissingEvidence:  # a bundle without nvcc: the toolkit's version file may be there
-            nvcc = None
+        except MissingEvidence as e:  # a bundle without nvcc: the toolkit's version file may be there
+            nvcc, missing = None, [e.what]
     if nvcc is not None and nvcc.run.ok and nvcc.value:
-        return nvcc.value, "toolkit on this node (nvcc)"
-    for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
-        text = ctx.read(path)
+        return nvcc.value, "toolkit on this node (nvcc)", []
+    recorded = ctx.first(CUDA_TOOLKIT)
+    if recorded is not None and recorded.value.version:
+        return (recorded.value.version, "toolkit on this node (%s)" % recorded.value.source,
+                ["from the bundle's `%s`" % recorded.command])
+    for path in CUDA_VERSION_FILES:
+        try:
+            text = ctx.read(path)
+        except MissingEvidence:
+            missing.append(path)
+            continue
         v = versions.cuda_version_file(text) if text else None
         if v:
-            return v, "toolkit on this node (%s)" % path
-    return None, ""
+            return v, "toolkit on this node (%s)" % path, []
+    if len(missing) == 1 + len(CUDA_VERSION_FILES):
+        raise MissingEvidence(", ".join(missing) + " or CUDA_VERSION")
+    return None, "", []
 
 
 @check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)", fast=True)
@@ -383,7 +403,7 @@ def ecc(ctx: Context) -> CheckResult:
     return judge_ecc(snapshot(ctx).report.gpus)
 
 
-@check("gpu.driver_cuda", "driver vs the CUDA the stack (or this node's toolkit) needs",
+@check("gpu.driver_cuda", "driver vs the CUDA the stack (or a recorded image, or this node's toolkit) needs",
        requires=(no_gpu_reason,), fast=True)
 def driver_cuda(ctx: Context) -> CheckResult:
     cid = "gpu.driver_cuda"
@@ -396,20 +416,24 @@ def driver_cuda(ctx: Context) -> CheckResult:
                            "/proc/driver/nvidia/version (see gpu.inventory)", code="NOT_REPORTED")
         found = ["driver %s read from /proc/driver/nvidia/version (the loaded kernel module): nvidia-smi did not "
                  "report it" % driver]
-    ngc = None
+    ngc, source = None, []
     if ctx.stack is not None:
         cuda, what = ctx.stack.version("cuda"), "stack %s" % ctx.stack.name
         if cuda is None:
             return skipped(cid, "stack %s has no CUDA" % ctx.stack.name, code="NOT_APPLICABLE")
         ngc = ngc_release(ctx.stack.base.image)
+    elif (image := ctx.first(IMAGE_CUDA)) is not None and image.value.version:
+        # a bundle's image CUDA (`docker image inspect IMG … | grep CUDA_VERSION`): what that image's runtime needs
+        cuda, what, source = image.value.version, image.value.where, [
+            "CUDA_VERSION from the bundle's `%s`" % image.command]
     else:
-        cuda, what = _local_toolkit(ctx)
+        cuda, what, source = _local_toolkit(ctx)
         if cuda is None:
             return skipped(cid, "no --stack given and no CUDA toolkit on this node (nvcc, /usr/local/cuda/version.*)",
                            code="NOT_APPLICABLE")
     result = judge_driver(driver, report.driver_max_cuda, cuda, what, ngc,
                           datacenter_gpus([g.name for g in report.gpus]))
-    result.details.extend(found)
+    result.details.extend(found + source)
     return result
 
 

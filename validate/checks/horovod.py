@@ -14,10 +14,20 @@ controller can run over this node's network interfaces.
 from __future__ import annotations
 
 from facts import horovod_gate
-from facts.parsers.horovod import CheckBuild, build_from_api, format_missing, parse_requirements
-from facts.parsers.horovodrun import CHECK_BUILD
-from launch.controller import local_interfaces, pick_controller
+from facts.parsers.horovod import (
+    CheckBuild,
+    TFMismatch,
+    build_from_api,
+    format_missing,
+    parse_requirements,
+    tf_mismatch,
+)
+from facts.parsers.horovodrun import CHECK_BUILD, HOROVOD_IMPORT
+from facts.parsers.observation import Observed
+from launch.controller import pick_controller
+from launch.failure import RUNTIME_REMEDY
 from validate.checks.container import no_stack_image, stack_image
+from validate.checks.network import interfaces
 from validate.checks.registry import Context, check
 from validate.result import CheckResult, failed, passed, skipped, warned
 
@@ -49,24 +59,55 @@ def judge_build(build: CheckBuild, required: list[tuple[str, str]], tf_version: 
         return failed(cid, "Horovod v%s in %s: %s" % (build.version, where, format_missing(missing)), want,
                       rebuild_hint(missing), "HOROVOD_BUILD_INCOMPLETE")
     if built_for and tf_version and built_for != tf_version:
-        return failed(cid, "horovod built for tensorflow %s, runtime tensorflow %s" % (built_for, tf_version),
-                      "Horovod built against the TensorFlow it imports",
-                      "reinstall horovod (--no-cache-dir) after the final TF install", "HOROVOD_TF_MISMATCH")
+        return judge_tf_mismatch(TFMismatch(built_for, tf_version, ""))
     return passed(cid, "Horovod v%s: %s%s" % (build.version, want, ", built for TensorFlow %s" % built_for
                                               if built_for else ""), want)
 
 
-def required_for(ctx: Context) -> list[tuple[str, str]]:
-    """The stack's requirement (from its Horovod build flags, ``images.horovod``), else the project default."""
-    if ctx.stack is not None:
-        from images.horovod import required_components  # part of this tree: ImportError is ERROR, not a SKIP
+#: What every stack's Horovod needs whatever its build flags say: the trainer is TensorFlow's (``python -m trainer``)
+#: and every launcher starts ranks under MPI (``horovodrun --mpi``, ``mpirun``, ``srun --mpi=pmix``, the MPIJob's
+#: ``mpirun``). A stack's ``build.horovod_env`` adds to it; a prebuilt image's (NGC) is empty and adds nothing.
+BASELINE = (("framework", "TensorFlow"), ("controller", "MPI"))
+#: The order ``horovodrun --check-build`` prints its sections in, for the list of what is missing.
+_KINDS = ("framework", "controller", "tensor_op")
 
-        req = required_components(ctx.stack.build.horovod_env)
-        if ctx.stack.gpu and ("tensor_op", "NCCL") not in req:
-            req.append(("tensor_op", "NCCL"))
-        if req:
-            return req
-    return parse_requirements(horovod_gate.DEFAULT_REQUIRE)
+
+def judge_tf_mismatch(mismatch: TFMismatch) -> CheckResult:
+    """Horovod built for another TensorFlow than the one it imports (horovod/horovod#2619; before 0.21 an undefined
+    TensorFlow symbol, horovod/horovod#898): both versions where they were observed, and Horovod reinstalled last."""
+    cid = "horovod.env"
+    if mismatch.built_for and mismatch.found:
+        measured = "horovod built for tensorflow %s, runtime tensorflow %s" % (mismatch.built_for, mismatch.found)
+    else:
+        measured = "horovod built for another tensorflow than the one it imports: %s" % mismatch.line[:300]
+    return failed(cid, measured, "Horovod built against the TensorFlow it imports",
+                  RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"], "HOROVOD_TF_MISMATCH")
+
+
+def required_for(ctx: Context) -> list[tuple[str, str]]:
+    """Without a stack, the project's environment (``horovod_gate.DEFAULT_REQUIRE``); with one, the ``BASELINE`` plus
+    what the stack's Horovod build flags ask for (``images.horovod.required_components``) plus NCCL's tensor
+    operations on a GPU stack (the GPU allreduce of every GPU stack is NCCL's), in ``--check-build``'s order: the
+    stack's list adds to the baseline, never replaces it (an empty or partial ``horovod_env`` still needs
+    TensorFlow and MPI)."""
+    if ctx.stack is None:
+        return parse_requirements(horovod_gate.DEFAULT_REQUIRE)
+    from images.horovod import required_components  # part of this tree: ImportError is ERROR, not a SKIP
+
+    req = list(dict.fromkeys([*BASELINE, *required_components(ctx.stack.build.horovod_env)]
+                             + ([("tensor_op", "NCCL")] if ctx.stack.gpu else [])))
+    return sorted(req, key=lambda kn: _KINDS.index(kn[0]))
+
+
+def _recorded_mismatch(ctx: Context) -> Observed | None:
+    """A bundle's first recorded import of Horovod or training launch (``HOROVOD_IMPORT``) whose output says Horovod
+    was built for another TensorFlow, or None (live: None)."""
+    attempt = 1
+    while (run := ctx.first(HOROVOD_IMPORT, attempt=attempt)) is not None:
+        if run.value is not None:
+            return run
+        attempt += 1
+    return None
 
 
 def env_probe(ctx: Context) -> dict:
@@ -85,14 +126,25 @@ def env_probe(ctx: Context) -> dict:
 def env(ctx: Context) -> CheckResult:
     cid = "horovod.env"
     check_build = ctx.first(CHECK_BUILD)
+    mismatch = _recorded_mismatch(ctx)
     if check_build is not None:  # a bundle's `horovodrun --check-build` (the same marks; exit status means nothing)
         result = judge_build(check_build.value, required_for(ctx), where="the recorded `%s`" % check_build.command)
         result.details.append("from the bundle's `%s`" % check_build.command)
+        if result.status.value != "PASS" or mismatch is None:
+            return result
+    if mismatch is not None:  # a bundle's import or launch whose ranks said Horovod was built for another TF
+        result = judge_tf_mismatch(mismatch.value)
+        result.details += ["from the bundle's `%s`: %s" % (mismatch.command, mismatch.value.line)]
         return result
     if ctx.stack is not None and ctx.stack.family != "cpu":
         return skipped(cid, "stack %s runs Horovod inside its image (see horovod.image)" % ctx.stack.name,
                        code="NOT_APPLICABLE")
     probe = env_probe(ctx)
+    mismatch = tf_mismatch(probe["error"]) if "error" in probe else None
+    if mismatch is not None:
+        result = judge_tf_mismatch(mismatch)
+        result.details.append("import horovod.tensorflow failed: %s" % probe["error"][:600])
+        return result
     if "error" in probe:
         return failed(cid, "import horovod.tensorflow failed: %s" % probe["error"][:300], "Horovod with TensorFlow",
                       "run scripts/setup (it builds Horovod against the installed TensorFlow)", "HOROVOD_IMPORT")
@@ -153,5 +205,8 @@ def controller(ctx: Context) -> CheckResult:
     if "error" in probe:
         return skipped(cid, "Horovod not importable here (see horovod.env)", code="NOT_APPLICABLE")
     built = probe.get("built") or {}
-    return judge_controller(ctx.fact("network interfaces", local_interfaces), bool(built.get("gloo_built")),
-                            bool(built.get("mpi_built", True)))
+    names, source = interfaces(ctx)
+    result = judge_controller(names, bool(built.get("gloo_built")), bool(built.get("mpi_built", True)))
+    if source:
+        result.details.append("interfaces from the bundle's `%s`" % source)
+    return result
