@@ -66,13 +66,18 @@ are expanded as Docker
   and ``ONBUILD`` are refused (Apptainer has no equivalent; a ``%test`` runs once at build, not on a running
   service).
 
-``convert(path, build_args) -> Conversion(text, warnings)``; ``convert_file`` prints the warnings.
+``convert(path, build_args) -> Conversion(text, warnings, reads)``; ``save(conversion, output)`` writes the
+definition atomically, never over a file the conversion reads (the Dockerfile, where Docker reads its ignore file, a
+COPY/ADD source); ``convert_file`` does both and prints the warnings.
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -158,8 +163,13 @@ class _Blank:
 
 @dataclass
 class Conversion:
+    """The definition's ``text``, the conversion's ``warnings`` and the paths of the build context it ``reads``
+    (each with what it is to the conversion: the Dockerfile, where Docker looks for the ignore file, each COPY/ADD
+    source from the context), which ``save`` never writes over."""
+
     text: str
     warnings: list[str] = field(default_factory=list)
+    reads: list[tuple[Path, str]] = field(default_factory=list)
 
 
 class _Converter:
@@ -170,6 +180,11 @@ class _Converter:
         self.warnings: list[str] = []
         self.cmd: dockerfile.Command | None = None
         self.context = dockerignore.Context(path.parent, path)
+        own, shared = dockerignore.candidates(path.parent, path)
+        self.reads: list[tuple[Path, str]] = [
+            (path, "the Dockerfile being converted"),
+            (own, "where Docker reads this Dockerfile's own ignore file"),
+            (shared, "where Docker reads the build context's ignore file")]
 
     # --- errors -------------------------------------------------------------------------------------------------
     def fail(self, why: str) -> None:
@@ -573,6 +588,8 @@ class _Converter:
         local = posixpath.normpath(src.lstrip("/"))
         if local.startswith(".."):
             self.fail("source %s is outside the build context" % src)
+        self.reads.append((self.path.parent / local, "the source %s of %s at line %d"
+                           % (src, self.cmd.cmd.upper(), self.cmd.start_line)))
         try:
             selection = self.context.select(local)
         except dockerignore.Excluded:
@@ -744,7 +761,56 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = Non
     conv = _Converter(path, build_args or {})
     stages = conv.run()
     text = write(stages, path.name).text()
-    return Conversion(lint_definition(text, str(path)), conv.warnings)
+    return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads)
+
+
+def _same(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file (a link or a hard link to it included), or one path where neither exists yet."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def save(conversion: Conversion, output: str | Path, option: str = "--output") -> Path:
+    """Write ``conversion``'s definition to ``output``: refused (``ChexstackError`` naming ``option``, the path and
+    the file it is) when ``output`` is, or links to, a file the conversion reads (``Conversion.reads``); written
+    atomically (a temporary file beside the target, then renamed over it: a failed write leaves the old file, or
+    none, never part of the definition), through a symbolic link to the file it names, with the mode the file had
+    (a new one: 0666 less the umask, as ``open`` makes it). A path that is not a regular file (``/dev/stdout``, a
+    pipe) is written in place. Folders and permissions are ``chexstack.outputs.output_file``'s to check first."""
+    output = Path(output)
+    for path, what in conversion.reads:
+        if _same(output, path):
+            raise ChexstackError("%s %s: that is %s (%s); writing the definition there would change the build it "
+                                 "converts: choose another path" % (option, output, what, path))
+    target = Path(os.path.realpath(output))
+    try:
+        if target.exists() and not target.is_file():
+            with open(output, "w") as f:
+                f.write(conversion.text)
+            return output
+        if target.exists():
+            mode = stat.S_IMODE(target.stat().st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".%s." % target.name)
+    except OSError as e:
+        raise ChexstackError("%s %s: cannot write it (%s)" % (option, output, e.strerror or e)) from None
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(conversion.text)
+        os.replace(tmp, target)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise ChexstackError("%s %s: cannot write it (%s); nothing was written"
+                                 % (option, output, e.strerror or e)) from None
+        raise
+    return output
 
 
 def parse_build_args(items: list[str] | None) -> dict[str, str]:
@@ -758,11 +824,14 @@ def parse_build_args(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def convert_file(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> str:
-    """Like ``convert``, the warnings printed to stderr."""
+def convert_file(dockerfile_path: str | Path, build_args: dict[str, str] | None = None,
+                 output: str | Path | None = None) -> str:
+    """Like ``convert``, the warnings printed to stderr; with ``output``, the definition ``save``d there."""
     import sys
 
     result = convert(dockerfile_path, build_args)
+    if output is not None:
+        save(result, output)
     for w in result.warnings:
         print("warning: %s" % w, file=sys.stderr)
     return result.text

@@ -20,11 +20,12 @@ import pytest
 
 from chexstack.errors import ChexstackError
 from convert.definition import Definition, Section, Stage
-from convert.dockerfile import _simple, convert, parse_build_args
+from convert.dockerfile import _simple, convert, parse_build_args, save
 from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
 from tests.lib.golden import GOLDEN_DIR, assert_golden
 from tests.lib.paths import CASES, CONVERT_CORPUS
+from tests.lib.readonly import run_with_read_only
 
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
@@ -345,6 +346,96 @@ def test_invoke_convert_exit_2_names_the_line(tmp_path):
     assert p.returncode == 2
     assert "%s:2: VOLUME /data: Apptainer images have no volumes" % df in p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr
+
+
+# --- --output: never over what the conversion reads, written whole or not at all ---------------------------------
+
+def _context(tmp_path: Path) -> Path:
+    """A build context: a Dockerfile that COPYs notes.md, and notes.md."""
+    (tmp_path / "notes.md").write_text("notes\n")
+    df = tmp_path / "Dockerfile"
+    df.write_text('FROM debian:12\nCOPY notes.md /docs/\nWORKDIR /\nENTRYPOINT ["true"]\n')
+    return df
+
+
+@pytest.mark.parametrize("output, what", [
+    ("Dockerfile", "the Dockerfile being converted"),
+    ("link.def", "the Dockerfile being converted"),  # a symbolic link to it
+    ("hard.def", "the Dockerfile being converted"),  # a hard link to it
+    (".dockerignore", "where Docker reads the build context's ignore file"),  # not there yet: Docker would read it
+    ("Dockerfile.dockerignore", "where Docker reads this Dockerfile's own ignore file"),
+    ("notes.md", "the source notes.md of COPY at line 2"),
+])
+def test_invoke_convert_never_writes_over_what_it_reads(tmp_path, output, what):
+    """New user's report: `--output D/Dockerfile` replaced the Dockerfile with the definition (exit 0), also through
+    a link to it. Now exit 2 naming the file, and nothing is written."""
+    df = _context(tmp_path)
+    (tmp_path / "link.def").symlink_to("Dockerfile")
+    os.link(df, tmp_path / "hard.def")
+    before = {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()}
+    p = cmd.run("convert", str(df), "--output", str(tmp_path / output))
+    named = {"link.def": df, "hard.def": df}.get(output, tmp_path / output)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == ("error: --output %s: that is %s (%s); writing the definition there would change the "
+                                "build it converts: choose another path" % (tmp_path / output, what, named))
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert (tmp_path / "link.def").is_symlink()
+
+
+def test_invoke_convert_output_is_written_whole_beside_the_context(tmp_path):
+    """A new file gets open()'s mode (0666 less the umask), an existing one keeps its mode, a link keeps pointing at
+    the file it names (which gets the definition); no temporary file is left; a conversion that fails leaves the
+    earlier output as it was."""
+    df = _context(tmp_path)
+    out = tmp_path / "Singularity.def"
+    p = cmd.run("convert", str(df), "--output", str(out))
+    assert p.returncode == 0 and p.stdout == "", p.stderr
+    assert out.read_text() == convert(df).text
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+    out.chmod(0o640)
+    (tmp_path / "link.def").symlink_to("Singularity.def")
+    out.write_text("old\n")
+    assert cmd.run("convert", str(df), "--output", str(tmp_path / "link.def")).returncode == 0
+    assert (tmp_path / "link.def").is_symlink() and out.read_text() == convert(df).text
+    assert out.stat().st_mode & 0o777 == 0o640
+    df.write_text(df.read_text() + "VOLUME /data\n")
+    p = cmd.run("convert", str(df), "--output", str(out))
+    assert p.returncode == 2 and "VOLUME /data" in p.stderr
+    assert out.read_text() == convert(_context(tmp_path)).text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "Singularity.def", "link.def", "notes.md"]
+
+
+def test_a_failed_write_leaves_the_old_output_and_no_temporary_file(tmp_path, monkeypatch):
+    df = _context(tmp_path)
+    out = tmp_path / "Singularity.def"
+    out.write_text("old\n")
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("convert.dockerfile.os.replace", full)
+    with pytest.raises(ChexstackError, match=r"^--output %s: cannot write it \(No space left on device\); nothing "
+                       r"was written$" % re.escape(str(out))):
+        save(convert(df), out)
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "Singularity.def", "notes.md"]
+
+
+def test_invoke_convert_output_folder_missing_or_read_only_is_named(tmp_path):
+    df = _context(tmp_path)
+    p = cmd.run("convert", str(df), "--output", str(tmp_path / "no" / "x.def"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == "error: --output %s: folder %s does not exist; create it or choose another path" % (
+        tmp_path / "no" / "x.def", tmp_path / "no")
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    p = run_with_read_only(read_only, [*cmd.CHEXSTACK, "convert", str(df), "--output", str(read_only / "x.def")])
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (
+        read_only / "x.def", read_only)
+    assert list(read_only.iterdir()) == []
 
 
 # --- .dockerignore (case 42 and the kind: any COPY/ADD source the context's ignore file excludes in part) ---------
