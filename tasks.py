@@ -92,7 +92,8 @@ def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, 
 
 
 @task(help={"dockerfile": "path of the Dockerfile",
-            "build-arg": "NAME=VALUE for an ARG (repeatable), as docker build --build-arg",
+            "build-arg": "NAME=VALUE for an ARG, or NAME for its value in the environment (repeatable), as docker "
+                         "build --build-arg",
             "output": "write the definition here instead of stdout (never over the Dockerfile, its ignore file or a "
                       "COPY/ADD source)"}, iterable=["build_arg"])
 @user_errors

@@ -103,11 +103,13 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
              "pushd", "popd", "shopt", "declare", "typeset", "getopts", "builtin", "command", "!"}
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: The predefined ARGs (Dockerfile reference, "Predefined ARGs"; moby's ``builtinAllowedBuildArgs``): the docker CLI
+#: also passes them from its proxy configuration, and a --build-arg of one is consumed without an ARG.
+_PROXY_ARGS = {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p, "%s_proxy" % p.lower())}
 #: Global ARGs Docker gives a value of its own (Dockerfile reference, "Automatic platform ARGs in the global scope"
-#: and "Predefined ARGs", which the docker CLI also passes from its proxy configuration).
+#: and the predefined ones).
 _DOCKER_SETS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS", "BUILDARCH",
-                "BUILDVARIANT"} | {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p,
-                                                                                         "%s_proxy" % p.lower())}
+                "BUILDVARIANT"} | _PROXY_ARGS
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
@@ -173,8 +175,14 @@ class Conversion:
 
 
 class _Converter:
-    def __init__(self, path: Path, build_args: dict[str, str]):
-        self.path, self.build_args = path, dict(build_args)
+    def __init__(self, path: Path, build_args: dict[str, str | None]):
+        self.path = path
+        #: ``--build-arg NAME`` whose NAME the environment does not set (``parse_build_args``: None): the docker CLI
+        #: sends it without a value, which the daemon drops, so the ARG keeps its default.
+        self.unset = sorted(k for k, v in build_args.items() if v is None)
+        self.given = set(build_args)
+        self.build_args = {k: v for k, v in build_args.items() if v is not None}
+        self.declared: set[str] = set()  # every name an ARG declares, in the global scope or a stage
         self.global_args: dict[str, str | None] = {}
         self.stages: list[_Stage] = []
         self.warnings: list[str] = []
@@ -232,7 +240,21 @@ class _Converter:
         if not self.stages:
             raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % self.path)
         self._finish()
+        self._build_arg_warnings()
         return self.stages
+
+    def _build_arg_warnings(self) -> None:
+        """What ``docker build`` says of the build arguments, which does not change the definition: a ``--build-arg
+        NAME`` the environment does not set passes nothing; one no ARG declares (global or in a stage; the
+        predefined proxy ARGs aside) is not consumed, in the classic builder's words (moby's
+        ``BuildArgs.WarnOnUnusedBuildArgs``; BuildKit ignores it silently)."""
+        for name in self.unset:
+            self.warnings.append("%s: --build-arg %s: %s is not set in this environment, so Docker passes no value "
+                                 "(the ARG keeps its default)" % (self.path, name, name))
+        unused = sorted(self.given - self.declared - _PROXY_ARGS)
+        if unused:
+            self.warnings.append("%s: [Warning] One or more build-args [%s] were not consumed (no ARG declares them; "
+                                 "the definition does not use them either)" % (self.path, " ".join(unused)))
 
     def _unknown(self, c) -> None:
         self.fail("not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, LABEL, "
@@ -278,6 +300,7 @@ class _Converter:
     def _arg(self, c) -> None:
         for decl in c.value:
             name, eq, default = decl.partition("=")
+            self.declared.add(name)
             if not self.stages:  # BuildKit's buildMetaArgs: a default is expanded with the global ARGs before it,
                 if name in self.build_args:  # and not at all when --build-arg gives the ARG a value
                     self.global_args[name] = self.build_args[name]
@@ -750,9 +773,10 @@ def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
     return tuple(out)
 
 
-def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
+def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None) -> Conversion:
     """The definition of ``dockerfile_path`` that builds and runs as Docker would, and the conversion's warnings.
-    Errors: ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
+    ``build_args`` as ``parse_build_args`` gives them (None: given without a value the environment has). Errors:
+    ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
     path = input_file(dockerfile_path, str(dockerfile_path), "a Dockerfile")
     try:
         path.read_text()
@@ -813,18 +837,25 @@ def save(conversion: Conversion, output: str | Path, option: str = "--output") -
     return output
 
 
-def parse_build_args(items: list[str] | None) -> dict[str, str]:
-    """``["CUDA_VERSION=11.8.0", ...]`` -> ``{"CUDA_VERSION": "11.8.0"}``; an item without ``=`` is an error."""
-    out = {}
+def parse_build_args(items: list[str] | None, environ: dict[str, str] | None = None) -> dict[str, str | None]:
+    """``["CUDA_VERSION=11.8.0", "TOKEN", ...]`` -> ``{"CUDA_VERSION": "11.8.0", "TOKEN": <$TOKEN>}``, as the docker
+    CLI reads ``--build-arg``: a NAME without ``=VALUE`` takes its value from the environment (``environ``, default
+    ``os.environ``; docker build reference, "--build-arg": "the daemon will propagate the value from the local
+    environment"), and None where the environment does not set it: the CLI then sends the name without a value,
+    which the daemon drops, so the ARG keeps its default (``NAME=`` is the empty value). The last of one name wins.
+    A NAME that is not a variable name is an error."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, str | None] = {}
     for item in items or []:
         name, eq, value = item.partition("=")
-        if not eq or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-            raise ChexstackError("--build-arg %r: expected NAME=VALUE" % item)
-        out[name] = value
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise ChexstackError("--build-arg %r: expected NAME=VALUE or NAME (its value from the environment)"
+                                 % item)
+        out[name] = value if eq else environ.get(name)
     return out
 
 
-def convert_file(dockerfile_path: str | Path, build_args: dict[str, str] | None = None,
+def convert_file(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None,
                  output: str | Path | None = None) -> str:
     """Like ``convert``, the warnings printed to stderr; with ``output``, the definition ``save``d there."""
     import sys

@@ -327,10 +327,48 @@ def test_only_simple_commands_are_inlined(command, simple):
     assert _simple(command) is simple
 
 
-def test_build_arg_needs_a_value():
-    assert parse_build_args(["CUDA_VERSION=11.8.0", "EMPTY="]) == {"CUDA_VERSION": "11.8.0", "EMPTY": ""}
-    with pytest.raises(ChexstackError, match="expected NAME=VALUE"):
-        parse_build_args(["CUDA_VERSION"])
+def test_build_arg_without_a_value_takes_the_environments():
+    """As the docker CLI reads --build-arg (its ValidateEnv): NAME alone is NAME's value in the environment, the
+    empty one included; None where the environment does not set it (the CLI sends the name without a value, which
+    the daemon drops: the ARG keeps its default)."""
+    environ = {"CUDA_VERSION": "12.2.0", "EMPTY_HERE": ""}
+    assert parse_build_args(["A=1", "EMPTY=", "CUDA_VERSION", "EMPTY_HERE", "UNSET", "B=x=y", "A=2"], environ) == {
+        "A": "2", "EMPTY": "", "CUDA_VERSION": "12.2.0", "EMPTY_HERE": "", "UNSET": None, "B": "x=y"}
+    for bad in ("=1", "1A=1", "A B=1", ""):
+        with pytest.raises(ChexstackError, match=r"expected NAME=VALUE or NAME \(its value from the environment\)"):
+            parse_build_args([bad], environ)
+
+
+def test_invoke_convert_build_arg_from_the_environment(tmp_path):
+    """New user's report: `--build-arg NAME` was refused. Its value comes from the environment; where the environment
+    does not set it, the ARG keeps its default and a warning says why."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("ARG BASE=debian:11\nFROM ${BASE}\nARG V=1\nRUN echo $V\n")
+    p = cmd.run("convert", str(df), "--build-arg", "V", "--build-arg", "BASE", env={"V": "7", "BASE": "debian:12"})
+    assert p.returncode == 0, p.stderr
+    assert "From: debian:12\n" in p.stdout and "export V=7\n" in p.stdout and "warning" not in p.stderr
+    p = cmd.run("convert", str(df), "--build-arg", "V", env={"V": None})
+    assert p.returncode == 0, p.stderr
+    assert "export V=1\n" in p.stdout
+    assert p.stderr.strip() == ("warning: %s: --build-arg V: V is not set in this environment, so Docker passes no "
+                                "value (the ARG keeps its default)" % df)
+
+
+def test_a_build_arg_no_arg_declares_is_not_consumed(tmp_path):
+    """New user's report: `--build-arg FOO=1` for an ARG the Dockerfile never declares was accepted silently. The
+    classic builder's warning (moby's WarnOnUnusedBuildArgs: names sorted; a global ARG, a stage ARG that an ENV of
+    the same name outranks and the predefined proxy ARGs consume theirs), the definition unchanged."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("ARG GLOBAL=1\nFROM debian:12\nENV SHADOWED=1\nARG SHADOWED\nARG V=1\nRUN echo $V\n")
+    plain = convert(df, {"V": "2"})
+    assert plain.warnings == []
+    result = convert(df, {"V": "2", "FOO": "1", "BAR": None, "GLOBAL": "3", "SHADOWED": "4", "HTTP_PROXY": "x"})
+    assert result.text == plain.text
+    assert result.warnings == [
+        "%s: --build-arg BAR: BAR is not set in this environment, so Docker passes no value (the ARG keeps its "
+        "default)" % df,
+        "%s: [Warning] One or more build-args [BAR FOO] were not consumed (no ARG declares them; the definition does "
+        "not use them either)" % df]
 
 
 def test_build_arg_overrides_a_stage_default(tmp_path):
