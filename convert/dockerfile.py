@@ -21,7 +21,9 @@ Mapping (Dockerfile reference), per instruction:
   ``--platform`` and ``scratch`` are refused.
 - ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
 (singularityhub/singularity-cli#187); never in
-  ``%environment``. An ``ENV`` of the same name wins, as in Docker.
+  ``%environment``. An ``ENV`` of the same name wins, as in Docker. Without a value Docker sets no variable (BuildKit's
+  ``dispatchArg``): a value the stage has stays, else the name reads the base image's environment, as a name no ARG
+  declares (``_Stage.valueless``: a reference for the shell, refused where a literal is needed, naming the ARG).
 - ``ENV``: ``export`` in ``%post`` where it stood (singularityhub/singularity-cli#20) and in ``%environment``; values
 are expanded as Docker
   does, with what the Dockerfile defines before the instruction (all pairs of one ENV alike); references to the base
@@ -111,6 +113,14 @@ _PROXY_ARGS = {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PR
 _DOCKER_SETS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS", "BUILDARCH",
                 "BUILDVARIANT"} | _PROXY_ARGS
 
+#: What ``$NAME`` (op "") and ``${NAME<op>WORD}`` give, read in the base image's environment (BuildKit's
+#: shell/lex.go).
+_BASE_READS = {"": "the image's {name}, empty where it sets none",
+               ":-": "{word} only where the image sets no {name}, or an empty one",
+               "-": "{word} only where the image sets no {name}",
+               ":+": "{word} only where the image sets {name}, not empty",
+               "+": "{word} only where the image sets {name}"}
+
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
@@ -127,6 +137,7 @@ class _Stage:
     labels: list = field(default_factory=list)
     helpers: list = field(default_factory=list)
     vars: dict = field(default_factory=dict)  # name -> value (None: declared, value unknown)
+    valueless: dict = field(default_factory=dict)  # name -> line of an ARG that declares it without a value
     env_names: set = field(default_factory=set)
     workdir: str | None = None
     user: str | None = None
@@ -184,6 +195,7 @@ class _Converter:
         self.build_args = {k: v for k, v in build_args.items() if v is not None}
         self.declared: set[str] = set()  # every name an ARG declares, in the global scope or a stage
         self.global_args: dict[str, str | None] = {}
+        self.global_valueless: set[str] = set()  # global ARGs declared without a value (and no --build-arg)
         self.stages: list[_Stage] = []
         self.warnings: list[str] = []
         self.cmd: dockerfile.Command | None = None
@@ -219,11 +231,24 @@ class _Converter:
         word = self.words(text, known, split=False)[0]
         value = words.literal(word)
         if value is None:
-            names = words.unknown(word)
-            self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
-                      "image's environment, which a definition cannot see); define it with ARG or ENV"
-                      % (what, names[0]))
+            self.undefined(what, word)
         return value
+
+    def undefined(self, what: str, word: list) -> None:
+        """Refuse ``word`` of ``what``, which refers to a variable this Dockerfile gives no value: one no ARG or ENV
+        defines, or one a stage's ARG declares without a value (``_arg``). Either way Docker reads the base image's
+        environment, which a definition cannot see."""
+        ref = next(p for p in word if isinstance(p, words.Ref))
+        st = self.stage
+        if ref.name in st.valueless and ref.name not in st.vars:
+            n = ref.name
+            self.fail("%s refers to $%s, which ARG %s (line %d) declares without a value and no --build-arg sets: "
+                      "Docker then sets no variable, so %s reads the base image's environment (it is %s), which a "
+                      "definition cannot see; give it a value: ARG %s=VALUE, or --build-arg %s=VALUE (%s= for the "
+                      "empty value)" % (what, n, n, st.valueless[n], _spelled(ref),
+                                        _BASE_READS[ref.op].format(name=n, word=_spelled(ref.word)), n, n, n))
+        self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
+                  "image's environment, which a definition cannot see); define it with ARG or ENV" % (what, ref.name))
 
     # --- instructions -------------------------------------------------------------------------------------------
     def run(self) -> list[_Stage]:
@@ -309,6 +334,7 @@ class _Converter:
                     self.global_args[name] = words.literal(self.words(default, known, False, blank)[0])
                 else:
                     self.global_args[name] = None
+                    self.global_valueless.add(name)
                 continue
             st = self.stage
             if name in self.build_args:
@@ -321,6 +347,12 @@ class _Converter:
                 value = None
             if name in st.env_names:
                 continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
+            if value is None and (name not in self.global_args or name in self.global_valueless):
+                # BuildKit's dispatchArg adds a variable only for an ARG with a value (the classic builder's
+                # FilterAllowed alike): a value the stage has stays, else the base image's environment decides
+                if name not in st.vars:
+                    st.valueless[name] = c.start_line
+                continue
             st.vars[name] = words.literal(value) if value is not None else None
             if value is not None:
                 st.post.append("export %s=%s" % (name, words.shell(value)))
@@ -554,7 +586,7 @@ class _Converter:
         for w in self.words(" ".join(c.value)):
             value = words.literal(w)
             if value is None:
-                self.fail("refers to $%s, which this Dockerfile does not define" % words.unknown(w)[0])
+                self.undefined("%s argument" % c.cmd.upper(), w)
             parts.append(value)
         return parts
 
@@ -692,6 +724,13 @@ class _Converter:
             self.fail("CMD without ENTRYPOINT: Docker runs the base image's ENTRYPOINT (if any) with it, which a "
                       "Dockerfile does not show; add `ENTRYPOINT []` before CMD if the base has none (or its "
                       "ENTRYPOINT)")
+
+
+def _spelled(part) -> str:
+    """A ``words.Ref`` (or a word of parts) as the Dockerfile spells it: ``$NAME``, ``${NAME:-word}``."""
+    if isinstance(part, words.Ref):
+        return "$%s" % part.name if not part.op else "${%s%s%s}" % (part.name, part.op, _spelled(part.word))
+    return "".join(p if isinstance(p, str) else _spelled(p) for p in part)
 
 
 def _is_url(src: str) -> bool:

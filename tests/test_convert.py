@@ -122,6 +122,60 @@ def test_09_a_global_arg_without_value_resolves_the_forms_docker_reads_alike(tmp
             convert(df, build_args)
 
 
+@pytest.mark.parametrize("instruction", [
+    "LABEL v=%s", "WORKDIR /opt/%s", "USER %s", "COPY a.txt /opt/%s/", "ADD a.txt /opt/%s/", "EXPOSE 80%s",
+    "STOPSIGNAL SIG%s", "COPY --chown=%s a.txt /opt/",
+])
+@pytest.mark.parametrize("form, reads", [
+    ("${V:-TERM}", "TERM only where the image sets no V, or an empty one"),
+    ("${V-TERM}", "TERM only where the image sets no V"),
+    ("${V:+TERM}", "TERM only where the image sets V, not empty"),
+    ("${V+TERM}", "TERM only where the image sets V"),
+    ("$V", "the image's V, empty where it sets none"),
+])
+def test_a_stage_arg_without_value_is_the_base_images_variable(tmp_path, instruction, form, reads):
+    """New user's report: `ARG VERSION` (no value, no --build-arg) then `LABEL version=${VERSION:-dev}` was refused
+    as "this Dockerfile does not define". It is declared, but Docker sets no variable for it (BuildKit's dispatchArg
+    adds one only for an ARG with a value; the classic builder's FilterAllowed alike), so every form, the colon ones
+    too, reads the base image's environment, as for a name no ARG declares: refused in the instructions that need a
+    literal value, naming the ARG's line and what gives it one; a --build-arg resolves it."""
+    (tmp_path / "a.txt").write_text("a\n")
+    df = tmp_path / "Dockerfile"
+    line = instruction % form
+    df.write_text("FROM debian:12\nARG V\n%s\n" % line)
+    with pytest.raises(ChexstackError) as e:
+        convert(df)
+    assert str(e.value).startswith("%s:3: %s: " % (df, line))
+    assert str(e.value).endswith(
+        "refers to $V, which ARG V (line 2) declares without a value and no --build-arg sets: Docker then sets no "
+        "variable, so %s reads the base image's environment (it is %s), which a definition cannot see; give it a "
+        "value: ARG V=VALUE, or --build-arg V=VALUE (V= for the empty value)" % (form, reads))
+    convert(df, {"V": "TERM"})
+
+
+def test_a_stage_arg_given_the_empty_value_resolves_the_colon_forms(tmp_path):
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\nARG VERSION\nLABEL version=${VERSION:-dev} tagged=x${VERSION:+-tagged}\n")
+    assert "%labels\nversion dev\ntagged x\n" in convert(df, {"VERSION": ""}).text
+    assert "%labels\nversion 1.2\ntagged x-tagged\n" in convert(df, {"VERSION": "1.2"}).text
+
+
+def test_a_stage_arg_without_value_stays_a_reference_where_the_shell_reads_it(tmp_path):
+    """ENV and an ARG's default are written for the shell: a valueless ARG's name stays ``${V...}``, read in the
+    base image's environment when %post and %environment run, as in Docker (was: ENV refused). An ARG without a
+    value keeps the value the stage has (BuildKit adds no variable: ``ARG A=1`` then ``ARG A`` is 1; was: lost),
+    and an ENV of the name gives it one."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\nARG V\nENV X=${V:-dev} Y=$V\nARG W=${V:+set}\nARG A=1\nARG A\nENV B=2\n"
+                  "ARG B\nLABEL a=$A b=$B\nRUN echo $V\n")
+    text = convert(df).text
+    assert ('export X="${V:-dev}"\nexport Y="${V}"\nexport W="${V:+set}"\nexport A=1\nexport B=2\necho $V\n'
+            in _post(text) + "\n")
+    assert "%environment\nexport X=\"${V:-dev}\"\nexport Y=\"${V}\"\nexport B=2\n" in text
+    assert "%labels\na 1\nb 2\n" in text
+    assert "export V" not in text
+
+
 def test_10_env_exported_during_post_and_at_run_time():
     text = convert(_case("10")).text
     environment, post_start = _expected_blocks("10")
