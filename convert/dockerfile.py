@@ -849,7 +849,7 @@ def save(conversion: Conversion, output: str | Path, option: str = "--output") -
                                  "converts: choose another path" % (option, output, what, path))
     target = Path(os.path.realpath(output))
     try:
-        if target.exists() and not target.is_file():
+        if output.exists() and not output.is_file():  # os.stat follows the links: /dev/stdout to a pipe too
             with open(output, "w") as f:
                 f.write(conversion.text)
             return output

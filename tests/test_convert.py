@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -497,6 +498,8 @@ def test_invoke_convert_output_is_written_whole_beside_the_context(tmp_path):
     assert p.returncode == 2 and "VOLUME /data" in p.stderr
     assert out.read_text() == convert(_context(tmp_path)).text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "Singularity.def", "link.def", "notes.md"]
+    save(convert(_context(tmp_path)), "/dev/null")  # not a regular file: written in place, never replaced
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 def test_a_failed_write_leaves_the_old_output_and_no_temporary_file(tmp_path, monkeypatch):
