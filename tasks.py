@@ -92,8 +92,10 @@ def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, 
 
 
 @task(help={"dockerfile": "path of the Dockerfile",
-            "build-arg": "NAME=VALUE for an ARG (repeatable), as docker build --build-arg",
-            "output": "write the definition here instead of stdout"}, iterable=["build_arg"])
+            "build-arg": "NAME=VALUE for an ARG, or NAME for its value in the environment (repeatable), as docker "
+                         "build --build-arg",
+            "output": "write the definition here instead of stdout (never over the Dockerfile, its ignore file or a "
+                      "COPY/ADD source)"}, iterable=["build_arg"])
 @user_errors
 def convert(c, dockerfile, build_arg=None, output=None):
     """Convert a Dockerfile to a Singularity definition that builds and runs the same, or refuse naming the line
@@ -102,10 +104,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
     from convert.dockerfile import convert_file, parse_build_args
 
     target = output_file(output, "--output") if output else None
-    text = convert_file(dockerfile, parse_build_args(build_arg))
-    if target:
-        target.write_text(text)
-    else:
+    text = convert_file(dockerfile, parse_build_args(build_arg), target)
+    if not target:
         sys.stdout.write(text)
 
 

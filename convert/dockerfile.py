@@ -21,7 +21,9 @@ Mapping (Dockerfile reference), per instruction:
   ``--platform`` and ``scratch`` are refused.
 - ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
 (singularityhub/singularity-cli#187); never in
-  ``%environment``. An ``ENV`` of the same name wins, as in Docker.
+  ``%environment``. An ``ENV`` of the same name wins, as in Docker. Without a value Docker sets no variable (BuildKit's
+  ``dispatchArg``): a value the stage has stays, else the name reads the base image's environment, as a name no ARG
+  declares (``_Stage.valueless``: a reference for the shell, refused where a literal is needed, naming the ARG).
 - ``ENV``: ``export`` in ``%post`` where it stood (singularityhub/singularity-cli#20) and in ``%environment``; values
 are expanded as Docker
   does, with what the Dockerfile defines before the instruction (all pairs of one ENV alike); references to the base
@@ -66,13 +68,18 @@ are expanded as Docker
   and ``ONBUILD`` are refused (Apptainer has no equivalent; a ``%test`` runs once at build, not on a running
   service).
 
-``convert(path, build_args) -> Conversion(text, warnings)``; ``convert_file`` prints the warnings.
+``convert(path, build_args) -> Conversion(text, warnings, reads)``; ``save(conversion, output)`` writes the
+definition atomically, never over a file the conversion reads (the Dockerfile, where Docker reads its ignore file, a
+COPY/ADD source); ``convert_file`` does both and prints the warnings.
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -98,11 +105,21 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
              "pushd", "popd", "shopt", "declare", "typeset", "getopts", "builtin", "command", "!"}
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: The predefined ARGs (Dockerfile reference, "Predefined ARGs"; moby's ``builtinAllowedBuildArgs``): the docker CLI
+#: also passes them from its proxy configuration, and a --build-arg of one is consumed without an ARG.
+_PROXY_ARGS = {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p, "%s_proxy" % p.lower())}
 #: Global ARGs Docker gives a value of its own (Dockerfile reference, "Automatic platform ARGs in the global scope"
-#: and "Predefined ARGs", which the docker CLI also passes from its proxy configuration).
+#: and the predefined ones).
 _DOCKER_SETS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS", "BUILDARCH",
-                "BUILDVARIANT"} | {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p,
-                                                                                         "%s_proxy" % p.lower())}
+                "BUILDVARIANT"} | _PROXY_ARGS
+
+#: What ``$NAME`` (op "") and ``${NAME<op>WORD}`` give, read in the base image's environment (BuildKit's
+#: shell/lex.go).
+_BASE_READS = {"": "the image's {name}, empty where it sets none",
+               ":-": "{word} only where the image sets no {name}, or an empty one",
+               "-": "{word} only where the image sets no {name}",
+               ":+": "{word} only where the image sets {name}, not empty",
+               "+": "{word} only where the image sets {name}"}
 
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
@@ -120,6 +137,7 @@ class _Stage:
     labels: list = field(default_factory=list)
     helpers: list = field(default_factory=list)
     vars: dict = field(default_factory=dict)  # name -> value (None: declared, value unknown)
+    valueless: dict = field(default_factory=dict)  # name -> line of an ARG that declares it without a value
     env_names: set = field(default_factory=set)
     workdir: str | None = None
     user: str | None = None
@@ -158,18 +176,35 @@ class _Blank:
 
 @dataclass
 class Conversion:
+    """The definition's ``text``, the conversion's ``warnings`` and the paths of the build context it ``reads``
+    (each with what it is to the conversion: the Dockerfile, where Docker looks for the ignore file, each COPY/ADD
+    source from the context), which ``save`` never writes over."""
+
     text: str
     warnings: list[str] = field(default_factory=list)
+    reads: list[tuple[Path, str]] = field(default_factory=list)
 
 
 class _Converter:
-    def __init__(self, path: Path, build_args: dict[str, str]):
-        self.path, self.build_args = path, dict(build_args)
+    def __init__(self, path: Path, build_args: dict[str, str | None]):
+        self.path = path
+        #: ``--build-arg NAME`` whose NAME the environment does not set (``parse_build_args``: None): the docker CLI
+        #: sends it without a value, which the daemon drops, so the ARG keeps its default.
+        self.unset = sorted(k for k, v in build_args.items() if v is None)
+        self.given = set(build_args)
+        self.build_args = {k: v for k, v in build_args.items() if v is not None}
+        self.declared: set[str] = set()  # every name an ARG declares, in the global scope or a stage
         self.global_args: dict[str, str | None] = {}
+        self.global_valueless: set[str] = set()  # global ARGs declared without a value (and no --build-arg)
         self.stages: list[_Stage] = []
         self.warnings: list[str] = []
         self.cmd: dockerfile.Command | None = None
         self.context = dockerignore.Context(path.parent, path)
+        own, shared = dockerignore.candidates(path.parent, path)
+        self.reads: list[tuple[Path, str]] = [
+            (path, "the Dockerfile being converted"),
+            (own, "where Docker reads this Dockerfile's own ignore file"),
+            (shared, "where Docker reads the build context's ignore file")]
 
     # --- errors -------------------------------------------------------------------------------------------------
     def fail(self, why: str) -> None:
@@ -196,11 +231,24 @@ class _Converter:
         word = self.words(text, known, split=False)[0]
         value = words.literal(word)
         if value is None:
-            names = words.unknown(word)
-            self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
-                      "image's environment, which a definition cannot see); define it with ARG or ENV"
-                      % (what, names[0]))
+            self.undefined(what, word)
         return value
+
+    def undefined(self, what: str, word: list) -> None:
+        """Refuse ``word`` of ``what``, which refers to a variable this Dockerfile gives no value: one no ARG or ENV
+        defines, or one a stage's ARG declares without a value (``_arg``). Either way Docker reads the base image's
+        environment, which a definition cannot see."""
+        ref = next(p for p in word if isinstance(p, words.Ref))
+        st = self.stage
+        if ref.name in st.valueless and ref.name not in st.vars:
+            n = ref.name
+            self.fail("%s refers to $%s, which ARG %s (line %d) declares without a value and no --build-arg sets: "
+                      "Docker then sets no variable, so %s reads the base image's environment (it is %s), which a "
+                      "definition cannot see; give it a value: ARG %s=VALUE, or --build-arg %s=VALUE (%s= for the "
+                      "empty value)" % (what, n, n, st.valueless[n], _spelled(ref),
+                                        _BASE_READS[ref.op].format(name=n, word=_spelled(ref.word)), n, n, n))
+        self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
+                  "image's environment, which a definition cannot see); define it with ARG or ENV" % (what, ref.name))
 
     # --- instructions -------------------------------------------------------------------------------------------
     def run(self) -> list[_Stage]:
@@ -217,7 +265,21 @@ class _Converter:
         if not self.stages:
             raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % self.path)
         self._finish()
+        self._build_arg_warnings()
         return self.stages
+
+    def _build_arg_warnings(self) -> None:
+        """What ``docker build`` says of the build arguments, which does not change the definition: a ``--build-arg
+        NAME`` the environment does not set passes nothing; one no ARG declares (global or in a stage; the
+        predefined proxy ARGs aside) is not consumed, in the classic builder's words (moby's
+        ``BuildArgs.WarnOnUnusedBuildArgs``; BuildKit ignores it silently)."""
+        for name in self.unset:
+            self.warnings.append("%s: --build-arg %s: %s is not set in this environment, so Docker passes no value "
+                                 "(the ARG keeps its default)" % (self.path, name, name))
+        unused = sorted(self.given - self.declared - _PROXY_ARGS)
+        if unused:
+            self.warnings.append("%s: [Warning] One or more build-args [%s] were not consumed (no ARG declares them; "
+                                 "the definition does not use them either)" % (self.path, " ".join(unused)))
 
     def _unknown(self, c) -> None:
         self.fail("not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, LABEL, "
@@ -263,6 +325,7 @@ class _Converter:
     def _arg(self, c) -> None:
         for decl in c.value:
             name, eq, default = decl.partition("=")
+            self.declared.add(name)
             if not self.stages:  # BuildKit's buildMetaArgs: a default is expanded with the global ARGs before it,
                 if name in self.build_args:  # and not at all when --build-arg gives the ARG a value
                     self.global_args[name] = self.build_args[name]
@@ -271,6 +334,7 @@ class _Converter:
                     self.global_args[name] = words.literal(self.words(default, known, False, blank)[0])
                 else:
                     self.global_args[name] = None
+                    self.global_valueless.add(name)
                 continue
             st = self.stage
             if name in self.build_args:
@@ -283,6 +347,12 @@ class _Converter:
                 value = None
             if name in st.env_names:
                 continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
+            if value is None and (name not in self.global_args or name in self.global_valueless):
+                # BuildKit's dispatchArg adds a variable only for an ARG with a value (the classic builder's
+                # FilterAllowed alike): a value the stage has stays, else the base image's environment decides
+                if name not in st.vars:
+                    st.valueless[name] = c.start_line
+                continue
             st.vars[name] = words.literal(value) if value is not None else None
             if value is not None:
                 st.post.append("export %s=%s" % (name, words.shell(value)))
@@ -516,7 +586,7 @@ class _Converter:
         for w in self.words(" ".join(c.value)):
             value = words.literal(w)
             if value is None:
-                self.fail("refers to $%s, which this Dockerfile does not define" % words.unknown(w)[0])
+                self.undefined("%s argument" % c.cmd.upper(), w)
             parts.append(value)
         return parts
 
@@ -573,6 +643,8 @@ class _Converter:
         local = posixpath.normpath(src.lstrip("/"))
         if local.startswith(".."):
             self.fail("source %s is outside the build context" % src)
+        self.reads.append((self.path.parent / local, "the source %s of %s at line %d"
+                           % (src, self.cmd.cmd.upper(), self.cmd.start_line)))
         try:
             selection = self.context.select(local)
         except dockerignore.Excluded:
@@ -654,6 +726,13 @@ class _Converter:
                       "ENTRYPOINT)")
 
 
+def _spelled(part) -> str:
+    """A ``words.Ref`` (or a word of parts) as the Dockerfile spells it: ``$NAME``, ``${NAME:-word}``."""
+    if isinstance(part, words.Ref):
+        return "$%s" % part.name if not part.op else "${%s%s%s}" % (part.name, part.op, _spelled(part.word))
+    return "".join(p if isinstance(p, str) else _spelled(p) for p in part)
+
+
 def _is_url(src: str) -> bool:
     return bool(re.match(r"^https?://", src))
 
@@ -733,9 +812,10 @@ def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
     return tuple(out)
 
 
-def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> Conversion:
+def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None) -> Conversion:
     """The definition of ``dockerfile_path`` that builds and runs as Docker would, and the conversion's warnings.
-    Errors: ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
+    ``build_args`` as ``parse_build_args`` gives them (None: given without a value the environment has). Errors:
+    ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
     path = input_file(dockerfile_path, str(dockerfile_path), "a Dockerfile")
     try:
         path.read_text()
@@ -744,25 +824,84 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str] | None = Non
     conv = _Converter(path, build_args or {})
     stages = conv.run()
     text = write(stages, path.name).text()
-    return Conversion(lint_definition(text, str(path)), conv.warnings)
+    return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads)
 
 
-def parse_build_args(items: list[str] | None) -> dict[str, str]:
-    """``["CUDA_VERSION=11.8.0", ...]`` -> ``{"CUDA_VERSION": "11.8.0"}``; an item without ``=`` is an error."""
-    out = {}
+def _same(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file (a link or a hard link to it included), or one path where neither exists yet."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def save(conversion: Conversion, output: str | Path, option: str = "--output") -> Path:
+    """Write ``conversion``'s definition to ``output``: refused (``ChexstackError`` naming ``option``, the path and
+    the file it is) when ``output`` is, or links to, a file the conversion reads (``Conversion.reads``); written
+    atomically (a temporary file beside the target, then renamed over it: a failed write leaves the old file, or
+    none, never part of the definition), through a symbolic link to the file it names, with the mode the file had
+    (a new one: 0666 less the umask, as ``open`` makes it). A path that is not a regular file (``/dev/stdout``, a
+    pipe) is written in place. Folders and permissions are ``chexstack.outputs.output_file``'s to check first."""
+    output = Path(output)
+    for path, what in conversion.reads:
+        if _same(output, path):
+            raise ChexstackError("%s %s: that is %s (%s); writing the definition there would change the build it "
+                                 "converts: choose another path" % (option, output, what, path))
+    target = Path(os.path.realpath(output))
+    try:
+        if output.exists() and not output.is_file():  # os.stat follows the links: /dev/stdout to a pipe too
+            with open(output, "w") as f:
+                f.write(conversion.text)
+            return output
+        if target.exists():
+            mode = stat.S_IMODE(target.stat().st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".%s." % target.name)
+    except OSError as e:
+        raise ChexstackError("%s %s: cannot write it (%s)" % (option, output, e.strerror or e)) from None
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(conversion.text)
+        os.replace(tmp, target)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise ChexstackError("%s %s: cannot write it (%s); nothing was written"
+                                 % (option, output, e.strerror or e)) from None
+        raise
+    return output
+
+
+def parse_build_args(items: list[str] | None, environ: dict[str, str] | None = None) -> dict[str, str | None]:
+    """``["CUDA_VERSION=11.8.0", "TOKEN", ...]`` -> ``{"CUDA_VERSION": "11.8.0", "TOKEN": <$TOKEN>}``, as the docker
+    CLI reads ``--build-arg``: a NAME without ``=VALUE`` takes its value from the environment (``environ``, default
+    ``os.environ``; docker build reference, "--build-arg": "the daemon will propagate the value from the local
+    environment"), and None where the environment does not set it: the CLI then sends the name without a value,
+    which the daemon drops, so the ARG keeps its default (``NAME=`` is the empty value). The last of one name wins.
+    A NAME that is not a variable name is an error."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, str | None] = {}
     for item in items or []:
         name, eq, value = item.partition("=")
-        if not eq or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-            raise ChexstackError("--build-arg %r: expected NAME=VALUE" % item)
-        out[name] = value
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise ChexstackError("--build-arg %r: expected NAME=VALUE or NAME (its value from the environment)"
+                                 % item)
+        out[name] = value if eq else environ.get(name)
     return out
 
 
-def convert_file(dockerfile_path: str | Path, build_args: dict[str, str] | None = None) -> str:
-    """Like ``convert``, the warnings printed to stderr."""
+def convert_file(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None,
+                 output: str | Path | None = None) -> str:
+    """Like ``convert``, the warnings printed to stderr; with ``output``, the definition ``save``d there."""
     import sys
 
     result = convert(dockerfile_path, build_args)
+    if output is not None:
+        save(result, output)
     for w in result.warnings:
         print("warning: %s" % w, file=sys.stderr)
     return result.text

@@ -69,9 +69,15 @@ def read_patterns(path: Path) -> list[str]:
     return out
 
 
+def candidates(root: Path, dockerfile: Path) -> tuple[Path, Path]:
+    """Where Docker looks for the ignore file of ``dockerfile`` in the context ``root``, first match wins: the
+    Dockerfile's own ``<name>.dockerignore``, then the context's ``.dockerignore``."""
+    return dockerfile.with_name(dockerfile.name + IGNORE_FILE), root / IGNORE_FILE
+
+
 def ignore_file(root: Path, dockerfile: Path) -> Path | None:
     """The ignore file Docker applies for ``dockerfile`` in the context ``root`` (see module), or None."""
-    for candidate in (dockerfile.with_name(dockerfile.name + IGNORE_FILE), root / IGNORE_FILE):
+    for candidate in candidates(root, dockerfile):
         if candidate.is_file():
             return candidate
     return None

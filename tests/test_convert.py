@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -20,11 +21,12 @@ import pytest
 
 from chexstack.errors import ChexstackError
 from convert.definition import Definition, Section, Stage
-from convert.dockerfile import _simple, convert, parse_build_args
+from convert.dockerfile import _simple, convert, parse_build_args, save
 from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
 from tests.lib.golden import GOLDEN_DIR, assert_golden
 from tests.lib.paths import CASES, CONVERT_CORPUS
+from tests.lib.readonly import run_with_read_only
 
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
@@ -119,6 +121,60 @@ def test_09_a_global_arg_without_value_resolves_the_forms_docker_reads_alike(tmp
     else:
         with pytest.raises(ChexstackError, match=r":4: FROM .*" + expected):
             convert(df, build_args)
+
+
+@pytest.mark.parametrize("instruction", [
+    "LABEL v=%s", "WORKDIR /opt/%s", "USER %s", "COPY a.txt /opt/%s/", "ADD a.txt /opt/%s/", "EXPOSE 80%s",
+    "STOPSIGNAL SIG%s", "COPY --chown=%s a.txt /opt/",
+])
+@pytest.mark.parametrize("form, reads", [
+    ("${V:-TERM}", "TERM only where the image sets no V, or an empty one"),
+    ("${V-TERM}", "TERM only where the image sets no V"),
+    ("${V:+TERM}", "TERM only where the image sets V, not empty"),
+    ("${V+TERM}", "TERM only where the image sets V"),
+    ("$V", "the image's V, empty where it sets none"),
+])
+def test_a_stage_arg_without_value_is_the_base_images_variable(tmp_path, instruction, form, reads):
+    """New user's report: `ARG VERSION` (no value, no --build-arg) then `LABEL version=${VERSION:-dev}` was refused
+    as "this Dockerfile does not define". It is declared, but Docker sets no variable for it (BuildKit's dispatchArg
+    adds one only for an ARG with a value; the classic builder's FilterAllowed alike), so every form, the colon ones
+    too, reads the base image's environment, as for a name no ARG declares: refused in the instructions that need a
+    literal value, naming the ARG's line and what gives it one; a --build-arg resolves it."""
+    (tmp_path / "a.txt").write_text("a\n")
+    df = tmp_path / "Dockerfile"
+    line = instruction % form
+    df.write_text("FROM debian:12\nARG V\n%s\n" % line)
+    with pytest.raises(ChexstackError) as e:
+        convert(df)
+    assert str(e.value).startswith("%s:3: %s: " % (df, line))
+    assert str(e.value).endswith(
+        "refers to $V, which ARG V (line 2) declares without a value and no --build-arg sets: Docker then sets no "
+        "variable, so %s reads the base image's environment (it is %s), which a definition cannot see; give it a "
+        "value: ARG V=VALUE, or --build-arg V=VALUE (V= for the empty value)" % (form, reads))
+    convert(df, {"V": "TERM"})
+
+
+def test_a_stage_arg_given_the_empty_value_resolves_the_colon_forms(tmp_path):
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\nARG VERSION\nLABEL version=${VERSION:-dev} tagged=x${VERSION:+-tagged}\n")
+    assert "%labels\nversion dev\ntagged x\n" in convert(df, {"VERSION": ""}).text
+    assert "%labels\nversion 1.2\ntagged x-tagged\n" in convert(df, {"VERSION": "1.2"}).text
+
+
+def test_a_stage_arg_without_value_stays_a_reference_where_the_shell_reads_it(tmp_path):
+    """ENV and an ARG's default are written for the shell: a valueless ARG's name stays ``${V...}``, read in the
+    base image's environment when %post and %environment run, as in Docker (was: ENV refused). An ARG without a
+    value keeps the value the stage has (BuildKit adds no variable: ``ARG A=1`` then ``ARG A`` is 1; was: lost),
+    and an ENV of the name gives it one."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\nARG V\nENV X=${V:-dev} Y=$V\nARG W=${V:+set}\nARG A=1\nARG A\nENV B=2\n"
+                  "ARG B\nLABEL a=$A b=$B\nRUN echo $V\n")
+    text = convert(df).text
+    assert ('export X="${V:-dev}"\nexport Y="${V}"\nexport W="${V:+set}"\nexport A=1\nexport B=2\necho $V\n'
+            in _post(text) + "\n")
+    assert "%environment\nexport X=\"${V:-dev}\"\nexport Y=\"${V}\"\nexport B=2\n" in text
+    assert "%labels\na 1\nb 2\n" in text
+    assert "export V" not in text
 
 
 def test_10_env_exported_during_post_and_at_run_time():
@@ -326,10 +382,48 @@ def test_only_simple_commands_are_inlined(command, simple):
     assert _simple(command) is simple
 
 
-def test_build_arg_needs_a_value():
-    assert parse_build_args(["CUDA_VERSION=11.8.0", "EMPTY="]) == {"CUDA_VERSION": "11.8.0", "EMPTY": ""}
-    with pytest.raises(ChexstackError, match="expected NAME=VALUE"):
-        parse_build_args(["CUDA_VERSION"])
+def test_build_arg_without_a_value_takes_the_environments():
+    """As the docker CLI reads --build-arg (its ValidateEnv): NAME alone is NAME's value in the environment, the
+    empty one included; None where the environment does not set it (the CLI sends the name without a value, which
+    the daemon drops: the ARG keeps its default)."""
+    environ = {"CUDA_VERSION": "12.2.0", "EMPTY_HERE": ""}
+    assert parse_build_args(["A=1", "EMPTY=", "CUDA_VERSION", "EMPTY_HERE", "UNSET", "B=x=y", "A=2"], environ) == {
+        "A": "2", "EMPTY": "", "CUDA_VERSION": "12.2.0", "EMPTY_HERE": "", "UNSET": None, "B": "x=y"}
+    for bad in ("=1", "1A=1", "A B=1", ""):
+        with pytest.raises(ChexstackError, match=r"expected NAME=VALUE or NAME \(its value from the environment\)"):
+            parse_build_args([bad], environ)
+
+
+def test_invoke_convert_build_arg_from_the_environment(tmp_path):
+    """New user's report: `--build-arg NAME` was refused. Its value comes from the environment; where the environment
+    does not set it, the ARG keeps its default and a warning says why."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("ARG BASE=debian:11\nFROM ${BASE}\nARG V=1\nRUN echo $V\n")
+    p = cmd.run("convert", str(df), "--build-arg", "V", "--build-arg", "BASE", env={"V": "7", "BASE": "debian:12"})
+    assert p.returncode == 0, p.stderr
+    assert "From: debian:12\n" in p.stdout and "export V=7\n" in p.stdout and "warning" not in p.stderr
+    p = cmd.run("convert", str(df), "--build-arg", "V", env={"V": None})
+    assert p.returncode == 0, p.stderr
+    assert "export V=1\n" in p.stdout
+    assert p.stderr.strip() == ("warning: %s: --build-arg V: V is not set in this environment, so Docker passes no "
+                                "value (the ARG keeps its default)" % df)
+
+
+def test_a_build_arg_no_arg_declares_is_not_consumed(tmp_path):
+    """New user's report: `--build-arg FOO=1` for an ARG the Dockerfile never declares was accepted silently. The
+    classic builder's warning (moby's WarnOnUnusedBuildArgs: names sorted; a global ARG, a stage ARG that an ENV of
+    the same name outranks and the predefined proxy ARGs consume theirs), the definition unchanged."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("ARG GLOBAL=1\nFROM debian:12\nENV SHADOWED=1\nARG SHADOWED\nARG V=1\nRUN echo $V\n")
+    plain = convert(df, {"V": "2"})
+    assert plain.warnings == []
+    result = convert(df, {"V": "2", "FOO": "1", "BAR": None, "GLOBAL": "3", "SHADOWED": "4", "HTTP_PROXY": "x"})
+    assert result.text == plain.text
+    assert result.warnings == [
+        "%s: --build-arg BAR: BAR is not set in this environment, so Docker passes no value (the ARG keeps its "
+        "default)" % df,
+        "%s: [Warning] One or more build-args [BAR FOO] were not consumed (no ARG declares them; the definition does "
+        "not use them either)" % df]
 
 
 def test_build_arg_overrides_a_stage_default(tmp_path):
@@ -345,6 +439,98 @@ def test_invoke_convert_exit_2_names_the_line(tmp_path):
     assert p.returncode == 2
     assert "%s:2: VOLUME /data: Apptainer images have no volumes" % df in p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr
+
+
+# --- --output: never over what the conversion reads, written whole or not at all ---------------------------------
+
+def _context(tmp_path: Path) -> Path:
+    """A build context: a Dockerfile that COPYs notes.md, and notes.md."""
+    (tmp_path / "notes.md").write_text("notes\n")
+    df = tmp_path / "Dockerfile"
+    df.write_text('FROM debian:12\nCOPY notes.md /docs/\nWORKDIR /\nENTRYPOINT ["true"]\n')
+    return df
+
+
+@pytest.mark.parametrize("output, what", [
+    ("Dockerfile", "the Dockerfile being converted"),
+    ("link.def", "the Dockerfile being converted"),  # a symbolic link to it
+    ("hard.def", "the Dockerfile being converted"),  # a hard link to it
+    (".dockerignore", "where Docker reads the build context's ignore file"),  # not there yet: Docker would read it
+    ("Dockerfile.dockerignore", "where Docker reads this Dockerfile's own ignore file"),
+    ("notes.md", "the source notes.md of COPY at line 2"),
+])
+def test_invoke_convert_never_writes_over_what_it_reads(tmp_path, output, what):
+    """New user's report: `--output D/Dockerfile` replaced the Dockerfile with the definition (exit 0), also through
+    a link to it. Now exit 2 naming the file, and nothing is written."""
+    df = _context(tmp_path)
+    (tmp_path / "link.def").symlink_to("Dockerfile")
+    os.link(df, tmp_path / "hard.def")
+    before = {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()}
+    p = cmd.run("convert", str(df), "--output", str(tmp_path / output))
+    named = {"link.def": df, "hard.def": df}.get(output, tmp_path / output)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == ("error: --output %s: that is %s (%s); writing the definition there would change the "
+                                "build it converts: choose another path" % (tmp_path / output, what, named))
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert (tmp_path / "link.def").is_symlink()
+
+
+def test_invoke_convert_output_is_written_whole_beside_the_context(tmp_path):
+    """A new file gets open()'s mode (0666 less the umask), an existing one keeps its mode, a link keeps pointing at
+    the file it names (which gets the definition); no temporary file is left; a conversion that fails leaves the
+    earlier output as it was."""
+    df = _context(tmp_path)
+    out = tmp_path / "Singularity.def"
+    p = cmd.run("convert", str(df), "--output", str(out))
+    assert p.returncode == 0 and p.stdout == "", p.stderr
+    assert out.read_text() == convert(df).text
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+    out.chmod(0o640)
+    (tmp_path / "link.def").symlink_to("Singularity.def")
+    out.write_text("old\n")
+    assert cmd.run("convert", str(df), "--output", str(tmp_path / "link.def")).returncode == 0
+    assert (tmp_path / "link.def").is_symlink() and out.read_text() == convert(df).text
+    assert out.stat().st_mode & 0o777 == 0o640
+    df.write_text(df.read_text() + "VOLUME /data\n")
+    p = cmd.run("convert", str(df), "--output", str(out))
+    assert p.returncode == 2 and "VOLUME /data" in p.stderr
+    assert out.read_text() == convert(_context(tmp_path)).text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "Singularity.def", "link.def", "notes.md"]
+    save(convert(_context(tmp_path)), "/dev/null")  # not a regular file: written in place, never replaced
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_failed_write_leaves_the_old_output_and_no_temporary_file(tmp_path, monkeypatch):
+    df = _context(tmp_path)
+    out = tmp_path / "Singularity.def"
+    out.write_text("old\n")
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("convert.dockerfile.os.replace", full)
+    with pytest.raises(ChexstackError, match=r"^--output %s: cannot write it \(No space left on device\); nothing "
+                       r"was written$" % re.escape(str(out))):
+        save(convert(df), out)
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "Singularity.def", "notes.md"]
+
+
+def test_invoke_convert_output_folder_missing_or_read_only_is_named(tmp_path):
+    df = _context(tmp_path)
+    p = cmd.run("convert", str(df), "--output", str(tmp_path / "no" / "x.def"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == "error: --output %s: folder %s does not exist; create it or choose another path" % (
+        tmp_path / "no" / "x.def", tmp_path / "no")
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    p = run_with_read_only(read_only, [*cmd.CHEXSTACK, "convert", str(df), "--output", str(read_only / "x.def")])
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == "error: --output %s: cannot write in %s (Read-only file system)" % (
+        read_only / "x.def", read_only)
+    assert list(read_only.iterdir()) == []
 
 
 # --- .dockerignore (case 42 and the kind: any COPY/ADD source the context's ignore file excludes in part) ---------
