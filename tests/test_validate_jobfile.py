@@ -14,7 +14,7 @@ from tests.lib import cli as cmd
 from tests.lib.paths import REPO
 from validate import report_schema
 from validate.catalogue import CODES
-from validate.jobfile import judge_job
+from validate.jobfile import job_report, judge_file, judge_job
 from validate.jobrules import MPIJOB as MPIJOB_KIND
 from validate.jobrules import SBATCH as SBATCH_KIND
 from validate.jobrules import rules_for
@@ -199,8 +199,13 @@ def test_the_json_report_of_a_job_file_is_the_published_schema(tmp_path):
                    str(clean)).returncode == 0
     report = json.loads(clean.read_text())
     jsonschema.Draft202012Validator(schema).validate(report)
-    assert report["job"]["kind"] == "Slurm batch script" and {r["status"] for r in report["results"]} == {"PASS"}
-    assert [r["id"] for r in report["results"]] == rules_for(SBATCH_KIND)
+    assert report["job"]["kind"] == "Slurm batch script" and [r["id"] for r in report["results"]] == rules_for(
+        SBATCH_KIND)
+    # the hybrid script has no pyxis step: those rules had nothing to judge (SKIP, never a PASS they did not observe)
+    assert {r["id"]: (r["status"], r["diagnosis"]) for r in report["results"] if r["status"] != "PASS"} == {
+        "job.pmix": ("SKIP", "NOT_APPLICABLE"), "job.pyxis_image": ("SKIP", "NOT_APPLICABLE")}
+    assert all(r["measured"].startswith(str(GOLDEN)) or r["measured"].startswith("NCCL_DEBUG=INFO")
+               for r in report["results"] if r["status"] == "PASS"), report["results"]
 
 
 def test_the_json_option_is_checked_before_the_job_is_judged(tmp_path):
@@ -317,3 +322,32 @@ def test_a_resource_that_is_no_rdma_device_needs_nothing(tmp_path):
         assert judge_job(str(path))[1] == [], resource
     assert all(is_rdma_resource(name) for name in ("rdma/hca_shared_devices_a", "RDMA/HCA", "mellanox.com/x"))
     assert all("https://" in source for _, source in RDMA_RESOURCES)  # each name pattern with its source
+
+
+# --- a rule with nothing to judge is not checked (SKIP), never a PASS ("no violation") ----------------------------
+def test_a_script_without_task_or_gpu_lines_passes_nothing_it_did_not_see(tmp_path):
+    """New-user report: `#SBATCH --nodes=2` and `mpirun -np 4` got job.rank_per_gpu and job.slots PASS "no
+    violation": there is no GPU to share and no task count to hold the ranks. Each is SKIP, saying why."""
+    path = tmp_path / "nogpu.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH --nodes=2\nexport NCCL_DEBUG=INFO\nmpirun -np 4 python -m trainer\n")
+    out = tmp_path / "job.json"
+    result = cmd.run("validate", "--job", str(path), "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    by_id = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert (by_id["job.rank_per_gpu"]["status"], by_id["job.rank_per_gpu"]["diagnosis"]) == ("SKIP", "NOT_APPLICABLE")
+    assert "requests no GPU" in by_id["job.rank_per_gpu"]["measured"]
+    assert (by_id["job.slots"]["status"], by_id["job.slots"]["diagnosis"]) == ("SKIP", "JOB_LAYOUT_UNKNOWN")
+    assert "mpirun -np 4 (line 4), but the script states no task count" in by_id["job.slots"]["measured"]
+    assert by_id["job.nccl_debug"]["status"] == "PASS"
+    assert {r["status"] for r in by_id.values()} == {"PASS", "SKIP"}
+    assert "SKIP job.slots (not checked): mpirun -np 4 (line 4)" in result.stdout
+    assert "0 FAIL, 0 WARN, 1 PASS, 5 not checked" in result.stdout
+    assert "JOB_LAYOUT_UNKNOWN" in CODES
+
+
+def test_an_mpijob_without_gpus_or_rdma_skips_those_rules():
+    path = GOLDEN / "launch" / "mpijob-1x2cpu.yaml"
+    results = {r.id: r for r in job_report(judge_file(str(path)), 0.0).results}
+    assert {rid: r.diagnosis for rid, r in results.items() if r.status.value == "SKIP"} == {
+        "job.rank_per_gpu": "NOT_APPLICABLE", "job.ipc_lock": "NOT_APPLICABLE", "job.run_as_root": "NOT_APPLICABLE"}
+    assert results["job.shm"].status.value == "PASS" and "memory emptyDir of 2Gi" in results["job.shm"].measured

@@ -157,6 +157,8 @@ CODES: dict[str, Code] = {
                                 A.RECONFIGURE),
     "JOB_GPUS_IDLE": Code("a job file asks for GPUs that no rank uses", A.RECONFIGURE),
     "JOB_ENV_NOT_EXPORTED": Code("a job file sets a variable the ranks never receive", A.RECONFIGURE),
+    "JOB_LAYOUT_UNKNOWN": Code("a job file does not state what a rule needs (its tasks per node, its task count): "
+                               "the rule was not checked", A.NONE),
     "MPI_PMI_MISMATCH": Code("the ranks' PMI/PMIx does not match the launcher's", A.RECONFIGURE),
     "MPI_NOT_ENOUGH_SLOTS": Code("more ranks than slots", A.RECONFIGURE),
     "MPI_EXECUTABLE_MISSING": Code("the program is missing on a host", A.RECONFIGURE),
