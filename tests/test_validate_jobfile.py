@@ -351,3 +351,23 @@ def test_an_mpijob_without_gpus_or_rdma_skips_those_rules():
     assert {rid: r.diagnosis for rid, r in results.items() if r.status.value == "SKIP"} == {
         "job.rank_per_gpu": "NOT_APPLICABLE", "job.ipc_lock": "NOT_APPLICABLE", "job.run_as_root": "NOT_APPLICABLE"}
     assert results["job.shm"].status.value == "PASS" and "memory emptyDir of 2Gi" in results["job.shm"].measured
+
+
+@pytest.mark.parametrize("resource,kind", [("bogus", "limits"), ("hca_shared_devices_a", "requests"),
+                                           ("kubernetes.io/rdma", "limits")])
+def test_a_resource_name_the_api_server_refuses_fails_on_its_line(tmp_path, resource, kind):
+    """New-user report: `--rdma bogus` rendered `bogus: 1` into the workers' limits and --job passed it; the API
+    server refuses a container resource without a domain that is no standard one ("must be a standard resource for
+    containers"). The rule is launch.k8s.container_resource_problem, the renderer's."""
+    text = (GOLDEN / MPIJOB).read_text().replace(_RDMA, "%s: 1" % resource)
+    if kind == "requests":
+        text = text.replace("limits:\n                nvidia.com/gpu", "requests:\n                nvidia.com/gpu")
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in findings] == [
+        ("job.resource_names", "K8S_RESOURCE_NAME_INVALID", "FAIL", _line_of(text, "%s: 1" % resource))]
+    assert "the worker's resources.%s name %s" % (kind, resource) in findings[0].message
+    assert "DOMAIN/NAME" in findings[0].remedy and "extended-resource" in findings[0].remedy
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1 and "FAIL K8S_RESOURCE_NAME_INVALID" in result.stdout

@@ -40,7 +40,15 @@ from facts.openmpi import (
 )
 from images.naming import stack_of_image
 from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
-from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions, holds_ipc_lock, is_rdma_resource
+from launch.k8s import (
+    GPU_RESOURCE,
+    IPC_LOCK,
+    LAUNCHER_CREATION_POLICY,
+    K8sOptions,
+    container_resource_problem,
+    holds_ipc_lock,
+    is_rdma_resource,
+)
 from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
 from launch.slurm import DEFAULT_ENV, PMIX
@@ -498,6 +506,30 @@ def _judge_launcher(j: Judgement, m: _MpiJob) -> None:
         j.saw("job.exported_env", j.at(line, "mpirun -x %s" % " -x ".join(e.split("=")[0] for e in EXPORTED_ENV)))
 
 
+def _judge_resource_names(j: Judgement, m: _MpiJob) -> None:
+    """Every container's ``limits`` and ``requests`` name resources the API server accepts
+    (``launch.k8s.container_resource_problem``: a standard resource or an extended ``DOMAIN/NAME``, the rule by which
+    ``K8sOptions`` refuses ``invoke train --rdma`` at render)."""
+    for role in ("Launcher", "Worker"):
+        pod = _at(m.node, "spec", "mpiReplicaSpecs", role, "template", "spec", "containers")
+        for container in (pod.value if isinstance(pod, yaml.SequenceNode) else []):
+            for kind in ("limits", "requests"):
+                names = _at(container, "resources", kind)
+                for key, _ in (names.value if isinstance(names, yaml.MappingNode) else []):
+                    problem = container_resource_problem(key.value)
+                    if problem:
+                        j.add("job.resource_names", m.line(key), "FAIL", "K8S_RESOURCE_NAME_INVALID",
+                              "the %s's resources.%s name %s: %s; the API server refuses the MPIJob's pods"
+                              % (role.lower(), kind, key.value, problem),
+                              "name the device plugin's resource as it advertises it, DOMAIN/NAME (kubectl describe "
+                              "node: Allocatable), such as rdma/hca_shared_devices_a or nvidia.com/gpu (Kubernetes, "
+                              "Extended resources: https://kubernetes.io/docs/tasks/configure-pod-container/"
+                              "extended-resource/)")
+                    else:
+                        j.saw("job.resource_names", j.at(m.line(key), "%s %s" % (kind, key.value)))
+    j.skip("job.resource_names", "no container asks for resources")
+
+
 def judge_mpijob(j: Judgement, node) -> None:
     """The rules of ``launch.k8s``'s MPIJob, on one composed MPIJob document."""
     m = _read_mpijob(j.path, node)
@@ -506,6 +538,7 @@ def judge_mpijob(j: Judgement, node) -> None:
     for i, container in enumerate(m.w_pod.get("containers") or []):
         _judge_ipc_lock(container, _at(m.w_node, "containers", i), j)
     j.skip("job.ipc_lock", "no worker requests an RDMA device resource")
+    _judge_resource_names(j, m)
     policy = m.spec.get("launcherCreationPolicy")
     policy_node = _at(node, "spec", "launcherCreationPolicy")
     if policy != LAUNCHER_CREATION_POLICY:

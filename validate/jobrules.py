@@ -30,6 +30,8 @@ RULES = {
     "job.shm": Rule("a memory-backed /dev/shm of at least 1 GiB (or hostIPC) for several ranks per worker",
                     (MPIJOB,)),
     "job.ipc_lock": Rule("IPC_LOCK with an RDMA resource", (MPIJOB,)),
+    "job.resource_names": Rule("container resources Kubernetes accepts: cpu, memory, ephemeral-storage, "
+                               "hugepages-<size>, or an extended resource DOMAIN/NAME", (MPIJOB,)),
     "job.launcher_policy": Rule("launcherCreationPolicy: WaitForWorkersReady", (MPIJOB,)),
     "job.run_as_root": Rule("Open MPI's run-as-root permission, in a form the image's Open MPI honours, for a "
                             "launcher run as root", (MPIJOB,)),
