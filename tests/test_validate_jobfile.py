@@ -341,7 +341,7 @@ def test_a_script_without_task_or_gpu_lines_passes_nothing_it_did_not_see(tmp_pa
     assert by_id["job.nccl_debug"]["status"] == "PASS"
     assert {r["status"] for r in by_id.values()} == {"PASS", "SKIP"}
     assert "SKIP job.slots (not checked): mpirun -np 4 (line 4)" in result.stdout
-    assert "0 FAIL, 0 WARN, 1 PASS, 5 not checked" in result.stdout
+    assert "0 FAIL, 0 WARN, 2 PASS, 5 not checked" in result.stdout
     assert "JOB_LAYOUT_UNKNOWN" in CODES
 
 
@@ -371,3 +371,35 @@ def test_a_resource_name_the_api_server_refuses_fails_on_its_line(tmp_path, reso
     assert "DOMAIN/NAME" in findings[0].remedy and "extended-resource" in findings[0].remedy
     result = cmd.run("validate", "--job", str(path))
     assert result.returncode == 1 and "FAIL K8S_RESOURCE_NAME_INVALID" in result.stdout
+
+
+# --- line breaks: sbatch refuses \r\n; YAML reads it as a break ----------------------------------------------------
+def test_a_batch_script_with_dos_line_breaks_fails_on_its_first_such_line(tmp_path):
+    """New-user report: a script saved on Windows got "0 FAIL, 0 WARN", and sbatch refuses it ("Batch script
+    contains DOS line breaks (\\r\\n)"). The first \\r\\n line FAILs with dos2unix as the remedy; the other rules
+    still judge the script (here its 8 tasks on 4 GPUs per node)."""
+    text = ("#!/bin/bash\n#SBATCH --nodes 2\r\n#SBATCH --ntasks-per-node 8\r\n#SBATCH --gpus-per-node=4\r\n"
+            "export NCCL_DEBUG=INFO\r\nsrun --mpi=pmix python -m trainer --data /data\r\n")
+    path = tmp_path / "crlf.sbatch"
+    path.write_bytes(text.encode())
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in sorted(findings, key=lambda f: f.line)] == [
+        ("job.line_endings", "JOB_DOS_LINE_BREAKS", "FAIL", 2), ("job.rank_per_gpu", "NCCL_DUPLICATE_GPU", "FAIL", 3)]
+    dos = findings[0] if findings[0].rule == "job.line_endings" else findings[1]
+    assert "5 of the script's lines" in dos.message and "Batch script contains DOS line breaks" in dos.message
+    assert dos.remedy.startswith("dos2unix %s" % path)
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1 and "%s:2: FAIL JOB_DOS_LINE_BREAKS" % path in result.stdout
+    path.write_bytes(text.replace("\r\n", "\n").replace("--ntasks-per-node 8", "--ntasks-per-node 4").encode())
+    assert judge_job(str(path))[1] == []
+    assert "job.line_endings" in judge_file(str(path)).checked
+
+
+def test_an_mpijob_with_dos_line_breaks_is_read_as_yaml(tmp_path):
+    """YAML takes \\r\\n as a line break (kubectl reads such a manifest): the MPIJob is judged, lines as written."""
+    text = (GOLDEN / MPIJOB).read_text().replace("slotsPerWorker: 4", "slotsPerWorker: 8")
+    path = tmp_path / "crlf.yaml"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    kind, findings = judge_job(str(path))
+    assert kind == "MPIJob"
+    assert [(f.code, f.line) for f in findings] == [("NCCL_DUPLICATE_GPU", _line_of(text, "slotsPerWorker"))]

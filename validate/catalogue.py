@@ -159,6 +159,7 @@ CODES: dict[str, Code] = {
     "JOB_ENV_NOT_EXPORTED": Code("a job file sets a variable the ranks never receive", A.RECONFIGURE),
     "K8S_RESOURCE_NAME_INVALID": Code("a container asks for a resource name the Kubernetes API server refuses "
                                       "(neither a standard resource nor an extended DOMAIN/NAME)", A.RECONFIGURE),
+    "JOB_DOS_LINE_BREAKS": Code("a batch script with DOS line breaks (\\r\\n), which sbatch refuses", A.RECONFIGURE),
     "JOB_LAYOUT_UNKNOWN": Code("a job file does not state what a rule needs (its tasks per node, its task count): "
                                "the rule was not checked", A.NONE),
     "MPI_PMI_MISMATCH": Code("the ranks' PMI/PMIx does not match the launcher's", A.RECONFIGURE),

@@ -287,9 +287,29 @@ def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) 
         j.saw("job.single_copy", j.at(number, "mpirun of `singularity exec` with single copy off"))
 
 
+#: sbatch refuses a script with DOS line breaks: "Batch script contains DOS line breaks (\\r\\n) instead of expected
+#: UNIX line breaks (\\n)" (Slurm's sbatch, src/sbatch/sbatch.c), before the job is queued.
+DOS_LINE_BREAK = "\r\n"
+
+
+def _judge_line_endings(j: Judgement, text: str) -> None:
+    """A script with DOS line breaks (``DOS_LINE_BREAK``) FAILs at the first such line: sbatch refuses it."""
+    at = text.find(DOS_LINE_BREAK)
+    if at < 0:
+        j.saw("job.line_endings", "%s: UNIX line breaks (\\n) throughout" % j.path)
+        return
+    j.add("job.line_endings", text.count("\n", 0, at) + 1, "FAIL", "JOB_DOS_LINE_BREAKS",
+          "the line ends with \\r\\n (DOS/Windows line breaks; %d of the script's lines): sbatch refuses the script "
+          "(\"Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line breaks (\\n)\")"
+          % text.count(DOS_LINE_BREAK), "dos2unix %s (or sed -i 's/\\r$//' %s), or save it with Unix (LF) line "
+          "endings in the editor" % (shlex.quote(j.path), shlex.quote(j.path)))
+
+
 def judge_sbatch(j: Judgement, text: str) -> None:
-    """The rules of ``launch.slurm``'s scripts, on a batch script's text."""
-    script = _read_script(text)
+    """The rules of ``launch.slurm``'s scripts, on a batch script's text (as read, its line breaks kept: a DOS one
+    fails ``job.line_endings``; the other rules judge the script's lines whatever their breaks)."""
+    _judge_line_endings(j, text)
+    script = _read_script(text.replace(DOS_LINE_BREAK, "\n"))
     _judge_sbatch_gpus(j, script.directives)
     if "--container-image" in script.directives:
         _judge_pyxis_image(script.directives["--container-image"][1], script.directives["--container-image"][0], j)
@@ -554,7 +574,9 @@ def judge_mpijob(j: Judgement, node) -> None:
 def judge_file(path: str) -> Judgement:
     """The judgement of the job file at ``path``: an MPIJob manifest or a Slurm batch script. ChexstackError when
     it is neither, or its YAML does not parse (naming the line)."""
-    text = input_file(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script").read_text()
+    with open(input_file(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script"),
+              newline="") as f:  # line breaks as written: sbatch refuses \r\n (YAML reads it as a break)
+        text = f.read()
     if "#SBATCH" in text or text.startswith("#!"):
         j = Judgement(path, SBATCH)
         judge_sbatch(j, text)

@@ -20,6 +20,8 @@ class Rule:
 
 
 RULES = {
+    "job.line_endings": Rule("UNIX line breaks (\\n): sbatch refuses a script with DOS line breaks (\\r\\n)",
+                             (SBATCH,)),
     "job.rank_per_gpu": Rule("one rank per GPU (tasks or slots per node equal to its GPUs)", (SBATCH, MPIJOB)),
     "job.slots": Rule("mpirun -np within the allocation's or the workers' slots", (SBATCH, MPIJOB)),
     "job.pmix": Rule("srun --mpi=pmix for a pyxis --container-image step", (SBATCH,)),
