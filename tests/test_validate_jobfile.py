@@ -14,10 +14,11 @@ from tests.lib import cli as cmd
 from tests.lib.paths import REPO
 from validate import report_schema
 from validate.catalogue import CODES
-from validate.jobfile import job_report, judge_file, judge_job
+from validate.jobfile import job_report, judge_file, judge_job, rule_result
 from validate.jobrules import MPIJOB as MPIJOB_KIND
 from validate.jobrules import SBATCH as SBATCH_KIND
 from validate.jobrules import rules_for
+from validate.slurmlayout import gres_gpus, read_options
 
 GOLDEN = REPO / "tests" / "golden"
 JOB_GOLDENS = sorted([*GOLDEN.glob("launch/*.sbatch"), *GOLDEN.glob("launch/*.yaml"), *GOLDEN.glob("bench/*.sbatch"),
@@ -335,7 +336,7 @@ def test_a_script_without_task_or_gpu_lines_passes_nothing_it_did_not_see(tmp_pa
     assert result.returncode == 0, result.stderr
     by_id = {r["id"]: r for r in json.loads(out.read_text())["results"]}
     assert (by_id["job.rank_per_gpu"]["status"], by_id["job.rank_per_gpu"]["diagnosis"]) == ("SKIP", "NOT_APPLICABLE")
-    assert "requests no GPU" in by_id["job.rank_per_gpu"]["measured"]
+    assert by_id["job.rank_per_gpu"]["measured"].startswith("asks for no GPU")
     assert (by_id["job.slots"]["status"], by_id["job.slots"]["diagnosis"]) == ("SKIP", "JOB_LAYOUT_UNKNOWN")
     assert "mpirun -np 4 (line 4), but the script states no task count" in by_id["job.slots"]["measured"]
     assert by_id["job.nccl_debug"]["status"] == "PASS"
@@ -403,3 +404,94 @@ def test_an_mpijob_with_dos_line_breaks_is_read_as_yaml(tmp_path):
     kind, findings = judge_job(str(path))
     assert kind == "MPIJob"
     assert [(f.code, f.line) for f in findings] == [("NCCL_DUPLICATE_GPU", _line_of(text, "slotsPerWorker"))]
+
+
+# --- one rank per GPU from every form Slurm takes ------------------------------------------------------------------
+RANK_PER_GPU = [
+    # (#SBATCH options, one per line, the launch line, (status, code) of job.rank_per_gpu, the line it names)
+    (["-N 2", "-n 16", "--gres=gpu:v100:4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "-n 16"),
+    (["-N 2", "--ntasks-per-node=8", "-G 8"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-node=8"),
+    (["--nodes=2", "--ntasks-per-node=8", "--gres=gpu:v100:4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"),
+     "--ntasks-per-node=8"),
+    (["--nodes=2", "--ntasks=8", "--gres=gpu:4"], None, ("PASS", None), "--ntasks=8"),
+    (["-N2", "-n8", "--gpus-per-node=v100:4"], None, ("PASS", None), "-n8"),
+    (["--nodes 2 --ntasks-per-node 4", "--gpus=8"], None, ("PASS", None), "--nodes 2"),
+    (["--nodes 2 --ntasks-per-node 4", "--gpus v100:10"], None, ("WARN", "JOB_GPUS_IDLE"), "--nodes 2"),
+    (["--nodes 2 --ntasks-per-node 4", "--gpus v100:6"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--nodes 2"),
+    (["--ntasks-per-node=4", "--gpus-per-task=1"], None, ("PASS", None), "--gpus-per-task=1"),
+    (["--ntasks-per-node=4", "--gpus-per-task=2"], None, ("WARN", "JOB_GPUS_IDLE"), "--gpus-per-task=2"),
+    (["--ntasks-per-node=2", "--gres=gpu:4"], None, ("WARN", "JOB_GPUS_IDLE"), "--ntasks-per-node=2"),
+    (["-N 2", "-n 7", "--gres=gpu:4"], None, ("PASS", None), "-n 7"),  # ceil(7 / 2) = 4 on one node
+    (["-N 2", "-n 9", "--gres=gpu:4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "-n 9"),  # at least 5 on one
+    (["--ntasks-per-gpu=2", "-G 4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-gpu=2"),
+    (["--gres=gpu:tesla:2,nvme:1", "-N 1", "--ntasks-per-node=2"], None, ("PASS", None), "--ntasks-per-node=2"),
+    (["--gres=gpu", "--ntasks-per-node=2"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-node=2"),
+    (["--nodes=2-4", "--ntasks-per-node=4", "--gres=gpu:4"], None, ("PASS", None), "--ntasks-per-node=4"),
+    # the steps' own options over the allocation's
+    (["-N 2", "--gres=gpu:4"], "srun --mpi=pmix -n 16 --ntasks-per-node=8 python -m trainer",
+     ("FAIL", "NCCL_DUPLICATE_GPU"), "srun"),
+    (["-N 2", "--ntasks-per-node=4", "--gres=gpu:4"], "srun --mpi=pmix --ntasks-per-node=8 python -m trainer",
+     ("FAIL", "NCCL_DUPLICATE_GPU"), "srun"),
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], "srun --mpi=pmix -N 1 -n 1 python -m trainer",
+     ("PASS", None), "srun"),  # a step smaller than its allocation (a sweep's count): no idle warning
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], "srun --mpi=pmix -n 8 --gpus-per-task=1 python -m trainer",
+     ("PASS", None), "srun"),
+    (["-N 2", "--ntasks-per-node=8", "--gpus-per-node=4"], "srun --mpi=pmix python -m trainer -n 4",
+     ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-node=8"),  # the program's -n is not srun's
+]
+
+
+@pytest.mark.parametrize("options,launch,verdict,marker", RANK_PER_GPU,
+                         ids=["%d-%s" % (i, " ".join(c[0])) for i, c in enumerate(RANK_PER_GPU)])
+def test_one_rank_per_gpu_in_every_form_slurm_takes(tmp_path, options, launch, verdict, marker):
+    """New-user report: `-N 2 -n 16 --gres=gpu:v100:4` (8 ranks per node on 4 GPUs) and `-N 2 --ntasks-per-node=8 -G
+    8` got 0 FAIL; only `--ntasks-per-node=8 --gres=gpu:v100:4` was caught. validate.slurmlayout reads every form."""
+    text = "#!/bin/bash\n%s\nexport NCCL_DEBUG=INFO\n%s\n" % (
+        "\n".join("#SBATCH %s" % o for o in options), launch or "srun --mpi=pmix python -m trainer")
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    result = rule_result("job.rank_per_gpu", judge_file(str(path)))
+    assert (result.status.value, result.diagnosis) == verdict, result.measured
+    assert result.measured.startswith("%s:%d: " % (path, _line_of(text, marker))), result.measured
+    if verdict[0] == "FAIL":
+        assert "Duplicate GPU detected" in result.measured and "--ntasks-per-node" in result.remedy
+
+
+@pytest.mark.parametrize("options", [["-n 8", "--gres=gpu:4"], ["-N 2-4", "-n 16", "--gres=gpu:4"],
+                                     ["--gres=gpu:4", "-n 4", "-N 1-2"]])
+def test_gpus_without_a_derivable_layout_are_not_checked(tmp_path, options):
+    """GPUs per node and a task count without the node count (or a range of nodes): how many ranks share a node's
+    GPUs is Slurm's choice, so the rule is SKIP (JOB_LAYOUT_UNKNOWN), never PASS."""
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n%s\nexport NCCL_DEBUG=INFO\nsrun --mpi=pmix python -m trainer\n"
+                    % "\n".join("#SBATCH %s" % o for o in options))
+    result = rule_result("job.rank_per_gpu", judge_file(str(path)))
+    assert (result.status.value, result.diagnosis) == ("SKIP", "JOB_LAYOUT_UNKNOWN")
+    assert "do not say how many tasks share a node's GPUs" in result.measured
+
+
+def test_sbatch_reads_no_directive_after_the_first_command(tmp_path):
+    """sbatch(1): #SBATCH lines after the first command are comments; the layout is the one before it."""
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\n#SBATCH --gres=gpu:4\n"
+                    "export NCCL_DEBUG=INFO\n#SBATCH --ntasks-per-node=8\nsrun --mpi=pmix python -m trainer\n")
+    assert judge_job(str(path))[1] == []
+
+
+def test_mpirun_slots_from_every_task_form(tmp_path):
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH -N 2 -n 8\nexport NCCL_DEBUG=INFO\nmpirun -np 16 python -m trainer\n")
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.line) for f in findings] == [("MPI_NOT_ENOUGH_SLOTS", 4)]
+    assert "8 task slots (-n 8, line 2)" in findings[0].message
+
+
+def test_slurm_options_are_read_as_sbatch_and_srun_read_them():
+    opts, program = read_options(["-N2", "-n", "16", "--gres", "gpu:v100:4", "-o", "out.txt", "--exclusive",
+                                  "--gpus=a100:8", "python", "-n", "3"], 7)
+    assert {k: (o.value, o.written) for k, o in opts.items()} == {
+        "--nodes": ("2", "-N2"), "--ntasks": ("16", "-n 16"), "--gres": ("gpu:v100:4", "--gres gpu:v100:4"),
+        "-o": ("out.txt", "-o out.txt"), "--exclusive": ("", "--exclusive"), "--gpus": ("a100:8", "--gpus=a100:8")}
+    assert program == 9 and opts["--nodes"].line == 7
+    assert [gres_gpus(v) for v in ("gpu:4", "gpu:v100:4", "gpu", "gpu:tesla", "nvme:1,gpu:2", "gres/gpu:3", "none",
+                                   "gpu:v100:2(S:0-1)")] == [4, 4, 1, 1, 2, 3, None, 2]

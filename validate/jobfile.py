@@ -8,7 +8,8 @@ pyxis (``launch.slurm.PMIX``), the image pyxis reads as a file or pulls (``facts
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
-one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
+one rank per GPU (``launch.slurm.directives``, ``launch.k8s``; a batch script's layout read in every form Slurm takes by
+``validate.slurmlayout``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
 at least ``validate.checks.container.SHM_FLOOR_BYTES``), the RDMA resource's ``IPC_LOCK`` (``launch.k8s``: the
 device plugins' resources, ``RDMA_RESOURCES``, and who holds the capability, ``holds_ipc_lock``) and the launcher's
 ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is the fault it leads to, in the codes validate's
@@ -56,6 +57,7 @@ from validate.checks.container import SHM_FLOOR_BYTES
 from validate.jobrules import MPIJOB, RULES, SBATCH, rules_for
 from validate.report import Report, write_json
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
+from validate.slurmlayout import Layout, rank_per_gpu, read_options
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,10 @@ def _remedy(code: str) -> str:
 
 
 # --- Slurm batch scripts -----------------------------------------------------------------------------------------
-_DIRECTIVE = re.compile(r"^#SBATCH\s+(--?[A-Za-z-]+)(?:[=\s]\s*(\S+))?")
-_SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus"}
+_SBATCH = "#SBATCH"
+#: The fix of a batch script whose ranks do not have one GPU each (``launch.slurm.directives``' layout).
+_GPU_REMEDY = ("one rank per GPU: as many tasks per node as GPUs per node (--ntasks-per-node equal to "
+               "--gpus-per-node or --gres=gpu:N), or --gpus-per-task=1")
 _EXPORT = re.compile(r"^\s*export\s+([A-Za-z_]\w*)=(\S*)")
 
 
@@ -154,17 +158,6 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
         out.append((start, " ".join(parts + [line])))
         start, parts = None, []
     return out
-
-
-def _gpus_per_node(directives: dict[str, tuple[int, str]]) -> tuple[int, int] | None:
-    if "--gpus-per-node" in directives:
-        line, value = directives["--gpus-per-node"]
-    elif "--gres" in directives and (m := re.search(r"gpu(?::[\w-]+)?:(\d+)", directives["--gres"][1])):
-        line, value = directives["--gres"][0], m.group(1)
-    else:
-        return None
-    value = value.rsplit(":", 1)[-1]
-    return (line, int(value)) if value.isdigit() else None
 
 
 def _option_values(words: list[str], name: str) -> list[str]:
@@ -202,75 +195,77 @@ def _judge_pyxis_step(words: list[str], line: int, j: Judgement) -> None:
 
 @dataclass
 class _Script:
-    """A batch script as sbatch reads it: its ``#SBATCH`` options (long name -> (line, value)), its exported
-    variables and its launch commands (line, words: ``srun``, ``mpirun``, ``mpiexec``)."""
+    """A batch script as sbatch reads it: its ``#SBATCH`` options (``validate.slurmlayout.Layout``: sbatch reads
+    them up to the first command, sbatch(1)), its exported variables and its launch commands (line, words:
+    ``srun``, ``mpirun``, ``mpiexec``)."""
 
-    directives: dict[str, tuple[int, str]] = field(default_factory=dict)
+    allocation: Layout = field(default_factory=lambda: Layout({}))
     env: dict[str, str] = field(default_factory=dict)
     commands: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
 def _read_script(text: str) -> _Script:
-    script = _Script()
+    script, options, commands_began = _Script(), {}, False
     for number, line in _logical_lines(text):
-        if m := _DIRECTIVE.match(line):
-            script.directives[_SHORT.get(m.group(1), m.group(1))] = (number, m.group(2) or "")
+        if line.startswith(_SBATCH) and line[len(_SBATCH):len(_SBATCH) + 1].isspace() and not commands_began:
+            try:
+                options.update(read_options(shlex.split(line[len(_SBATCH):], comments=True), number)[0])
+            except ValueError:
+                pass
         elif m := _EXPORT.match(line):
             script.env[m.group(1)] = m.group(2).strip("'\"")
-        elif line.strip() and not line.lstrip().startswith("#"):
+        if line.strip() and not line.lstrip().startswith("#"):
+            commands_began = True
             try:
                 words = shlex.split(line, comments=True)
             except ValueError:
                 continue
             if words and words[0] in ("srun", "mpirun", "mpiexec"):
                 script.commands.append((number, words))
+    script.allocation = Layout(options)
     return script
 
 
-def _slots(directives: dict[str, tuple[int, str]]) -> int | None:
-    first = directives.get("--nodes", (0, "1"))[1].split("-")[0]  # a range min-max: its minimum
-    nodes = int(first) if first.isdigit() else 1
-    per_node = directives.get("--ntasks-per-node")
-    return nodes * int(per_node[1]) if per_node and per_node[1].isdigit() else (
-        int(directives["--ntasks"][1]) if directives.get("--ntasks", (0, ""))[1].isdigit() else None)
-
-
-def _judge_sbatch_gpus(j: Judgement, directives: dict[str, tuple[int, str]]) -> None:
-    """One rank per GPU: the tasks per node against the GPUs per node."""
-    per_node = directives.get("--ntasks-per-node")
-    gpus = _gpus_per_node(directives)
-    if gpus and per_node and per_node[1].isdigit():
-        tasks = int(per_node[1])
-        if tasks > gpus[1]:
-            j.add("job.rank_per_gpu",
-                  per_node[0], "FAIL", "NCCL_DUPLICATE_GPU", "%d tasks per node on %d GPUs per node (line %d): two "
-                  "ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (tasks, gpus[1], gpus[0]),
-                  "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
-        elif tasks < gpus[1]:
-            j.add("job.rank_per_gpu",
-                  per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
-                  "per node idle" % (tasks, gpus[1], gpus[0], gpus[1] - tasks),
-                  "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
+def _judge_sbatch_gpus(j: Judgement, script: _Script) -> None:
+    """One rank per GPU (``validate.slurmlayout.rank_per_gpu``) of every launch: each ``srun`` step (its own options
+    over the allocation's), and the allocation itself for an ``mpirun`` or a step that has no layout of its own, or a
+    script without a launch."""
+    judged: list[tuple[Layout, bool, int | None]] = []
+    for number, words in script.commands:
+        if words[0] == "srun":
+            own = Layout(read_options(words[1:], number)[0])
+            if own.own_layout():
+                judged.append((own.over(script.allocation), True, number))
+                continue
+        judged.append((script.allocation, False, None))
+    if not script.commands:
+        judged.append((script.allocation, False, None))
+    seen: set[tuple[int, str]] = set()
+    for layout, step, srun_line in judged:
+        verdict = rank_per_gpu(layout, step)
+        line = srun_line or verdict.line
+        where = " (the srun step at line %d)" % srun_line if srun_line else ""
+        if (line, verdict.message) in seen:
+            continue
+        seen.add((line, verdict.message))
+        if verdict.status == "SKIP":
+            j.skip("job.rank_per_gpu", verdict.message + where, verdict.code)
+        elif verdict.status == "PASS":
+            j.saw("job.rank_per_gpu", j.at(line, verdict.message))
         else:
-            j.saw("job.rank_per_gpu", j.at(per_node[0], "%d tasks per node on %d GPUs per node (line %d)"
-                                           % (tasks, gpus[1], gpus[0])))
-    elif gpus:
-        j.skip("job.rank_per_gpu", "%d GPUs per node (line %d), but the script states no tasks per node "
-               "(--ntasks-per-node)" % (gpus[1], gpus[0]), "JOB_LAYOUT_UNKNOWN")
-    else:
-        j.skip("job.rank_per_gpu", "the script requests no GPU per node (--gres=gpu:N, --gpus-per-node): no GPU to "
-               "share")
+            j.add("job.rank_per_gpu", line, verdict.status, verdict.code, verdict.message + where, _GPU_REMEDY)
 
 
 def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) -> None:
     """An ``mpirun`` line: its -np within the allocation's slots, and Open MPI's single copy off for ranks in
     ``singularity exec``."""
-    np, slots = _np(words), _slots(script.directives)
-    if np and slots is not None and np[1] > slots:
-        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots"
-              % (np[1], slots))
+    np, slots = _np(words), script.allocation.tasks()
+    if np and slots is not None and np[1] > slots[0]:
+        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots "
+              "(%s)" % (np[1], slots[0], slots[1]))
     elif np and slots is not None:
-        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %d task slots" % (np[1], slots)))
+        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %d task slots (%s)" % (np[1], slots[0],
+                                                                                                  slots[1])))
     elif np:
         j.skip("job.slots", "mpirun -np %d (line %d), but the script states no task count (--ntasks, "
                "--ntasks-per-node): the allocation's slots are Slurm's choice" % (np[1], number), "JOB_LAYOUT_UNKNOWN")
@@ -310,9 +305,10 @@ def judge_sbatch(j: Judgement, text: str) -> None:
     fails ``job.line_endings``; the other rules judge the script's lines whatever their breaks)."""
     _judge_line_endings(j, text)
     script = _read_script(text.replace(DOS_LINE_BREAK, "\n"))
-    _judge_sbatch_gpus(j, script.directives)
-    if "--container-image" in script.directives:
-        _judge_pyxis_image(script.directives["--container-image"][1], script.directives["--container-image"][0], j)
+    _judge_sbatch_gpus(j, script)
+    image = script.allocation.options.get("--container-image")
+    if image is not None:
+        _judge_pyxis_image(image.value, image.line, j)
     for number, words in script.commands:
         if words[0] == "srun" and any(w.startswith("--container-image") for w in words):
             _judge_pyxis_step(words, number, j)
