@@ -164,6 +164,17 @@ LAUNCH_REMEDY = {
 }
 
 
+#: The fix of a cause for GPU ranks, where it differs: one rank per GPU (``launch.job``, validate's
+#: ``job.rank_per_gpu``) leaves no room for more ranks than slots, and ``--oversubscribe`` would put two ranks on one
+#: GPU, which NCCL refuses ("Duplicate GPU detected": ``NCCL_DUPLICATE_GPU``).
+GPU_LAUNCH_REMEDY = {
+    "MPI_NOT_ENOUGH_SLOTS": "one rank per GPU: lower -np to the GPUs the hosts have (their slots: -H host:N with N "
+                            "its GPUs, a Slurm allocation's tasks, an MPIJob's workers × slotsPerWorker), or add hosts "
+                            "with GPUs; not --oversubscribe, which puts two ranks on one GPU (NCCL: \"Duplicate GPU "
+                            "detected\")",
+}
+
+
 #: /dev/shm too small or full for NCCL's shared-memory segments (https://github.com/NVIDIA/nccl/issues/290).
 SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
               "Kubernetes: an emptyDir {medium: Memory} volume at /dev/shm); NCCL_SHM_DISABLE=1 only as a slower "
@@ -242,12 +253,16 @@ def pyxis_remedy(cause: str, image: str) -> str:
 
 
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
-                  command: str = "the launch command") -> str:
+                  command: str = "the launch command", gpus: bool | None = False) -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
-    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand."""
+    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand.
+    ``gpus``: the ranks are GPU ranks (True: ``GPU_LAUNCH_REMEDY`` where the cause has one), CPU ranks (False), or
+    not known (None: both fixes, each said for whom)."""
     named = list(found.hosts) or [h.split(":")[0] for h in hosts]
-    remedy = LAUNCH_REMEDY.get(found.cause, "run `%(command)s` by hand") % {
-        "hosts": ",".join(named) or "the hosts", "command": command}
+    cpu = LAUNCH_REMEDY.get(found.cause, "run `%(command)s` by hand")
+    gpu = GPU_LAUNCH_REMEDY.get(found.cause)
+    text = cpu if gpu is None or gpus is False else gpu if gpus else "GPU ranks: %s; CPU ranks: %s" % (gpu, cpu)
+    remedy = text % {"hosts": ",".join(named) or "the hosts", "command": command}
     slots = [h for h in found.hosts if found.cause == "MPI_HOST_UNKNOWN" and ":" in h]
     if slots:  # https://github.com/horovod/horovod/issues/951: `-H localhost:4` reached ssh as a host name
         remedy += ("; `%s` is a HOST:SLOTS entry this mpirun took for a host name: its -H does not read slots, "
@@ -405,16 +420,18 @@ def gloo_segfault(outcome: Outcome) -> str:
                 rank, why, "; its stack trace is in %s" % ", ".join(libraries) if libraries else ""))
 
 
-def explain_failure(outcome: Outcome, controller: str) -> str:
+def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None) -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
-    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy."""
+    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy (for GPU ranks
+    where ``gpus``, for CPU ranks where not, both where it is not known: ``launch_remedy``)."""
     parts = ["training failed (%s)" % ("horovodrun exit status %d" % outcome.returncode
                                        if outcome.returncode is not None else "from its log")]
     code = None
     launch = classify_launch("\n".join(outcome.launcher_lines)) if outcome.interrupted is None else None
     if launch is not None and launch.cause in _NOT_LAUNCHED:
         parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
-            launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command")))
+            launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command",
+                                                     gpus=gpus)))
     pyxis = pyxis_diagnosis(outcome) if outcome.interrupted is None else None
     if pyxis:
         parts.append(pyxis)

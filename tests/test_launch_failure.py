@@ -127,6 +127,27 @@ def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_pa
     assert "training failed (from its log)" in explained.stdout
 
 
+def test_not_enough_slots_for_gpu_ranks_lowers_np_and_never_oversubscribes(tmp_path):
+    """New-user report: MPI_NOT_ENOUGH_SLOTS for a GPU job suggested --oversubscribe, which puts two ranks on one
+    GPU (NCCL's "Duplicate GPU detected"). For GPU ranks the fix is fewer ranks (or more hosts with GPUs); CPU ranks
+    keep theirs; where the log does not say which, both, each said for whom."""
+    output = (MPI_DATA / "openmpi-4.1.4-not-enough-slots.txt").read_text()
+    found = classify_launch(output)
+    gpu, cpu = failure.launch_remedy(found, gpus=True), failure.launch_remedy(found, gpus=False)
+    assert gpu == failure.GPU_LAUNCH_REMEDY["MPI_NOT_ENOUGH_SLOTS"] and gpu.startswith("one rank per GPU: lower -np")
+    assert "not --oversubscribe" in gpu and "or --oversubscribe" not in gpu
+    assert cpu == failure.LAUNCH_REMEDY["MPI_NOT_ENOUGH_SLOTS"] == failure.launch_remedy(found)  # validate's mpi.launch
+    assert failure.launch_remedy(found, gpus=None) == "GPU ranks: %s; CPU ranks: %s" % (gpu, cpu)
+    assert failure.launch_remedy(classify_launch(BANNER), gpus=True) == failure.launch_remedy(classify_launch(BANNER))
+
+    request = TrainRequest(gpus=2, np=4, argv=("--data", "synthetic", "--output", str(tmp_path / "run")))
+    with pytest.raises(ChexstackError) as raised:
+        local.execute(request, _failing_plan("openmpi-4.1.4-not-enough-slots.txt"), cwd=str(tmp_path))
+    assert "[MPI_NOT_ENOUGH_SLOTS]; %s" % gpu in str(raised.value) and "CPU ranks" not in str(raised.value)
+    explained = cmd.run("train", "--explain", str(tmp_path / "run" / "launch.log"))  # a log does not say: both
+    assert "[MPI_NOT_ENOUGH_SLOTS]; GPU ranks: one rank per GPU" in explained.stdout
+
+
 @pytest.mark.parametrize("name,what", [
     ("openmpi-4.1.4-srun-without-pmi.txt", "[MPI_PMI_MISMATCH]; start the ranks with mpirun, or with srun "
                                            "--mpi=pmix"),  # as a Slurm job's slurm-N.out

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from launch.failure import pyxis_remedy
+from launch.failure import GPU_LAUNCH_REMEDY, LAUNCH_REMEDY, pyxis_remedy
 from launch.k8s import RDMA_RESOURCES, is_rdma_resource
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
@@ -495,3 +495,17 @@ def test_slurm_options_are_read_as_sbatch_and_srun_read_them():
     assert program == 9 and opts["--nodes"].line == 7
     assert [gres_gpus(v) for v in ("gpu:4", "gpu:v100:4", "gpu", "gpu:tesla", "nvme:1,gpu:2", "gres/gpu:3", "none",
                                    "gpu:v100:2(S:0-1)")] == [4, 4, 1, 1, 2, 3, None, 2]
+
+
+@pytest.mark.parametrize("golden,old,new,gpus", [
+    (MPIJOB, "- '8'\n", "- '12'\n", True),
+    ("launch/slurm-hybrid-2x4gpu.sbatch", "mpirun -np 8 ", "mpirun -np 16 ", True),
+    ("launch/slurm-baremetal-2x2cpu.sbatch", "mpirun --tag-output -np 4 ", "mpirun --tag-output -np 8 ", False),
+])
+def test_too_many_ranks_for_gpu_slots_is_fixed_by_fewer_ranks_not_oversubscription(tmp_path, golden, old, new, gpus):
+    """New-user report: MPI_NOT_ENOUGH_SLOTS for a GPU MPIJob suggested --oversubscribe, against one rank per GPU;
+    the remedy is launch.failure's for GPU ranks where the job asks for GPUs, its CPU one otherwise."""
+    path, _ = _variant(tmp_path, golden, old, new)
+    _, findings = judge_job(str(path))
+    assert [f.code for f in findings] == ["MPI_NOT_ENOUGH_SLOTS"]
+    assert findings[0].remedy == (GPU_LAUNCH_REMEDY if gpus else LAUNCH_REMEDY)["MPI_NOT_ENOUGH_SLOTS"]

@@ -135,8 +135,9 @@ def _single_copy_off(argv: list[str], env: dict[str, str]) -> bool:
     return any(set_(*form) for form in _SINGLE_COPY_FORMS)
 
 
-def _remedy(code: str) -> str:
-    return launch_remedy(LaunchFailure(code)) if code in LAUNCH_REMEDY else ""
+def _remedy(code: str, gpus: bool = False) -> str:
+    """The launch classifier's fix for ``code`` (``launch.failure.launch_remedy``; for GPU ranks where ``gpus``)."""
+    return launch_remedy(LaunchFailure(code), gpus=gpus) if code in LAUNCH_REMEDY else ""
 
 
 # --- Slurm batch scripts -----------------------------------------------------------------------------------------
@@ -262,7 +263,8 @@ def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) 
     np, slots = _np(words), script.allocation.tasks()
     if np and slots is not None and np[1] > slots[0]:
         j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots "
-              "(%s)" % (np[1], slots[0], slots[1]))
+              "(%s)" % (np[1], slots[0], slots[1]), _remedy("MPI_NOT_ENOUGH_SLOTS",
+                                                          gpus=script.allocation.asks_for_gpus()))
     elif np and slots is not None:
         j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %d task slots (%s)" % (np[1], slots[0],
                                                                                                   slots[1])))
@@ -445,7 +447,8 @@ def _judge_mpijob_ranks(j: Judgement, m: _MpiJob) -> None:
         np[1] if np else 0, m.workers, m.slots, m.slots * m.workers)
     if np and np[1] > m.slots * m.workers:
         offset = len(m.launcher.get("command") or []) if m.launcher.get("args") else 0
-        j.add("job.slots", m.line(_child(m.argv_node, np[0] - offset)), "FAIL", "MPI_NOT_ENOUGH_SLOTS", what)
+        j.add("job.slots", m.line(_child(m.argv_node, np[0] - offset)), "FAIL", "MPI_NOT_ENOUGH_SLOTS", what,
+              _remedy("MPI_NOT_ENOUGH_SLOTS", gpus=gpus is not None))
     elif np:
         j.saw("job.slots", j.at(m.line(m.argv_key), what))
     else:
