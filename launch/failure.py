@@ -75,6 +75,7 @@ class Outcome:
     launcher_lines: list[str] = dataclasses.field(default_factory=list)  # the last lines without a rank prefix
     command: str | None = None  # the launch command, as the log's ``$ argv`` line gives it
     nccl_lines: list[str] = dataclasses.field(default_factory=list)  # every NCCL line of the output (``_NCCL_LINE``)
+    last_epoch: int | None = None  # the last epoch the trainer's ``epoch_end`` event says ended
 
 
 class OutputReader:
@@ -90,11 +91,13 @@ class OutputReader:
         self.first_exception, self.lost_host, self.hosts, self.slurm_lost = None, None, None, None
         self.command: str | None = None
         self.nccl: list[str] = []
+        self.interrupted: int | None = None  # the signal chexstack's supervision says stopped the run (its log line)
+        self.last_epoch: int | None = None
 
     def feed(self, line: str) -> tuple[int | None, str, dict | None]:
         """Read one line (without its newline); the first ``$ argv`` line (``launch.stream`` logs the command so)
         is the launch command."""
-        if self.command is None and line.startswith("$ "):
+        if self.command is None and line.startswith(hr.RUN_START):
             self.command = line[2:]
             return None, line, None
         self.tail.append(line)
@@ -114,19 +117,25 @@ class OutputReader:
                 self.lost_host = m.group(1)
             elif self.slurm_lost is None and (m := LOST_NODE_LINE.match(line)):
                 self.slurm_lost = (m.group(1), m.group(2))
+            elif (m := hr.INTERRUPTED_LINE.match(line)) and m.group(1) in signal.Signals.__members__:
+                self.interrupted = signal.Signals[m.group(1)].value
         event = parse_event(text)
         if event is not None:
             if event["event"] == "run" and isinstance(event.get("hosts"), list):
                 self.hosts = [str(h) for h in event["hosts"]]
+            elif event["event"] == "epoch_end" and isinstance(event.get("epoch"), int):
+                self.last_epoch = event["epoch"]
         elif text.startswith(_ERROR):  # shown once, in the failure message
             self.errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
         return rank, text, event
 
     def outcome(self, returncode: int | None, log_path: str, interrupted: int | None = None) -> Outcome:
+        """The run's ``Outcome``; ``interrupted``: the signal that stopped it, else the one its log names."""
         return Outcome(returncode, self.failures.first, self.errors, list(self.tail), log_path,
-                       {r: list(lines) for r, lines in self.rank_tails.items()}, interrupted, self.first_exception,
+                       {r: list(lines) for r, lines in self.rank_tails.items()},
+                       interrupted if interrupted is not None else self.interrupted, self.first_exception,
                        self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
-                       self.command, list(self.nccl))
+                       self.command, list(self.nccl), self.last_epoch)
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
@@ -420,15 +429,14 @@ def gloo_segfault(outcome: Outcome) -> str:
                 rank, why, "; its stack trace is in %s" % ", ".join(libraries) if libraries else ""))
 
 
-def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None) -> str:
-    """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
-    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy (for GPU ranks
-    where ``gpus``, for CPU ranks where not, both where it is not known: ``launch_remedy``)."""
-    parts = ["training failed (%s)" % ("horovodrun exit status %d" % outcome.returncode
-                                       if outcome.returncode is not None else "from its log")]
+def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[list[str], str | None, bool]:
+    """The parts of a failure's message (each a cause found in the output), the failing rank's own reason, and
+    whether a launch or container failure already says why (no last lines needed)."""
+    parts: list[str] = []
     code = None
     launch = classify_launch("\n".join(outcome.launcher_lines)) if outcome.interrupted is None else None
-    if launch is not None and launch.cause in _NOT_LAUNCHED:
+    not_launched = launch is not None and launch.cause in _NOT_LAUNCHED
+    if not_launched:
         parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
             launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command",
                                                      gpus=gpus)))
@@ -442,14 +450,8 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None)
         parts.append("rank %d%s exited first, with code %d%s" % (
             rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code, hr.describe_code(code)))
     reason = rank_reason(outcome) if outcome.interrupted is None else None
-    if reason:
-        parts.append(reason)
-    nccl = nccl_diagnosis(outcome) if outcome.interrupted is None else None
-    if nccl:
-        parts.append(nccl)
-    runtime = runtime_diagnosis(outcome, reason) if outcome.interrupted is None else None
-    if runtime:
-        parts.append(runtime)
+    if outcome.interrupted is None:
+        parts += [p for p in (reason, nccl_diagnosis(outcome), runtime_diagnosis(outcome, reason)) if p]
     if outcome.lost_host and outcome.interrupted is None:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (
@@ -459,12 +461,23 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None)
         parts.append("Slurm lost node %s%s, which is %s: every rank on it ended with the job" % (
             node, _ranks_on(outcome, node), how))
     missing = missing_libraries(outcome)
-    if missing:
+    if missing and (parts or outcome.returncode is not None):  # TensorFlow's warning alone is no failure
         parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
         parts.append(gloo_segfault(outcome))
-    message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
-    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED) and not pyxis:
+    return parts, reason, not_launched or bool(pyxis)
+
+
+def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None, origin: str | None = None) -> str:
+    """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
+    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy (for GPU ranks
+    where ``gpus``, for CPU ranks where not, both where it is not known: ``launch_remedy``). ``origin``: where the
+    outcome comes from, said in the first line (the launcher's exit status; "from its log" for a saved log)."""
+    parts, reason, said = _diagnoses(outcome, controller, gpus)
+    header = origin or ("horovodrun exit status %d" % outcome.returncode if outcome.returncode is not None
+                        else "from its log")
+    message = "; ".join(["training failed (%s)" % header] + parts) + "\nfull log: %s" % outcome.log_path
+    if not reason and outcome.interrupted is None and not said:
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail
         shown = hr.without_tracebacks(lines)[-10:]
@@ -474,23 +487,65 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None)
     return message
 
 
+#: What stops a run by each signal chexstack's supervision stops a run on (``launch.stream``).
+_STOPPED_BY = {"SIGINT": "Ctrl-C, or kill -INT", "SIGTERM": "kill, scancel or a shutdown",
+               "SIGHUP": "its terminal closed"}
+
+
+def interrupted_explanation(outcome: Outcome, where: str) -> str:
+    """A run a signal stopped (``Outcome.interrupted``, from the log's own line), ``where`` the log and which run in
+    it: a stop, not a failure; the ranks' exit codes that follow are the stop's; how to continue, by the last epoch
+    the log shows ended."""
+    name = signal.Signals(outcome.interrupted).name
+    text = "interrupted by %s in %s: the run was stopped (%s), not a failure" % (
+        name, where, _STOPPED_BY.get(name, "a signal"))
+    if outcome.first_failure:
+        rank, code = outcome.first_failure
+        text += "; rank %d's exit code %d%s follows from it (the ranks were stopped)" % (
+            rank, code, hr.describe_code(code))
+    if outcome.last_epoch is None:
+        text += "; the log shows no epoch ended: start the run again (--resume needs a committed checkpoint)"
+    else:
+        text += ("; the last epoch the log shows ended is %d: continue with --resume (it starts after the last "
+                 "committed checkpoint)" % outcome.last_epoch)
+    return text + "\nfull log: %s" % outcome.log_path
+
+
 def explain_log(path: str) -> str:
-    """The failure message (``explain_failure``) for a saved launcher log: a run's ``launch.log``, horovodrun's or
-    mpirun's output, a Slurm job's ``slurm-N.out``, an MPIJob launcher pod's log. The exit status is not in a log;
-    the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``). ChexstackError when the file
-    cannot be read; "no failure in PATH: ..." when the log shows a finished run and no cause."""
+    """The explanation of a saved launcher log: a run's ``launch.log``, horovodrun's or mpirun's output, a Slurm job's
+    ``slurm-N.out``, an MPIJob launcher pod's log. A ``launch.log`` holds every run of its output folder, each
+    starting with its ``$ command`` line (``facts.parsers.horovodrun.RUN_START``): the last run is explained. The
+    exit status is not in a log; the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``).
+    A run a signal stopped is said so (``interrupted_explanation``), a run the trainer reported done or a log without
+    a failure in it says so ("no failure ..."), else the failure message (``explain_failure``). ChexstackError when
+    the file cannot be read."""
     from chexstack.inputs import input_file
 
-    reader = OutputReader()
-    mpi, done = False, False
     what = "a launcher log (horovodrun, mpirun, slurm-N.out, an MPIJob launcher's log)"
     with open(input_file(path, "--explain %s" % path, what), errors="replace") as log:
-        for raw in log:
-            line = raw.rstrip("\n")
-            mpi = mpi or bool(_MPI_PREFIX.match(line))
-            _, _, event = reader.feed(line)
-            done = done or bool(event and event["event"] == "done")
+        lines = [raw.rstrip("\n") for raw in log]
+    starts = [i for i, line in enumerate(lines) if line.startswith(hr.RUN_START)]
+    run = lines[starts[-1]:] if starts else lines
+    which = " (the last of its %d runs, from line %d)" % (len(starts), starts[-1] + 1) if len(starts) > 1 else ""
+    reader = OutputReader()
+    mpi, done = False, False
+    for line in run:
+        mpi = mpi or bool(_MPI_PREFIX.match(line))
+        _, _, event = reader.feed(line)
+        done = done or bool(event and event["event"] == "done")
     outcome = reader.outcome(None, path)
+    controller = "mpi" if mpi else "gloo"
+    if outcome.interrupted is not None:
+        return interrupted_explanation(outcome, path + which)
     if done and not (outcome.first_failure or outcome.errors or outcome.first_exception):
-        return "no failure in %s: the run's trainer reported it done" % path
-    return explain_failure(outcome, "mpi" if mpi else "gloo")
+        return "no failure in %s%s: the run's trainer reported it done" % (path, which)
+    if not _diagnoses(outcome, controller, None)[0]:
+        if not run:
+            return "no failure found in %s%s: it is empty" % (path, which)
+        shown = [line for line in hr.without_tracebacks(outcome.tail) if parse_event(line) is None][-10:]
+        return "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d " \
+            "line(s)%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
+                             "; the last epoch it shows ended is %d" % outcome.last_epoch,
+                             "; last lines:\n" + "\n".join(shown) if shown else "")
+    return explain_failure(outcome, controller, origin="from its log%s" % (
+        "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else ""))

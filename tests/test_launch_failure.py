@@ -184,6 +184,86 @@ def test_train_explain_refusals(tmp_path):
     assert mixed.returncode == 2 and "leave out --gpus, --lr" in mixed.stderr
 
 
+@pytest.mark.parametrize("text,what", [
+    ("", "it is empty"),
+    ("hello\nall good\n", "no rank's exit code, error or exception and no launcher failure in its 2 line(s); last "
+                           "lines:\nhello\nall good"),
+])
+def test_train_explain_of_a_log_without_a_failure_says_none_was_found(tmp_path, text, what):
+    """New-user report: an empty log, or one saying "hello / all good", was explained as "training failed (from its
+    log)". Explain is informational: a log without a failure says so and exits 0 (an unreadable one is exit 2)."""
+    log = tmp_path / "launch.log"
+    log.write_text(text)
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "no failure found in %s: %s\n" % (log, what)
+    assert "training failed" not in result.stdout
+
+
+INTERRUPTED_RUN = [
+    "$ /venv/bin/horovodrun -np 2 -H localhost:2 --gloo /venv/bin/python -m trainer --output /runs/int1",
+    '[0]<stdout>:@chexstack {"event": "run", "hosts": ["vm", "vm"], "world_size": 2}',
+    '[0]<stdout>:@chexstack {"epoch": 1, "event": "epoch_begin", "steps": 19}',
+    '[0]<stdout>:@chexstack {"epoch": 1, "event": "epoch_end", "loss": 0.1}',
+    "[1]<stderr>:Terminated",
+    "[0]<stderr>:Terminated",
+    "Process 0 exit with status code 143.",
+    "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to "
+    "be terminated. The first process to do so was:",
+    "Process name: 0",
+    "Exit code: 143",
+    "",
+    failure.hr.INTERRUPTED % "SIGINT",
+]
+
+
+def test_train_explain_of_a_run_stopped_by_ctrl_c_says_so_not_a_failure(tmp_path):
+    """New-user report: the log of a Ctrl-C'd run, ending with launch.stream's own line `[chexstack] interrupted by
+    SIGINT`, was explained as "training failed … rank 0 exited first, with code 143 (SIGTERM)". It was the user's
+    stop: the ranks' 143 is the stop's, and the run continues with --resume after the epoch the log shows ended."""
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(INTERRUPTED_RUN) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("interrupted by SIGINT in %s: the run was stopped (Ctrl-C, or kill -INT), not a "
+                                    "failure; rank 0's exit code 143 (SIGTERM) follows from it" % log)
+    assert "the last epoch the log shows ended is 1: continue with --resume" in result.stdout
+    assert "training failed" not in result.stdout
+    early = [line for line in INTERRUPTED_RUN if "epoch_end" not in line]
+    log.write_text("\n".join(early).replace("SIGINT", "SIGTERM") + "\n")
+    stopped = cmd.run("train", "--explain", str(log)).stdout
+    assert stopped.startswith("interrupted by SIGTERM in %s: the run was stopped (kill, scancel or a shutdown)" % log)
+    assert "the log shows no epoch ended: start the run again" in stopped
+
+
+def test_train_explain_reads_the_last_run_of_an_appended_launch_log(tmp_path):
+    """A run's launch.log takes every run of its output folder, each from its `$ command` line: the last run is
+    explained, and the message says which."""
+    failed = ["$ /venv/bin/horovodrun -np 2 -H localhost:2 python -m trainer --output /runs/int1",
+              "[1]<stderr>:trainer: error: --data /x: no such directory", "Process 1 exit with status code 2."]
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(INTERRUPTED_RUN + failed) + "\n")
+    result = cmd.run("train", "--explain", str(log)).stdout
+    assert result.startswith("training failed (from its log; the last of its 2 runs, from line %d); rank 1 exited "
+                             "first, with code 2; rank 1: --data /x: no such directory" % (len(INTERRUPTED_RUN) + 1))
+    log.write_text("\n".join(failed + INTERRUPTED_RUN) + "\n")
+    assert cmd.run("train", "--explain", str(log)).stdout.startswith(
+        "interrupted by SIGINT in %s (the last of its 2 runs, from line 4)" % log)
+    log.write_text("\n".join(INTERRUPTED_RUN + failed[:1] + ['[0]<stdout>:@chexstack {"event": "done"}']) + "\n")
+    assert cmd.run("train", "--explain", str(log)).stdout.startswith(
+        "no failure in %s (the last of its 2 runs, from line %d): the run's trainer reported it done"
+        % (log, len(INTERRUPTED_RUN) + 1))
+
+
+def test_the_log_line_of_an_interrupted_run_is_the_one_the_reader_reads():
+    reader = failure.OutputReader()
+    for line in INTERRUPTED_RUN:
+        reader.feed(line)
+    outcome = reader.outcome(None, "launch.log")
+    assert (outcome.interrupted, outcome.last_epoch, outcome.first_failure) == (2, 1, (0, 143))
+    assert reader.outcome(1, "launch.log", 15).interrupted == 15  # a live run's own signal first
+
+
 def test_train_explain_names_the_nccl_cause_validate_names(tmp_path):
     """Case 35's run (two ranks on one GPU) as a saved log: the explanation gives the cause and remedy validate's
     nccl.init gives (the same classifier, facts.parsers.nccl, and the same remedy, launch.failure.NCCL_REMEDY), not

@@ -27,6 +27,12 @@ from dataclasses import dataclass
 from facts.parsers.horovod import parse_check_build, tf_mismatch
 from facts.parsers.observation import Observation, first_command, simple_commands
 
+#: The lines chexstack's own supervision (``launch.stream``) writes into a run's log, which takes every run of an
+#: output folder one after another: ``RUN_START`` and the launch command start a run; ``INTERRUPTED % "SIGINT"``
+#: ends one a signal stopped (group 1 of ``INTERRUPTED_LINE``: the signal's name).
+RUN_START = "$ "
+INTERRUPTED = "[chexstack] interrupted by %s"
+INTERRUPTED_LINE = re.compile(r"^\[chexstack\] interrupted by (SIG[A-Z0-9]+)\s*$")
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
 _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
