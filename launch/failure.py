@@ -31,6 +31,7 @@ from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_pref
 from facts.parsers.pyxis import classify_pyxis
 from facts.parsers.slurm import LOST_NODE_LINE
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK, is_loopback
+from launch.k8s import LAUNCHER_CREATION_POLICY, is_worker_host
 from trainer.preflight import parse_event
 
 _ERROR = "trainer: error: "
@@ -173,6 +174,19 @@ LAUNCH_REMEDY = {
 }
 
 
+#: An MPIJob's launcher that ran mpirun before its Workers' DNS names existed (ssh: "Could not resolve hostname
+#: <job>-worker-0.<job>-worker", ``launch.k8s.is_worker_host``): the operator's default launcherCreationPolicy,
+#: AtStartup, creates the launcher with the Workers, not after them (https://github.com/kubeflow/mpi-operator/issues/481).
+#: One cause and one fix, which ``invoke train --explain`` of the launcher's log (``launch_remedy``) and ``invoke
+#: validate --job`` of the manifest (``job.launcher_policy``) both give.
+MPIJOB_EARLY_LAUNCHER = ("the MPIJob's launcher started before its workers' DNS names existed "
+                         "(launcherCreationPolicy AtStartup, the operator's default)")
+MPIJOB_EARLY_LAUNCHER_REMEDY = (
+    "set launcherCreationPolicy: %s in the MPIJob's spec: the operator then creates the launcher only once every "
+    "worker is Ready, its DNS name resolving and its sshd up (invoke train --launcher k8s renders it)"
+    % LAUNCHER_CREATION_POLICY)
+
+
 #: The fix of a cause for GPU ranks, where it differs: one rank per GPU (``launch.job``, validate's
 #: ``job.rank_per_gpu``) leaves no room for more ranks than slots, and ``--oversubscribe`` would put two ranks on one
 #: GPU, which NCCL refuses ("Duplicate GPU detected": ``NCCL_DUPLICATE_GPU``).
@@ -264,10 +278,13 @@ def pyxis_remedy(cause: str, image: str) -> str:
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
                   command: str = "the launch command", gpus: bool | None = False) -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
-    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand.
+    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand; an
+    MPIJob's workers' names that do not resolve: that cause (``MPIJOB_EARLY_LAUNCHER``) and its fix.
     ``gpus``: the ranks are GPU ranks (True: ``GPU_LAUNCH_REMEDY`` where the cause has one), CPU ranks (False), or
     not known (None: both fixes, each said for whom)."""
     named = list(found.hosts) or [h.split(":")[0] for h in hosts]
+    if found.cause == "MPI_HOST_UNKNOWN" and found.hosts and all(is_worker_host(h) for h in found.hosts):
+        return "%s: %s" % (MPIJOB_EARLY_LAUNCHER, MPIJOB_EARLY_LAUNCHER_REMEDY)
     cpu = LAUNCH_REMEDY.get(found.cause, "run `%(command)s` by hand")
     gpu = GPU_LAUNCH_REMEDY.get(found.cause)
     text = cpu if gpu is None or gpus is False else gpu if gpus else "GPU ranks: %s; CPU ranks: %s" % (gpu, cpu)

@@ -36,6 +36,18 @@ SHM_VOLUME = "dshm"
 #: The launcher waits for every worker to be Ready (else mpirun fails on DNS or sshd not up yet: the launcher log
 #: of https://github.com/kubeflow/mpi-operator/issues/481).
 LAUNCHER_CREATION_POLICY = "WaitForWorkersReady"
+#: The DNS name by which an MPIJob's launcher reaches Worker ``i``: ``<job>-worker-<i>.<job>-worker`` (the operator's
+#: headless Service of the Workers, as its hostfile names them: the launcher log of
+#: https://github.com/kubeflow/mpi-operator/issues/481), optionally followed by the namespace and cluster domain. The
+#: name exists only once the Worker's pod does.
+WORKER_HOST = re.compile(r"^(?P<job>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-worker-\d+\.(?P=job)-worker(?:\.|$)")
+
+
+def is_worker_host(name: str) -> bool:
+    """Whether ``name`` is an MPIJob Worker's DNS name (``WORKER_HOST``)."""
+    return bool(WORKER_HOST.match(str(name)))
+
+
 #: The capability a worker needs with an RDMA resource (NCCL registers memory; else it falls back to sockets).
 IPC_LOCK = "IPC_LOCK"
 #: The extended resources through which a device plugin gives a pod an RDMA device (an HCA, or an SR-IOV VF of one),

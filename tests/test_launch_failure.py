@@ -17,6 +17,7 @@ from facts.parsers.horovod import CheckBuild
 from facts.parsers.mpi import classify_launch, launch_items
 from launch import failure, local
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
+from launch.k8s import is_worker_host
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
@@ -24,6 +25,7 @@ from tests.lib.paths import CASES, REPO
 from validate.checks.container import judge_container_gpus
 from validate.checks.horovod import judge_build
 from validate.checks.mpi import judge_launch_failure
+from validate.jobfile import judge_job
 
 MPI_DATA = REPO / "tests" / "data" / "mpi"
 BANNER = (MPI_DATA / "openmpi-4.1.4-ssh-port-refused.txt").read_text().split("\n", 1)[1]
@@ -99,6 +101,35 @@ def test_validate_names_the_same_cause_and_remedy(name, remedy):
     assert remedy in failure.launch_remedy(classify_launch(output), ["n1", "n2"])
 
 
+def test_an_mpijob_launcher_that_cannot_resolve_its_workers_gets_the_one_remedy_validate_job_gives(tmp_path):
+    """New-user report: `ssh: Could not resolve hostname chexnet-worker-1.chexnet-worker` in an MPIJob launcher's log
+    got /etc/hosts and DNS advice, while validate --job says launcherCreationPolicy: WaitForWorkersReady for the same
+    fault. One cause (the launcher started before the workers' DNS names existed) and one fix, from one place
+    (launch.failure.MPIJOB_EARLY_LAUNCHER, MPIJOB_EARLY_LAUNCHER_REMEDY)."""
+    log = tmp_path / "launcher.log"
+    log.write_text("ssh: Could not resolve hostname chexnet-worker-1.chexnet-worker: Name or service not known\n"
+                   + BANNER)
+    result = cmd.run("train", "--explain", str(log))
+    assert ("[MPI_HOST_UNKNOWN]; %s: %s" % (failure.MPIJOB_EARLY_LAUNCHER, failure.MPIJOB_EARLY_LAUNCHER_REMEDY)
+            in result.stdout)
+    assert "/etc/hosts" not in result.stdout and "launcherCreationPolicy: WaitForWorkersReady" in result.stdout
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text((REPO / "tests" / "golden" / "launch" / "mpijob-2x4gpu-rdma.yaml").read_text().replace(
+        "  launcherCreationPolicy: WaitForWorkersReady\n", ""))
+    (policy,) = [f for f in judge_job(str(manifest))[1] if f.rule == "job.launcher_policy"]
+    assert (policy.code, policy.remedy) == ("MPI_HOST_UNKNOWN", failure.MPIJOB_EARLY_LAUNCHER_REMEDY)
+    # a host that is no MPIJob worker keeps the name-resolution fix
+    plain = failure.launch_remedy(classify_launch((MPI_DATA / "openmpi-4.1.4-unresolvable-hosts.txt").read_text()))
+    assert plain.startswith("node1,node2 does not resolve from this node") and "launcherCreationPolicy" not in plain
+
+
+def test_the_names_of_an_mpijobs_workers():
+    assert all(is_worker_host(h) for h in ("chexnet-worker-1.chexnet-worker", "a-worker-0.a-worker.ml.svc",
+                                           "tensorflow-benchmarks-worker-12.tensorflow-benchmarks-worker"))
+    assert not any(is_worker_host(h) for h in ("node1", "chexnet-worker-1", "a-worker-0.b-worker", "localhost:4",
+                                               "a-worker-x.a-worker"))
+
+
 def _failing_plan(name: str) -> Plan:
     """A plan whose command prints a recorded launcher output (ranks first, when given) and exits 1, as
     horovodrun/mpirun do."""
@@ -117,7 +148,7 @@ def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_pa
     assert raised.value.exit_code == 1
     assert ("the launch failed before the ranks ran: ssh: Could not resolve hostname tensorflow-benchmarks-worker-0"
             ".tensorflow-benchmarks-worker: Name or service not known [MPI_HOST_UNKNOWN]") in message
-    assert "tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker does not resolve" in message
+    assert failure.MPIJOB_EARLY_LAUNCHER_REMEDY in message  # an MPIJob's workers: the launcher came first
     assert "last lines" not in message and "network routing requirements" not in message
 
     log = tmp_path / "run" / "launch.log"

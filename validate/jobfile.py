@@ -40,7 +40,7 @@ from facts.openmpi import (
     root_env_honoured,
 )
 from images.naming import stack_of_image
-from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
+from launch.failure import LAUNCH_REMEDY, MPIJOB_EARLY_LAUNCHER_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
 from launch.k8s import (
     GPU_RESOURCE,
     IPC_LOCK,
@@ -564,7 +564,7 @@ def judge_mpijob(j: Judgement, node) -> None:
         j.add("job.launcher_policy", m.line(policy_node or _at(node, "spec", key_node=True)), "WARN",
               "MPI_HOST_UNKNOWN", "launcherCreationPolicy %s: the launcher may start before the workers resolve and "
               "accept ssh (\"ssh: Could not resolve hostname ...-worker-0\")" % (policy or "not set (AtStartup)"),
-              "launcherCreationPolicy: %s" % LAUNCHER_CREATION_POLICY)
+              MPIJOB_EARLY_LAUNCHER_REMEDY)
     else:
         j.saw("job.launcher_policy", j.at(m.line(policy_node), "launcherCreationPolicy: %s" % policy))
     _judge_launcher(j, m)
