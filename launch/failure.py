@@ -247,11 +247,16 @@ NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE
 #: (https://github.com/horovod/horovod/issues/2619: horovod.env and horovod.image) and a driver older than the CUDA
 #: runtime the ranks load (cudaError 35, https://github.com/NVIDIA/nvidia-docker/issues/745: container.gpus,
 #: gpu.driver_cuda). In validate's words: its checks and a failed run's explanation (``runtime_diagnosis``) say the
-#: same.
+#: same. And a rank's own out-of-memory error (TensorFlow's ResourceExhaustedError, ``TF_OUT_OF_MEMORY``: the batch
+#: per rank does not fit the device's memory), which only a failed run's explanation names.
 RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (pip install --no-cache-dir, so no wheel built for the old "
                                          "TensorFlow is reused) after the final TF install: install every package "
                                          "that can touch TensorFlow first and Horovod last",
-                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)"}
+                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
+                  "TF_OUT_OF_MEMORY": "lower --batch-size, the batch of each rank (the global batch is it × the "
+                                      "ranks: to keep a global batch, add ranks), or --image-size; a GPU rank has one "
+                                      "GPU's memory to itself (two ranks on one GPU halve it: one rank per GPU), CPU "
+                                      "ranks share their host's memory (fewer ranks per host)"}
 
 
 #: The fix of each image pyxis mis-reads (``facts.pyxis.image_problem``), for a failed job's log
@@ -338,7 +343,9 @@ def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
     ``facts.parsers.horovodrun.TF_SYMBOL_MISSING``): ``HOROVOD_TF_MISMATCH``; a driver older than the CUDA runtime
     (``CUDA driver version is insufficient for CUDA runtime version``, nvidia-container-cli's ``unsatisfied
     condition: cuda >= X``, read by ``facts.parsers.container.classify_runtime_error``): ``CUDA_DRIVER_TOO_OLD``,
-    quoting the line unless it is in ``said`` (the rank's reason the message gives already); None otherwise."""
+    quoting the line unless it is in ``said`` (the rank's reason the message gives already); TensorFlow out of memory
+    (``facts.parsers.horovodrun.tf_oom``): ``TF_OUT_OF_MEMORY``, with the device and the tensor's shape where the log
+    gives them; None otherwise."""
     lines = ([outcome.first_exception[1]] if outcome.first_exception else []) + outcome.errors + [
         line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
     text = "\n".join(lines)
@@ -353,6 +360,11 @@ def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
         line = next(line.strip() for line in lines if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(line))
         return "the NVIDIA driver is older than the CUDA the ranks need%s [CUDA_DRIVER_TOO_OLD]; %s" % (
             "" if said and line in said else " (%s)" % line, RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
+    oom = hr.tf_oom(lines)
+    if oom is not None:
+        return "TensorFlow ran out of memory%s%s [TF_OUT_OF_MEMORY]; %s" % (
+            " on %s" % oom.device if oom.device else "",
+            " allocating a tensor of shape [%s]" % oom.shape if oom.shape else "", RUNTIME_REMEDY["TF_OUT_OF_MEMORY"])
     return None
 
 

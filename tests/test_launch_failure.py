@@ -22,6 +22,7 @@ from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
 from tests.lib.paths import CASES, REPO
+from validate.catalogue import CODES
 from validate.checks.container import judge_container_gpus
 from validate.checks.horovod import judge_build
 from validate.checks.mpi import judge_launch_failure
@@ -481,6 +482,31 @@ def test_both_spellings_of_a_driver_older_than_the_cuda_get_validates_code_and_r
     out = _rank_failure_log(tmp_path, ["SystemExit: 1"], after=engine + "\n")
     assert "the NVIDIA driver is older than the CUDA the ranks need (%s) [CUDA_DRIVER_TOO_OLD]; %s" % (
         engine, remedy) in out
+
+
+@pytest.mark.parametrize("lines,where", [
+    (["[1,0]<stderr>:2024-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1816] OP_REQUIRES failed "
+      "at conv_ops.cc:1068 : RESOURCE_EXHAUSTED: OOM when allocating tensor with shape[64,256,56,56] and type float "
+      "on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+      "[1,0]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor"],
+     " on GPU:0 allocating a tensor of shape [64,256,56,56]"),
+    (["[0]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+      "shape[32,1024,14,14] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu",
+      "Process 0 exit with status code 1."], " on CPU:0 allocating a tensor of shape [32,1024,14,14]"),
+    (["[1,1]<stderr>:ResourceExhaustedError: OOM when allocating tensor"], ""),  # TF 1.x, cut short
+], ids=["tf2-gpu", "cpu", "bare"])
+def test_tensorflow_out_of_memory_gets_its_cause_and_remedy(tmp_path, lines, where):
+    """New-user report: a TensorFlow OOM (ResourceExhaustedError: OOM when allocating tensor …) was explained with
+    the exception line alone. It is TF_OUT_OF_MEMORY (validate/catalogue.py): the batch per rank does not fit the
+    device; the device and the tensor's shape where the log gives them."""
+    log = tmp_path / "oom.log"
+    log.write_text("\n".join(lines) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert ("; TensorFlow ran out of memory%s [TF_OUT_OF_MEMORY]; %s\n" % (where, failure.RUNTIME_REMEDY[
+        "TF_OUT_OF_MEMORY"])) in result.stdout
+    assert failure.RUNTIME_REMEDY["TF_OUT_OF_MEMORY"].startswith("lower --batch-size, the batch of each rank")
+    assert "TF_OUT_OF_MEMORY" in CODES and result.stdout.startswith("training failed (from its log)")
 
 
 def test_validate_gives_these_faults_the_same_remedy():

@@ -199,6 +199,9 @@ CODES: dict[str, Code] = {
     "HOROVOD_IMPORT": Code("Horovod does not import here", A.RECONFIGURE),
     "HOROVOD_BUILD_INCOMPLETE": Code("Horovod lacks a framework, controller or tensor operation", A.RECONFIGURE),
     "HOROVOD_TF_MISMATCH": Code("Horovod was built for another TensorFlow", A.RECONFIGURE),
+    # the training run itself
+    "TF_OUT_OF_MEMORY": Code("TensorFlow ran out of memory allocating a tensor: the batch per rank (or the image "
+                             "size) needs more than a GPU's, or the host's, memory", A.RECONFIGURE),
     "IMAGE_PROBE_FAILED": Code("the probe inside the stack's image did not run", A.RECONFIGURE),
     "GLOO_LOOPBACK_ONLY": Code("Gloo with loopback as the only interface", A.RECONFIGURE),
 }

@@ -72,6 +72,40 @@ GPU_NOT_REGISTERED = re.compile(r"Cannot dlopen some GPU libraries|Skipping regi
 TF_SYMBOL_MISSING = re.compile(r"horovod/\S*\.so: undefined symbol: (_ZN\w*tensorflow\w*)")
 
 
+#: TensorFlow's out-of-memory error, in a rank's exception (``tensorflow.python.framework.errors_impl.
+#: ResourceExhaustedError: OOM when allocating tensor ...``) and the allocator's warning before it (``OP_REQUIRES failed
+#: at conv_ops.cc:1068 : RESOURCE_EXHAUSTED: OOM when allocating tensor with shape[64,256,56,56] and type float on
+#: /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc``; TensorFlow's BFC allocator,
+#: tensorflow/core/common_runtime/bfc_allocator.cc): the shape and the device where the line gives them.
+_TF_OOM = re.compile(r"OOM when allocating tensor")
+_TF_OOM_SHAPE = re.compile(r"OOM when allocating tensor with shape\s*\[([^\]]*)\]")
+_TF_OOM_DEVICE = re.compile(r" on (?:/job:[^ ]*/)?device:([A-Z]+:\d+)|by allocator (\S+)")
+
+
+@dataclass(frozen=True)
+class TfOom:
+    """TensorFlow ran out of memory: the ``line`` that says most (the allocator's, with the tensor's ``shape`` and the
+    ``device``, ``GPU:0`` or ``CPU:0``, where given)."""
+
+    line: str
+    shape: str | None
+    device: str | None
+
+
+def tf_oom(lines: list[str]) -> TfOom | None:
+    """TensorFlow's out-of-memory error in ``lines`` (a rank's or the launcher's, prefixes and all), else None."""
+    found = []
+    for line in lines:
+        if not _TF_OOM.search(line):
+            continue
+        text = RANK_LINE.sub(r"\3", line).strip()
+        shape = _TF_OOM_SHAPE.search(text)
+        device = _TF_OOM_DEVICE.search(text)
+        found.append(TfOom(text, shape.group(1) if shape else None,
+                           (device.group(1) or device.group(2)) if device else None))
+    return max(found, key=lambda o: (o.shape is not None) + (o.device is not None), default=None)
+
+
 def is_optional_library(name: str) -> bool:
     """``libnvinfer.so.7``, ``libnvinfer_plugin.so.8``, ``libcupti.so.11.0``: a library of ``OPTIONAL_LIBRARIES``."""
     return name.split(".so", 1)[0] in OPTIONAL_LIBRARIES
