@@ -150,8 +150,8 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
                  "them, with the environment and data on shared storage)",
         "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
         "explain": "explain a failed run from its saved log (a run's launch.log, horovodrun/mpirun output, a Slurm "
-                   "job's slurm-N.out, an MPIJob launcher's log): the line that says why, its cause and remedy; "
-                   "runs nothing",
+                   "job's slurm-N.out, an MPIJob launcher's log): the line that says why, its cause and remedy, or "
+                   "that a signal stopped the run or the log shows no failure; runs nothing",
     },
     floats=["val_fraction", "test_fraction"],
 )

@@ -31,6 +31,7 @@ from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_pref
 from facts.parsers.pyxis import classify_pyxis
 from facts.parsers.slurm import LOST_NODE_LINE
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK, is_loopback
+from launch.k8s import LAUNCHER_CREATION_POLICY, is_worker_host
 from trainer.preflight import parse_event
 
 _ERROR = "trainer: error: "
@@ -75,6 +76,7 @@ class Outcome:
     launcher_lines: list[str] = dataclasses.field(default_factory=list)  # the last lines without a rank prefix
     command: str | None = None  # the launch command, as the log's ``$ argv`` line gives it
     nccl_lines: list[str] = dataclasses.field(default_factory=list)  # every NCCL line of the output (``_NCCL_LINE``)
+    last_epoch: int | None = None  # the last epoch the trainer's ``epoch_end`` event says ended
 
 
 class OutputReader:
@@ -90,11 +92,13 @@ class OutputReader:
         self.first_exception, self.lost_host, self.hosts, self.slurm_lost = None, None, None, None
         self.command: str | None = None
         self.nccl: list[str] = []
+        self.interrupted: int | None = None  # the signal chexstack's supervision says stopped the run (its log line)
+        self.last_epoch: int | None = None
 
     def feed(self, line: str) -> tuple[int | None, str, dict | None]:
         """Read one line (without its newline); the first ``$ argv`` line (``launch.stream`` logs the command so)
         is the launch command."""
-        if self.command is None and line.startswith("$ "):
+        if self.command is None and line.startswith(hr.RUN_START):
             self.command = line[2:]
             return None, line, None
         self.tail.append(line)
@@ -114,19 +118,25 @@ class OutputReader:
                 self.lost_host = m.group(1)
             elif self.slurm_lost is None and (m := LOST_NODE_LINE.match(line)):
                 self.slurm_lost = (m.group(1), m.group(2))
+            elif (m := hr.INTERRUPTED_LINE.match(line)) and m.group(1) in signal.Signals.__members__:
+                self.interrupted = signal.Signals[m.group(1)].value
         event = parse_event(text)
         if event is not None:
             if event["event"] == "run" and isinstance(event.get("hosts"), list):
                 self.hosts = [str(h) for h in event["hosts"]]
+            elif event["event"] == "epoch_end" and isinstance(event.get("epoch"), int):
+                self.last_epoch = event["epoch"]
         elif text.startswith(_ERROR):  # shown once, in the failure message
             self.errors.append("rank %s: %s" % (rank, text[len(_ERROR):]) if rank is not None else text)
         return rank, text, event
 
     def outcome(self, returncode: int | None, log_path: str, interrupted: int | None = None) -> Outcome:
+        """The run's ``Outcome``; ``interrupted``: the signal that stopped it, else the one its log names."""
         return Outcome(returncode, self.failures.first, self.errors, list(self.tail), log_path,
-                       {r: list(lines) for r, lines in self.rank_tails.items()}, interrupted, self.first_exception,
+                       {r: list(lines) for r, lines in self.rank_tails.items()},
+                       interrupted if interrupted is not None else self.interrupted, self.first_exception,
                        self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
-                       self.command, list(self.nccl))
+                       self.command, list(self.nccl), self.last_epoch)
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
@@ -161,6 +171,30 @@ LAUNCH_REMEDY = {
     "MPI_HANG": "an mpirun that neither starts nor fails waits on a host: ssh asking for a password or a host key "
                 "(`ssh -o BatchMode=yes HOST true` for each of %(hosts)s), or a firewall between the hosts on Open "
                 "MPI's TCP ports (pin the interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>)",
+}
+
+
+#: An MPIJob's launcher that ran mpirun before its Workers' DNS names existed (ssh: "Could not resolve hostname
+#: <job>-worker-0.<job>-worker", ``launch.k8s.is_worker_host``): the operator's default launcherCreationPolicy,
+#: AtStartup, creates the launcher with the Workers, not after them (https://github.com/kubeflow/mpi-operator/issues/481).
+#: One cause and one fix, which ``invoke train --explain`` of the launcher's log (``launch_remedy``) and ``invoke
+#: validate --job`` of the manifest (``job.launcher_policy``) both give.
+MPIJOB_EARLY_LAUNCHER = ("the MPIJob's launcher started before its workers' DNS names existed "
+                         "(launcherCreationPolicy AtStartup, the operator's default)")
+MPIJOB_EARLY_LAUNCHER_REMEDY = (
+    "set launcherCreationPolicy: %s in the MPIJob's spec: the operator then creates the launcher only once every "
+    "worker is Ready, its DNS name resolving and its sshd up (invoke train --launcher k8s renders it)"
+    % LAUNCHER_CREATION_POLICY)
+
+
+#: The fix of a cause for GPU ranks, where it differs: one rank per GPU (``launch.job``, validate's
+#: ``job.rank_per_gpu``) leaves no room for more ranks than slots, and ``--oversubscribe`` would put two ranks on one
+#: GPU, which NCCL refuses ("Duplicate GPU detected": ``NCCL_DUPLICATE_GPU``).
+GPU_LAUNCH_REMEDY = {
+    "MPI_NOT_ENOUGH_SLOTS": "one rank per GPU: lower -np to the GPUs the hosts have (their slots: -H host:N with N "
+                            "its GPUs, a Slurm allocation's tasks, an MPIJob's workers × slotsPerWorker), or add hosts "
+                            "with GPUs; not --oversubscribe, which puts two ranks on one GPU (NCCL: \"Duplicate GPU "
+                            "detected\")",
 }
 
 
@@ -213,11 +247,16 @@ NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE
 #: (https://github.com/horovod/horovod/issues/2619: horovod.env and horovod.image) and a driver older than the CUDA
 #: runtime the ranks load (cudaError 35, https://github.com/NVIDIA/nvidia-docker/issues/745: container.gpus,
 #: gpu.driver_cuda). In validate's words: its checks and a failed run's explanation (``runtime_diagnosis``) say the
-#: same.
+#: same. And a rank's own out-of-memory error (TensorFlow's ResourceExhaustedError, ``TF_OUT_OF_MEMORY``: the batch
+#: per rank does not fit the device's memory), which only a failed run's explanation names.
 RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (pip install --no-cache-dir, so no wheel built for the old "
                                          "TensorFlow is reused) after the final TF install: install every package "
                                          "that can touch TensorFlow first and Horovod last",
-                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)"}
+                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
+                  "TF_OUT_OF_MEMORY": "lower --batch-size, the batch of each rank (the global batch is it × the "
+                                      "ranks: to keep a global batch, add ranks), or --image-size; a GPU rank has one "
+                                      "GPU's memory to itself (two ranks on one GPU halve it: one rank per GPU), CPU "
+                                      "ranks share their host's memory (fewer ranks per host)"}
 
 
 #: The fix of each image pyxis mis-reads (``facts.pyxis.image_problem``), for a failed job's log
@@ -242,12 +281,19 @@ def pyxis_remedy(cause: str, image: str) -> str:
 
 
 def launch_remedy(found: LaunchFailure, hosts: list[str] | tuple[str, ...] = (),
-                  command: str = "the launch command") -> str:
+                  command: str = "the launch command", gpus: bool | None = False) -> str:
     """The fix for ``found``'s cause (``LAUNCH_REMEDY``), naming the hosts its lines name, else ``hosts``
-    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand."""
+    (``host:slots`` entries are cut to the host), else "the hosts"; an unknown cause: run ``command`` by hand; an
+    MPIJob's workers' names that do not resolve: that cause (``MPIJOB_EARLY_LAUNCHER``) and its fix.
+    ``gpus``: the ranks are GPU ranks (True: ``GPU_LAUNCH_REMEDY`` where the cause has one), CPU ranks (False), or
+    not known (None: both fixes, each said for whom)."""
     named = list(found.hosts) or [h.split(":")[0] for h in hosts]
-    remedy = LAUNCH_REMEDY.get(found.cause, "run `%(command)s` by hand") % {
-        "hosts": ",".join(named) or "the hosts", "command": command}
+    if found.cause == "MPI_HOST_UNKNOWN" and found.hosts and all(is_worker_host(h) for h in found.hosts):
+        return "%s: %s" % (MPIJOB_EARLY_LAUNCHER, MPIJOB_EARLY_LAUNCHER_REMEDY)
+    cpu = LAUNCH_REMEDY.get(found.cause, "run `%(command)s` by hand")
+    gpu = GPU_LAUNCH_REMEDY.get(found.cause)
+    text = cpu if gpu is None or gpus is False else gpu if gpus else "GPU ranks: %s; CPU ranks: %s" % (gpu, cpu)
+    remedy = text % {"hosts": ",".join(named) or "the hosts", "command": command}
     slots = [h for h in found.hosts if found.cause == "MPI_HOST_UNKNOWN" and ":" in h]
     if slots:  # https://github.com/horovod/horovod/issues/951: `-H localhost:4` reached ssh as a host name
         remedy += ("; `%s` is a HOST:SLOTS entry this mpirun took for a host name: its -H does not read slots, "
@@ -297,7 +343,9 @@ def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
     ``facts.parsers.horovodrun.TF_SYMBOL_MISSING``): ``HOROVOD_TF_MISMATCH``; a driver older than the CUDA runtime
     (``CUDA driver version is insufficient for CUDA runtime version``, nvidia-container-cli's ``unsatisfied
     condition: cuda >= X``, read by ``facts.parsers.container.classify_runtime_error``): ``CUDA_DRIVER_TOO_OLD``,
-    quoting the line unless it is in ``said`` (the rank's reason the message gives already); None otherwise."""
+    quoting the line unless it is in ``said`` (the rank's reason the message gives already); TensorFlow out of memory
+    (``facts.parsers.horovodrun.tf_oom``): ``TF_OUT_OF_MEMORY``, with the device and the tensor's shape where the log
+    gives them; None otherwise."""
     lines = ([outcome.first_exception[1]] if outcome.first_exception else []) + outcome.errors + [
         line for rank in sorted(outcome.rank_tails) for line in outcome.rank_tails[rank]] + outcome.tail
     text = "\n".join(lines)
@@ -312,6 +360,11 @@ def runtime_diagnosis(outcome: Outcome, said: str | None = None) -> str | None:
         line = next(line.strip() for line in lines if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(line))
         return "the NVIDIA driver is older than the CUDA the ranks need%s [CUDA_DRIVER_TOO_OLD]; %s" % (
             "" if said and line in said else " (%s)" % line, RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"])
+    oom = hr.tf_oom(lines)
+    if oom is not None:
+        return "TensorFlow ran out of memory%s%s [TF_OUT_OF_MEMORY]; %s" % (
+            " on %s" % oom.device if oom.device else "",
+            " allocating a tensor of shape [%s]" % oom.shape if oom.shape else "", RUNTIME_REMEDY["TF_OUT_OF_MEMORY"])
     return None
 
 
@@ -405,16 +458,17 @@ def gloo_segfault(outcome: Outcome) -> str:
                 rank, why, "; its stack trace is in %s" % ", ".join(libraries) if libraries else ""))
 
 
-def explain_failure(outcome: Outcome, controller: str) -> str:
-    """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
-    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy."""
-    parts = ["training failed (%s)" % ("horovodrun exit status %d" % outcome.returncode
-                                       if outcome.returncode is not None else "from its log")]
+def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[list[str], str | None, bool]:
+    """The parts of a failure's message (each a cause found in the output), the failing rank's own reason, and
+    whether a launch or container failure already says why (no last lines needed)."""
+    parts: list[str] = []
     code = None
     launch = classify_launch("\n".join(outcome.launcher_lines)) if outcome.interrupted is None else None
-    if launch is not None and launch.cause in _NOT_LAUNCHED:
+    not_launched = launch is not None and launch.cause in _NOT_LAUNCHED
+    if not_launched:
         parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
-            launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command")))
+            launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command",
+                                                     gpus=gpus)))
     pyxis = pyxis_diagnosis(outcome) if outcome.interrupted is None else None
     if pyxis:
         parts.append(pyxis)
@@ -425,14 +479,8 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
         parts.append("rank %d%s exited first, with code %d%s" % (
             rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code, hr.describe_code(code)))
     reason = rank_reason(outcome) if outcome.interrupted is None else None
-    if reason:
-        parts.append(reason)
-    nccl = nccl_diagnosis(outcome) if outcome.interrupted is None else None
-    if nccl:
-        parts.append(nccl)
-    runtime = runtime_diagnosis(outcome, reason) if outcome.interrupted is None else None
-    if runtime:
-        parts.append(runtime)
+    if outcome.interrupted is None:
+        parts += [p for p in (reason, nccl_diagnosis(outcome), runtime_diagnosis(outcome, reason)) if p]
     if outcome.lost_host and outcome.interrupted is None:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (
@@ -442,12 +490,23 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
         parts.append("Slurm lost node %s%s, which is %s: every rank on it ended with the job" % (
             node, _ranks_on(outcome, node), how))
     missing = missing_libraries(outcome)
-    if missing:
+    if missing and (parts or outcome.returncode is not None):  # TensorFlow's warning alone is no failure
         parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
         parts.append(gloo_segfault(outcome))
-    message = "; ".join(parts) + "\nfull log: %s" % outcome.log_path
-    if not reason and outcome.interrupted is None and not (launch and launch.cause in _NOT_LAUNCHED) and not pyxis:
+    return parts, reason, not_launched or bool(pyxis)
+
+
+def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None, origin: str | None = None) -> str:
+    """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
+    launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy (for GPU ranks
+    where ``gpus``, for CPU ranks where not, both where it is not known: ``launch_remedy``). ``origin``: where the
+    outcome comes from, said in the first line (the launcher's exit status; "from its log" for a saved log)."""
+    parts, reason, said = _diagnoses(outcome, controller, gpus)
+    header = origin or ("horovodrun exit status %d" % outcome.returncode if outcome.returncode is not None
+                        else "from its log")
+    message = "; ".join(["training failed (%s)" % header] + parts) + "\nfull log: %s" % outcome.log_path
+    if not reason and outcome.interrupted is None and not said:
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail
         shown = hr.without_tracebacks(lines)[-10:]
@@ -457,23 +516,65 @@ def explain_failure(outcome: Outcome, controller: str) -> str:
     return message
 
 
+#: What stops a run by each signal chexstack's supervision stops a run on (``launch.stream``).
+_STOPPED_BY = {"SIGINT": "Ctrl-C, or kill -INT", "SIGTERM": "kill, scancel or a shutdown",
+               "SIGHUP": "its terminal closed"}
+
+
+def interrupted_explanation(outcome: Outcome, where: str) -> str:
+    """A run a signal stopped (``Outcome.interrupted``, from the log's own line), ``where`` the log and which run in
+    it: a stop, not a failure; the ranks' exit codes that follow are the stop's; how to continue, by the last epoch
+    the log shows ended."""
+    name = signal.Signals(outcome.interrupted).name
+    text = "interrupted by %s in %s: the run was stopped (%s), not a failure" % (
+        name, where, _STOPPED_BY.get(name, "a signal"))
+    if outcome.first_failure:
+        rank, code = outcome.first_failure
+        text += "; rank %d's exit code %d%s follows from it (the ranks were stopped)" % (
+            rank, code, hr.describe_code(code))
+    if outcome.last_epoch is None:
+        text += "; the log shows no epoch ended: start the run again (--resume needs a committed checkpoint)"
+    else:
+        text += ("; the last epoch the log shows ended is %d: continue with --resume (it starts after the last "
+                 "committed checkpoint)" % outcome.last_epoch)
+    return text + "\nfull log: %s" % outcome.log_path
+
+
 def explain_log(path: str) -> str:
-    """The failure message (``explain_failure``) for a saved launcher log: a run's ``launch.log``, horovodrun's or
-    mpirun's output, a Slurm job's ``slurm-N.out``, an MPIJob launcher pod's log. The exit status is not in a log;
-    the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``). ChexstackError when the file
-    cannot be read; "no failure in PATH: ..." when the log shows a finished run and no cause."""
+    """The explanation of a saved launcher log: a run's ``launch.log``, horovodrun's or mpirun's output, a Slurm job's
+    ``slurm-N.out``, an MPIJob launcher pod's log. A ``launch.log`` holds every run of its output folder, each
+    starting with its ``$ command`` line (``facts.parsers.horovodrun.RUN_START``): the last run is explained. The
+    exit status is not in a log; the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``).
+    A run a signal stopped is said so (``interrupted_explanation``), a run the trainer reported done or a log without
+    a failure in it says so ("no failure ..."), else the failure message (``explain_failure``). ChexstackError when
+    the file cannot be read."""
     from chexstack.inputs import input_file
 
-    reader = OutputReader()
-    mpi, done = False, False
     what = "a launcher log (horovodrun, mpirun, slurm-N.out, an MPIJob launcher's log)"
     with open(input_file(path, "--explain %s" % path, what), errors="replace") as log:
-        for raw in log:
-            line = raw.rstrip("\n")
-            mpi = mpi or bool(_MPI_PREFIX.match(line))
-            _, _, event = reader.feed(line)
-            done = done or bool(event and event["event"] == "done")
+        lines = [raw.rstrip("\n") for raw in log]
+    starts = [i for i, line in enumerate(lines) if line.startswith(hr.RUN_START)]
+    run = lines[starts[-1]:] if starts else lines
+    which = " (the last of its %d runs, from line %d)" % (len(starts), starts[-1] + 1) if len(starts) > 1 else ""
+    reader = OutputReader()
+    mpi, done = False, False
+    for line in run:
+        mpi = mpi or bool(_MPI_PREFIX.match(line))
+        _, _, event = reader.feed(line)
+        done = done or bool(event and event["event"] == "done")
     outcome = reader.outcome(None, path)
+    controller = "mpi" if mpi else "gloo"
+    if outcome.interrupted is not None:
+        return interrupted_explanation(outcome, path + which)
     if done and not (outcome.first_failure or outcome.errors or outcome.first_exception):
-        return "no failure in %s: the run's trainer reported it done" % path
-    return explain_failure(outcome, "mpi" if mpi else "gloo")
+        return "no failure in %s%s: the run's trainer reported it done" % (path, which)
+    if not _diagnoses(outcome, controller, None)[0]:
+        if not run:
+            return "no failure found in %s%s: it is empty" % (path, which)
+        shown = [line for line in hr.without_tracebacks(outcome.tail) if parse_event(line) is None][-10:]
+        return "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d " \
+            "line(s)%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
+                             "; the last epoch it shows ended is %d" % outcome.last_epoch,
+                             "; last lines:\n" + "\n".join(shown) if shown else "")
+    return explain_failure(outcome, controller, origin="from its log%s" % (
+        "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else ""))

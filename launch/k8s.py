@@ -36,6 +36,18 @@ SHM_VOLUME = "dshm"
 #: The launcher waits for every worker to be Ready (else mpirun fails on DNS or sshd not up yet: the launcher log
 #: of https://github.com/kubeflow/mpi-operator/issues/481).
 LAUNCHER_CREATION_POLICY = "WaitForWorkersReady"
+#: The DNS name by which an MPIJob's launcher reaches Worker ``i``: ``<job>-worker-<i>.<job>-worker`` (the operator's
+#: headless Service of the Workers, as its hostfile names them: the launcher log of
+#: https://github.com/kubeflow/mpi-operator/issues/481), optionally followed by the namespace and cluster domain. The
+#: name exists only once the Worker's pod does.
+WORKER_HOST = re.compile(r"^(?P<job>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-worker-\d+\.(?P=job)-worker(?:\.|$)")
+
+
+def is_worker_host(name: str) -> bool:
+    """Whether ``name`` is an MPIJob Worker's DNS name (``WORKER_HOST``)."""
+    return bool(WORKER_HOST.match(str(name)))
+
+
 #: The capability a worker needs with an RDMA resource (NCCL registers memory; else it falls back to sockets).
 IPC_LOCK = "IPC_LOCK"
 #: The extended resources through which a device plugin gives a pod an RDMA device (an HCA, or an SR-IOV VF of one),
@@ -73,7 +85,43 @@ def holds_ipc_lock(security_context: dict | None) -> bool:
     added = ((context.get("capabilities") or {}).get("add") or [])
     return any(str(c).upper().removeprefix("CAP_") in (IPC_LOCK, "ALL") for c in added)
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+#: The resources a container may name without a domain (Kubernetes API validation, validateContainerResourceName in
+#: pkg/apis/core/validation/validation.go: a name without "/" that is none of these is refused, "must be a standard
+#: resource for containers"); ``hugepages-<size>`` too.
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+#: An extended resource's name: a DNS subdomain outside kubernetes.io, "/", a name of at most 63 characters
+#: ("Extended resources are fully qualified with any domain outside of *.kubernetes.io/. Valid extended resource
+#: names have the form example.com/foo": https://kubernetes.io/docs/tasks/configure-pod-container/extended-resource/;
+#: the qualified-name rule of IsExtendedResourceName, pkg/apis/core/v1/helper/helpers.go).
+_EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def extended_resource_problem(name: str) -> str | None:
+    """Why ``name`` is no extended resource name (a device plugin's ``DOMAIN/NAME``, such as
+    ``rdma/hca_shared_devices_a``), else None: no domain (``bogus``), a domain in kubernetes.io (Kubernetes' own),
+    or characters a name cannot have (``_EXTENDED_RESOURCE``)."""
+    text = str(name)
+    if "/" not in text:
+        return ("it has no domain: an extended resource is DOMAIN/NAME (a name without '/' is a standard resource "
+                "such as cpu or memory, and Kubernetes refuses any other: \"must be a standard resource for "
+                "containers\")")
+    domain = text.split("/", 1)[0]
+    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+        return "its domain %s is Kubernetes' own: extended resources are outside *.kubernetes.io/" % domain
+    if not _EXTENDED_RESOURCE.match(text) or len(domain) > 253 - len("requests."):
+        return ("expected DOMAIN/NAME: a lower-case DNS domain, then a name of letters, digits, '-', '_' and '.' "
+                "(at most 63) that starts and ends with a letter or digit")
+    return None
+
+
+def container_resource_problem(name: str) -> str | None:
+    """Why the Kubernetes API server refuses ``name`` in a container's ``limits`` or ``requests``, else None: a
+    standard resource (``STANDARD_CONTAINER_RESOURCES``, ``hugepages-<size>``) or an extended resource
+    (``extended_resource_problem``)."""
+    text = str(name)
+    if "/" not in text and (text in STANDARD_CONTAINER_RESOURCES or text.startswith("hugepages-")):
+        return None
+    return extended_resource_problem(text)
 
 
 @dataclass(frozen=True)
@@ -101,9 +149,12 @@ class K8sOptions:
     def __post_init__(self):
         if not _QUANTITY.match(self.shm_size):
             raise ChexstackError("shm size %r: expected a Kubernetes quantity such as 1Gi or 512Mi" % self.shm_size)
-        if self.rdma_resource is not None and not _RESOURCE_NAME.match(self.rdma_resource):
-            raise ChexstackError("RDMA resource %r: expected an extended resource name such as "
-                                 "rdma/hca_shared_devices_a" % self.rdma_resource)
+        problem = extended_resource_problem(self.rdma_resource) if self.rdma_resource is not None else None
+        if problem:
+            raise ChexstackError("RDMA resource %r: %s; give the device plugin's resource name, such as "
+                                 "rdma/hca_shared_devices_a (Kubernetes, Extended resources: https://kubernetes.io/"
+                                 "docs/tasks/configure-pod-container/extended-resource/)" % (self.rdma_resource,
+                                                                                             problem))
 
     @property
     def as_root(self) -> bool:

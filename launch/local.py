@@ -141,7 +141,7 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
-        raise ChexstackError(failure.explain_failure(outcome, plan.controller),
+        raise ChexstackError(failure.explain_failure(outcome, plan.controller, gpus=request.gpus > 0),
                              exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
     if throughput:
         return None

@@ -15,6 +15,7 @@ Scripts are ``launch/templates/slurm-*.sbatch`` filled with ``string.Template``;
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import socket
@@ -96,8 +97,23 @@ def _comment(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def output_folder_note(output: str) -> str:
+    """The comment at the top of a script whose job output (``#SBATCH --output``) is in a folder: Slurm connects
+    the batch script's output to that file when the job starts, before the script (and its ``mkdir -p``) runs
+    (sbatch(1), --output: "connect the batch script's standard output directly to the file name specified"), so a
+    folder that does not exist yet fails the job with no log at all. chexstack's ``--submit`` creates the folder
+    first (``launch.cluster.submit_job``, and ``invoke bench`` and ``invoke study`` for theirs); a user who runs
+    sbatch on a rendered script must. "" for a file in the submit directory."""
+    folder = os.path.dirname(output)
+    if not folder:
+        return ""
+    return ("# Before sbatch: mkdir -p %s (Slurm opens --output=%s before this script and its mkdir run: without the "
+            "folder the job fails with no log; chexstack's --submit creates it first)" % (folder, output))
+
+
 def directives(spec: JobSpec, opts: SlurmOptions) -> str:
-    """The ``#SBATCH`` lines: nodes, tasks (and GPUs) per node, scheduler options; each value checked."""
+    """The ``#SBATCH`` lines: nodes, tasks (and GPUs) per node, scheduler options; each value checked. A job output
+    in a folder is preceded by ``output_folder_note``."""
     pairs = [("job-name", spec.name), ("nodes", spec.nodes), ("ntasks-per-node", spec.ranks_per_node)]
     if spec.gpus:
         pairs.append(("gpus-per-node", spec.ranks_per_node))
@@ -124,7 +140,8 @@ def directives(spec: JobSpec, opts: SlurmOptions) -> str:
         lines.append("#SBATCH --exclusive")
     if opts.requeue:
         lines.append("#SBATCH --requeue")
-    return "\n".join(lines)
+    note = output_folder_note(opts.output)
+    return "\n".join(([note] if note else []) + lines)
 
 
 def exports(spec: JobSpec, hybrid: bool = False) -> str:

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from chexstack.errors import ChexstackError
+from facts.parsers.horovodrun import INTERRUPTED, RUN_START
 from facts.parsers.slurm import PREFIX
 from launch.failure import Outcome, OutputReader
 
@@ -230,9 +231,9 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                TimeElapsedColumn())
     with log, Progress(*columns, console=console, transient=True) as progress:
-        log.write("$ %s\n" % " ".join(argv))
+        log.write("%s%s\n" % (RUN_START, " ".join(argv)))
         log.flush()
-        reader.feed("$ %s" % " ".join(argv))
+        reader.feed("%s%s" % (RUN_START, " ".join(argv)))
         display = _Display(progress)
         proc = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
@@ -249,7 +250,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
                     progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
             returncode = proc.wait()
         if stopper.signal is not None:
-            log.write("[chexstack] interrupted by %s\n" % signal.Signals(stopper.signal).name)
+            log.write(INTERRUPTED % signal.Signals(stopper.signal).name + "\n")
             if force_stop is not None:
                 force_stop()
             for p in reap(list(stopper.tree.values())):

@@ -17,13 +17,16 @@ from facts.parsers.horovod import CheckBuild
 from facts.parsers.mpi import classify_launch, launch_items
 from launch import failure, local
 from launch.controller import GLOO_FIXES, GLOO_ON_LOOPBACK
+from launch.k8s import is_worker_host
 from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib import cli as cmd
 from tests.lib.paths import CASES, REPO
+from validate.catalogue import CODES
 from validate.checks.container import judge_container_gpus
 from validate.checks.horovod import judge_build
 from validate.checks.mpi import judge_launch_failure
+from validate.jobfile import judge_job
 
 MPI_DATA = REPO / "tests" / "data" / "mpi"
 BANNER = (MPI_DATA / "openmpi-4.1.4-ssh-port-refused.txt").read_text().split("\n", 1)[1]
@@ -99,6 +102,35 @@ def test_validate_names_the_same_cause_and_remedy(name, remedy):
     assert remedy in failure.launch_remedy(classify_launch(output), ["n1", "n2"])
 
 
+def test_an_mpijob_launcher_that_cannot_resolve_its_workers_gets_the_one_remedy_validate_job_gives(tmp_path):
+    """New-user report: `ssh: Could not resolve hostname chexnet-worker-1.chexnet-worker` in an MPIJob launcher's log
+    got /etc/hosts and DNS advice, while validate --job says launcherCreationPolicy: WaitForWorkersReady for the same
+    fault. One cause (the launcher started before the workers' DNS names existed) and one fix, from one place
+    (launch.failure.MPIJOB_EARLY_LAUNCHER, MPIJOB_EARLY_LAUNCHER_REMEDY)."""
+    log = tmp_path / "launcher.log"
+    log.write_text("ssh: Could not resolve hostname chexnet-worker-1.chexnet-worker: Name or service not known\n"
+                   + BANNER)
+    result = cmd.run("train", "--explain", str(log))
+    assert ("[MPI_HOST_UNKNOWN]; %s: %s" % (failure.MPIJOB_EARLY_LAUNCHER, failure.MPIJOB_EARLY_LAUNCHER_REMEDY)
+            in result.stdout)
+    assert "/etc/hosts" not in result.stdout and "launcherCreationPolicy: WaitForWorkersReady" in result.stdout
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text((REPO / "tests" / "golden" / "launch" / "mpijob-2x4gpu-rdma.yaml").read_text().replace(
+        "  launcherCreationPolicy: WaitForWorkersReady\n", ""))
+    (policy,) = [f for f in judge_job(str(manifest))[1] if f.rule == "job.launcher_policy"]
+    assert (policy.code, policy.remedy) == ("MPI_HOST_UNKNOWN", failure.MPIJOB_EARLY_LAUNCHER_REMEDY)
+    # a host that is no MPIJob worker keeps the name-resolution fix
+    plain = failure.launch_remedy(classify_launch((MPI_DATA / "openmpi-4.1.4-unresolvable-hosts.txt").read_text()))
+    assert plain.startswith("node1,node2 does not resolve from this node") and "launcherCreationPolicy" not in plain
+
+
+def test_the_names_of_an_mpijobs_workers():
+    assert all(is_worker_host(h) for h in ("chexnet-worker-1.chexnet-worker", "a-worker-0.a-worker.ml.svc",
+                                           "tensorflow-benchmarks-worker-12.tensorflow-benchmarks-worker"))
+    assert not any(is_worker_host(h) for h in ("node1", "chexnet-worker-1", "a-worker-0.b-worker", "localhost:4",
+                                               "a-worker-x.a-worker"))
+
+
 def _failing_plan(name: str) -> Plan:
     """A plan whose command prints a recorded launcher output (ranks first, when given) and exits 1, as
     horovodrun/mpirun do."""
@@ -117,7 +149,7 @@ def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_pa
     assert raised.value.exit_code == 1
     assert ("the launch failed before the ranks ran: ssh: Could not resolve hostname tensorflow-benchmarks-worker-0"
             ".tensorflow-benchmarks-worker: Name or service not known [MPI_HOST_UNKNOWN]") in message
-    assert "tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker does not resolve" in message
+    assert failure.MPIJOB_EARLY_LAUNCHER_REMEDY in message  # an MPIJob's workers: the launcher came first
     assert "last lines" not in message and "network routing requirements" not in message
 
     log = tmp_path / "run" / "launch.log"
@@ -125,6 +157,27 @@ def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_pa
     assert explained.returncode == 0, explained.stderr
     assert message.split("; ", 1)[1].split("\nfull log:")[0] in explained.stdout  # the same message, from the log
     assert "training failed (from its log)" in explained.stdout
+
+
+def test_not_enough_slots_for_gpu_ranks_lowers_np_and_never_oversubscribes(tmp_path):
+    """New-user report: MPI_NOT_ENOUGH_SLOTS for a GPU job suggested --oversubscribe, which puts two ranks on one
+    GPU (NCCL's "Duplicate GPU detected"). For GPU ranks the fix is fewer ranks (or more hosts with GPUs); CPU ranks
+    keep theirs; where the log does not say which, both, each said for whom."""
+    output = (MPI_DATA / "openmpi-4.1.4-not-enough-slots.txt").read_text()
+    found = classify_launch(output)
+    gpu, cpu = failure.launch_remedy(found, gpus=True), failure.launch_remedy(found, gpus=False)
+    assert gpu == failure.GPU_LAUNCH_REMEDY["MPI_NOT_ENOUGH_SLOTS"] and gpu.startswith("one rank per GPU: lower -np")
+    assert "not --oversubscribe" in gpu and "or --oversubscribe" not in gpu
+    assert cpu == failure.LAUNCH_REMEDY["MPI_NOT_ENOUGH_SLOTS"] == failure.launch_remedy(found)  # validate's mpi.launch
+    assert failure.launch_remedy(found, gpus=None) == "GPU ranks: %s; CPU ranks: %s" % (gpu, cpu)
+    assert failure.launch_remedy(classify_launch(BANNER), gpus=True) == failure.launch_remedy(classify_launch(BANNER))
+
+    request = TrainRequest(gpus=2, np=4, argv=("--data", "synthetic", "--output", str(tmp_path / "run")))
+    with pytest.raises(ChexstackError) as raised:
+        local.execute(request, _failing_plan("openmpi-4.1.4-not-enough-slots.txt"), cwd=str(tmp_path))
+    assert "[MPI_NOT_ENOUGH_SLOTS]; %s" % gpu in str(raised.value) and "CPU ranks" not in str(raised.value)
+    explained = cmd.run("train", "--explain", str(tmp_path / "run" / "launch.log"))  # a log does not say: both
+    assert "[MPI_NOT_ENOUGH_SLOTS]; GPU ranks: one rank per GPU" in explained.stdout
 
 
 @pytest.mark.parametrize("name,what", [
@@ -161,6 +214,86 @@ def test_train_explain_refusals(tmp_path):
     assert missing.returncode == 2 and "--explain %s: no such file" % (tmp_path / "nope.log") in missing.stderr
     mixed = cmd.run("train", "--explain", str(done), "--gpus", "2", "--lr", "0.1")
     assert mixed.returncode == 2 and "leave out --gpus, --lr" in mixed.stderr
+
+
+@pytest.mark.parametrize("text,what", [
+    ("", "it is empty"),
+    ("hello\nall good\n", "no rank's exit code, error or exception and no launcher failure in its 2 line(s); last "
+                           "lines:\nhello\nall good"),
+])
+def test_train_explain_of_a_log_without_a_failure_says_none_was_found(tmp_path, text, what):
+    """New-user report: an empty log, or one saying "hello / all good", was explained as "training failed (from its
+    log)". Explain is informational: a log without a failure says so and exits 0 (an unreadable one is exit 2)."""
+    log = tmp_path / "launch.log"
+    log.write_text(text)
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "no failure found in %s: %s\n" % (log, what)
+    assert "training failed" not in result.stdout
+
+
+INTERRUPTED_RUN = [
+    "$ /venv/bin/horovodrun -np 2 -H localhost:2 --gloo /venv/bin/python -m trainer --output /runs/int1",
+    '[0]<stdout>:@chexstack {"event": "run", "hosts": ["vm", "vm"], "world_size": 2}',
+    '[0]<stdout>:@chexstack {"epoch": 1, "event": "epoch_begin", "steps": 19}',
+    '[0]<stdout>:@chexstack {"epoch": 1, "event": "epoch_end", "loss": 0.1}',
+    "[1]<stderr>:Terminated",
+    "[0]<stderr>:Terminated",
+    "Process 0 exit with status code 143.",
+    "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job to "
+    "be terminated. The first process to do so was:",
+    "Process name: 0",
+    "Exit code: 143",
+    "",
+    failure.hr.INTERRUPTED % "SIGINT",
+]
+
+
+def test_train_explain_of_a_run_stopped_by_ctrl_c_says_so_not_a_failure(tmp_path):
+    """New-user report: the log of a Ctrl-C'd run, ending with launch.stream's own line `[chexstack] interrupted by
+    SIGINT`, was explained as "training failed … rank 0 exited first, with code 143 (SIGTERM)". It was the user's
+    stop: the ranks' 143 is the stop's, and the run continues with --resume after the epoch the log shows ended."""
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(INTERRUPTED_RUN) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("interrupted by SIGINT in %s: the run was stopped (Ctrl-C, or kill -INT), not a "
+                                    "failure; rank 0's exit code 143 (SIGTERM) follows from it" % log)
+    assert "the last epoch the log shows ended is 1: continue with --resume" in result.stdout
+    assert "training failed" not in result.stdout
+    early = [line for line in INTERRUPTED_RUN if "epoch_end" not in line]
+    log.write_text("\n".join(early).replace("SIGINT", "SIGTERM") + "\n")
+    stopped = cmd.run("train", "--explain", str(log)).stdout
+    assert stopped.startswith("interrupted by SIGTERM in %s: the run was stopped (kill, scancel or a shutdown)" % log)
+    assert "the log shows no epoch ended: start the run again" in stopped
+
+
+def test_train_explain_reads_the_last_run_of_an_appended_launch_log(tmp_path):
+    """A run's launch.log takes every run of its output folder, each from its `$ command` line: the last run is
+    explained, and the message says which."""
+    failed = ["$ /venv/bin/horovodrun -np 2 -H localhost:2 python -m trainer --output /runs/int1",
+              "[1]<stderr>:trainer: error: --data /x: no such directory", "Process 1 exit with status code 2."]
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(INTERRUPTED_RUN + failed) + "\n")
+    result = cmd.run("train", "--explain", str(log)).stdout
+    assert result.startswith("training failed (from its log; the last of its 2 runs, from line %d); rank 1 exited "
+                             "first, with code 2; rank 1: --data /x: no such directory" % (len(INTERRUPTED_RUN) + 1))
+    log.write_text("\n".join(failed + INTERRUPTED_RUN) + "\n")
+    assert cmd.run("train", "--explain", str(log)).stdout.startswith(
+        "interrupted by SIGINT in %s (the last of its 2 runs, from line 4)" % log)
+    log.write_text("\n".join(INTERRUPTED_RUN + failed[:1] + ['[0]<stdout>:@chexstack {"event": "done"}']) + "\n")
+    assert cmd.run("train", "--explain", str(log)).stdout.startswith(
+        "no failure in %s (the last of its 2 runs, from line %d): the run's trainer reported it done"
+        % (log, len(INTERRUPTED_RUN) + 1))
+
+
+def test_the_log_line_of_an_interrupted_run_is_the_one_the_reader_reads():
+    reader = failure.OutputReader()
+    for line in INTERRUPTED_RUN:
+        reader.feed(line)
+    outcome = reader.outcome(None, "launch.log")
+    assert (outcome.interrupted, outcome.last_epoch, outcome.first_failure) == (2, 1, (0, 143))
+    assert reader.outcome(1, "launch.log", 15).interrupted == 15  # a live run's own signal first
 
 
 def test_train_explain_names_the_nccl_cause_validate_names(tmp_path):
@@ -349,6 +482,31 @@ def test_both_spellings_of_a_driver_older_than_the_cuda_get_validates_code_and_r
     out = _rank_failure_log(tmp_path, ["SystemExit: 1"], after=engine + "\n")
     assert "the NVIDIA driver is older than the CUDA the ranks need (%s) [CUDA_DRIVER_TOO_OLD]; %s" % (
         engine, remedy) in out
+
+
+@pytest.mark.parametrize("lines,where", [
+    (["[1,0]<stderr>:2024-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1816] OP_REQUIRES failed "
+      "at conv_ops.cc:1068 : RESOURCE_EXHAUSTED: OOM when allocating tensor with shape[64,256,56,56] and type float "
+      "on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+      "[1,0]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor"],
+     " on GPU:0 allocating a tensor of shape [64,256,56,56]"),
+    (["[0]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+      "shape[32,1024,14,14] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu",
+      "Process 0 exit with status code 1."], " on CPU:0 allocating a tensor of shape [32,1024,14,14]"),
+    (["[1,1]<stderr>:ResourceExhaustedError: OOM when allocating tensor"], ""),  # TF 1.x, cut short
+], ids=["tf2-gpu", "cpu", "bare"])
+def test_tensorflow_out_of_memory_gets_its_cause_and_remedy(tmp_path, lines, where):
+    """New-user report: a TensorFlow OOM (ResourceExhaustedError: OOM when allocating tensor …) was explained with
+    the exception line alone. It is TF_OUT_OF_MEMORY (validate/catalogue.py): the batch per rank does not fit the
+    device; the device and the tensor's shape where the log gives them."""
+    log = tmp_path / "oom.log"
+    log.write_text("\n".join(lines) + "\n")
+    result = cmd.run("train", "--explain", str(log))
+    assert result.returncode == 0, result.stderr
+    assert ("; TensorFlow ran out of memory%s [TF_OUT_OF_MEMORY]; %s\n" % (where, failure.RUNTIME_REMEDY[
+        "TF_OUT_OF_MEMORY"])) in result.stdout
+    assert failure.RUNTIME_REMEDY["TF_OUT_OF_MEMORY"].startswith("lower --batch-size, the batch of each rank")
+    assert "TF_OUT_OF_MEMORY" in CODES and result.stdout.startswith("training failed (from its log)")
 
 
 def test_validate_gives_these_faults_the_same_remedy():

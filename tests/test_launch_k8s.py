@@ -14,6 +14,7 @@ from envs.manifest import load_stack
 from launch import k8s
 from launch.job import JobSpec, Mount
 from launch.submit import submit_k8s
+from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 from tests.lib.k8s import validate_mpijob as validate
 
@@ -74,6 +75,39 @@ def test_bad_options_are_named():
         k8s.K8sOptions(shm_size="lots")
     with pytest.raises(ChexstackError, match="RDMA resource"):
         k8s.K8sOptions(rdma_resource="rdma hca")
+
+
+@pytest.mark.parametrize("name,why", [
+    ("bogus", "it has no domain"), ("hca_shared_devices_a", "it has no domain"),
+    ("kubernetes.io/rdma", "Kubernetes' own"), ("example.kubernetes.io/rdma", "Kubernetes' own"),
+    ("RDMA/hca", "expected DOMAIN/NAME"), ("rdma/", "expected DOMAIN/NAME"), ("rdma/a/b", "expected DOMAIN/NAME"),
+    ("rdma/" + "x" * 64, "expected DOMAIN/NAME"),
+])
+def test_an_rdma_resource_without_a_domain_is_refused_at_render(name, why):
+    """New-user report: `--rdma bogus` rendered `bogus: 1` into the workers' limits, which the API server refuses
+    (a name without '/' must be a standard resource: cpu, memory, ...). An extended resource is DOMAIN/NAME outside
+    kubernetes.io (https://kubernetes.io/docs/tasks/configure-pod-container/extended-resource/)."""
+    with pytest.raises(ChexstackError) as e:
+        k8s.K8sOptions(rdma_resource=name)
+    assert str(e.value).startswith("RDMA resource %r: " % name) and why in str(e.value)
+    assert "https://kubernetes.io/docs/tasks/configure-pod-container/extended-resource/" in str(e.value)
+
+
+def test_resource_names_kubernetes_accepts():
+    for name in ("rdma/hca_shared_devices_a", "nvidia.com/gpu", "mellanox.com/mlnx_sriov_rdma", "example.com/foo",
+                 "nvidia.com/mig-1g.5gb"):
+        assert k8s.extended_resource_problem(name) is None and k8s.container_resource_problem(name) is None, name
+        k8s.K8sOptions(rdma_resource=name)
+    for name in ("cpu", "memory", "ephemeral-storage", "hugepages-2Mi"):
+        assert k8s.container_resource_problem(name) is None and k8s.extended_resource_problem(name), name
+    assert "standard resource" in k8s.container_resource_problem("gpu")
+
+
+def test_train_refuses_a_bogus_rdma_resource_before_printing_a_manifest():
+    result = cmd.run("train", "--launcher", "k8s", "--stack", "cpu", "--gpus", "8", "--rdma", "bogus", "--data",
+                     "/nfs/cxr", "--output", "/nfs/runs/r1", "--render")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: RDMA resource 'bogus': it has no domain")
 
 
 def test_submit_without_a_cluster_is_a_clear_error(monkeypatch, tmp_path):

@@ -12,6 +12,7 @@ from launch import slurm
 from launch.job import JobSpec, Mount, layout
 from launch.mpi_compat import check_hybrid
 from launch.submit import submit_slurm
+from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 
 TRAINER_ARGS = ("--data", "/data/chestxray14", "--model", "densenet121", "--batch-size", "32", "--epochs", "5",
@@ -191,6 +192,25 @@ def test_the_train_script_creates_its_output_folder_before_srun_mounts_it(tmp_pa
     assert run.returncode == 0 and run.stdout.strip() == "srun ok", run.stdout + run.stderr
     assert output.is_dir()
     assert slurm.output_dirs((Mount("/data", read_only=True),)) == ""
+
+
+def test_a_rendered_script_says_its_output_folder_must_exist_before_sbatch():
+    """New-user report: `invoke train --launcher slurm --render` wrote `#SBATCH --output=/shared/runs/r1/slurm-%j.out`
+    and only the script's own mkdir made that folder, which runs after Slurm opened the file: `sbatch` on the
+    rendered script failed with no log. The comment at the top says so (--submit creates the folder first)."""
+    result = cmd.run("train", "--launcher", "slurm", "--stack", "cpu", "--gpus", "8", "--data", "/shared/cxr",
+                     "--output", "/shared/runs/r1", "--render")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    first_directive = next(i for i, line in enumerate(lines) if line.startswith("#SBATCH"))
+    note = lines[first_directive - 1]
+    assert note.startswith("# Before sbatch: mkdir -p /shared/runs/r1 (Slurm opens "
+                           "--output=/shared/runs/r1/slurm-%j.out before this script and its mkdir run") and \
+        "--submit creates it first" in note
+    assert all(line.startswith("#") for line in lines[:first_directive])
+    assert "#SBATCH --output=/shared/runs/r1/slurm-%j.out" in lines
+    assert slurm.output_folder_note("%x-%j.out") == ""  # sbatch's own folder: nothing to create
+    assert "Before sbatch" not in slurm.render(_spec(), "pyxis")
 
 
 def _baremetal_spec(gpus=False):

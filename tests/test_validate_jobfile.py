@@ -8,16 +8,17 @@ import json
 import jsonschema
 import pytest
 
-from launch.failure import pyxis_remedy
+from launch.failure import GPU_LAUNCH_REMEDY, LAUNCH_REMEDY, pyxis_remedy
 from launch.k8s import RDMA_RESOURCES, is_rdma_resource
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
 from validate import report_schema
 from validate.catalogue import CODES
-from validate.jobfile import judge_job
+from validate.jobfile import job_report, judge_file, judge_job, rule_result
 from validate.jobrules import MPIJOB as MPIJOB_KIND
 from validate.jobrules import SBATCH as SBATCH_KIND
 from validate.jobrules import rules_for
+from validate.slurmlayout import gres_gpus, read_options
 
 GOLDEN = REPO / "tests" / "golden"
 JOB_GOLDENS = sorted([*GOLDEN.glob("launch/*.sbatch"), *GOLDEN.glob("launch/*.yaml"), *GOLDEN.glob("bench/*.sbatch"),
@@ -199,8 +200,13 @@ def test_the_json_report_of_a_job_file_is_the_published_schema(tmp_path):
                    str(clean)).returncode == 0
     report = json.loads(clean.read_text())
     jsonschema.Draft202012Validator(schema).validate(report)
-    assert report["job"]["kind"] == "Slurm batch script" and {r["status"] for r in report["results"]} == {"PASS"}
-    assert [r["id"] for r in report["results"]] == rules_for(SBATCH_KIND)
+    assert report["job"]["kind"] == "Slurm batch script" and [r["id"] for r in report["results"]] == rules_for(
+        SBATCH_KIND)
+    # the hybrid script has no pyxis step: those rules had nothing to judge (SKIP, never a PASS they did not observe)
+    assert {r["id"]: (r["status"], r["diagnosis"]) for r in report["results"] if r["status"] != "PASS"} == {
+        "job.pmix": ("SKIP", "NOT_APPLICABLE"), "job.pyxis_image": ("SKIP", "NOT_APPLICABLE")}
+    assert all(r["measured"].startswith(str(GOLDEN)) or r["measured"].startswith("NCCL_DEBUG=INFO")
+               for r in report["results"] if r["status"] == "PASS"), report["results"]
 
 
 def test_the_json_option_is_checked_before_the_job_is_judged(tmp_path):
@@ -317,3 +323,189 @@ def test_a_resource_that_is_no_rdma_device_needs_nothing(tmp_path):
         assert judge_job(str(path))[1] == [], resource
     assert all(is_rdma_resource(name) for name in ("rdma/hca_shared_devices_a", "RDMA/HCA", "mellanox.com/x"))
     assert all("https://" in source for _, source in RDMA_RESOURCES)  # each name pattern with its source
+
+
+# --- a rule with nothing to judge is not checked (SKIP), never a PASS ("no violation") ----------------------------
+def test_a_script_without_task_or_gpu_lines_passes_nothing_it_did_not_see(tmp_path):
+    """New-user report: `#SBATCH --nodes=2` and `mpirun -np 4` got job.rank_per_gpu and job.slots PASS "no
+    violation": there is no GPU to share and no task count to hold the ranks. Each is SKIP, saying why."""
+    path = tmp_path / "nogpu.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH --nodes=2\nexport NCCL_DEBUG=INFO\nmpirun -np 4 python -m trainer\n")
+    out = tmp_path / "job.json"
+    result = cmd.run("validate", "--job", str(path), "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    by_id = {r["id"]: r for r in json.loads(out.read_text())["results"]}
+    assert (by_id["job.rank_per_gpu"]["status"], by_id["job.rank_per_gpu"]["diagnosis"]) == ("SKIP", "NOT_APPLICABLE")
+    assert by_id["job.rank_per_gpu"]["measured"].startswith("asks for no GPU")
+    assert (by_id["job.slots"]["status"], by_id["job.slots"]["diagnosis"]) == ("SKIP", "JOB_LAYOUT_UNKNOWN")
+    assert "mpirun -np 4 (line 4), but the script states no task count" in by_id["job.slots"]["measured"]
+    assert by_id["job.nccl_debug"]["status"] == "PASS"
+    assert {r["status"] for r in by_id.values()} == {"PASS", "SKIP"}
+    assert "SKIP job.slots (not checked): mpirun -np 4 (line 4)" in result.stdout
+    assert "0 FAIL, 0 WARN, 2 PASS, 5 not checked" in result.stdout
+    assert "JOB_LAYOUT_UNKNOWN" in CODES
+
+
+def test_an_mpijob_without_gpus_or_rdma_skips_those_rules():
+    path = GOLDEN / "launch" / "mpijob-1x2cpu.yaml"
+    results = {r.id: r for r in job_report(judge_file(str(path)), 0.0).results}
+    assert {rid: r.diagnosis for rid, r in results.items() if r.status.value == "SKIP"} == {
+        "job.rank_per_gpu": "NOT_APPLICABLE", "job.ipc_lock": "NOT_APPLICABLE", "job.run_as_root": "NOT_APPLICABLE"}
+    assert results["job.shm"].status.value == "PASS" and "memory emptyDir of 2Gi" in results["job.shm"].measured
+
+
+@pytest.mark.parametrize("resource,kind", [("bogus", "limits"), ("hca_shared_devices_a", "requests"),
+                                           ("kubernetes.io/rdma", "limits")])
+def test_a_resource_name_the_api_server_refuses_fails_on_its_line(tmp_path, resource, kind):
+    """New-user report: `--rdma bogus` rendered `bogus: 1` into the workers' limits and --job passed it; the API
+    server refuses a container resource without a domain that is no standard one ("must be a standard resource for
+    containers"). The rule is launch.k8s.container_resource_problem, the renderer's."""
+    text = (GOLDEN / MPIJOB).read_text().replace(_RDMA, "%s: 1" % resource)
+    if kind == "requests":
+        text = text.replace("limits:\n                nvidia.com/gpu", "requests:\n                nvidia.com/gpu")
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in findings] == [
+        ("job.resource_names", "K8S_RESOURCE_NAME_INVALID", "FAIL", _line_of(text, "%s: 1" % resource))]
+    assert "the worker's resources.%s name %s" % (kind, resource) in findings[0].message
+    assert "DOMAIN/NAME" in findings[0].remedy and "extended-resource" in findings[0].remedy
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1 and "FAIL K8S_RESOURCE_NAME_INVALID" in result.stdout
+
+
+# --- line breaks: sbatch refuses \r\n; YAML reads it as a break ----------------------------------------------------
+def test_a_batch_script_with_dos_line_breaks_fails_on_its_first_such_line(tmp_path):
+    """New-user report: a script saved on Windows got "0 FAIL, 0 WARN", and sbatch refuses it ("Batch script
+    contains DOS line breaks (\\r\\n)"). The first \\r\\n line FAILs with dos2unix as the remedy; the other rules
+    still judge the script (here its 8 tasks on 4 GPUs per node)."""
+    text = ("#!/bin/bash\n#SBATCH --nodes 2\r\n#SBATCH --ntasks-per-node 8\r\n#SBATCH --gpus-per-node=4\r\n"
+            "export NCCL_DEBUG=INFO\r\nsrun --mpi=pmix python -m trainer --data /data\r\n")
+    path = tmp_path / "crlf.sbatch"
+    path.write_bytes(text.encode())
+    _, findings = judge_job(str(path))
+    assert [(f.rule, f.code, f.status, f.line) for f in sorted(findings, key=lambda f: f.line)] == [
+        ("job.line_endings", "JOB_DOS_LINE_BREAKS", "FAIL", 2), ("job.rank_per_gpu", "NCCL_DUPLICATE_GPU", "FAIL", 3)]
+    dos = findings[0] if findings[0].rule == "job.line_endings" else findings[1]
+    assert "5 of the script's lines" in dos.message and "Batch script contains DOS line breaks" in dos.message
+    assert dos.remedy.startswith("dos2unix %s" % path)
+    result = cmd.run("validate", "--job", str(path))
+    assert result.returncode == 1 and "%s:2: FAIL JOB_DOS_LINE_BREAKS" % path in result.stdout
+    path.write_bytes(text.replace("\r\n", "\n").replace("--ntasks-per-node 8", "--ntasks-per-node 4").encode())
+    assert judge_job(str(path))[1] == []
+    assert "job.line_endings" in judge_file(str(path)).checked
+
+
+def test_an_mpijob_with_dos_line_breaks_is_read_as_yaml(tmp_path):
+    """YAML takes \\r\\n as a line break (kubectl reads such a manifest): the MPIJob is judged, lines as written."""
+    text = (GOLDEN / MPIJOB).read_text().replace("slotsPerWorker: 4", "slotsPerWorker: 8")
+    path = tmp_path / "crlf.yaml"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    kind, findings = judge_job(str(path))
+    assert kind == "MPIJob"
+    assert [(f.code, f.line) for f in findings] == [("NCCL_DUPLICATE_GPU", _line_of(text, "slotsPerWorker"))]
+
+
+# --- one rank per GPU from every form Slurm takes ------------------------------------------------------------------
+RANK_PER_GPU = [
+    # (#SBATCH options, one per line, the launch line, (status, code) of job.rank_per_gpu, the line it names)
+    (["-N 2", "-n 16", "--gres=gpu:v100:4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "-n 16"),
+    (["-N 2", "--ntasks-per-node=8", "-G 8"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-node=8"),
+    (["--nodes=2", "--ntasks-per-node=8", "--gres=gpu:v100:4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"),
+     "--ntasks-per-node=8"),
+    (["--nodes=2", "--ntasks=8", "--gres=gpu:4"], None, ("PASS", None), "--ntasks=8"),
+    (["-N2", "-n8", "--gpus-per-node=v100:4"], None, ("PASS", None), "-n8"),
+    (["--nodes 2 --ntasks-per-node 4", "--gpus=8"], None, ("PASS", None), "--nodes 2"),
+    (["--nodes 2 --ntasks-per-node 4", "--gpus v100:10"], None, ("WARN", "JOB_GPUS_IDLE"), "--nodes 2"),
+    (["--nodes 2 --ntasks-per-node 4", "--gpus v100:6"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--nodes 2"),
+    (["--ntasks-per-node=4", "--gpus-per-task=1"], None, ("PASS", None), "--gpus-per-task=1"),
+    (["--ntasks-per-node=4", "--gpus-per-task=2"], None, ("WARN", "JOB_GPUS_IDLE"), "--gpus-per-task=2"),
+    (["--ntasks-per-node=2", "--gres=gpu:4"], None, ("WARN", "JOB_GPUS_IDLE"), "--ntasks-per-node=2"),
+    (["-N 2", "-n 7", "--gres=gpu:4"], None, ("PASS", None), "-n 7"),  # ceil(7 / 2) = 4 on one node
+    (["-N 2", "-n 9", "--gres=gpu:4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "-n 9"),  # at least 5 on one
+    (["--ntasks-per-gpu=2", "-G 4"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-gpu=2"),
+    (["--gres=gpu:tesla:2,nvme:1", "-N 1", "--ntasks-per-node=2"], None, ("PASS", None), "--ntasks-per-node=2"),
+    (["--gres=gpu", "--ntasks-per-node=2"], None, ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-node=2"),
+    (["--nodes=2-4", "--ntasks-per-node=4", "--gres=gpu:4"], None, ("PASS", None), "--ntasks-per-node=4"),
+    # the steps' own options over the allocation's
+    (["-N 2", "--gres=gpu:4"], "srun --mpi=pmix -n 16 --ntasks-per-node=8 python -m trainer",
+     ("FAIL", "NCCL_DUPLICATE_GPU"), "srun"),
+    (["-N 2", "--ntasks-per-node=4", "--gres=gpu:4"], "srun --mpi=pmix --ntasks-per-node=8 python -m trainer",
+     ("FAIL", "NCCL_DUPLICATE_GPU"), "srun"),
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], "srun --mpi=pmix -N 1 -n 1 python -m trainer",
+     ("PASS", None), "srun"),  # a step smaller than its allocation (a sweep's count): no idle warning
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], "srun --mpi=pmix -n 8 --gpus-per-task=1 python -m trainer",
+     ("PASS", None), "srun"),
+    (["-N 2", "--ntasks-per-node=8", "--gpus-per-node=4"], "srun --mpi=pmix python -m trainer -n 4",
+     ("FAIL", "NCCL_DUPLICATE_GPU"), "--ntasks-per-node=8"),  # the program's -n is not srun's
+]
+
+
+@pytest.mark.parametrize("options,launch,verdict,marker", RANK_PER_GPU,
+                         ids=["%d-%s" % (i, " ".join(c[0])) for i, c in enumerate(RANK_PER_GPU)])
+def test_one_rank_per_gpu_in_every_form_slurm_takes(tmp_path, options, launch, verdict, marker):
+    """New-user report: `-N 2 -n 16 --gres=gpu:v100:4` (8 ranks per node on 4 GPUs) and `-N 2 --ntasks-per-node=8 -G
+    8` got 0 FAIL; only `--ntasks-per-node=8 --gres=gpu:v100:4` was caught. validate.slurmlayout reads every form."""
+    text = "#!/bin/bash\n%s\nexport NCCL_DEBUG=INFO\n%s\n" % (
+        "\n".join("#SBATCH %s" % o for o in options), launch or "srun --mpi=pmix python -m trainer")
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    result = rule_result("job.rank_per_gpu", judge_file(str(path)))
+    assert (result.status.value, result.diagnosis) == verdict, result.measured
+    assert result.measured.startswith("%s:%d: " % (path, _line_of(text, marker))), result.measured
+    if verdict[0] == "FAIL":
+        assert "Duplicate GPU detected" in result.measured and "--ntasks-per-node" in result.remedy
+
+
+@pytest.mark.parametrize("options", [["-n 8", "--gres=gpu:4"], ["-N 2-4", "-n 16", "--gres=gpu:4"],
+                                     ["--gres=gpu:4", "-n 4", "-N 1-2"]])
+def test_gpus_without_a_derivable_layout_are_not_checked(tmp_path, options):
+    """GPUs per node and a task count without the node count (or a range of nodes): how many ranks share a node's
+    GPUs is Slurm's choice, so the rule is SKIP (JOB_LAYOUT_UNKNOWN), never PASS."""
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n%s\nexport NCCL_DEBUG=INFO\nsrun --mpi=pmix python -m trainer\n"
+                    % "\n".join("#SBATCH %s" % o for o in options))
+    result = rule_result("job.rank_per_gpu", judge_file(str(path)))
+    assert (result.status.value, result.diagnosis) == ("SKIP", "JOB_LAYOUT_UNKNOWN")
+    assert "do not say how many tasks share a node's GPUs" in result.measured
+
+
+def test_sbatch_reads_no_directive_after_the_first_command(tmp_path):
+    """sbatch(1): #SBATCH lines after the first command are comments; the layout is the one before it."""
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\n#SBATCH --gres=gpu:4\n"
+                    "export NCCL_DEBUG=INFO\n#SBATCH --ntasks-per-node=8\nsrun --mpi=pmix python -m trainer\n")
+    assert judge_job(str(path))[1] == []
+
+
+def test_mpirun_slots_from_every_task_form(tmp_path):
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH -N 2 -n 8\nexport NCCL_DEBUG=INFO\nmpirun -np 16 python -m trainer\n")
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.line) for f in findings] == [("MPI_NOT_ENOUGH_SLOTS", 4)]
+    assert "8 task slots (-n 8, line 2)" in findings[0].message
+
+
+def test_slurm_options_are_read_as_sbatch_and_srun_read_them():
+    opts, program = read_options(["-N2", "-n", "16", "--gres", "gpu:v100:4", "-o", "out.txt", "--exclusive",
+                                  "--gpus=a100:8", "python", "-n", "3"], 7)
+    assert {k: (o.value, o.written) for k, o in opts.items()} == {
+        "--nodes": ("2", "-N2"), "--ntasks": ("16", "-n 16"), "--gres": ("gpu:v100:4", "--gres gpu:v100:4"),
+        "-o": ("out.txt", "-o out.txt"), "--exclusive": ("", "--exclusive"), "--gpus": ("a100:8", "--gpus=a100:8")}
+    assert program == 9 and opts["--nodes"].line == 7
+    assert [gres_gpus(v) for v in ("gpu:4", "gpu:v100:4", "gpu", "gpu:tesla", "nvme:1,gpu:2", "gres/gpu:3", "none",
+                                   "gpu:v100:2(S:0-1)")] == [4, 4, 1, 1, 2, 3, None, 2]
+
+
+@pytest.mark.parametrize("golden,old,new,gpus", [
+    (MPIJOB, "- '8'\n", "- '12'\n", True),
+    ("launch/slurm-hybrid-2x4gpu.sbatch", "mpirun -np 8 ", "mpirun -np 16 ", True),
+    ("launch/slurm-baremetal-2x2cpu.sbatch", "mpirun --tag-output -np 4 ", "mpirun --tag-output -np 8 ", False),
+])
+def test_too_many_ranks_for_gpu_slots_is_fixed_by_fewer_ranks_not_oversubscription(tmp_path, golden, old, new, gpus):
+    """New-user report: MPI_NOT_ENOUGH_SLOTS for a GPU MPIJob suggested --oversubscribe, against one rank per GPU;
+    the remedy is launch.failure's for GPU ranks where the job asks for GPUs, its CPU one otherwise."""
+    path, _ = _variant(tmp_path, golden, old, new)
+    _, findings = judge_job(str(path))
+    assert [f.code for f in findings] == ["MPI_NOT_ENOUGH_SLOTS"]
+    assert findings[0].remedy == (GPU_LAUNCH_REMEDY if gpus else LAUNCH_REMEDY)["MPI_NOT_ENOUGH_SLOTS"]

@@ -157,6 +157,11 @@ CODES: dict[str, Code] = {
                                 A.RECONFIGURE),
     "JOB_GPUS_IDLE": Code("a job file asks for GPUs that no rank uses", A.RECONFIGURE),
     "JOB_ENV_NOT_EXPORTED": Code("a job file sets a variable the ranks never receive", A.RECONFIGURE),
+    "K8S_RESOURCE_NAME_INVALID": Code("a container asks for a resource name the Kubernetes API server refuses "
+                                      "(neither a standard resource nor an extended DOMAIN/NAME)", A.RECONFIGURE),
+    "JOB_DOS_LINE_BREAKS": Code("a batch script with DOS line breaks (\\r\\n), which sbatch refuses", A.RECONFIGURE),
+    "JOB_LAYOUT_UNKNOWN": Code("a job file does not state what a rule needs (its tasks per node, its task count): "
+                               "the rule was not checked", A.NONE),
     "MPI_PMI_MISMATCH": Code("the ranks' PMI/PMIx does not match the launcher's", A.RECONFIGURE),
     "MPI_NOT_ENOUGH_SLOTS": Code("more ranks than slots", A.RECONFIGURE),
     "MPI_EXECUTABLE_MISSING": Code("the program is missing on a host", A.RECONFIGURE),
@@ -194,6 +199,9 @@ CODES: dict[str, Code] = {
     "HOROVOD_IMPORT": Code("Horovod does not import here", A.RECONFIGURE),
     "HOROVOD_BUILD_INCOMPLETE": Code("Horovod lacks a framework, controller or tensor operation", A.RECONFIGURE),
     "HOROVOD_TF_MISMATCH": Code("Horovod was built for another TensorFlow", A.RECONFIGURE),
+    # the training run itself
+    "TF_OUT_OF_MEMORY": Code("TensorFlow ran out of memory allocating a tensor: the batch per rank (or the image "
+                             "size) needs more than a GPU's, or the host's, memory", A.RECONFIGURE),
     "IMAGE_PROBE_FAILED": Code("the probe inside the stack's image did not run", A.RECONFIGURE),
     "GLOO_LOOPBACK_ONLY": Code("Gloo with loopback as the only interface", A.RECONFIGURE),
 }

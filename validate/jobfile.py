@@ -8,7 +8,8 @@ pyxis (``launch.slurm.PMIX``), the image pyxis reads as a file or pulls (``facts
 Open MPI's single copy off for ranks in their own container namespaces (``facts.openmpi.SINGLE_COPY_OFF``), its
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
-one rank per GPU (``launch.slurm.directives``, ``launch.k8s``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
+one rank per GPU (``launch.slurm.directives``, ``launch.k8s``; a batch script's layout read in every form Slurm takes by
+``validate.slurmlayout``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
 at least ``validate.checks.container.SHM_FLOOR_BYTES``), the RDMA resource's ``IPC_LOCK`` (``launch.k8s``: the
 device plugins' resources, ``RDMA_RESOURCES``, and who holds the capability, ``holds_ipc_lock``) and the launcher's
 ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is the fault it leads to, in the codes validate's
@@ -20,7 +21,7 @@ import re
 import shlex
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -39,15 +40,24 @@ from facts.openmpi import (
     root_env_honoured,
 )
 from images.naming import stack_of_image
-from launch.failure import LAUNCH_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
-from launch.k8s import GPU_RESOURCE, IPC_LOCK, LAUNCHER_CREATION_POLICY, K8sOptions, holds_ipc_lock, is_rdma_resource
+from launch.failure import LAUNCH_REMEDY, MPIJOB_EARLY_LAUNCHER_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
+from launch.k8s import (
+    GPU_RESOURCE,
+    IPC_LOCK,
+    LAUNCHER_CREATION_POLICY,
+    K8sOptions,
+    container_resource_problem,
+    holds_ipc_lock,
+    is_rdma_resource,
+)
 from launch.mpi_compat import implementation
 from launch.mpirun import EXPORTED_ENV
 from launch.slurm import DEFAULT_ENV, PMIX
 from validate.checks.container import SHM_FLOOR_BYTES
-from validate.jobrules import RULES, rules_for
+from validate.jobrules import MPIJOB, RULES, SBATCH, rules_for
 from validate.report import Report, write_json
-from validate.result import CheckResult, failed, passed, warned
+from validate.result import CheckResult, Reason, failed, passed, skipped, warned
+from validate.slurmlayout import Layout, rank_per_gpu, read_options
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,34 @@ class Finding:
     def text(self) -> str:
         return "%s:%d: %s %s: %s\n    remedy: %s" % (self.path, self.line, self.status, self.code, self.message,
                                                       self.remedy)
+
+
+@dataclass
+class Judgement:
+    """A judged job file: its ``kind``, the violated rules' ``findings``, what each rule judged and found right
+    (``checked``: rule -> what it saw, a PASS's ``measured``) and why a rule judged nothing (``skipped``: rule -> a
+    ``validate.result.Reason`` with its SKIP code). A rule with neither and no finding had nothing in the file to
+    judge: it is not checked, never passed ("a check never PASSes on evidence it did not observe")."""
+
+    path: str
+    kind: str
+    findings: list[Finding] = field(default_factory=list)
+    checked: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, Reason] = field(default_factory=dict)
+
+    def add(self, rule: str, line: int, status: str, code: str, message: str, remedy: str = "") -> None:
+        self.findings.append(Finding(rule, self.path, line, status, code, message, remedy or _remedy(code)))
+
+    def saw(self, rule: str, what: str) -> None:
+        """``rule`` judged ``what`` (``FILE:LINE: ...``) and found no fault in it."""
+        self.checked.setdefault(rule, []).append(what)
+
+    def skip(self, rule: str, why: str, code: str = "NOT_APPLICABLE") -> None:
+        """``rule`` could not judge the file: ``why``, with its SKIP code (the first reason given stays)."""
+        self.skipped.setdefault(rule, Reason(why, code))
+
+    def at(self, line: int, what: str) -> str:
+        return "%s:%d: %s" % (self.path, line, what)
 
 
 _NP = ("-np", "-n", "--np", "--n", "-c")
@@ -97,13 +135,16 @@ def _single_copy_off(argv: list[str], env: dict[str, str]) -> bool:
     return any(set_(*form) for form in _SINGLE_COPY_FORMS)
 
 
-def _remedy(code: str) -> str:
-    return launch_remedy(LaunchFailure(code)) if code in LAUNCH_REMEDY else ""
+def _remedy(code: str, gpus: bool = False) -> str:
+    """The launch classifier's fix for ``code`` (``launch.failure.launch_remedy``; for GPU ranks where ``gpus``)."""
+    return launch_remedy(LaunchFailure(code), gpus=gpus) if code in LAUNCH_REMEDY else ""
 
 
 # --- Slurm batch scripts -----------------------------------------------------------------------------------------
-_DIRECTIVE = re.compile(r"^#SBATCH\s+(--?[A-Za-z-]+)(?:[=\s]\s*(\S+))?")
-_SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus"}
+_SBATCH = "#SBATCH"
+#: The fix of a batch script whose ranks do not have one GPU each (``launch.slurm.directives``' layout).
+_GPU_REMEDY = ("one rank per GPU: as many tasks per node as GPUs per node (--ntasks-per-node equal to "
+               "--gpus-per-node or --gres=gpu:N), or --gpus-per-task=1")
 _EXPORT = re.compile(r"^\s*export\s+([A-Za-z_]\w*)=(\S*)")
 
 
@@ -120,112 +161,175 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _gpus_per_node(directives: dict[str, tuple[int, str]]) -> tuple[int, int] | None:
-    if "--gpus-per-node" in directives:
-        line, value = directives["--gpus-per-node"]
-    elif "--gres" in directives and (m := re.search(r"gpu(?::[\w-]+)?:(\d+)", directives["--gres"][1])):
-        line, value = directives["--gres"][0], m.group(1)
-    else:
-        return None
-    value = value.rsplit(":", 1)[-1]
-    return (line, int(value)) if value.isdigit() else None
-
-
 def _option_values(words: list[str], name: str) -> list[str]:
     """The values of ``name`` in ``words``, as ``NAME=VALUE`` or ``NAME VALUE``."""
     return [w.split("=", 1)[1] if "=" in w else words[i + 1] for i, w in enumerate(words)
             if w.split("=", 1)[0] == name and ("=" in w or i + 1 < len(words))]
 
 
-def _judge_pyxis_image(image: str, line: int, add) -> None:
+def _judge_pyxis_image(image: str, line: int, j: Judgement) -> None:
     """The pyxis rule (``facts.pyxis.image_problem``) on one ``--container-image`` value: a squashfs file named
     without a leading / or . (pulled from a registry) or a SIF (not an enroot image) FAILs."""
     cause = pyxis.image_problem(image)
     if cause == "PYXIS_SQUASHFS_AS_REGISTRY":
-        add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s names a squashfs file without a leading / "
-            "or ./: pyxis pulls it from a registry as docker://%s and the step's container does not start (401 "
-            "Unauthorized or not found)" % (image, image), pyxis_remedy(cause, image))
+        j.add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s names a squashfs file without a leading "
+              "/ or ./: pyxis pulls it from a registry as docker://%s and the step's container does not start (401 "
+              "Unauthorized or not found)" % (image, image), pyxis_remedy(cause, image))
     elif cause == "PYXIS_SIF_IMAGE":
-        add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s is a SIF, which pyxis cannot run (it runs "
-            "squashfs files and registry images)" % image, pyxis_remedy(cause, image))
+        j.add("job.pyxis_image", line, "FAIL", cause, "--container-image=%s is a SIF, which pyxis cannot run (it "
+              "runs squashfs files and registry images)" % image, pyxis_remedy(cause, image))
+    else:
+        j.saw("job.pyxis_image", j.at(line, "--container-image=%s" % image))
 
 
-def _judge_pyxis_step(words: list[str], line: int, add) -> None:
+def _judge_pyxis_step(words: list[str], line: int, j: Judgement) -> None:
     """An ``srun --container-image`` step: its image (``_judge_pyxis_image``) and Slurm's PMIx plugin (``PMIX``)."""
     for image in _option_values(words, "--container-image"):
-        _judge_pyxis_image(image, line, add)
+        _judge_pyxis_image(image, line, j)
     mpi = [w for w in words if w.startswith("--mpi")]
     if PMIX not in words:
-        add("job.pmix", line, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each rank "
-            "starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+        j.add("job.pmix", line, "FAIL", "MPI_PMI_MISMATCH", "srun starts the image's ranks without %s (%s): each rank "
+              "starts alone, outside one MPI world" % (PMIX, mpi[0] if mpi else "no --mpi"))
+    else:
+        j.saw("job.pmix", j.at(line, "srun %s" % PMIX))
 
 
-def judge_sbatch(path: str, text: str) -> list[Finding]:
-    """The rules of ``launch.slurm``'s scripts, on a batch script's text."""
-    directives: dict[str, tuple[int, str]] = {}
-    env: dict[str, str] = {}
-    commands: list[tuple[int, list[str]]] = []
+@dataclass
+class _Script:
+    """A batch script as sbatch reads it: its ``#SBATCH`` options (``validate.slurmlayout.Layout``: sbatch reads
+    them up to the first command, sbatch(1)), its exported variables and its launch commands (line, words:
+    ``srun``, ``mpirun``, ``mpiexec``)."""
+
+    allocation: Layout = field(default_factory=lambda: Layout({}))
+    env: dict[str, str] = field(default_factory=dict)
+    commands: list[tuple[int, list[str]]] = field(default_factory=list)
+
+
+def _read_script(text: str) -> _Script:
+    script, options, commands_began = _Script(), {}, False
     for number, line in _logical_lines(text):
-        if m := _DIRECTIVE.match(line):
-            directives[_SHORT.get(m.group(1), m.group(1))] = (number, m.group(2) or "")
+        if line.startswith(_SBATCH) and line[len(_SBATCH):len(_SBATCH) + 1].isspace() and not commands_began:
+            try:
+                options.update(read_options(shlex.split(line[len(_SBATCH):], comments=True), number)[0])
+            except ValueError:
+                pass
         elif m := _EXPORT.match(line):
-            env[m.group(1)] = m.group(2).strip("'\"")
-        elif line.strip() and not line.lstrip().startswith("#"):
+            script.env[m.group(1)] = m.group(2).strip("'\"")
+        if line.strip() and not line.lstrip().startswith("#"):
+            commands_began = True
             try:
                 words = shlex.split(line, comments=True)
             except ValueError:
                 continue
             if words and words[0] in ("srun", "mpirun", "mpiexec"):
-                commands.append((number, words))
-    found: list[Finding] = []
+                script.commands.append((number, words))
+    script.allocation = Layout(options)
+    return script
 
-    def add(rule, line, status, code, message, remedy=""):
-        found.append(Finding(rule, path, line, status, code, message, remedy or _remedy(code)))
 
-    first = directives.get("--nodes", (0, "1"))[1].split("-")[0]  # a range min-max: its minimum
-    nodes = int(first) if first.isdigit() else 1
-    per_node = directives.get("--ntasks-per-node")
-    slots = nodes * int(per_node[1]) if per_node and per_node[1].isdigit() else (
-        int(directives["--ntasks"][1]) if directives.get("--ntasks", (0, ""))[1].isdigit() else None)
-    gpus = _gpus_per_node(directives)
-    if gpus and per_node and per_node[1].isdigit() and int(per_node[1]) != gpus[1]:
-        tasks = int(per_node[1])
-        if tasks > gpus[1]:
-            add("job.rank_per_gpu",
-                per_node[0], "FAIL", "NCCL_DUPLICATE_GPU", "%d tasks per node on %d GPUs per node (line %d): two "
-                "ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (tasks, gpus[1], gpus[0]),
-                "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
+def _judge_sbatch_gpus(j: Judgement, script: _Script) -> None:
+    """One rank per GPU (``validate.slurmlayout.rank_per_gpu``) of every launch: each ``srun`` step (its own options
+    over the allocation's), and the allocation itself for an ``mpirun`` or a step that has no layout of its own, or a
+    script without a launch."""
+    judged: list[tuple[Layout, bool, int | None]] = []
+    for number, words in script.commands:
+        if words[0] == "srun":
+            own = Layout(read_options(words[1:], number)[0])
+            if own.own_layout():
+                judged.append((own.over(script.allocation), True, number))
+                continue
+        judged.append((script.allocation, False, None))
+    if not script.commands:
+        judged.append((script.allocation, False, None))
+    seen: set[tuple[int, str]] = set()
+    for layout, step, srun_line in judged:
+        verdict = rank_per_gpu(layout, step)
+        line = srun_line or verdict.line
+        where = " (the srun step at line %d)" % srun_line if srun_line else ""
+        if (line, verdict.message) in seen:
+            continue
+        seen.add((line, verdict.message))
+        if verdict.status == "SKIP":
+            j.skip("job.rank_per_gpu", verdict.message + where, verdict.code)
+        elif verdict.status == "PASS":
+            j.saw("job.rank_per_gpu", j.at(line, verdict.message))
         else:
-            add("job.rank_per_gpu",
-                per_node[0], "WARN", "JOB_GPUS_IDLE", "%d tasks per node on %d GPUs per node (line %d): %d GPU(s) "
-                "per node idle" % (tasks, gpus[1], gpus[0], gpus[1] - tasks),
-                "one rank per GPU: --ntasks-per-node equal to --gpus-per-node")
-    if "--container-image" in directives:
-        _judge_pyxis_image(directives["--container-image"][1], directives["--container-image"][0], add)
-    for number, words in commands:
+            j.add("job.rank_per_gpu", line, verdict.status, verdict.code, verdict.message + where, _GPU_REMEDY)
+
+
+def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) -> None:
+    """An ``mpirun`` line: its -np within the allocation's slots, and Open MPI's single copy off for ranks in
+    ``singularity exec``."""
+    np, slots = _np(words), script.allocation.tasks()
+    if np and slots is not None and np[1] > slots[0]:
+        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots "
+              "(%s)" % (np[1], slots[0], slots[1]), _remedy("MPI_NOT_ENOUGH_SLOTS",
+                                                          gpus=script.allocation.asks_for_gpus()))
+    elif np and slots is not None:
+        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %d task slots (%s)" % (np[1], slots[0],
+                                                                                                  slots[1])))
+    elif np:
+        j.skip("job.slots", "mpirun -np %d (line %d), but the script states no task count (--ntasks, "
+               "--ntasks-per-node): the allocation's slots are Slurm's choice" % (np[1], number), "JOB_LAYOUT_UNKNOWN")
+    else:
+        j.skip("job.slots", "mpirun (line %d) takes its ranks from the allocation: no -np to compare" % number)
+    contained = any(w in ("singularity", "apptainer") and words[i + 1:i + 2] == ["exec"] for i, w in enumerate(words))
+    if contained and not _single_copy_off(words, script.env):
+        j.add("job.single_copy",
+              number, "WARN", "MPI_SINGLE_COPY_CMA", "mpirun starts ranks in `singularity exec`, each its own "
+              "namespace, without %s (Open MPI 5.0 and later read the second): Open MPI's shared-memory copies fail "
+              "and fall back slowly" % _SINGLE_COPY_TEXT,
+              "export %s before mpirun" % _SINGLE_COPY_TEXT.replace(" and ", " "))
+    elif contained:
+        j.saw("job.single_copy", j.at(number, "mpirun of `singularity exec` with single copy off"))
+
+
+#: sbatch refuses a script with DOS line breaks: "Batch script contains DOS line breaks (\\r\\n) instead of expected
+#: UNIX line breaks (\\n)" (Slurm's sbatch, src/sbatch/sbatch.c), before the job is queued.
+DOS_LINE_BREAK = "\r\n"
+
+
+def _judge_line_endings(j: Judgement, text: str) -> None:
+    """A script with DOS line breaks (``DOS_LINE_BREAK``) FAILs at the first such line: sbatch refuses it."""
+    at = text.find(DOS_LINE_BREAK)
+    if at < 0:
+        j.saw("job.line_endings", "%s: UNIX line breaks (\\n) throughout" % j.path)
+        return
+    j.add("job.line_endings", text.count("\n", 0, at) + 1, "FAIL", "JOB_DOS_LINE_BREAKS",
+          "the line ends with \\r\\n (DOS/Windows line breaks; %d of the script's lines): sbatch refuses the script "
+          "(\"Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line breaks (\\n)\")"
+          % text.count(DOS_LINE_BREAK), "dos2unix %s (or sed -i 's/\\r$//' %s), or save it with Unix (LF) line "
+          "endings in the editor" % (shlex.quote(j.path), shlex.quote(j.path)))
+
+
+def judge_sbatch(j: Judgement, text: str) -> None:
+    """The rules of ``launch.slurm``'s scripts, on a batch script's text (as read, its line breaks kept: a DOS one
+    fails ``job.line_endings``; the other rules judge the script's lines whatever their breaks)."""
+    _judge_line_endings(j, text)
+    script = _read_script(text.replace(DOS_LINE_BREAK, "\n"))
+    _judge_sbatch_gpus(j, script)
+    image = script.allocation.options.get("--container-image")
+    if image is not None:
+        _judge_pyxis_image(image.value, image.line, j)
+    for number, words in script.commands:
         if words[0] == "srun" and any(w.startswith("--container-image") for w in words):
-            _judge_pyxis_step(words, number, add)
+            _judge_pyxis_step(words, number, j)
         if words[0] in ("mpirun", "mpiexec"):
-            np = _np(words)
-            if np and slots is not None and np[1] > slots:
-                add("job.slots",
-                    number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots"
-                    % (np[1], slots))
-            contained = any(w in ("singularity", "apptainer") and words[i + 1:i + 2] == ["exec"]
-                            for i, w in enumerate(words))
-            if contained and not _single_copy_off(words, env):
-                add("job.single_copy",
-                    number, "WARN", "MPI_SINGLE_COPY_CMA", "mpirun starts ranks in `singularity exec`, each its "
-                    "own namespace, without %s (Open MPI 5.0 and later read the second): Open MPI's "
-                    "shared-memory copies fail and fall back slowly" % _SINGLE_COPY_TEXT,
-                    "export %s before mpirun" % _SINGLE_COPY_TEXT.replace(" and ", " "))
+            _judge_mpirun(j, number, words, script)
+    j.skip("job.slots", "no mpirun in the script")
+    j.skip("job.single_copy", "no mpirun of `singularity exec` in the script")
+    j.skip("job.pmix", "no srun --container-image step in the script")
+    j.skip("job.pyxis_image", "no --container-image in the script")
     for name, value in DEFAULT_ENV.items():
-        if env.get(name) != value and commands:
-            add("job.nccl_debug",
-                commands[0][0], "WARN", "JOB_ENV_NOT_EXPORTED", "%s=%s is not exported: NCCL's choice of transport "
-                "(a silent fall-back to sockets) is not in the job's log" % (name, value),
-                "export %s=%s before the launch" % (name, value))
-    return found
+        if not script.commands:
+            j.skip("job.nccl_debug", "no srun or mpirun launch in the script")
+        elif script.env.get(name) != value:
+            j.add("job.nccl_debug",
+                  script.commands[0][0], "WARN", "JOB_ENV_NOT_EXPORTED", "%s=%s is not exported: NCCL's choice of "
+                  "transport (a silent fall-back to sockets) is not in the job's log" % (name, value),
+                  "export %s=%s before the launch" % (name, value))
+        else:
+            j.saw("job.nccl_debug", "%s=%s exported before the launch" % (name, value))
 
 
 # --- MPIJob manifests --------------------------------------------------------------------------------------------
@@ -259,129 +363,223 @@ def _quantity(text: str) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2) or ""]) if m else None
 
 
-def _judge_ipc_lock(container: dict, node, add) -> None:
+def _judge_ipc_lock(container: dict, node, j: Judgement) -> None:
     """A worker container that requests an RDMA resource (``launch.k8s.is_rdma_resource``, in its limits or
     requests) must hold ``IPC_LOCK`` (``launch.k8s.holds_ipc_lock``: added, or a privileged container)."""
     resources = container.get("resources") or {}
     for kind in ("limits", "requests"):
         rdma = [name for name in resources.get(kind) or {} if is_rdma_resource(name)]
+        at = _child(_at(node, "resources", kind), rdma[0], key_node=True) if rdma else None
         if rdma and not holds_ipc_lock(container.get("securityContext")):
-            add("job.ipc_lock", _child(_at(node, "resources", kind), rdma[0], key_node=True), "FAIL",
-                "NCCL_SOCKET_FALLBACK", "the worker requests %s, an RDMA device, without the %s capability: NCCL "
-                "cannot register memory and falls back to TCP sockets" % (rdma[0], IPC_LOCK),
-                "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
+            j.add("job.ipc_lock", _line(at, node), "FAIL",
+                  "NCCL_SOCKET_FALLBACK", "the worker requests %s, an RDMA device, without the %s capability: NCCL "
+                  "cannot register memory and falls back to TCP sockets" % (rdma[0], IPC_LOCK),
+                  "securityContext: {capabilities: {add: [%s]}}" % IPC_LOCK)
             return
+        if rdma:
+            j.saw("job.ipc_lock", j.at(_line(at, node), "%s with %s" % (rdma[0], IPC_LOCK)))
 
 
-def judge_mpijob(path: str, node) -> list[Finding]:
-    """The rules of ``launch.k8s``'s MPIJob, on one composed MPIJob document."""
+@dataclass
+class _MpiJob:
+    """One MPIJob document: its composed ``node`` and loaded ``spec``, the worker's and launcher's pod specs and first
+    containers (with their nodes), the launcher's mpirun ``argv`` and where it is in the file."""
+
+    node: object
+    spec: dict
+    slots: int
+    workers: int
+    w_pod: dict
+    w_node: object
+    worker: dict
+    launcher: dict
+    argv: list[str]
+    argv_node: object
+    argv_key: object
+
+    def line(self, at) -> int:
+        return _line(at, self.node)
+
+
+def _read_mpijob(path: str, node) -> _MpiJob:
     job = yaml.safe_load(yaml.serialize(node))
     spec = job.get("spec") or {}
-    found: list[Finding] = []
-
-    def add(rule, at, status, code, message, remedy=""):
-        found.append(Finding(rule, path, _line(at, node), status, code, message, remedy or _remedy(code)))
-
     replicas_spec = spec.get("mpiReplicaSpecs") or {}
     slots = spec.get("slotsPerWorker", 1)
-    workers = (replicas_spec.get("Worker") or {}).get("replicas", 1)
+    if not isinstance(slots, int):
+        raise ChexstackError("--job %s:%d: slotsPerWorker %r: expected a whole number" % (
+            path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
     w_pod = ((replicas_spec.get("Worker") or {}).get("template") or {}).get("spec") or {}
     l_pod = ((replicas_spec.get("Launcher") or {}).get("template") or {}).get("spec") or {}
-    w_node = _at(node, "spec", "mpiReplicaSpecs", "Worker", "template", "spec")
     l_node = _at(node, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers", 0)
-    worker = (w_pod.get("containers") or [{}])[0]
     launcher = (l_pod.get("containers") or [{}])[0]
     argv = [str(w) for w in (launcher.get("command") or []) + (launcher.get("args") or [])]
     if len(argv) >= 3 and argv[1] == "-c":  # /bin/sh -c "mpirun ..."
         argv = shlex.split(argv[2])
-    argv_node = _at(l_node, "args" if launcher.get("args") else "command")
-    argv_key = _at(l_node, "args" if launcher.get("args") else "command", key_node=True)
-    limits = (worker.get("resources") or {}).get("limits") or {}
+    field_name = "args" if launcher.get("args") else "command"
+    return _MpiJob(node, spec, slots, (replicas_spec.get("Worker") or {}).get("replicas", 1), w_pod,
+                   _at(node, "spec", "mpiReplicaSpecs", "Worker", "template", "spec"),
+                   (w_pod.get("containers") or [{}])[0], launcher, argv, _at(l_node, field_name),
+                   _at(l_node, field_name, key_node=True))
 
+
+def _judge_mpijob_ranks(j: Judgement, m: _MpiJob) -> None:
+    """One rank per GPU (``slotsPerWorker`` against the worker's GPUs) and mpirun -np within the slots."""
+    limits = (m.worker.get("resources") or {}).get("limits") or {}
+    slots_node = _at(m.node, "spec", "slotsPerWorker")
     gpus = limits.get(GPU_RESOURCE)
     gpus = int(gpus) if str(gpus).isdigit() else None
-    if not isinstance(slots, int):
-        raise ChexstackError("--job %s:%d: slotsPerWorker %r: expected a whole number" % (
-            path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
-    if gpus is not None and gpus != slots:
-        if slots > gpus:
-            add("job.rank_per_gpu", _at(node, "spec", "slotsPerWorker"), "FAIL",
-                "NCCL_DUPLICATE_GPU", "slotsPerWorker %d on %s GPUs per "
-                "worker: two ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (slots, gpus),
-                "one rank per GPU: slotsPerWorker equal to the worker's %s limit" % GPU_RESOURCE)
-        else:
-            add("job.rank_per_gpu",
-                _at(node, "spec", "slotsPerWorker"), "WARN", "JOB_GPUS_IDLE", "slotsPerWorker %d on %s GPUs per "
-                "worker: GPUs idle" % (slots, gpus), "one rank per GPU: slotsPerWorker equal to the worker's %s "
-                "limit" % GPU_RESOURCE)
-    np = _np(argv)
-    if np and np[1] > slots * workers:
-        add("job.slots",
-            _child(argv_node, np[0] - (len(launcher.get("command") or []) if launcher.get("args") else 0)), "FAIL",
-            "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d on %d worker(s) × slotsPerWorker %d = %d slots"
-            % (np[1], workers, slots, slots * workers))
-    if slots > 1 and not w_pod.get("hostIPC"):
-        mounts = {m.get("name"): i for i, m in enumerate(worker.get("volumeMounts") or [])
-                  if m.get("mountPath") == "/dev/shm"}
-        shm = next(((i, v) for i, v in enumerate(w_pod.get("volumes") or []) if v.get("name") in mounts
-                    and (v.get("emptyDir") or {}).get("medium") == "Memory"), None)
-        if shm is None:
-            add("job.shm", _at(w_node, "containers", 0), "FAIL", "NCCL_SHM_TOO_SMALL", "%d ranks per worker share the "
-                "container's /dev/shm (64 MiB by default) and neither hostIPC nor a memory emptyDir at /dev/shm "
-                "is set: NCCL's shared-memory transport fails" % slots,
-                "add an emptyDir {medium: Memory, sizeLimit: 1Gi} volume mounted at /dev/shm (or hostIPC: true)")
-        else:
-            size = (shm[1].get("emptyDir") or {}).get("sizeLimit")
-            if size is not None and (_quantity(size) or 0) < SHM_FLOOR_BYTES:
-                add("job.shm", _at(w_node, "volumes", shm[0], "emptyDir", "sizeLimit"), "FAIL", "NCCL_SHM_TOO_SMALL",
-                    "/dev/shm sizeLimit %s, below %d MiB" % (size, SHM_FLOOR_BYTES >> 20),
-                    "sizeLimit: 1Gi or more")
-    for i, container in enumerate(w_pod.get("containers") or []):
-        _judge_ipc_lock(container, _at(w_node, "containers", i), add)
-    policy = spec.get("launcherCreationPolicy")
-    if policy != LAUNCHER_CREATION_POLICY:
-        add("job.launcher_policy",
-            _at(node, "spec", "launcherCreationPolicy") or _at(node, "spec", key_node=True), "WARN",
-            "MPI_HOST_UNKNOWN",
-            "launcherCreationPolicy %s: the launcher may start before the workers resolve and accept ssh "
-            "(\"ssh: Could not resolve hostname ...-worker-0\")" % (policy or "not set (AtStartup)"),
-            "launcherCreationPolicy: %s" % LAUNCHER_CREATION_POLICY)
+    remedy = "one rank per GPU: slotsPerWorker equal to the worker's %s limit" % GPU_RESOURCE
+    if gpus is None:
+        j.skip("job.rank_per_gpu", "the workers request no %s: no GPU to share" % GPU_RESOURCE)
+    elif m.slots > gpus:
+        j.add("job.rank_per_gpu", m.line(slots_node), "FAIL", "NCCL_DUPLICATE_GPU", "slotsPerWorker %d on %s GPUs "
+              "per worker: two ranks share a GPU and NCCL stops with \"Duplicate GPU detected\"" % (m.slots, gpus),
+              remedy)
+    elif m.slots < gpus:
+        j.add("job.rank_per_gpu", m.line(slots_node), "WARN", "JOB_GPUS_IDLE", "slotsPerWorker %d on %s GPUs per "
+              "worker: GPUs idle" % (m.slots, gpus), remedy)
+    else:
+        j.saw("job.rank_per_gpu", j.at(m.line(slots_node), "slotsPerWorker %d on %d GPUs (%s) per worker"
+                                       % (m.slots, gpus, GPU_RESOURCE)))
+    np = _np(m.argv)
+    what = "mpirun -np %d on %d worker(s) × slotsPerWorker %d = %d slots" % (
+        np[1] if np else 0, m.workers, m.slots, m.slots * m.workers)
+    if np and np[1] > m.slots * m.workers:
+        offset = len(m.launcher.get("command") or []) if m.launcher.get("args") else 0
+        j.add("job.slots", m.line(_child(m.argv_node, np[0] - offset)), "FAIL", "MPI_NOT_ENOUGH_SLOTS", what,
+              _remedy("MPI_NOT_ENOUGH_SLOTS", gpus=gpus is not None))
+    elif np:
+        j.saw("job.slots", j.at(m.line(m.argv_key), what))
+    else:
+        j.skip("job.slots", "the launcher's command has no mpirun -np")
+
+
+def _judge_shm(j: Judgement, m: _MpiJob) -> None:
+    """Several ranks per worker: a memory-backed /dev/shm of at least ``SHM_FLOOR_BYTES`` (or hostIPC)."""
+    if m.slots <= 1:
+        j.skip("job.shm", "one rank per worker (slotsPerWorker %d): no ranks share the worker's /dev/shm" % m.slots)
+        return
+    if m.w_pod.get("hostIPC"):
+        j.saw("job.shm", j.at(m.line(m.w_node), "hostIPC: true (the host's /dev/shm)"))
+        return
+    mounts = {v.get("name"): i for i, v in enumerate(m.worker.get("volumeMounts") or [])
+              if v.get("mountPath") == "/dev/shm"}
+    shm = next(((i, v) for i, v in enumerate(m.w_pod.get("volumes") or []) if v.get("name") in mounts
+                and (v.get("emptyDir") or {}).get("medium") == "Memory"), None)
+    if shm is None:
+        j.add("job.shm", m.line(_at(m.w_node, "containers", 0)), "FAIL", "NCCL_SHM_TOO_SMALL", "%d ranks per worker "
+              "share the container's /dev/shm (64 MiB by default) and neither hostIPC nor a memory emptyDir at "
+              "/dev/shm is set: NCCL's shared-memory transport fails" % m.slots,
+              "add an emptyDir {medium: Memory, sizeLimit: 1Gi} volume mounted at /dev/shm (or hostIPC: true)")
+        return
+    size = (shm[1].get("emptyDir") or {}).get("sizeLimit")
+    size_node = _at(m.w_node, "volumes", shm[0], "emptyDir", "sizeLimit")
+    if size is not None and (_quantity(size) or 0) < SHM_FLOOR_BYTES:
+        j.add("job.shm", m.line(size_node), "FAIL", "NCCL_SHM_TOO_SMALL", "/dev/shm sizeLimit %s, below %d MiB"
+              % (size, SHM_FLOOR_BYTES >> 20), "sizeLimit: 1Gi or more")
+    else:
+        j.saw("job.shm", j.at(m.line(size_node or _at(m.w_node, "volumes", shm[0])), "/dev/shm a memory emptyDir%s"
+                              % (" of %s" % size if size is not None else " without a size limit")))
+
+
+def _judge_launcher(j: Judgement, m: _MpiJob) -> None:
+    """The launcher: Open MPI's run-as-root permission in a form its image's Open MPI honours, and mpirun -x of
+    what the ranks need."""
+    spec, launcher, argv = m.spec, m.launcher, m.argv
     env = {e.get("name"): str(e.get("value")) for e in launcher.get("env") or []}
     as_root = K8sOptions(ssh_auth_mount_path=spec.get("sshAuthMountPath", "/root/.ssh")).as_root
     impl = {"OpenMPI": "Open MPI"}.get(spec.get("mpiImplementation", "OpenMPI"), "other")
     flag, env_form = ALLOW_RUN_AS_ROOT_FLAG in argv, all(env.get(k) == v for k, v in ALLOW_RUN_AS_ROOT_ENV.items())
-    allowed = flag or env_form
     stack = stack_of_image(str(launcher.get("image") or ""))
     mpi = stack.components["mpi"] if stack else None
     ignored = mpi is not None and not root_env_honoured(implementation(mpi.name), mpi.version)
-    refused = bool(argv) and "mpirun" in argv[0] and as_root and refuses_root(impl, 0)
+    mpirun = bool(argv) and "mpirun" in argv[0]
+    refused = mpirun and as_root and refuses_root(impl, 0)
+    line = m.line(m.argv_key)
     if refused and env_form and not flag and ignored:
-        add("job.run_as_root", argv_key, "FAIL", "MPI_RUN_AS_ROOT",
-            "the launcher runs as root with only %s, and its image %s is stack %s's, whose %s %s ignores them "
-            "(honoured from Open MPI %s)" % (" and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV)), launcher.get("image"),
-                                             stack.name, mpi.name, mpi.version, ROOT_ENV_SINCE),
-            "add %s to mpirun (every Open MPI release honours it)" % ALLOW_RUN_AS_ROOT_FLAG)
-    if refused and not allowed:
-        add("job.run_as_root",
-            argv_key, "FAIL", "MPI_RUN_AS_ROOT", "sshAuthMountPath %s runs the launcher as root and mpirun has "
-            "neither %s nor %s" % (spec.get("sshAuthMountPath", "/root/.ssh (the default)"), ALLOW_RUN_AS_ROOT_FLAG,
-                                   " and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV))))
-    if argv and "mpirun" in argv[0]:
-        missing = [e.split("=")[0] for e in EXPORTED_ENV if e.split("=")[0] not in _exported(argv)]
-        if missing:
-            add("job.exported_env",
-                argv_key, "WARN", "JOB_ENV_NOT_EXPORTED", "mpirun does not export %s to the ranks (ranks started "
-                "through sshd get sshd's environment)" % ", ".join(missing),
-                " ".join("-x %s" % e for e in EXPORTED_ENV))
-    return found
+        j.add("job.run_as_root", line, "FAIL", "MPI_RUN_AS_ROOT",
+              "the launcher runs as root with only %s, and its image %s is stack %s's, whose %s %s ignores them "
+              "(honoured from Open MPI %s)" % (" and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV)), launcher.get("image"),
+                                               stack.name, mpi.name, mpi.version, ROOT_ENV_SINCE),
+              "add %s to mpirun (every Open MPI release honours it)" % ALLOW_RUN_AS_ROOT_FLAG)
+    if refused and not (flag or env_form):
+        j.add("job.run_as_root", line, "FAIL", "MPI_RUN_AS_ROOT", "sshAuthMountPath %s runs the launcher as root and "
+              "mpirun has neither %s nor %s" % (spec.get("sshAuthMountPath", "/root/.ssh (the default)"),
+                                                ALLOW_RUN_AS_ROOT_FLAG, " and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV))))
+    if refused:
+        j.saw("job.run_as_root", j.at(line, "mpirun as root with %s" % (
+            ALLOW_RUN_AS_ROOT_FLAG if flag else " and ".join(sorted(ALLOW_RUN_AS_ROOT_ENV)))))
+    j.skip("job.run_as_root", "the launcher does not run Open MPI's mpirun as root (sshAuthMountPath %s, %s)" % (
+        spec.get("sshAuthMountPath", "/root/.ssh"), spec.get("mpiImplementation", "OpenMPI")) if mpirun
+        else "the launcher's command is no mpirun")
+    if not mpirun:
+        j.skip("job.exported_env", "the launcher's command is no mpirun")
+        return
+    missing = [e.split("=")[0] for e in EXPORTED_ENV if e.split("=")[0] not in _exported(argv)]
+    if missing:
+        j.add("job.exported_env", line, "WARN", "JOB_ENV_NOT_EXPORTED", "mpirun does not export %s to the ranks "
+              "(ranks started through sshd get sshd's environment)" % ", ".join(missing),
+              " ".join("-x %s" % e for e in EXPORTED_ENV))
+    else:
+        j.saw("job.exported_env", j.at(line, "mpirun -x %s" % " -x ".join(e.split("=")[0] for e in EXPORTED_ENV)))
 
 
-def judge_job(path: str) -> tuple[str, list[Finding]]:
-    """(kind, findings) of the job file at ``path``: "MPIJob" or "Slurm batch script". ChexstackError when it is
-    neither, or its YAML does not parse (naming the line)."""
-    text = input_file(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script").read_text()
+def _judge_resource_names(j: Judgement, m: _MpiJob) -> None:
+    """Every container's ``limits`` and ``requests`` name resources the API server accepts
+    (``launch.k8s.container_resource_problem``: a standard resource or an extended ``DOMAIN/NAME``, the rule by which
+    ``K8sOptions`` refuses ``invoke train --rdma`` at render)."""
+    for role in ("Launcher", "Worker"):
+        pod = _at(m.node, "spec", "mpiReplicaSpecs", role, "template", "spec", "containers")
+        for container in (pod.value if isinstance(pod, yaml.SequenceNode) else []):
+            for kind in ("limits", "requests"):
+                names = _at(container, "resources", kind)
+                for key, _ in (names.value if isinstance(names, yaml.MappingNode) else []):
+                    problem = container_resource_problem(key.value)
+                    if problem:
+                        j.add("job.resource_names", m.line(key), "FAIL", "K8S_RESOURCE_NAME_INVALID",
+                              "the %s's resources.%s name %s: %s; the API server refuses the MPIJob's pods"
+                              % (role.lower(), kind, key.value, problem),
+                              "name the device plugin's resource as it advertises it, DOMAIN/NAME (kubectl describe "
+                              "node: Allocatable), such as rdma/hca_shared_devices_a or nvidia.com/gpu (Kubernetes, "
+                              "Extended resources: https://kubernetes.io/docs/tasks/configure-pod-container/"
+                              "extended-resource/)")
+                    else:
+                        j.saw("job.resource_names", j.at(m.line(key), "%s %s" % (kind, key.value)))
+    j.skip("job.resource_names", "no container asks for resources")
+
+
+def judge_mpijob(j: Judgement, node) -> None:
+    """The rules of ``launch.k8s``'s MPIJob, on one composed MPIJob document."""
+    m = _read_mpijob(j.path, node)
+    _judge_mpijob_ranks(j, m)
+    _judge_shm(j, m)
+    for i, container in enumerate(m.w_pod.get("containers") or []):
+        _judge_ipc_lock(container, _at(m.w_node, "containers", i), j)
+    j.skip("job.ipc_lock", "no worker requests an RDMA device resource")
+    _judge_resource_names(j, m)
+    policy = m.spec.get("launcherCreationPolicy")
+    policy_node = _at(node, "spec", "launcherCreationPolicy")
+    if policy != LAUNCHER_CREATION_POLICY:
+        j.add("job.launcher_policy", m.line(policy_node or _at(node, "spec", key_node=True)), "WARN",
+              "MPI_HOST_UNKNOWN", "launcherCreationPolicy %s: the launcher may start before the workers resolve and "
+              "accept ssh (\"ssh: Could not resolve hostname ...-worker-0\")" % (policy or "not set (AtStartup)"),
+              MPIJOB_EARLY_LAUNCHER_REMEDY)
+    else:
+        j.saw("job.launcher_policy", j.at(m.line(policy_node), "launcherCreationPolicy: %s" % policy))
+    _judge_launcher(j, m)
+
+
+def judge_file(path: str) -> Judgement:
+    """The judgement of the job file at ``path``: an MPIJob manifest or a Slurm batch script. ChexstackError when
+    it is neither, or its YAML does not parse (naming the line)."""
+    with open(input_file(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script"),
+              newline="") as f:  # line breaks as written: sbatch refuses \r\n (YAML reads it as a break)
+        text = f.read()
     if "#SBATCH" in text or text.startswith("#!"):
-        return "Slurm batch script", judge_sbatch(path, text)
+        j = Judgement(path, SBATCH)
+        judge_sbatch(j, text)
+        return j
     try:
         docs = [d for d in yaml.compose_all(text) if d is not None]
     except yaml.YAMLError as e:
@@ -392,15 +590,29 @@ def judge_job(path: str) -> tuple[str, list[Finding]]:
     if not jobs:
         raise ChexstackError("--job %s: neither a Slurm batch script (#SBATCH lines) nor a manifest with kind: "
                              "MPIJob" % path)
-    return "MPIJob", [f for d in jobs for f in judge_mpijob(path, d)]
+    j = Judgement(path, MPIJOB)
+    for d in jobs:
+        judge_mpijob(j, d)
+    return j
 
 
-def rule_result(rule: str, findings: list[Finding]) -> CheckResult:
-    """One rule's verdict in a job file's report: PASS without a finding; else the worst finding's status, code
-    and remedy, ``measured`` its ``FILE:LINE: what``, and every finding of the rule in ``details``."""
+def judge_job(path: str) -> tuple[str, list[Finding]]:
+    """(kind, findings) of the job file at ``path`` (``judge_file``): "MPIJob" or "Slurm batch script"."""
+    j = judge_file(path)
+    return j.kind, j.findings
+
+
+def rule_result(rule: str, j: Judgement) -> CheckResult:
+    """One rule's verdict in a job file's report: with findings, the worst one's status, code and remedy,
+    ``measured`` its ``FILE:LINE: what``, and every finding of the rule in ``details``; without, PASS only where
+    the rule judged something (``measured`` what it saw), else SKIP with why it judged nothing."""
     expected = RULES[rule].expected
+    findings = [f for f in j.findings if f.rule == rule]
+    if not findings and rule in j.checked:
+        return passed(rule, "; ".join(j.checked[rule]), expected)
     if not findings:
-        return passed(rule, "no violation", expected)
+        return skipped(rule, j.skipped.get(rule) or Reason("nothing in the file for this rule to judge",
+                                                           "NOT_APPLICABLE"), expected)
     ordered = sorted(findings, key=lambda f: (f.status != "FAIL", f.line))
     first = ordered[0]
     verdict = failed if first.status == "FAIL" else warned
@@ -408,26 +620,33 @@ def rule_result(rule: str, findings: list[Finding]) -> CheckResult:
                    ["%s:%d: %s %s: %s" % (f.path, f.line, f.status, f.code, f.message) for f in ordered])
 
 
-def job_report(path: str, kind: str, findings: list[Finding], seconds: float) -> Report:
+def job_report(j: Judgement, seconds: float) -> Report:
     """The report of a judged job file, in the node report's published schema (``validate.report_schema``,
     ``selection: job``): one result per rule of its kind (``validate.jobrules.rules_for``), ``host`` the machine
     that judged it."""
-    results = [rule_result(rule, [f for f in findings if f.rule == rule]) for rule in rules_for(kind)]
-    return Report(results, seconds, host=socket.gethostname(), job={"path": path, "kind": kind})
+    results = [rule_result(rule, j) for rule in rules_for(j.kind)]
+    return Report(results, seconds, host=socket.gethostname(), job={"path": j.path, "kind": j.kind})
 
 
 def validate_job(path: str, json_path: str | None = None) -> int:
     """``invoke validate --job FILE [--json OUT]``: print each finding (file:line, status, code, what, remedy) and
-    write the report as JSON (``job_report``); exit 1 with a FAIL, else 0. ChexstackError before judging for a
-    ``json_path`` that cannot be written."""
+    each rule that had nothing to judge (SKIP, why), write the report as JSON (``job_report``); exit 1 with a FAIL,
+    else 0. ChexstackError before judging for a ``json_path`` that cannot be written."""
     if json_path:
         output_file(json_path, "--json")
     start = time.monotonic()
-    kind, findings = judge_job(path)
-    for f in sorted(findings, key=lambda f: f.line):
+    j = judge_file(path)
+    report = job_report(j, time.monotonic() - start)
+    for f in sorted(j.findings, key=lambda f: f.line):
         console.print(f.text(), markup=False, highlight=False, soft_wrap=True)
-    fails = sum(f.status == "FAIL" for f in findings)
-    console.print("%s (%s): %d FAIL, %d WARN" % (Path(path).name, kind, fails, len(findings) - fails), markup=False)
+    unchecked = [r for r in report.results if r.status.value == "SKIP"]
+    for r in unchecked:
+        console.print("%s: SKIP %s (not checked): %s" % (path, r.id, r.measured), markup=False, highlight=False,
+                      soft_wrap=True)
+    fails = sum(f.status == "FAIL" for f in j.findings)
+    console.print("%s (%s): %d FAIL, %d WARN, %d PASS, %d not checked" % (
+        Path(path).name, j.kind, fails, len(j.findings) - fails, sum(r.status.value == "PASS" for r in report.results),
+        len(unchecked)), markup=False)
     if json_path:
-        write_json(job_report(path, kind, findings, time.monotonic() - start), json_path)
+        write_json(report, json_path)
     return ExitCode.FAILED if fails else ExitCode.OK

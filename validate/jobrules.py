@@ -20,6 +20,8 @@ class Rule:
 
 
 RULES = {
+    "job.line_endings": Rule("UNIX line breaks (\\n): sbatch refuses a script with DOS line breaks (\\r\\n)",
+                             (SBATCH,)),
     "job.rank_per_gpu": Rule("one rank per GPU (tasks or slots per node equal to its GPUs)", (SBATCH, MPIJOB)),
     "job.slots": Rule("mpirun -np within the allocation's or the workers' slots", (SBATCH, MPIJOB)),
     "job.pmix": Rule("srun --mpi=pmix for a pyxis --container-image step", (SBATCH,)),
@@ -30,6 +32,8 @@ RULES = {
     "job.shm": Rule("a memory-backed /dev/shm of at least 1 GiB (or hostIPC) for several ranks per worker",
                     (MPIJOB,)),
     "job.ipc_lock": Rule("IPC_LOCK with an RDMA resource", (MPIJOB,)),
+    "job.resource_names": Rule("container resources Kubernetes accepts: cpu, memory, ephemeral-storage, "
+                               "hugepages-<size>, or an extended resource DOMAIN/NAME", (MPIJOB,)),
     "job.launcher_policy": Rule("launcherCreationPolicy: WaitForWorkersReady", (MPIJOB,)),
     "job.run_as_root": Rule("Open MPI's run-as-root permission, in a form the image's Open MPI honours, for a "
                             "launcher run as root", (MPIJOB,)),

@@ -27,6 +27,12 @@ from dataclasses import dataclass
 from facts.parsers.horovod import parse_check_build, tf_mismatch
 from facts.parsers.observation import Observation, first_command, simple_commands
 
+#: The lines chexstack's own supervision (``launch.stream``) writes into a run's log, which takes every run of an
+#: output folder one after another: ``RUN_START`` and the launch command start a run; ``INTERRUPTED % "SIGINT"``
+#: ends one a signal stopped (group 1 of ``INTERRUPTED_LINE``: the signal's name).
+RUN_START = "$ "
+INTERRUPTED = "[chexstack] interrupted by %s"
+INTERRUPTED_LINE = re.compile(r"^\[chexstack\] interrupted by (SIG[A-Z0-9]+)\s*$")
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
 RANK_LINE = re.compile(r"^\[(?:\d+,)?(\d+)\]<(stdout|stderr)>:(.*)$")
 _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
@@ -64,6 +70,40 @@ GPU_NOT_REGISTERED = re.compile(r"Cannot dlopen some GPU libraries|Skipping regi
 #: undefined symbol: _ZN10tensorflow8OpKernel...``; https://github.com/horovod/horovod/issues/898, #656); group 1
 #: the symbol. Newer releases say it as ``HorovodVersionMismatchError`` (``facts.parsers.horovod.version_mismatch``).
 TF_SYMBOL_MISSING = re.compile(r"horovod/\S*\.so: undefined symbol: (_ZN\w*tensorflow\w*)")
+
+
+#: TensorFlow's out-of-memory error, in a rank's exception (``tensorflow.python.framework.errors_impl.
+#: ResourceExhaustedError: OOM when allocating tensor ...``) and the allocator's warning before it (``OP_REQUIRES failed
+#: at conv_ops.cc:1068 : RESOURCE_EXHAUSTED: OOM when allocating tensor with shape[64,256,56,56] and type float on
+#: /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc``; TensorFlow's BFC allocator,
+#: tensorflow/core/common_runtime/bfc_allocator.cc): the shape and the device where the line gives them.
+_TF_OOM = re.compile(r"OOM when allocating tensor")
+_TF_OOM_SHAPE = re.compile(r"OOM when allocating tensor with shape\s*\[([^\]]*)\]")
+_TF_OOM_DEVICE = re.compile(r" on (?:/job:[^ ]*/)?device:([A-Z]+:\d+)|by allocator (\S+)")
+
+
+@dataclass(frozen=True)
+class TfOom:
+    """TensorFlow ran out of memory: the ``line`` that says most (the allocator's, with the tensor's ``shape`` and the
+    ``device``, ``GPU:0`` or ``CPU:0``, where given)."""
+
+    line: str
+    shape: str | None
+    device: str | None
+
+
+def tf_oom(lines: list[str]) -> TfOom | None:
+    """TensorFlow's out-of-memory error in ``lines`` (a rank's or the launcher's, prefixes and all), else None."""
+    found = []
+    for line in lines:
+        if not _TF_OOM.search(line):
+            continue
+        text = RANK_LINE.sub(r"\3", line).strip()
+        shape = _TF_OOM_SHAPE.search(text)
+        device = _TF_OOM_DEVICE.search(text)
+        found.append(TfOom(text, shape.group(1) if shape else None,
+                           (device.group(1) or device.group(2)) if device else None))
+    return max(found, key=lambda o: (o.shape is not None) + (o.device is not None), default=None)
 
 
 def is_optional_library(name: str) -> bool:
