@@ -11,7 +11,8 @@ of ``python -m trainer`` arguments):
 - the inputs and output on this machine: ``check_here(argv)`` (data, images, labels, output folder);
 - the output folder: ``acquire(folder, command)`` (the run's exclusive lock) and ``TOKEN_ENV``;
   ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
-  ``checkpoint_folder(output)``; ``SKIPPED_IMAGES``;
+  ``checkpoint_folder(output)``, ``recorded_step(output, epochs)`` (what ``--resume`` would do: ``TRAIN``, ``FINISH``
+  a run stopped after its last epoch, or ``DONE``); ``SKIPPED_IMAGES``;
 - a prepared copy: ``check_prepare(argv)`` (``python -m trainer prepare``'s options and inputs), ``PREPARE_LOG``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
@@ -34,6 +35,8 @@ parser = cli.parser
 acquire = runlock.acquire
 load_state = checkpoint.load_state
 checkpoint_folder = checkpoint.folder
+recorded_step = checkpoint.recorded_step
+TRAIN, FINISH, DONE = checkpoint.TRAIN, checkpoint.FINISH, checkpoint.DONE
 parse_event = events.parse
 PREPARE_LOG = prepare.LOG
 
