@@ -197,7 +197,8 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     "images": "folder with the PNGs (searched recursively)",
     "labels": "label file Data_Entry_2017*.csv or .csv.gz",
     "list": "score only the image names in this file (e.g. NIH's test_list.txt)",
-    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate)",
+    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate); not a training run's folder, "
+              "whose predictions.csv it would replace (RUN/evaluation is fine)",
     "np": "CPU ranks under horovodrun (default 1: one process)",
 })
 @user_errors

@@ -13,6 +13,7 @@ of ``python -m trainer`` arguments):
   ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
   ``checkpoint_folder(output)``, ``recorded_step(output, epochs)`` (what ``--resume`` would do: ``TRAIN``, ``FINISH``
   a run stopped after its last epoch, or ``DONE``); ``SKIPPED_IMAGES``;
+- an evaluation: ``check_evaluate_output(output)`` (not a training run's folder);
 - a prepared copy: ``check_prepare(argv)`` (``python -m trainer prepare``'s options and inputs), ``PREPARE_LOG``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
@@ -21,7 +22,7 @@ Errors are ``trainer.errors.TrainerError`` (the host turns them into its own ``C
 """
 import os
 
-from trainer import checkpoint, cli, events, labels, outputs, prepare, prepared, runlock, sources
+from trainer import checkpoint, cli, evaluate, events, labels, outputs, prepare, prepared, runlock, sources
 from trainer.errors import TrainerError
 
 SYNTHETIC = sources.SYNTHETIC
@@ -38,6 +39,7 @@ checkpoint_folder = checkpoint.folder
 recorded_step = checkpoint.recorded_step
 TRAIN, FINISH, DONE = checkpoint.TRAIN, checkpoint.FINISH, checkpoint.DONE
 parse_event = events.parse
+check_evaluate_output = evaluate.check_output
 PREPARE_LOG = prepare.LOG
 
 
