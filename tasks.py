@@ -12,10 +12,12 @@ import sys
 
 from invoke import Exit
 
-from chexstack.cli import NAME, csv_list, program, task, user_errors
+from chexstack.cli import NAME, csv_list, end_quietly_on_a_closed_pipe, program, task, user_errors
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from launch.options import trainer_help, with_trainer_options
+
+end_quietly_on_a_closed_pipe()  # invoke and chexstack both load this module before they print (help included)
 
 # --- envs: stacks (Table 1, manifests, consistency) and conda locks ------------------------------------------------
 
@@ -197,7 +199,8 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     "images": "folder with the PNGs (searched recursively)",
     "labels": "label file Data_Entry_2017*.csv or .csv.gz",
     "list": "score only the image names in this file (e.g. NIH's test_list.txt)",
-    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate)",
+    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate); not a training run's folder, "
+              "whose predictions.csv it would replace (RUN/evaluation is fine)",
     "np": "CPU ranks under horovodrun (default 1: one process)",
 })
 @user_errors

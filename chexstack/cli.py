@@ -11,6 +11,7 @@ no task, so ``tasks.py`` -> ``chexstack.cli`` is the only edge between the two (
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import math
 import os
@@ -23,7 +24,7 @@ from invoke import Exit
 from invoke.parser import Argument
 from rich.markup import escape
 
-from chexstack.console import err_console
+from chexstack.console import BROKEN_PIPE_EXIT, drop_closed_outputs, err_console
 from chexstack.errors import ChexstackError
 
 NAME = "chexstack"
@@ -119,6 +120,47 @@ def task(*args, **kwargs):
 def csv_list(value: str | None) -> list[str]:
     """``"a, b,,c"`` -> ``["a", "b", "c"]`` (a comma-separated option; None or empty: ``[]``)."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _exit_for_a_closed_pipe() -> NoReturn:
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(BROKEN_PIPE_EXIT)  # nothing more to flush into a pipe nobody reads
+
+
+def _excepthook(kind, value, tb, previous=None) -> None:
+    if issubclass(kind, BrokenPipeError) and drop_closed_outputs():
+        _exit_for_a_closed_pipe()
+    (previous or sys.__excepthook__)(kind, value, tb)
+
+
+def _flush_at_exit() -> None:
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if drop_closed_outputs():
+            _exit_for_a_closed_pipe()
+    except (OSError, ValueError):
+        pass
+
+
+def end_quietly_on_a_closed_pipe() -> None:
+    """A closed pipe (``invoke --help train | head -1``, ``chexstack stacks | head``) ends the process quietly with
+    ``BROKEN_PIPE_EXIT`` (141, as a shell reports a tool SIGPIPE ended), whoever was writing: invoke's help and
+    ``--list``, a task's ``print``, Python's last flush of stdout at exit (rich's consoles: ``chexstack.console``).
+    Installed once per process by ``tasks.py``, which both commands load before they print (invoke's own
+    ``Program`` for ``invoke``, ``program`` below for ``chexstack``): an escaping BrokenPipeError goes through
+    ``sys.excepthook``, the last flush through ``atexit``. Only when stdout or stderr is closed indeed
+    (``chexstack.console.closed_outputs``): a BrokenPipeError of a socket or a child's stdin keeps its traceback."""
+    if getattr(sys.excepthook, "chexstack_closed_pipe", False):
+        return
+    hook = functools.partial(_excepthook, previous=sys.excepthook)
+    hook.chexstack_closed_pipe = True
+    sys.excepthook = hook
+    atexit.register(_flush_at_exit)
 
 
 def program(namespace: invoke.Collection, binary: str = NAME) -> invoke.Program:

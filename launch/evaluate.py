@@ -1,6 +1,7 @@
 """``invoke evaluate``: ``python -m trainer evaluate`` of a saved model on this machine, one process or ``np``
 Horovod ranks through horovodrun (``trainer.evaluate``: per-pathology AUROC with patient-bootstrap intervals,
-``evaluation.json`` and ``predictions.csv`` in the output folder)."""
+``evaluation.json`` and ``predictions.csv`` in the output folder, which must not hold a training run:
+``trainer.preflight.check_evaluate_output``, checked here before anything starts)."""
 from __future__ import annotations
 
 import os
@@ -11,15 +12,20 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
+from launch.request import trainer_errors
+from trainer import preflight
 
 
 def evaluate_args(model: str | None, images: str | None, labels: str | None, list_file: str | None,
                   output: str) -> list[str]:
-    """``python -m trainer``'s arguments for an evaluation; ChexstackError naming each missing option."""
+    """``python -m trainer``'s arguments for an evaluation; ChexstackError naming each missing option, or the
+    training run's file an ``output`` that holds one would lose."""
     missing = [name for name, value in (("--model", model), ("--images", images), ("--labels", labels)) if not value]
     if missing:
         raise ChexstackError("invoke evaluate needs %s (e.g. invoke evaluate --model runs/demo/model-best.h5 "
                              "--images DIR --labels FILE)" % ", ".join(missing))
+    with trainer_errors():
+        preflight.check_evaluate_output(output)
     args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
     return args + (["--list", list_file] if list_file else [])
 

@@ -96,19 +96,28 @@ def read_metrics(output: str) -> dict:
         raise ChexstackError("the run ended but %s cannot be read: %s" % (path, e)) from None
 
 
-def interrupted_message(signum: int, output: str) -> str:
-    """The one line after an interrupted run: the last complete checkpoint and how to continue."""
+def interrupted_message(signum: int, output: str, epochs: int | None = None) -> str:
+    """The one line after an interrupted run: the last complete checkpoint and how to continue. ``epochs``: the
+    run's ``--epochs``; with it, a run stopped after its last epoch (training ended, the test split and the results
+    not yet written: ``preflight.resume_step``) is told that ``--resume`` finishes it without training."""
     name = signal.Signals(signum).name
     try:
-        state = preflight.load_state(output)
-    except TrainerError as e:  # a state.json we cannot read: say so rather than guess
+        state, step = preflight.recorded_step(output, epochs if epochs is not None else float("inf"))
+    except TrainerError as e:  # a state.json or metrics.json we cannot read: say so rather than guess
         return "interrupted by %s; the checkpoint state in %s cannot be read (%s)" % (
             name, preflight.checkpoint_folder(output), e)
     if state is None:
         return ("interrupted by %s before the first epoch was complete: no checkpoint in %s; start again without "
                 "--resume" % (name, output))
-    return ("interrupted by %s after epoch %d; the last complete checkpoint is epoch %d (%s): continue with "
-            "--resume" % (name, state["epoch"], state["epoch"], preflight.checkpoint_folder(output)))
+    where = "the last complete checkpoint is epoch %d (%s)" % (state["epoch"], preflight.checkpoint_folder(output))
+    if step == preflight.FINISH:
+        return ("interrupted by %s after training ended (epoch %d), before the run's end: the test split, the "
+                "baseline and metrics.json's run.end were not written; %s: --resume finishes the run without "
+                "training" % (name, state["epoch"], where))
+    if step == preflight.DONE:
+        return "interrupted by %s after the run had ended (epoch %d; metrics.json holds its end): nothing is missing" \
+            % (name, state["epoch"])
+    return "interrupted by %s after epoch %d; %s: continue with --resume" % (name, state["epoch"], where)
 
 
 def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None = None) -> dict | None:
@@ -137,7 +146,7 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
         outcome = stream.run(plan.argv, {**plan.env, **token}, os.path.join(output, LOG), console, cwd=cwd,
                              force_stop=plan.force_stop if plan.container else None)
     if outcome.interrupted is not None and outcome.returncode != 0 and not throughput:  # (0: it ended meanwhile)
-        raise ChexstackError(interrupted_message(outcome.interrupted, output),
+        raise ChexstackError(interrupted_message(outcome.interrupted, output, request.options.epochs),
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2

@@ -105,3 +105,44 @@ def test_the_installed_package_has_the_command_and_its_tasks(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import tasks, chexstack.cli; print(tasks.__file__)"], cwd=tmp_path,
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)})
     assert where.stdout.strip() == str(site / "tasks.py")
+
+
+def _into_a_closed_pipe(command: tuple[str, ...], *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``COMMAND ARGS | head -0``, deterministically: stdout is a pipe whose read end is closed before it starts."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([*command, *args], stdout=write, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                              timeout=120, env={**os.environ, "COLUMNS": "120", **(env or {})})
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("command", [(cmd.INVOKE,), cmd.CHEXSTACK], ids=["invoke", "chexstack"])
+def test_a_closed_pipe_ends_the_command_quietly_with_141(command):
+    """``invoke --help train | head -1`` ended in a BrokenPipeError traceback (invoke's help printing) or Python's
+    "Exception ignored ... BrokenPipeError" at exit. Now every way a command writes ends quietly with 128 + SIGPIPE,
+    as a shell reports a tool SIGPIPE ended: invoke's task help written while it prints (11 kB: more than a pipe
+    write's buffer) and written at exit (a short help, stdout buffered), and a task's rich table."""
+    # PYTHONUNBUFFERED "1": each print is written at once; "" (unset, Python's rule): stdout is block-buffered
+    for args, unbuffered in ((("--help", "train"), "1"), (("--help", "render"), ""), (("stacks",), "1")):
+        ran = _into_a_closed_pipe(command, *args, env={"PYTHONUNBUFFERED": unbuffered})
+        assert (ran.returncode, ran.stderr) == (141, ""), (args, unbuffered, ran.returncode, ran.stderr)
+
+
+def test_a_broken_pipe_that_is_not_the_output_keeps_its_traceback(tmp_path):
+    """The hook ends quietly only when stdout or stderr is closed indeed: a BrokenPipeError of a socket or a
+    child's stdin is an error to show."""
+    from chexstack import cli
+
+    seen = []
+    with open(tmp_path / "out", "w") as out:
+        saved = os.dup(1)
+        os.dup2(out.fileno(), 1)  # stdout a file: open
+        try:
+            cli._excepthook(BrokenPipeError, BrokenPipeError(32, "Broken pipe"), None,
+                            previous=lambda *exc: seen.append(exc[0]))
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    assert seen == [BrokenPipeError]

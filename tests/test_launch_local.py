@@ -5,6 +5,8 @@ and interruption messages; and, marked slow, real ``invoke train`` runs:
   when the trainer is started without the launcher;
 - Ctrl-C (SIGINT to the launcher's process group, as a terminal sends it) stops every rank, says which epoch the
   last complete checkpoint holds, exits 130; --resume then runs each remaining epoch exactly once;
+- Ctrl-C after the last epoch, while the test split is scored: --resume finishes the run without training, then
+  a --resume is nothing to do;
 - SIGTERM with the MPI controller: exit 143, no rank left;
 - a truncated checkpoint on --resume: the trainer's message naming the file, exit 2, no traceback;
 - an unknown --model: refused before horovodrun starts, one message.
@@ -389,6 +391,47 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     assert refused.stderr.count("is damaged") == 1
     assert "Traceback" not in refused.stdout + refused.stderr and "RuntimeError" not in refused.stdout + refused.stderr
     assert _epochs(out) == list(range(1, last + 1))
+
+
+@pytest.mark.slow
+def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_path):
+    """The reported fault: Ctrl-C while the test split was scored after the last epoch left metrics.json without
+    its ``test`` block and ``run.end``, and --resume said "nothing to do". Now the line says that --resume finishes
+    the run, --resume does that without training (the epochs stay 1, 2), and only then is a --resume nothing to
+    do. With the baseline (16 px logistic regression), what follows the last epoch took 21 s here under load: the
+    signal, sent as soon as the launcher shows epoch 2, lands in it."""
+    out = tmp_path / "run"
+    args = [*SMALL[:SMALL.index("--baseline-size")], "--epochs", "2", "--output", str(out)]
+    first = Launcher(*args, env=ENV)
+    first.wait_for("epoch 2:")  # shown after rank 0 committed epoch 2 (metrics.json, checkpoint)
+    os.killpg(first.proc.pid, signal.SIGINT)
+    code, text = first.finish()
+    assert code == 130, text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "end" not in metrics["run"] and "test" not in metrics, "the run ended before the signal:\n" + text
+    assert ("error: interrupted by SIGINT after training ended (epoch 2), before the run's end: the test split, the "
+            "baseline and metrics.json's run.end were not written; the last complete checkpoint is epoch 2 "
+            "(%s/checkpoint): --resume finishes the run without training" % out) in text
+    assert _epochs(out) == [1, 2]
+
+    finished = _invoke(*args, "--resume")
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    assert ("trainer: training already ended with the checkpoint of epoch 2 (it reaches --epochs 2), but the run "
+            "was stopped before its end (metrics.json has no run.end): finishing it without training") \
+        in finished.stdout
+    assert "resuming after epoch" not in finished.stdout and "epoch 3" not in finished.stdout
+    assert "test split (best epoch" in finished.stdout and "ran all --epochs 2" in finished.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]  # nothing trained again
+    assert metrics["run"]["end"]["epoch"] == 2 and metrics["run"]["end"]["reason"] == "epochs"
+    assert metrics["test"]["n_images"] > 0 and "baseline" in metrics and "comparison" in metrics
+    assert (out / "test-predictions.csv").exists() and (out / "model.h5").exists()
+
+    done = _invoke(*args, "--resume")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert ("the run in %s already ended after epoch 2 (ran all --epochs 2; " % out) in done.stdout
+    assert "nothing to do" in done.stdout and "finishing it" not in done.stdout
+    assert json.loads((out / "metrics.json").read_text()) == metrics
 
 
 @pytest.mark.slow

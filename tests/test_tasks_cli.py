@@ -211,6 +211,56 @@ def test_evaluate_names_the_options_it_needs():
     assert "invoke evaluate needs --model, --labels" in p.stdout + p.stderr, p.stdout + p.stderr
 
 
+def _training_run(folder, predictions=True):
+    """A training run's --output as rank 0 leaves it after an epoch: metrics.json, checkpoint/state.json and (with
+    ``predictions``) predictions.csv, 2 validation rows."""
+    (folder / "checkpoint").mkdir(parents=True)
+    (folder / "checkpoint" / "state.json").write_text('{"epoch": 1, "model_file": "epoch-0001.h5"}\n')
+    (folder / "metrics.json").write_text('{"run": {}, "epochs": [{"epoch": 1}]}\n')
+    if predictions:
+        (folder / "predictions.csv").write_text("Image Index,label_Atelectasis\na.png,0\nb.png,1\n")
+    return {p.name: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_evaluate_refuses_a_training_runs_folder_and_writes_nothing(tmp_path):
+    """The reported fault: ``invoke evaluate --model RUN/model-best.h5 ... --output RUN`` replaced the run's 153
+    validation predictions by the evaluation's 30, exit 0. Refused before anything starts, naming the file; the
+    trainer's own door refuses it too (a bare ``python -m trainer evaluate``, each rank of ``--np``)."""
+    from trainer import evaluate
+    from trainer.errors import TrainerError
+
+    run = tmp_path / "run"
+    before = _training_run(run)
+    (tmp_path / "images").mkdir()
+    for name in ("model-best.h5", "labels.csv"):
+        (tmp_path / name).write_text("x")
+    args = ["--model", str(tmp_path / "model-best.h5"), "--images", str(tmp_path / "images"), "--labels",
+            str(tmp_path / "labels.csv"), "--output", str(run)]
+    p = cmd.run("evaluate", *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert ("error: --output %s holds a training run (%s/metrics.json): this evaluation's predictions.csv would "
+            "overwrite the run's validation predictions %s/predictions.csv; choose another --output, e.g. "
+            "%s/evaluation" % (run, run, run, run)) in " ".join(p.stderr.split()), p.stderr
+    assert "-m trainer" not in p.stdout  # nothing started
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+    assert evaluate.main(args) == 2
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # no lock file either
+
+    only_checkpoint = tmp_path / "started"
+    _training_run(only_checkpoint, predictions=False)
+    (only_checkpoint / "metrics.json").unlink()
+    with pytest.raises(TrainerError, match="holds a training run \\(%s/checkpoint/state.json\\): this evaluation's "
+                       "predictions.csv would be written as the run's" % only_checkpoint):
+        evaluate.check_output(str(only_checkpoint))
+    # an evaluation's own folder (the default runs/evaluate) and a new one are not a training run
+    (tmp_path / "evaluated").mkdir()
+    (tmp_path / "evaluated" / "evaluation.json").write_text("{}")
+    (tmp_path / "evaluated" / "predictions.csv").write_text("Image Index\n")
+    evaluate.check_output(str(tmp_path / "evaluated"))
+    evaluate.check_output(str(tmp_path / "new"))
+
+
 def test_evaluate_runs_one_process_or_local_horovod_ranks():
     from launch.evaluate import evaluate_args, evaluate_argv
 

@@ -269,13 +269,60 @@ def test_invoke_prepare_runs_the_trainers_prepare_and_says_so(copy, tmp_path):
                   "--output", str(prep), "--shard-images", str(SHARD))
     assert ran.returncode == 0, ran.stderr
     assert "is prepared already (%d images at %d px): nothing to do" % (N_IMAGES, SIZE) in ran.stdout
-    ran = cmd.run("prepare", "--images", str(source), "--labels", str(LABEL_FILE), "--image-size", "48",
-                  "--output", str(prep), "--shard-images", str(SHARD))
-    assert ran.returncode == 2
-    assert "error: prepare failed: %s: prepared from other sources" % (prep / prepared.MANIFEST) in ran.stderr
     ran = cmd.run("prepare", "--images", str(source), "--image-size", "16", "--output", str(tmp_path / "x"))
     assert ran.returncode == 2 and "give either --data DIR or --images DIR with --labels FILE" in ran.stderr
     assert not (tmp_path / "x").exists()
+
+
+def _files(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_refused_prepare_writes_nothing(copy, tmp_path):
+    """The reported fault: a prepare into a non-empty folder that is no copy was refused but appended to
+    prepare.log there (and the trainer left its lock file). Each refusal leaves every folder as it was: the host's
+    own (a folder of other files, one in use: before the log is opened), and the trainer's (a copy prepared at
+    another size, no labelled image: what the command had written is taken back)."""
+    from trainer import runlock
+
+    source, _, prep = copy
+    args = ["--images", str(source), "--labels", str(LABEL_FILE), "--shard-images", str(SHARD)]
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine")
+    ran = cmd.run("prepare", *args, "--image-size", str(SIZE), "--output", str(full))
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert ("error: --output %s: not empty (notes.txt) and no chexstack-prepared.json in it: not a prepared copy"
+            % full) in ran.stderr and "prepare failed" not in ran.stderr
+    assert "-m trainer prepare" not in ran.stdout  # refused before the trainer started
+    assert _files(full) == {"notes.txt": b"mine"}
+    # the trainer's door alone (python -m trainer prepare): refused before its lock file is made
+    with pytest.raises(TrainerError, match="not empty \\(notes.txt\\)"):
+        _prepare(source, full)
+    assert _files(full) == {"notes.txt": b"mine"}
+
+    before = _files(prep)
+    ran = cmd.run("prepare", *args, "--image-size", "48", "--output", str(prep))
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert ("error: %s: prepared from other sources or settings: image size 32 there, 48 here"
+            % (prep / prepared.MANIFEST)) in " ".join(ran.stderr.split())
+    assert "prepare failed" not in ran.stderr and _files(prep) == before  # prepare.log too
+
+    with runlock.acquire(str(prep), "another prepare"):  # (it writes its own record into the lock file)
+        held = _files(prep)
+        ran = cmd.run("prepare", *args, "--image-size", str(SIZE), "--output", str(prep))
+        assert ran.returncode == 2 and "--output %s is in use by another run (pid %d" % (prep, os.getpid()) \
+            in ran.stderr
+        assert "-m trainer prepare" not in ran.stdout and _files(prep) == held
+
+    unlabelled = tmp_path / "unlabelled"
+    unlabelled.mkdir()
+    shutil.copy(IMAGES / sorted(os.listdir(IMAGES))[0], unlabelled / "not-in-the-label-file.png")
+    ran = cmd.run("prepare", "--images", str(unlabelled), "--labels", str(LABEL_FILE), "--image-size", str(SIZE),
+                  "--output", str(tmp_path / "new"))
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "has an image below --images %s" % unlabelled in ran.stderr
+    assert not (tmp_path / "new").exists()
 
 
 def test_the_launchers_mount_the_copy_as_data(copy):

@@ -14,6 +14,14 @@ Only the newest checkpoint is kept. If the file ``state.json`` names cannot be r
 it was committed: a damaged disk or copy, not a crash of ours — a crash leaves the previous complete pair), resume
 stops with a TrainerError naming the file and the ways out; it does not fall back on its own: there is no older
 checkpoint to fall back to, and silently starting afresh would throw away the epochs the user asked to continue.
+
+A checkpoint that ends training (it reaches ``--epochs``, or the recipe stopped early there) is not the end of the
+run: rank 0 then saves ``model.h5``, scores the test split with the best epoch (``test-predictions.csv``), fits the
+baseline, and writes metrics.json one last time with the ``test``, ``baseline`` and ``comparison`` blocks and
+``run.end``. That write is atomic and the run's last, so ``run.end`` naming the checkpoint's epoch is the evidence
+that all of it happened (``test-predictions.csv`` is not: it is written before the test's bootstrap).
+``resume_step`` decides from that evidence: train on, finish those steps without training (a run stopped by
+Ctrl-C, SIGTERM or a crash after its last epoch), or nothing to do (a run that truly ended).
 """
 import glob
 import os
@@ -25,6 +33,10 @@ from trainer.errors import TrainerError
 FOLDER = "checkpoint"
 STATE = "state.json"
 IDENTITY = ("label_sha256", "model", "image_size", "seed", "n_train", "n_val")
+#: What ``--resume`` does with a committed checkpoint (``resume_step``): train the epochs after it; finish the steps
+#: after training (model.h5, the test split, the baseline, the final metrics.json) without training; nothing.
+TRAIN, FINISH, DONE = "train", "finish", "done"
+STEPS = (TRAIN, FINISH, DONE)
 
 
 def folder(output):
@@ -67,6 +79,40 @@ def committed_state(output, resume):
         raise TrainerError("%s already holds the checkpoint of epoch %d: pass --resume to continue it, or choose "
                            "another --output" % (output, state["epoch"]))
     return state
+
+
+def recorded_end(output, epoch):
+    """metrics.json's ``run.end`` when it records a run that ended after ``epoch`` with every step after training
+    done (the module's docstring says why that is the evidence), else None. TrainerError naming metrics.json when
+    it cannot be read."""
+    value = outputs.read_json(os.path.join(output, outputs.METRICS))
+    run = value.get("run") if isinstance(value, dict) else None
+    end = run.get("end") if isinstance(run, dict) else None
+    if isinstance(end, dict) and end.get("epoch") == epoch:
+        return end
+    return None
+
+
+def resume_step(output, epoch, epochs, stopped_early):
+    """What ``--resume`` does with the committed checkpoint of ``epoch`` in ``output``: ``TRAIN`` while it is
+    before ``--epochs`` (``epochs``) and the recipe did not stop early there (``stopped_early``: the early stop as
+    the run's recorded epochs give it under this run's options, so ``--early-stop 0`` trains on after one);
+    otherwise ``DONE`` when metrics.json's ``run.end`` records the end after that epoch, else ``FINISH``."""
+    if epoch < epochs and not stopped_early:
+        return TRAIN
+    return DONE if recorded_end(output, epoch) is not None else FINISH
+
+
+def recorded_step(output, epochs):
+    """(the committed state or None, ``resume_step``'s answer or None) read from ``output`` alone, for the host's
+    line after an interrupted run: the early stop is the one metrics.json recorded for the checkpoint's epoch (the
+    options of the run that was just stopped)."""
+    state = load_state(output)
+    if state is None:
+        return None, None
+    stopped = any(isinstance(e, dict) and e.get("epoch") == state["epoch"] and e.get("early_stop") is True
+                  for e in outputs.read_metric_epochs(output))
+    return state, resume_step(output, state["epoch"], epochs, stopped)
 
 
 def unreadable(output, state, error):

@@ -8,11 +8,15 @@ scored: each rank predicts every ``size``-th row, predictions are pooled, and ra
 (the ``test`` block of a training run's metrics.json: per-pathology AUROC with 95 % patient-bootstrap intervals
 and positives, plus the model's and label file's SHA-256) and ``predictions.csv`` to ``--output``. The image size
 is the model's input size; the model normalises its own input (``trainer.model``).
+
+``--output`` must not be a training run's folder (``check_output``): the evaluation's ``predictions.csv`` would
+replace the run's validation predictions, from which its AUROCs are recomputed. ``--output RUN/evaluation`` keeps
+the result beside the run.
 """
 import os
 from collections import OrderedDict
 
-from trainer import events, labels, outputs, pngcheck, sources
+from trainer import checkpoint, events, labels, outputs, pngcheck, sources
 from trainer.data import Subset
 from trainer.errors import TrainerError
 from trainer.usage import Parser, reporting_errors
@@ -31,6 +35,20 @@ def parser():
     p.add_argument("--bootstrap", type=int, default=1000, help="patient resamples for the intervals (0: none)")
     p.add_argument("--seed", type=int, default=0)
     return p
+
+
+def check_output(output):
+    """TrainerError when the folder ``output`` holds a training run (its metrics.json or checkpoint/state.json),
+    naming the run's file this evaluation would overwrite. TF-free: the host checks it before it starts a rank."""
+    marks = [path for path in (os.path.join(output, outputs.METRICS),
+                               os.path.join(checkpoint.folder(output), checkpoint.STATE)) if os.path.isfile(path)]
+    if not marks:
+        return
+    predictions = os.path.join(output, outputs.PREDICTIONS)
+    would = ("would overwrite the run's validation predictions %s" % predictions if os.path.exists(predictions)
+             else "would be written as the run's %s" % predictions)
+    raise TrainerError("--output %s holds a training run (%s): this evaluation's %s %s; choose another --output, "
+                       "e.g. %s" % (output, marks[0], outputs.PREDICTIONS, would, os.path.join(output, "evaluation")))
 
 
 def rows(options):
@@ -97,6 +115,7 @@ def _run(argv):
                                  ("--list", options.list, True), ("--images", options.images, False)):
         if path is not None and not (os.path.isfile(path) if isfile else os.path.isdir(path)):
             raise TrainerError("%s %s: no such %s" % (option, path, "file" if isfile else "directory"))
+    check_output(options.output)
     return run(options)
 
 

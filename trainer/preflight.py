@@ -9,9 +9,12 @@ of ``python -m trainer`` arguments):
   values ``argv`` gives, defaults filled in: what the host reads its views from), ``check_options(argv)`` (parse
   and check as the trainer does), ``REQUIRE_GPU_ENV``, ``SIF_SHA256_ENV``, ``SYNTHETIC``;
 - the inputs and output on this machine: ``check_here(argv)`` (data, images, labels, output folder);
-- the output folder: ``acquire(folder, command)`` (the run's exclusive lock) and ``TOKEN_ENV``;
+- the output folder: ``acquire(folder, command)`` (the run's exclusive lock), ``check_free(folder)`` (no other run
+  holds it; creates nothing) and ``TOKEN_ENV``;
   ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
-  ``checkpoint_folder(output)``; ``SKIPPED_IMAGES``;
+  ``checkpoint_folder(output)``, ``recorded_step(output, epochs)`` (what ``--resume`` would do: ``TRAIN``, ``FINISH``
+  a run stopped after its last epoch, or ``DONE``); ``SKIPPED_IMAGES``;
+- an evaluation: ``check_evaluate_output(output)`` (not a training run's folder);
 - a prepared copy: ``check_prepare(argv)`` (``python -m trainer prepare``'s options and inputs), ``PREPARE_LOG``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
@@ -20,7 +23,7 @@ Errors are ``trainer.errors.TrainerError`` (the host turns them into its own ``C
 """
 import os
 
-from trainer import checkpoint, cli, events, labels, outputs, prepare, prepared, runlock, sources
+from trainer import checkpoint, cli, evaluate, events, labels, outputs, prepare, prepared, runlock, sources
 from trainer.errors import TrainerError
 
 SYNTHETIC = sources.SYNTHETIC
@@ -32,20 +35,26 @@ SKIPPED_IMAGES = outputs.SKIPPED_IMAGES
 
 parser = cli.parser
 acquire = runlock.acquire
+check_free = runlock.check_free
 load_state = checkpoint.load_state
 checkpoint_folder = checkpoint.folder
+recorded_step = checkpoint.recorded_step
+TRAIN, FINISH, DONE = checkpoint.TRAIN, checkpoint.FINISH, checkpoint.DONE
 parse_event = events.parse
+check_evaluate_output = evaluate.check_output
 PREPARE_LOG = prepare.LOG
 
 
 def check_prepare(argv):
     """The options of ``python -m trainer prepare ARGV`` (``argv`` without the word ``prepare``) checked as the
     trainer checks them, plus its inputs here (the data folder's one label file, the images folder, the label
-    file); returns the argparse namespace. Raises TrainerError."""
+    file) and its output folder (not one holding other files, not in use: ``prepare.check_output``); returns the
+    argparse namespace. Raises TrainerError."""
     options = prepare.parse(argv)
     check_here(["--image-size", str(options.image_size)] + [
         word for flag in ("--data", "--images", "--labels", "--output") if getattr(options, flag[2:]) is not None
         for word in (flag, getattr(options, flag[2:]))])
+    prepare.check_output(options.output)
     return options
 
 

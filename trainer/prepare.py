@@ -167,8 +167,21 @@ def _check_folder(folder):
                                              prepared.MANIFEST))
 
 
-def _start(folder, manifest, label_file, lists):
-    """The folder's manifest when it was started with the same plan (resume), else the new plan written there."""
+def check_output(folder):
+    """TrainerError for an ``--output`` a prepare must not write into, found without writing anything and without
+    TensorFlow (the host checks it before it opens ``prepare.log``): a folder that holds other files and no
+    manifest, or one another run holds. A prepared copy made from other sources or settings is found by the
+    trainer (``_check_start``: its plan needs TensorFlow), also before it writes anything."""
+    if os.path.isdir(folder):
+        if not prepared.is_prepared(folder):
+            _check_folder(folder)
+        runlock.check_free(folder, "--output")
+
+
+def _check_start(folder, manifest):
+    """The folder's manifest when it was started with the plan ``manifest`` (resume), None for a new or empty
+    folder; TrainerError for a copy prepared from other sources or settings, or a folder holding other files.
+    Reads only: the trainer asks before it takes the lock (a refused prepare writes nothing) and again under it."""
     if prepared.is_prepared(folder):
         there = outputs.read_json(prepared.manifest_path(folder))
         found = differences(there if isinstance(there, dict) else {}, manifest)
@@ -176,7 +189,16 @@ def _start(folder, manifest, label_file, lists):
             raise TrainerError("%s: prepared from other sources or settings: %s; prepare into another folder"
                                % (prepared.manifest_path(folder), "; ".join(found)))
         return there
-    _check_folder(folder)
+    if os.path.isdir(folder):
+        _check_folder(folder)
+    return None
+
+
+def _start(folder, manifest, label_file, lists):
+    """The folder's manifest when it was started with the same plan (resume), else the new plan written there."""
+    there = _check_start(folder, manifest)
+    if there is not None:
+        return there
     shutil.copyfile(label_file, os.path.join(folder, manifest["label_file"]))
     for name, path in lists:
         shutil.copyfile(path, os.path.join(folder, name))
@@ -315,6 +337,7 @@ def _images_done(records):
 def run(options):
     """Prepare (or finish preparing) the copy of checked ``options`` in ``options.output``; exit status 0."""
     manifest, label_file, lists = plan(options)
+    _check_start(options.output, manifest)  # a refused prepare writes nothing, not even the lock file
     lock = runlock.acquire(options.output, COMMAND, "--output")
     try:
         outputs.remove_stale_temp_files(options.output)  # a killed run's half-written shard

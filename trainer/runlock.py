@@ -128,6 +128,30 @@ def describe(holder):
     return text + (": %s" % holder["command"] if holder.get("command") else "")
 
 
+def _in_use(folder, option):
+    holder = read_holder(folder)
+    return OutputInUse("%s %s is in use by another run (%s); wait for it to end, or choose another %s"
+                       % (option, folder, describe(holder), option), holder)
+
+
+def check_free(folder, option="--output"):
+    """Raise OutputInUse when another process holds ``folder``'s lock; creates and changes nothing (no lock file:
+    free; a file system that cannot lock: left to ``acquire`` to say). A check before a command writes anything
+    into ``folder``; ``acquire`` still decides."""
+    folder = os.path.abspath(folder)
+    try:
+        handle = open(path_of(folder), "r")
+    except (IOError, OSError):
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (IOError, OSError) as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise _in_use(folder, option)
+    finally:
+        handle.close()
+
+
 def acquire(folder, command, option="--output"):
     """Create ``folder`` if needed and lock it for this process; returns an OutputLock.
 
@@ -144,9 +168,7 @@ def acquire(folder, command, option="--output"):
     except (IOError, OSError) as e:
         handle.close()
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            holder = read_holder(folder)
-            raise OutputInUse("%s %s is in use by another run (%s); wait for it to end, or choose another %s"
-                              % (option, folder, describe(holder), option), holder)
+            raise _in_use(folder, option)
         if e.errno in _NO_LOCKING:
             return OutputLock(folder, None, None, problem=(
                 "%s %s: this file system cannot lock %s (%s), so nothing stops a second run from writing into the "

@@ -8,7 +8,9 @@ rank in the same order (allgather of images/s, BatchNorm statistics averaged so 
 checksum, predictions, rank 0's monitored value), then every rank takes the same recipe decisions
 (``trainer.recipe``: best epoch, LR decay on plateau, early stop) and rank 0 writes. After the last epoch the
 best epoch's weights score the held-out test split (``test`` block of metrics.json, test-predictions.csv) and
-rank 0 fits the logistic-regression baseline on the same split (``trainer.baseline``).
+rank 0 fits the logistic-regression baseline on the same split (``trainer.baseline``), then writes metrics.json's
+``run.end``. ``--resume`` of a run whose training had ended but whose ``run.end`` was never written (stopped while
+scoring the test split) does only those steps; of a run that ended, nothing (``checkpoint.resume_step``).
 """
 import os
 import platform
@@ -306,66 +308,41 @@ def _recipe_info(options, plateau, learning_rate):
     ])
 
 
-def run(options):
-    rt = runtime.start(options.seed, options.deterministic)
-    runtime.hold_output(rt, options.output)
-    data = load_data(options, rt)
-    steps = runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size)
-    learning_rate = options.lr * rt.size
-    w_pos, w_neg = loss.class_weights(data.train.labels)
-    loss_fn = loss.weighted_bce(w_pos, w_neg)
-    identity = {"label_sha256": data.label_sha256, "model": options.model, "image_size": options.image_size,
-                "seed": options.seed, "n_train": len(data.train), "n_val": len(data.val)}
-    state = _resume_state(options, identity)
-    initial_epoch = state["epoch"] if state else 0
-    seen = compat.allgather(np.array([initial_epoch], dtype=np.int64), "chexstack_resume_epoch")
-    if (seen != initial_epoch).any():
-        raise TrainerError("ranks see different checkpoints in %s (epochs by rank: %s): --output must be on a file "
-                           "system shared by all ranks" % (options.output, seen.tolist()))
-    if initial_epoch >= options.epochs:
-        events.info("checkpoint of epoch %d already reaches --epochs %d: nothing to do"
-                    % (initial_epoch, options.epochs))
-        return 0
-    history = [e for e in outputs.read_metric_epochs(options.output) if e.get("epoch", 0) <= initial_epoch]
-    warmup = recipe.warmup_epochs(options.warmup_epochs, options.epochs)
-    plateau = recipe.Plateau(options.monitor, options.lr_patience, options.lr_factor, options.early_stop,
-                             warmup if rt.size > 1 else 0, recipe.min_lr(options.min_lr, options.lr) / options.lr,
-                             options.min_delta).replay(history)
-    if state:
-        model = _load_checkpoint(rt, options, state, loss_fn)
-        compat.set_learning_rate(model.optimizer, learning_rate * plateau.lr_multiplier())
-        events.info("resuming after epoch %d from %s" % (initial_epoch, checkpoint.folder(options.output)))
-    else:
-        model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights),
-                                      rt.hvd, learning_rate, loss_fn)
+def _training_ended(options, epoch, plateau):
+    """Why training ended with the checkpoint of ``epoch`` (for ``--resume``'s messages)."""
+    if epoch >= options.epochs:
+        return "it reaches --epochs %d" % options.epochs
+    return "the recipe stopped early after it (--early-stop %d)" % plateau.early_stop
 
-    run_info = OrderedDict([
-        ("model", options.model), ("weights", options.weights), ("image_size", options.image_size),
-        ("batch_size_per_rank", options.batch_size), ("global_batch_size", options.batch_size * rt.size),
-        ("world_size", rt.size), ("hosts", runtime.rank_hosts(rt)), ("device", rt.device),
-        ("container", runtime.container()), ("epochs", options.epochs),
-        ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
-        ("lr_scaled", learning_rate), ("warmup_epochs", warmup), ("seed", options.seed),
-        ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau, learning_rate)),
-        ("label_file", os.path.abspath(data.label_file) if data.label_sha256 else data.label_file),
-        ("label_sha256", data.label_sha256), ("data", data.report),
-        ("class_weights", OrderedDict([("w_pos", OrderedDict(zip(CLASSES, w_pos.tolist()))),
-                                       ("w_neg", OrderedDict(zip(CLASSES, w_neg.tolist())))])),
-        ("versions", versions()),
-    ])
-    if rt.chief:
-        run_info["splits"] = outputs.write_splits(options.output, [(split.TRAIN, data.train), (split.VAL, data.val),
-                                                                   (split.TEST, data.test)])
-    events.emit("run", world_size=rt.size, epochs=options.epochs, initial_epoch=initial_epoch,
-                steps_per_epoch=steps, n_train=len(data.train), n_val=len(data.val), device=rt.device,
-                model=options.model, output=options.output, hosts=run_info["hosts"])
-    timer = callbacks.StepTimer()
-    epoch_end = EpochEnd(rt, options, data, run_info, history, timer, identity, plateau, learning_rate,
-                         (w_pos, w_neg))
-    fit_callbacks = runtime.horovod_callbacks(rt.hvd, learning_rate, warmup, steps) + [
-        timer, callbacks.Progress(steps), epoch_end]
-    model.fit(training_dataset(data, options, rt, range(initial_epoch, options.epochs)), steps_per_epoch=steps,
-              epochs=options.epochs, initial_epoch=initial_epoch, callbacks=fit_callbacks, verbose=0)
+
+def _resume_step(rt, options, state, plateau):
+    """``checkpoint.resume_step`` for ``state`` (None: a fresh run, ``TRAIN``), the same on every rank (they read
+    one --output), said in a line when it is not ``TRAIN``."""
+    epoch = state["epoch"] if state else 0
+    step = checkpoint.resume_step(options.output, epoch, options.epochs, plateau.stopped) if state else \
+        checkpoint.TRAIN
+    seen = compat.allgather(np.array([[epoch, checkpoint.STEPS.index(step)]], dtype=np.int64),
+                            "chexstack_resume_epoch")
+    if (seen != seen[0]).any():
+        raise TrainerError("ranks see different checkpoints or metrics in %s (epoch and step by rank: %s): --output "
+                           "must be on a file system shared by all ranks" % (options.output, seen.tolist()))
+    if step == checkpoint.DONE:
+        events.info("the run in %s already ended after epoch %d (%s) and its results are in %s: nothing to do"
+                    % (options.output, epoch, checkpoint.recorded_end(options.output, epoch)["message"],
+                       outputs.METRICS))
+    elif step == checkpoint.FINISH:
+        events.info("training already ended with the checkpoint of epoch %d (%s), but the run was stopped before "
+                    "its end (%s has no run.end): finishing it without training (%s, the test split, the baseline, "
+                    "%s)" % (epoch, _training_ended(options, epoch, plateau), outputs.METRICS, outputs.MODEL,
+                             outputs.METRICS))
+    return step
+
+
+def _end_of_run(rt, options, data, model, epoch_end, run_info, learning_rate):
+    """What follows the last epoch: model.h5, the test split scored with the best epoch's weights, the baseline
+    and the comparison, and metrics.json's last write with them and ``run.end`` (rank 0). A resumed run whose
+    training had ended (``checkpoint.FINISH``) does only this."""
+    plateau, initial_epoch = epoch_end.plateau, run_info["initial_epoch"]
     if rt.chief:
         outputs.save_model(model, os.path.join(options.output, outputs.MODEL), include_optimizer=False)
     extra = OrderedDict()
@@ -383,7 +360,8 @@ def run(options):
                                                                      options.seed)
     if rt.chief:
         run_info["end_epoch"] = epoch_end.history[-1]["epoch"] if epoch_end.history else initial_epoch
-        run_info["end"] = recipe.end_of_run(plateau, run_info["end_epoch"], options.epochs, learning_rate)
+        run_info["end"] = recipe.end_of_run(plateau, run_info["end_epoch"], max(options.epochs, run_info["end_epoch"]),
+                                            learning_rate)
         events.info(run_info["end"]["message"])
         outputs.write_metrics(options.output, run_info, epoch_end.history, extra)
         if "test" in extra:
@@ -393,4 +371,69 @@ def run(options):
                         difference=extra.get("comparison", {}).get("difference"),
                         verdict=extra.get("comparison", {}).get("verdict"))
         events.emit("done", output=options.output)
+
+
+def _run_info(rt, options, data, plateau, initial_epoch, steps, learning_rate, warmup, w_pos, w_neg):
+    """metrics.json's ``run`` block (rank 0 adds ``splits``, and at the end ``end_epoch`` and ``end``)."""
+    return OrderedDict([
+        ("model", options.model), ("weights", options.weights), ("image_size", options.image_size),
+        ("batch_size_per_rank", options.batch_size), ("global_batch_size", options.batch_size * rt.size),
+        ("world_size", rt.size), ("hosts", runtime.rank_hosts(rt)), ("device", rt.device),
+        ("container", runtime.container()), ("epochs", options.epochs),
+        ("initial_epoch", initial_epoch), ("steps_per_epoch", steps), ("lr_base", options.lr),
+        ("lr_scaled", learning_rate), ("warmup_epochs", warmup), ("seed", options.seed),
+        ("deterministic", rt.deterministic), ("recipe", _recipe_info(options, plateau, learning_rate)),
+        ("label_file", os.path.abspath(data.label_file) if data.label_sha256 else data.label_file),
+        ("label_sha256", data.label_sha256), ("data", data.report),
+        ("class_weights", OrderedDict([("w_pos", OrderedDict(zip(CLASSES, w_pos.tolist()))),
+                                       ("w_neg", OrderedDict(zip(CLASSES, w_neg.tolist())))])),
+        ("versions", versions()),
+    ])
+
+
+def run(options):
+    rt = runtime.start(options.seed, options.deterministic)
+    runtime.hold_output(rt, options.output)
+    data = load_data(options, rt)
+    steps = runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size)
+    learning_rate = options.lr * rt.size
+    w_pos, w_neg = loss.class_weights(data.train.labels)
+    loss_fn = loss.weighted_bce(w_pos, w_neg)
+    identity = {"label_sha256": data.label_sha256, "model": options.model, "image_size": options.image_size,
+                "seed": options.seed, "n_train": len(data.train), "n_val": len(data.val)}
+    state = _resume_state(options, identity)
+    initial_epoch = state["epoch"] if state else 0
+    history = [e for e in outputs.read_metric_epochs(options.output) if e.get("epoch", 0) <= initial_epoch]
+    warmup = recipe.warmup_epochs(options.warmup_epochs, options.epochs)
+    plateau = recipe.Plateau(options.monitor, options.lr_patience, options.lr_factor, options.early_stop,
+                             warmup if rt.size > 1 else 0, recipe.min_lr(options.min_lr, options.lr) / options.lr,
+                             options.min_delta).replay(history)
+    step = _resume_step(rt, options, state, plateau)
+    if step == checkpoint.DONE:
+        return 0
+    if state:
+        model = _load_checkpoint(rt, options, state, loss_fn)
+        compat.set_learning_rate(model.optimizer, learning_rate * plateau.lr_multiplier())
+        if step == checkpoint.TRAIN:
+            events.info("resuming after epoch %d from %s" % (initial_epoch, checkpoint.folder(options.output)))
+    else:
+        model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights),
+                                      rt.hvd, learning_rate, loss_fn)
+
+    run_info = _run_info(rt, options, data, plateau, initial_epoch, steps, learning_rate, warmup, w_pos, w_neg)
+    if rt.chief:
+        run_info["splits"] = outputs.write_splits(options.output, [(split.TRAIN, data.train), (split.VAL, data.val),
+                                                                   (split.TEST, data.test)])
+    timer = callbacks.StepTimer()
+    epoch_end = EpochEnd(rt, options, data, run_info, history, timer, identity, plateau, learning_rate,
+                         (w_pos, w_neg))
+    if step == checkpoint.TRAIN:
+        events.emit("run", world_size=rt.size, epochs=options.epochs, initial_epoch=initial_epoch,
+                    steps_per_epoch=steps, n_train=len(data.train), n_val=len(data.val), device=rt.device,
+                    model=options.model, output=options.output, hosts=run_info["hosts"])
+        fit_callbacks = runtime.horovod_callbacks(rt.hvd, learning_rate, warmup, steps) + [
+            timer, callbacks.Progress(steps), epoch_end]
+        model.fit(training_dataset(data, options, rt, range(initial_epoch, options.epochs)), steps_per_epoch=steps,
+                  epochs=options.epochs, initial_epoch=initial_epoch, callbacks=fit_callbacks, verbose=0)
+    _end_of_run(rt, options, data, model, epoch_end, run_info, learning_rate)
     return 0
