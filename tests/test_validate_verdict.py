@@ -319,3 +319,21 @@ def test_the_table_puts_the_action_before_the_remedy():
     assert remedy_cell(fail) == "reboot: drain the node"
     assert remedy_cell(passed("gpu.xid", "none")) == ""
     assert remedy_cell(CheckResult("x.y", Status.SKIP, "n/a", diagnosis="NOT_APPLICABLE")) == ""
+
+
+def test_the_table_never_breaks_a_check_id_or_a_code_across_lines(monkeypatch):
+    """On an 80-column terminal (a pipe, CI's log) the longest check ID and diagnosis code stay whole, so a user
+    can search for them; the other cells wrap, and nothing of the measured line is cut."""
+    from chexstack.console import console
+    longest = max(CODES, key=len)
+    measured = "docker engine not reachable: " + "word " * 40 + "the end of the line"
+    result = failed("container.apptainer", measured, "a running dockerd", "start it", longest)
+    monkeypatch.setattr(console, "width", 80)
+    with console.capture() as captured:
+        report_module.print_table(report_module.Report([result], 0.1))
+    lines = captured.get().splitlines()
+    assert any(longest in line for line in lines) and any("container.apptainer" in line for line in lines)
+    top = next(line for line in lines if line.startswith("┏"))
+    left, right = [i for i, c in enumerate(top) if c in "┏┳┓"][2:4]  # the measured column's borders
+    column = "".join(line[left + 1:right] for line in lines if line.startswith("│"))
+    assert "".join(column.split()) == "".join(measured.split())  # folded, not cut

@@ -147,7 +147,9 @@ def print_table(report: Report) -> None:
     title = "chexstack validate%s — %s%s" % (" --stack %s" % report.stack if report.stack else "", report.host,
                                              " (from bundle %s)" % report.bundle if report.bundle else "")
     table = Table(title=title, show_lines=False)
-    for col in ("check", "status", "measured", "expected", "remedy"):
+    for col in ("check", "status"):  # a check ID or a diagnosis code is never broken across lines
+        table.add_column(col, no_wrap=True)
+    for col in ("measured", "expected", "remedy"):
         table.add_column(col, overflow="fold")
     for r in report.results:  # the cells as plain text: node output and remedies hold [brackets], never markup
         table.add_row(r.id, Text.assemble((r.status.value, STYLE[r.status]), *(("\n" + r.diagnosis,)

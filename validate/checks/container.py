@@ -181,7 +181,7 @@ def _docker_info() -> dict:
         return {"info": {"ServerVersion": info.get("ServerVersion"), "DefaultRuntime": info.get("DefaultRuntime"),
                          "Runtimes": {name: {} for name in info.get("Runtimes") or {}}}, "error": None}
     except Exception as e:  # the SDK raises DockerException, requests' errors, PermissionError, …
-        return {"info": None, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+        return {"info": None, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")}
 
 
 @check("container.docker", "docker engine and its NVIDIA runtime", fast=True)
