@@ -199,3 +199,24 @@ def test_training_stream_survives_corrupt_images(corrupt_dir):
                            False)
     batches = [b for _, b in zip(range(4), compat.iterate_numpy(ds))]
     assert [b[0].shape for b in batches] == [(1, 64, 64, 1)] * 4  # the one good image; the stream goes on
+
+
+def _row_loader(key):
+    """A loader whose image is its key's number everywhere (keys "0", "1", …): a batch names its rows."""
+    import tensorflow as tf
+    return tf.fill([4, 4, 1], tf.strings.to_number(key))
+
+
+@pytest.mark.parametrize("cores", [1, 2, 40])
+def test_training_batches_come_in_the_plans_order_however_many_are_decoded_at_once(cores, monkeypatch):
+    """Several batches are decoded at once (``compat.interleave_in_order``, more of them with more cores); each
+    batch still holds exactly its planned rows, batch after batch, across epochs and a short last batch."""
+    from trainer import compat, order, pipeline
+    monkeypatch.setattr(compat, "usable_cores", lambda: cores)
+    n, batch = 23, 4
+    rows, transforms, lengths = order.rank_stream(n, batch, 1, 2, 7, range(3), 4, order.Augmentation())
+    ds = pipeline.training([str(i) for i in range(n)], np.zeros((n, 14), np.uint8), rows, transforms, lengths,
+                           _row_loader, False)
+    got = [b[0][:, 0, 0, 0].astype(int).tolist() for _, b in zip(range(len(lengths)), compat.iterate_numpy(ds))]
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    assert got == [rows[s:s + k].tolist() for s, k in zip(starts, lengths)]

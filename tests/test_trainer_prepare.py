@@ -367,3 +367,34 @@ def test_a_model_trained_from_the_copy_matches_one_trained_from_the_pngs(tmp_pat
         assert b[field] == pytest.approx(a[field], rel=LOSS_RTOL), field
     assert b["mean_auroc"] == pytest.approx(a["mean_auroc"], abs=AUROC_ATOL)
     assert from_copy["test"]["mean_auroc"] == pytest.approx(pngs["test"]["mean_auroc"], abs=AUROC_ATOL)
+
+
+def test_a_batch_read_is_the_images_read_one_by_one(copy):
+    """``read_images`` (one call per batch) gives the rows ``read_image`` gives, in the keys' order: runs of
+    consecutive rows, rows out of order, a row twice, rows of several shards."""
+    _, _, prep = copy
+    manifest = _manifest(prep)
+    keys = [prepared.key(str(prep / manifest["shards"][i["shard"]]["file"]), i["row"])
+            for i in manifest["images"] if i["row"] is not None]
+    for chosen in (keys, keys[::-1], [keys[2], keys[3], keys[3], keys[0], keys[-1], keys[9], keys[10]], keys[:1]):
+        batch = prepared.read_images(np.array(chosen))
+        assert batch.dtype == np.uint8 and batch.shape == (len(chosen), SIZE, SIZE)
+        assert np.array_equal(batch, np.stack([prepared.read_image(k) for k in chosen]))
+
+
+def test_the_training_stream_from_the_copy_is_the_pngs_within_the_bound(copy):
+    """The same plan (order and augmentation) through the copy's batch reads and through the PNGs' per-image
+    decode: the same batches, pixel for pixel within ``MAX_PIXEL_DIFFERENCE`` (the transform's bilinear weights
+    are a convex combination, so the bound survives it)."""
+    from trainer import compat, order, pipeline, train
+    source, _, prep = copy
+    from_pngs = data.load(_options(images=str(source), labels=str(LABEL_FILE)), decode_check=decodecheck.find_failures)
+    from_copy = data.load(_options(data=str(prep)))
+    plan = order.rank_stream(len(from_pngs.train), 4, 0, 1, 3, range(2), SIZE, order.Augmentation(5, 0.05, 0.1, True))
+    streams = [pipeline.training(d.train.paths, d.train.labels, *plan, loader=train.loader_for(d, SIZE), augment=True)
+               for d in (from_pngs, from_copy)]
+    steps = len(plan[2])
+    for (a_images, a_labels), (b_images, b_labels) in zip(*[[b for _, b in zip(range(steps), compat.iterate_numpy(s))]
+                                                            for s in streams]):
+        assert a_images.shape == b_images.shape and np.array_equal(a_labels, b_labels)
+        assert np.abs(a_images - b_images).max() <= prepared.MAX_PIXEL_DIFFERENCE + 1e-4

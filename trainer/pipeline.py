@@ -4,7 +4,12 @@ Per element (parallel map): read, decode as 8-bit grayscale (``channels=1``: lib
 luminance and 16-bit/palette images to 8-bit gray; chest X-rays are grayscale, NIH stores a few as RGBA),
 antialiased resize to ``image_size`` (``compat.resize``); for training, batches as ``trainer.order`` plans them
 (epoch order and augmentation are functions of (seed, epoch)), then the batch's projective transforms (flip,
-rotation, shift, zoom); prefetch.
+rotation, shift, zoom); prefetch. A training batch's images are decoded by a parallel map of their own, and
+several batches are decoded at once (``compat.interleave_in_order``: as many as keep the usable cores busy, at
+least 2), so the cores do not idle while one batch's last image decodes; the batches stay in the plan's order.
+
+A loader may carry ``batch`` (keys [n] → float32 [n, S, S, 1]): then a step's images are read in one call (the
+prepared copy's ``trainer.prepared.loader``: one memory-mapped read per batch, not per image).
 
 The gray → 3-channel expansion and the ImageNet normalisation are the model's first layer
 (``trainer.model``: a fixed 1x1 convolution), i.e. they run on the accelerator: the host decodes one channel and
@@ -64,14 +69,26 @@ def training(keys, labels, rows, transforms, lengths, loader, augment):
     transforms_t = tf.constant(np.asarray(transforms, dtype=np.float32))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
 
-    def one_batch(start, length):
-        elements = tf.data.Dataset.from_tensor_slices((rows_t[start:start + length],
-                                                       transforms_t[start:start + length]))
-        elements = elements.map(lambda row, t: (loader(tf.gather(keys_t, row)), tf.gather(labels_t, row), t),
-                                num_parallel_calls=parallel)
-        return compat.ignore_errors(elements).batch(length)
-
-    ds = tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, dtype=np.int64))).flat_map(one_batch)
+    batch_load = getattr(loader, "batch", None)
+    if batch_load is not None:
+        def whole_batch(start, length):  # one read of the step's rows (a loader that cannot fail per image)
+            selected = rows_t[start:start + length]
+            return (batch_load(tf.gather(keys_t, selected)), tf.gather(labels_t, selected),
+                    transforms_t[start:start + length])
+        ds = tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, dtype=np.int64)))
+        ds = ds.map(whole_batch, num_parallel_calls=parallel)
+    else:
+        def one_batch(start, length):
+            elements = tf.data.Dataset.from_tensor_slices((rows_t[start:start + length],
+                                                           transforms_t[start:start + length]))
+            elements = elements.map(lambda row, t: (loader(tf.gather(keys_t, row)), tf.gather(labels_t, row), t),
+                                    num_parallel_calls=parallel)
+            return compat.ignore_errors(elements).batch(length)
+        # batches decoded at once: enough to keep every core busy, and the next batch starts while one drains
+        largest = int(np.max(lengths)) if len(lengths) else 1
+        in_flight = max(2, -(-compat.usable_cores() // max(1, largest)) + 1)
+        ds = compat.interleave_in_order(tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, np.int64))),
+                                        one_batch, in_flight)
     if augment:
         ds = ds.map(lambda images, y, t: (compat.transform_images(images, t), y), num_parallel_calls=parallel)
     else:
@@ -84,5 +101,9 @@ def evaluation(keys, indices, batch_size, loader):
     """One pass of (images [b, H, W, 1], indices int64 [b]) in order; failed decodes are dropped."""
     parallel = compat.autotune()
     ds = tf.data.Dataset.from_tensor_slices((keys, np.asarray(indices, dtype=np.int64)))
+    batch_load = getattr(loader, "batch", None)
+    if batch_load is not None:
+        return ds.batch(batch_size).map(lambda k, i: (batch_load(k), i), num_parallel_calls=parallel).prefetch(
+            parallel)
     ds = ds.map(lambda key, i: (loader(key), i), num_parallel_calls=parallel)
     return compat.ignore_errors(ds).batch(batch_size).prefetch(parallel)

@@ -160,21 +160,48 @@ def _rows(shard_path):
     return array
 
 
-def read_image(key_value):
-    """uint8 [S, S] of one ``key`` (str, bytes, or a 0-d array of either, as ``numpy_function`` passes it): the row
-    of the memory-mapped shard."""
+def _shard_row(key_value):
+    """(shard path, row) of one ``key`` (str, bytes, or a 0-d array of either, as ``numpy_function`` passes it)."""
     key_value = np.asarray(key_value).item()
     if isinstance(key_value, bytes):
         key_value = key_value.decode("utf-8")
     shard_path, _, row = key_value.rpartition("#")
-    return np.array(_rows(shard_path)[int(row)])
+    return shard_path, int(row)
+
+
+def read_image(key_value):
+    """uint8 [S, S] of one ``key``: the row of the memory-mapped shard."""
+    shard_path, row = _shard_row(key_value)
+    return np.array(_rows(shard_path)[row])
+
+
+def read_images(key_values):
+    """uint8 [n, S, S] of ``n`` keys (a 1-d array of str or bytes), in their order: one copy out of the
+    memory-mapped shards for the whole batch (consecutive rows of one shard are sliced at once)."""
+    places = [_shard_row(k) for k in np.asarray(key_values).ravel()]
+    if not places:
+        return np.zeros((0, 0, 0), np.uint8)
+    parts, start = [], 0
+    while start < len(places):
+        shard_path, first = places[start]
+        end = start + 1
+        while end < len(places) and places[end] == (shard_path, first + end - start):
+            end += 1
+        parts.append(_rows(shard_path)[first:first + end - start])
+        start = end
+    return np.concatenate(parts) if len(parts) > 1 else np.array(parts[0])
 
 
 def loader(copy, image_size):
     """``key`` (string tensor) -> float32 [image_size, image_size, 1], 0..255, from ``copy`` (a Copy): the stored
     pixels as they are when the sizes match (training), else resized by ``compat.resize`` (the logistic-regression
     baseline's small size). Warns when the copy was resized otherwise than this TensorFlow resizes the PNGs (TF 1.x
-    has no antialiased bilinear resize: ``compat.resize``): then the pixel bound is against the other resize."""
+    has no antialiased bilinear resize: ``compat.resize``): then the pixel bound is against the other resize.
+
+    The function carries ``batch``: keys (string tensor [n]) -> float32 [n, image_size, image_size, 1], the same
+    pixels read for a whole batch in one call (``pipeline``'s streams use it: one ``numpy_function``, which holds
+    the GIL, per batch instead of per image).
+    """
     import tensorflow as tf
 
     from trainer import compat, events
@@ -184,9 +211,16 @@ def loader(copy, image_size):
                     "not the ones training from the PNGs here would see" % (
                         copy.summary["manifest"], copy.summary["resize"], compat.tf_version(), compat.resize_method()))
 
+    def sized(images):
+        images = tf.cast(images, tf.float32)
+        return images if image_size == stored_size else compat.resize(images, image_size)
+
     def load(key_tensor):
         image = compat.numpy_function(read_image, [key_tensor], tf.uint8)
-        image = tf.reshape(image, [stored_size, stored_size, 1])
-        image = tf.cast(image, tf.float32)
-        return image if image_size == stored_size else compat.resize(image, image_size)
+        return sized(tf.reshape(image, [stored_size, stored_size, 1]))
+
+    def load_batch(keys_tensor):
+        images = compat.numpy_function(read_images, [keys_tensor], tf.uint8)
+        return sized(tf.reshape(images, [-1, stored_size, stored_size, 1]))
+    load.batch = load_batch
     return load

@@ -3,18 +3,22 @@
 Data: the 3 full-resolution ChestX-ray14 PNGs (1024x1024, 8-bit gray) of ../shared/data/chestxray14/images-1024,
 copied to --files files in a temp dir (page-cached after the first round, so disk is out of the picture), with a
 label file naming them, and a prepared copy of them at --image-size (``trainer.prepare``, made once, not timed).
-Three variants, consumed for one pass of the files each, in rounds (each round's order rotated):
+Five variants, consumed for one pass of the files each, in rounds (each round's order rotated):
 
 - raw: ``trainer.pipeline.training`` from the PNGs (read, decode to gray, antialiased resize to --image-size, the
   planned order and augmentation of ``trainer.order``: flip, rotation, shift, zoom; skip undecodable, batch,
   prefetch);
-- prepared: the same pipeline from the prepared copy (``trainer.prepared.loader``: a memory-mapped uint8 row);
+- prepared: the same pipeline from the prepared copy (``trainer.prepared.loader``: one read of a batch's
+  memory-mapped uint8 rows);
+- raw, no augmentation / prepared, no augmentation: the same two without the projective transforms;
 - bare decode: ``tf.data`` read + ``decode_png`` (native channels) with the same parallel map and prefetch.
 
 Every one is consumed inside TensorFlow (``Dataset.reduce`` over one pixel per element) so Python iteration costs
 nothing to any. Printed, each the median of the per-round ratios (``bench.ratios.sidebyside``), wall-clock and per
 CPU-second of this process: raw / bare decode (goal >= 0.95) and prepared / raw in images/s per core (the same
-cores for both: goal >= 10 at 224).
+cores for both: goal >= 10 at 224); then where the CPU time of one image goes (CPU-milliseconds per image, the
+medians: decode, the resize as raw-without-augmentation minus bare decode, the augmentation as each pipeline minus
+its no-augmentation variant).
 
     .venv/bin/python bench/ratios/input_pipeline.py [--files 420] [--rounds 9] [--image-size 224] [--batch-size 16]
 """
@@ -24,6 +28,7 @@ import argparse
 import csv
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -90,9 +95,9 @@ def main() -> None:
         plan = order.rank_stream(len(paths), args.batch_size, 0, 1, 0, range(1), size,
                                  order.Augmentation(5, 0.05, 0.1, True))
 
-        def trainer(keys_, loader):
+        def trainer(keys_, loader, augment=True):
             def run() -> Rates:
-                ds = pipeline.training(keys_, targets, *plan, loader=loader, augment=True)
+                ds = pipeline.training(keys_, targets, *plan, loader=loader, augment=augment)
                 return rate(ds.take(steps), images, lambda e: e[0][0, 0, 0, 0])
             return run
 
@@ -103,7 +108,9 @@ def main() -> None:
             return rate(ds.take(images), images, lambda e: tf.cast(e[0, 0, 0], tf.float32))
 
         variants = {"raw": trainer(paths, pipeline.png_loader(size)),
-                    "prepared": trainer(keys, prepared.loader(copy, size)), "bare decode": bare}
+                    "prepared": trainer(keys, prepared.loader(copy, size)), "bare decode": bare,
+                    "raw, no augmentation": trainer(paths, pipeline.png_loader(size), False),
+                    "prepared, no augmentation": trainer(keys, prepared.loader(copy, size), False)}
         for run in variants.values():
             run()  # warm: page cache, tf.data autotuning, graph tracing
         results = rotate(variants, args.rounds)
@@ -112,11 +119,22 @@ def main() -> None:
               "prepared copy at %d px" % (len(paths), "1024x1024 gray", cores, check_us, size))
         for name in variants:
             walls = sorted(r[name].wall for r in results)
-            print("  %-12s median %.1f images/s = %.1f per core" % (name, walls[len(walls) // 2],
-                                                                     walls[len(walls) // 2] / cores))
+            print("  %-26s median %.1f images/s = %.1f per core" % (name, walls[len(walls) // 2],
+                                                                   walls[len(walls) // 2] / cores))
         for ours, base, goal in (("raw", "bare decode", 0.95), ("prepared", "raw", 10.0)):
             report("%s vs %s: images/s to %dx%d batches of %d" % (ours, base, size, size, args.batch_size),
                    "images/s", [(r[ours], r[base]) for r in results], goal=goal)
+        breakdown(results)
+
+
+def breakdown(results: list[dict[str, Rates]]) -> None:
+    """Print the CPU-milliseconds of one image per step of the pipelines (medians over the rounds)."""
+    ms = {name: statistics.median(1000.0 / r[name].cpu for r in results) for name in results[0]}
+    print("CPU-milliseconds per image (medians): PNG decode %.2f; antialiased resize %.2f; augmentation "
+          "(projective transform) %.2f from the PNGs, %.2f from the copy; the copy's read and batch %.2f"
+          % (ms["bare decode"], ms["raw, no augmentation"] - ms["bare decode"],
+             ms["raw"] - ms["raw, no augmentation"], ms["prepared"] - ms["prepared, no augmentation"],
+             ms["prepared, no augmentation"]))
 
 
 if __name__ == "__main__":
