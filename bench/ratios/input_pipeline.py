@@ -3,7 +3,8 @@
 Data: the 3 full-resolution ChestX-ray14 PNGs (1024x1024, 8-bit gray) of ../shared/data/chestxray14/images-1024,
 copied to --files files in a temp dir (page-cached after the first round, so disk is out of the picture), with a
 label file naming them, and a prepared copy of them at --image-size (``trainer.prepare``, made once, not timed).
-Five variants, consumed for one pass of the files each, in rounds (each round's order rotated):
+Five variants, consumed for one pass of the files each (the prepared copy's: ``PREPARED_PASSES`` passes, the
+plan's first epochs), in rounds (each round's order rotated):
 
 - raw: ``trainer.pipeline.training`` from the PNGs (read, decode to gray, antialiased resize to --image-size, the
   planned order and augmentation of ``trainer.order``: flip, rotation, shift, zoom; skip undecodable, batch,
@@ -42,6 +43,10 @@ import tensorflow as tf  # noqa: E402
 
 from bench.ratios.sidebyside import Rates, measure, report, rotate  # noqa: E402
 from trainer import compat, labels, order, pipeline, pngcheck, prepare, prepared  # noqa: E402
+
+#: passes over the files the prepared variants make per measurement (one for the others): a pass from the copy
+#: takes a fraction of a second, in which the pipeline's start would weigh
+PREPARED_PASSES = 8
 
 
 def replicate(folder: Path, count: int) -> list[str]:
@@ -92,13 +97,15 @@ def main() -> None:
         steps = len(paths) // args.batch_size
         images = steps * args.batch_size
         targets = np.zeros((len(paths), 14), np.uint8)
-        plan = order.rank_stream(len(paths), args.batch_size, 0, 1, 0, range(1), size,
-                                 order.Augmentation(5, 0.05, 0.1, True))
+        augmentation = order.Augmentation(5, 0.05, 0.1, True)
 
-        def trainer(keys_, loader, augment=True):
+        def trainer(keys_, loader, augment=True, passes=1):
+            # the plan of exactly the passes consumed: a longer one would decode ahead, past the measured steps
+            plan = order.rank_stream(len(paths), args.batch_size, 0, 1, 0, range(passes), size, augmentation)
+
             def run() -> Rates:
                 ds = pipeline.training(keys_, targets, *plan, loader=loader, augment=augment)
-                return rate(ds.take(steps), images, lambda e: e[0][0, 0, 0, 0])
+                return rate(ds.take(steps * passes), images * passes, lambda e: e[0][0, 0, 0, 0])
             return run
 
         def bare() -> Rates:
@@ -108,9 +115,9 @@ def main() -> None:
             return rate(ds.take(images), images, lambda e: tf.cast(e[0, 0, 0], tf.float32))
 
         variants = {"raw": trainer(paths, pipeline.png_loader(size)),
-                    "prepared": trainer(keys, prepared.loader(copy, size)), "bare decode": bare,
-                    "raw, no augmentation": trainer(paths, pipeline.png_loader(size), False),
-                    "prepared, no augmentation": trainer(keys, prepared.loader(copy, size), False)}
+                    "prepared": trainer(keys, prepared.loader(copy, size), passes=PREPARED_PASSES),
+                    "bare decode": bare, "raw, no augmentation": trainer(paths, pipeline.png_loader(size), False),
+                    "prepared, no augmentation": trainer(keys, prepared.loader(copy, size), False, PREPARED_PASSES)}
         for run in variants.values():
             run()  # warm: page cache, tf.data autotuning, graph tracing
         results = rotate(variants, args.rounds)
