@@ -19,13 +19,13 @@ from trainer import preflight
 def evaluate_args(model: str | None, images: str | None, labels: str | None, list_file: str | None,
                   output: str) -> list[str]:
     """``python -m trainer``'s arguments for an evaluation; ChexstackError naming each missing option, or the
-    training run's file an ``output`` that holds one would lose."""
+    training run's file, or the other model's evaluation, an ``output`` that holds one would lose."""
     missing = [name for name, value in (("--model", model), ("--images", images), ("--labels", labels)) if not value]
     if missing:
         raise ChexstackError("invoke evaluate needs %s (e.g. invoke evaluate --model runs/demo/model-best.h5 "
                              "--images DIR --labels FILE)" % ", ".join(missing))
     with trainer_errors():
-        preflight.check_evaluate_output(output)
+        preflight.check_evaluate_output(output, model, labels, list_file)
     args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
     return args + (["--list", list_file] if list_file else [])
 

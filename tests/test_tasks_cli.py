@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import tasks
 from chexstack import cli
 from tests.lib import cli as cmd
+from tests.lib.paths import SAMPLE
 
 
 def _tasks() -> dict[str, cli.Task]:
@@ -270,3 +272,40 @@ def test_evaluate_runs_one_process_or_local_horovod_ranks():
     assert evaluate_argv(args, 1, python="/py") == (["/py", "-m", "trainer", *args], {})
     argv, _ = evaluate_argv(args, 2)
     assert argv[0].endswith("horovodrun") and argv[argv.index("-np") + 1] == "2" and argv[-len(args):] == args
+
+
+def test_evaluate_refuses_to_replace_another_models_evaluation(tmp_path):
+    """A second ``invoke evaluate`` of another model into the same folder (the default runs/evaluate) replaced the
+    first one's evaluation.json and predictions.csv. Refused before anything starts, naming the earlier model; the
+    same model, label file and list again score the same and replace their own."""
+    from trainer import evaluate, labels, outputs
+    from trainer.errors import TrainerError
+
+    (tmp_path / "images").mkdir()
+    for name in ("a/model-best.h5", "b/model-best.h5"):
+        (tmp_path / name).parent.mkdir()
+        (tmp_path / name).write_text(name)
+    label_file = str(SAMPLE / "Data_Entry_2017_v2020.csv.gz")
+    folder = tmp_path / "evaluate"
+    folder.mkdir()
+    model_a, model_b = str(tmp_path / "a/model-best.h5"), str(tmp_path / "b/model-best.h5")
+    earlier = {"model": model_a, "model_sha256": outputs.file_sha256(model_a), "label_file": label_file,
+               "label_sha256": labels.read_text(label_file)[1], "list": None}
+    (folder / "evaluation.json").write_text(json.dumps(earlier))
+    (folder / "predictions.csv").write_text("Image Index\n")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    args = ["--model", model_b, "--images", str(tmp_path / "images"), "--labels", label_file, "--output", str(folder)]
+    p = cmd.run("evaluate", *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert ("error: --output %s holds the evaluation of another model (%s/a/model-best.h5, SHA-256 %s) (%s): this "
+            "evaluation would replace it and its predictions.csv; choose another --output, e.g. %s/b"
+            % (folder, tmp_path, earlier["model_sha256"], folder / "evaluation.json", folder)
+            ) in " ".join(p.stderr.split()), p.stderr
+    assert "-m trainer" not in p.stdout
+    assert evaluate.main(args) == 2
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # the same model again, or with another list: its own evaluation is replaced / another list is refused
+    evaluate.check_output(str(folder), model_a, label_file, None)
+    (tmp_path / "test_list.txt").write_text("x.png\n")
+    with pytest.raises(TrainerError, match="another --list \\(None\\)"):
+        evaluate.check_output(str(folder), model_a, label_file, str(tmp_path / "test_list.txt"))

@@ -11,7 +11,9 @@ is the model's input size; the model normalises its own input (``trainer.model``
 
 ``--output`` must not be a training run's folder (``check_output``): the evaluation's ``predictions.csv`` would
 replace the run's validation predictions, from which its AUROCs are recomputed. ``--output RUN/evaluation`` keeps
-the result beside the run.
+the result beside the run. Nor may it hold the evaluation of another model, label file or list (the default
+``runs/evaluate`` after an earlier evaluation): that one would be replaced; the same inputs again replace their
+own.
 """
 import os
 from collections import OrderedDict
@@ -37,18 +39,46 @@ def parser():
     return p
 
 
-def check_output(output):
+def check_output(output, model=None, label_file=None, list_file=None):
     """TrainerError when the folder ``output`` holds a training run (its metrics.json or checkpoint/state.json),
-    naming the run's file this evaluation would overwrite. TF-free: the host checks it before it starts a rank."""
+    naming the run's file this evaluation would overwrite; or, given this evaluation's ``model``, ``label_file``
+    and ``list_file``, when it holds the evaluation of other inputs (its evaluation.json names another model file
+    content, label file content or list): this one would replace it. The same inputs again are scored again (the
+    same numbers for the same seed) and replace it. TF-free: the host checks it before it starts a rank."""
     marks = [path for path in (os.path.join(output, outputs.METRICS),
                                os.path.join(checkpoint.folder(output), checkpoint.STATE)) if os.path.isfile(path)]
-    if not marks:
+    if marks:
+        predictions = os.path.join(output, outputs.PREDICTIONS)
+        would = ("would overwrite the run's validation predictions %s" % predictions if os.path.exists(predictions)
+                 else "would be written as the run's %s" % predictions)
+        raise TrainerError("--output %s holds a training run (%s): this evaluation's %s %s; choose another "
+                           "--output, e.g. %s" % (output, marks[0], outputs.PREDICTIONS, would,
+                                                 os.path.join(output, "evaluation")))
+    if model is not None:
+        _check_earlier_evaluation(output, model, label_file, list_file)
+
+
+def _check_earlier_evaluation(output, model, label_file, list_file):
+    path = os.path.join(output, EVALUATION)
+    earlier = outputs.read_json(path)
+    if earlier is None or not os.path.isfile(model):  # a missing model is named by the option checks
         return
-    predictions = os.path.join(output, outputs.PREDICTIONS)
-    would = ("would overwrite the run's validation predictions %s" % predictions if os.path.exists(predictions)
-             else "would be written as the run's %s" % predictions)
-    raise TrainerError("--output %s holds a training run (%s): this evaluation's %s %s; choose another --output, "
-                       "e.g. %s" % (output, marks[0], outputs.PREDICTIONS, would, os.path.join(output, "evaluation")))
+    if not isinstance(earlier, dict):
+        raise TrainerError("%s: not an evaluation (expected a JSON object): this evaluation would replace it; "
+                           "choose another --output" % path)
+    other = []
+    if earlier.get("model_sha256") != outputs.file_sha256(model):
+        other.append("model (%s, SHA-256 %s)" % (earlier.get("model"), earlier.get("model_sha256")))
+    if (label_file is not None and os.path.isfile(label_file)
+            and earlier.get("label_sha256") != labels.read_text(label_file)[1]):
+        other.append("label file (%s)" % earlier.get("label_file"))
+    if earlier.get("list") != (os.path.abspath(list_file) if list_file else None):
+        other.append("--list (%s)" % earlier.get("list"))
+    if other:
+        run_name = os.path.basename(os.path.dirname(os.path.abspath(model))) or "other"
+        raise TrainerError("--output %s holds the evaluation of another %s (%s): this evaluation would replace it "
+                           "and its %s; choose another --output, e.g. %s"
+                           % (output, " and ".join(other), path, outputs.PREDICTIONS, os.path.join(output, run_name)))
 
 
 def rows(options):
@@ -115,7 +145,7 @@ def _run(argv):
                                  ("--list", options.list, True), ("--images", options.images, False)):
         if path is not None and not (os.path.isfile(path) if isfile else os.path.isdir(path)):
             raise TrainerError("%s %s: no such %s" % (option, path, "file" if isfile else "directory"))
-    check_output(options.output)
+    check_output(options.output, options.model, options.labels, options.list)
     return run(options)
 
 

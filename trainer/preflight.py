@@ -14,7 +14,8 @@ of ``python -m trainer`` arguments):
   ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
   ``checkpoint_folder(output)``, ``recorded_step(output, epochs)`` (what ``--resume`` would do: ``TRAIN``, ``FINISH``
   a run stopped after its last epoch, or ``DONE``); ``SKIPPED_IMAGES``;
-- an evaluation: ``check_evaluate_output(output)`` (not a training run's folder);
+- an evaluation: ``check_evaluate_output(output, model, label_file, list_file)`` (not a training run's folder,
+  nor another evaluation's);
 - a prepared copy: ``check_prepare(argv)`` (``python -m trainer prepare``'s options and inputs), ``PREPARE_LOG``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
