@@ -100,11 +100,13 @@ def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path, clien
     except docker.errors.DockerException:
         pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
     out = tmp_path / "in-image"
-    run = cmd.Launcher("--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out), env=ENV)
+    # epochs enough that training cannot end while the second launch is refused (4 steps an epoch: under CI's load
+    # 4 epochs ended first, and the signal then came after training); the signal ends it
+    run = cmd.Launcher("--stack", "cpu", *SMALL, "--epochs", "40", "--early-stop", "0", "--output", str(out), env=ENV)
     run.wait_for("epoch 1:")
     name = next(l for l in run.lines if l.startswith("launch: ")).split("--name ", 1)[1].split()[0]
     assert client.containers.get(name).status == "running"
-    second = cmd.invoke("train", "--stack", "cpu", *SMALL, "--epochs", "4", "--output", str(out), env=ENV,
+    second = cmd.invoke("train", "--stack", "cpu", *SMALL, "--epochs", "40", "--output", str(out), env=ENV,
                         timeout=600)
     assert second.returncode == 2 and "is in use by another run (pid %d" % run.proc.pid in second.stderr
     run.proc.send_signal(signal.SIGTERM)

@@ -437,7 +437,8 @@ def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_
 @pytest.mark.slow
 def test_sigterm_with_the_mpi_controller_stops_every_rank(tmp_path):
     out = tmp_path / "mpi"
-    run = Launcher(*SMALL, "--epochs", "3", "--controller", "mpi", "--output", str(out), env=ENV)
+    run = Launcher(*SMALL, "--epochs", "20", "--early-stop", "0", "--controller", "mpi", "--output", str(out),
+                   env=ENV)  # epochs enough that the signal comes during training
     run.wait_for("epoch 1:")
     run.proc.send_signal(signal.SIGTERM)  # e.g. a scheduler's kill: only the launcher gets it
     code, text = run.finish()
