@@ -30,9 +30,12 @@ def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
         parts.base(base, distro, "devel"),
         parts.os_packages(DEVEL_PACKAGES),
         parts.build_ca(),
+        # --no-deps: only the manifest's pins go in (none resolved afresh), and pip check fails the build if the
+        # manifest misses one of their dependencies
         parts.run("python3 -m venv %s" % VENV,
-                  "%s install --no-cache-dir %s" % (pip, " ".join(p for p in stack.pip_pins()
-                                                                  if p != stack.pin("horovod"))), name="venv"),
+                  "%s install --no-cache-dir --no-deps %s" % (pip, " ".join(p for p in stack.pip_pins()
+                                                                            if p != stack.pin("horovod"))),
+                  "%s check" % pip, name="venv"),
         venv_first,
         horovod.pip_install(stack, pip),
         horovod.gate(stack, python),

@@ -21,7 +21,8 @@ ENV CURL_CA_BUNDLE=/usr/local/share/chexstack-build/ca-certificates.crt \
     SSL_CERT_FILE=/usr/local/share/chexstack-build/ca-certificates.crt
 
 RUN python3 -m venv /opt/venv && \
-    /opt/venv/bin/pip install --no-cache-dir tensorflow-cpu==2.15.1 numpy==1.26.4 scikit-learn==1.5.2 cmake==3.31.6 setuptools==69.2.0 wheel==0.43.0 cloudpickle==3.0.0 packaging==24.0 psutil==5.9.8 PyYAML==6.0.1
+    /opt/venv/bin/pip install --no-cache-dir --no-deps tensorflow-cpu==2.15.1 numpy==1.26.4 scikit-learn==1.5.2 cmake==3.31.6 setuptools==69.2.0 wheel==0.43.0 cloudpickle==3.0.0 packaging==24.0 psutil==5.9.8 PyYAML==6.0.1 absl-py==2.5.1 astunparse==1.6.3 certifi==2026.10.19.post1 cffi==2.1.1 charset-normalizer==3.5.3 cryptography==51.0.1 flatbuffers==25.12.19 gast==0.7.0 google-auth==2.63.0 google-auth-oauthlib==1.5.0 google-pasta==0.2.0 grpcio==1.85.3 h5py==3.16.0 idna==3.21 joblib==1.6.0 keras==2.15.0 libclang==18.1.1 Markdown==3.11.3 MarkupSafe==3.0.4 ml-dtypes==0.3.2 oauthlib==4.0.1 opt_einsum==3.4.0 protobuf==4.25.9 pyasn1==0.6.5 pyasn1_modules==0.4.2 pycparser==3.12 requests==2.34.2 requests-oauthlib==2.0.0 scipy==1.17.1 six==1.17.0 tensorboard==2.15.2 tensorboard-data-server==0.7.2 tensorflow-estimator==2.15.0 tensorflow-io-gcs-filesystem==0.37.1 termcolor==3.3.0 threadpoolctl==3.8.0 typing_extensions==4.16.0 urllib3==2.8.0 Werkzeug==3.1.9 wrapt==1.14.2 && \
+    /opt/venv/bin/pip check
 
 ENV PATH=/opt/venv/bin:$PATH
 
