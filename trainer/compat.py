@@ -393,7 +393,7 @@ def autotune():
         if obj is not None:
             return obj
     contrib = getattr(getattr(tf, "contrib", None), "data", None)
-    return getattr(contrib, "AUTOTUNE", None) or max(1, os.cpu_count() or 1)
+    return getattr(contrib, "AUTOTUNE", None) or usable_cores()
 
 
 def interleave_in_order(dataset, fn, cycle_length):
