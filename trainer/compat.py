@@ -396,24 +396,6 @@ def autotune():
     return getattr(contrib, "AUTOTUNE", None) or usable_cores()
 
 
-def interleave_in_order(dataset, fn, cycle_length):
-    """``dataset.flat_map(fn)``'s elements, in the same order, with ``cycle_length`` of ``fn``'s datasets produced
-    at once (so one dataset's last elements overlap the next one's first). Each ``fn`` dataset's elements stay
-    together only when it yields one element (a batch), as the training stream's do.
-
-    TF >= 2.2: ``Dataset.interleave(..., deterministic=True)``; 1.13 … 2.1: ``interleave(num_parallel_calls=)``
-    (in order unless options say otherwise); 1.12: ``tf.contrib.data.parallel_interleave(sloppy=False)``.
-    """
-    params = _params(dataset.interleave)
-    if "deterministic" in params:
-        return dataset.interleave(fn, cycle_length=cycle_length, block_length=1, num_parallel_calls=cycle_length,
-                                  deterministic=True)
-    if "num_parallel_calls" in params:
-        return dataset.interleave(fn, cycle_length=cycle_length, block_length=1, num_parallel_calls=cycle_length)
-    return dataset.apply(tf.contrib.data.parallel_interleave(fn, cycle_length=cycle_length, block_length=1,
-                                                            sloppy=False))
-
-
 def usable_cores():
     """The CPUs this process may run on (its affinity mask: a Slurm or container CPU limit), else all."""
     affinity = getattr(os, "sched_getaffinity", None)

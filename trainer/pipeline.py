@@ -4,9 +4,7 @@ Per element (parallel map): read, decode as 8-bit grayscale (``channels=1``: lib
 luminance and 16-bit/palette images to 8-bit gray; chest X-rays are grayscale, NIH stores a few as RGBA),
 antialiased resize to ``image_size`` (``compat.resize``); for training, batches as ``trainer.order`` plans them
 (epoch order and augmentation are functions of (seed, epoch)), then the batch's projective transforms (flip,
-rotation, shift, zoom); prefetch. A training batch's images are decoded by a parallel map of their own, and
-several batches are decoded at once (``compat.interleave_in_order``: as many as keep the usable cores busy, at
-least 2), so the cores do not idle while one batch's last image decodes; the batches stay in the plan's order.
+rotation, shift, zoom); prefetch.
 
 A loader may carry ``batch`` (keys [n] → float32 [n, S, S, 1]): then a step's images are read in one call (the
 prepared copy's ``trainer.prepared.loader``: one memory-mapped read per batch, not per image).
@@ -79,18 +77,12 @@ def training(keys, labels, rows, transforms, lengths, loader, augment):
         ds = ds.map(whole_batch, num_parallel_calls=parallel)
     else:
         def one_batch(start, length):
-            # a fixed parallelism: AUTOTUNE inside an interleave at times settled on fewer threads (a third of
-            # the rounds at 2/3 of the rate on 2 cores, bench/ratios/input_pipeline.py)
             elements = tf.data.Dataset.from_tensor_slices((rows_t[start:start + length],
                                                            transforms_t[start:start + length]))
             elements = elements.map(lambda row, t: (loader(tf.gather(keys_t, row)), tf.gather(labels_t, row), t),
-                                    num_parallel_calls=compat.usable_cores())
+                                    num_parallel_calls=parallel)
             return compat.ignore_errors(elements).batch(length)
-        # batches decoded at once: enough to keep every core busy, and the next batch starts while one drains
-        largest = int(np.max(lengths)) if len(lengths) else 1
-        in_flight = max(2, -(-compat.usable_cores() // max(1, largest)) + 1)
-        ds = compat.interleave_in_order(tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, np.int64))),
-                                        one_batch, in_flight)
+        ds = tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, dtype=np.int64))).flat_map(one_batch)
     if augment:
         ds = ds.map(lambda images, y, t: (compat.transform_images(images, t), y), num_parallel_calls=parallel)
     else:
