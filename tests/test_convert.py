@@ -711,6 +711,34 @@ def test_the_harness_builds_from_the_local_engine_changing_only_the_bootstrap_li
         from_local_engine("Bootstrap: docker-archive\nFrom: x.tar\n")
 
 
+def test_the_harness_reuses_a_sandbox_only_for_the_same_build_inputs(tmp_path):
+    """``build(..., cache=True)``'s key: the same definition, context, tool version and ``From:`` image IDs give the
+    same key; a change of any one of them (a byte of a context file, its mode, a link's target, a new file) another."""
+    from tests.harness.equivalence import build_key
+
+    context = tmp_path / "context"
+    (context / "sub").mkdir(parents=True)
+    (context / "sub" / "a.txt").write_text("a\n")
+    (context / "link").symlink_to("sub/a.txt")
+    recipe = "Bootstrap: docker-daemon\nFrom: base:1\nStage: devel\n\nBootstrap: docker-daemon\nFrom: base:2\n"
+    ids = {"base:1": "sha256:11", "base:2": "sha256:22"}
+    key = build_key(recipe, context, "apptainer version 1.4.5", ids.get)
+    assert key == build_key(recipe, context, "apptainer version 1.4.5", ids.get)
+    others = [build_key(recipe.replace("Stage: devel", "Stage: build"), context, "apptainer version 1.4.5", ids.get),
+              build_key(recipe, context, "apptainer version 1.4.6", ids.get),
+              build_key(recipe, context, "apptainer version 1.4.5", {**ids, "base:2": "sha256:23"}.get)]
+    (context / "sub" / "a.txt").write_text("b\n")
+    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
+    (context / "sub" / "a.txt").chmod(0o755)
+    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
+    (context / "link").unlink()
+    (context / "link").symlink_to("sub")
+    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
+    (context / "new").write_text("")
+    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
+    assert len({key, *others}) == 1 + len(others)
+
+
 def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_path):
     """A pyc's source mtime (header bytes 8-12, PEP 552), /etc/shadow's last-change day and a wheel RECORD's
     hashes (of files compiled twice) differ between a cached Docker layer and a fresh Apptainer build of the same

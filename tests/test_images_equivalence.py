@@ -161,7 +161,8 @@ def test_files_from_a_stage_keeps_its_links_as_docker_does(client, debian_base, 
 def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_build, tmp_path):
     """``invoke render --stack cpu --format singularity`` built by ``apptainer build`` gives the verified Docker
     image: same files (the venv's symbolic links kept by ``%files from devel``), environment, Table 1 rows (every
-    one a match) and run behaviour. Both stages are built by Apptainer (its devel stage compiles Horovod)."""
+    one a match) and run behaviour. Both stages are built by Apptainer (its devel stage compiles Horovod); the
+    sandbox is kept for the next run with the same inputs (``build_key``), as Docker keeps the image's layers."""
     from tests.harness.equivalence import check_stack
 
     report = check_stack(client, "cpu", debian_base, cpu_build.image_id, tmp_path / "context",

@@ -283,12 +283,13 @@ def _gpu_count_from_driver():
 
 
 def configure_devices(local_rank, local_size):
-    """Pin one GPU per local rank (memory growth on); without GPUs, share the CPU cores among local ranks.
+    """Pin one GPU per local rank (memory growth on); without GPUs, share the usable CPU cores (``usable_cores``)
+    among local ranks.
 
     Returns "GPU" or "CPU". TF ≥ 1.14/2.x: ``tf.config.experimental.set_visible_devices``; TF 1.12/1.13: a
     Keras session whose ConfigProto has ``gpu_options.visible_device_list`` (Horovod's TF1 Keras examples).
     """
-    cores = max(1, (os.cpu_count() or 1) // max(1, local_size))
+    cores = max(1, usable_cores() // max(1, local_size))
     if _has(tf, "config.experimental.list_physical_devices"):
         gpus = tf.config.experimental.list_physical_devices("GPU")
         if gpus:

@@ -22,6 +22,14 @@ exit status of ``run ARGS`` (``apptainer run --cleanenv``) and ``exec ARGV`` aga
 ``check_stack(client, stack, base, docker_image, context_dir, runs, execs, docker_verification) -> StackReport``
 builds ``invoke render --stack S --format singularity`` and adds the Table 1 rows of the in-image probe.
 
+``build(..., cache=True)`` (``check_stack``'s build) keeps the sandbox between runs, as Docker keeps its build cache
+across clean checkouts: under ``cache_root()``, named by ``build_key`` -- the digest of everything the build reads
+except the network (the definition as built, the ``From:`` images' IDs in the local engine, every file of the build
+context, the Apptainer version). A changed recipe, base image or context builds afresh (a stack's devel stage
+compiles Horovod: 5 to 8 minutes on 2 cores); an unchanged one is compared again, against the Docker image of this
+run. Like Docker's cache it does not notice a package index that moved under an unchanged recipe: that is why the
+stacks pin every package (``envs/stacks``).
+
 Not compared (Apptainer's runtime, for every image, not a definition's to keep): the invoking user, the host's
 home folder and current folder, the read-only image, ``/.singularity.d`` and the links Apptainer puts at the root
 (``/environment``, ``/singularity``, ``/.exec``, ``/.run``, ``/.shell``, ``/.test``).
@@ -95,22 +103,75 @@ def from_local_engine(definition: str) -> str:
 
 @dataclass
 class Sandbox:
-    """A sandbox folder that ``apptainer build --sandbox`` made; ``remove()`` deletes it."""
+    """A sandbox folder that ``apptainer build --sandbox`` made; ``remove()`` deletes it, unless it is ``cached``
+    (kept under ``cache_root()`` for the next run; ``exec`` and ``run`` never write to it: no ``--writable``)."""
 
     path: Path
+    cached: bool = False
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        if not self.cached:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
-def build(definition: str, context: Path, workdir: Path) -> Sandbox:
+#: How many cached sandboxes ``build`` keeps (the newest used): a stack's is about 2 GB.
+CACHE_KEEP = 2
+
+
+def cache_root() -> Path:
+    """``CHEXSTACK_TEST_CACHE``, else ``$XDG_CACHE_HOME/chexstack-tests``, else ``~/.cache/chexstack-tests``."""
+    if os.environ.get("CHEXSTACK_TEST_CACHE"):
+        return Path(os.environ["CHEXSTACK_TEST_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "chexstack-tests"
+
+
+def build_key(recipe: str, context: Path, tool_version: str, image_id) -> str:
+    """SHA-256 (hex) of what ``apptainer build`` of ``recipe`` (the text as built) in ``context`` reads, the
+    network aside: the text, ``tool_version``, ``image_id(name)`` of each ``docker-daemon`` stage's ``From:``, and
+    each path under ``context`` (relative name, type, mode, link target, contents)."""
+    digest = hashlib.sha256()
+    digest.update(("%s\0%s\0" % (tool_version, recipe)).encode())
+    for stage in Definition.parse(recipe).stages:
+        if stage.bootstrap.lower() == "docker-daemon":
+            digest.update(("from %s %s\0" % (stage.image, image_id(stage.image))).encode())
+    for path in sorted(context.rglob("*")):
+        st = path.lstat()
+        digest.update(("%s\0%o\0" % (path.relative_to(context), st.st_mode)).encode())
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode() + b"\0")
+        elif path.is_file():
+            digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _engine_image_id(name: str) -> str:
+    return docker.from_env().images.get(name).id
+
+
+def _tool_version() -> str:
+    return subprocess.run([require_tool(), "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=RUN_TIMEOUT_S, env=_host_env()).stdout.strip()
+
+
+def build(definition: str, context: Path, workdir: Path, cache: bool = False) -> Sandbox:
     """``apptainer build --sandbox`` of ``definition`` (``from_local_engine``) in the build context ``context``,
-    into ``workdir/sandbox-<random>``. BuildFailed with the end of the build's output when it fails."""
+    into ``workdir/sandbox-<random>``; with ``cache``, into ``cache_root()/<build_key>``, or that folder itself
+    when an earlier run built it (the ``CACHE_KEEP`` newest are kept). BuildFailed with the end of the build's
+    output when it fails."""
     workdir.mkdir(parents=True, exist_ok=True)
     name = "sandbox-%s" % uuid.uuid4().hex[:8]
     recipe, out = workdir / (name + ".def"), workdir / name
     recipe.write_text(from_local_engine(definition))
     clock = _Phases()
+    if cache:
+        root = cache_root()
+        kept = root / build_key(recipe.read_text(), context, _tool_version(), _engine_image_id)
+        if kept.is_dir():
+            os.utime(kept)
+            clock("apptainer build --sandbox: the same inputs were built before, %s" % kept)
+            return Sandbox(kept, cached=True)
+        root.mkdir(parents=True, exist_ok=True)
+        out = root / ("partial-" + name)
     p = subprocess.run([require_tool(), "build", "--sandbox", str(out), str(recipe)], cwd=context,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT_S,
                        env=_host_env())
@@ -118,7 +179,19 @@ def build(definition: str, context: Path, workdir: Path) -> Sandbox:
     if p.returncode != 0:
         shutil.rmtree(out, ignore_errors=True)
         raise BuildFailed(p.stdout, p.returncode)
-    return Sandbox(out)
+    if not cache:
+        return Sandbox(out)
+    out.rename(kept)
+    _prune_cache(root, CACHE_KEEP)
+    return Sandbox(kept, cached=True)
+
+
+def _prune_cache(root: Path, keep: int) -> None:
+    """Removes all but the ``keep`` most recently used sandboxes under ``root`` (and partial builds)."""
+    entries = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in [p for p in entries if p.name.startswith("partial-")] + [
+            p for p in entries if not p.name.startswith("partial-")][keep:]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # --- running both ways -----------------------------------------------------------------------------------------
@@ -421,7 +494,8 @@ def check_stack(client, stack_name: str, base: str, docker_image: str, context_d
         target.write_bytes(src if isinstance(src, bytes) else src.read_bytes())
         if not isinstance(src, bytes) and src.stat().st_mode & 0o111:
             target.chmod(0o755)
-    sandbox = build(render(stack, "singularity", base), Path(context_dir), Path(context_dir).parent / "apptainer")
+    sandbox = build(render(stack, "singularity", base), Path(context_dir), Path(context_dir).parent / "apptainer",
+                    cache=True)
     try:
         # labels: `invoke build` gives the Docker image its own (BOM, revision), the SIF gets them at `build --runtime`
         diffs = compare_images(client, docker_image, sandbox, base, runs, execs, BUILD_VARIABLE, labels=False)
