@@ -15,6 +15,7 @@ import re
 import shutil
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -711,32 +712,50 @@ def test_the_harness_builds_from_the_local_engine_changing_only_the_bootstrap_li
         from_local_engine("Bootstrap: docker-archive\nFrom: x.tar\n")
 
 
-def test_the_harness_reuses_a_sandbox_only_for_the_same_build_inputs(tmp_path):
-    """``build(..., cache=True)``'s key: the same definition, context, tool version and ``From:`` image IDs give the
-    same key; a change of any one of them (a byte of a context file, its mode, a link's target, a new file) another."""
-    from tests.harness.equivalence import build_key
+def test_the_harness_reuses_a_stage_only_for_the_same_build_inputs(tmp_path):
+    """``build(..., cache=True)`` keys a stage by what its build reads: the same stage text, tool version,
+    ``From:`` image ID, named context files and copied-from stages give the same key; a change of any one of them
+    (a byte or the mode of a named file, a link's target, a file added under a named folder) another; a context file
+    the stage does not name changes nothing (the trainer's sources are the runtime stage's); a ``%files`` source
+    that is not there, or a copy from a stage without a key, leaves the stage uncached (None)."""
+    from tests.harness.equivalence import stage_key
 
     context = tmp_path / "context"
-    (context / "sub").mkdir(parents=True)
-    (context / "sub" / "a.txt").write_text("a\n")
-    (context / "link").symlink_to("sub/a.txt")
-    recipe = "Bootstrap: docker-daemon\nFrom: base:1\nStage: devel\n\nBootstrap: docker-daemon\nFrom: base:2\n"
-    ids = {"base:1": "sha256:11", "base:2": "sha256:22"}
-    key = build_key(recipe, context, "apptainer version 1.4.5", ids.get)
-    assert key == build_key(recipe, context, "apptainer version 1.4.5", ids.get)
-    others = [build_key(recipe.replace("Stage: devel", "Stage: build"), context, "apptainer version 1.4.5", ids.get),
-              build_key(recipe, context, "apptainer version 1.4.6", ids.get),
-              build_key(recipe, context, "apptainer version 1.4.5", {**ids, "base:2": "sha256:23"}.get)]
-    (context / "sub" / "a.txt").write_text("b\n")
-    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
-    (context / "sub" / "a.txt").chmod(0o755)
-    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
-    (context / "link").unlink()
-    (context / "link").symlink_to("sub")
-    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
-    (context / "new").write_text("")
-    others.append(build_key(recipe, context, "apptainer version 1.4.5", ids.get))
-    assert len({key, *others}) == 1 + len(others)
+    (context / "build-only" / "gate").mkdir(parents=True)
+    (context / "build-only" / "gate" / "a.py").write_text("a\n")
+    (context / "build-only" / "ca.crt").symlink_to("gate/a.py")
+    (context / "trainer.py").write_text("t\n")
+    devel, runtime = Definition.parse(
+        "Bootstrap: docker-daemon\nFrom: base:1\nStage: devel\n%files\n    build-only/gate /g\n"
+        "    'build-only/ca.crt' /c\n%post\n    true\n\n"
+        "Bootstrap: docker-daemon\nFrom: base:1\nStage: runtime\n%files from devel\n    /opt /opt\n").stages
+    ids = {"base:1": "sha256:11"}
+
+    def key(stage=devel, version="apptainer version 1.4.5", image_id=ids.get, keys=None):
+        return stage_key(stage, context, version, image_id, keys or {})
+
+    first = key()
+    assert first == key() and len(first) == 64
+    (context / "trainer.py").write_text("changed\n")
+    assert key() == first
+    others = [key(replace(devel, sections=devel.sections[:-1])), key(version="apptainer version 1.4.6"),
+              key(image_id={"base:1": "sha256:12"}.get)]
+    (context / "build-only" / "gate" / "a.py").write_text("b\n")
+    others.append(key())
+    (context / "build-only" / "gate" / "a.py").chmod(0o755)
+    others.append(key())
+    (context / "build-only" / "ca.crt").unlink()
+    (context / "build-only" / "ca.crt").symlink_to("gate")
+    others.append(key())
+    (context / "build-only" / "gate" / "new").write_text("")
+    others.append(key())
+    assert len({first, *others}) == 1 + len(others)
+    assert key(runtime, keys={"devel": first}) != key(runtime, keys={"devel": others[0]})
+    assert key(runtime) is None
+    (context / "build-only" / "gate" / "a.py").unlink()
+    (context / "build-only" / "gate" / "new").unlink()
+    shutil.rmtree(context / "build-only" / "gate")
+    assert key() is None
 
 
 def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_path):

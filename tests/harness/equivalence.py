@@ -22,13 +22,14 @@ exit status of ``run ARGS`` (``apptainer run --cleanenv``) and ``exec ARGV`` aga
 ``check_stack(client, stack, base, docker_image, context_dir, runs, execs, docker_verification) -> StackReport``
 builds ``invoke render --stack S --format singularity`` and adds the Table 1 rows of the in-image probe.
 
-``build(..., cache=True)`` (``check_stack``'s build) keeps the sandbox between runs, as Docker keeps its build cache
-across clean checkouts: under ``cache_root()``, named by ``build_key`` -- the digest of everything the build reads
-except the network (the definition as built, the ``From:`` images' IDs in the local engine, every file of the build
-context, the Apptainer version). A changed recipe, base image or context builds afresh (a stack's devel stage
-compiles Horovod: 5 to 8 minutes on 2 cores); an unchanged one is compared again, against the Docker image of this
-run. Like Docker's cache it does not notice a package index that moved under an unchanged recipe: that is why the
-stacks pin every package (``envs/stacks``).
+``build(..., cache=True)`` (``check_stack``'s build) keeps the stages before the last (a stack's devel stage, which
+compiles Horovod: 5 to 8 minutes on 2 cores) between runs, as Docker keeps its build cache across clean checkouts:
+each is built alone once, kept under ``cache_root()`` by ``stage_key`` (the digest of everything its build reads
+but the network: its text, its ``From:`` image's ID in the local engine, the build-context files its ``%files``
+name, the stages it copies from, the Apptainer version), and the definition is built with that stage as
+``Bootstrap: localimage`` of the kept sandbox. The last stage is always built; a changed devel stage, base image or
+context file it reads builds afresh. Like Docker's cache it does not notice a package index that moved under an
+unchanged recipe: that is why the stacks pin every package (``envs/stacks``).
 
 Not compared (Apptainer's runtime, for every image, not a definition's to keep): the invoking user, the host's
 home folder and current folder, the read-only image, ``/.singularity.d`` and the links Apptainer puts at the root
@@ -48,14 +49,14 @@ import subprocess
 import tarfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import docker
 import docker.errors
 
 from chexstack.errors import ChexstackError
-from convert.definition import Definition
+from convert.definition import Definition, Stage
 from images.sif import require_tool
 from tests.lib.leftovers import TEST_LABELS
 
@@ -103,18 +104,15 @@ def from_local_engine(definition: str) -> str:
 
 @dataclass
 class Sandbox:
-    """A sandbox folder that ``apptainer build --sandbox`` made; ``remove()`` deletes it, unless it is ``cached``
-    (kept under ``cache_root()`` for the next run; ``exec`` and ``run`` never write to it: no ``--writable``)."""
+    """A sandbox folder that ``apptainer build --sandbox`` made; ``remove()`` deletes it."""
 
     path: Path
-    cached: bool = False
 
     def remove(self) -> None:
-        if not self.cached:
-            shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
-#: How many cached sandboxes ``build`` keeps (the newest used): a stack's is about 2 GB.
+#: How many stage sandboxes ``build(..., cache=True)`` keeps (the newest used): a stack's devel stage is ~2 GB.
 CACHE_KEEP = 2
 
 
@@ -125,22 +123,45 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "chexstack-tests"
 
 
-def build_key(recipe: str, context: Path, tool_version: str, image_id) -> str:
-    """SHA-256 (hex) of what ``apptainer build`` of ``recipe`` (the text as built) in ``context`` reads, the
-    network aside: the text, ``tool_version``, ``image_id(name)`` of each ``docker-daemon`` stage's ``From:``, and
-    each path under ``context`` (relative name, type, mode, link target, contents)."""
+def _tree_digest(digest, context: Path, path: Path) -> None:
+    for item in [path] + (sorted(path.rglob("*")) if path.is_dir() and not path.is_symlink() else []):
+        st = item.lstat()
+        digest.update(("%s\0%o\0" % (item.relative_to(context), st.st_mode)).encode())
+        if item.is_symlink():
+            digest.update(os.readlink(item).encode() + b"\0")
+        elif item.is_file():
+            digest.update(hashlib.sha256(item.read_bytes()).hexdigest().encode() + b"\0")
+
+
+def stage_key(stage, context: Path, tool_version: str, image_id, keys: dict) -> str | None:
+    """SHA-256 (hex) of what ``apptainer build`` reads for ``stage`` (a ``convert.definition.Stage``), the network
+    aside: its text, ``tool_version``, ``image_id(From)`` for a ``docker-daemon`` stage, every path under
+    ``context`` that its ``%files`` lines name (name, type, mode, link target, contents), and ``keys[S]`` of each
+    stage ``S`` it copies from (``%files from S``). None when a ``%files`` line cannot be read or names a stage
+    without a key: that stage is not cached."""
     digest = hashlib.sha256()
-    digest.update(("%s\0%s\0" % (tool_version, recipe)).encode())
-    for stage in Definition.parse(recipe).stages:
-        if stage.bootstrap.lower() == "docker-daemon":
-            digest.update(("from %s %s\0" % (stage.image, image_id(stage.image))).encode())
-    for path in sorted(context.rglob("*")):
-        st = path.lstat()
-        digest.update(("%s\0%o\0" % (path.relative_to(context), st.st_mode)).encode())
-        if path.is_symlink():
-            digest.update(os.readlink(path).encode() + b"\0")
-        elif path.is_file():
-            digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\0")
+    digest.update(("%s\0%s\0" % (tool_version, "\n".join(stage.lines()))).encode())
+    if stage.bootstrap.lower() == "docker-daemon":
+        digest.update(("from %s\0" % image_id(stage.image)).encode())
+    for section in stage.section("files"):
+        source = section.args.split()
+        if source[:1] == ["from"]:
+            if len(source) != 2 or source[1] not in keys:
+                return None
+            digest.update(("stage %s %s\0" % (source[1], keys[source[1]])).encode())
+            continue
+        for line in section.body:
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                return None
+            if not words:
+                continue
+            matches = sorted(context.glob(words[0])) if not os.path.isabs(words[0]) else None
+            if not matches:
+                return None
+            for match in matches:
+                _tree_digest(digest, context, match)
     return digest.hexdigest()
 
 
@@ -153,45 +174,68 @@ def _tool_version() -> str:
                           text=True, timeout=RUN_TIMEOUT_S, env=_host_env()).stdout.strip()
 
 
-def build(definition: str, context: Path, workdir: Path, cache: bool = False) -> Sandbox:
-    """``apptainer build --sandbox`` of ``definition`` (``from_local_engine``) in the build context ``context``,
-    into ``workdir/sandbox-<random>``; with ``cache``, into ``cache_root()/<build_key>``, or that folder itself
-    when an earlier run built it (the ``CACHE_KEEP`` newest are kept). BuildFailed with the end of the build's
-    output when it fails."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    name = "sandbox-%s" % uuid.uuid4().hex[:8]
-    recipe, out = workdir / (name + ".def"), workdir / name
-    recipe.write_text(from_local_engine(definition))
+def _apptainer_build(recipe_text: str, recipe: Path, out: Path, context: Path) -> None:
+    recipe.write_text(recipe_text)
     clock = _Phases()
-    if cache:
-        root = cache_root()
-        kept = root / build_key(recipe.read_text(), context, _tool_version(), _engine_image_id)
-        if kept.is_dir():
-            os.utime(kept)
-            clock("apptainer build --sandbox: the same inputs were built before, %s" % kept)
-            return Sandbox(kept, cached=True)
-        root.mkdir(parents=True, exist_ok=True)
-        out = root / ("partial-" + name)
     p = subprocess.run([require_tool(), "build", "--sandbox", str(out), str(recipe)], cwd=context,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT_S,
                        env=_host_env())
-    clock("apptainer build --sandbox")
+    clock("apptainer build --sandbox %s" % out.name)
     if p.returncode != 0:
         shutil.rmtree(out, ignore_errors=True)
         raise BuildFailed(p.stdout, p.returncode)
-    if not cache:
-        return Sandbox(out)
-    out.rename(kept)
+
+
+def with_cached_stages(definition: Definition, context: Path, workdir: Path) -> Definition:
+    """``definition`` with each named stage before the last (a devel stage) replaced by ``Bootstrap: localimage``
+    of its sandbox as built alone (with the stages it copies from, themselves replaced), kept under
+    ``cache_root()/stage-<stage_key>``: Apptainer keeps no build cache, so this is Docker's cache of a stage whose
+    inputs did not change. A stage that cannot be keyed, and every one after it, is left as written."""
+    root = cache_root()
+    version, keys, stages = _tool_version(), {}, list(definition.stages)
+    for i, stage in enumerate(stages[:-1]):
+        key = stage_key(stage, context, version, _engine_image_id, keys) if stage.name else None
+        if key is None:
+            break
+        keys[stage.name] = key
+        kept = root / ("stage-" + key)
+        if not kept.is_dir():
+            root.mkdir(parents=True, exist_ok=True)
+            needs = {s.args.split()[1] for s in stage.section("files") if s.args.split()[:1] == ["from"]}
+            alone = Definition(tuple(s for s in stages[:i] if s.name in needs) + (stage,), definition.preamble)
+            partial = root / ("partial-" + key)
+            shutil.rmtree(partial, ignore_errors=True)
+            _apptainer_build(alone.text(), workdir / ("stage-%s.def" % stage.name), partial, context)
+            partial.rename(kept)
+        os.utime(kept)
+        stages[i] = Stage("localimage", str(kept), stage.name, (), stage.keyword, stage.comments)
     _prune_cache(root, CACHE_KEEP)
-    return Sandbox(kept, cached=True)
+    return replace(definition, stages=tuple(stages))
 
 
 def _prune_cache(root: Path, keep: int) -> None:
-    """Removes all but the ``keep`` most recently used sandboxes under ``root`` (and partial builds)."""
-    entries = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in [p for p in entries if p.name.startswith("partial-")] + [
-            p for p in entries if not p.name.startswith("partial-")][keep:]:
+    """Removes all but the ``keep`` most recently used stage sandboxes under ``root``."""
+    if not root.is_dir():
+        return
+    kept = sorted((p for p in root.iterdir() if p.name.startswith("stage-")), key=lambda p: p.stat().st_mtime,
+                  reverse=True)
+    for path in kept[keep:]:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def build(definition: str, context: Path, workdir: Path, cache: bool = False) -> Sandbox:
+    """``apptainer build --sandbox`` of ``definition`` (``from_local_engine``) in the build context ``context``,
+    into ``workdir/sandbox-<random>``; with ``cache``, its stages before the last taken from earlier runs'
+    builds of the same inputs (``with_cached_stages``). BuildFailed with the end of the build's output when it
+    fails."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    name = "sandbox-%s" % uuid.uuid4().hex[:8]
+    recipe = Definition.parse(from_local_engine(definition))
+    if cache:
+        recipe = with_cached_stages(recipe, context, workdir)
+    out = workdir / name
+    _apptainer_build(recipe.text(), workdir / (name + ".def"), out, context)
+    return Sandbox(out)
 
 
 # --- running both ways -----------------------------------------------------------------------------------------
