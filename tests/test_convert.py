@@ -758,6 +758,22 @@ def test_the_harness_reuses_a_stage_only_for_the_same_build_inputs(tmp_path):
     assert key() is None
 
 
+def test_the_harness_cache_keeps_the_most_recently_used_stages_within_its_budget(tmp_path):
+    """The least recently used stage sandboxes go first once the kept ones pass the byte budget; the newest stays
+    even when it alone is larger; what is not a kept stage (a partial build) is not the pruner's."""
+    from tests.harness.equivalence import _prune_cache
+
+    for age, (name, size) in enumerate([("stage-new", 300), ("stage-mid", 300), ("stage-old", 300),
+                                        ("partial-x", 999)]):
+        (tmp_path / name / "sub").mkdir(parents=True)
+        (tmp_path / name / "sub" / "f").write_bytes(b"x" * size)
+        os.utime(tmp_path / name, (1_000_000 - age, 1_000_000 - age))
+    _prune_cache(tmp_path, 650)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial-x", "stage-mid", "stage-new"]
+    _prune_cache(tmp_path, 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial-x", "stage-new"]
+
+
 def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_path):
     """A pyc's source mtime (header bytes 8-12, PEP 552), /etc/shadow's last-change day and a wheel RECORD's
     hashes (of files compiled twice) differ between a cached Docker layer and a fresh Apptainer build of the same

@@ -100,7 +100,7 @@ def _cases(dockerfile: Path) -> tuple[list[list[str]], list[list[str]]]:
 @pytest.mark.parametrize("dockerfile", _pairs())
 def test_corpus_pair_builds_and_runs_the_same(client, debian_base, dockerfile, stage_images, tmp_path):
     docker_image = _docker_image(client, dockerfile)
-    sandbox = build(convert(dockerfile).text, dockerfile.parent, tmp_path)
+    sandbox = build(convert(dockerfile).text, dockerfile.parent, tmp_path, cache=True)
     try:
         runs, execs = _cases(dockerfile)
         diffs = compare_images(client, docker_image, sandbox, debian_base, runs=runs, execs=execs)
@@ -119,7 +119,7 @@ def test_the_harness_sees_a_wrong_definition(client, debian_base, stage_images, 
                                                                                     "export EXTRA=1\n%post\n", 1)
     assert wrong.count("EXTRA") == 1 and "worker:worker" not in wrong
     docker_image = _docker_image(client, dockerfile)
-    sandbox = build(wrong, dockerfile.parent, tmp_path)
+    sandbox = build(wrong, dockerfile.parent, tmp_path, cache=True)
     try:
         diffs = {d.what: d for d in compare_images(client, docker_image, sandbox, debian_base)}
         assert diffs["file /opt/owned/top.txt"].docker == "f 644 1234 1234 2"
@@ -145,7 +145,7 @@ def test_files_from_a_stage_keeps_its_links_as_docker_does(client, debian_base, 
                   % (debian_base, make, debian_base))
     stage_images.append(dockerfile)
     docker_image = docker_build(client, context_tar(dockerfile, {}), quiet=True)
-    sandbox = build(definition, tmp_path, tmp_path)
+    sandbox = build(definition, tmp_path, tmp_path, cache=True)
     try:
         diffs = compare_images(client, docker_image, sandbox, debian_base, labels=False)
         assert not diffs, explain(diffs)

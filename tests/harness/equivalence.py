@@ -22,14 +22,13 @@ exit status of ``run ARGS`` (``apptainer run --cleanenv``) and ``exec ARGV`` aga
 ``check_stack(client, stack, base, docker_image, context_dir, runs, execs, docker_verification) -> StackReport``
 builds ``invoke render --stack S --format singularity`` and adds the Table 1 rows of the in-image probe.
 
-``build(..., cache=True)`` (``check_stack``'s build) keeps the stages before the last (a stack's devel stage, which
-compiles Horovod: 5 to 8 minutes on 2 cores) between runs, as Docker keeps its build cache across clean checkouts:
-each is built alone once, kept under ``cache_root()`` by ``stage_key`` (the digest of everything its build reads
-but the network: its text, its ``From:`` image's ID in the local engine, the build-context files its ``%files``
-name, the stages it copies from, the Apptainer version), and the definition is built with that stage as
-``Bootstrap: localimage`` of the kept sandbox. The last stage is always built; a changed devel stage, base image or
-context file it reads builds afresh. Like Docker's cache it does not notice a package index that moved under an
-unchanged recipe: that is why the stacks pin every package (``envs/stacks``).
+``build(..., cache=True)`` (every build of the tests) keeps each stage between runs, as Docker keeps its build cache
+across clean checkouts (``cached_build``): a stage is built alone once, kept under ``cache_root()`` by
+``stage_key`` (the digest of everything its build reads but the network: its text, its ``From:`` image's ID in the
+local engine, the build-context files its ``%files`` name, the stages it copies from, the Apptainer version), and a
+later stage reads it as ``Bootstrap: localimage`` of the kept sandbox. A stack's devel stage compiles Horovod (5 to
+8 minutes on 2 cores): it is built again only when what it reads changes. Like Docker's cache it does not notice a
+package index that moved under an unchanged recipe: that is why the stacks pin every package (``envs/stacks``).
 
 Not compared (Apptainer's runtime, for every image, not a definition's to keep): the invoking user, the host's
 home folder and current folder, the read-only image, ``/.singularity.d`` and the links Apptainer puts at the root
@@ -104,16 +103,22 @@ def from_local_engine(definition: str) -> str:
 
 @dataclass
 class Sandbox:
-    """A sandbox folder that ``apptainer build --sandbox`` made; ``remove()`` deletes it."""
+    """A sandbox folder that ``apptainer build --sandbox`` made; ``remove()`` deletes it, unless it is ``cached``
+    (kept under ``cache_root()`` for the next build of the same inputs; ``run`` and ``exec`` never write to it:
+    no ``--writable``)."""
 
     path: Path
+    cached: bool = False
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        if not self.cached:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
-#: How many stage sandboxes ``build(..., cache=True)`` keeps (the newest used): a stack's devel stage is ~2 GB.
-CACHE_KEEP = 2
+#: How many bytes of sandboxes ``build(..., cache=True)`` keeps (the most recently used first; the newest always):
+#: ``CHEXSTACK_TEST_CACHE_BYTES``, else 8 GiB. A stack's devel stage is ~2 GB, a corpus image ~0.1 GB.
+def cache_bytes() -> int:
+    return int(os.environ.get("CHEXSTACK_TEST_CACHE_BYTES") or 8 << 30)
 
 
 def cache_root() -> Path:
@@ -186,17 +191,24 @@ def _apptainer_build(recipe_text: str, recipe: Path, out: Path, context: Path) -
         raise BuildFailed(p.stdout, p.returncode)
 
 
-def with_cached_stages(definition: Definition, context: Path, workdir: Path) -> Definition:
-    """``definition`` with each named stage before the last (a devel stage) replaced by ``Bootstrap: localimage``
-    of its sandbox as built alone (with the stages it copies from, themselves replaced), kept under
-    ``cache_root()/stage-<stage_key>``: Apptainer keeps no build cache, so this is Docker's cache of a stage whose
-    inputs did not change. A stage that cannot be keyed, and every one after it, is left as written."""
+def cached_build(definition: Definition, context: Path, workdir: Path) -> Sandbox:
+    """``definition`` built stage by stage, each stage kept under ``cache_root()/stage-<stage_key>``: a stage
+    built before with the same inputs is taken as it is, else it is built alone (with the stages it copies from as
+    ``Bootstrap: localimage`` of their kept sandboxes, the way Apptainer reads a sandbox folder) and kept. Apptainer
+    keeps no build cache: this is Docker's cache of a step whose inputs did not change. The last stage's sandbox is
+    returned (``cached``). A stage that cannot be keyed (``stage_key`` None, or an unnamed stage before the last)
+    and every one after it are built as written, once, into ``workdir`` (not cached)."""
     root = cache_root()
     version, keys, stages = _tool_version(), {}, list(definition.stages)
-    for i, stage in enumerate(stages[:-1]):
-        key = stage_key(stage, context, version, _engine_image_id, keys) if stage.name else None
+    kept = None
+    for i, stage in enumerate(stages):
+        last = i == len(stages) - 1
+        key = stage_key(stage, context, version, _engine_image_id, keys) if (stage.name or last) else None
         if key is None:
-            break
+            out = workdir / ("sandbox-%s" % uuid.uuid4().hex[:8])
+            _apptainer_build(replace(definition, stages=tuple(stages)).text(), workdir / (out.name + ".def"), out,
+                             context)
+            return Sandbox(out)
         keys[stage.name] = key
         kept = root / ("stage-" + key)
         if not kept.is_dir():
@@ -205,36 +217,42 @@ def with_cached_stages(definition: Definition, context: Path, workdir: Path) -> 
             alone = Definition(tuple(s for s in stages[:i] if s.name in needs) + (stage,), definition.preamble)
             partial = root / ("partial-" + key)
             shutil.rmtree(partial, ignore_errors=True)
-            _apptainer_build(alone.text(), workdir / ("stage-%s.def" % stage.name), partial, context)
+            _apptainer_build(alone.text(), workdir / ("stage-%s.def" % key[:12]), partial, context)
             partial.rename(kept)
         os.utime(kept)
         stages[i] = Stage("localimage", str(kept), stage.name, (), stage.keyword, stage.comments)
-    _prune_cache(root, CACHE_KEEP)
-    return replace(definition, stages=tuple(stages))
+    _prune_cache(root, cache_bytes())
+    return Sandbox(kept, cached=True)
 
 
-def _prune_cache(root: Path, keep: int) -> None:
-    """Removes all but the ``keep`` most recently used stage sandboxes under ``root``."""
-    if not root.is_dir():
-        return
-    kept = sorted((p for p in root.iterdir() if p.name.startswith("stage-")), key=lambda p: p.stat().st_mtime,
-                  reverse=True)
-    for path in kept[keep:]:
-        shutil.rmtree(path, ignore_errors=True)
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        total += sum(os.lstat(os.path.join(folder, f)).st_size for f in files)
+    return total
+
+
+def _prune_cache(root: Path, budget: int) -> None:
+    """Removes the least recently used stage sandboxes under ``root`` beyond ``budget`` bytes (the newest stays)."""
+    entries = sorted((p for p in root.iterdir() if p.name.startswith("stage-")), key=lambda p: p.stat().st_mtime,
+                     reverse=True)
+    used = 0
+    for i, path in enumerate(entries):
+        used += _tree_bytes(path)
+        if i > 0 and used > budget:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def build(definition: str, context: Path, workdir: Path, cache: bool = False) -> Sandbox:
     """``apptainer build --sandbox`` of ``definition`` (``from_local_engine``) in the build context ``context``,
-    into ``workdir/sandbox-<random>``; with ``cache``, its stages before the last taken from earlier runs'
-    builds of the same inputs (``with_cached_stages``). BuildFailed with the end of the build's output when it
-    fails."""
+    into ``workdir/sandbox-<random>``; with ``cache``, stage by stage through ``cached_build`` (an unchanged
+    build is not done again). BuildFailed with the end of the build's output when it fails."""
     workdir.mkdir(parents=True, exist_ok=True)
-    name = "sandbox-%s" % uuid.uuid4().hex[:8]
     recipe = Definition.parse(from_local_engine(definition))
     if cache:
-        recipe = with_cached_stages(recipe, context, workdir)
-    out = workdir / name
-    _apptainer_build(recipe.text(), workdir / (name + ".def"), out, context)
+        return cached_build(recipe, context, workdir)
+    out = workdir / ("sandbox-%s" % uuid.uuid4().hex[:8])
+    _apptainer_build(recipe.text(), workdir / (out.name + ".def"), out, context)
     return Sandbox(out)
 
 
