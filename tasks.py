@@ -231,6 +231,9 @@ def prepare(c, data=None, images=None, labels=None, image_size=224, output=None,
     if not output:
         raise ChexstackError("invoke prepare needs --output PREP (e.g. invoke prepare --data /data/chestxray14 "
                              "--image-size 256 --output /data/chestxray14-256)")
+    if shard_images < 0:
+        raise ChexstackError("--shard-images %d: expected a positive number of images a shard, or 0 (the default: "
+                             "the trainer's own size)" % shard_images)
     run_prepare(prepare_argv(data, images, labels, image_size, output, shard_images or None))
 
 
@@ -247,8 +250,8 @@ def prepare(c, data=None, images=None, labels=None, image_size=224, output=None,
                     "apptainer exec, all_reduce_perf)",
             "job": "judge your own MPIJob manifest (YAML) or Slurm batch script by the rules chexstack's renders "
                    "obey: each finding with its file and line; reads no node",
-            "gpus": "GPUs the run will use (input.capacity judges the cores against that many; 0: all the node "
-                    "has)",
+            "gpus": "GPUs the run will use (gpu.inventory fails on a node with fewer; input.capacity judges the cores "
+                    "against that many; 0: all the node has)",
             "images": "a folder of your own PNGs (searched recursively): input.capacity times the decode of up to 8 "
                       "of them (default: the shipped 1024² sample)"})
 @user_errors

@@ -12,7 +12,7 @@ from chexstack.console import console
 from chexstack.errors import ChexstackError
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
-from launch.request import trainer_errors
+from launch.request import check_np, trainer_errors
 from trainer import preflight
 
 
@@ -40,7 +40,9 @@ def evaluate_argv(args: list[str], np: int = 1, python: str = sys.executable) ->
 
 
 def evaluate(args: list[str], np: int = 1) -> int:
-    """Run the evaluation here, its output to this terminal; the exit status of the trainer (or horovodrun)."""
+    """Run the evaluation here, its output to this terminal; the exit status of the trainer (or horovodrun).
+    ChexstackError for ``np`` below 1."""
+    check_np(np)
     argv, env = evaluate_argv(args, np)
     console.print("[dim]%s[/]" % " ".join(argv), soft_wrap=True)
     return subprocess.run(argv, env={**os.environ, **env}).returncode

@@ -547,12 +547,14 @@ def explain_log(path: str) -> str:
     exit status is not in a log; the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``).
     A run a signal stopped is said so (``interrupted_explanation``), a run the trainer reported done or a log without
     a failure in it says so ("no failure ..."), else the failure message (``explain_failure``). ChexstackError when
-    the file cannot be read."""
-    from chexstack.inputs import input_file
+    the file cannot be read or is not text (a NUL byte)."""
+    import io
+
+    from chexstack.inputs import read_text
 
     what = "a launcher log (horovodrun, mpirun, slurm-N.out, an MPIJob launcher's log)"
-    with open(input_file(path, "--explain %s" % path, what), errors="replace") as log:
-        lines = [raw.rstrip("\n") for raw in log]
+    text = read_text(path, "--explain %s" % path, what, replace=True)
+    lines = [raw.rstrip("\n") for raw in io.StringIO(text, newline=None)]
     starts = [i for i, line in enumerate(lines) if line.startswith(hr.RUN_START)]
     run = lines[starts[-1]:] if starts else lines
     which = " (the last of its %d runs, from line %d)" % (len(starts), starts[-1] + 1) if len(starts) > 1 else ""

@@ -27,6 +27,12 @@ from trainer import preflight
 from trainer.errors import TrainerError
 
 
+def check_np(np: int) -> None:
+    """ChexstackError unless ``np`` (``--np``, the world size) is at least one rank."""
+    if np < 1:
+        raise ChexstackError("--np %d: at least one rank is needed" % np)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainRequest:
     """``gpus``: GPUs, one rank each (0: CPU ranks); ``np``: ranks (None: one per GPU, or 1); ``controller``:
@@ -58,8 +64,8 @@ class TrainRequest:
         """Raise ChexstackError for requests that cannot run anywhere."""
         if self.gpus < 0:
             raise ChexstackError("--gpus %d: expected 0 (CPU ranks) or more" % self.gpus)
-        if self.np is not None and self.np < 1:
-            raise ChexstackError("--np %d: at least one rank is needed" % self.np)
+        if self.np is not None:
+            check_np(self.np)
         if self.gpus > 0 and self.ranks() > self.gpus:
             raise ChexstackError("--np %d with --gpus %d: each rank needs its own GPU" % (self.ranks(), self.gpus))
         with trainer_errors():  # data given once, each number in range, the model known, ...

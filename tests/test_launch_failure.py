@@ -214,6 +214,12 @@ def test_train_explain_refusals(tmp_path):
     assert missing.returncode == 2 and "--explain %s: no such file" % (tmp_path / "nope.log") in missing.stderr
     mixed = cmd.run("train", "--explain", str(done), "--gpus", "2", "--lr", "0.1")
     assert mixed.returncode == 2 and "leave out --gpus, --lr" in mixed.stderr
+    binary = tmp_path / "core"
+    binary.write_bytes(b"\x1b[2J" + bytes(range(256)))
+    refused = cmd.run("train", "--explain", str(binary))
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert ("--explain %s: not a text file (a NUL byte at offset 4); expected a launcher log" % binary
+            in refused.stderr.replace("\n", " ")), refused.stderr
 
 
 @pytest.mark.parametrize("text,what", [

@@ -4,6 +4,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
+import shutil
 
 import pytest
 
@@ -213,6 +215,16 @@ def test_evaluate_names_the_options_it_needs():
     assert "invoke evaluate needs --model, --labels" in p.stdout + p.stderr, p.stdout + p.stderr
 
 
+@pytest.mark.parametrize("np", ["0", "-1"])
+def test_evaluate_refuses_fewer_than_one_rank(tmp_path, np):
+    model = tmp_path / "model-best.h5"
+    model.write_text("m")
+    p = cmd.run("evaluate", "--model", str(model), "--images", str(tmp_path), "--labels",
+                str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--output", str(tmp_path / "out"), "--np", np)
+    assert p.returncode == 2 and "--np %s: at least one rank is needed" % np in p.stderr, p.stdout + p.stderr
+    assert "-m trainer" not in p.stdout and not (tmp_path / "out").exists()
+
+
 def _training_run(folder, predictions=True):
     """A training run's --output as rank 0 leaves it after an epoch: metrics.json, checkpoint/state.json and (with
     ``predictions``) predictions.csv, 2 validation rows."""
@@ -307,5 +319,25 @@ def test_evaluate_refuses_to_replace_another_models_evaluation(tmp_path):
     # the same model again, or with another list: its own evaluation is replaced / another list is refused
     evaluate.check_output(str(folder), model_a, label_file, None)
     (tmp_path / "test_list.txt").write_text("x.png\n")
-    with pytest.raises(TrainerError, match="another --list \\(None\\)"):
+    with pytest.raises(TrainerError, match="another --list \\(none: every labelled image\\)"):
         evaluate.check_output(str(folder), model_a, label_file, str(tmp_path / "test_list.txt"))
+    # the same paths, files changed since: said so, not "another file" with the path the user just gave
+    (tmp_path / "a/model-best.h5").write_text("retrained")
+    with pytest.raises(TrainerError, match=re.escape("another model (%s, SHA-256 %s, the same path: the file changed "
+                                                     "since)" % (model_a, earlier["model_sha256"]))):
+        evaluate.check_output(str(folder), model_a, label_file, None)
+    edited = tmp_path / "labels.csv.gz"
+    shutil.copyfile(label_file, edited)
+    (folder / "evaluation.json").write_text(json.dumps(dict(earlier, model_sha256=outputs.file_sha256(model_a),
+                                                            label_file=str(edited), label_sha256="0" * 64)))
+    with pytest.raises(TrainerError, match=re.escape("another label file (%s, SHA-256 %s, the same path: the file "
+                                                     "changed since)" % (edited, "0" * 64))):
+        evaluate.check_output(str(folder), model_a, str(edited), None)
+
+
+def test_prepare_refuses_a_negative_shard_size_naming_what_zero_means(tmp_path):
+    p = cmd.run("prepare", "--images", str(tmp_path), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
+                "--output", str(tmp_path / "prep"), "--shard-images", "-1")
+    assert p.returncode == 2 and not (tmp_path / "prep").exists()
+    assert ("--shard-images -1: expected a positive number of images a shard, or 0 (the default: the trainer's own "
+            "size)") in " ".join(p.stderr.split()), p.stderr

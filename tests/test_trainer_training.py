@@ -214,3 +214,14 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     again_names, again = _read_predictions(tmp_path / "eval" / "predictions.csv")
     order = [again_names.index(n) for n in names]
     assert np.allclose(again[order], pooled, atol=2e-5)
+    assert evaluated["images_seen_in_training"] == 0 and "not a held-out one" not in result.stdout + result.stderr
+    # images the run trained on, scored as "test": counted and said (the README's evaluate without --list did this)
+    trained = [r["Image Index"] for r in csv.DictReader((run["output"] / "splits.csv").read_text().splitlines())
+               if r["split"] == "train"]
+    listed.write_text("\n".join(names + trained[:3]) + "\n")
+    mixed = _python_trainer("evaluate", "--model", str(run["output"] / "model-best.h5"), "--images", str(IMAGES),
+                            "--labels", str(LABELS), "--list", str(listed), "--output", str(tmp_path / "mixed"))
+    assert mixed.returncode == 0, mixed.stderr[-3000:]
+    assert json.loads((tmp_path / "mixed" / "evaluation.json").read_text())["images_seen_in_training"] == 3
+    assert ("3 of the %d images scored were in the model's training or validation split (%s)"
+            % (len(names) + 3, run["output"] / "splits.csv")) in " ".join((mixed.stdout + mixed.stderr).split())

@@ -332,6 +332,21 @@ def test_39_open_kernel_module_refuses_a_pre_turing_gpu():
     assert judge_inventory(nvidia_smi.parse_table(smi), ["0000:03:00.0"]).diagnosis == "NO_DEVICES"
 
 
+def test_a_run_asking_for_more_gpus_than_the_node_has_fails_the_inventory():
+    """``invoke validate --gpus 4`` on a node without GPUs exited 0 (the GPU checks skipped): the run asked for 4.
+    FAIL ``TOO_FEW_GPUS``, naming the count asked; without a count asked, the node without GPUs still SKIPs; a
+    failure of the driver keeps its own code."""
+    from facts.parsers.nvidia_smi import SmiReport
+    from validate.checks.gpu import judge_inventory
+
+    none = judge_inventory(SmiReport(), [], smi_missing=True, gpus_asked=4)
+    assert (none.status, none.diagnosis, none.expected) == ("FAIL", "TOO_FEW_GPUS", "4 GPUs (--gpus 4)")
+    assert none.measured == "not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)", none.measured
+    assert judge_inventory(SmiReport(), [], smi_missing=True).status == "SKIP"
+    smi = "No devices were found\n"
+    assert judge_inventory(nvidia_smi.parse_table(smi), ["0000:03:00.0"], gpus_asked=1).diagnosis == "NO_DEVICES"
+
+
 def test_39_any_refused_gpu_any_log_layout_and_what_nvidia_smi_prints_instead():
     """The kind: the same refusal for a Tesla V100 (10de:1db5, NVIDIA/open-gpu-kernel-modules#322) with a timestamp
     on every dmesg line, while nvidia-smi cannot talk to the driver; one refused GPU of two; a PCI ID in Turing's

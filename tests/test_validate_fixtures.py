@@ -69,6 +69,11 @@ VERDICTS = [
      "8× NVIDIA H200"),
     ("nvidia-smi-dgx1-v100x8-384.txt", lambda t: judge_inventory(smi.parse_table(t)), "PASS",
      "8× Tesla V100-SXM2..., 32502 MiB each, driver 384.183"),
+    # the run's --gpus: as many as the node has pass, more is TOO_FEW_GPUS
+    ("nvidia-smi-dgx1-v100x8-384.txt", lambda t: judge_inventory(smi.parse_table(t), gpus_asked=8), "PASS",
+     "8× Tesla V100-SXM2"),
+    ("nvidia-smi-dgx1-v100x8-384.txt", lambda t: judge_inventory(smi.parse_table(t), gpus_asked=16), "FAIL",
+     "8× Tesla V100-SXM2..., 32502 MiB each, driver 384.183"),
     ("nvidia-smi-dgx1-v100x8-384.txt", lambda t: driver_vs_nvcc("nvidia-smi-dgx1-v100x8-384.txt",
                                                                  "nvcc-version-10.0.txt"), "FAIL",
      "driver 384.183 too old for CUDA 10.0.130 (needs >= 410.48)"),

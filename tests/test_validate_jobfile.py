@@ -123,6 +123,15 @@ def test_the_entry_refuses_what_it_cannot_judge(tmp_path):
     broken.write_text("kind: MPIJob\nspec: [\n")
     result = cmd.run("validate", "--job", str(broken))
     assert result.returncode == 2 and "--job %s:" % broken in result.stderr and "not YAML" in result.stderr
+    for name, data, why in [("latin1.sbatch", b"#!/bin/bash\n#SBATCH -J caf\xe9\n",
+                              "not a text file (byte 0xe9 at offset 26 is not UTF-8)"),
+                             ("image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+                              "not a text file (a NUL byte at offset 8)")]:
+        (tmp_path / name).write_bytes(data)
+        result = cmd.run("validate", "--job", str(tmp_path / name))
+        said = result.stderr.replace("\n", " ")
+        expected = "--job %s: %s; expected an MPIJob manifest" % (tmp_path / name, why)
+        assert result.returncode == 2 and expected in said, result.stderr
     both = cmd.run("validate", "--job", str(other), "--hosts", "a,b")
     assert both.returncode == 2 and "leave out --hosts" in both.stderr
 

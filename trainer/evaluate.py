@@ -68,17 +68,25 @@ def _check_earlier_evaluation(output, model, label_file, list_file):
                            "choose another --output" % path)
     other = []
     if earlier.get("model_sha256") != outputs.file_sha256(model):
-        other.append("model (%s, SHA-256 %s)" % (earlier.get("model"), earlier.get("model_sha256")))
+        other.append("model (%s, SHA-256 %s%s)" % (earlier.get("model"), earlier.get("model_sha256"),
+                                                   _changed_since(earlier.get("model"), model)))
     if (label_file is not None and os.path.isfile(label_file)
             and earlier.get("label_sha256") != labels.read_text(label_file)[1]):
-        other.append("label file (%s)" % earlier.get("label_file"))
+        other.append("label file (%s, SHA-256 %s%s)" % (earlier.get("label_file"), earlier.get("label_sha256"),
+                                                        _changed_since(earlier.get("label_file"), label_file)))
     if earlier.get("list") != (os.path.abspath(list_file) if list_file else None):
-        other.append("--list (%s)" % earlier.get("list"))
+        other.append("--list (%s)" % (earlier.get("list") or "none: every labelled image"))
     if other:
         run_name = os.path.basename(os.path.dirname(os.path.abspath(model))) or "other"
         raise TrainerError("--output %s holds the evaluation of another %s (%s): this evaluation would replace it "
                            "and its %s; choose another --output, e.g. %s"
                            % (output, " and ".join(other), path, outputs.PREDICTIONS, os.path.join(output, run_name)))
+
+
+def _changed_since(earlier_path, path):
+    """ ", the same path: changed since" when the earlier evaluation read the file at ``path`` itself."""
+    same = earlier_path and os.path.abspath(earlier_path) == os.path.abspath(path)
+    return ", the same path: the file changed since" if same else ""
 
 
 def rows(options):
@@ -108,6 +116,7 @@ def run(options):
     rt = runtime.start(options.seed)
     runtime.hold_output(rt, options.output)
     subset, label_sha256 = rows(options)
+    seen = _seen_in_training(options.model, subset.names)
     try:
         model = tf.keras.models.load_model(options.model, compile=False, custom_objects=compat.SAVED_LAYERS)
     except (IOError, OSError, ValueError) as e:
@@ -125,7 +134,7 @@ def run(options):
         ("model", os.path.abspath(options.model)), ("model_sha256", outputs.file_sha256(options.model)),
         ("image_size", image_size), ("label_file", os.path.abspath(options.labels)), ("label_sha256", label_sha256),
         ("list", os.path.abspath(options.list) if options.list else None), ("world_size", rt.size),
-        ("test", block)])
+        ("images_seen_in_training", seen), ("test", block)])
     outputs.write_json(os.path.join(options.output, EVALUATION), result)
     events.emit("evaluate", mean_auroc=block["mean_auroc"], n_images=block["n_images"],
                 auroc=OrderedDict((k, v["auroc"]) for k, v in block["auroc"].items()), output=options.output)
@@ -135,6 +144,20 @@ def run(options):
             "-" if entry["ci_low"] is None else "%.3f-%.3f" % (entry["ci_low"], entry["ci_high"]),
             entry["n_positive"]))
     return 0
+
+
+def _seen_in_training(model, names):
+    """How many of ``names`` the run that saved ``model`` trained or validated on (its splits.csv), warned; None
+    when no splits.csv is beside the model."""
+    seen, path = outputs.trained_on(model)
+    if seen is None:
+        return None
+    count = sum(1 for name in names if name in seen)
+    if count:
+        events.warn("%d of the %d images scored were in the model's training or validation split (%s): this AUROC "
+                    "is not a held-out one; score held-out images with --list (e.g. NIH's test_list.txt, or the "
+                    "run's test split)" % (count, len(names), path))
+    return count
 
 
 def _run(argv):

@@ -27,6 +27,7 @@ from collections import OrderedDict
 
 from trainer.errors import TrainerError
 from trainer.labels import CLASSES
+from trainer.split import TRAIN, VAL
 
 METRICS = "metrics.json"
 PREDICTIONS = "predictions.csv"
@@ -167,6 +168,21 @@ def read_splits(output):
             return dict((r["Image Index"], r["Patient ID"]) for r in csv.DictReader(f))
     except (IOError, OSError, KeyError) as e:
         raise TrainerError("cannot read %s: %s" % (path, e))
+
+
+def trained_on(model):
+    """(image names of the training and validation splits, splits.csv's path) of the run that saved ``model`` (its
+    ``splits.csv`` beside it, or one folder up for a checkpoint's), else (None, None)."""
+    folder = os.path.dirname(os.path.abspath(model))
+    for candidate in (folder, os.path.dirname(folder)):
+        path = os.path.join(candidate, SPLITS)
+        if os.path.isfile(path):
+            try:
+                with open(path, newline="", encoding="utf-8") as f:
+                    return set(r["Image Index"] for r in csv.DictReader(f) if r.get("split") in (TRAIN, VAL)), path
+            except (IOError, OSError, KeyError, UnicodeDecodeError) as e:
+                raise TrainerError("cannot read %s: %s" % (path, e))
+    return None, None
 
 
 def write_splits(output, subsets):

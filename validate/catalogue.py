@@ -71,6 +71,7 @@ CODES: dict[str, Code] = {
     "CHECK_CRASHED": Code("the checker itself failed (a chexstack bug): the node was not judged", A.NONE),
     # GPUs and the driver
     "NO_GPU_FOR_STACK": Code("a GPU stack on a node without NVIDIA GPUs", A.RECONFIGURE),
+    "TOO_FEW_GPUS": Code("the node has fewer GPUs than the run asks for (invoke validate --gpus N)", A.RECONFIGURE),
     "NVML_DRIVER_LIBRARY_MISMATCH": Code("the user-space driver library differs from the loaded kernel module",
                                          A.RELOAD_MODULE),
     "NVIDIA_DRIVER_NOT_LOADED": Code("the NVIDIA kernel module is not loaded", A.RELOAD_MODULE),

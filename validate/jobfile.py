@@ -28,7 +28,7 @@ import yaml
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
-from chexstack.inputs import input_file
+from chexstack.inputs import read_text
 from chexstack.outputs import output_file
 from facts import pyxis
 from facts.openmpi import (
@@ -573,9 +573,8 @@ def judge_mpijob(j: Judgement, node) -> None:
 def judge_file(path: str) -> Judgement:
     """The judgement of the job file at ``path``: an MPIJob manifest or a Slurm batch script. ChexstackError when
     it is neither, or its YAML does not parse (naming the line)."""
-    with open(input_file(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script"),
-              newline="") as f:  # line breaks as written: sbatch refuses \r\n (YAML reads it as a break)
-        text = f.read()
+    # line breaks as written: sbatch refuses \r\n (YAML reads it as a break)
+    text = read_text(path, "--job %s" % path, "an MPIJob manifest (YAML) or a Slurm batch script")
     if "#SBATCH" in text or text.startswith("#!"):
         j = Judgement(path, SBATCH)
         judge_sbatch(j, text)

@@ -34,7 +34,7 @@ from facts.parsers.nvidia_smi import (
 from facts.parsers.versions import CUDA_TOOLKIT, NVCC
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
-from validate.result import CheckResult, Reason, failed, passed, skipped, warned
+from validate.result import CheckResult, Reason, Status, failed, passed, skipped, warned
 
 NOT_GPU_NODE = Reason("not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)", "NOT_APPLICABLE")
 
@@ -195,11 +195,25 @@ def judge_open_module(refusals: list[OpenModuleRefusal], report: SmiReport, pci:
 
 
 def judge_inventory(report: SmiReport, pci_gpus: list[str] | None = None, smi_missing: bool = False,
-                    stack_needs_gpu: bool = False, refusals: list[OpenModuleRefusal] | None = None) -> CheckResult:
+                    stack_needs_gpu: bool = False, refusals: list[OpenModuleRefusal] | None = None,
+                    gpus_asked: int = 0) -> CheckResult:
     """Count, model, memory and driver; a classified NVML failure or fewer GPUs than on the PCI bus is FAIL; GPUs
     the open kernel module refused in the kernel log (``refusals``; None: not read) are named as that cause
     (``judge_open_module``), whatever nvidia-smi printed instead ("No devices were found", "No devices found", no
-    driver to talk to)."""
+    driver to talk to). Fewer working GPUs than ``gpus_asked`` (``invoke validate --gpus N``; 0: no number asked)
+    is FAIL ``TOO_FEW_GPUS``."""
+    verdict = _judge_inventory(report, pci_gpus, smi_missing, stack_needs_gpu, refusals)
+    have = len(report.gpus) if verdict.status in (Status.PASS, Status.WARN) else 0
+    if gpus_asked > have and verdict.status != Status.FAIL:
+        return failed(verdict.id, verdict.measured, "%d GPU%s (--gpus %d)" % (gpus_asked, "" if gpus_asked == 1
+                                                                              else "s", gpus_asked),
+                      "run on a node with %d GPUs, or ask for as many as this node has (--gpus)" % gpus_asked,
+                      "TOO_FEW_GPUS", verdict.details)
+    return verdict
+
+
+def _judge_inventory(report: SmiReport, pci_gpus: list[str] | None, smi_missing: bool, stack_needs_gpu: bool,
+                     refusals: list[OpenModuleRefusal] | None) -> CheckResult:
     cid = "gpu.inventory"
     pci = len(pci_gpus or [])
     if not smi_missing and refusals:
@@ -385,7 +399,7 @@ def inventory(ctx: Context) -> CheckResult:
         log = kernel_log(ctx)  # why the driver lists fewer GPUs than the bus has
         refusals = parse_open_module_refusals(log.stdout) if log is not None else None
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
-                             refusals)
+                             refusals, ctx.gpus or 0)
     if refusals:
         result.details.append("from the kernel log `%s`" % log.command)
     if snap.source:
