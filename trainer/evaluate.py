@@ -84,7 +84,8 @@ def _check_earlier_evaluation(output, model, label_file, list_file):
 
 
 def _changed_since(earlier_path, path):
-    """ ", the same path: changed since" when the earlier evaluation read the file at ``path`` itself."""
+    """``", the same path: the file changed since"`` when the earlier evaluation read the file at ``path`` itself,
+    else ``""``."""
     same = earlier_path and os.path.abspath(earlier_path) == os.path.abspath(path)
     return ", the same path: the file changed since" if same else ""
 
