@@ -759,8 +759,9 @@ def test_the_harness_reuses_a_stage_only_for_the_same_build_inputs(tmp_path):
 
 
 def test_the_harness_cache_keeps_the_most_recently_used_stages_within_its_budget(tmp_path):
-    """The least recently used stage sandboxes go first once the kept ones pass the byte budget; the newest stays
-    even when it alone is larger; what is not a kept stage (a partial build) is not the pruner's."""
+    """The least recently used stage sandboxes go first once the kept ones pass the byte budget (each size measured
+    once, kept beside the sandbox, then read); the newest stays even when it alone is larger; what is not a kept
+    stage (a partial build) is not the pruner's."""
     from tests.harness.equivalence import _prune_cache
 
     for age, (name, size) in enumerate([("stage-new", 300), ("stage-mid", 300), ("stage-old", 300),
@@ -769,9 +770,12 @@ def test_the_harness_cache_keeps_the_most_recently_used_stages_within_its_budget
         (tmp_path / name / "sub" / "f").write_bytes(b"x" * size)
         os.utime(tmp_path / name, (1_000_000 - age, 1_000_000 - age))
     _prune_cache(tmp_path, 650)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial-x", "stage-mid", "stage-new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial-x", "stage-mid", "stage-mid.bytes", "stage-new",
+                                                          "stage-new.bytes"]
+    assert (tmp_path / "stage-new.bytes").read_text() == "300\n"  # measured once, then read
+    (tmp_path / "stage-new.bytes").write_text("5\n")
     _prune_cache(tmp_path, 10)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial-x", "stage-new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial-x", "stage-new", "stage-new.bytes"]
 
 
 def test_the_harness_compares_build_stamped_contents_without_their_stamp(tmp_path):

@@ -115,9 +115,9 @@ class Sandbox:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-#: How many bytes of sandboxes ``build(..., cache=True)`` keeps (the most recently used first; the newest always):
-#: ``CHEXSTACK_TEST_CACHE_BYTES``, else 8 GiB. A stack's devel stage is ~2 GB, a corpus image ~0.1 GB.
 def cache_bytes() -> int:
+    """How many bytes of sandboxes ``build(..., cache=True)`` keeps (the most recently used first; the newest
+    always): ``CHEXSTACK_TEST_CACHE_BYTES``, else 8 GiB. A stack's devel stage is ~2 GB, a corpus image ~0.1 GB."""
     return int(os.environ.get("CHEXSTACK_TEST_CACHE_BYTES") or 8 << 30)
 
 
@@ -138,6 +138,13 @@ def _tree_digest(digest, context: Path, path: Path) -> None:
             digest.update(hashlib.sha256(item.read_bytes()).hexdigest().encode() + b"\0")
 
 
+def copied_from(stage) -> list[str | None]:
+    """The stages ``stage`` copies from, one per ``%files from S`` section (None where the section's arguments are
+    not ``from S``); not the plain ``%files`` sections."""
+    return [(words[1] if len(words) == 2 else None) for words in (s.args.split() for s in stage.section("files"))
+            if words[:1] == ["from"]]
+
+
 def stage_key(stage, context: Path, tool_version: str, image_id, keys: dict) -> str | None:
     """SHA-256 (hex) of what ``apptainer build`` reads for ``stage`` (a ``convert.definition.Stage``), the network
     aside: its text, ``tool_version``, ``image_id(From)`` for a ``docker-daemon`` stage, every path under
@@ -148,12 +155,12 @@ def stage_key(stage, context: Path, tool_version: str, image_id, keys: dict) -> 
     digest.update(("%s\0%s\0" % (tool_version, "\n".join(stage.lines()))).encode())
     if stage.bootstrap.lower() == "docker-daemon":
         digest.update(("from %s\0" % image_id(stage.image)).encode())
+    for name in copied_from(stage):
+        if name not in keys:
+            return None
+        digest.update(("stage %s %s\0" % (name, keys[name])).encode())
     for section in stage.section("files"):
-        source = section.args.split()
-        if source[:1] == ["from"]:
-            if len(source) != 2 or source[1] not in keys:
-                return None
-            digest.update(("stage %s %s\0" % (source[1], keys[source[1]])).encode())
+        if section.args.split()[:1] == ["from"]:
             continue
         for line in section.body:
             try:
@@ -213,12 +220,13 @@ def cached_build(definition: Definition, context: Path, workdir: Path) -> Sandbo
         kept = root / ("stage-" + key)
         if not kept.is_dir():
             root.mkdir(parents=True, exist_ok=True)
-            needs = {s.args.split()[1] for s in stage.section("files") if s.args.split()[:1] == ["from"]}
+            needs = set(copied_from(stage))
             alone = Definition(tuple(s for s in stages[:i] if s.name in needs) + (stage,), definition.preamble)
             partial = root / ("partial-" + key)
             shutil.rmtree(partial, ignore_errors=True)
             _apptainer_build(alone.text(), workdir / ("stage-%s.def" % key[:12]), partial, context)
             partial.rename(kept)
+            _size_file(kept).write_text("%d\n" % _tree_bytes(kept))  # measured once, read by every prune
         os.utime(kept)
         stages[i] = Stage("localimage", str(kept), stage.name, (), stage.keyword, stage.comments)
     _prune_cache(root, cache_bytes())
@@ -232,15 +240,32 @@ def _tree_bytes(path: Path) -> int:
     return total
 
 
+def _size_file(kept: Path) -> Path:
+    """Beside the sandbox, not in it (its files are compared with the Docker image's)."""
+    return kept.with_name(kept.name + ".bytes")
+
+
+def _kept_bytes(kept: Path) -> int:
+    """The sandbox's size as recorded when it was kept (measured now, and recorded, when it was not)."""
+    try:
+        return int(_size_file(kept).read_text())
+    except (OSError, ValueError):
+        size = _tree_bytes(kept)
+        _size_file(kept).write_text("%d\n" % size)
+        return size
+
+
 def _prune_cache(root: Path, budget: int) -> None:
-    """Removes the least recently used stage sandboxes under ``root`` beyond ``budget`` bytes (the newest stays)."""
-    entries = sorted((p for p in root.iterdir() if p.name.startswith("stage-")), key=lambda p: p.stat().st_mtime,
-                     reverse=True)
+    """Removes the least recently used stage sandboxes under ``root`` beyond ``budget`` bytes (the newest stays),
+    each with its recorded size."""
+    entries = sorted((p for p in root.iterdir() if p.name.startswith("stage-") and p.is_dir()),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
     used = 0
     for i, path in enumerate(entries):
-        used += _tree_bytes(path)
+        used += _kept_bytes(path)
         if i > 0 and used > budget:
             shutil.rmtree(path, ignore_errors=True)
+            _size_file(path).unlink(missing_ok=True)
 
 
 def build(definition: str, context: Path, workdir: Path, cache: bool = False) -> Sandbox:
