@@ -87,7 +87,7 @@ from pathlib import Path
 import dockerfile
 
 from chexstack.errors import ChexstackError
-from chexstack.inputs import input_file
+from chexstack.inputs import input_file, read_text
 from convert import dockerignore, words
 from convert.definition import Definition, Section, Stage
 from convert.lint import lint_definition
@@ -817,10 +817,7 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | Non
     ``build_args`` as ``parse_build_args`` gives them (None: given without a value the environment has). Errors:
     ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
     path = input_file(dockerfile_path, str(dockerfile_path), "a Dockerfile")
-    try:
-        path.read_text()
-    except UnicodeDecodeError as e:
-        raise ChexstackError("%s: not a text file (%s)" % (path, e.reason)) from None
+    read_text(path, str(path), "a Dockerfile")
     conv = _Converter(path, build_args or {})
     stages = conv.run()
     text = write(stages, path.name).text()

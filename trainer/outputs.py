@@ -160,14 +160,19 @@ def read_predictions(path):
         scores, dtype=np.float64).reshape(-1, len(CLASSES))
 
 
-def read_splits(output):
-    """{image name: patient ID} of ``OUTPUT/splits.csv`` (``write_splits``)."""
-    path = os.path.join(output, SPLITS)
+def _split_rows(path):
+    """[(image name, patient ID, split)] of the splits.csv at ``path`` (``write_splits``); TrainerError naming it
+    when it cannot be read."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            return dict((r["Image Index"], r["Patient ID"]) for r in csv.DictReader(f))
-    except (IOError, OSError, KeyError) as e:
+            return [(r["Image Index"], r["Patient ID"], r["split"]) for r in csv.DictReader(f)]
+    except (IOError, OSError, KeyError, UnicodeDecodeError) as e:
         raise TrainerError("cannot read %s: %s" % (path, e))
+
+
+def read_splits(output):
+    """{image name: patient ID} of ``OUTPUT/splits.csv`` (``write_splits``)."""
+    return dict((image, patient) for image, patient, _ in _split_rows(os.path.join(output, SPLITS)))
 
 
 def trained_on(model):
@@ -177,11 +182,7 @@ def trained_on(model):
     for candidate in (folder, os.path.dirname(folder)):
         path = os.path.join(candidate, SPLITS)
         if os.path.isfile(path):
-            try:
-                with open(path, newline="", encoding="utf-8") as f:
-                    return set(r["Image Index"] for r in csv.DictReader(f) if r.get("split") in (TRAIN, VAL)), path
-            except (IOError, OSError, KeyError, UnicodeDecodeError) as e:
-                raise TrainerError("cannot read %s: %s" % (path, e))
+            return set(image for image, _, split in _split_rows(path) if split in (TRAIN, VAL)), path
     return None, None
 
 
