@@ -236,8 +236,9 @@ def _epochs_once_each(out) -> None:
 def _release_requeued(cluster, job_id: str, restarts: int = 1) -> None:
     """Start a requeued job now. Slurm holds it back about two minutes (``Reason=BeginTime``, its StartTime set
     past the job credential's lifetime); ``scontrol update jobid=ID StartTime=now`` lifts the hold
-    (https://slurm.schedmd.com/scontrol.html). Fails unless the job was seen held (its ``restarts``-th requeue)
-    and then started before the StartTime of its hold (the hold was skipped, not waited out)."""
+    (https://slurm.schedmd.com/scontrol.html) once no host still runs a step of the job's last start
+    (``_steps_ended``). Fails unless the job was seen held (its ``restarts``-th requeue) and then started before
+    the StartTime of its hold (the hold was skipped, not waited out)."""
     import time
 
     field = lambda line, name: re.search(r"\b%s=(\S+)" % name, line).group(1)
@@ -247,6 +248,7 @@ def _release_requeued(cluster, job_id: str, restarts: int = 1) -> None:
         shown = cluster.run("scontrol", "-o", "show", "job", job_id).stdout
         if held is None and "Restarts=%d " % restarts in shown and "Reason=BeginTime" in shown:
             held = shown
+            _steps_ended(cluster, job_id)
             update = cluster.run("scontrol", "update", "jobid=%s" % job_id, "StartTime=now")
             assert update.returncode == 0, update.stderr
         elif held and field(shown, "JobState") not in ("PENDING", "CONFIGURING"):
@@ -255,6 +257,30 @@ def _release_requeued(cluster, job_id: str, restarts: int = 1) -> None:
             return
         time.sleep(0.5)
     pytest.fail("requeued job %s was not held and then started within 5 minutes: %s" % (job_id, shown))
+
+
+def _steps_ended(cluster, job_id: str, timeout_s: float = 120) -> None:
+    """Wait until no host of ``cluster`` runs a step of ``job_id`` (``scontrol listpids JOB NODE``, the form for
+    several slurmd on one machine, lists none); fail when one is left after ``timeout_s``.
+
+    A requeued job keeps its id. A host that lost its link keeps running the steps of the job's last start until it
+    registers again, and slurmctld then has its slurmd kill them ("Registered PENDING JobId=.. StepId=.. on node"):
+    a start on that host before they are gone races that kill (seen: the new start's Open MPI daemon there lost,
+    exit 205). Slurm's hold of a requeued job leaves time for this; a test that lifts the hold must wait for it."""
+    import time
+
+    deadline, running = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        running = {}
+        for host in cluster.hosts:
+            listed = cluster.run("scontrol", "listpids", job_id, host)
+            rows = listed.stdout.splitlines()[1:] if listed.returncode == 0 else []
+            if rows:
+                running[host] = rows
+        if not running:
+            return
+        time.sleep(0.5)
+    pytest.fail("steps of Slurm job %s still run %.0f s after its requeue: %s" % (job_id, timeout_s, running))
 
 
 def _link(host: str, state: str) -> None:
