@@ -215,6 +215,12 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     order = [again_names.index(n) for n in names]
     assert np.allclose(again[order], pooled, atol=2e-5)
     assert evaluated["images_seen_in_training"] == 0 and "not a held-out one" not in result.stdout + result.stderr
+    block = evaluated["test"]
+    summary = result.stdout.strip().splitlines()[-1]  # the last line says it all
+    assert summary == ("trainer: mean AUROC %.4f (95%% CI %.3f-%.3f) over %d of 14 pathologies, %d images of %d "
+                       "patients; evaluation.json and predictions.csv in %s" % (
+                           block["mean_auroc"], block["mean_auroc_ci_low"], block["mean_auroc_ci_high"],
+                           block["n_classes_defined"], block["n_images"], block["n_patients"], tmp_path / "eval"))
     # images the run trained on, scored as "test": counted and said (the README's evaluate without --list did this)
     trained = [r["Image Index"] for r in csv.DictReader((run["output"] / "splits.csv").read_text().splitlines())
                if r["split"] == "train"]
