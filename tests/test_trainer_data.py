@@ -198,13 +198,27 @@ def test_training_stream_survives_corrupt_images(corrupt_dir):
     ds = pipeline.training(keys, np.zeros((4, 14), np.uint8), rows, transforms, lengths, pipeline.png_loader(64),
                            False)
     batches = [b for _, b in zip(range(4), compat.iterate_numpy(ds))]
-    assert [b[0].shape for b in batches] == [(1, 64, 64, 1)] * 4  # the one good image; the stream goes on
+    # 3 epochs of 2 batches of 2 rows are one run of 12 rows (pipeline.equal_length_runs), 3 of them the good image:
+    # its batches close up (2, then the short last one), and the stream goes on
+    assert [b[0].shape for b in batches] == [(2, 64, 64, 1), (1, 64, 64, 1)] * 2
+    good = batches[1][0][0]
+    assert all(np.array_equal(image, good) for b in batches for image in b[0])
 
 
 def _row_loader(key):
     """A loader whose image is its key's number everywhere (keys "0", "1", …): a batch names its rows."""
     import tensorflow as tf
     return tf.fill([4, 4, 1], tf.strings.to_number(key))
+
+
+def test_equal_length_runs_of_the_plans_batches():
+    from trainer import order, pipeline
+    assert [r.tolist() for r in pipeline.equal_length_runs([4, 4, 3, 3, 3, 4])] == [[0, 8, 17], [8, 9, 4], [4, 3, 4]]
+    assert [r.tolist() for r in pipeline.equal_length_runs([])] == [[], [], []]
+    _, _, lengths = order.rank_stream(23, 4, 1, 2, 7, range(3), 4, order.Augmentation())
+    offsets, counts, sizes = pipeline.equal_length_runs(lengths)
+    assert counts.sum() == lengths.sum() and len(offsets) <= 2 * 3  # at most two runs an epoch
+    assert np.array_equal(np.repeat(sizes, counts // sizes), lengths)
 
 
 def test_training_batches_come_in_the_plans_order():

@@ -50,3 +50,12 @@ def test_the_timeline_folder_made_by_another_rank_first(tmp_path, monkeypatch):
     monkeypatch.delenv("HOROVOD_TIMELINE", raising=False)
     assert throughput.start_timeline(str(out)) == str(out / outputs.TIMELINE)
     assert os.environ["HOROVOD_TIMELINE"] == str(out / outputs.TIMELINE)
+
+
+def test_a_step_that_resizes_gets_its_images_and_transforms_stamped_as_they_came():
+    waits = callbacks.InputWait()
+    images, transforms = np.zeros((4, 8, 8, 1), np.uint8), np.ones((4, 8), np.float32)
+    ds = tf.data.Dataset.from_tensor_slices(((images, transforms), np.zeros((4, 14), np.float32))).batch(2)
+    (got_images, got_transforms), labels = next(iter(waits.stamped(ds)))
+    assert got_images.dtype == tf.uint8 and got_images.shape == (2, 8, 8, 1)
+    assert got_transforms.shape == (2, 8) and labels.shape == (2, 14) and len(waits.delivered) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -31,3 +32,21 @@ def test_synthetic_throughput_two_ranks_mpi(tmp_path):
     assert out["mpi"]["implementation"] == "Open MPI" and out["versions"]["openmpi"] == out["mpi"]["version"]
     assert out["label_sha256"] is None and out["splits"] is None and out["trainable_parameters"] > 0
     assert "input_wait_s" not in out and "timeline" not in out  # no --horovod-timeline
+
+
+def test_real_png_throughput_with_the_resize_in_the_step(tmp_path):
+    """``invoke bench``'s throughput mode from PNGs with ``--input-resize device`` (auto picks it on GPUs) and the
+    input-wait timeline: it runs, and throughput.json says where the images were resized."""
+    from tests.lib.paths import SAMPLE
+
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", "--images", str(SAMPLE / "images-64"), "--labels",
+         str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--throughput", "--input-resize", "device",
+         "--horovod-timeline", "--steps", "2", "--warmup-steps", "1", *FAST_MODEL, "--image-size", "32",
+         "--batch-size", "4", "--output", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = json.loads((tmp_path / "throughput.json").read_text())
+    assert out["input_resize"] == {"where": "device", "why": "asked for (--input-resize device)",
+                                   "source_size": [64, 64], "other_sizes": 0}
+    assert len(out["step_times_s"]) == 3 and len(out["input_wait_s"]) == 3

@@ -65,10 +65,12 @@ class InputWait(tf.keras.callbacks.Callback):
             self.delivered.append(time.time())
             return dummy
 
-        def add(images, labels):
+        def add(inputs, labels):  # inputs: images, or (images, transforms) for a step that resizes
             tick = compat.numpy_function(note, [tf.constant(0, tf.int64)], tf.int64, stateful=True)
             with tf.control_dependencies([tick]):
-                return tf.identity(images), labels
+                if isinstance(inputs, tuple):
+                    return tuple(tf.identity(x) for x in inputs), labels
+                return tf.identity(inputs), labels
         return compat.without_injected_prefetch(dataset.map(add))
 
     def on_batch_begin(self, batch, logs=None):

@@ -36,6 +36,9 @@ SIF_SHA256_ENV = "CHEXSTACK_SIF_SHA256"
 #: dataset a seeded sample, a forward pass over 2.4 % of its 86 524 training images per epoch.
 BN_IMAGES = 2048
 
+#: ``--input-resize``'s choices (``trainer.device_input``)
+INPUT_RESIZE = ("auto", "host", "device")
+
 #: Default of ``--max-bad-images``: NIH's full set decodes completely; a share above 1 % is a broken copy.
 MAX_BAD_IMAGES = 0.01
 
@@ -52,6 +55,9 @@ def parser():
     data.add_argument("--val-fraction", type=float, default=0.1, help="share of patients for validation (0.1)")
     data.add_argument("--test-fraction", type=float, default=0.2,
                       help="share of patients held out for test without official lists (0.2)")
+    data.add_argument("--input-resize", default="auto", choices=INPUT_RESIZE,
+                      help="where training images are resized and augmented: on the host's cores, or in the step "
+                           "on the device (GPU), the host only decoding; auto: device on GPUs from PNGs (auto)")
     data.add_argument("--synthetic-images", type=int, default=1024, help="training images of --data synthetic")
     data.add_argument("--max-bad-images", type=float, default=MAX_BAD_IMAGES, metavar="SHARE",
                       help="stop when more than this share of the labelled images fail the PNG check or the decode "

@@ -7,6 +7,7 @@ versions differ and where that is documented.
 """
 import inspect
 import logging
+import numbers
 import os
 import random
 import re
@@ -403,6 +404,31 @@ def usable_cores():
     return len(affinity(0)) if affinity else max(1, os.cpu_count() or 1)
 
 
+def ensure_shape(tensor, shape):
+    """``tensor``, failing at run time unless its shape is ``shape`` (and known to be it): ``tf.ensure_shape``
+    (TF >= 1.13), else ``tf.debugging.assert_equal`` on ``tf.shape`` then ``set_shape`` (TF 1.12)."""
+    fn = getattr(tf, "ensure_shape", None)
+    if fn is not None:
+        return fn(tensor, shape)
+    with tf.control_dependencies([tf.assert_equal(tf.shape(tensor), tf.constant(shape, tf.int32))]):
+        tensor = tf.identity(tensor)
+    tensor.set_shape(shape)
+    return tensor
+
+
+def group_by_window(dataset, key_func, reduce_func, window_size_func):
+    """``dataset``'s elements grouped by ``key_func`` into windows of ``window_size_func(key)`` elements, each
+    turned into a dataset by ``reduce_func(key, window)``; a window left short is emitted at the end of the input.
+    TF >= 2.6: ``Dataset.group_by_window``; TF 1.13 … 2.5: ``tf.data.experimental.group_by_window``; TF 1.12:
+    ``tf.contrib.data.group_by_window``."""
+    method = getattr(dataset, "group_by_window", None)
+    if method is not None:
+        return method(key_func=key_func, reduce_func=reduce_func, window_size_func=window_size_func)
+    module = getattr(tf.data, "experimental", None)
+    fn = getattr(module, "group_by_window", None) or tf.contrib.data.group_by_window
+    return dataset.apply(fn(key_func=key_func, reduce_func=reduce_func, window_size_func=window_size_func))
+
+
 def ignore_errors(dataset, log=True):
     """Drop elements whose map raised (a PNG that fails to decode) instead of failing the run.
 
@@ -429,14 +455,15 @@ def _antialias_resize():
 
 
 def resize(image, size):
-    """Antialiased resize to [size, size] (float32): ``tf.image.resize(..., antialias=True)`` (bilinear with a
-    widened kernel when shrinking; TF >= 2.0), else area averaging (``ResizeMethod.AREA``, TF 1.x: its
-    ``resize_images`` has no ``antialias``). Without either, shrinking a 1024-pixel X-ray to 224 or 64 aliases.
-    ``resize_method()`` names the one this TensorFlow uses.
+    """Antialiased resize to [size, size] (or [height, width] for a pair ``size``), float32:
+    ``tf.image.resize(..., antialias=True)`` (bilinear with a widened kernel when shrinking; TF >= 2.0), else area
+    averaging (``ResizeMethod.AREA``, TF 1.x: its ``resize_images`` has no ``antialias``). Without either,
+    shrinking a 1024-pixel X-ray to 224 or 64 aliases. ``resize_method()`` names the one this TensorFlow uses.
     """
+    shape = [size, size] if isinstance(size, numbers.Integral) else list(size)
     if _antialias_resize():
-        return tf.image.resize(image, [size, size], antialias=True)
-    return tf.image.resize_images(image, [size, size], method=tf.image.ResizeMethod.AREA)
+        return tf.image.resize(image, shape, antialias=True)
+    return tf.image.resize_images(image, shape, method=tf.image.ResizeMethod.AREA)
 
 
 def resize_method():

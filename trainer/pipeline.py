@@ -4,7 +4,8 @@ Per element (parallel map): read, decode as 8-bit grayscale (``channels=1``: lib
 luminance and 16-bit/palette images to 8-bit gray; chest X-rays are grayscale, NIH stores a few as RGBA),
 antialiased resize to ``image_size`` (``compat.resize``); for training, batches as ``trainer.order`` plans them
 (epoch order and augmentation are functions of (seed, epoch)), then the batch's projective transforms (flip,
-rotation, shift, zoom); prefetch.
+rotation, shift, zoom); prefetch. With ``in_step`` the resize and the transforms are the training step's
+(``trainer.device_input``): the host decodes full-size uint8 images and batches them with their transforms.
 
 A loader may carry ``batch`` (keys [n] → float32 [n, S, S, 1]): then a step's images are read in one call (the
 prepared copy's ``trainer.prepared.loader``: one memory-mapped read per batch, not per image).
@@ -46,6 +47,27 @@ def png_decoder(image_size):
     return lambda contents: compat.resize(tf.image.decode_png(contents, channels=1), image_size)
 
 
+def source_loader(source, uniform=True):
+    """``path`` (string tensor) → uint8 [height, width, 1], the PNG decoded to gray, for a step that resizes on the
+    device (``trainer.device_input``); ``source``: (height, width). ``uniform``: every image has that size (as in
+    ChestX-ray14, all 1024²; ``pngcheck.sizes`` read the headers), and one that does not (a file changed since) fails
+    as a decode error does; else an image of another size is first brought to ``source`` here (``compat.resize``),
+    so that a batch stacks: a per-image branch that costs 2 % of the decode rate (bench/ratios/input_pipeline.py)."""
+    height, width = source
+
+    def load(path):
+        image = tf.image.decode_png(compat.read_file(path), channels=1)
+        if uniform:
+            return compat.ensure_shape(image, [height, width, 1])
+        shape = tf.shape(image)
+        same = tf.logical_and(tf.equal(shape[0], height), tf.equal(shape[1], width))
+        image = tf.cond(same, lambda: image, lambda: tf.cast(
+            tf.round(tf.clip_by_value(compat.resize(image, (height, width)), 0.0, 255.0)), tf.uint8))
+        image.set_shape([height, width, 1])
+        return image
+    return load
+
+
 def synthetic_loader(image_size):
     """Any key → a uniform random float32 [image_size, image_size, 1] image, 0..255 (``--data synthetic``)."""
     def load(key):
@@ -53,12 +75,14 @@ def synthetic_loader(image_size):
     return load
 
 
-def training(keys, labels, rows, transforms, lengths, loader, augment):
+def training(keys, labels, rows, transforms, lengths, loader, augment, in_step=False):
     """This rank's training stream, one batch per step: (images [b, H, W, 1], labels float32 [b, 14]).
 
     ``keys``/``labels``: the whole training split; ``rows``, ``transforms``, ``lengths``: the rows in stream order,
     their projective transforms and the batch sizes (``trainer.order.rank_stream``), so the order and the
     augmentation are the plan's, not a shuffle buffer's. ``augment``: apply the transforms (else identity).
+    ``in_step``: the step resizes and augments (``trainer.device_input``): the stream is ((images, transforms
+    float32 [b, 8]), labels) as ``loader`` gives the images, and nothing is applied here.
     """
     parallel = compat.autotune()
     keys_t = tf.constant(np.asarray(keys))
@@ -76,19 +100,39 @@ def training(keys, labels, rows, transforms, lengths, loader, augment):
         ds = tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, dtype=np.int64)))
         ds = ds.map(whole_batch, num_parallel_calls=parallel)
     else:
-        def one_batch(start, length):
-            elements = tf.data.Dataset.from_tensor_slices((rows_t[start:start + length],
-                                                           transforms_t[start:start + length]))
-            elements = elements.map(lambda row, t: (loader(tf.gather(keys_t, row)), tf.gather(labels_t, row), t),
-                                    num_parallel_calls=parallel)
-            return compat.ignore_errors(elements).batch(length)
-        ds = tf.data.Dataset.from_tensor_slices((starts, np.asarray(lengths, dtype=np.int64))).flat_map(one_batch)
-    if augment:
+        # one parallel decode over the whole stream (a dataset per batch paused it at every batch's end: 8 to 20 %
+        # of the decode rate), then the plan's batches: the rows of each run of equal lengths in windows of its length
+        _, counts, sizes = equal_length_runs(lengths)
+        sizes_t = tf.constant(sizes)
+        ds = tf.data.Dataset.from_tensor_slices((rows_t, transforms_t,
+                                                 np.repeat(np.arange(len(sizes), dtype=np.int64), counts)))
+        ds = compat.ignore_errors(ds.map(lambda row, t, run: (loader(tf.gather(keys_t, row)), tf.gather(labels_t, row),
+                                                              t, run), num_parallel_calls=parallel))
+        ds = compat.group_by_window(ds, lambda images, y, t, run: run, lambda run, window: window.batch(sizes_t[run]),
+                                    lambda run: sizes_t[run])
+        ds = ds.map(lambda images, y, t, run: (images, y, t))
+    if in_step:
+        ds = ds.map(lambda images, y, t: ((images, t), y))
+    elif augment:
         ds = ds.map(lambda images, y, t: (compat.transform_images(images, t), y), num_parallel_calls=parallel)
     else:
         ds = ds.map(lambda images, y, t: (images, y))
-    # a batch whose images all failed to decode yields nothing; repeating keeps the stream from running dry
+    # an image that failed to decode shifts the later rows of its run one place forward, and the run's short last
+    # batch comes at the end of the stream; repeating keeps it from running dry
     return ds.repeat().prefetch(parallel)
+
+
+def equal_length_runs(lengths):
+    """The batch ``lengths`` (int [steps]) as runs of consecutive equal lengths: (row offsets, row counts, batch
+    lengths), int64 [runs] each. ``trainer.order`` makes batches of two lengths at most (``np.array_split``), in
+    at most two runs an epoch."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if not len(lengths):
+        return tuple(np.zeros((0,), np.int64) for _ in range(3))
+    firsts = np.flatnonzero(np.concatenate([[True], lengths[1:] != lengths[:-1]]))
+    steps = np.diff(np.concatenate([firsts, [len(lengths)]]))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])[firsts]
+    return offsets.astype(np.int64), (steps * lengths[firsts]).astype(np.int64), lengths[firsts]
 
 
 def evaluation(keys, indices, batch_size, loader):

@@ -10,6 +10,7 @@ short during a copy or download (no IEND chunk at the end). Layout from the PNG 
 Corruption inside the compressed data (IDAT), a data chunk's CRC and rows that do not match the bit depth pass this
 check; ``trainer.decodecheck`` then decodes every image that passed and names those that fail.
 """
+import collections
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,20 @@ def problem(path):
     except (IOError, OSError) as e:
         return unreadable(e)
     return _judge(head, tail, size)
+
+
+def dimensions(path):
+    """(height, width) in pixels of the PNG ``path`` from its IHDR chunk (the same 33 bytes ``problem`` reads), or
+    None when the file does not start with a valid IHDR."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(33)
+    except (IOError, OSError):
+        return None
+    if len(head) < 33 or head[:8] != SIGNATURE or head[12:16] != b"IHDR":
+        return None
+    width, height = struct.unpack(">II", head[16:24])
+    return height, width
 
 
 def problem_in(contents):
@@ -62,6 +77,15 @@ def _judge(head, tail, size):
     if IEND_CHUNK not in tail:
         return "truncated: no IEND chunk at the end (%d bytes)" % size
     return None
+
+
+def sizes(paths, workers=8):
+    """``collections.Counter`` of the (height, width) of ``paths``' PNG headers (``dimensions``; files without a
+    readable header are not counted; I/O-bound: read in threads)."""
+    if not paths:
+        return collections.Counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return collections.Counter(d for d in pool.map(dimensions, paths, chunksize=256) if d is not None)
 
 
 def find_problems(paths, workers=8):

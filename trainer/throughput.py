@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from trainer import callbacks, compat, events, loss, mpilib, outputs, runtime, split
 from trainer import model as model_mod
-from trainer.train import load_data, training_dataset, versions
+from trainer.train import input_resize, input_resize_info, load_data, training_dataset, versions
 
 
 def start_timeline(output):
@@ -59,7 +59,8 @@ def run(options):
     timer = callbacks.StepTimer()
     waits = callbacks.InputWait() if options.horovod_timeline else None
     epochs = -(-total_steps // runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size))
-    dataset = training_dataset(data, options, rt, range(epochs))
+    choice = input_resize(data, options, rt)
+    dataset = training_dataset(data, options, rt, range(epochs), model, choice)
     model.fit(waits.stamped(dataset) if waits else dataset, steps_per_epoch=total_steps, epochs=1, verbose=0,
               callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)
               + [timer, callbacks.Progress(total_steps)] + ([waits] if waits else []))
@@ -78,7 +79,7 @@ def run(options):
             ("versions", versions()), ("mpi", mpilib.record()),
             ("label_sha256", data.label_sha256),
             ("splits", outputs.split_digests([(split.TRAIN, data.train)]) if data.label_sha256 else None),
-            ("trainable_parameters", trainable_parameters(model)),
+            ("trainable_parameters", trainable_parameters(model)), ("input_resize", input_resize_info(choice)),
         ])
         if waits:
             result["input_wait_s"] = waits.waits()

@@ -27,6 +27,7 @@ from trainer import (
     checkpoint,
     compat,
     decodecheck,
+    device_input,
     evaluation,
     events,
     loss,
@@ -62,10 +63,18 @@ def load_data(options, rt):
     return data
 
 
-def loader_for(data, image_size):
+def data_kind(data):
+    """"synthetic", "prepared" or "png": what the run's images are."""
     if data.label_file == SYNTHETIC:
+        return "synthetic"
+    return "prepared" if data.prepared is not None else "png"
+
+
+def loader_for(data, image_size):
+    kind = data_kind(data)
+    if kind == "synthetic":
         return pipeline.synthetic_loader(image_size)
-    if data.prepared is not None:
+    if kind == "prepared":
         return prepared.loader(data.prepared, image_size)
     return pipeline.png_loader(image_size)
 
@@ -74,13 +83,32 @@ def augmentation(options):
     return order.Augmentation(options.rotation, options.shift, options.zoom, options.hflip)
 
 
-def training_dataset(data, options, rt, epochs):
-    """This rank's training stream for the 0-based ``epochs`` (a range), as ``trainer.order`` plans it."""
+def input_resize(data, options, rt):
+    """Where the training images are resized and augmented: a ``device_input.Choice`` for ``--input-resize``."""
+    return device_input.choose(options.input_resize, data_kind(data), data.train.paths, rt.device)
+
+
+def training_dataset(data, options, rt, epochs, model, choice):
+    """This rank's training stream for the 0-based ``epochs`` (a range), as ``trainer.order`` plans it, for
+    ``model``: when ``choice`` (``input_resize``) says "device", the stream carries full-size uint8 images and their
+    transforms, and ``model``'s step resizes and augments them (``device_input.install``)."""
     aug = augmentation(options)
     rows, transforms, lengths = order.rank_stream(len(data.train), options.batch_size, rt.rank, rt.size,
                                                   options.seed, epochs, options.image_size, aug)
+    if choice.mode == "device":
+        device_input.install(model, choice, options.image_size, aug.active())
+        return pipeline.training(data.train.paths, data.train.labels, rows, transforms, lengths,
+                                 pipeline.source_loader(choice.source, uniform=not choice.others), aug.active(),
+                                 in_step=True)
     return pipeline.training(data.train.paths, data.train.labels, rows, transforms, lengths,
                              loader_for(data, options.image_size), aug.active())
+
+
+def input_resize_info(choice):
+    """The run record's ``input_resize`` block."""
+    return OrderedDict([("where", choice.mode), ("why", choice.reason),
+                        ("source_size", list(choice.source) if choice.source else None),
+                        ("other_sizes", choice.others)])
 
 
 def versions():
@@ -420,7 +448,9 @@ def run(options):
         model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights),
                                       rt.hvd, learning_rate, loss_fn)
 
+    choice = input_resize(data, options, rt)
     run_info = _run_info(rt, options, data, plateau, initial_epoch, steps, learning_rate, warmup, w_pos, w_neg)
+    run_info["input_resize"] = input_resize_info(choice)
     if rt.chief:
         run_info["splits"] = outputs.write_splits(options.output, [(split.TRAIN, data.train), (split.VAL, data.val),
                                                                    (split.TEST, data.test)])
@@ -433,7 +463,8 @@ def run(options):
                     model=options.model, output=options.output, hosts=run_info["hosts"])
         fit_callbacks = runtime.horovod_callbacks(rt.hvd, learning_rate, warmup, steps) + [
             timer, callbacks.Progress(steps), epoch_end]
-        model.fit(training_dataset(data, options, rt, range(initial_epoch, options.epochs)), steps_per_epoch=steps,
+        model.fit(training_dataset(data, options, rt, range(initial_epoch, options.epochs), model, choice),
+                  steps_per_epoch=steps,
                   epochs=options.epochs, initial_epoch=initial_epoch, callbacks=fit_callbacks, verbose=0)
     _end_of_run(rt, options, data, model, epoch_end, run_info, learning_rate)
     return 0

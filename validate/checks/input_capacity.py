@@ -6,9 +6,10 @@ sample (``decoderate.SAMPLE_1024``: NIH's full-size PNGs, as every image of the 
 a bundle records it (``--collect``) and replays it (``--from``); the node's cores (the program's CPU affinity) and
 its GPUs (nvidia-smi, ``gpu.snapshot``: their kind, and their count unless ``--gpus N`` gives the run's). Judged:
 the cores' decode bound, per-core rate × cores, against what the GPUs consume at the trainer's default 224² in full
-precision, from the published per-GPU rate of their kind (``facts.gpu_rates``). The decode bound is an upper bound
-of the raw PNG pipeline (its resize and augmentation cost more: bench/ratios/input_pipeline.py); a prepared copy
-(``invoke prepare``) reads uint8 rows and needs no decode.
+precision, from the published per-GPU rate of their kind (``facts.gpu_rates``). The decode bound is what the
+trainer's PNG pipeline costs the host when the training step resizes and augments (``--input-resize``, in the step
+by default on GPUs: ``trainer.device_input``); resizing on the host costs more (bench/ratios/input_pipeline.py
+measures both); a prepared copy (``invoke prepare``) reads uint8 rows and needs no decode.
 
 PASS only on both observations: a node without a measured rate, a GPU of a kind without a published figure, or no
 sample is a SKIP, never a PASS.
