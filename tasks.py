@@ -12,12 +12,21 @@ import sys
 
 from invoke import Exit
 
-from chexstack.cli import NAME, csv_list, end_quietly_on_a_closed_pipe, program, task, user_errors
+from chexstack.cli import (
+    NAME,
+    csv_list,
+    end_quietly_on_a_closed_pipe,
+    parse_errors_exit_with_usage,
+    program,
+    task,
+    user_errors,
+)
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from launch.options import trainer_help, with_trainer_options
 
 end_quietly_on_a_closed_pipe()  # invoke and chexstack both load this module before they print (help included)
+parse_errors_exit_with_usage()  # ... and before they parse the tasks' options
 
 # --- envs: stacks (Table 1, manifests, consistency) and conda locks ------------------------------------------------
 

@@ -21,11 +21,12 @@ from typing import NoReturn
 
 import invoke
 from invoke import Exit
+from invoke.exceptions import ParseError
 from invoke.parser import Argument
 from rich.markup import escape
 
 from chexstack.console import BROKEN_PIPE_EXIT, drop_closed_outputs, err_console
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 
 NAME = "chexstack"
 
@@ -161,6 +162,32 @@ def end_quietly_on_a_closed_pipe() -> None:
     hook.chexstack_closed_pipe = True
     sys.excepthook = hook
     atexit.register(_flush_at_exit)
+
+
+def _usage_on_parse_errors(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except ParseError as e:
+            raise Exit("error: %s" % e, code=ExitCode.USAGE) from e
+
+    wrapper.chexstack_usage = True
+    return wrapper
+
+
+def parse_errors_exit_with_usage() -> None:
+    """A command line invoke's parser cannot read (an unknown option ``--fsat``, an option without its value, an
+    unknown task) exits with ``ExitCode.USAGE`` (2, "could not run"), as every other refused input does, not with
+    invoke's 1, which is ``validate``'s and ``lock --check``'s "ran and found a problem": a script reading the status
+    would take a typo for a failed node. invoke's ``Program.run`` turns a ``ParseError`` into ``sys.exit(1)`` with no
+    hook (invoke 2.2, program.py), so its three parse steps are wrapped here, once per process, to raise invoke's
+    ``Exit`` with the parser's message and code 2 instead. Installed by ``tasks.py`` (so for ``invoke``: the task
+    part of its command line, which is parsed after ``tasks.py`` loads; for ``chexstack``: all of it)."""
+    for name in ("parse_core", "parse_tasks", "parse_cleanup"):
+        method = getattr(invoke.Program, name)
+        if not getattr(method, "chexstack_usage", False):
+            setattr(invoke.Program, name, _usage_on_parse_errors(method))
 
 
 def program(namespace: invoke.Collection, binary: str = NAME) -> invoke.Program:
