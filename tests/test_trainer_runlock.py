@@ -100,3 +100,58 @@ def test_stale_temp_files_are_removed(tmp_path):
     outputs.remove_stale_temp_files(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["checkpoint", "metrics.json"]
     assert os.listdir(tmp_path / "checkpoint") == []
+
+
+def test_a_run_that_wrote_nothing_leaves_the_folder_as_it_was(tmp_path):
+    """A failed start (data the trainer refuses after rank 0 took the lock) left a folder holding only the lock
+    file: release removes it, and the folder when the lock made it; a folder the run wrote into keeps both."""
+    made = tmp_path / "made"
+    runlock.acquire(str(made), "x").release()
+    assert not made.exists()
+    given = tmp_path / "given"
+    given.mkdir()
+    runlock.acquire(str(given), "x").release()
+    assert given.is_dir() and os.listdir(given) == []
+    used = tmp_path / "used"
+    with runlock.acquire(str(used), "x"):
+        (used / "train.log").write_text("trainer: error: ...\n")
+    assert sorted(os.listdir(used)) == [runlock.LOCK_FILE, "train.log"]
+    runlock.acquire(str(tmp_path / "unlocked"), "x")  # never released: the process's end drops the lock, file stays
+
+
+def test_a_lock_on_a_removed_lock_file_is_not_kept(tmp_path, monkeypatch):
+    """Run B opened the lock file just before run A, having written nothing, removed it: B's flock then succeeds on
+    a file no one else can see, and a run C would lock a new file beside it. B opens the path again instead."""
+    out = tmp_path / "run"
+    first = runlock.acquire(str(out), "A")
+    stale = open(str(out / runlock.LOCK_FILE))  # B's open ...
+    first.release()  # ... then A's release: the file and the folder A made are gone
+    assert not out.exists()
+    real_open, opened = runlock._open, []
+
+    def b_opens(path, option, folder):
+        opened.append(path)
+        return stale if len(opened) == 1 else real_open(path, option, folder)
+
+    monkeypatch.setattr(runlock, "_open", b_opens)
+    with runlock.acquire(str(out), "B") as second:
+        assert len(opened) == 2 and runlock.read_holder(str(out))["token"] == second.token
+        monkeypatch.setattr(runlock, "_open", real_open)
+        with pytest.raises(runlock.OutputInUse):
+            runlock.acquire(str(out), "C")
+    assert stale.closed
+
+
+def test_a_trainer_refusing_its_data_after_the_lock_leaves_no_output_folder(tmp_path):
+    """``python -m trainer`` whose data rank 0 refuses after it took the output's lock (no image for any row) exits
+    2 and leaves no folder that holds only ``.chexstack.lock`` (a fresh user's finding)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "Data_Entry_2017.csv").write_text(
+        "Image Index,Finding Labels,Follow-up #,Patient ID,Patient Age,Patient Gender,View Position\n"
+        "00000001_000.png,Cardiomegaly,0,1,58,M,PA\n")
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "trainer", "--data", str(tmp_path / "data"), "--output", str(out)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert run.returncode == 2 and "trainer: error: none of the 1 rows" in run.stderr, run.stderr[-2000:]
+    assert not out.exists()

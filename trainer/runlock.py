@@ -18,6 +18,12 @@ output on a shared file system) all exclude each other. flock(2) works on local 
 emulates it with POSIX byte-range locks since 2.6.12: flock(2), "NFS details"); Lustre needs the ``flock`` mount
 option (else ENOSYS). Where the file system cannot lock, the run goes on with a warning (``OutputLock.problem``).
 
+A run that ends having written nothing else (a refusal after the lock was taken: data the trainer cannot read, a
+rank's error at start) leaves no trace: ``release`` removes the lock file while it still holds it, and the folder
+when this lock made it. So that removing it is safe, ``acquire`` keeps a lock only when the file it locked is
+still the one at the path (a run that opened the file just before it was removed locked a dead inode: it opens the
+path again).
+
 Python 3.5, stdlib only: imported by the trainer in the images and by the host launcher.
 """
 import errno
@@ -34,6 +40,8 @@ LOCK_FILE = ".chexstack.lock"
 TOKEN_ENV = "CHEXSTACK_OUTPUT_LOCK"
 #: errno values of file systems that cannot lock (Lustre without -o flock: ENOSYS; some FUSE/SMB mounts)
 _NO_LOCKING = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+#: How often ``acquire`` opens the path again after locking a removed lock file
+_ATTEMPTS = 10
 
 
 class OutputInUse(TrainerError):
@@ -47,14 +55,21 @@ class OutputInUse(TrainerError):
 class OutputLock(object):
     """A held lock (``problem`` None), or a folder whose file system cannot lock (``problem`` says so)."""
 
-    def __init__(self, folder, handle, token, problem=None):
+    def __init__(self, folder, handle, token, problem=None, created=False):
         self.folder = folder
         self.handle = handle
         self.token = token
         self.problem = problem
+        self.created = created  # this lock made the folder
 
     def release(self):
+        """Drop the lock; a folder holding nothing but the lock file is left as it was before the run (the lock
+        file removed, and the folder too when ``acquire`` made it)."""
         if self.handle is not None:
+            if _only_the_lock_file(self.folder):
+                _remove_quietly(os.remove, path_of(self.folder))  # still held: nobody can take the lock meanwhile
+                if self.created:
+                    _remove_quietly(os.rmdir, self.folder)  # fails, harmlessly, if a file appeared meanwhile
             self.handle.close()  # closing the last descriptor drops the flock
             self.handle = None
 
@@ -67,6 +82,28 @@ class OutputLock(object):
 
 def path_of(folder):
     return os.path.join(folder, LOCK_FILE)
+
+
+def _only_the_lock_file(folder):
+    try:
+        return os.listdir(folder) == [LOCK_FILE]
+    except OSError:
+        return False
+
+
+def _remove_quietly(remove, path):
+    try:
+        remove(path)
+    except OSError:
+        pass
+
+
+def _still_at(handle, path):
+    """Whether the open ``handle`` is the file at ``path`` now (not one a released run removed)."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 def check_output_folder(folder, option="--output"):
@@ -160,20 +197,33 @@ def acquire(folder, command, option="--output"):
     """
     folder = os.path.abspath(folder)
     check_output_folder(folder, option)
-    _make_folder(folder, option)
     path = path_of(folder)
-    handle = _open(path, option, folder)
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (IOError, OSError) as e:
-        handle.close()
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            raise _in_use(folder, option)
-        if e.errno in _NO_LOCKING:
-            return OutputLock(folder, None, None, problem=(
-                "%s %s: this file system cannot lock %s (%s), so nothing stops a second run from writing into the "
-                "same folder; make sure no other run uses it" % (option, folder, LOCK_FILE, e.strerror or e)))
-        raise TrainerError("%s %s: cannot lock %s (%s)" % (option, folder, path, e.strerror or e))
+    for _ in range(_ATTEMPTS):
+        created = not os.path.isdir(folder)
+        _make_folder(folder, option)
+        try:
+            handle = _open(path, option, folder)
+        except TrainerError:
+            if os.path.isdir(folder):
+                raise
+            continue  # a released run removed the folder it had made: make it again
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (IOError, OSError) as e:
+            handle.close()
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise _in_use(folder, option)
+            if e.errno in _NO_LOCKING:
+                return OutputLock(folder, None, None, problem=(
+                    "%s %s: this file system cannot lock %s (%s), so nothing stops a second run from writing into "
+                    "the same folder; make sure no other run uses it" % (option, folder, LOCK_FILE, e.strerror or e)))
+            raise TrainerError("%s %s: cannot lock %s (%s)" % (option, folder, path, e.strerror or e))
+        if _still_at(handle, path):
+            break
+        handle.close()  # locked a file a released run had just removed: open the path again
+    else:
+        raise TrainerError("%s %s: the lock file %s kept being removed and made again (%d tries): another process "
+                           "is starting and ending runs in this folder" % (option, folder, path, _ATTEMPTS))
     token = uuid.uuid4().hex
     if "+" in handle.mode:
         handle.seek(0)
@@ -182,7 +232,7 @@ def acquire(folder, command, option="--output"):
                                  "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                                  "token": token}, sort_keys=True) + "\n")
         handle.flush()
-    return OutputLock(folder, handle, token)
+    return OutputLock(folder, handle, token, created=created)
 
 
 def acquire_unless_held_for_us(folder, command, option="--output"):

@@ -35,6 +35,13 @@ class Runtime(object):
     def chief(self):
         return self.rank == 0
 
+    def release_output(self):
+        """Drop rank 0's lock on the output folder (``runlock.OutputLock.release``: a folder the run wrote nothing
+        into is left as it was); nothing on other ranks or when the launcher holds it."""
+        if self.output_lock is not None:
+            self.output_lock.release()
+            self.output_lock = None
+
 
 def start(seed, deterministic=False):
     """``hvd.init()``, rank-0-only output, device pinning, seeds (Python, NumPy, TensorFlow), and with
