@@ -17,7 +17,8 @@ measured the same way; the step does the rest on the device the model runs on:
 
 The pixels match the host path's to float32 rounding on a CPU (tests/test_trainer_device_input.py states the bound);
 on an Ampere or newer GPU, TensorFlow runs float32 matrix products in TF32 (10-bit mantissa) by default, which puts
-them about 0.1 grey level (of 0..255) apart — below the prepared copy's uint8 rounding (0.5).
+them at most 0.13 grey level (of 0..255; mean 0.03) apart, emulated on a CPU (tests/test_trainer_device_input.py;
+not measured on a GPU) — below the prepared copy's uint8 rounding (0.5).
 
 It takes over the model's step (Keras ``Model.train_step``, TF >= 2.2): the stream's inputs are (images uint8
 [B, H, W, 1], transforms float32 [B, 8]) and ``install`` turns them into the model's input before the usual step.
