@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from tests.lib.paths import REPO
+from tests.lib.paths import REPO, SAMPLE
+from tests.lib.runs import LABELS_FILE as LABELS
 from trainer import outputs, runlock
 from trainer.errors import TrainerError
 
@@ -102,21 +103,27 @@ def test_stale_temp_files_are_removed(tmp_path):
     assert os.listdir(tmp_path / "checkpoint") == []
 
 
-def test_a_run_that_wrote_nothing_leaves_the_folder_as_it_was(tmp_path):
+def test_the_lock_file_lives_as_long_as_the_lock(tmp_path):
     """A failed start (data the trainer refuses after rank 0 took the lock) left a folder holding only the lock
-    file: release removes it, and the folder when the lock made it; a folder the run wrote into keeps both."""
+    file. Release removes the file, and the folder when the lock made it and nothing else is in it; a user's folder
+    and a run's files stay."""
     made = tmp_path / "made"
     runlock.acquire(str(made), "x").release()
     assert not made.exists()
     given = tmp_path / "given"
     given.mkdir()
+    (given / "notes.txt").write_text("keep")
     runlock.acquire(str(given), "x").release()
-    assert given.is_dir() and os.listdir(given) == []
+    assert os.listdir(given) == ["notes.txt"]
     used = tmp_path / "used"
     with runlock.acquire(str(used), "x"):
         (used / "train.log").write_text("trainer: error: ...\n")
-    assert sorted(os.listdir(used)) == [runlock.LOCK_FILE, "train.log"]
-    runlock.acquire(str(tmp_path / "unlocked"), "x")  # never released: the process's end drops the lock, file stays
+    assert os.listdir(used) == ["train.log"]
+    code = "from trainer import runlock; runlock.acquire(%r, 'killed'); import os; os._exit(0)" % str(tmp_path / "k")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    assert os.listdir(tmp_path / "k") == [runlock.LOCK_FILE]  # a killed run's file stays, unlocked
+    with runlock.acquire(str(tmp_path / "k"), "next") as lock:
+        assert runlock.read_holder(str(tmp_path / "k"))["token"] == lock.token
 
 
 def test_a_lock_on_a_removed_lock_file_is_not_kept(tmp_path, monkeypatch):
@@ -142,16 +149,29 @@ def test_a_lock_on_a_removed_lock_file_is_not_kept(tmp_path, monkeypatch):
     assert stale.closed
 
 
-def test_a_trainer_refusing_its_data_after_the_lock_leaves_no_output_folder(tmp_path):
-    """``python -m trainer`` whose data rank 0 refuses after it took the output's lock (no image for any row) exits
-    2 and leaves no folder that holds only ``.chexstack.lock`` (a fresh user's finding)."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "Data_Entry_2017.csv").write_text(
+def _trainer(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def test_a_command_refusing_its_input_after_the_lock_leaves_no_trace(tmp_path):
+    """``python -m trainer`` whose data rank 0 refuses after it took the output's lock (no image for any row), and
+    ``python -m trainer evaluate`` of a file that is no Keras model, exit 2 and leave no folder holding only
+    ``.chexstack.lock`` (a fresh user's findings); into a folder of the user's, they leave its files alone."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "Data_Entry_2017.csv").write_text(
         "Image Index,Finding Labels,Follow-up #,Patient ID,Patient Age,Patient Gender,View Position\n"
         "00000001_000.png,Cardiomegaly,0,1,58,M,PA\n")
-    out = tmp_path / "out"
-    run = subprocess.run([sys.executable, "-m", "trainer", "--data", str(tmp_path / "data"), "--output", str(out)],
-                         cwd=REPO, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    run = _trainer("--data", str(data), "--output", str(tmp_path / "out"))
     assert run.returncode == 2 and "trainer: error: none of the 1 rows" in run.stderr, run.stderr[-2000:]
-    assert not out.exists()
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    assert _trainer("--data", str(data), "--output", str(tmp_path / "mine")).returncode == 2
+    assert os.listdir(tmp_path / "mine") == ["notes.txt"]
+    (tmp_path / "model.h5").write_text("not a model")
+    run = _trainer("evaluate", "--model", str(tmp_path / "model.h5"), "--images", str(SAMPLE / "images-64"),
+                   "--labels", str(LABELS), "--output", str(tmp_path / "scores"))
+    assert run.returncode == 2 and "not a readable Keras model" in run.stderr, run.stderr[-2000:]
+    assert not (tmp_path / "scores").exists()

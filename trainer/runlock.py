@@ -18,11 +18,12 @@ output on a shared file system) all exclude each other. flock(2) works on local 
 emulates it with POSIX byte-range locks since 2.6.12: flock(2), "NFS details"); Lustre needs the ``flock`` mount
 option (else ENOSYS). Where the file system cannot lock, the run goes on with a warning (``OutputLock.problem``).
 
-A run that ends having written nothing else (a refusal after the lock was taken: data the trainer cannot read, a
-rank's error at start) leaves no trace: ``release`` removes the lock file while it still holds it, and the folder
-when this lock made it. So that removing it is safe, ``acquire`` keeps a lock only when the file it locked is
-still the one at the path (a run that opened the file just before it was removed locked a dead inode: it opens the
-path again).
+The lock file lives only as long as the lock: ``release`` removes it while it still holds it, and the folder too
+when this lock made it and the run wrote nothing else into it (a refusal after the lock was taken: data the trainer
+cannot read, a rank's error at start), so such a run leaves no trace. So that removing it is safe, ``acquire`` keeps
+a lock only when the file it locked is still the one at the path (a run that opened the file just before it was
+removed locked a dead inode: it opens the path again). A run killed with SIGKILL leaves the file, unlocked: the
+next run takes it.
 
 Python 3.5, stdlib only: imported by the trainer in the images and by the host launcher.
 """
@@ -63,13 +64,12 @@ class OutputLock(object):
         self.created = created  # this lock made the folder
 
     def release(self):
-        """Drop the lock; a folder holding nothing but the lock file is left as it was before the run (the lock
-        file removed, and the folder too when ``acquire`` made it)."""
+        """Remove the lock file and drop the lock; the folder too when ``acquire`` made it and nothing else is in it
+        (a run that wrote nothing leaves the file system as it found it)."""
         if self.handle is not None:
-            if _only_the_lock_file(self.folder):
-                _remove_quietly(os.remove, path_of(self.folder))  # still held: nobody can take the lock meanwhile
-                if self.created:
-                    _remove_quietly(os.rmdir, self.folder)  # fails, harmlessly, if a file appeared meanwhile
+            _remove_quietly(os.remove, path_of(self.folder))  # still held: nobody can take the lock meanwhile
+            if self.created:
+                _remove_quietly(os.rmdir, self.folder)  # only an empty folder: fails harmlessly otherwise
             self.handle.close()  # closing the last descriptor drops the flock
             self.handle = None
 
@@ -82,13 +82,6 @@ class OutputLock(object):
 
 def path_of(folder):
     return os.path.join(folder, LOCK_FILE)
-
-
-def _only_the_lock_file(folder):
-    try:
-        return os.listdir(folder) == [LOCK_FILE]
-    except OSError:
-        return False
 
 
 def _remove_quietly(remove, path):

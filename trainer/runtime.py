@@ -6,6 +6,7 @@ from horovod/horovod#127, #478, #672): init; one GPU per local rank; learning ra
 DistributedOptimizer; broadcast of the initial state from rank 0 as the FIRST callback; metric averaging;
 ``steps_per_epoch = ceil(N_train / (batch_per_rank × world_size))``; checkpoints and logs on rank 0 only.
 """
+import atexit
 import json
 import os
 import socket
@@ -74,7 +75,8 @@ def hold_output(rt, output):
     """Rank 0 locks ``output`` for the whole run (``trainer.runlock``); every rank learns the verdict.
 
     Keeps rank 0's OutputLock in ``rt.output_lock`` (None on other ranks, or when this run's launcher holds the
-    lock); the kernel releases it when the process ends. When rank 0 cannot have the folder, every rank raises a
+    lock); it is released when the process exits (``atexit``: ``Runtime.release_output``, which leaves a folder the
+    run wrote nothing into as it was), else by the kernel. When rank 0 cannot have the folder, every rank raises a
     TrainerError (rank 0 with the reason, the others quietly), so no rank is left waiting in a collective. Rank 0
     then removes temp files a killed run left (``outputs``).
     """
@@ -94,6 +96,8 @@ def hold_output(rt, output):
             events.warn(lock.problem)
         outputs.remove_stale_temp_files(output)
     rt.output_lock = lock
+    if lock is not None:
+        atexit.register(rt.release_output)  # every command that holds it (train, throughput, evaluate), however it ends
 
 
 #: Set by Apptainer / SingularityCE inside a container: the image file it runs

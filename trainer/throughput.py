@@ -44,13 +44,6 @@ def run(options):
         start_timeline(options.output)
     rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
-    try:
-        return _measure(rt, options)
-    finally:
-        rt.release_output()
-
-
-def _measure(rt, options):
     wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
     data = load_data(options, rt)
     total_steps = options.warmup_steps + options.steps

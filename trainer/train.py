@@ -422,13 +422,6 @@ def _run_info(rt, options, data, plateau, initial_epoch, steps, learning_rate, w
 def run(options):
     rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
-    try:
-        return _train(rt, options)
-    finally:
-        rt.release_output()
-
-
-def _train(rt, options):
     data = load_data(options, rt)
     steps = runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size)
     learning_rate = options.lr * rt.size
