@@ -115,3 +115,28 @@ def test_no_trainer_option_abbreviates_one_of_horovodrun():
     ambiguous = {m: sorted(t for t in theirs if t.startswith(m)) for m in mine}
     assert not {m: found for m, found in ambiguous.items() if len(found) > 1 and m not in theirs}
     assert ambiguous["--output"] == ["--output-filename"]  # one match: horovodrun passes it on
+
+
+def test_the_output_is_never_the_datas_own_folder_or_a_prepared_copy(tmp_path):
+    """A fresh user trained with --output the prepared copy of --data: model.h5, checkpoint/ and splits.csv went in
+    among the shards (and a copy's skipped-images.csv would have been replaced). Refused before anything runs, as
+    is --output the --data or --images folder itself (also through a link); a folder inside a copy is a folder."""
+    from trainer import prepared
+
+    copy = tmp_path / "prep"
+    copy.mkdir()
+    (copy / prepared.MANIFEST).write_text("{}")
+    (tmp_path / "link").symlink_to(copy)
+    for args, message in (
+            (["--data", str(copy), "--output", str(copy)], "--output %s is the --data folder" % copy),
+            (["--data", str(copy), "--output", str(tmp_path / "link")], "is the --data folder"),
+            (["--images", str(tmp_path), "--labels", "x.csv", "--output", str(tmp_path)], "is the --images folder"),
+            (["--data", "synthetic", "--output", str(copy)],
+             "--output %s is a prepared copy (%s)" % (copy, prepared.MANIFEST))):
+        with pytest.raises(TrainerError, match="choose another folder") as err:
+            cli.check(cli.parse(args))
+        assert message in str(err.value)
+    cli.check(cli.parse(["--data", str(copy), "--output", str(copy / "run")]))
+    result = _trainer("--data", str(copy), "--output", str(copy))
+    assert result.returncode == 2 and "trainer: error: --output %s is the --data folder" % copy in result.stderr
+    assert sorted(os.listdir(copy)) == [prepared.MANIFEST]

@@ -17,6 +17,7 @@ This module imports no TensorFlow and no run module (``--help`` and bad options 
 runs ``parse`` and ``check`` on its request before starting horovodrun); ``trainer/__main__.py`` starts the runs.
 """
 import argparse
+import os
 
 from trainer import recipe, sources, split
 from trainer.backbones import BACKBONES, MIN_IMAGE_SIZE
@@ -135,9 +136,26 @@ def _official_lists(options):
     return bool(options.data and options.data != SYNTHETIC and any(sources.find_split_lists(options.data)))
 
 
+def _check_output_apart(options):
+    """TrainerError when ``--output`` is the data's own folder (``--data`` or ``--images``) or a prepared copy: the
+    run's model.h5, checkpoint/, splits.csv and skipped-images.csv would be written among the images or shards (a
+    prepared copy has a skipped-images.csv of its own)."""
+    from trainer import prepared  # (numpy: only when an --output is judged, not for --help)
+
+    output = os.path.realpath(options.output)
+    for name, folder in (("--data", options.data), ("--images", options.images)):
+        if folder and folder != SYNTHETIC and os.path.realpath(folder) == output:
+            raise TrainerError("--output %s is the %s folder: the run's files would be written among the data; "
+                               "choose another folder" % (options.output, name))
+    if prepared.is_prepared(options.output):
+        raise TrainerError("--output %s is a prepared copy (%s): the run's files would be written among its shards; "
+                           "choose another folder" % (options.output, prepared.MANIFEST))
+
+
 def check(options):
     """Raise a TrainerError for option values and combinations that cannot run (the data and output are not
-    looked at, except whether ``--data DIR`` holds official split lists)."""
+    looked at, except whether ``--data DIR`` holds official split lists and whether ``--output`` is the data's
+    own folder or a prepared copy)."""
     explicit = options.images is not None or options.labels is not None
     if options.data and explicit:
         raise TrainerError("give either --data or --images with --labels, not both")
@@ -173,6 +191,7 @@ def check(options):
     # checked for --data synthetic too (which does not split): a value that is wrong is wrong wherever it is given
     split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
     _check_throughput(options)
+    _check_output_apart(options)
     return options
 
 
