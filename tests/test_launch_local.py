@@ -552,3 +552,21 @@ def test_plan_on_other_hosts_over_ssh():
         plan(request(gpus=0, np=4, data="synthetic"), interfaces=["eth0"], hosts=["chex1:1"])
     every_slot = plan(request(gpus=0, data="synthetic"), interfaces=["eth0"], hosts=["chex1:2", "chex2:2"])
     assert every_slot.argv[1:5] == ["-np", "4", "-H", "chex1:2,chex2:2"]
+
+
+def test_input_resize_device_for_images_at_the_models_size_is_refused_before_launch(tmp_path):
+    """``invoke train --input-resize device`` with a prepared copy or synthetic images failed only once a rank
+    started (12 s, horovodrun's exit 1, a launch.log left behind): the options and the --data folder tell, so the
+    request is refused with the rank's own reason, exit 2."""
+    from trainer import prepared
+
+    copy = tmp_path / "prep"
+    copy.mkdir()
+    (copy / prepared.MANIFEST).write_text("{}")
+    for data, what in ((str(copy), "a prepared copy"), ("synthetic", "synthetic images")):
+        with pytest.raises(ChexstackError) as err:
+            request(**{**SAMPLE_KW, "data": data, "input_resize": "device"}).check()
+        assert str(err.value) == ("--input-resize device: the data are %s, already at the model's size: there is "
+                                  "no resize to move; use --input-resize host or auto" % what)
+        assert err.value.exit_code == 2
+    request(**{**SAMPLE_KW, "data": str(copy), "input_resize": "auto"}).check()

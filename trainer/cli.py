@@ -152,6 +152,28 @@ def _check_output_apart(options):
                            "choose another folder" % (options.output, prepared.MANIFEST))
 
 
+def already_sized(kind):
+    """Why ``--input-resize device`` has nothing to move for data of ``kind`` ("png", "prepared", "synthetic"): a
+    phrase, or None for PNGs."""
+    if kind == "png":
+        return None
+    return "the data are %s, already at the model's size: there is no resize to move" % (
+        "a prepared copy" if kind == "prepared" else "synthetic images")
+
+
+def _check_input_resize(options):
+    """TrainerError for ``--input-resize device`` with data that are at the model's size already (synthetic images,
+    a prepared copy): known from the options and the --data folder, before any rank starts (``device_input.choose``
+    says the same to a rank, and judges what needs TensorFlow and the GPUs)."""
+    if options.input_resize != "device":
+        return
+    from trainer import prepared
+
+    kind = "synthetic" if options.data == SYNTHETIC else "prepared" if prepared.is_prepared(options.data) else "png"
+    if already_sized(kind):
+        raise TrainerError("--input-resize device: %s; use --input-resize host or auto" % already_sized(kind))
+
+
 def check(options):
     """Raise a TrainerError for option values and combinations that cannot run (the data and output are not
     looked at, except whether ``--data DIR`` holds official split lists and whether ``--output`` is the data's
@@ -192,6 +214,7 @@ def check(options):
     split.check_fractions(options.val_fraction, None if _official_lists(options) else options.test_fraction)
     _check_throughput(options)
     _check_output_apart(options)
+    _check_input_resize(options)
     return options
 
 

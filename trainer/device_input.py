@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import compat, pngcheck
-from trainer.cli import INPUT_RESIZE
+from trainer.cli import INPUT_RESIZE, already_sized
 from trainer.errors import TrainerError
 
 #: The choice for a run: ``mode`` "host" or "device", ``reason`` (a phrase for the run record), and for "device"
@@ -62,8 +62,7 @@ def choose(requested, kind, paths, device):
         return Choice("host", "asked for (--input-resize host)", None, 0)
     cannot = None
     if kind != "png":
-        cannot = "the data are %s, already at the model's size: there is no resize to move" % (
-            "a prepared copy" if kind == "prepared" else "synthetic images")
+        cannot = already_sized(kind)
     elif not has_train_step():
         cannot = "TensorFlow %s's Keras has no Model.train_step to take it over (TF >= 2.2)" % compat.tf_version()
     elif requested == "auto" and device != "GPU":
