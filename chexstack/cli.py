@@ -15,6 +15,7 @@ import atexit
 import functools
 import math
 import os
+import re
 import sys
 from importlib import metadata
 from typing import NoReturn
@@ -164,13 +165,34 @@ def end_quietly_on_a_closed_pipe() -> None:
     atexit.register(_flush_at_exit)
 
 
+#: invoke's parser names an option by its Argument's repr (``Flag <NumberOption: epochs [int]> needed value ...``)
+_FLAG = re.compile(r"Flag <\w+: ([\w-]+)[^>]*>")
+_PLAIN = (("needed value and was not given one!", "needs a value"), ("doesn't take any value!", "takes no value"))
+
+
+def parse_error_message(error: ParseError) -> str:
+    """invoke's parse error in the user's terms: ``train: --epochs needs a value`` for ``Flag <NumberOption: epochs
+    [int]> needed value and was not given one!`` (the task's name from the parser's context, the option as typed);
+    other messages as invoke words them."""
+    text = _FLAG.sub(lambda m: ("-" if len(m.group(1)) == 1 else "--") + m.group(1), str(error))
+    for said, plain in _PLAIN:
+        text = text.replace(said, plain)
+    context = getattr(error, "context", None)
+    name = getattr(context, "name", None)
+    return "%s: %s" % (name, text) if name and text.startswith("-") else text
+
+
 def _usage_on_parse_errors(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
         except ParseError as e:
-            raise Exit("error: %s" % e, code=ExitCode.USAGE) from e
+            raise Exit("error: %s" % parse_error_message(e), code=ExitCode.USAGE) from e
+        except Exit as e:  # a collection or sub-collection not found (``--list foo``); --help and --version are 0
+            if e.code in (0, ExitCode.USAGE) or not e.message:
+                raise
+            raise Exit("error: %s" % e.message, code=ExitCode.USAGE) from e
 
     wrapper.chexstack_usage = True
     return wrapper
@@ -181,10 +203,11 @@ def parse_errors_exit_with_usage() -> None:
     unknown task) exits with ``ExitCode.USAGE`` (2, "could not run"), as every other refused input does, not with
     invoke's 1, which is ``validate``'s and ``lock --check``'s "ran and found a problem": a script reading the status
     would take a typo for a failed node. invoke's ``Program.run`` turns a ``ParseError`` into ``sys.exit(1)`` with no
-    hook (invoke 2.2, program.py), so its three parse steps are wrapped here, once per process, to raise invoke's
-    ``Exit`` with the parser's message and code 2 instead. Installed by ``tasks.py`` (so for ``invoke``: the task
+    hook (invoke 2.2, program.py), so its parse steps are wrapped here, once per process, to raise invoke's ``Exit``
+    with the parser's message (``parse_error_message``) and code 2 instead; so is an ``Exit`` they raise with a
+    message and code 1 (``--list foo``: no such sub-collection). Installed by ``tasks.py`` (so for ``invoke``: the task
     part of its command line, which is parsed after ``tasks.py`` loads; for ``chexstack``: all of it)."""
-    for name in ("parse_core", "parse_tasks", "parse_cleanup"):
+    for name in ("parse_core", "parse_collection", "parse_tasks", "parse_cleanup"):
         method = getattr(invoke.Program, name)
         if not getattr(method, "chexstack_usage", False):
             setattr(invoke.Program, name, _usage_on_parse_errors(method))

@@ -150,12 +150,14 @@ def test_a_broken_pipe_that_is_not_the_output_keeps_its_traceback(tmp_path):
 
 @pytest.mark.parametrize("command", [(cmd.INVOKE,), cmd.CHEXSTACK], ids=["invoke", "chexstack"])
 def test_a_command_line_the_parser_cannot_read_exits_2_not_validates_1(command):
-    """An unknown option, an option without its value or an unknown task is 'could not run' (2), with the parser's
-    message as an ``error:`` line; invoke's own status for it is 1, which is validate's FAIL (a node with a problem),
-    so ``invoke validate --fsat`` looked like a failed node to a script."""
+    """An unknown option, an option without its value, an unknown task or sub-collection is 'could not run' (2),
+    with the parser's message in the user's terms as an ``error:`` line; invoke's own status for it is 1, which is
+    validate's FAIL (a node with a problem), so ``invoke validate --fsat`` looked like a failed node to a script."""
     for args, message in ((("validate", "--fsat"), "error: No idea what '--fsat' is!"),
-                          (("validate", "--only"), "error: Flag <Argument: only> needed value"),
-                          (("no-such-task",), "error: No idea what 'no-such-task' is!")):
+                          (("validate", "--only"), "error: validate: --only needs a value\n"),
+                          (("train", "--epochs"), "error: train: --epochs needs a value\n"),  # a NumberOption
+                          (("no-such-task",), "error: No idea what 'no-such-task' is!"),
+                          (("--list", "nothing"), "error: Sub-collection 'nothing' not found!")):
         ran = cmd.invoke(*args, command=command, env={"NO_COLOR": "1"})
         assert (ran.returncode, ran.stdout) == (2, ""), (args, ran.returncode, ran.stdout, ran.stderr)
         assert ran.stderr.startswith(message), (args, ran.stderr)
