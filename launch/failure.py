@@ -497,6 +497,12 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
     return parts, reason, not_launched or bool(pyxis)
 
 
+def refused_input(outcome: Outcome) -> bool:
+    """Whether the run's first failing rank refused its input: its ``trainer: error:`` line and the trainer's exit
+    status 2 (``trainer.errors.TrainerError.exit_code``), not a failure while it ran."""
+    return bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
+
+
 def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None, origin: str | None = None) -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
     launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy (for GPU ranks
@@ -505,7 +511,8 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None,
     parts, reason, said = _diagnoses(outcome, controller, gpus)
     header = origin or ("horovodrun exit status %d" % outcome.returncode if outcome.returncode is not None
                         else "from its log")
-    message = "; ".join(["training failed (%s)" % header] + parts) + "\nfull log: %s" % outcome.log_path
+    what = "the trainer refused its input" if refused_input(outcome) else "training failed"
+    message = "; ".join(["%s (%s)" % (what, header)] + parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None and not said:
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail

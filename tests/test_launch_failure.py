@@ -282,7 +282,8 @@ def test_train_explain_reads_the_last_run_of_an_appended_launch_log(tmp_path):
     log = tmp_path / "launch.log"
     log.write_text("\n".join(INTERRUPTED_RUN + failed) + "\n")
     result = cmd.run("train", "--explain", str(log)).stdout
-    assert result.startswith("training failed (from its log; the last of its 2 runs, from line %d); rank 1 exited "
+    assert result.startswith("the trainer refused its input (from its log; the last of its 2 runs, from line %d); "
+                             "rank 1 exited "
                              "first, with code 2; rank 1: --data /x: no such directory" % (len(INTERRUPTED_RUN) + 1))
     log.write_text("\n".join(failed + INTERRUPTED_RUN) + "\n")
     assert cmd.run("train", "--explain", str(log)).stdout.startswith(

@@ -167,6 +167,9 @@ def test_mpi_failure_names_rank_and_trainer_error():
     message = failure.explain_failure(_outcome_of(text), "mpi")
     assert "rank 1 exited first, with code 2;" in message and "--data /x: no such directory" in message
     assert "loopback" not in message
+    assert message.startswith("the trainer refused its input (horovodrun exit status")  # code 2: not "failed"
+    crashed = failure.explain_failure(_outcome_of(text.replace("Exit code:    2", "Exit code:    1")), "mpi")
+    assert crashed.startswith("training failed (horovodrun exit status")
 
 
 def _in_loopback_only_namespace(command: str) -> subprocess.CompletedProcess:
