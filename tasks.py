@@ -334,7 +334,9 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
           image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
           per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
           collect=None, repeats=1, timeline=False):
-    """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
+    """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record).
+    A GPU sweep run here also records input_capacity: can this node's cores decode PNGs as fast as the largest count
+    trains (the line of invoke validate --only input.capacity; a warning when not)."""
     from pathlib import Path
 
     from bench import main
