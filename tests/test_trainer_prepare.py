@@ -274,6 +274,23 @@ def test_invoke_prepare_runs_the_trainers_prepare_and_says_so(copy, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_ctrl_c_stops_the_prepare_in_its_own_words(tmp_path):
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during a real ``invoke prepare``:
+    the line it prints names the prepare, not ranks (it shares the launcher's stream and its signal handling), and
+    the error says how to resume; exit 130."""
+    import signal
+    import time
+    run = cmd.Launcher("--images", str(IMAGES), "--labels", str(LABEL_FILE), "--image-size", str(SIZE), "--output",
+                       str(tmp_path / "prep"), task="prepare")
+    run.wait_for("-m trainer prepare")  # the command line, printed as the stream starts (TensorFlow takes seconds)
+    time.sleep(0.5)
+    os.killpg(run.proc.pid, signal.SIGINT)
+    code, out = run.finish()
+    assert code == 128 + signal.SIGINT, out
+    assert "SIGINT: stopping the prepare (again to kill it at once; the same command resumes it)" in out
+    assert "rank" not in out and "error: prepare interrupted by SIGINT: run the same command again to resume" in out
+
+
 def _files(folder):
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
