@@ -251,6 +251,38 @@ def test_training_from_the_copy_needs_its_image_size_and_data(copy):
         data.load(_options(images=str(prep), labels=str(LABEL_FILE)))
 
 
+def test_training_from_a_copy_counts_rows_and_pngs_in_the_copys_terms(copy, tmp_path, capsys):
+    """Training from a copy said "111320 of 112120 label rows have no image below PREP": odd for a copy, which
+    holds what its source had. From a copy the counts say what the copy holds and where it was prepared from;
+    from the PNGs the folder's words stay."""
+    source, _, prep = copy
+    rows = len(labels.read_label_file(str(LABEL_FILE)))
+    data.load(_options(data=str(prep)))
+    out = capsys.readouterr()
+    assert ("trainer: the prepared copy %s holds %d of the %d rows of %s (the images found below %s when it was "
+            "prepared); the other %d rows are not used" % (prep, N_IMAGES, rows, LABEL_FILE.name, source,
+                                                           rows - N_IMAGES)) in out.out, out.out
+    assert "no image below" not in out.out + out.err
+    data.load(_options(images=str(source), labels=str(LABEL_FILE)), decode_check=decodecheck.find_failures)
+    assert ("%d of %d label rows have no image below %s (not used)" % (rows - N_IMAGES, rows, source)
+            in capsys.readouterr().out)
+    # a PNG without a label row in the source: named as the copy's source's, not as the copy's PNGs
+    small = tmp_path / "small"
+    small.mkdir()
+    for name in sorted(os.listdir(source))[:6]:
+        shutil.copy(source / name, small / name)
+    shutil.copy(IMAGES / sorted(os.listdir(IMAGES))[0], small / "unlabelled.png")
+    assert _prepare(small, tmp_path / "prep") == 0
+    capsys.readouterr()
+    try:
+        data.load(_options(data=str(tmp_path / "prep")))
+    except TrainerError:  # 6 images may leave a split empty: the counts come before that
+        pass
+    err = capsys.readouterr().err
+    assert ("1 PNGs below the copy's source %s have no row in %s (not in the copy)" % (small, LABEL_FILE.name)
+            in err), err
+
+
 def test_a_changed_label_file_or_shard_is_refused(copy, tmp_path):
     _, _, prep = copy
     changed = tmp_path / "prep"

@@ -100,6 +100,28 @@ def _check_share(n_bad, n_images, limit, option, images_dir, listed_in):
                           "listed in %s" % listed_in if listed_in else "named above"))
 
 
+def _report_unmatched(report, copy, rows, with_image, images_dir, label_name):
+    """Say which label rows have no image and which images no row: for PNGs in the folder's terms; for a prepared
+    ``copy`` in the copy's (it holds the labelled PNGs its source had, so "rows without an image below PREP" is
+    what it was prepared from, not a fault of the copy)."""
+    source = (copy.source or "its source folder") if copy is not None else None
+    if report["rows_without_image"]:
+        if copy is not None:
+            events.info("the prepared copy %s holds %d of the %d rows of %s (the images found below %s when it was "
+                        "prepared); the other %d rows are not used" % (images_dir, with_image, rows, label_name,
+                                                                       source, report["rows_without_image"]))
+        else:
+            events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
+                        % (report["rows_without_image"], rows, images_dir, with_image))
+    if report["images_without_row"]:
+        if copy is not None:
+            events.warn("%d PNGs below the copy's source %s have no row in %s (not in the copy)"
+                        % (report["images_without_row"], source, label_name))
+        else:
+            events.warn("%d PNGs below %s have no row in %s (not used)"
+                        % (report["images_without_row"], images_dir, label_name))
+
+
 def load(options, skipped_list=None, decode_check=None):
     """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``).
 
@@ -123,6 +145,9 @@ def load(options, skipped_list=None, decode_check=None):
               "images_without_row": copy.images_without_row if copy else len(set(on_disk) - set(table.names))}
     if copy:
         report["prepared"] = copy.summary
+    if not with_image and copy:
+        raise TrainerError("none of the %d rows of %s has an image in the prepared copy %s (%d images there): "
+                           "prepare it again" % (len(table), label_file, images_dir, len(on_disk)))
     if not with_image:
         raise TrainerError("none of the %d rows of %s has an image below %s %s (%d PNGs there; names must be the "
                            "'Image Index' values, e.g. %s)" % (len(table), label_file, option, images_dir,
@@ -145,12 +170,7 @@ def load(options, skipped_list=None, decode_check=None):
                               "listed in %s" % skipped_list if skipped_list else "named above"))
     _check_share(len(problems), len(with_image), getattr(options, "max_bad_images", None), option, images_dir,
                  skipped_list)
-    if report["rows_without_image"]:
-        events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
-                    % (report["rows_without_image"], len(table), images_dir, len(with_image)))
-    if report["images_without_row"]:
-        events.warn("%d PNGs below %s have no row in %s (not used)"
-                    % (report["images_without_row"], images_dir, os.path.basename(label_file)))
+    _report_unmatched(report, copy, len(table), len(with_image), images_dir, os.path.basename(label_file))
 
     sub = labels.LabelTable(label_file, [table.names[i] for i in usable], [table.patients[i] for i in usable],
                             table.labels[usable], table.sha256)
