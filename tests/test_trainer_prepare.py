@@ -239,6 +239,38 @@ def test_a_folder_from_other_sources_or_another_size_is_refused(copy, tmp_path):
         _prepare(source, tmp_path / "full")
 
 
+def test_a_refusal_names_what_the_user_gave_or_the_cause_of_a_derived_value(copy, tmp_path):
+    """A re-prepare at another size said "shard images 131072 there, 58254 here": a value nobody gave (the default
+    shard size, derived from the image size). Derived from the image size on both sides, it is not named (the image
+    size is); a shard size given on one side names the option, and where the other is the default, its image size
+    and the option to give."""
+    source, _, prep = copy
+
+    def plain(src, out, size):
+        return prepare.run(prepare.parse(["--images", str(src), "--labels", str(LABEL_FILE), "--image-size",
+                                          str(size), "--output", str(out)]))
+
+    small = tmp_path / "small"
+    small.mkdir()
+    for name in sorted(os.listdir(source))[:6]:
+        shutil.copy(source / name, small / name)
+    assert plain(small, tmp_path / "p", SIZE) == 0
+    with pytest.raises(TrainerError) as refused:
+        plain(small, tmp_path / "p", 48)
+    assert str(refused.value).endswith("prepared from other sources or settings: image size 32 there, 48 here; "
+                                       "prepare into another folder"), refused.value
+    default = prepare.default_shard_images(SIZE)
+    with pytest.raises(TrainerError) as refused:
+        plain(source, prep, SIZE)  # the module's copy was made with --shard-images 8
+    assert ("--shard-images %d there, %d here (the default at image size %d: give --shard-images %d to match)"
+            % (SHARD, default, SIZE, SHARD)) in str(refused.value)
+    with pytest.raises(TrainerError) as refused:
+        _prepare(small, tmp_path / "p")
+    assert "--shard-images %d there (the default at image size %d), %d here" % (default, SIZE, SHARD) in str(
+        refused.value)
+    assert "shard images" not in str(refused.value)
+
+
 def test_training_from_the_copy_needs_its_image_size_and_data(copy):
     _, _, prep = copy
     preflight.check_here(["--data", str(prep), "--image-size", str(SIZE), "--output", str(prep / "run")])
