@@ -122,14 +122,15 @@ def _report_unmatched(report, copy, rows, with_image, images_dir, label_name):
                         % (report["images_without_row"], images_dir, label_name))
 
 
-def load(options, skipped_list=None, decode_check=None):
+def load(options, skipped_list=None, decode_check=None, required=(split.TRAIN, split.VAL)):
     """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``).
 
     ``skipped_list``: CSV path that receives the files failing the PNG check or the decode
     (``outputs.write_skipped_images``), written before a TrainerError for "no usable image" or "more than
     --max-bad-images" so the list outlives the aborted run. ``decode_check(paths) -> {index: reason}``
     (``trainer.decodecheck.checker``; None: structural check only, no TensorFlow). ``options.max_bad_images``:
-    the largest share of unusable images that still trains (absent: no limit).
+    the largest share of unusable images that still trains (absent: no limit). ``required``: the splits that must
+    not be empty (a training run validates every epoch; a throughput run reads only the training split).
     """
     label_file, images_dir, option, train_val_list, test_list = locate(options)
     table = labels.read_label_file(label_file)
@@ -191,8 +192,8 @@ def load(options, skipped_list=None, decode_check=None):
     report["split"] = dict((code, len(s)) for code, s in zip(split.SPLITS, subsets))
     report["split"]["unlisted"] = codes.count(split.UNLISTED)
     report["patients"] = dict((code, len(set(s.patients))) for code, s in zip(split.SPLITS, subsets))
-    for code, s in zip(split.SPLITS[:2], subsets[:2]):
-        if not len(s):
+    for code, s in zip(split.SPLITS, subsets):
+        if code in required and not len(s):
             raise TrainerError("the %s split is empty (%s); more images or another --val-fraction are needed"
                                % (code, report["split_source"]))
     return Data(subsets, label_file, table.sha256, report, copy)

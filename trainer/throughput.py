@@ -52,7 +52,7 @@ def run(options):
 
 def _measure(rt, options):
     wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
-    data = load_data(options, rt)
+    data = load_data(options, rt, required=(split.TRAIN,))  # it never validates: an empty val split is no matter
     total_steps = options.warmup_steps + options.steps
     learning_rate = options.lr * rt.size
     model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights), rt.hvd,
