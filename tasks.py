@@ -260,7 +260,8 @@ def prepare(c, data=None, images=None, labels=None, image_size=224, output=None,
             "job": "judge your own MPIJob manifest (YAML) or Slurm batch script by the rules chexstack's renders "
                    "obey: each finding with its file and line; reads no node",
             "gpus": "GPUs the run will use (gpu.inventory fails on a node with fewer; input.capacity judges the cores "
-                    "against that many; 0: all the node has)",
+                    "against that many, on a node without GPUs against each published GPU kind, a SKIP; 0: all "
+                    "the node has)",
             "images": "a folder of your own PNGs (searched recursively): input.capacity times the decode of up to 8 "
                       "of them (default: the shipped 1024² sample)"})
 @user_errors
