@@ -260,7 +260,8 @@ def prepare(c, data=None, images=None, labels=None, image_size=224, output=None,
             "job": "judge your own MPIJob manifest (YAML) or Slurm batch script by the rules chexstack's renders "
                    "obey: each finding with its file and line; reads no node",
             "gpus": "GPUs the run will use (gpu.inventory fails on a node with fewer; input.capacity judges the cores "
-                    "against that many; 0: all the node has)",
+                    "against that many, on a node without GPUs against each published GPU kind, a SKIP; 0: all "
+                    "the node has)",
             "images": "a folder of your own PNGs (searched recursively): input.capacity times the decode of up to 8 "
                       "of them (default: the shipped 1024² sample)"})
 @user_errors
@@ -334,7 +335,9 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
           image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
           per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
           collect=None, repeats=1, timeline=False):
-    """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record)."""
+    """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record).
+    A GPU sweep run here also records input_capacity: can this node's cores decode PNGs as fast as the largest count
+    trains (the line of invoke validate --only input.capacity; a warning when not)."""
     from pathlib import Path
 
     from bench import main

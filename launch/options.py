@@ -127,6 +127,18 @@ def _path_words(metavar: str | None) -> tuple[str, ...] | None:
     return tuple(w for w in words if w not in ("FILE", "DIR", "PATH"))
 
 
+def _help(action: argparse.Action) -> str:
+    """The trainer's help of ``action`` as ``python -m trainer --help`` shows it, and its default said once: a help
+    that states it (argparse's ``%(default)s``, expanded as argparse expands it) keeps its own words; another gets
+    " (trainer default X)" when there is a default (not for a switch or a None default, whose help says what
+    happens without it)."""
+    text = action.help or action.dest
+    if "%(" in text:
+        return text % dict(vars(action), prog="python -m trainer")
+    switch = isinstance(action, (argparse._StoreFalseAction, argparse._StoreTrueAction))
+    return text if switch or action.default is None else "%s (trainer default %s)" % (text, action.default)
+
+
 def trainer_options(stated: tuple[str, ...] | frozenset[str] = ()) -> list[TrainerOption]:
     """The trainer's options (``trainer.cli.parser()``) except ``stated`` and the throughput mode, in order."""
     return [o for o in _all_trainer_options() if o.name not in stated]
@@ -144,10 +156,8 @@ def _all_trainer_options() -> tuple[TrainerOption, ...]:
             continue
         turns_off = isinstance(action, argparse._StoreFalseAction)
         switch = turns_off or isinstance(action, argparse._StoreTrueAction)
-        default = "" if switch or action.default is None else " (trainer default %s)" % action.default
         flag_ = max(action.option_strings, key=len)
-        found.append(TrainerOption(action.dest, flag_, switch,
-                                   "python -m trainer %s: %s%s" % (flag_, action.help or action.dest, default),
+        found.append(TrainerOption(action.dest, flag_, switch, "python -m trainer %s: %s" % (flag_, _help(action)),
                                    action.default, _path_words(action.metavar),
                                    "DIR" in (action.metavar or "").split("|"), turns_off))
     return tuple(found)

@@ -24,6 +24,9 @@ from trainer.errors import TrainerError
 #: the environment of the trainer's process (added to this one): lines as they come, no TensorFlow start-up chatter
 ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 _ERROR = "trainer: error: "
+#: what the first Ctrl-C (or SIGTERM) stops, in the line it prints: one process, no ranks; the shards written so far
+#: stay (``trainer.prepare`` resumes from them)
+STOPPING = "the prepare (again to kill it at once; the same command resumes it)"
 
 
 def prepare_argv(data: str | None, images: str | None, labels: str | None, image_size: int, output: str,
@@ -81,7 +84,7 @@ def prepare(argv: list[str], *, python: str = sys.executable, cwd: str | None = 
     console.print("[dim]%s[/]" % " ".join(command), soft_wrap=True)
     log = os.path.join(options.output, preflight.PREPARE_LOG)
     logged = os.path.getsize(log) if os.path.isfile(log) else None
-    outcome = stream.run(command, ENV, log, console, cwd or os.getcwd())
+    outcome = stream.run(command, ENV, log, console, cwd or os.getcwd(), stopping=STOPPING)
     if outcome.interrupted is not None:
         name = signal.Signals(outcome.interrupted).name
         raise ChexstackError("prepare interrupted by %s: run the same command again to resume (log: %s)"

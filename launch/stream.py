@@ -158,8 +158,9 @@ class _Stopper:
     tree and asks its process group to stop (SIGTERM); a second one (or ``GRACE_S`` seconds) kills the group and
     the recorded tree (SIGKILL) and calls ``force_stop``."""
 
-    def __init__(self, proc: subprocess.Popen, force_stop: Callable[[], None] | None) -> None:
-        self.proc, self.force_stop = proc, force_stop
+    def __init__(self, proc: subprocess.Popen, force_stop: Callable[[], None] | None,
+                 stopping: str = "every rank (again to kill them at once)") -> None:
+        self.proc, self.force_stop, self.stopping = proc, force_stop, stopping
         self.signal: int | None = None
         self.tree: dict[int, psutil.Process] = {}
         self._previous: dict[int, object] = {}
@@ -180,8 +181,7 @@ class _Stopper:
     def _handle(self, signum: int, frame) -> None:
         if self.signal is None:
             self.signal = signum
-            os.write(2, ("\n%s: stopping every rank (again to kill them at once)\n"
-                         % signal.Signals(signum).name).encode())
+            os.write(2, ("\n%s: stopping %s\n" % (signal.Signals(signum).name, self.stopping)).encode())
             self.record()
             self._send(signal.SIGTERM)
             self._timer = threading.Timer(GRACE_S, self.kill)
@@ -214,11 +214,14 @@ class _Stopper:
 
 
 def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, cwd: str, *,
-        force_stop: Callable[[], None] | None = None) -> Outcome:
+        force_stop: Callable[[], None] | None = None,
+        stopping: str = "every rank (again to kill them at once)") -> Outcome:
     """Run ``argv`` with ``env`` added to this environment; stream, display, log (appended) and summarise.
 
     ``force_stop``: called when the command must be killed after a signal (and once more after an interrupted run
-    ends), for what SIGKILL of the local process group does not reach (a container). An interrupted run returns
+    ends), for what SIGKILL of the local process group does not reach (a container). ``stopping``: what the
+    line on stderr at the first signal says is stopped, in the command's terms ("SIGINT: stopping every rank …";
+    ``invoke prepare`` has no ranks). An interrupted run returns
     when every process of the tree recorded at the signal is gone (``reap``); one that cannot be stopped is named in
     the log. ChexstackError when the log cannot be written.
     """
@@ -238,7 +241,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
         proc = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                                 start_new_session=True)
-        with _Stopper(proc, force_stop) as stopper:
+        with _Stopper(proc, force_stop, stopping) as stopper:
             for raw in proc.stdout:
                 log.write(raw)
                 rank, text, event = reader.feed(raw.rstrip("\n"))

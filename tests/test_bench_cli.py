@@ -232,6 +232,18 @@ def test_bench_gpus_means_what_train_gpus_means():
     assert bad.returncode == 2 and "--np '0,x': expected counts >= 1" in bad.stderr
 
 
+def test_bench_help_names_the_input_capacity_record():
+    """README and docs/benchmarks.md say a GPU sweep records ``input_capacity``; ``invoke bench --help`` says so
+    too, by the record's field name (``bench.results.RunRecord``) and the validate check that prints the same line."""
+    from bench.results import RunRecord
+    assert "input_capacity" in RunRecord.model_fields
+    out = cmd.run("bench", "--help")
+    assert out.returncode == 0, out.stderr
+    docstring = " ".join(out.stdout.split("Options:")[0].split())
+    assert "A GPU sweep run here also records input_capacity: can this node's cores decode PNGs as fast as the " \
+           "largest count trains (the line of invoke validate --only input.capacity" in docstring
+
+
 def test_a_gpu_sweep_records_its_input_capacity_against_its_own_one_gpu_rate():
     """The decode rate of this node's cores (the real program on the sample's 1024² PNGs) against the sweep's
     largest count at its own 1-GPU rate; without a 1-GPU point the published rate of the kind; a CPU sweep none."""

@@ -160,6 +160,31 @@ def test_every_trainer_option_is_an_invoke_train_option():
     assert "python -m trainer --lr: base learning rate" in help_text
 
 
+def test_invoke_train_help_says_each_trainer_default_once():
+    """``--input-resize`` read ``(auto) (trainer default auto)``: a trainer help that states its default (argparse's
+    ``%(default)s``, as ``python -m trainer --help`` expands it) gets no second one, another gets "(trainer default
+    X)"; every default (not None, not a switch) is in exactly one parenthesis of its help."""
+    import re
+
+    from launch.options import trainer_options
+    from trainer import cli
+    for o in trainer_options():
+        assert "%(" not in o.help, o.help
+        if o.default is None or o.is_switch:
+            continue
+        shown = {str(o.default)} | ({"%g" % o.default} if isinstance(o.default, float) else set())
+        groups = [g for g in re.findall(r"\(([^()]*)\)", o.help) if shown & set(re.split(r"[\s,;:]+", g))]
+        assert len(groups) == 1, (o.help, groups)
+    by_name = {o.name: o.help for o in trainer_options()}
+    assert by_name["input_resize"].endswith("auto: device on GPUs from PNGs (auto)")
+    assert by_name["rotation"].endswith("+- degrees (5)") and by_name["lr"].endswith("(0.001, CheXNet's)")
+    assert by_name["epochs"].endswith("(also with --resume) (trainer default 1)")
+    trainer_help = " ".join(cli.parser().format_help().split())
+    assert "auto: device on GPUs from PNGs (auto)" in trainer_help and "(0.001, CheXNet's)" in trainer_help
+    shown_help = " ".join(cmd.run("train", "--help").stdout.split())
+    assert "from PNGs (auto)" in shown_help and "trainer default auto" not in shown_help
+
+
 def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path):
     from launch.options import trainer_argv
     from launch.request import TrainRequest

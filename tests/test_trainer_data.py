@@ -231,3 +231,17 @@ def test_training_batches_come_in_the_plans_order():
     got = [b[0][:, 0, 0, 0].astype(int).tolist() for _, b in zip(range(len(lengths)), compat.iterate_numpy(ds))]
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     assert got == [rows[s:s + k].tolist() for s, k in zip(starts, lengths)]
+
+
+def test_only_the_splits_a_run_reads_must_hold_images(tmp_path):
+    """``python -m trainer --throughput`` on 3 images was refused with "the val split is empty", though a throughput
+    run reads only the training split: ``required`` names the splits that must not be empty (training: train and
+    val; throughput: train)."""
+    from trainer import split
+    for name in sorted(os.listdir(IMAGES))[:3]:  # one patient: the split puts all 3 in train
+        shutil.copy(IMAGES / name, tmp_path / name)
+    options = _options(images=str(tmp_path), labels=str(LABEL_FILE))
+    with pytest.raises(TrainerError, match="the val split is empty"):
+        data.load(options)
+    loaded = data.load(options, required=(split.TRAIN,))
+    assert (len(loaded.train), len(loaded.val)) == (3, 0)

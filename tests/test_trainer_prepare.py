@@ -239,6 +239,38 @@ def test_a_folder_from_other_sources_or_another_size_is_refused(copy, tmp_path):
         _prepare(source, tmp_path / "full")
 
 
+def test_a_refusal_names_what_the_user_gave_or_the_cause_of_a_derived_value(copy, tmp_path):
+    """A re-prepare at another size said "shard images 131072 there, 58254 here": a value nobody gave (the default
+    shard size, derived from the image size). Derived from the image size on both sides, it is not named (the image
+    size is); a shard size given on one side names the option, and where the other is the default, its image size
+    and the option to give."""
+    source, _, prep = copy
+
+    def plain(src, out, size):
+        return prepare.run(prepare.parse(["--images", str(src), "--labels", str(LABEL_FILE), "--image-size",
+                                          str(size), "--output", str(out)]))
+
+    small = tmp_path / "small"
+    small.mkdir()
+    for name in sorted(os.listdir(source))[:6]:
+        shutil.copy(source / name, small / name)
+    assert plain(small, tmp_path / "p", SIZE) == 0
+    with pytest.raises(TrainerError) as refused:
+        plain(small, tmp_path / "p", 48)
+    assert str(refused.value).endswith("prepared from other sources or settings: image size 32 there, 48 here; "
+                                       "prepare into another folder"), refused.value
+    default = prepare.default_shard_images(SIZE)
+    with pytest.raises(TrainerError) as refused:
+        plain(source, prep, SIZE)  # the module's copy was made with --shard-images 8
+    assert ("--shard-images %d there, %d here (the default at image size %d: give --shard-images %d to match)"
+            % (SHARD, default, SIZE, SHARD)) in str(refused.value)
+    with pytest.raises(TrainerError) as refused:
+        _prepare(small, tmp_path / "p")
+    assert "--shard-images %d there (the default at image size %d), %d here" % (default, SIZE, SHARD) in str(
+        refused.value)
+    assert "shard images" not in str(refused.value)
+
+
 def test_training_from_the_copy_needs_its_image_size_and_data(copy):
     _, _, prep = copy
     preflight.check_here(["--data", str(prep), "--image-size", str(SIZE), "--output", str(prep / "run")])
@@ -249,6 +281,38 @@ def test_training_from_the_copy_needs_its_image_size_and_data(copy):
         data.load(_options(data=str(prep), image_size=64))
     with pytest.raises(TrainerError, match="is a prepared copy .*: give it as --data"):
         data.load(_options(images=str(prep), labels=str(LABEL_FILE)))
+
+
+def test_training_from_a_copy_counts_rows_and_pngs_in_the_copys_terms(copy, tmp_path, capsys):
+    """Training from a copy said "111320 of 112120 label rows have no image below PREP": odd for a copy, which
+    holds what its source had. From a copy the counts say what the copy holds and where it was prepared from;
+    from the PNGs the folder's words stay."""
+    source, _, prep = copy
+    rows = len(labels.read_label_file(str(LABEL_FILE)))
+    data.load(_options(data=str(prep)))
+    out = capsys.readouterr()
+    assert ("trainer: the prepared copy %s holds %d of the %d rows of %s (the images found below %s when it was "
+            "prepared); the other %d rows are not used" % (prep, N_IMAGES, rows, LABEL_FILE.name, source,
+                                                           rows - N_IMAGES)) in out.out, out.out
+    assert "no image below" not in out.out + out.err
+    data.load(_options(images=str(source), labels=str(LABEL_FILE)), decode_check=decodecheck.find_failures)
+    assert ("%d of %d label rows have no image below %s (not used)" % (rows - N_IMAGES, rows, source)
+            in capsys.readouterr().out)
+    # a PNG without a label row in the source: named as the copy's source's, not as the copy's PNGs
+    small = tmp_path / "small"
+    small.mkdir()
+    for name in sorted(os.listdir(source))[:6]:
+        shutil.copy(source / name, small / name)
+    shutil.copy(IMAGES / sorted(os.listdir(IMAGES))[0], small / "unlabelled.png")
+    assert _prepare(small, tmp_path / "prep") == 0
+    capsys.readouterr()
+    try:
+        data.load(_options(data=str(tmp_path / "prep")))
+    except TrainerError:  # 6 images may leave a split empty: the counts come before that
+        pass
+    err = capsys.readouterr().err
+    assert ("1 PNGs below the copy's source %s have no row in %s (not in the copy)" % (small, LABEL_FILE.name)
+            in err), err
 
 
 def test_a_changed_label_file_or_shard_is_refused(copy, tmp_path):
@@ -272,6 +336,23 @@ def test_invoke_prepare_runs_the_trainers_prepare_and_says_so(copy, tmp_path):
     ran = cmd.run("prepare", "--images", str(source), "--image-size", "16", "--output", str(tmp_path / "x"))
     assert ran.returncode == 2 and "give either --data DIR or --images DIR with --labels FILE" in ran.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_ctrl_c_stops_the_prepare_in_its_own_words(tmp_path):
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during a real ``invoke prepare``:
+    the line it prints names the prepare, not ranks (it shares the launcher's stream and its signal handling), and
+    the error says how to resume; exit 130."""
+    import signal
+    import time
+    run = cmd.Launcher("--images", str(IMAGES), "--labels", str(LABEL_FILE), "--image-size", str(SIZE), "--output",
+                       str(tmp_path / "prep"), task="prepare")
+    run.wait_for("-m trainer prepare")  # the command line, printed as the stream starts (TensorFlow takes seconds)
+    time.sleep(0.5)
+    os.killpg(run.proc.pid, signal.SIGINT)
+    code, out = run.finish()
+    assert code == 128 + signal.SIGINT, out
+    assert "SIGINT: stopping the prepare (again to kill it at once; the same command resumes it)" in out
+    assert "rank" not in out and "error: prepare interrupted by SIGINT: run the same command again to resume" in out
 
 
 def _files(folder):

@@ -50,3 +50,25 @@ def test_real_png_throughput_with_the_resize_in_the_step(tmp_path):
     assert out["input_resize"] == {"where": "device", "why": "asked for (--input-resize device)",
                                    "source_size": [64, 64], "other_sizes": 0}
     assert len(out["step_times_s"]) == 3 and len(out["input_wait_s"]) == 3
+
+
+def test_a_throughput_run_needs_no_val_split(tmp_path):
+    """3 images of one patient: the seeded split leaves val empty, which refuses training but not a throughput run,
+    which never validates (it times the training split's steps)."""
+    import shutil
+
+    from tests.lib.paths import SAMPLE
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in sorted(os.listdir(SAMPLE / "images-64"))[:3]:
+        shutil.copy(SAMPLE / "images-64" / name, images / name)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", "--images", str(images), "--labels",
+         str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--throughput", "--steps", "1", "--warmup-steps", "0",
+         *FAST_MODEL, "--image-size", "32", "--batch-size", "2", "--output", str(tmp_path / "out")], cwd=REPO,
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert '"n_train": 3' in result.stdout and "split is empty" not in result.stderr
+    assert len(json.loads((tmp_path / "out" / "throughput.json").read_text())["step_times_s"]) == 1

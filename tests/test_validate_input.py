@@ -46,6 +46,54 @@ def test_without_a_measured_rate_or_a_published_figure_it_skips(result, gpu, cod
     assert r.status == Status.SKIP and r.diagnosis == code
 
 
+def test_a_node_without_gpus_measures_its_cores_but_never_passes():
+    """``--gpus N`` on a node without GPUs: no kind to judge against, so a SKIP however many cores, with what the
+    cores would feed of each published kind and how to get the verdict (the GPU node, or its bundle)."""
+    from validate.checks.gpu import NOT_GPU_NODE
+    for cores in (2, 400):
+        r = input_capacity.judge_without_gpus(_result(125, cores), None, 1, NOT_GPU_NODE)
+        assert r.status == Status.SKIP and r.diagnosis == "NOT_APPLICABLE"
+        assert r.measured.startswith("not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci), so no GPU kind "
+                                     "to judge --gpus 1 against: %d cores decode" % cores)
+        assert "--collect BUNDLE" in r.remedy and "--from BUNDLE" in r.remedy and "on the GPU node" in r.remedy
+    assert "would feed 0 V100 (412 img/s each) or 0 A100 (909 img/s each) at 224², FP32" in input_capacity.\
+        judge_without_gpus(_result(125, 2), None, 1, NOT_GPU_NODE).measured
+    failed = input_capacity.judge_without_gpus(None, ToolRun(("python",), 1, "", "boom"), 1, NOT_GPU_NODE)
+    assert failed.status == Status.SKIP and "decode rate not measured" in failed.measured
+
+
+def test_gpus_on_a_bundle_without_gpus_times_the_cores_and_skips(tmp_path):
+    """End to end: a bundle collected here with ``--gpus 1`` (the real decode measurement), its GPU evidence made
+    that of a node without GPUs (no nvidia-smi, no NVIDIA PCI device) whatever this node has, judged with
+    ``--from``: SKIP with the measured rate, exit 0; without ``--gpus`` the SKIP says what ``--gpus N`` does."""
+    from tests.lib import cli as cmd
+    from validate.evidence import Bundle
+    out = cmd.run("validate", "--only", "input.capacity", "--gpus", "1", "--collect", str(tmp_path / "b"))
+    assert out.returncode == 0, out.stderr
+    bundle = Bundle.load(tmp_path / "b")
+    for e in bundle.entries:
+        if e["kind"] == "tool" and e["argv"][0] == "nvidia-smi":
+            e.update(rc=None, missing=True, stdout="", stderr="")
+        elif e["kind"] == "glob" and e["pattern"].startswith("/sys/bus/pci"):
+            e["paths"] = []
+    if not any(e["kind"] == "glob" and e["pattern"] == "/sys/bus/pci/devices/*" for e in bundle.entries):
+        bundle.entries.append({"kind": "glob", "pattern": "/sys/bus/pci/devices/*", "paths": []})
+    bundle.save(tmp_path / "gpuless")
+    judged = cmd.run("validate", "--from", str(tmp_path / "gpuless"), "--only", "input.capacity", "--json",
+                     str(tmp_path / "r.json"))
+    assert judged.returncode == 0, judged.stderr
+    r = json.loads((tmp_path / "r.json").read_text())["results"][0]
+    assert (r["status"], r["diagnosis"]) == ("SKIP", "NOT_APPLICABLE"), r
+    assert "no GPU kind to judge --gpus 1 against" in r["measured"] and "cores decode ~" in r["measured"]
+    assert [d.split(" need")[0] for d in r["details"][:2]] == ["1 × V100", "1 × A100"]
+    bundle.meta["gpus"] = 0
+    bundle.save(tmp_path / "gpuless-0")
+    plain = cmd.run("validate", "--from", str(tmp_path / "gpuless-0"), "--only", "input.capacity", "--json",
+                    str(tmp_path / "r0.json"))
+    r0 = json.loads((tmp_path / "r0.json").read_text())["results"][0]
+    assert plain.returncode == 0 and r0["status"] == "SKIP" and "--gpus N measures the cores" in r0["measured"]
+
+
 def test_the_published_rates_scale_with_the_pixels():
     v100 = gpu_rates.published("Tesla V100-PCIE-32GB")
     assert (v100.fp32, v100.amp) == (412, 1270) and v100.at(448, amp=False) == pytest.approx(103)

@@ -53,26 +53,27 @@ def parser():
     data.add_argument("--labels", metavar="FILE", help="label file Data_Entry_2017*.csv or .csv.gz")
     data.add_argument("--train-val-list", metavar="FILE", help="official train_val_list.txt")
     data.add_argument("--test-list", metavar="FILE", help="official test_list.txt")
-    data.add_argument("--val-fraction", type=float, default=0.1, help="share of patients for validation (0.1)")
+    data.add_argument("--val-fraction", type=float, default=0.1, help="share of patients for validation (%(default)s)")
     data.add_argument("--test-fraction", type=float, default=0.2,
-                      help="share of patients held out for test without official lists (0.2)")
+                      help="share of patients held out for test without official lists (%(default)s)")
     data.add_argument("--input-resize", default="auto", choices=INPUT_RESIZE,
                       help="where training images are resized and augmented: on the host's cores, or in the step "
-                           "on the device (GPU), the host only decoding; auto: device on GPUs from PNGs (auto)")
+                           "on the device (GPU), the host only decoding; auto: device on GPUs from PNGs (%(default)s)")
     data.add_argument("--synthetic-images", type=int, default=1024, help="training images of --data synthetic")
     data.add_argument("--max-bad-images", type=float, default=MAX_BAD_IMAGES, metavar="SHARE",
                       help="stop when more than this share of the labelled images fail the PNG check or the decode "
-                           "(%g; 0: any bad image stops the run, 1: never)" % MAX_BAD_IMAGES)
+                           "(%(default)g; 0: any bad image stops the run, 1: never)")
     run = p.add_argument_group("model and run")
     run.add_argument("--model", default="densenet121", choices=sorted(BACKBONES),
-                     help="the backbone, one of %s (densenet121: CheXNet's)" % ", ".join(sorted(BACKBONES)))
+                     help="the backbone, one of %s (%%(default)s, CheXNet's)" % ", ".join(sorted(BACKBONES)))
     run.add_argument("--weights", default="none", metavar="none|imagenet|PATH",
                      help="initial weights: random, Keras' ImageNet weights (downloaded once; needs the internet), "
                           "or a local .h5 of the backbone without top or of a whole chexstack model")
     run.add_argument("--epochs", type=int, default=1, help="total epochs (also with --resume)")
     run.add_argument("--batch-size", type=int, default=16, help="images per rank per step")
     run.add_argument("--image-size", type=int, default=224, help="input side in pixels (>= 32)")
-    run.add_argument("--lr", type=float, default=1e-3, help="base learning rate, times world size (CheXNet: 0.001)")
+    run.add_argument("--lr", type=float, default=1e-3,
+                     help="base learning rate, times world size (%(default)g, CheXNet's)")
     run.add_argument("--warmup-epochs", type=float, default=None, metavar="EPOCHS",
                      help="LR warm-up from lr to lr x world size (default: Goyal et al. 2017's 5 of 90 epochs, "
                           "i.e. ceil(--epochs / 18), at most 5)")
@@ -84,25 +85,26 @@ def parser():
     schedule.add_argument("--monitor", default="val_loss", choices=("val_loss", "mean_auroc"),
                           help="what picks the best epoch (model-best.h5) and drives LR decay and early stopping")
     schedule.add_argument("--lr-patience", type=int, default=1,
-                          help="epochs without improvement before the LR is divided (CheXNet: 1)")
-    schedule.add_argument("--lr-factor", type=float, default=0.1, help="LR multiplier on a plateau (CheXNet: 0.1)")
+                          help="epochs without improvement before the LR is divided (%(default)s, CheXNet's)")
+    schedule.add_argument("--lr-factor", type=float, default=0.1,
+                          help="LR multiplier on a plateau (%(default)g, CheXNet's)")
     schedule.add_argument("--min-lr", type=float, default=None, metavar="LR",
                           help="the LR decays no lower than this, times world size as --lr (default: --lr x %g, "
                                "three decays by CheXNet's 10; 0: no floor, Keras' min_lr default)"
                                % recipe.MIN_LR_OF_LR)
     schedule.add_argument("--min-delta", type=float, default=recipe.MIN_DELTA, metavar="DELTA",
-                          help="an epoch improves when it beats the best by more than this (%g, Keras' "
-                               "ReduceLROnPlateau default)" % recipe.MIN_DELTA)
+                          help="an epoch improves when it beats the best by more than this (%(default)g, Keras' "
+                               "ReduceLROnPlateau default)")
     schedule.add_argument("--early-stop", type=int, default=recipe.EARLY_STOP, metavar="EPOCHS",
                           help="once the LR is at its floor (--min-lr), stop after this many epochs at it without "
-                               "improvement (%d: the first such epoch ends the run; 0: never)" % recipe.EARLY_STOP)
+                               "improvement (%(default)s: the first such epoch ends the run; 0: never)")
     schedule.add_argument("--bn-images", type=int, default=BN_IMAGES, metavar="N",
                           help="at each epoch end, BatchNorm statistics recomputed with the epoch's weights on N "
-                               "un-augmented training images (precise BN, Wu & Johnson 2021; %d; 0: Keras' moving "
-                               "averages)" % BN_IMAGES)
-    schedule.add_argument("--rotation", type=float, default=5.0, help="random rotation range, +- degrees (5)")
+                               "un-augmented training images (precise BN, Wu & Johnson 2021; %(default)s; 0: Keras' "
+                               "moving averages)")
+    schedule.add_argument("--rotation", type=float, default=5.0, help="random rotation range, +- degrees (%(default)g)")
     schedule.add_argument("--shift", type=float, default=0.05, help="random shift range, +- fraction of the side")
-    schedule.add_argument("--zoom", type=float, default=0.1, help="random zoom range, 1 +- this (0.1)")
+    schedule.add_argument("--zoom", type=float, default=0.1, help="random zoom range, 1 +- this (%(default)g)")
     schedule.add_argument("--no-hflip", dest="hflip", action="store_false",
                           help="no random horizontal flips (on by default, as in CheXNet; never vertical flips)")
     evaluation = p.add_argument_group("held-out test")

@@ -100,14 +100,37 @@ def _check_share(n_bad, n_images, limit, option, images_dir, listed_in):
                           "listed in %s" % listed_in if listed_in else "named above"))
 
 
-def load(options, skipped_list=None, decode_check=None):
+def _report_unmatched(report, copy, rows, with_image, images_dir, label_name):
+    """Say which label rows have no image and which images no row: for PNGs in the folder's terms; for a prepared
+    ``copy`` in the copy's (it holds the labelled PNGs its source had, so "rows without an image below PREP" is
+    what it was prepared from, not a fault of the copy)."""
+    source = (copy.source or "its source folder") if copy is not None else None
+    if report["rows_without_image"]:
+        if copy is not None:
+            events.info("the prepared copy %s holds %d of the %d rows of %s (the images found below %s when it was "
+                        "prepared); the other %d rows are not used" % (images_dir, with_image, rows, label_name,
+                                                                       source, report["rows_without_image"]))
+        else:
+            events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
+                        % (report["rows_without_image"], rows, images_dir, with_image))
+    if report["images_without_row"]:
+        if copy is not None:
+            events.warn("%d PNGs below the copy's source %s have no row in %s (not in the copy)"
+                        % (report["images_without_row"], source, label_name))
+        else:
+            events.warn("%d PNGs below %s have no row in %s (not used)"
+                        % (report["images_without_row"], images_dir, label_name))
+
+
+def load(options, skipped_list=None, decode_check=None, required=(split.TRAIN, split.VAL)):
     """Build the splits from ``--data DIR`` or ``--images DIR --labels FILE`` (see ``trainer.cli``).
 
     ``skipped_list``: CSV path that receives the files failing the PNG check or the decode
     (``outputs.write_skipped_images``), written before a TrainerError for "no usable image" or "more than
     --max-bad-images" so the list outlives the aborted run. ``decode_check(paths) -> {index: reason}``
     (``trainer.decodecheck.checker``; None: structural check only, no TensorFlow). ``options.max_bad_images``:
-    the largest share of unusable images that still trains (absent: no limit).
+    the largest share of unusable images that still trains (absent: no limit). ``required``: the splits that must
+    not be empty (a training run validates every epoch; a throughput run reads only the training split).
     """
     label_file, images_dir, option, train_val_list, test_list = locate(options)
     table = labels.read_label_file(label_file)
@@ -123,6 +146,9 @@ def load(options, skipped_list=None, decode_check=None):
               "images_without_row": copy.images_without_row if copy else len(set(on_disk) - set(table.names))}
     if copy:
         report["prepared"] = copy.summary
+    if not with_image and copy:
+        raise TrainerError("none of the %d rows of %s has an image in the prepared copy %s (%d images there): "
+                           "prepare it again" % (len(table), label_file, images_dir, len(on_disk)))
     if not with_image:
         raise TrainerError("none of the %d rows of %s has an image below %s %s (%d PNGs there; names must be the "
                            "'Image Index' values, e.g. %s)" % (len(table), label_file, option, images_dir,
@@ -145,12 +171,7 @@ def load(options, skipped_list=None, decode_check=None):
                               "listed in %s" % skipped_list if skipped_list else "named above"))
     _check_share(len(problems), len(with_image), getattr(options, "max_bad_images", None), option, images_dir,
                  skipped_list)
-    if report["rows_without_image"]:
-        events.info("%d of %d label rows have no image below %s (not used); %d images with labels found"
-                    % (report["rows_without_image"], len(table), images_dir, len(with_image)))
-    if report["images_without_row"]:
-        events.warn("%d PNGs below %s have no row in %s (not used)"
-                    % (report["images_without_row"], images_dir, os.path.basename(label_file)))
+    _report_unmatched(report, copy, len(table), len(with_image), images_dir, os.path.basename(label_file))
 
     sub = labels.LabelTable(label_file, [table.names[i] for i in usable], [table.patients[i] for i in usable],
                             table.labels[usable], table.sha256)
@@ -171,8 +192,8 @@ def load(options, skipped_list=None, decode_check=None):
     report["split"] = dict((code, len(s)) for code, s in zip(split.SPLITS, subsets))
     report["split"]["unlisted"] = codes.count(split.UNLISTED)
     report["patients"] = dict((code, len(set(s.patients))) for code, s in zip(split.SPLITS, subsets))
-    for code, s in zip(split.SPLITS[:2], subsets[:2]):
-        if not len(s):
+    for code, s in zip(split.SPLITS, subsets):
+        if code in required and not len(s):
             raise TrainerError("the %s split is empty (%s); more images or another --val-fraction are needed"
                                % (code, report["split_source"]))
     return Data(subsets, label_file, table.sha256, report, copy)

@@ -88,6 +88,11 @@ def _label_copy_name(label_file):
     return "Data_Entry_2017.csv" + (".gz" if name.endswith(".gz") else "")
 
 
+def default_shard_images(image_size):
+    """Images per shard without ``--shard-images``: ``SHARD_BYTES`` of ``image_size`` x ``image_size`` pixels."""
+    return max(1, SHARD_BYTES // (image_size * image_size))
+
+
 def plan(options):
     """(the manifest of a copy not yet made: ``complete`` false, ``images`` without sha256 and row; the label
     file; the split lists to copy [(name, path)])."""
@@ -98,7 +103,7 @@ def plan(options):
     if not names:
         raise TrainerError("none of the %d rows of %s has an image below %s %s" % (len(table), label_file, option,
                                                                                    images_dir))
-    per_shard = options.shard_images or max(1, SHARD_BYTES // (options.image_size * options.image_size))
+    per_shard = options.shard_images or default_shard_images(options.image_size)
     images = []
     for k, name in enumerate(names):
         path = on_disk[name]
@@ -128,12 +133,15 @@ _COMPARED = ("schema", "image_size", "resize", "label_sha256", "split_lists", "s
 
 
 def differences(there, here):
-    """What differs between the folder's manifest ``there`` and the plan ``here``: a list of phrases."""
+    """What differs between the folder's manifest ``there`` and the plan ``here``: a list of phrases, each in
+    terms the user can act on (an option, a file) or naming the cause of a value they never gave (a shard size
+    derived from the image size, a resize from the TensorFlow version)."""
     found = []
     for field in _COMPARED:
         if there.get(field) != here.get(field):
-            found.append("%s %s there, %s here" % (field.replace("_", " "), _short(there.get(field)),
-                                                   _short(here.get(field))))
+            phrase = _difference(field, there, here)
+            if phrase:
+                found.append(phrase)
     old = [(i["name"], i["bytes"]) for i in there.get("images", [])]
     new = [(i["name"], i["bytes"]) for i in here["images"]]
     if old != new:
@@ -150,6 +158,34 @@ def differences(there, here):
         if not (only_there or only_here or changed):
             found.append("the images in another order")
     return found
+
+
+def _difference(field, there, here):
+    """The phrase for ``field``, which differs between ``there`` and ``here``; None when another phrase already
+    names its cause (a derived shard size at another image size)."""
+    old, new = there.get(field), here.get(field)
+    if field == "shard_images":
+        derived = [m.get("shard_images") == default_shard_images(m.get("image_size") or 1) for m in (there, here)]
+        if all(derived) and there.get("image_size") != here.get("image_size"):
+            return None  # both the default of their image size: "image size A there, B here" is the cause
+        return "--shard-images %s there%s, %s here%s" % (
+            old, " (the default at image size %s)" % there.get("image_size") if derived[0] else "",
+            new, " (the default at image size %s: give --shard-images %s to match)" % (here.get("image_size"), old)
+            if derived[1] else "")
+    if field == "image_size":
+        return "image size %s there, %s here" % (old, new)
+    if field == "resize":  # compat.resize_method() of the TensorFlow that prepares
+        versions = (there.get("tensorflow"), here.get("tensorflow"))
+        return "resize %s there, %s here%s" % (old, new, " (TensorFlow %s there, %s here)" % versions
+                                               if all(versions) else "")
+    if field == "label_sha256":
+        return "another label file (SHA-256 %s there, %s here)" % (_short(old), _short(new))
+    if field == "split_lists":
+        old, new = old or {}, new or {}
+        if sorted(old) == sorted(new):
+            return "another %s (its SHA-256 differs)" % ", ".join(n for n in sorted(new) if old[n] != new[n])
+        return "split lists %s there, %s here" % (", ".join(sorted(old)) or "none", ", ".join(sorted(new)) or "none")
+    return "manifest %s %s there, %s here (made by another chexstack)" % (field, _short(old), _short(new))
 
 
 def _short(value):

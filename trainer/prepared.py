@@ -87,8 +87,8 @@ class Copy(object):
     """A complete prepared copy, checked against its label file.
 
     ``index``: {image name: key} of every labelled PNG the source had (a stored image's ``key``, a skipped file's
-    source path); ``image_size``; ``images_found``, ``images_without_row``; ``summary`` (the data report's
-    ``prepared`` block).
+    source path); ``image_size``; ``images_found``, ``images_without_row``; ``source`` (the folder it was prepared
+    from, None when not recorded); ``summary`` (the data report's ``prepared`` block).
     """
 
     def __init__(self, folder, manifest):
@@ -96,6 +96,7 @@ class Copy(object):
         self.image_size = manifest["image_size"]
         self.images_found = manifest["images_found"]
         self.images_without_row = manifest["images_without_row"]
+        self.source = (manifest.get("source") or {}).get("path")
         shards = [os.path.join(folder, s["file"]) for s in manifest["shards"]]
         self.index, self._skipped = {}, {}
         for image in manifest["images"]:

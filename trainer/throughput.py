@@ -45,7 +45,7 @@ def run(options):
     rt = runtime.start(options.seed, options.deterministic)
     runtime.hold_output(rt, options.output)
     wrap_optimizer = compat.enable_mixed_precision() if options.amp else None
-    data = load_data(options, rt)
+    data = load_data(options, rt, required=(split.TRAIN,))  # it never validates: an empty val split is no matter
     total_steps = options.warmup_steps + options.steps
     learning_rate = options.lr * rt.size
     model = runtime.compile_model(model_mod.build(options.model, options.image_size, options.weights), rt.hvd,

@@ -48,15 +48,16 @@ from trainer.labels import CLASSES
 from trainer.sources import SYNTHETIC
 
 
-def load_data(options, rt):
-    """The Data of ``options`` (real or synthetic), checked to give every rank at least one training example.
-    Images that failed the PNG check or the decode are listed in ``OUTPUT/skipped-images.csv`` (rank 0)."""
+def load_data(options, rt, required=(split.TRAIN, split.VAL)):
+    """The Data of ``options`` (real or synthetic), checked to give every rank at least one training example and
+    the ``required`` splits at least one example (``data.load``). Images that failed the PNG check or the decode
+    are listed in ``OUTPUT/skipped-images.csv`` (rank 0)."""
     if options.data == SYNTHETIC:
         data = data_mod.synthetic(options.synthetic_images, max(rt.size, options.synthetic_images // 4),
                                   options.seed)
     else:
         data = data_mod.load(options, skipped_list=os.path.join(options.output, outputs.SKIPPED_IMAGES),
-                             decode_check=decodecheck.checker(rt))
+                             decode_check=decodecheck.checker(rt), required=required)
     if len(data.train) < rt.size:
         raise TrainerError("%d training images for %d ranks: every rank needs at least one"
                            % (len(data.train), rt.size))

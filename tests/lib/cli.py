@@ -162,11 +162,11 @@ def run(*args: str, env: dict | None = None, inherit: bool = True, cwd: Path | s
 
 
 class Launcher:
-    """``invoke train ARGS`` started in its own process group (as a shell starts a foreground job), its stdout and
-    stderr read line by line."""
+    """``invoke train ARGS`` (or ``task``) started in its own process group (as a shell starts a foreground job),
+    its stdout and stderr read line by line."""
 
-    def __init__(self, *args: str, env: dict | None = None) -> None:
-        self.proc = subprocess.Popen([INVOKE, "train", *args], cwd=REPO, stdout=subprocess.PIPE,
+    def __init__(self, *args: str, env: dict | None = None, task: str = "train") -> None:
+        self.proc = subprocess.Popen([INVOKE, task, *args], cwd=REPO, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=_environment(env),
                                      start_new_session=True)
         self.lines: list[str] = []
