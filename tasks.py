@@ -218,9 +218,7 @@ def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/ev
     from launch.evaluate import evaluate as run_evaluate
     from launch.evaluate import evaluate_args
 
-    code = run_evaluate(evaluate_args(model, images, labels, list, output), np)
-    if code:
-        raise Exit(code=code)
+    run_evaluate(evaluate_args(model, images, labels, list, output), np)
 
 
 @task(help={

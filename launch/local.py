@@ -149,7 +149,7 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
         raise ChexstackError(interrupted_message(outcome.interrupted, output, request.options.epochs),
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
-        refused = bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
+        refused = failure.refusal(outcome) is not None
         raise ChexstackError(failure.explain_failure(outcome, plan.controller, gpus=request.gpus > 0),
                              exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
     if throughput:

@@ -18,7 +18,7 @@ own.
 import os
 from collections import OrderedDict
 
-from trainer import checkpoint, events, labels, outputs, pngcheck, sources
+from trainer import checkpoint, events, labels, outputs, pngcheck, runlock, sources
 from trainer.data import Subset
 from trainer.errors import TrainerError
 from trainer.usage import Parser, reporting_errors
@@ -173,16 +173,35 @@ def _seen_in_training(model, names):
     return count
 
 
-def _run(argv):
-    options = parser().parse_args(argv)
+def parse(argv):
+    """The options of ``python -m trainer evaluate ARGV`` (``argv`` without the word ``evaluate``), not yet checked
+    (``check``). UsageError (a TrainerError) for an unknown option, a missing required one or a wrong type."""
+    return parser().parse_args(list(argv))
+
+
+def check(options):
+    """``options`` (``parse``) when an evaluation of them can start here; TrainerError naming the first problem
+    otherwise: ``--batch-size`` below 1 or ``--bootstrap`` negative; ``--model``, ``--labels`` or ``--list`` not a
+    file (a folder there is called a folder, a missing path missing); ``--images`` not a folder; ``--output`` a
+    file, or a folder this process cannot create or write in (``runlock.check_output_folder``), or one holding a
+    training run or another evaluation (``check_output``). TF-free and reading no image: the host checks the same
+    (``trainer.preflight.check_evaluate``) before it starts one process or ``--np`` ranks, so every world size
+    refuses these alike; what only a rank can find (no labelled image among the names, a model file Keras cannot
+    read) is its refusal, which the host shows as one line too (``launch.evaluate``)."""
     if options.batch_size < 1 or options.bootstrap < 0:
         raise TrainerError("--batch-size must be at least 1 and --bootstrap not negative")
-    for option, path, isfile in (("--model", options.model, True), ("--labels", options.labels, True),
-                                 ("--list", options.list, True), ("--images", options.images, False)):
-        if path is not None and not (os.path.isfile(path) if isfile else os.path.isdir(path)):
-            raise TrainerError("%s %s: no such %s" % (option, path, "file" if isfile else "directory"))
+    for option, path in (("--model", options.model), ("--labels", options.labels), ("--list", options.list)):
+        if path is not None and not os.path.isfile(path):
+            raise TrainerError("%s %s: %s" % (option, path, "is a folder; expected a file" if os.path.isdir(path)
+                                                            else "no such file"))
+    sources.check_folder(options.images, "--images")
+    runlock.check_output_folder(options.output)
     check_output(options.output, options.model, options.labels, options.list)
-    return run(options)
+    return options
+
+
+def _run(argv):
+    return run(check(parse(argv)))
 
 
 def main(argv=None):
