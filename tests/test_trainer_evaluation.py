@@ -61,3 +61,25 @@ def test_case16_pooled_across_two_real_horovod_ranks(tmp_path):
     assert result["uneven_rows"] == list(range(8)) and result["uneven_missing"] == []
     assert result["uneven_same_scores"]
     assert sorted(result["empty_rows"]) == list(range(8))
+
+
+def _block(n_images=40, n_patients=20, resamples=50):
+    """``held_out_block`` of ``n_images`` rows of ``n_patients`` patients, every pathology with positives."""
+    rng = np.random.RandomState(0)
+    labels = (np.arange(n_images)[:, None] + np.arange(14)[None, :]) % 2
+    patients = [str(i % n_patients) for i in range(n_images)]
+    return evaluation.held_out_block(labels, rng.rand(n_images, 14), patients, resamples, 0, n_images, [])
+
+
+def test_the_summary_line_says_how_many_images_the_run_trained_on():
+    """The reported fault: the last line (the one people copy) left out that 653 of the 800 images scored were in
+    the model's training or validation split, said only in a warning 16 lines earlier."""
+    from trainer.evaluate import summary_line
+
+    block = _block()
+    head = "mean AUROC %.4f (95%% CI %.3f-%.3f) over 14 of 14 pathologies, 40 images of 20 patients" % (
+        block["mean_auroc"], block["mean_auroc_ci_low"], block["mean_auroc_ci_high"])
+    tail = "; evaluation.json and predictions.csv in out"
+    assert summary_line(block, "out", 17) == head + " (17 of them seen in training)" + tail
+    for held_out in (0, None):  # none seen / no splits.csv beside the model: nothing to say
+        assert summary_line(block, "out", held_out) == head + tail

@@ -251,6 +251,11 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     mixed = _python_trainer("evaluate", "--model", str(run["output"] / "model-best.h5"), "--images", str(IMAGES),
                             "--labels", str(LABELS), "--list", str(listed), "--output", str(tmp_path / "mixed"))
     assert mixed.returncode == 0, mixed.stderr[-3000:]
-    assert json.loads((tmp_path / "mixed" / "evaluation.json").read_text())["images_seen_in_training"] == 3
+    mixed_result = json.loads((tmp_path / "mixed" / "evaluation.json").read_text())
+    assert mixed_result["images_seen_in_training"] == 3
+    # the last line, the one people copy, says it too
+    assert mixed.stdout.strip().splitlines()[-1].endswith(
+        "%d images of %d patients (3 of them seen in training); evaluation.json and predictions.csv in %s"
+        % (len(names) + 3, mixed_result["test"]["n_patients"], tmp_path / "mixed"))
     assert ("3 of the %d images scored were in the model's training or validation split (%s)"
             % (len(names) + 3, run["output"] / "splits.csv")) in " ".join((mixed.stdout + mixed.stderr).split())

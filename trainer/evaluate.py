@@ -144,19 +144,22 @@ def run(options):
             name, "undefined" if entry["auroc"] is None else "%.3f" % entry["auroc"],
             "-" if entry["ci_low"] is None else "%.3f-%.3f" % (entry["ci_low"], entry["ci_high"]),
             entry["n_positive"]))
-    events.info(summary_line(block, options.output))
+    events.info(summary_line(block, options.output, seen))
     return 0
 
 
-def summary_line(block, output):
-    """The evaluation in one line: mean AUROC with its bootstrap interval, over how many pathologies, images and
-    patients, and where the files are. ``block``: ``trainer.evaluation.held_out_block``'s."""
+def summary_line(block, output, seen=None):
+    """The evaluation in one line, the last one it prints (the one people copy): mean AUROC with its bootstrap
+    interval, over how many pathologies, images and patients, how many of those images the model's run trained or
+    validated on (``seen``, ``images_seen_in_training``: said when above 0, so a copied result never passes for a
+    held-out one), and where the files are. ``block``: ``trainer.evaluation.held_out_block``'s."""
     mean = block["mean_auroc"]
     interval = ("" if block.get("mean_auroc_ci_low") is None else
                 " (95%% CI %.3f-%.3f)" % (block["mean_auroc_ci_low"], block["mean_auroc_ci_high"]))
-    return "mean AUROC %s%s over %d of %d pathologies, %d images of %d patients; %s and %s in %s" % (
+    caveat = " (%d of them seen in training)" % seen if seen else ""
+    return "mean AUROC %s%s over %d of %d pathologies, %d images of %d patients%s; %s and %s in %s" % (
         "undefined" if mean is None else "%.4f" % mean, interval, block["n_classes_defined"], len(block["auroc"]),
-        block["n_images"], block["n_patients"], EVALUATION, outputs.PREDICTIONS, output)
+        block["n_images"], block["n_patients"], caveat, EVALUATION, outputs.PREDICTIONS, output)
 
 
 def _seen_in_training(model, names):
