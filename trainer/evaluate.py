@@ -193,12 +193,13 @@ def run(options):
     outputs.write_predictions(options.output, [subset.names[i] for i in indices], y, scores)
     block = evaluation.held_out_block(y, scores, [subset.patients[i] for i in indices], options.bootstrap,
                                       options.seed, len(subset), [subset.paths[i] for i in missing])
+    few = evaluation.few_cases(block)
     result = OrderedDict([
         ("model", os.path.abspath(options.model)), ("model_sha256", outputs.file_sha256(options.model)),
         ("image_size", image_size), ("label_file", os.path.abspath(options.labels)), ("label_sha256", label_sha256),
         ("list", os.path.abspath(options.list) if options.list else None), ("split", options.split),
         ("world_size", rt.size),
-        ("images_seen_in_training", seen), ("test", block)])
+        ("images_seen_in_training", seen), ("few_cases", few), ("test", block)])
     outputs.write_json(os.path.join(options.output, EVALUATION), result)
     events.emit("evaluate", mean_auroc=block["mean_auroc"], n_images=block["n_images"],
                 auroc=OrderedDict((k, v["auroc"]) for k, v in block["auroc"].items()), output=options.output)
@@ -207,19 +208,29 @@ def run(options):
             name, "undefined" if entry["auroc"] is None else "%.3f" % entry["auroc"],
             "-" if entry["ci_low"] is None else "%.3f-%.3f" % (entry["ci_low"], entry["ci_high"]),
             entry["n_positive"]))
-    events.info(summary_line(block, options.output, seen))
+    if few["warning"]:
+        events.warn(few["warning"])
+    events.info(summary_line(block, options.output, seen, few))
     return 0
 
 
-def summary_line(block, output, seen=None):
+def summary_line(block, output, seen=None, few=None):
     """The evaluation in one line, the last one it prints (the one people copy): mean AUROC with its bootstrap
     interval, over how many pathologies, images and patients, how many of those images the model's run trained or
     validated on (``seen``, ``images_seen_in_training``: said when above 0, so a copied result never passes for a
-    held-out one), and where the files are. ``block``: ``trainer.evaluation.held_out_block``'s."""
+    held-out one), whether it rests on too few cases to mean much (``few``, ``trainer.evaluation.few_cases``'s:
+    how many AUROCs come from fewer than its minimum of positives or negatives, fewer patients than it), and where
+    the files are. ``block``: ``trainer.evaluation.held_out_block``'s."""
     mean = block["mean_auroc"]
     interval = ("" if block.get("mean_auroc_ci_low") is None else
                 " (95%% CI %.3f-%.3f)" % (block["mean_auroc_ci_low"], block["mean_auroc_ci_high"]))
-    caveat = " (%d of them seen in training)" % seen if seen else ""
+    caveats = ["%d of them seen in training" % seen] if seen else []
+    if few and few["warning"]:
+        said = (["%d of %d AUROCs from fewer than %d positives or negatives" % (
+            len(few["pathologies"]), block["n_classes_defined"], few["minimum"])] if few["pathologies"] else [])
+        said += ["fewer than %d patients" % few["minimum"]] if few["few_patients"] else []
+        caveats.append("too few cases to mean much: %s" % ", ".join(said))
+    caveat = " (%s)" % "; ".join(caveats) if caveats else ""
     return "mean AUROC %s%s over %d of %d pathologies, %d images of %d patients%s; %s and %s in %s" % (
         "undefined" if mean is None else "%.4f" % mean, interval, block["n_classes_defined"], len(block["auroc"]),
         block["n_images"], block["n_patients"], caveat, EVALUATION, outputs.PREDICTIONS, output)
