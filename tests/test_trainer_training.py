@@ -241,10 +241,15 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     assert evaluated["images_seen_in_training"] == 0 and "not a held-out one" not in result.stdout + result.stderr
     block = evaluated["test"]
     summary = result.stdout.strip().splitlines()[-1]  # the last line says it all
+    few = evaluated["few_cases"]  # the sample's test split: most pathologies have a few positives
+    assert few["warning"] and len(few["pathologies"]) > 0 and few["warning"] in " ".join(result.stderr.split())
     assert summary == ("trainer: mean AUROC %.4f (95%% CI %.3f-%.3f) over %d of 14 pathologies, %d images of %d "
-                       "patients; evaluation.json and predictions.csv in %s" % (
+                       "patients (too few cases to mean much: %d of %d AUROCs from fewer than 30 positives or "
+                       "negatives%s); evaluation.json and predictions.csv in %s" % (
                            block["mean_auroc"], block["mean_auroc_ci_low"], block["mean_auroc_ci_high"],
-                           block["n_classes_defined"], block["n_images"], block["n_patients"], tmp_path / "eval"))
+                           block["n_classes_defined"], block["n_images"], block["n_patients"],
+                           len(few["pathologies"]), block["n_classes_defined"],
+                           ", fewer than 30 patients" if few["few_patients"] else "", tmp_path / "eval"))
     # images the run trained on, scored as "test": counted and said (the README's evaluate without --list did this)
     trained = [r["Image Index"] for r in csv.DictReader((run["output"] / "splits.csv").read_text().splitlines())
                if r["split"] == "train"]
@@ -255,9 +260,8 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     mixed_result = json.loads((tmp_path / "mixed" / "evaluation.json").read_text())
     assert mixed_result["images_seen_in_training"] == 3
     # the last line, the one people copy, says it too
-    assert mixed.stdout.strip().splitlines()[-1].endswith(
-        "%d images of %d patients (3 of them seen in training); evaluation.json and predictions.csv in %s"
-        % (len(names) + 3, mixed_result["test"]["n_patients"], tmp_path / "mixed"))
+    assert "%d images of %d patients (3 of them seen in training; too few cases" % (
+        len(names) + 3, mixed_result["test"]["n_patients"]) in mixed.stdout.strip().splitlines()[-1]
     assert ("3 of the %d images scored were in the model's training or validation split (%s)"
             % (len(names) + 3, run["output"] / "splits.csv")) in " ".join((mixed.stdout + mixed.stderr).split())
 
