@@ -207,20 +207,20 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     "model": "saved model to score (model.h5 or model-best.h5 of a training run)",
     "images": "folder with the PNGs (searched recursively)",
     "labels": "label file Data_Entry_2017*.csv or .csv.gz",
-    "list": "score only the image names in this file (e.g. NIH's test_list.txt)",
+    "list": "score only the image names in this file (e.g. NIH's test_list.txt); with --split, a run's splits.csv",
+    "split": "score only this split (train, val or test) of the run that trained --model: its splits.csv beside the "
+             "model (or --list RUN/splits.csv); test: the run's held-out images",
     "output": "folder for evaluation.json and predictions.csv (default runs/evaluate); not a training run's folder, "
               "whose predictions.csv it would replace (RUN/evaluation is fine)",
     "np": "CPU ranks under horovodrun (default 1: one process)",
 })
 @user_errors
-def evaluate(c, model=None, images=None, labels=None, list=None, output="runs/evaluate", np=1):
+def evaluate(c, model=None, images=None, labels=None, list=None, split=None, output="runs/evaluate", np=1):
     """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
     from launch.evaluate import evaluate as run_evaluate
     from launch.evaluate import evaluate_args
 
-    code = run_evaluate(evaluate_args(model, images, labels, list, output), np)
-    if code:
-        raise Exit(code=code)
+    run_evaluate(evaluate_args(model, images, labels, list, output, split), np)
 
 
 @task(help={

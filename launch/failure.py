@@ -325,6 +325,23 @@ def rank_reason(outcome: Outcome) -> str | None:
     return None
 
 
+_RANK_OR_TRAINER = re.compile(r"^(?:rank \d+: |%s)" % re.escape(_ERROR))
+
+
+def refusal(outcome: Outcome) -> str | None:
+    """The trainer's refusal of its input, when that is how the run ended: the message of the failing rank's
+    ``trainer: error:`` line (else the first rank's) when that rank exited with the trainer's status 2 (bad input,
+    refused: ``trainer.errors.TrainerError``) — under horovodrun, whose own status is then 1 with its RuntimeError
+    traceback, or a lone ``python -m trainer`` process exiting 2 itself. None for any other end (a crash, a
+    signal, success). The message is the trainer's own words, without the rank: every rank refuses alike."""
+    if outcome.interrupted is not None or not outcome.errors:
+        return None
+    code = outcome.first_failure[1] if outcome.first_failure else outcome.returncode
+    if code != 2:
+        return None
+    return _RANK_OR_TRAINER.sub("", rank_reason(outcome) or outcome.errors[0], count=1)
+
+
 def missing_libraries(outcome: Outcome) -> list[str]:
     """The libraries TensorFlow said it could not load (``Could not load dynamic library 'libcudnn.so.8'``), in
     the order first seen across the ranks' last lines. A library TensorFlow loads only for an optional feature
@@ -497,22 +514,18 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
     return parts, reason, not_launched or bool(pyxis)
 
 
-def refused_input(outcome: Outcome) -> bool:
-    """Whether the run's first failing rank refused its input: its ``trainer: error:`` line and the trainer's exit
-    status 2 (``trainer.errors.TrainerError.exit_code``), not a failure while it ran."""
-    return bool(outcome.errors) and outcome.first_failure is not None and outcome.first_failure[1] == 2
-
-
-def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None, origin: str | None = None) -> str:
+def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None, origin: str | None = None,
+                    what: str = "training") -> str:
     """One message: which rank failed with which code, that rank's own error, the loopback hint, the log; a
     launch that failed before the ranks ran: the launcher's distinguishing line, its cause and remedy (for GPU ranks
     where ``gpus``, for CPU ranks where not, both where it is not known: ``launch_remedy``). ``origin``: where the
-    outcome comes from, said in the first line (the launcher's exit status; "from its log" for a saved log)."""
+    outcome comes from, said in the first line (the launcher's exit status; "from its log" for a saved log);
+    ``what``: the work that failed, its first words ("training", "evaluation")."""
     parts, reason, said = _diagnoses(outcome, controller, gpus)
     header = origin or ("horovodrun exit status %d" % outcome.returncode if outcome.returncode is not None
                         else "from its log")
-    what = "the trainer refused its input" if refused_input(outcome) else "training failed"
-    message = "; ".join(["%s (%s)" % (what, header)] + parts) + "\nfull log: %s" % outcome.log_path
+    ended = "the trainer refused its input" if refusal(outcome) is not None else "%s failed" % what
+    message = "; ".join(["%s (%s)" % (ended, header)] + parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None and not said:
         failing = outcome.first_failure[0] if outcome.first_failure else None
         lines = outcome.rank_tails.get(failing) or outcome.tail

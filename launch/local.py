@@ -149,8 +149,9 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
         raise ChexstackError(interrupted_message(outcome.interrupted, output, request.options.epochs),
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
+        refused = failure.refusal(outcome) is not None
         raise ChexstackError(failure.explain_failure(outcome, plan.controller, gpus=request.gpus > 0),
-                             exit_code=ExitCode.USAGE if failure.refused_input(outcome) else ExitCode.FAILED)
+                             exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
     if throughput:
         return None
     metrics = read_metrics(output)

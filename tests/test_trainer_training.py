@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import launch
+from tests.lib import cli as cmd
 from tests.lib.paths import REPO, SAMPLE
 from tests.lib.runs import FAST_MODEL, request
 from trainer.labels import CLASSES
@@ -240,10 +241,15 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     assert evaluated["images_seen_in_training"] == 0 and "not a held-out one" not in result.stdout + result.stderr
     block = evaluated["test"]
     summary = result.stdout.strip().splitlines()[-1]  # the last line says it all
+    few = evaluated["few_cases"]  # the sample's test split: most pathologies have a few positives
+    assert few["warning"] and len(few["pathologies"]) > 0 and few["warning"] in " ".join(result.stderr.split())
     assert summary == ("trainer: mean AUROC %.4f (95%% CI %.3f-%.3f) over %d of 14 pathologies, %d images of %d "
-                       "patients; evaluation.json and predictions.csv in %s" % (
+                       "patients (too few cases to mean much: %d of %d AUROCs from fewer than 30 positives or "
+                       "negatives%s); evaluation.json and predictions.csv in %s" % (
                            block["mean_auroc"], block["mean_auroc_ci_low"], block["mean_auroc_ci_high"],
-                           block["n_classes_defined"], block["n_images"], block["n_patients"], tmp_path / "eval"))
+                           block["n_classes_defined"], block["n_images"], block["n_patients"],
+                           len(few["pathologies"]), block["n_classes_defined"],
+                           ", fewer than 30 patients" if few["few_patients"] else "", tmp_path / "eval"))
     # images the run trained on, scored as "test": counted and said (the README's evaluate without --list did this)
     trained = [r["Image Index"] for r in csv.DictReader((run["output"] / "splits.csv").read_text().splitlines())
                if r["split"] == "train"]
@@ -251,6 +257,26 @@ def test_evaluate_scores_a_saved_model_on_a_list(run, tmp_path):
     mixed = _python_trainer("evaluate", "--model", str(run["output"] / "model-best.h5"), "--images", str(IMAGES),
                             "--labels", str(LABELS), "--list", str(listed), "--output", str(tmp_path / "mixed"))
     assert mixed.returncode == 0, mixed.stderr[-3000:]
-    assert json.loads((tmp_path / "mixed" / "evaluation.json").read_text())["images_seen_in_training"] == 3
+    mixed_result = json.loads((tmp_path / "mixed" / "evaluation.json").read_text())
+    assert mixed_result["images_seen_in_training"] == 3
+    # the last line, the one people copy, says it too
+    assert "%d images of %d patients (3 of them seen in training; too few cases" % (
+        len(names) + 3, mixed_result["test"]["n_patients"]) in mixed.stdout.strip().splitlines()[-1]
     assert ("3 of the %d images scored were in the model's training or validation split (%s)"
             % (len(names) + 3, run["output"] / "splits.csv")) in " ".join((mixed.stdout + mixed.stderr).split())
+
+
+def test_evaluate_split_test_repeats_the_runs_test_block(run, tmp_path):
+    """``invoke evaluate --split test``: the images of the test split of the run that trained the model (its
+    splits.csv beside model-best.h5), with the run's bootstrap seed and resamples: evaluation.json's ``test`` block
+    is the run's own metrics.json ``test`` block, number for number (a user checked 0.5008 [0.426-0.569] by hand),
+    none of the images seen in training."""
+    model = run["output"] / "model-best.h5"
+    p = cmd.run("evaluate", "--model", str(model), "--images", str(IMAGES), "--labels", str(LABELS), "--split", "test",
+                "--output", str(tmp_path / "eval"), env={"CUDA_VISIBLE_DEVICES": ""})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    evaluated = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
+    test = run["metrics"]["test"]
+    assert evaluated["split"] == "test" and evaluated["images_seen_in_training"] == 0
+    assert evaluated["test"] == {k: test[k] for k in evaluated["test"]}, (evaluated["test"], test)
+    assert "seen in training" not in p.stdout.strip().splitlines()[-1]

@@ -7,7 +7,9 @@ pooled AUROC is
 every rank, and rank 0 computes one AUROC per pathology with scikit-learn's ``roc_auc_score`` on the pooled rows.
 
 A pathology whose labels in the split are all 0 or all 1 has no AUROC (``roc_auc_score`` is undefined there):
-it is ``None`` (null in JSON, "undefined" on screen) — not a crash, not 0.5 — and is left out of the mean.
+it is ``None`` (null in JSON, "undefined" on screen) — not a crash, not 0.5 — and is left out of the mean. One
+with an AUROC from fewer than ``MIN_CASES`` positives or negatives, or a set of fewer than ``MIN_CASES`` patients,
+is a result that means little (``few_cases``).
 """
 import numpy as np
 
@@ -253,3 +255,43 @@ def baseline_comparison(labels, patients, model_rows, baseline_rows, resamples, 
         ("bootstrap", OrderedDict([("resamples", resamples), ("unit", "patient"), ("paired", True),
                                    ("method", "percentile"), ("seed", seed)])),
     ])
+
+
+#: Below this many positive (or negative) images of a pathology, or patients in the set, an AUROC and its 95 %
+#: interval mean little. Hanley & McNeil (1982, Radiology 143:29-36) give an AUROC A's standard error; with n
+#: positives among many more negatives it is about sqrt((Q2 - A^2) / n), Q2 = 2A^2 / (1 + A): 0.29 / sqrt(n) at
+#: A = 0.5, 0.27 / sqrt(n) at 0.8, so at 30 positives the 95 % interval is already about +-0.1 (the size of the
+#: gains CheXNet reported over the models before it: Rajpurkar et al. 2017, arXiv:1711.05225, Table 2), wider
+#: below 30 (the same with positives and negatives swapped). The intervals here resample patients
+#: (``patient_resamples``); a percentile bootstrap over few units is too narrow and its coverage falls short of 95 %
+#: (Hesterberg 2015, "What Teachers Should Know About the Bootstrap", The American Statistician 69(4), "narrowness
+#: bias"), the more so below 30.
+MIN_CASES = 30
+
+
+def few_cases(block, minimum=MIN_CASES):
+    """Whether ``block`` (``held_out_block``'s) rests on too few cases to mean much: {"minimum", "pathologies":
+    {name: {"n_positive", "n_negative"}} of the pathologies WITH an AUROC whose positive or negative images are
+    fewer than ``minimum``, "n_patients", "few_patients" (fewer than ``minimum`` patients), "warning" (a sentence
+    saying so and why, None when neither)}. Undefined AUROCs are not listed: they are not in the mean."""
+    from collections import OrderedDict
+    few = OrderedDict()
+    for name, entry in block["auroc"].items():
+        positives, negatives = entry["n_positive"], block["n_images"] - entry["n_positive"]
+        if entry["auroc"] is not None and min(positives, negatives) < minimum:
+            few[name] = OrderedDict([("n_positive", positives), ("n_negative", negatives)])
+    few_patients = block["n_patients"] < minimum
+    warning = None
+    if few or few_patients:
+        said = []
+        if few:
+            said.append("%d of the %d pathologies with an AUROC have fewer than %d positive or %d negative images "
+                        "(%s)" % (len(few), block["n_classes_defined"], minimum, minimum,
+                           ", ".join("%s %d+/%d-" % (n, e["n_positive"], e["n_negative"]) for n, e in few.items())))
+        if few_patients:
+            said.append("the %d patients, the bootstrap's units, are fewer than %d" % (block["n_patients"], minimum))
+        warning = ("the AUROCs and their 95 %% intervals mean little: %s; below %d positives an AUROC's 95 %% interval "
+                   "is wider than +-0.1 (Hanley & McNeil 1982), and a patient bootstrap over few patients gives "
+                   "intervals too narrow (Hesterberg 2015); score more images" % ("; ".join(said), minimum))
+    return OrderedDict([("minimum", minimum), ("pathologies", few), ("n_patients", block["n_patients"]),
+                        ("few_patients", few_patients), ("warning", warning)])

@@ -175,15 +175,47 @@ def read_splits(output):
     return dict((image, patient) for image, patient, _ in _split_rows(os.path.join(output, SPLITS)))
 
 
-def trained_on(model):
-    """(image names of the training and validation splits, splits.csv's path) of the run that saved ``model`` (its
-    ``splits.csv`` beside it, or one folder up for a checkpoint's), else (None, None)."""
+#: splits.csv's header (``write_splits``), by which a file given as a list of names is known to be one
+SPLITS_HEADER = ("Image Index", "Patient ID", "split")
+
+
+def splits_beside(model):
+    """The path of the splits.csv of the run that saved ``model`` (beside it, or one folder up for a checkpoint's
+    ``checkpoint/epoch-NNNN.h5``), else None."""
     folder = os.path.dirname(os.path.abspath(model))
     for candidate in (folder, os.path.dirname(folder)):
         path = os.path.join(candidate, SPLITS)
         if os.path.isfile(path):
-            return set(image for image, _, split in _split_rows(path) if split in (TRAIN, VAL)), path
-    return None, None
+            return path
+    return None
+
+
+def trained_on(model):
+    """(image names of the training and validation splits, splits.csv's path) of the run that saved ``model``
+    (``splits_beside``), else (None, None)."""
+    path = splits_beside(model)
+    if path is None:
+        return None, None
+    return set(image for image, _, split in _split_rows(path) if split in (TRAIN, VAL)), path
+
+
+def is_splits_file(path):
+    """Whether the file at ``path`` starts with splits.csv's header (``SPLITS_HEADER``; its line end ``\r\n``, the
+    csv module's, or ``\n``). False for a file that cannot be read (its reader says why)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            first = next(csv.reader(f), None)
+    except (IOError, OSError, UnicodeDecodeError, csv.Error):
+        return False
+    return first is not None and tuple(first) == SPLITS_HEADER
+
+
+def split_names(path, split):
+    """The image names of ``split`` (train, val, test) in the splits.csv at ``path``, in its order; TrainerError
+    naming the file when it is not a splits.csv (its header is not ``SPLITS_HEADER``) or cannot be read."""
+    if not is_splits_file(path):
+        raise TrainerError("%s: not a run's splits.csv (expected its first line %s)" % (path, ",".join(SPLITS_HEADER)))
+    return [image for image, _, name in _split_rows(path) if name == split]
 
 
 def write_splits(output, subsets):

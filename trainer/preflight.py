@@ -14,8 +14,9 @@ of ``python -m trainer`` arguments):
   ``check_resume(argv, output)`` (``--resume``'s rules and the checkpoint's identity), ``load_state(output)``,
   ``checkpoint_folder(output)``, ``recorded_step(output, epochs)`` (what ``--resume`` would do: ``TRAIN``, ``FINISH``
   a run stopped after its last epoch, or ``DONE``); ``SKIPPED_IMAGES``;
-- an evaluation: ``check_evaluate_output(output, model, label_file, list_file)`` (not a training run's folder,
-  nor another evaluation's);
+- an evaluation: ``check_evaluate(argv)`` (``python -m trainer evaluate``'s options, its input files and output
+  folder: ``trainer.evaluate.check``), ``check_evaluate_output(output, model, label_file, list_file)`` (not a
+  training run's folder, nor another evaluation's);
 - a prepared copy: ``check_prepare(argv)`` (``python -m trainer prepare``'s options and inputs), ``PREPARE_LOG``;
 - results: ``CLASSES`` (the 14 pathologies, in the model's output order), ``parse_event(line)`` (rank 0's
   ``@chexstack`` progress events).
@@ -57,6 +58,13 @@ def check_prepare(argv):
         for word in (flag, getattr(options, flag[2:]))])
     prepare.check_output(options.output)
     return options
+
+
+def check_evaluate(argv):
+    """The options of ``python -m trainer evaluate ARGV`` (``argv`` without the word ``evaluate``) checked as the
+    trainer checks them before it starts (``trainer.evaluate.check``: the numbers, the model, label and list files,
+    the images folder, the output folder); returns the argparse namespace. Raises TrainerError."""
+    return evaluate.check(evaluate.parse(argv))
 
 
 def parse_options(argv):
