@@ -376,7 +376,9 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     assert _epochs(out) == list(range(1, state["epoch"] + 1))
 
     last = state["epoch"] + 1
-    resumed = _invoke(*SMALL, "--epochs", str(last), "--output", str(out), "--resume")
+    # the same --early-stop 0: with the default, a run stopped late (8 epochs under CI's load) had its LR floor in
+    # the replayed history, and the resumed run ended without training (no "resuming after epoch")
+    resumed = _invoke(*SMALL, "--epochs", str(last), "--early-stop", "0", "--output", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "resuming after epoch %d" % state["epoch"] in resumed.stdout
     assert _epochs(out) == list(range(1, last + 1))  # every epoch exactly once
@@ -387,7 +389,7 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     damaged = out / "checkpoint" / ("epoch-%04d.h5" % last)
     with open(damaged, "r+b") as f:
         f.truncate(damaged.stat().st_size // 2)
-    refused = _invoke(*SMALL, "--epochs", str(last + 1), "--output", str(out), "--resume")
+    refused = _invoke(*SMALL, "--epochs", str(last + 1), "--early-stop", "0", "--output", str(out), "--resume")
     assert refused.returncode == 2, refused.stdout
     assert ("cannot resume: the checkpoint of epoch %d, %s, is damaged (Unable to" % (last, damaged)) in refused.stderr
     assert "truncated file" in refused.stderr and "start afresh (remove %s/checkpoint" % out in refused.stderr
@@ -396,19 +398,29 @@ def test_one_run_per_output_ctrl_c_resume_and_a_damaged_checkpoint(tmp_path):
     assert _epochs(out) == list(range(1, last + 1))
 
 
+#: starts of a run whose Ctrl-C must land after its last epoch, before its end (a race the test cannot control)
+ATTEMPTS = 3
+
+
 @pytest.mark.slow
 def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_path):
     """The reported fault: Ctrl-C while the test split was scored after the last epoch left metrics.json without
     its ``test`` block and ``run.end``, and --resume said "nothing to do". Now the line says that --resume finishes
     the run, --resume does that without training (the epochs stay 1, 2), and only then is a --resume nothing to
     do. With the baseline (16 px logistic regression), what follows the last epoch took 21 s here under load: the
-    signal, sent as soon as the launcher shows epoch 2, lands in it."""
-    out = tmp_path / "run"
-    args = [*SMALL[:SMALL.index("--baseline-size")], "--epochs", "2", "--output", str(out)]
-    first = Launcher(*args, env=ENV)
-    first.wait_for("epoch 2:")  # shown after rank 0 committed epoch 2 (metrics.json, checkpoint)
-    os.killpg(first.proc.pid, signal.SIGINT)
-    code, text = first.finish()
+    signal, sent as soon as the launcher shows epoch 2, lands in it. Where it came too late (CI's 2 cores under both
+    lanes and a cold Apptainer build once showed the line only after the run had ended: exit 0, run.end written),
+    that start tested nothing and the test starts again, ``ATTEMPTS`` times at most."""
+    for attempt in range(1, ATTEMPTS + 1):
+        out = tmp_path / ("run-%d" % attempt)
+        args = [*SMALL[:SMALL.index("--baseline-size")], "--epochs", "2", "--output", str(out)]
+        first = Launcher(*args, env=ENV)
+        first.wait_for("epoch 2:")  # shown after rank 0 committed epoch 2 (metrics.json, checkpoint)
+        os.killpg(first.proc.pid, signal.SIGINT)
+        code, text = first.finish()
+        if code == 0 and "end" in json.loads((out / "metrics.json").read_text())["run"]:
+            continue  # the run ended before the signal landed (CI's load once delayed the line): nothing was tested
+        break
     assert code == 130, text
     metrics = json.loads((out / "metrics.json").read_text())
     assert "end" not in metrics["run"] and "test" not in metrics, "the run ended before the signal:\n" + text

@@ -236,8 +236,9 @@ def _epochs_once_each(out) -> None:
 def _release_requeued(cluster, job_id: str, restarts: int = 1) -> None:
     """Start a requeued job now. Slurm holds it back about two minutes (``Reason=BeginTime``, its StartTime set
     past the job credential's lifetime); ``scontrol update jobid=ID StartTime=now`` lifts the hold
-    (https://slurm.schedmd.com/scontrol.html) once no host still runs a step of the job's last start
-    (``_steps_ended``). Fails unless the job was seen held (its ``restarts``-th requeue) and then started before
+    (https://slurm.schedmd.com/scontrol.html) once the job is PENDING (no longer COMPLETING), no host still runs a
+    step of the job's last start (``_steps_ended``) and slurmctld has no message in flight (``_agents_idle``). Fails
+    unless the job was seen held (its ``restarts``-th requeue) and then started before
     the StartTime of its hold (the hold was skipped, not waited out)."""
     import time
 
@@ -246,9 +247,11 @@ def _release_requeued(cluster, job_id: str, restarts: int = 1) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         shown = cluster.run("scontrol", "-o", "show", "job", job_id).stdout
-        if held is None and "Restarts=%d " % restarts in shown and "Reason=BeginTime" in shown:
+        if (held is None and "Restarts=%d " % restarts in shown and "Reason=BeginTime" in shown
+                and field(shown, "JobState") == "PENDING"):  # not COMPLETING: its last start's end is delivered
             held = shown
             _steps_ended(cluster, job_id)
+            _agents_idle(cluster)
             update = cluster.run("scontrol", "update", "jobid=%s" % job_id, "StartTime=now")
             assert update.returncode == 0, update.stderr
         elif held and field(shown, "JobState") not in ("PENDING", "CONFIGURING"):
@@ -274,13 +277,41 @@ def _steps_ended(cluster, job_id: str, timeout_s: float = 120) -> None:
         running = {}
         for host in cluster.hosts:
             listed = cluster.run("scontrol", "listpids", job_id, host)
-            rows = listed.stdout.splitlines()[1:] if listed.returncode == 0 else []
+            if listed.returncode == 0:
+                rows = listed.stdout.splitlines()[1:]
+            elif re.search(r"There are no steps for job|does not exist on node", listed.stdout + listed.stderr):
+                rows = []
+            else:  # not evidence that none runs
+                rows = ["scontrol listpids failed: %s" % (listed.stderr or listed.stdout).strip()]
             if rows:
                 running[host] = rows
         if not running:
             return
         time.sleep(0.5)
     pytest.fail("steps of Slurm job %s still run %.0f s after its requeue: %s" % (job_id, timeout_s, running))
+
+
+def _agents_idle(cluster, timeout_s: float = 120) -> None:
+    """Wait until slurmctld has no message to a node in flight or queued (``sdiag``: "Agent count: 0" and "Agent
+    queue size: 0", twice in a row a second apart); fail after ``timeout_s``.
+
+    A host back from a dead link is sent what slurmctld could not deliver meanwhile: the end of the job's last
+    start (its terminate and credential revocation, retried by an agent until the host answers). The job keeps its
+    id, so a new start there before that has been delivered is killed by it (CI, twice: the new start's Open MPI
+    daemon on chex2 lost at once, exit 205; here, with chex2's link down, a requeued job stayed COMPLETING with
+    "Agent count: 1" until the link was back). The hold Slurm puts on a requeued job covers this; a test that lifts
+    it must wait for it."""
+    import time
+
+    deadline, quiet, shown = time.monotonic() + timeout_s, 0, ""
+    while time.monotonic() < deadline:
+        shown = cluster.run("sdiag").stdout
+        counts = dict(re.findall(r"^(Agent count|Agent queue size):\s*(\d+)", shown, re.M))
+        quiet = quiet + 1 if counts == {"Agent count": "0", "Agent queue size": "0"} else 0
+        if quiet >= 2:
+            return
+        time.sleep(1)
+    pytest.fail("slurmctld still had messages in flight %.0f s after the requeue: %s" % (timeout_s, shown[:600]))
 
 
 def _link(host: str, state: str) -> None:
