@@ -227,7 +227,7 @@ def write_splits(output, subsets):
     def write(tmp):
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             out = csv.writer(f)
-            out.writerow(["Image Index", "Patient ID", "split"])
+            out.writerow(list(SPLITS_HEADER))
             for name, subset in subsets:
                 for image, patient in zip(subset.names, subset.patients):
                     out.writerow([image, patient, name])
