@@ -278,6 +278,15 @@ def test_the_quick_start_is_the_makefiles_two_commands():
     assert "exec make test" in (REPO / ".ci" / "run").read_text()
 
 
+def test_the_readme_is_a_first_read():
+    """README.md is the newcomer's page (CONTRIBUTING.md, "Docs"): what it is, the two commands, the task table,
+    one picture and links, about 120 lines; dated measurement write-ups live in docs/measurements.md, linked."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 130
+    assert "(measured)" not in readme and "](docs/measurements.md)" in readme
+    assert readme.count("![") == 1
+
+
 def test_a_wrong_task_option_link_target_or_script_is_named_with_its_line(tmp_path):
     page = REPO / "docs" / "a-page-that-is-not-there.md"
     text = ("# Title\n\n```bash\ninvoke trian --stack cpu\ninvoke train --stack cpu \\\n  --no-such-option 1\n"
