@@ -25,6 +25,7 @@ from convert.definition import Definition, Section, Stage
 from convert.dockerfile import _simple, convert, parse_build_args, save
 from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
+from tests.lib.convert_corpus import own_pairs, pair_name
 from tests.lib.golden import GOLDEN_DIR, assert_golden
 from tests.lib.paths import CASES, CONVERT_CORPUS
 from tests.lib.readonly import run_with_read_only
@@ -33,20 +34,9 @@ SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-
                 "28-dockerfile-buildkit-syntax-run-mount"]
 
 
-def own_pairs() -> list[Path]:
-    """Our corpus Dockerfiles: those in the shared context ``tests/data/convert``, then those with a context folder
-    of their own."""
-    return sorted(CONVERT_CORPUS.glob("*.Dockerfile")) + sorted(CONVERT_CORPUS.glob("*/Dockerfile"))
-
-
 def corpus() -> list[Path]:
     """Every corpus Dockerfile: ours, then the shared cases that are part of it."""
     return own_pairs() + [CASES / ("%s.Dockerfile" % n) for n in SHARED_PAIRS]
-
-
-def pair_name(dockerfile: Path) -> str:
-    """A corpus pair's name: the file's name without ``.Dockerfile``, or the context folder's of a ``Dockerfile``."""
-    return dockerfile.parent.name if dockerfile.name == "Dockerfile" else dockerfile.name.replace(".Dockerfile", "")
 
 
 def _case(n: str) -> str:

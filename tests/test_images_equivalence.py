@@ -36,8 +36,8 @@ from convert.dockerfile import convert
 from images.context import context_tar
 from images.docker_build import docker_build
 from tests.harness.equivalence import build, compare_images, exec_apptainer, explain
+from tests.lib.convert_corpus import own_pairs, pair_name
 from tests.lib.paths import CONVERT_CORPUS
-from tests.test_convert import own_pairs, pair_name
 
 pytestmark = [pytest.mark.docker]
 if not (shutil.which("apptainer") or shutil.which("singularity")) and not os.environ.get("CI"):

@@ -81,8 +81,8 @@ def test_singularity_without_the_tool(tmp_path, monkeypatch):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path, client):
-    """In the built cpu image (skipped when it is not built here): the launcher holds the output lock and rank 0
+def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path, client, cpu_build):
+    """In the built cpu image (the session's cpu_build): the launcher holds the output lock and rank 0
     inside accepts it (the run starts); a second launch is refused; SIGTERM to the launcher stops the container,
     exit 143 with the checkpoint line."""
     import json
@@ -90,15 +90,9 @@ def test_sigterm_stops_the_container_and_a_second_run_is_refused(tmp_path, clien
 
     import docker.errors
 
-    from envs.manifest import load_stack
-    from images.naming import image_ref
     from tests.lib import cli as cmd
     from tests.lib.runs import ENV, SMALL
 
-    try:
-        client.images.get(image_ref(load_stack("cpu")))
-    except docker.errors.DockerException:
-        pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
     out = tmp_path / "in-image"
     # epochs enough that training cannot end while the second launch is refused (4 steps an epoch: under CI's load
     # 4 epochs ended first, and the signal then came after training); the signal ends it
@@ -265,9 +259,9 @@ def test_a_container_run_writes_as_the_calling_user_with_a_writable_home(tmp_pat
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs(client):
-    """``invoke train --stack cpu`` started by a non-root user in the docker group (skipped when the cpu image is
-    not built here): the run succeeds and every file in --output is that user's."""
+def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs(client, cpu_build):
+    """``invoke train --stack cpu`` started by a non-root user in the docker group (in the session's cpu_build
+    image): the run succeeds and every file in --output is that user's."""
     import grp
     import os
     import shutil
@@ -275,17 +269,9 @@ def test_a_non_root_user_trains_in_the_cpu_image_and_owns_the_outputs(client):
     import sys
     from pathlib import Path
 
-    import docker.errors
-
-    from envs.manifest import load_stack
-    from images.naming import image_ref
     from tests.lib.paths import REPO
     from tests.lib.runs import SMALL
 
-    try:
-        client.images.get(image_ref(load_stack("cpu")))
-    except docker.errors.DockerException:
-        pytest.skip("the cpu image is not built here (invoke build --stack cpu)")
     if os.geteuid() != 0:
         pytest.skip("needs root to start a process as another user")
     python = os.path.realpath(sys.executable)

@@ -13,13 +13,8 @@ import pytest
 
 from images.sif import file_sha256
 from tests.lib.cli import INVOKE
+from tests.lib.cluster_runs import SAMPLE_ARGS, kill_chex2_and_expect_a_bounded_end, ranks_on, when_epoch_committed
 from tests.lib.paths import REPO
-from tests.test_launch_testcluster import (
-    SAMPLE_ARGS,
-    _ranks_on,
-    _when_epoch_committed,
-    kill_chex2_and_expect_a_bounded_end,
-)
 
 pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
 
@@ -41,9 +36,9 @@ def test_hybrid_job_in_the_sif_across_both_hosts_survives_a_killed_rank_and_resu
     out = tmp_path / "hybrid"
     proc = _hybrid(testcluster, cpu_sif.path, out)
     try:
-        _when_epoch_committed(out, 1, proc)
+        when_epoch_committed(out, 1, proc)
         deadline = time.monotonic() + 120
-        while not _ranks_on("chex2") and time.monotonic() < deadline:
+        while not ranks_on("chex2") and time.monotonic() < deadline:
             time.sleep(0.5)
     except BaseException:
         proc.kill()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,15 +19,11 @@ import pytest
 from bench.results import load_sweep
 from tests.lib import cli as cmd
 from tests.lib.cli import INVOKE
+from tests.lib.cluster_runs import SAMPLE_ARGS, kill_chex2_and_expect_a_bounded_end, ranks_on, when_epoch_committed
 from tests.lib.paths import REPO, SAMPLE
 from tests.lib.runs import FAST_MODEL
 
 pytestmark = pytest.mark.cluster
-
-SAMPLE_ARGS = ("--images", str(SAMPLE / "images-64"), "--labels", str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"),
-               *FAST_MODEL, "--image-size", "32", "--batch-size", "64", "--val-fraction", "0.2",
-               "--test-fraction", "0")
-
 
 def invoke(cluster, *args, timeout=600):
     """``invoke ARGS`` as a process with Slurm's commands pointed at the test cluster."""
@@ -68,20 +63,6 @@ def test_detach_prints_the_job_name_and_id_and_returns(testcluster, tmp_path):
         testcluster.run("scancel", job_id.group(1))
 
 
-def _ranks_on(host: str) -> list[int]:
-    """Process ids of the trainer ranks running on ``host`` (its network namespace)."""
-    pids = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True).stdout.split()
-    found = []
-    for pid in pids:
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                if b"-m\0trainer\0" in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 @pytest.mark.slow
 def test_baremetal_two_nodes_of_two_ranks_pool_their_auroc_and_a_dead_host_ends_the_job(testcluster, tmp_path):
     """2 nodes × 2 CPU ranks of the shared .venv on the real sample, in one job. Epoch 1 commits: every rank's host
@@ -99,9 +80,9 @@ def test_baremetal_two_nodes_of_two_ranks_pool_their_auroc_and_a_dead_host_ends_
                             cwd=REPO, env=testcluster.env(COLUMNS="160", PYTHONPATH=str(REPO)),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        job_id = _when_epoch_committed(out, 1, proc)
+        job_id = when_epoch_committed(out, 1, proc)
         deadline = time.monotonic() + 120
-        while not _ranks_on("chex2") and time.monotonic() < deadline:
+        while not ranks_on("chex2") and time.monotonic() < deadline:
             time.sleep(0.5)
     except BaseException:
         proc.kill()
@@ -130,30 +111,6 @@ def test_baremetal_two_nodes_of_two_ranks_pool_their_auroc_and_a_dead_host_ends_
     with gzip.open(SAMPLE / "Data_Entry_2017_v2020.csv.gz", "rt") as f:
         known = {row["Image Index"] for row in csv.DictReader(f)}
     assert {r["Image Index"] for r in rows} <= known
-
-
-def kill_chex2_and_expect_a_bounded_end(proc) -> str:
-    """SIGKILL every trainer rank on chex2; the job (``proc``: invoke train --submit) must end within 3 minutes,
-    exit 1, naming chex2's rank and SIGKILL, the Slurm job FAILED. Kills ``proc`` if it is still running. Returns
-    ``proc``'s output."""
-    import signal
-    import time
-
-    try:
-        killed = _ranks_on("chex2")
-        assert killed, "no trainer rank on chex2"
-        for pid in killed:
-            os.kill(pid, signal.SIGKILL)
-        killed_at = time.monotonic()
-        text, _ = proc.communicate(timeout=180)
-        assert time.monotonic() - killed_at < 180
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, text
-    assert re.search(r"rank [23] on host chex2 exited first, with code 137 \(SIGKILL\)", text), text
-    assert re.search(r"Slurm job \d+ FAILED on chex\[1-2\]", text), text
-    return text
 
 
 def test_validate_hosts_reports_the_allreduce_bandwidth_beside_raw_tcp(testcluster, tmp_path):
@@ -210,21 +167,6 @@ def _start(cluster, out, *extra, args=RESUME_ARGS):
     return subprocess.Popen([INVOKE, "train", *args, "--output", str(out), *extra], cwd=REPO,
                             env=cluster.env(COLUMNS="160", PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def _when_epoch_committed(out, epoch: int, proc) -> str:
-    """The Slurm job id, once ``out``'s checkpoint/state.json commits ``epoch`` (the trainer's commit record)."""
-    import time
-
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        state = out / "checkpoint" / "state.json"
-        if state.exists() and json.loads(state.read_text() or "{}").get("epoch") == epoch:
-            logs = sorted(out.glob("slurm-*.out"))
-            return re.match(r"slurm-(\d+)\.out", logs[0].name).group(1)
-        assert proc.poll() is None, proc.communicate()[0]
-        time.sleep(0.5)
-    pytest.fail("epoch %d was not committed within 10 minutes" % epoch)
 
 
 def _epochs_once_each(out) -> None:
@@ -369,11 +311,11 @@ def test_a_job_requeued_by_scontrol_and_by_a_dead_link_then_cancelled_and_resubm
     out = tmp_path / "restarted"
     proc = _start(testcluster, out, "--requeue")
     try:
-        job_id = _when_epoch_committed(out, 1, proc)
+        job_id = when_epoch_committed(out, 1, proc)
         requeue = testcluster.run("scontrol", "requeue", job_id)
         assert requeue.returncode == 0, requeue.stderr
         _release_requeued(testcluster, job_id, restarts=1)
-        assert _when_epoch_committed(out, 2, proc) == job_id
+        assert when_epoch_committed(out, 2, proc) == job_id
 
         _link("chex2", "down")
         down_at, shown = time.monotonic(), ""
@@ -387,7 +329,7 @@ def test_a_job_requeued_by_scontrol_and_by_a_dead_link_then_cancelled_and_resubm
             job_id, shown)
         _node_back(testcluster, "chex2")
         _release_requeued(testcluster, job_id, restarts=2)
-        assert _when_epoch_committed(out, 3, proc) == job_id
+        assert when_epoch_committed(out, 3, proc) == job_id
         _restarted_log(out, job_id, 2)
 
         assert testcluster.run("scancel", job_id).returncode == 0

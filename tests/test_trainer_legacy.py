@@ -25,12 +25,26 @@ from trainer.labels import CLASSES
 pytestmark = [
     pytest.mark.legacy,
     pytest.mark.slow,
-    pytest.mark.skipif(not (REPO / ".venv-tf112" / "bin" / "python").exists(),
-                       reason="no .venv-tf112 (Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1): run "
-                              "scripts/setup-legacy (make test does)"),
 ]
 
 LEGACY = REPO / ".venv-tf112"
+#: What scripts/setup-legacy leaves when this machine has no Python 3.6: the lane's one skip (docs/testing.md).
+UNAVAILABLE = REPO / "build" / "setup-logs" / "legacy-unavailable"
+
+
+@pytest.fixture(autouse=True)
+def legacy_venv():
+    """The legacy venv, or the one reason its tests may skip: scripts/setup-legacy found no Python 3.6 here (its
+    words). A venv missing for any other reason skips outside CI (run scripts/setup-legacy) and fails in CI, where
+    make test sets it up: a lane whose setup did not run is never a quiet skip."""
+    if (LEGACY / "bin" / "python").exists():
+        return LEGACY
+    if UNAVAILABLE.exists():
+        pytest.skip("scripts/setup-legacy: %s" % UNAVAILABLE.read_text().strip())
+    missing = "no .venv-tf112 (Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1): run scripts/setup-legacy"
+    if os.environ.get("CI"):
+        pytest.fail(missing + " (make test does; it did not say this machine lacks Python 3.6)")
+    pytest.skip(missing + " (make test does)")
 IMAGES = SAMPLE / "images-64"
 LABELS = SAMPLE / "Data_Entry_2017_v2020.csv.gz"
 

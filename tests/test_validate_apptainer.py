@@ -15,8 +15,8 @@ import pytest
 
 from chexstack.tools import ToolRun
 from facts.parsers.container import buildcfg, conf_setting, release, subid_count
+from tests.lib.cases import case
 from tests.lib.paths import REPO
-from tests.test_validate_cases import case
 from validate.checks.container import apptainer, judge_apptainer, setuid_mode, userns_mode
 from validate.checks.registry import Context
 from validate.evidence import Bundle, Replay

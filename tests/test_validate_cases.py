@@ -5,15 +5,11 @@ import re
 
 from facts.parsers import container, infiniband, kernel, nccl, nvidia_smi, versions
 from facts.parsers.horovod import CheckBuild, parse_check_build, version_mismatch
-from tests.lib.paths import CASES
+from tests.lib.cases import case
 from validate.checks.container import judge_nv_libs, judge_shm
 from validate.checks.gpu import judge_driver
 from validate.checks.horovod import judge_build, judge_controller
 from validate.checks.nccl import judge_transport
-
-
-def case(prefix: str) -> str:
-    return next(CASES.glob(prefix + "-*.txt")).read_text()
 
 
 def test_01_partial_horovod_build_lists_exactly_what_is_missing():

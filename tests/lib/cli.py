@@ -53,11 +53,23 @@ def _environment(env: dict | None, inherit: bool = True) -> dict[str, str]:
     return {k: v for k, v in merged.items() if v is not None}
 
 
+def expected(ran, expect: int | None):
+    """``ran`` (a ``Ran`` or ``CompletedProcess``) when its exit status is ``expect`` (None: the caller states it);
+    AssertionError naming the command, the status and its stderr otherwise. Apptainer's e2e suite's rule: every
+    command a test runs states its exit status (``ExpectExit``), and ``tests/test_test_rules.py`` holds every test
+    to it."""
+    assert expect is None or ran.returncode == expect, "%s: exit %s, expected %s\n%s" % (
+        " ".join(str(a) for a in ran.args), ran.returncode, expect, ran.stderr)
+    return ran
+
+
 def invoke(*args: str, env: dict | None = None, inherit: bool = True, cwd: Path | str = REPO,
-           timeout: float = 300, command: tuple[str, ...] = (INVOKE,)) -> subprocess.CompletedProcess:
-    """``invoke ARGS`` as a process (``command``: another one, e.g. ``CHEXSTACK``)."""
-    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=_environment(env, inherit))
+           timeout: float = 300, command: tuple[str, ...] = (INVOKE,),
+           expect: int | None = None) -> subprocess.CompletedProcess:
+    """``invoke ARGS`` as a process (``command``: another one, e.g. ``CHEXSTACK``); ``expect``: its exit status
+    (``expected``)."""
+    return expected(subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                                   env=_environment(env, inherit)), expect)
 
 
 @contextlib.contextmanager
@@ -139,8 +151,10 @@ def _process(argv0: str, args: tuple[str, ...], cwd: Path | str):
         sys.path[:] = saved[3]
 
 
-def run(*args: str, env: dict | None = None, inherit: bool = True, cwd: Path | str = REPO) -> Ran:
-    """``invoke ARGS`` in this process; see the module's docstring for what it shares with a process."""
+def run(*args: str, env: dict | None = None, inherit: bool = True, cwd: Path | str = REPO,
+        expect: int | None = None) -> Ran:
+    """``invoke ARGS`` in this process; see the module's docstring for what it shares with a process. ``expect``:
+    its exit status (``expected``: an AssertionError with its stderr when it is another)."""
     import invoke.main
 
     program = copy.copy(invoke.main.program)  # the console script's Program, unused: a fresh one per run
@@ -158,7 +172,7 @@ def run(*args: str, env: dict | None = None, inherit: bool = True, cwd: Path | s
             traceback.print_exc()
             code = 1
         stdout, stderr = read()
-    return Ran([INVOKE, *args], code, stdout, stderr)
+    return expected(Ran([INVOKE, *args], code, stdout, stderr), expect)
 
 
 class Launcher:
