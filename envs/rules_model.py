@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 VERSION = r"^[0-9]+(\.[0-9]+)*$"
 
@@ -104,6 +105,31 @@ class OsGlibc(_Strict):
     systems: list[OsGlibcRow]
 
 
+class KnownBadPair(_Strict):
+    """Two packages that install together but fail at run time: ``package`` in ``versions`` (a PEP 440 specifier
+    set, ">=3") with any of ``against`` in ``against_versions``; the ``symptom``, the ``remedy``, an import-and-use
+    ``smoke`` test, and the public ``sources``."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    package: str
+    versions: str
+    against: list[str] = Field(min_length=1)
+    against_versions: str
+    symptom: str
+    remedy: str
+    smoke: str
+    sources: list[str] = Field(min_length=1)
+
+    @field_validator("versions", "against_versions")
+    @classmethod
+    def _specifier(cls, value: str) -> str:
+        try:
+            SpecifierSet(value)
+        except InvalidSpecifier:
+            raise ValueError("expected a PEP 440 specifier set such as '>=3' or '<2.5', got %r" % value) from None
+        return value
+
+
 class Rules(_Strict):
     """The whole of ``envs/rules.yaml``."""
 
@@ -112,6 +138,7 @@ class Rules(_Strict):
     horovod_features: list[HorovodFeature]
     horovod_build_env: HorovodBuildEnv
     os_glibc: OsGlibc
+    known_bad_pairs: list[KnownBadPair] = Field(default_factory=list)
 
 
 def load_rules(path: Path) -> Rules:
