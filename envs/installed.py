@@ -88,11 +88,13 @@ def _same_version(a: str, b: str) -> bool:
 class Installed:
     """One package of a listing: its version and, where the listing has one (``conda list --json``), its build
     string; None where it has none (``pip list``). ``version`` None: installed, version not shown (``pip freeze``'s
-    ``name @ URL``). ``name``: as the listing spells it (for messages; lookups use the canonical name)."""
+    ``name @ URL``). ``name``: as the listing spells it (for messages; lookups use the canonical name); ``pip``: pip
+    installed it (a pip listing, or channel ``pypi`` in ``conda list --json``)."""
 
     version: str | None
     build: str | None = None
     name: str | None = field(default=None, compare=False)
+    pip: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -193,7 +195,8 @@ def parse_installed_json(text: str, what: str = "installed packages") -> tuple[d
         raise ChexstackError("%s: expected a JSON list of objects with name and version (conda list --json, "
                              "pip list --format=json)" % what)
     kind = "conda" if any("channel" in d or "build_string" in d for d in data) else "pip"
-    return {canonicalize_name(d["name"]): Installed(str(d["version"]), _build_string(d, kind, what), d["name"])
+    return {canonicalize_name(d["name"]): Installed(str(d["version"]), _build_string(d, kind, what), d["name"],
+                                                    kind == "pip" or d.get("channel") == "pypi")
             for d in data}, kind
 
 
@@ -213,7 +216,7 @@ def parse_pip_freeze(text: str, what: str = "installed packages") -> dict[str, I
         if not m:
             raise ChexstackError("%s:%d: %r: expected `conda list --json`, `pip list --format=json` or `pip freeze` "
                                  "output (name==version or name @ URL)" % (what, number, line))
-        found[canonicalize_name(m.group(1))] = Installed(m.group(2), None, m.group(1))
+        found[canonicalize_name(m.group(1))] = Installed(m.group(2), None, m.group(1), True)
     return found
 
 
@@ -267,7 +270,8 @@ def check_installed(pins: list[Pin], installed: dict[str, Installed], kind: str 
             report.build_unchecked.append(pin)
         elif not pin.accepts_build(got.build):
             report.wrong_build.append((pin, got))
-    pairs = check_pairs({name: got.version for name, got in installed.items()})
+    pairs = check_pairs({name: got.version for name, got in installed.items()},
+                        frozenset(name for name, got in installed.items() if got.pip))
     report.conflicts, report.held = pairs.conflicts, pairs.held
     pinned = {canonicalize_name(p.name) for p in report.checked if p not in report.version_unknown}
     report.not_covered = sorted((got.name or name, got.version) for name, got in installed.items()

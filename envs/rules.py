@@ -414,18 +414,19 @@ def known_bad_pairs() -> list[KnownBadPair]:
     return list(_rules().known_bad_pairs)
 
 
-def check_pairs(installed: dict[str, str | None]) -> PairReport:
+def check_pairs(installed: dict[str, str | None], pip: frozenset[str] = frozenset()) -> PairReport:
     """Judge ``{canonical name: version}`` of an installed environment by every known-bad pair: a rule applies where
     its ``package`` and at least one of its ``against`` packages are installed with readable versions (a version
     packaging cannot read, or None, leaves that package out); it is a conflict where the package is in ``versions``
-    and such an ``against`` package (the first, in the rule's order) in ``against_versions``."""
+    and such an ``against`` package (the first, in the rule's order) in ``against_versions``. ``pip``: the canonical
+    names pip installed (a rule with ``installed_by: pip`` applies to those only)."""
     conflicts, held, covered = [], [], set()
     for rule in known_bad_pairs():
         name = canonicalize_name(rule.package)
         version = _parsed(installed.get(name))
         others = [(canonicalize_name(o), _parsed(installed.get(canonicalize_name(o)))) for o in rule.against]
         others = [(o, v) for o, v in others if v is not None]
-        if version is None or not others:
+        if version is None or not others or (rule.installed_by == "pip" and name not in pip):
             continue
         covered.update([name] + [o for o, _ in others])
         bad = [(o, v) for o, v in others if SpecifierSet(rule.against_versions).contains(v, prereleases=True)]

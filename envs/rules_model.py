@@ -5,6 +5,7 @@ version a dotted version. ``load_rules(path)`` raises ChexstackError naming the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -107,12 +108,14 @@ class OsGlibc(_Strict):
 
 class KnownBadPair(_Strict):
     """Two packages that install together but fail at run time: ``package`` in ``versions`` (a PEP 440 specifier
-    set, ">=3") with any of ``against`` in ``against_versions``; the ``symptom``, the ``remedy``, an import-and-use
+    set, ">=3"; ``installed_by: pip``: only a pip-installed one, a wheel built elsewhere) with any of ``against`` in
+    ``against_versions``; the ``symptom``, the ``remedy``, an import-and-use
     ``smoke`` test, and the public ``sources``."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     package: str
     versions: str
+    installed_by: Literal["pip"] | None = None
     against: list[str] = Field(min_length=1)
     against_versions: str
     symptom: str

@@ -436,3 +436,15 @@ def test_a_listing_that_is_neither_json_nor_pip_freeze_names_its_line(tmp_path):
     bad.write_text("h5py==3.1.0\nh5py                      3.1.0   nompi_py36_100  conda-forge\n")
     p = cmd.run("lock", "--stack", "conda", "--installed", str(bad), env=WIDE)
     assert p.returncode == 2 and "list.txt:2: " in p.stderr and "pip freeze" in p.stderr
+
+
+def test_a_pip_tensorflow_gpu_wheel_beside_condas_cuda_10_toolkit_fails(tmp_path):
+    """The conda column's listing with tensorflow-gpu 1.12.0 from pip (channel pypi) instead of conda's build: the pin's
+    version matches, but the wheel links CUDA 9.0 and the environment holds cudatoolkit 10.0."""
+    listing = [dict(d, channel="pypi", build_string="pypi_0", platform="pypi") if d["name"] == "tensorflow-gpu"
+               else dict(d, version="2.10.0") if d["name"] == "h5py" else d for d in json.loads(CASE54.read_text())]
+    (tmp_path / "pip-tf.json").write_text(json.dumps(listing))
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(tmp_path / "pip-tf.json"), env=WIDE)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL known-bad pair: tensorflow-gpu 1.12.0 with cudatoolkit 10.0.130: " in p.stdout
+    assert "ImportError: libcublas.so.9.0" in p.stdout and "(rule pip-tf-gpu-cuda9-wheel)" in p.stdout

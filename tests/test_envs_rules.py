@@ -174,6 +174,7 @@ def test_a_typo_in_the_rules_stops_at_load_naming_file_and_field(tmp_path):
 ])
 def test_known_bad_pairs_at_their_boundaries(installed, conflict):
     report = rules.check_pairs(installed)
+    assert report.conflicts == rules.check_pairs(installed, frozenset(installed)).conflicts
     assert [(c.rule.id, c.other) for c in report.conflicts] == ([conflict] if conflict else [])
     assert report.covered == frozenset(installed)
 
@@ -202,3 +203,17 @@ def test_a_bad_version_range_in_a_pair_stops_at_load(tmp_path):
     bad.write_text(yaml.safe_dump(data))
     with pytest.raises(ChexstackError, match=r"known_bad_pairs\.0\.versions.*PEP 440 specifier set"):
         load_rules(bad)
+
+
+@pytest.mark.parametrize("tf, cuda, conflict", [
+    ("1.12.0", "10.0.130", "pip-tf-gpu-cuda9-wheel"), ("1.5.0", "9.1.85", "pip-tf-gpu-cuda9-wheel"),
+    ("1.12.0", "9.0.176", None), ("1.13.1", "10.1.168", "pip-tf-gpu-cuda10-wheel"), ("1.15.0", "10.0.130", None),
+    ("2.1.0", "10.1.243", None),
+])
+def test_a_pip_tensorflow_gpu_wheel_needs_the_toolkit_it_was_built_for(tf, cuda, conflict):
+    """TensorFlow's PyPI GPU wheels link one CUDA release by soname; conda's builds link their own toolkit, so the
+    rule holds for a pip-installed tensorflow-gpu only."""
+    installed = {"tensorflow-gpu": tf, "cudatoolkit": cuda}
+    pip = rules.check_pairs(installed, frozenset({"tensorflow-gpu"}))
+    assert [c.rule.id for c in pip.conflicts] == ([conflict] if conflict else [])
+    assert rules.check_pairs(installed).conflicts == []
