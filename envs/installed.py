@@ -42,7 +42,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from chexstack.errors import ChexstackError
-from envs.rules import PairConflict, check_pairs
+from envs.rules import PairConflict, RequirementMiss, check_pairs, check_requirements
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,11 @@ class InstallReport:
     build whose package the listing shows without a build string (a pip list); ``version_unknown``: pins whose
     package the listing shows without a version (``pip freeze``'s ``name @ URL``); ``conflicts``: known-bad pairs
     installed (``envs.rules.check_pairs``); ``held``: (rule id, pair) of the rules judged and not violated;
-    ``not_covered``: (name, version) of the installed packages neither pinned nor judged by a rule; ``listed``: how
+    ``outside``: installed packages outside an installed TensorFlow's declared requirements (a WARN: no known
+    failure, but an environment its installer would not have solved; ``envs.rules.check_requirements``);
+    ``requirements_held``: (requirer, the packages meeting its requirements, source);
+    ``not_covered``: (name, version) of the installed packages neither pinned nor judged by a rule; ``unpinned``:
+    (name, version) of every installed package no pin names (judged by the rules at most); ``listed``: how
     many packages the listing has."""
 
     checked: list[Pin] = field(default_factory=list)
@@ -117,7 +121,10 @@ class InstallReport:
     version_unknown: list[Pin] = field(default_factory=list)
     conflicts: list[PairConflict] = field(default_factory=list)
     held: list[tuple[str, str]] = field(default_factory=list)
+    outside: list[RequirementMiss] = field(default_factory=list)
+    requirements_held: list[tuple[str, list[str], str]] = field(default_factory=list)
     not_covered: list[tuple[str, str | None]] = field(default_factory=list)
+    unpinned: list[tuple[str, str | None]] = field(default_factory=list)
     listed: int = 0
 
     @property
@@ -125,13 +132,16 @@ class InstallReport:
         return not self.missing and not self.mismatched and not self.wrong_build and not self.conflicts
 
     def lines(self) -> list[str]:
-        """Every pin and every installed package, once: ``FAIL missing: a, b`` / ``FAIL wrong version: name installed
-        X, pinned Y`` / ``FAIL wrong build: name V installed as B, pinned build G`` / ``FAIL known-bad pair: a V with
-        b W: symptom (rule ID)`` followed by indented ``remedy:``, ``smoke test:`` and ``source:`` lines; ``PASS
-        every pinned package …`` when all pins are checked and right, else ``PASS k of n pinned packages …: names``;
-        ``PASS compatibility rules …`` for the pairs judged and fine; ``NOT CHECKED …`` for the pins (or pinned
-        builds, or versions) the listing cannot show, and for the installed packages neither pinned nor judged by a
-        rule. The last line is ``PASS the whole environment …`` only when every installed package was checked."""
+        """Every pin and every installed package, once. FAIL lines: ``FAIL missing: a, b`` / ``FAIL wrong version:
+        name installed X, pinned Y`` / ``FAIL wrong build: name V installed as B, pinned build G`` / ``FAIL known-bad
+        pair: a V with b W: symptom (rule ID)`` followed by indented ``remedy:``, ``smoke test:`` and ``source:``
+        lines; ``WARN outside a declared requirement: …``. PASS lines say what they cover: ``PASS all n pinned
+        packages at their pinned version[ and build]`` when every pin is checked and right, else ``PASS k of n pinned
+        packages …: names``; ``PASS compatibility rules (no known-bad pair): …``; ``PASS declared requirements of
+        …``. Then ``NOT CHECKED …`` for the pins (or pinned builds, or versions) the listing cannot show, ``NOT
+        PINNED …`` for the installed packages no pin names, and last ``NOT CHECKED n of N installed packages …``
+        for those neither pinned nor judged by a rule; ``PASS the whole environment …`` ends the report only when
+        every installed package was checked and found right."""
         out = []
         if self.missing:
             out.append("FAIL missing: %s" % ", ".join(sorted(p.name for p in self.missing)))
@@ -155,9 +165,16 @@ class InstallReport:
         elif right:
             out.append("PASS %d of %d pinned packages at the pinned version: %s"
                        % (len(right), len(self.checked) + len(self.unchecked), ", ".join(right)))
+        for m in self.outside:
+            out.append("WARN outside a declared requirement: %s %s with %s %s, which requires %s %s (not what pip "
+                       "or conda would have installed: reinstall it at a version in that range; source: %s)"
+                       % (m.package, m.version, m.requirer, m.requirer_version, m.package, m.spec, m.source))
         if self.held:
             out.append("PASS compatibility rules (no known-bad pair): %s"
                        % ", ".join("%s (%s)" % (pair, rid) for rid, pair in self.held))
+        for requirer, fine, source in self.requirements_held:
+            if fine:
+                out.append("PASS declared requirements of %s: %s (%s)" % (requirer, ", ".join(fine), source))
         if self.unchecked:
             out.append("NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): %s"
                        % ", ".join(sorted(p.name for p in self.unchecked)))
@@ -169,6 +186,10 @@ class InstallReport:
             out.append("NOT CHECKED version (the listing names no version: pip freeze's `name @ URL`; use `conda "
                        "list --json` or `pip list --format=json`): %s"
                        % ", ".join(sorted(p.name for p in self.version_unknown)))
+        if self.unpinned and self.not_covered != self.unpinned:
+            out.append("NOT PINNED %d of %d installed packages (no pin names them; only the compatibility rules "
+                       "above judged them, where one applies): %s" % (len(self.unpinned), self.listed, ", ".join(
+                           "%s %s" % (n, v) if v else n for n, v in self.unpinned)))
         if self.not_covered:
             out.append("NOT CHECKED %d of %d installed packages (neither pinned nor judged by a compatibility rule "
                        "of envs/rules.yaml; a right pin elsewhere does not vouch for them): %s"
@@ -273,7 +294,10 @@ def check_installed(pins: list[Pin], installed: dict[str, Installed], kind: str 
     pairs = check_pairs({name: got.version for name, got in installed.items()},
                         frozenset(name for name, got in installed.items() if got.pip))
     report.conflicts, report.held = pairs.conflicts, pairs.held
+    requirements = check_requirements({name: got.version for name, got in installed.items()})
+    report.outside, report.requirements_held = requirements.outside, requirements.held
     pinned = {canonicalize_name(p.name) for p in report.checked if p not in report.version_unknown}
+    report.unpinned = sorted((got.name or name, got.version) for name, got in installed.items() if name not in pinned)
     report.not_covered = sorted((got.name or name, got.version) for name, got in installed.items()
-                                if name not in pinned and name not in pairs.covered)
+                                if name not in pinned | pairs.covered | requirements.covered)
     return report

@@ -113,7 +113,7 @@ def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | Non
     console.print("%s (%s list) against %s (%s, %d pins):" % (listing, kind, against, platform, len(pins)),
                   soft_wrap=True)
     for line in report.lines():
-        style = "yellow" if line.startswith("NOT CHECKED") else "green" if line.startswith("PASS") else \
+        style = "yellow" if line.startswith(("NOT ", "WARN")) else "green" if line.startswith("PASS") else \
             "default" if line.startswith(" ") else "bold red"
         console.print("[%s]%s[/]" % (style, escape(line)), soft_wrap=True)
     return 0 if report.ok else 1

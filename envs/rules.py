@@ -24,6 +24,8 @@ Queries (stable API; ``validate`` uses the driver ones):
 - ``check_pairs({name: version}) -> PairReport``: the known-bad package pairs (``known_bad_pairs``: h5py 3 with
   TensorFlow < 2.5's Keras, ...) an installed environment holds, the pairs it holds that are fine, and which
   packages a rule judged.
+- ``check_requirements({name: version}) -> RequirementReport``: the installed packages outside what an installed
+  TensorFlow release declares it needs (``declared_requirements``: its setup.py's REQUIRED_PACKAGES).
 
 Errors: a malformed version string raises ``ChexstackError`` naming the argument and what was expected.
 """
@@ -436,3 +438,58 @@ def check_pairs(installed: dict[str, str | None], pip: frozenset[str] = frozense
             held.append((rule.id, "%s %s with %s %s" % (name, installed[name], others[0][0],
                                                         installed[others[0][0]])))
     return PairReport(conflicts, held, frozenset(covered))
+
+
+@dataclass(frozen=True)
+class RequirementMiss:
+    """An installed ``package`` at ``version`` outside ``spec``, which the installed ``requirer`` at
+    ``requirer_version`` declares it needs (``source``)."""
+
+    package: str
+    version: str
+    requirer: str
+    requirer_version: str
+    spec: str
+    source: str
+
+
+@dataclass(frozen=True)
+class RequirementReport:
+    """``outside``: the declared requirements the environment misses; ``held``: (requirer with its version, the
+    required packages that meet it, source); ``covered``: the canonical names judged (requirers and the required
+    packages installed, where at least one required package is installed to judge)."""
+
+    outside: list[RequirementMiss]
+    held: list[tuple[str, list[str], str]]
+    covered: frozenset[str]
+
+
+def check_requirements(installed: dict[str, str | None]) -> RequirementReport:
+    """Judge ``{canonical name: version}`` by ``declared_requirements``: for each row whose package (any of its
+    names, the first installed in range) is installed in ``versions``, every required package that is installed
+    with a readable version must be in its range. A required package that is not installed is not judged here
+    (the pins or the lock say what must be installed)."""
+    outside, held, covered = [], [], set()
+    for row in _rules().declared_requirements:
+        names = [canonicalize_name(n) for n in row.packages]
+        present = [n for n in names if _parsed(installed.get(n)) is not None
+                   and SpecifierSet(row.versions).contains(_parsed(installed.get(n)), prereleases=True)]
+        if not present:
+            continue
+        requirer = present[0]
+        fine, judged = [], []
+        for need, spec in row.requires.items():
+            need = canonicalize_name(need)
+            version = _parsed(installed.get(need))
+            if version is None:
+                continue
+            judged.append(need)
+            if SpecifierSet(spec).contains(version, prereleases=True):
+                fine.append("%s %s" % (need, installed[need]))
+            else:
+                outside.append(RequirementMiss(need, str(installed[need]), requirer, str(installed[requirer]), spec,
+                                               row.source))
+        if judged:
+            covered.update(present + judged)
+            held.append(("%s %s" % (requirer, installed[requirer]), fine, row.source))
+    return RequirementReport(outside, held, frozenset(covered))

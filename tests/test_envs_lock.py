@@ -190,12 +190,14 @@ def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
     installed, kind = parse_installed_json((DATA / "conda-list-case15.json").read_text())
     assert kind == "conda" and installed["tensorflow"] == Installed("2.12.1", "cpu_py310hd1aba9c_1")
     report = check_installed(spec_pins(spec, "linux-64"), installed)
-    assert report.lines()[0] == "FAIL missing: horovod, scikit-learn" and len(report.lines()) == 3
+    assert report.lines()[0] == "FAIL missing: horovod, scikit-learn" and len(report.lines()) == 4
     assert report.lines()[1].startswith("PASS %d of %d pinned packages at the pinned version: " % (
         len(report.checked) - 2, len(report.checked)))
     # numpy, pinned by nothing, is judged by the compatibility rules: every installed package is accounted for
     assert report.lines()[2] == ("PASS compatibility rules (no known-bad pair): numpy 1.23.5 with tensorflow 2.12.1 "
                                  "(numpy120-tf-symbolic-tensor)") and not report.not_covered
+    assert report.lines()[3] == ("NOT PINNED 1 of 4 installed packages (no pin names them; only the compatibility "
+                                 "rules above judged them, where one applies): numpy 1.23.5")
 
 
 def test_post_install_check_against_lock_and_pip_list():
@@ -397,9 +399,15 @@ def test_case54_h5py3_with_tensorflow_1_12_fails_as_a_known_bad_pair():
     assert "DenseNet121(weights='imagenet')" in lines[fail + 2]
     assert "https://github.com/tensorflow/tensorflow/issues/44467" in lines[fail + 3]
     assert "PASS all 12 pinned packages at their pinned version and build" in lines
-    assert lines[-1] == ("NOT CHECKED 4 of 19 installed packages (neither pinned nor judged by a compatibility rule of "
+    assert "PASS declared requirements of tensorflow 1.12.0: keras-applications 1.0.8, keras-preprocessing 1.1.0, " \
+           "numpy 1.16.4 (TensorFlow 1.12.0's tensorflow/tools/pip_package/setup.py" in p.stdout
+    # what the pins leave open, and what nothing checked: never folded into a PASS
+    assert lines[-2] == ("NOT PINNED 7 of 19 installed packages (no pin names them; only the compatibility rules above "
+                         "judged them, where one applies): _tflow_select 2.1.0, h5py 3.1.0, hdf5 1.10.6, "
+                         "keras-applications 1.0.8, keras-preprocessing 1.1.0, numpy 1.16.4, tensorflow 1.12.0")
+    assert lines[-1] == ("NOT CHECKED 2 of 19 installed packages (neither pinned nor judged by a compatibility rule of "
                          "envs/rules.yaml; a right pin elsewhere does not vouch for them): _tflow_select 2.1.0, hdf5 "
-                         "1.10.6, keras-applications 1.0.8, keras-preprocessing 1.1.0")
+                         "1.10.6")
     assert "PASS the whole environment" not in p.stdout and "Traceback" not in p.stdout + p.stderr
 
 
@@ -410,7 +418,7 @@ def test_case54_with_h5py_2_10_every_pair_holds_and_the_rest_is_still_named(tmp_
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS compatibility rules (no known-bad pair): h5py 2.10.0 with tensorflow 1.12.0 (h5py3-tf-keras-hdf5)" \
         in p.stdout
-    assert p.stdout.splitlines()[-1].startswith("NOT CHECKED 4 of 19 installed packages")
+    assert p.stdout.splitlines()[-1].startswith("NOT CHECKED 2 of 19 installed packages")
 
 
 def test_a_known_bad_pair_fails_in_a_pip_freeze_too(tmp_path):
@@ -448,3 +456,15 @@ def test_a_pip_tensorflow_gpu_wheel_beside_condas_cuda_10_toolkit_fails(tmp_path
     assert p.returncode == 1, p.stdout + p.stderr
     assert "FAIL known-bad pair: tensorflow-gpu 1.12.0 with cudatoolkit 10.0.130: " in p.stdout
     assert "ImportError: libcublas.so.9.0" in p.stdout and "(rule pip-tf-gpu-cuda9-wheel)" in p.stdout
+
+
+def test_a_package_outside_tensorflows_declared_requirements_is_a_warning(tmp_path):
+    listing = [dict(d, version="2.10.0") if d["name"] == "h5py" else d for d in json.loads(CASE54.read_text())]
+    listing.append({"base_url": "https://repo.anaconda.com/pkgs/main", "build_number": 0, "build_string": "py36_0",
+                    "channel": "pkgs/main", "dist_name": "tensorboard-1.13.1-py36_0", "name": "tensorboard",
+                    "platform": "linux-64", "version": "1.13.1"})
+    (tmp_path / "tb.json").write_text(json.dumps(listing))
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(tmp_path / "tb.json"), env=WIDE)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "WARN outside a declared requirement: tensorboard 1.13.1 with tensorflow 1.12.0, which requires " \
+           "tensorboard >=1.12.0,<1.13.0" in p.stdout

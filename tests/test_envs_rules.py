@@ -217,3 +217,19 @@ def test_a_pip_tensorflow_gpu_wheel_needs_the_toolkit_it_was_built_for(tf, cuda,
     pip = rules.check_pairs(installed, frozenset({"tensorflow-gpu"}))
     assert [c.rule.id for c in pip.conflicts] == ([conflict] if conflict else [])
     assert rules.check_pairs(installed).conflicts == []
+
+
+def test_declared_requirements_of_an_installed_tensorflow():
+    """TensorFlow 1.12's setup.py requires tensorboard >= 1.12.0, < 1.13.0: an environment with tensorboard 1.13.1
+    is outside it (named with the requirement and its source); a required package that is not installed is not
+    judged, and a TensorFlow with none of its requirements installed is judged by nothing."""
+    report = rules.check_requirements({"tensorflow-base": "1.12.0", "tensorflow-gpu": "1.12.0",
+                                       "tensorboard": "1.13.1", "numpy": "1.16.4"})
+    assert [(m.package, m.version, m.requirer, m.spec) for m in report.outside] == [
+        ("tensorboard", "1.13.1", "tensorflow-gpu", ">=1.12.0,<1.13.0")]
+    assert "v1.12.0/tensorflow/tools/pip_package/setup.py" in report.outside[0].source
+    assert report.held == [("tensorflow-gpu 1.12.0", ["numpy 1.16.4"], report.outside[0].source)]
+    assert report.covered == {"tensorflow-gpu", "tensorflow-base", "tensorboard", "numpy"}
+    assert rules.check_requirements({"tensorflow": "1.12.0", "hdf5": "1.10.6"}) == rules.RequirementReport(
+        [], [], frozenset())
+    assert rules.check_requirements({"tensorflow": "2.4.1", "tensorboard": "1.13.1"}).covered == frozenset()
