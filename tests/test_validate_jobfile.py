@@ -598,3 +598,23 @@ def test_a_real_style_script_with_gpus_per_task_fails_at_its_line_through_the_en
     assert "local ranks 1..3 ask for a GPU index that does not exist in their view" in line
     assert "local rank N has no GPU" in line
     assert "1 FAIL" in result.stdout.splitlines()[-1]
+
+
+SLURM_DATA = REPO / "tests" / "data" / "slurm"
+
+
+def test_mace_435_gpus_per_task_fails_where_local_ranks_1_to_7_see_one_gpu():
+    """https://github.com/ACEsuit/mace/issues/435: 8 tasks on a node with --gpus-per-task=1; every rank but local rank
+    0 failed with "invalid device ordinal" and --gpus-per-node was the fix. The rule names the line and that fix."""
+    path = SLURM_DATA / "mace-435-gpus-per-task.sbatch"
+    j = judge_file(str(path))
+    binding = [f for f in j.findings if f.rule == "job.gpu_binding"]
+    assert [(f.status, f.code, f.line) for f in binding] == [("FAIL", "JOB_GPU_BINDING", 8)]
+    assert "local ranks 1..7 ask for a GPU index that does not exist in their view" in binding[0].message
+    assert "--gpus-per-node=N" in binding[0].remedy
+    assert rule_result("job.rank_per_gpu", j).status.value == "PASS"  # one GPU per rank: the count is right
+
+
+def test_horovod_1755_style_gpu_bind_closest_is_a_warning():
+    j = judge_file(str(SLURM_DATA / "horovod-1755-gpu-bind-closest.sbatch"))
+    assert [(f.status, f.code, f.line) for f in j.findings] == [("WARN", "JOB_GPU_BINDING", 6)]
