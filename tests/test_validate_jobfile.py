@@ -554,6 +554,12 @@ GPU_BINDING = [
      "-m trainer", ("PASS", None), "mpirun"),
     (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], [], "srun --mpi=pmix env CUDA_VISIBLE_DEVICES= python -m "
      "trainer", ("WARN", "JOB_GPUS_IDLE"), "srun"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID"], "mpirun -np 4 "
+     "python -m trainer", ("FAIL", "JOB_GPU_BINDING"), "export CUDA_VISIBLE_DEVICES"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=0"], None,
+     ("PASS", None), "srun"),  # Slurm sets the GPU step's own CUDA_VISIBLE_DEVICES
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=$MY_GPUS"], "mpirun -np 4 "
+     "python -m trainer", ("WARN", "JOB_LAYOUT_UNKNOWN"), "export CUDA_VISIBLE_DEVICES"),  # never a PASS
     (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4", "--gpus-per-task=1"], [], "mpirun -np 4 python -m trainer",
      ("SKIP", "JOB_LAYOUT_UNKNOWN"), None),
     (["-N 1", "--ntasks-per-node=4"], [], None, ("SKIP", "NOT_APPLICABLE"), None),

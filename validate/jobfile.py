@@ -367,28 +367,44 @@ def _judge_slurm_binding(j: Judgement, layout: Layout, line: int | None, launche
 
 
 def _judge_visible_devices(j: Judgement, text: str, script: _Script) -> None:
-    """Every ``CUDA_VISIBLE_DEVICES=`` the script sets for its ranks, against the local rank pinning: one made of a
-    per-task variable (``$SLURM_LOCALID``, ...) gives each rank one GPU; a fixed list in a launch line (``srun ...
-    env CUDA_VISIBLE_DEVICES=0 python``) or exported before an ``mpirun`` gives every rank that list. An export
-    before an ``srun`` GPU step is not judged: "the environment variable CUDA_VISIBLE_DEVICES is set for each job
-    step" by Slurm's GPU plugin (https://slurm.schedmd.com/gres.html#GPU_Management)."""
-    launch_at = {number: words[0] for number, words in script.commands}
-    mpirun = any(w in ("mpirun", "mpiexec") for w in launch_at.values())
-    layouts = {line: layout for layout, line, _ in _launches(script)}
-    default = _launches(script)[0][0]
+    """Every ``CUDA_VISIBLE_DEVICES=`` the script sets for its ranks, against the local rank pinning. On a launch line
+    (``srun ... env CUDA_VISIBLE_DEVICES=$SLURM_LOCALID python``, ``srun bash -c '...'``) it is set per task: one
+    made of a per-task variable (``$SLURM_LOCALID``, ...) gives each rank one GPU, a fixed list gives every rank that
+    list. Elsewhere (``export`` in the batch script) the batch shell sets it once, for the ranks of an ``mpirun`` or
+    of an ``srun`` step without GPUs of its own; a per-task variable there is the batch step's (task 0's) value. Not
+    judged before ``srun`` GPU steps: "the environment variable CUDA_VISIBLE_DEVICES is set for each job step" by
+    Slurm's GPU plugin (https://slurm.schedmd.com/gres.html#GPU_Management)."""
+    launches = _launches(script)
+    layouts = {line: layout for layout, line, _ in launches}
+    mpirun = next((line for _, line, launcher in launches if launcher in ("mpirun", "mpiexec")), None)
+    gpu_steps = [line for layout, line, launcher in launches if launcher == "srun" and layout.asks_for_gpus()]
     for number, line in _logical_lines(text):
         if line.lstrip().startswith("#"):
             continue
         for m in _CVD.finditer(line):
             value = m.group(1).strip("'\"")
-            layout = layouts.get(number, default)
             seen = "CUDA_VISIBLE_DEVICES=%s" % value
-            if any(v in value for v in _PER_TASK_VARS):
-                _too_few(j, number, seen + ": each rank sees the one GPU its task number names", 1, layout, "")
+            per_task = any(v in value for v in _PER_TASK_VARS)
+            if number in layouts:
+                layout = layouts[number]
+                what = "each rank sees the one GPU its task number names" if per_task else \
+                    "every rank sees these %d GPU(s)"
+            elif mpirun is None and gpu_steps:
+                j.skip("job.gpu_binding", "%s (line %d) before srun GPU steps (line %s): Slurm sets each step's own "
+                       "CUDA_VISIBLE_DEVICES" % (seen, number, ", ".join(map(str, gpu_steps))), "NOT_APPLICABLE")
+                continue
+            else:
+                layout = layouts.get(mpirun, launches[0][0])
+                what = "the batch script sets it once, with task 0's value, so every rank sees that one GPU" \
+                    if per_task else "every rank sees these %d GPU(s)"
+            if per_task:
+                _too_few(j, number, "%s: %s" % (seen, what), 1, layout, "")
             elif "$" in value:
-                j.skip("job.gpu_binding", "%s (line %d): a value only the running job knows" % (seen, number),
-                       "JOB_LAYOUT_UNKNOWN")
-            elif number in launch_at or mpirun:
+                j.add("job.gpu_binding", number, "WARN", "JOB_LAYOUT_UNKNOWN", "%s: a value only the running job "
+                      "knows, so whether each rank sees the GPU its local rank pins is not checked (%s)"
+                      % (seen, LOCAL_RANK_PINNING), "let every rank see all GPUs of its node (leave "
+                      "CUDA_VISIBLE_DEVICES unset, or list all the node's GPUs)")
+            else:
                 gpus = len([v for v in value.split(",") if v.strip()])
                 if gpus == 0 and not layout.asks_for_gpus():
                     j.saw("job.gpu_binding", j.at(number, "%s: a CPU run (no GPU asked for)" % seen))
@@ -396,7 +412,7 @@ def _judge_visible_devices(j: Judgement, text: str, script: _Script) -> None:
                     j.add("job.gpu_binding", number, "WARN", "JOB_GPUS_IDLE", "%s: the ranks see no GPU and train "
                           "on the CPU" % seen, "remove CUDA_VISIBLE_DEVICES= from the launch")
                 else:
-                    _too_few(j, number, seen + ": every rank sees these %d GPU(s)" % gpus, gpus, layout, "")
+                    _too_few(j, number, "%s: %s" % (seen, what % gpus), gpus, layout, "")
 
 
 #: sbatch refuses a script with DOS line breaks: "Batch script contains DOS line breaks (\\r\\n) instead of expected
