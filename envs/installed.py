@@ -170,8 +170,11 @@ class InstallReport:
                        "or conda would have installed: reinstall it at a version in that range; source: %s)"
                        % (m.package, m.version, m.requirer, m.requirer_version, m.package, m.spec, m.source))
         if self.held:
+            by_pair: dict[str, list[str]] = {}
+            for rid, pair in self.held:
+                by_pair.setdefault(pair, []).append(rid)
             out.append("PASS compatibility rules (no known-bad pair): %s"
-                       % ", ".join("%s (%s)" % (pair, rid) for rid, pair in self.held))
+                       % ", ".join("%s (%s)" % (pair, ", ".join(rids)) for pair, rids in by_pair.items()))
         for requirer, fine, source in self.requirements_held:
             if fine:
                 out.append("PASS declared requirements of %s: %s (%s)" % (requirer, ", ".join(fine), source))

@@ -171,6 +171,9 @@ def test_a_typo_in_the_rules_stops_at_load_naming_file_and_field(tmp_path):
     ({"numpy": "1.21.0", "tensorflow": "2.6.0"}, None),
     ({"protobuf": "4.21.0", "tensorflow-cpu": "2.7.1"}, ("protobuf4-tf-generated-code", "tensorflow-cpu")),
     ({"protobuf": "3.20.3", "tensorflow": "1.15.0"}, None),
+    ({"numpy": "2.0.0", "tensorflow-cpu": "2.15.1"}, ("numpy2-tf-built-on-numpy1", "tensorflow-cpu")),
+    ({"numpy": "2.1.3", "tensorflow": "2.18.0"}, None),
+    ({"numpy": "1.26.4", "tensorflow": "2.15.1"}, None),
 ])
 def test_known_bad_pairs_at_their_boundaries(installed, conflict):
     report = rules.check_pairs(installed)
