@@ -468,3 +468,20 @@ def test_a_package_outside_tensorflows_declared_requirements_is_a_warning(tmp_pa
     assert p.returncode == 0, p.stdout + p.stderr
     assert "WARN outside a declared requirement: tensorboard 1.13.1 with tensorflow 1.12.0, which requires " \
            "tensorboard >=1.12.0,<1.13.0" in p.stdout
+
+
+def test_case54_against_a_unified_lock_h5py_is_a_plain_version_mismatch_and_the_pair_still_fails(tmp_path, capsys):
+    """With a unified lock every package is pinned at its version and build: h5py 3.1.0 against the lock's 2.10.0 is
+    a wrong version, and the known-bad pair is named with it."""
+    shutil.copytree(L.CONDA_DIR / "conda", tmp_path / "conda")
+    files = L.conda_files("conda", tmp_path)
+    listed = json.loads(CASE54.read_text())
+    locked = [_locked_conda(d["name"], "2.10.0" if d["name"] == "h5py" else d["version"], d["build_string"])
+              for d in listed if d["channel"] != "pypi"]
+    write_lock_for(files, locked)
+    assert check_installed_file(files, CASE54, None) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "FAIL wrong version: h5py installed 3.1.0, pinned 2.10.0"
+    assert out[2].startswith("FAIL known-bad pair: h5py 3.1.0 with tensorflow 1.12.0: ")
+    assert out[-1] == ("NOT CHECKED 1 of 19 installed packages (neither pinned nor judged by a compatibility rule of "
+                       "envs/rules.yaml; a right pin elsewhere does not vouch for them): horovod 0.16.1")
