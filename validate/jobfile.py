@@ -9,7 +9,9 @@ Open MPI's single copy off for ranks in their own container namespaces (``facts.
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
 one rank per GPU (``launch.slurm.directives``, ``launch.k8s``; a batch script's layout read in every form Slurm takes by
-``validate.slurmlayout``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
+``validate.slurmlayout``), every rank seeing the GPUs of its node, as ranks that pin GPU ``hvd.local_rank()`` need
+(Slurm's GPU binding, ``validate.slurmlayout.gpu_binding``, and the script's ``CUDA_VISIBLE_DEVICES``), the workers'
+``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
 at least ``validate.checks.container.SHM_FLOOR_BYTES``), the RDMA resource's ``IPC_LOCK`` (``launch.k8s``: the
 device plugins' resources, ``RDMA_RESOURCES``, and who holds the capability, ``holds_ipc_lock``) and the launcher's
 ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is the fault it leads to, in the codes validate's

@@ -20,6 +20,10 @@ One rank per GPU is judged on what the options state: tasks per node against GPU
 (``-G``: more tasks than GPUs shares one); ``--gpus-per-task=1`` and ``--ntasks-per-gpu=1`` are one rank per GPU by
 construction. Where the options do not say (GPUs per node and a task count without the node count), the rule is not
 judged: ``Verdict.status`` SKIP, never PASS.
+
+What each task sees of its node's GPUs (``gpu_binding``: ``--gpu-bind`` in each of its types, and the implicit
+``per_task:N`` of ``--gpus-per-task=N``) and the most tasks one node runs (``most_tasks_per_node``) serve the rule
+``job.gpu_binding`` (``GPU_BIND_SOURCE``).
 """
 from __future__ import annotations
 
