@@ -198,7 +198,7 @@ class InstallReport:
                        "of envs/rules.yaml; a right pin elsewhere does not vouch for them): %s"
                        % (len(self.not_covered), self.listed, ", ".join(
                            "%s %s" % (n, v) if v else n for n, v in sorted(self.not_covered))))
-        elif self.ok and pins_whole and self.listed:
+        elif self.ok and pins_whole and self.listed and not self.outside:
             out.append("PASS the whole environment: each of its %d installed packages pinned or judged by a "
                        "compatibility rule" % self.listed)
         return out
