@@ -543,6 +543,8 @@ GPU_BINDING = [
     (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4", "--gpu-bind=per_task:1"], [], None,
      ("FAIL", "JOB_GPU_BINDING"), "--gpu-bind=per_task:1"),
     (["-N 4", "--ntasks-per-node=1", "--gpus-per-task=1"], [], None, ("PASS", None), "--gpus-per-task=1"),
+    (["-N 2", "--gpus=8", "--gpus-per-task=1"], [], None, ("FAIL", "JOB_GPU_BINDING"), "--gpus-per-task=1"),
+    (["-N 8", "--gpus=8", "--gpus-per-task=1"], [], None, ("PASS", None), "--gpus-per-task=1"),
     (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], [],
      "srun --mpi=pmix bash -c 'CUDA_VISIBLE_DEVICES=$SLURM_LOCALID python -m trainer'", ("FAIL", "JOB_GPU_BINDING"),
      "srun"),

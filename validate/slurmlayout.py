@@ -311,13 +311,22 @@ def gpu_binding(layout: Layout) -> GpuBinding:
 
 
 def most_tasks_per_node(layout: Layout) -> tuple[int, str] | None:
-    """The most tasks one node of ``layout`` runs: ``Layout.tasks_per_node``, else one where no option asks for tasks
-    (Slurm's default: one task per node), else, where only the task count is known, that count (Slurm may place them
+    """The most tasks one node of ``layout`` runs: ``Layout.tasks_per_node``, else, without a task option, the task
+    count ``--gpus=X --gpus-per-task=Y`` states (X / Y, over ``--nodes``) or one (Slurm's default: one task per
+    node), else, where only the task count is known, that count (Slurm may place them
     all on one node); None where the options do not say."""
     known = layout.tasks_per_node()
     if known is not None:
         return known
+    gpus, per_task = layout._int("--gpus"), layout._int("--gpus-per-task")
     if not any(name in layout.options for name in ("--ntasks", "--ntasks-per-node", "--ntasks-per-gpu")):
+        if gpus and per_task:  # sbatch(1): "--gpus=X --gpus-per-task=Y" states the task count, X / Y
+            tasks, how = gpus // per_task, "%s over %s" % (layout.options["--gpus"].written,
+                                                          layout.options["--gpus-per-task"].written)
+            nodes = layout._int("--nodes") if "--nodes" in layout.options else None
+            if nodes:
+                return math.ceil(tasks / nodes), "%d tasks (%s) over %d node(s)" % (tasks, how, nodes)
+            return tasks, "%d tasks (%s), nodes not stated: up to %d on one node" % (tasks, how, tasks)
         return 1, "one task per node: no -n/--ntasks or --ntasks-per-node (Slurm's default)"
     tasks = layout.tasks()
     return (tasks[0], "%s, nodes not stated: up to %d on one node" % (tasks[1], tasks[0])) if tasks else None
