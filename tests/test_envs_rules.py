@@ -174,6 +174,9 @@ def test_a_typo_in_the_rules_stops_at_load_naming_file_and_field(tmp_path):
     ({"numpy": "2.0.0", "tensorflow-cpu": "2.15.1"}, ("numpy2-tf-built-on-numpy1", "tensorflow-cpu")),
     ({"numpy": "2.1.3", "tensorflow": "2.18.0"}, None),
     ({"numpy": "1.26.4", "tensorflow": "2.15.1"}, None),
+    ({"gast": "0.3.3", "tensorflow-gpu": "1.14.0"}, ("gast03-tf-autograph", "tensorflow-gpu")),
+    ({"gast": "0.2.2", "tensorflow": "2.0.0"}, None),
+    ({"gast": "0.3.3", "tensorflow": "2.2.0"}, None),
 ])
 def test_known_bad_pairs_at_their_boundaries(installed, conflict):
     report = rules.check_pairs(installed)
