@@ -57,13 +57,15 @@ def stacks(c, check=False, json=False):
             "check": "compare the lock's content hash with the current inputs; exit 1 naming what changed",
             "kind": "lock (unified, default) or explicit (refused when the environment has pip requirements)",
             "conda": "conda/mamba/micromamba executable for the solver (default: $CONDA_EXE, then PATH)",
-            "installed": "post-install check: a `conda list --json` (or `pip list --format=json`) output file"})
+            "installed": "post-install check of the whole environment: `conda list --json`, "
+                         "`pip list --format=json` or `pip freeze` output"})
 @user_errors
 def lock(c, stack=None, platform=None, check=False, kind="lock", conda=None, installed=None):
     """Lock a stack's conda environment for its cluster, check drift, or check an installed environment.
 
     The lock is solved for the target's virtual packages (virtual-packages.yml: __cuda, __glibc), not this machine's;
-    --check compares content hashes; --installed checks `conda list --json` / `pip list --format=json` output."""
+    --check compares content hashes; --installed checks `conda list --json` / `pip list --format=json` / `pip freeze`
+    output: every package against the lock or pins and the known-bad pairs of envs/rules.yaml."""
     from envs.lockflow import lock_stack
 
     raise Exit(code=lock_stack(stack, platforms=platform or None, check=check, kind=kind, conda_exe=conda,

@@ -96,8 +96,10 @@ def render_explicit(files: L.CondaFiles, platforms: list[str] | None) -> int:
 
 def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | None) -> int:
     """Every pinned package of the lock (or, without a lock, of the environment file) present at its version and
-    pinned build (``envs.installed``)."""
-    input_file(listing, "--installed %s" % listing, "`conda list --json` or `pip list --format=json` output")
+    pinned build, every installed package judged by the known-bad pairs of envs/rules.yaml, and the rest named as
+    not checked (``envs.installed``)."""
+    input_file(listing, "--installed %s" % listing, "`conda list --json`, `pip list --format=json` or `pip freeze` "
+               "output")
     installed, kind = parse_installed_json(listing.read_text(), str(listing))
     if files.lockfile.is_file():
         lockfile = L.read_lock(files.lockfile)
@@ -111,6 +113,7 @@ def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | Non
     console.print("%s (%s list) against %s (%s, %d pins):" % (listing, kind, against, platform, len(pins)),
                   soft_wrap=True)
     for line in report.lines():
-        style = "yellow" if line.startswith("NOT CHECKED") else "green" if line.startswith("PASS") else "bold red"
+        style = "yellow" if line.startswith(("NOT ", "WARN")) else "green" if line.startswith("PASS") else \
+            "default" if line.startswith(" ") else "bold red"
         console.print("[%s]%s[/]" % (style, escape(line)), soft_wrap=True)
     return 0 if report.ok else 1

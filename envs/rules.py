@@ -21,6 +21,11 @@ Queries (stable API; ``validate`` uses the driver ones):
   a ``HOROVOD_*`` environment variable (from its sdist's setup.py/CMake files).
 - ``tf_tested(version) -> TfTested | None``: tensorflow.org's tested build configuration of that release.
 - ``glibc_for_os(name, version) -> str | None``: the base OS's glibc (the ``__glibc`` a conda lock must declare).
+- ``check_pairs({name: version}) -> PairReport``: the known-bad package pairs (``known_bad_pairs``: h5py 3 with
+  TensorFlow < 2.5's Keras, ...) an installed environment holds, the pairs it holds that are fine, and which
+  packages a rule judged.
+- ``check_requirements({name: version}) -> RequirementReport``: the installed packages outside what an installed
+  TensorFlow release declares it needs (``declared_requirements``: its setup.py's REQUIRED_PACKAGES).
 
 Errors: a malformed version string raises ``ChexstackError`` naming the argument and what was expected.
 """
@@ -31,6 +36,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from chexstack.errors import ChexstackError
@@ -39,6 +46,7 @@ from envs.rules_model import (
     DriverRelease,
     HorovodBuildEnv,
     HorovodFeature,
+    KnownBadPair,
     MvcFamily,
     Rules,
     load_rules,
@@ -368,3 +376,120 @@ def glibc_for_os(name: str, version: str) -> str | None:
 
 def glibc_source() -> str:
     return _rules().os_glibc.source
+
+
+@dataclass(frozen=True)
+class PairConflict:
+    """A known-bad pair an environment holds: ``rule`` (its row of ``known_bad_pairs``), the installed ``package``
+    at ``version`` and the ``other`` package at ``other_version`` it fails with."""
+
+    rule: KnownBadPair
+    package: str
+    version: str
+    other: str
+    other_version: str
+
+    def pair(self) -> str:
+        return "%s %s with %s %s" % (self.package, self.version, self.other, self.other_version)
+
+
+@dataclass(frozen=True)
+class PairReport:
+    """``conflicts``: the known-bad pairs installed; ``held``: (rule id, "a 1.0 with b 2.0") of each rule whose two
+    sides are installed outside its bad ranges; ``covered``: the canonical names of the installed packages some rule
+    judged (both of its sides installed, versions readable)."""
+
+    conflicts: list[PairConflict]
+    held: list[tuple[str, str]]
+    covered: frozenset[str]
+
+
+def _parsed(version: str | None) -> Version | None:
+    try:
+        return Version(version) if version else None
+    except InvalidVersion:
+        return None
+
+
+def known_bad_pairs() -> list[KnownBadPair]:
+    """Every row of ``known_bad_pairs`` in rules.yaml."""
+    return list(_rules().known_bad_pairs)
+
+
+def check_pairs(installed: dict[str, str | None], pip: frozenset[str] = frozenset()) -> PairReport:
+    """Judge ``{canonical name: version}`` of an installed environment by every known-bad pair: a rule applies where
+    its ``package`` and at least one of its ``against`` packages are installed with readable versions (a version
+    packaging cannot read, or None, leaves that package out); it is a conflict where the package is in ``versions``
+    and such an ``against`` package (the first, in the rule's order) in ``against_versions``. ``pip``: the canonical
+    names pip installed (a rule with ``installed_by: pip`` applies to those only)."""
+    conflicts, held, covered = [], [], set()
+    for rule in known_bad_pairs():
+        name = canonicalize_name(rule.package)
+        version = _parsed(installed.get(name))
+        others = [(canonicalize_name(o), _parsed(installed.get(canonicalize_name(o)))) for o in rule.against]
+        others = [(o, v) for o, v in others if v is not None]
+        if version is None or not others or (rule.installed_by == "pip" and name not in pip):
+            continue
+        covered.update([name] + [o for o, _ in others])
+        bad = [(o, v) for o, v in others if SpecifierSet(rule.against_versions).contains(v, prereleases=True)]
+        if bad and SpecifierSet(rule.versions).contains(version, prereleases=True):
+            conflicts.append(PairConflict(rule, name, str(installed[name]), bad[0][0], str(installed[bad[0][0]])))
+        else:
+            held.append((rule.id, "%s %s with %s %s" % (name, installed[name], others[0][0],
+                                                        installed[others[0][0]])))
+    return PairReport(conflicts, held, frozenset(covered))
+
+
+@dataclass(frozen=True)
+class RequirementMiss:
+    """An installed ``package`` at ``version`` outside ``spec``, which the installed ``requirer`` at
+    ``requirer_version`` declares it needs (``source``)."""
+
+    package: str
+    version: str
+    requirer: str
+    requirer_version: str
+    spec: str
+    source: str
+
+
+@dataclass(frozen=True)
+class RequirementReport:
+    """``outside``: the declared requirements the environment misses; ``held``: (requirer with its version, the
+    required packages that meet it, source); ``covered``: the canonical names judged (requirers and the required
+    packages installed, where at least one required package is installed to judge)."""
+
+    outside: list[RequirementMiss]
+    held: list[tuple[str, list[str], str]]
+    covered: frozenset[str]
+
+
+def check_requirements(installed: dict[str, str | None]) -> RequirementReport:
+    """Judge ``{canonical name: version}`` by ``declared_requirements``: for each row whose package (any of its
+    names, the first installed in range) is installed in ``versions``, every required package that is installed
+    with a readable version must be in its range. A required package that is not installed is not judged here
+    (the pins or the lock say what must be installed)."""
+    outside, held, covered = [], [], set()
+    for row in _rules().declared_requirements:
+        names = [canonicalize_name(n) for n in row.packages]
+        present = [n for n in names if _parsed(installed.get(n)) is not None
+                   and SpecifierSet(row.versions).contains(_parsed(installed.get(n)), prereleases=True)]
+        if not present:
+            continue
+        requirer = present[0]
+        fine, judged = [], []
+        for need, spec in row.requires.items():
+            need = canonicalize_name(need)
+            version = _parsed(installed.get(need))
+            if version is None:
+                continue
+            judged.append(need)
+            if SpecifierSet(spec).contains(version, prereleases=True):
+                fine.append("%s %s" % (need, installed[need]))
+            else:
+                outside.append(RequirementMiss(need, str(installed[need]), requirer, str(installed[requirer]), spec,
+                                               row.source))
+        if judged:
+            covered.update(present + judged)
+            held.append(("%s %s" % (requirer, installed[requirer]), fine, row.source))
+    return RequirementReport(outside, held, frozenset(covered))

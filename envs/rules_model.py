@@ -5,8 +5,10 @@ version a dotted version. ``load_rules(path)`` raises ChexstackError naming the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 VERSION = r"^[0-9]+(\.[0-9]+)*$"
 
@@ -104,6 +106,59 @@ class OsGlibc(_Strict):
     systems: list[OsGlibcRow]
 
 
+def _specifier_set(value: str) -> str:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError("expected a PEP 440 specifier set such as '>=3' or '<2.5', got %r" % value) from None
+    return value
+
+
+class KnownBadPair(_Strict):
+    """Two packages that install together but fail at run time: ``package`` in ``versions`` (a PEP 440 specifier
+    set, ">=3"; ``installed_by: pip``: only a pip-installed one, a wheel built elsewhere) with any of ``against`` in
+    ``against_versions``; the ``symptom``, the ``remedy``, an import-and-use
+    ``smoke`` test, and the public ``sources``."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    package: str
+    versions: str
+    installed_by: Literal["pip"] | None = None
+    against: list[str] = Field(min_length=1)
+    against_versions: str
+    symptom: str
+    remedy: str
+    smoke: str
+    sources: list[str] = Field(min_length=1)
+
+    @field_validator("versions", "against_versions")
+    @classmethod
+    def _specifier(cls, value: str) -> str:
+        return _specifier_set(value)
+
+
+class DeclaredRequirements(_Strict):
+    """What a release of ``packages`` (any of those names) in ``versions`` declares it needs: ``requires``
+    ``{package: specifier set}``, from ``source``."""
+
+    packages: list[str] = Field(min_length=1)
+    versions: str
+    requires: dict[str, str] = Field(min_length=1)
+    source: str
+
+    @field_validator("versions")
+    @classmethod
+    def _versions(cls, value: str) -> str:
+        return _specifier_set(value)
+
+    @field_validator("requires")
+    @classmethod
+    def _requires(cls, value: dict[str, str]) -> dict[str, str]:
+        for spec in value.values():
+            _specifier_set(spec)
+        return value
+
+
 class Rules(_Strict):
     """The whole of ``envs/rules.yaml``."""
 
@@ -112,6 +167,8 @@ class Rules(_Strict):
     horovod_features: list[HorovodFeature]
     horovod_build_env: HorovodBuildEnv
     os_glibc: OsGlibc
+    known_bad_pairs: list[KnownBadPair] = Field(default_factory=list)
+    declared_requirements: list[DeclaredRequirements] = Field(default_factory=list)
 
 
 def load_rules(path: Path) -> Rules:

@@ -190,22 +190,32 @@ def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
     installed, kind = parse_installed_json((DATA / "conda-list-case15.json").read_text())
     assert kind == "conda" and installed["tensorflow"] == Installed("2.12.1", "cpu_py310hd1aba9c_1")
     report = check_installed(spec_pins(spec, "linux-64"), installed)
-    assert report.lines()[0] == "FAIL missing: horovod, scikit-learn" and len(report.lines()) == 2
+    assert report.lines()[0] == "FAIL missing: horovod, scikit-learn" and len(report.lines()) == 4
     assert report.lines()[1].startswith("PASS %d of %d pinned packages at the pinned version: " % (
         len(report.checked) - 2, len(report.checked)))
+    # numpy, pinned by nothing, is judged by the compatibility rules: every installed package is accounted for
+    assert report.lines()[2] == ("PASS compatibility rules (no known-bad pair): numpy 1.23.5 with tensorflow 2.12.1 "
+                                 "(numpy120-tf-symbolic-tensor, numpy2-tf-built-on-numpy1)") and not report.not_covered
+    assert report.lines()[3] == ("NOT PINNED 1 of 4 installed packages (no pin names them; only the compatibility "
+                                 "rules above judged them, where one applies): numpy 1.23.5")
 
 
 def test_post_install_check_against_lock_and_pip_list():
     pins = lock_pins(_gpu_lock(), "linux-64")
     installed = {p.name: Installed(p.spec, p.build) for p in pins}
     assert check_installed(pins, installed).ok
-    assert check_installed(pins, installed).lines() == ["PASS every pinned package is installed at its version and "
-                                                        "build"]
+    assert check_installed(pins, installed).lines() == [
+        "PASS all 10 pinned packages at their pinned version and build",
+        "PASS compatibility rules (no known-bad pair): numpy 1.23.5 with tensorflow 2.12.1 "
+        "(numpy120-tf-symbolic-tensor, numpy2-tf-built-on-numpy1)",
+        "PASS the whole environment: each of its 10 installed packages pinned or judged by a compatibility rule"]
     pip_installed, kind = parse_installed_json((DATA / "pip-list-horovod.json").read_text())
     assert kind == "pip"
     report = check_installed([p for p in pins if p.manager == "pip"], pip_installed)
     assert report.lines() == ["FAIL wrong version: scikit-learn installed 1.3.1, pinned 1.3.2",
-                              "PASS 1 of 2 pinned packages at the pinned version: horovod"]
+                              "PASS 1 of 2 pinned packages at the pinned version: horovod",
+                              "NOT CHECKED 1 of 3 installed packages (neither pinned nor judged by a compatibility "
+                              "rule of envs/rules.yaml; a right pin elsewhere does not vouch for them): pip 23.3.2"]
 
 
 def test_a_pip_list_checks_what_it_shows_and_names_what_it_cannot():
@@ -222,6 +232,8 @@ def test_a_pip_list_checks_what_it_shows_and_names_what_it_cannot():
         "FAIL wrong version: pillow installed 13.0.0, pinned 10.4.*",
         "FAIL wrong version: scikit-learn installed 1.9.1, pinned 1.5.2.*",
         "PASS 4 of 10 pinned packages at the pinned version: horovod, numpy, pip, tensorflow-cpu",
+        "PASS compatibility rules (no known-bad pair): numpy 1.26.4 with tensorflow-cpu 2.15.1 "
+        "(numpy120-tf-symbolic-tensor, numpy2-tf-built-on-numpy1)",
         "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): cmake, gxx_linux-64, "
         "openmpi, python"]
     right = check_installed(spec_pins(spec, "linux-64"),
@@ -277,7 +289,7 @@ def test_case41_a_cpu_tensorflow_build_fails_the_environments_build_pin():
     p = cmd.run("lock", "--stack", "conda", "--installed", str(CASE41), env=WIDE)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "FAIL wrong build: tensorflow-base 1.12.0 installed as mkl_py36h0000000_0, pinned build gpu_*" in p.stdout
-    assert "PASS every pinned package" not in p.stdout and "Traceback" not in p.stdout + p.stderr
+    assert "PASS all" not in p.stdout and "Traceback" not in p.stdout + p.stderr
 
 
 def test_case41_against_a_lock_every_locked_build_is_compared(locked_tf, capsys):
@@ -286,14 +298,20 @@ def test_case41_against_a_lock_every_locked_build_is_compared(locked_tf, capsys)
         "FAIL wrong version: _tflow_select installed 2.3.0, pinned 2.1.0",
         "FAIL wrong build: _tflow_select 2.3.0 installed as 2.3.0-mkl, pinned build gpu",
         "FAIL wrong build: tensorflow-base 1.12.0 installed as mkl_py36h0000000_0, pinned build gpu_py36he68c306_0",
-        "PASS 3 of 5 pinned packages at the pinned version: horovod, python, scikit-learn"]
+        "PASS 3 of 5 pinned packages at the pinned version: horovod, python, scikit-learn",
+        "NOT CHECKED 9 of 14 installed packages (neither pinned nor judged by a compatibility rule of envs/rules.yaml; "
+        "a right pin elsewhere does not vouch for them): cudatoolkit 10.0.130, cudnn 7.6.0, gcc_linux-64 7.2.0, "
+        "gxx_linux-64 7.2.0, nccl 2.4.7.1, pillow 6.0.0, pip 19.1.1, tensorflow 1.12.0, tensorflow-gpu 1.12.0"]
     right = [dict(d, build_string="gpu_py36he68c306_0") if d["name"] == "tensorflow-base" else
              dict(d, version="2.1.0", build_string="gpu") if d["name"] == "_tflow_select" else d
              for d in json.loads(CASE41.read_text())]
     (locked_tf.lockfile.parent / "right.json").write_text(json.dumps(right))
     assert check_installed_file(locked_tf, locked_tf.lockfile.parent / "right.json", None) == 0
-    assert capsys.readouterr().out.splitlines()[1:] == ["PASS every pinned package is installed at its version and "
-                                                        "build"]
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "PASS all 5 pinned packages at their pinned version and build",
+        "NOT CHECKED 9 of 14 installed packages (neither pinned nor judged by a compatibility rule of envs/rules.yaml; "
+        "a right pin elsewhere does not vouch for them): cudatoolkit 10.0.130, cudnn 7.6.0, gcc_linux-64 7.2.0, "
+        "gxx_linux-64 7.2.0, nccl 2.4.7.1, pillow 6.0.0, pip 19.1.1, tensorflow 1.12.0, tensorflow-gpu 1.12.0"]
 
 
 def test_a_pip_list_shows_no_build_strings_so_pinned_builds_are_not_checked(locked_tf, capsys):
@@ -308,11 +326,13 @@ def test_a_pip_list_shows_no_build_strings_so_pinned_builds_are_not_checked(lock
         "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): _tflow_select, python, "
         "tensorflow-base",
         "NOT CHECKED build (a pip list has no build strings; use `conda list --json`): scikit-learn (pinned build "
-        "py36h0000000_0)"]
+        "py36h0000000_0)",
+        "NOT CHECKED 1 of 3 installed packages (neither pinned nor judged by a compatibility rule of envs/rules.yaml; "
+        "a right pin elsewhere does not vouch for them): pip 19.1.1"]
     spec_pin = spec_pins(L.lock_spec(L.conda_files("conda")), "linux-64")
     report = check_installed(spec_pin, {"tensorflow-base": Installed("1.12.0")}, "pip")
     assert report.build_unchecked == [p for p in spec_pin if p.name == "tensorflow-base"]
-    assert "PASS every pinned package" not in "\n".join(report.lines())
+    assert "PASS all" not in "\n".join(report.lines())
 
 
 def test_build_globs_are_condas_match_spec():
@@ -358,3 +378,110 @@ def test_invoke_lock_installed_case15_style(tmp_path):
     p = cmd.run("lock", "--stack", "cpu", "--installed", str(DATA / "conda-list-case15.json"), env=WIDE)
     assert p.returncode == 1
     assert "FAIL missing:" in p.stdout and "horovod" in p.stdout and "tensorflow-cpu" in p.stdout
+
+
+CASE54 = CASES / "54-conda-installed-h5py3-tf112.json"
+
+
+def test_case54_h5py3_with_tensorflow_1_12_fails_as_a_known_bad_pair():
+    """Case 54: every pin of the conda column matches, but h5py 3.1.0 (pinned by nothing) cannot serve TensorFlow
+    1.12's Keras HDF5 code: FAIL naming the pair, its rule, source, remedy and smoke test, and the installed packages
+    nothing checked named, never a PASS over the whole environment."""
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(CASE54), env=WIDE)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    fail = next(i for i, line in enumerate(lines) if line.startswith("FAIL"))
+    assert lines[fail].startswith("FAIL known-bad pair: h5py 3.1.0 with tensorflow 1.12.0: ")
+    assert "AttributeError: 'str' object has no attribute 'decode'" in lines[fail]
+    assert "(rule h5py3-tf-keras-hdf5)" in lines[fail]
+    assert lines[fail + 1].startswith("  remedy: pin h5py<3 (2.10.0") and "environment.yml and the lock" in \
+        lines[fail + 1] and "reinstall" in lines[fail + 1]
+    assert "DenseNet121(weights='imagenet')" in lines[fail + 2]
+    assert "https://github.com/tensorflow/tensorflow/issues/44467" in lines[fail + 3]
+    assert "PASS all 12 pinned packages at their pinned version and build" in lines
+    assert "PASS declared requirements of tensorflow 1.12.0: keras-applications 1.0.8, keras-preprocessing 1.1.0, " \
+           "numpy 1.16.4 (TensorFlow 1.12.0's tensorflow/tools/pip_package/setup.py" in p.stdout
+    # what the pins leave open, and what nothing checked: never folded into a PASS
+    assert lines[-2] == ("NOT PINNED 7 of 19 installed packages (no pin names them; only the compatibility rules above "
+                         "judged them, where one applies): _tflow_select 2.1.0, h5py 3.1.0, hdf5 1.10.6, "
+                         "keras-applications 1.0.8, keras-preprocessing 1.1.0, numpy 1.16.4, tensorflow 1.12.0")
+    assert lines[-1] == ("NOT CHECKED 2 of 19 installed packages (neither pinned nor judged by a compatibility rule of "
+                         "envs/rules.yaml; a right pin elsewhere does not vouch for them): _tflow_select 2.1.0, hdf5 "
+                         "1.10.6")
+    assert "PASS the whole environment" not in p.stdout and "Traceback" not in p.stdout + p.stderr
+
+
+def test_case54_with_h5py_2_10_every_pair_holds_and_the_rest_is_still_named(tmp_path):
+    listing = [dict(d, version="2.10.0") if d["name"] == "h5py" else d for d in json.loads(CASE54.read_text())]
+    (tmp_path / "fixed.json").write_text(json.dumps(listing))
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(tmp_path / "fixed.json"), env=WIDE)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASS compatibility rules (no known-bad pair): h5py 2.10.0 with tensorflow 1.12.0 (h5py3-tf-keras-hdf5)" \
+        in p.stdout
+    assert p.stdout.splitlines()[-1].startswith("NOT CHECKED 2 of 19 installed packages")
+
+
+def test_a_known_bad_pair_fails_in_a_pip_freeze_too(tmp_path):
+    """``pip freeze`` output is read too (``name==version``; ``name @ URL``, as pip freeze shows what conda
+    installed, is present with no version: a pin on it is named NOT CHECKED, never compared)."""
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("# pip freeze\ntensorflow-gpu==1.15.0\nprotobuf==4.21.12\nhorovod==0.16.1\n"
+                      "scikit-learn @ file:///tmp/build/80754af9/scikit-learn_1/work\nPillow==6.0.0\n")
+    assert parse_installed_json(freeze.read_text()) == ({
+        "tensorflow-gpu": Installed("1.15.0"), "protobuf": Installed("4.21.12"), "horovod": Installed("0.16.1"),
+        "scikit-learn": Installed(None), "pillow": Installed("6.0.0")}, "pip")
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(freeze), env=WIDE)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL wrong version: tensorflow-gpu installed 1.15.0, pinned 1.12.0" in p.stdout
+    assert "FAIL known-bad pair: protobuf 4.21.12 with tensorflow-gpu 1.15.0: " in p.stdout
+    assert "(rule protobuf4-tf-generated-code)" in p.stdout
+    assert "NOT CHECKED version (the listing names no version: pip freeze's `name @ URL`; use `conda list --json` " \
+           "or `pip list --format=json`): scikit-learn" in p.stdout
+
+
+def test_a_listing_that_is_neither_json_nor_pip_freeze_names_its_line(tmp_path):
+    bad = tmp_path / "list.txt"
+    bad.write_text("h5py==3.1.0\nh5py                      3.1.0   nompi_py36_100  conda-forge\n")
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(bad), env=WIDE)
+    assert p.returncode == 2 and "list.txt:2: " in p.stderr and "pip freeze" in p.stderr
+
+
+def test_a_pip_tensorflow_gpu_wheel_beside_condas_cuda_10_toolkit_fails(tmp_path):
+    """The conda column's listing with tensorflow-gpu 1.12.0 from pip (channel pypi) instead of conda's build: the pin's
+    version matches, but the wheel links CUDA 9.0 and the environment holds cudatoolkit 10.0."""
+    listing = [dict(d, channel="pypi", build_string="pypi_0", platform="pypi") if d["name"] == "tensorflow-gpu"
+               else dict(d, version="2.10.0") if d["name"] == "h5py" else d for d in json.loads(CASE54.read_text())]
+    (tmp_path / "pip-tf.json").write_text(json.dumps(listing))
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(tmp_path / "pip-tf.json"), env=WIDE)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL known-bad pair: tensorflow-gpu 1.12.0 with cudatoolkit 10.0.130: " in p.stdout
+    assert "ImportError: libcublas.so.9.0" in p.stdout and "(rule pip-tf-gpu-cuda9-wheel)" in p.stdout
+
+
+def test_a_package_outside_tensorflows_declared_requirements_is_a_warning(tmp_path):
+    listing = [dict(d, version="2.10.0") if d["name"] == "h5py" else d for d in json.loads(CASE54.read_text())]
+    listing.append({"base_url": "https://repo.anaconda.com/pkgs/main", "build_number": 0, "build_string": "py36_0",
+                    "channel": "pkgs/main", "dist_name": "tensorboard-1.13.1-py36_0", "name": "tensorboard",
+                    "platform": "linux-64", "version": "1.13.1"})
+    (tmp_path / "tb.json").write_text(json.dumps(listing))
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(tmp_path / "tb.json"), env=WIDE)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "WARN outside a declared requirement: tensorboard 1.13.1 with tensorflow 1.12.0, which requires " \
+           "tensorboard >=1.12.0,<1.13.0" in p.stdout
+
+
+def test_case54_against_a_unified_lock_h5py_is_a_plain_version_mismatch_and_the_pair_still_fails(tmp_path, capsys):
+    """With a unified lock every package is pinned at its version and build: h5py 3.1.0 against the lock's 2.10.0 is
+    a wrong version, and the known-bad pair is named with it."""
+    shutil.copytree(L.CONDA_DIR / "conda", tmp_path / "conda")
+    files = L.conda_files("conda", tmp_path)
+    listed = json.loads(CASE54.read_text())
+    locked = [_locked_conda(d["name"], "2.10.0" if d["name"] == "h5py" else d["version"], d["build_string"])
+              for d in listed if d["channel"] != "pypi"]
+    write_lock_for(files, locked)
+    assert check_installed_file(files, CASE54, None) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "FAIL wrong version: h5py installed 3.1.0, pinned 2.10.0"
+    assert out[2].startswith("FAIL known-bad pair: h5py 3.1.0 with tensorflow 1.12.0: ")
+    assert out[-1] == ("NOT CHECKED 1 of 19 installed packages (neither pinned nor judged by a compatibility rule of "
+                       "envs/rules.yaml; a right pin elsewhere does not vouch for them): horovod 0.16.1")

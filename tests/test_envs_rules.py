@@ -157,3 +157,85 @@ def test_a_typo_in_the_rules_stops_at_load_naming_file_and_field(tmp_path):
     assert "%s: field cuda_driver.releases.2.drvier: Extra inputs are not permitted" % bad in msg
     assert "%s: field horovod_features.0.since: String should match pattern" % bad in msg
     assert load_rules(rules.RULES_FILE).cuda_driver.releases
+
+
+@pytest.mark.parametrize("installed, conflict", [
+    ({"h5py": "3.1.0", "tensorflow": "1.12.0"}, ("h5py3-tf-keras-hdf5", "tensorflow")),
+    ({"h5py": "3.0.0", "tensorflow-gpu": "2.4.1"}, ("h5py3-tf-keras-hdf5", "tensorflow-gpu")),
+    ({"h5py": "2.10.0", "tensorflow": "1.12.0"}, None),
+    ({"h5py": "3.1.0", "tensorflow": "2.5.0"}, None),
+    ({"h5py": "3.1.0", "keras": "2.2.4"}, ("h5py3-standalone-keras-hdf5", "keras")),
+    ({"h5py": "3.1.0", "keras": "2.4.3"}, None),
+    ({"numpy": "1.20.0", "tensorflow": "1.15.0"}, ("numpy120-tf-symbolic-tensor", "tensorflow")),
+    ({"numpy": "1.19.5", "tensorflow": "2.4.1"}, None),
+    ({"numpy": "1.21.0", "tensorflow": "2.6.0"}, None),
+    ({"protobuf": "4.21.0", "tensorflow-cpu": "2.7.1"}, ("protobuf4-tf-generated-code", "tensorflow-cpu")),
+    ({"protobuf": "3.20.3", "tensorflow": "1.15.0"}, None),
+    ({"numpy": "2.0.0", "tensorflow-cpu": "2.15.1"}, ("numpy2-tf-built-on-numpy1", "tensorflow-cpu")),
+    ({"numpy": "2.1.3", "tensorflow": "2.18.0"}, None),
+    ({"numpy": "1.26.4", "tensorflow": "2.15.1"}, None),
+    ({"gast": "0.3.3", "tensorflow-gpu": "1.14.0"}, ("gast03-tf-autograph", "tensorflow-gpu")),
+    ({"gast": "0.2.2", "tensorflow": "2.0.0"}, None),
+    ({"gast": "0.3.3", "tensorflow": "2.2.0"}, None),
+])
+def test_known_bad_pairs_at_their_boundaries(installed, conflict):
+    report = rules.check_pairs(installed)
+    assert report.conflicts == rules.check_pairs(installed, frozenset(installed)).conflicts
+    assert [(c.rule.id, c.other) for c in report.conflicts] == ([conflict] if conflict else [])
+    assert report.covered == frozenset(installed)
+
+
+def test_a_pair_judges_nothing_without_both_sides_or_with_unreadable_versions():
+    assert rules.check_pairs({"h5py": "3.1.0", "hdf5": "1.10.6"}) == rules.PairReport([], [], frozenset())
+    assert not rules.check_pairs({"h5py": None, "tensorflow": "1.12.0"}).covered
+    assert not rules.check_pairs({"h5py": "3.1.0", "tensorflow": "weird build"}).covered
+
+
+def test_every_known_bad_pair_has_a_public_source_remedy_and_smoke_test():
+    pairs = rules.known_bad_pairs()
+    assert len({p.id for p in pairs}) == len(pairs) >= 4
+    for p in pairs:
+        assert all(s.startswith("https://") for s in p.sources), p.id
+        assert p.remedy and p.smoke and p.symptom
+
+
+def test_a_bad_version_range_in_a_pair_stops_at_load(tmp_path):
+    import yaml
+
+    from envs.rules_model import load_rules
+    data = yaml.safe_load(rules.RULES_FILE.read_text())
+    data["known_bad_pairs"][0]["versions"] = "3.x"
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(ChexstackError, match=r"known_bad_pairs\.0\.versions.*PEP 440 specifier set"):
+        load_rules(bad)
+
+
+@pytest.mark.parametrize("tf, cuda, conflict", [
+    ("1.12.0", "10.0.130", "pip-tf-gpu-cuda9-wheel"), ("1.5.0", "9.1.85", "pip-tf-gpu-cuda9-wheel"),
+    ("1.12.0", "9.0.176", None), ("1.13.1", "10.1.168", "pip-tf-gpu-cuda10-wheel"), ("1.15.0", "10.0.130", None),
+    ("2.1.0", "10.1.243", None),
+])
+def test_a_pip_tensorflow_gpu_wheel_needs_the_toolkit_it_was_built_for(tf, cuda, conflict):
+    """TensorFlow's PyPI GPU wheels link one CUDA release by soname; conda's builds link their own toolkit, so the
+    rule holds for a pip-installed tensorflow-gpu only."""
+    installed = {"tensorflow-gpu": tf, "cudatoolkit": cuda}
+    pip = rules.check_pairs(installed, frozenset({"tensorflow-gpu"}))
+    assert [c.rule.id for c in pip.conflicts] == ([conflict] if conflict else [])
+    assert rules.check_pairs(installed).conflicts == []
+
+
+def test_declared_requirements_of_an_installed_tensorflow():
+    """TensorFlow 1.12's setup.py requires tensorboard >= 1.12.0, < 1.13.0: an environment with tensorboard 1.13.1
+    is outside it (named with the requirement and its source); a required package that is not installed is not
+    judged, and a TensorFlow with none of its requirements installed is judged by nothing."""
+    report = rules.check_requirements({"tensorflow-base": "1.12.0", "tensorflow-gpu": "1.12.0",
+                                       "tensorboard": "1.13.1", "numpy": "1.16.4"})
+    assert [(m.package, m.version, m.requirer, m.spec) for m in report.outside] == [
+        ("tensorboard", "1.13.1", "tensorflow-gpu", ">=1.12.0,<1.13.0")]
+    assert "v1.12.0/tensorflow/tools/pip_package/setup.py" in report.outside[0].source
+    assert report.held == [("tensorflow-gpu 1.12.0", ["numpy 1.16.4"], report.outside[0].source)]
+    assert report.covered == {"tensorflow-gpu", "tensorflow-base", "tensorboard", "numpy"}
+    assert rules.check_requirements({"tensorflow": "1.12.0", "hdf5": "1.10.6"}) == rules.RequirementReport(
+        [], [], frozenset())
+    assert rules.check_requirements({"tensorflow": "2.4.1", "tensorboard": "1.13.1"}).covered == frozenset()

@@ -351,7 +351,7 @@ def test_a_script_without_task_or_gpu_lines_passes_nothing_it_did_not_see(tmp_pa
     assert by_id["job.nccl_debug"]["status"] == "PASS"
     assert {r["status"] for r in by_id.values()} == {"PASS", "SKIP"}
     assert "SKIP job.slots (not checked): mpirun -np 4 (line 4)" in result.stdout
-    assert "0 FAIL, 0 WARN, 2 PASS, 5 not checked" in result.stdout
+    assert "0 FAIL, 0 WARN, 2 PASS, 6 not checked" in result.stdout
     assert "JOB_LAYOUT_UNKNOWN" in CODES
 
 
@@ -518,3 +518,111 @@ def test_too_many_ranks_for_gpu_slots_is_fixed_by_fewer_ranks_not_oversubscripti
     _, findings = judge_job(str(path))
     assert [f.code for f in findings] == ["MPI_NOT_ENOUGH_SLOTS"]
     assert findings[0].remedy == (GPU_LAUNCH_REMEDY if gpus else LAUNCH_REMEDY)["MPI_NOT_ENOUGH_SLOTS"]
+
+
+# --- GPU binding against the trainer's local-rank pinning -----------------------------------------------------------
+GPU_BINDING = [
+    # (#SBATCH options, lines before the launch, the launch line, (status, code) of job.gpu_binding, the line it names)
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-task=1"], [], None, ("FAIL", "JOB_GPU_BINDING"),
+     "--gpus-per-task=1"),
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-task=1", "--gpu-bind=none"], [], None, ("PASS", None),
+     "--gpu-bind=none"),
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], [], None, ("PASS", None), "srun"),
+    (["-N 2", "--ntasks-per-node=4", "--gres=gpu:4", "--gpu-bind=single:1"], [], None, ("FAIL", "JOB_GPU_BINDING"),
+     "--gpu-bind=single:1"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], [], "srun --mpi=pmix --gpu-bind=map_gpu:0,1,2,3 python -m "
+     "trainer", ("FAIL", "JOB_GPU_BINDING"), "srun"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4", "--gpu-bind=verbose,closest"], [], None,
+     ("WARN", "JOB_GPU_BINDING"), "--gpu-bind=verbose,closest"),
+    (["-N 1", "--ntasks-per-node=2", "--gres=gpu:4", "--gpu-bind=mask_gpu:0x3,0xc"], [], None, ("PASS", None),
+     "--gpu-bind=mask_gpu"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:8", "--gpu-bind=per_task:2"], [], None, ("FAIL", "JOB_GPU_BINDING"),
+     "--gpu-bind=per_task:2"),  # local ranks 2 and 3 see 2 GPUs each
+    (["-N 1", "--ntasks-per-node=2", "--gres=gpu:8", "--gpu-bind=per_task:4"], [], None, ("PASS", None),
+     "--gpu-bind=per_task:4"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4", "--gpu-bind=per_task:1"], [], None,
+     ("FAIL", "JOB_GPU_BINDING"), "--gpu-bind=per_task:1"),
+    (["-N 4", "--ntasks-per-node=1", "--gpus-per-task=1"], [], None, ("PASS", None), "--gpus-per-task=1"),
+    (["-N 2", "--gpus=8", "--gpus-per-task=1"], [], None, ("FAIL", "JOB_GPU_BINDING"), "--gpus-per-task=1"),
+    (["-N 8", "--gpus=8", "--gpus-per-task=1"], [], None, ("PASS", None), "--gpus-per-task=1"),
+    (["-N 2", "--ntasks-per-node=4", "--gpus-per-node=4"], [],
+     "srun --mpi=pmix bash -c 'CUDA_VISIBLE_DEVICES=$SLURM_LOCALID python -m trainer'", ("FAIL", "JOB_GPU_BINDING"),
+     "srun"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], [],
+     "srun --mpi=pmix env CUDA_VISIBLE_DEVICES=0 python -m trainer", ("FAIL", "JOB_GPU_BINDING"), "srun"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=0,1"], "mpirun -np 4 python -m "
+     "trainer", ("FAIL", "JOB_GPU_BINDING"), "export CUDA_VISIBLE_DEVICES"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=0,1,2,3"], "mpirun -np 4 python "
+     "-m trainer", ("PASS", None), "mpirun"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], [], "srun --mpi=pmix env CUDA_VISIBLE_DEVICES= python -m "
+     "trainer", ("WARN", "JOB_GPUS_IDLE"), "srun"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID"], "mpirun -np 4 "
+     "python -m trainer", ("FAIL", "JOB_GPU_BINDING"), "export CUDA_VISIBLE_DEVICES"),
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=0"], None,
+     ("PASS", None), "srun"),  # Slurm sets the GPU step's own CUDA_VISIBLE_DEVICES
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4"], ["export CUDA_VISIBLE_DEVICES=$MY_GPUS"], "mpirun -np 4 "
+     "python -m trainer", ("WARN", "JOB_LAYOUT_UNKNOWN"), "export CUDA_VISIBLE_DEVICES"),  # never a PASS
+    (["-N 1", "--ntasks-per-node=4", "--gres=gpu:4", "--gpus-per-task=1"], [], "mpirun -np 4 python -m trainer",
+     ("SKIP", "JOB_LAYOUT_UNKNOWN"), None),
+    (["-N 1", "--ntasks-per-node=4"], [], None, ("SKIP", "NOT_APPLICABLE"), None),
+]
+
+
+@pytest.mark.parametrize("options,before,launch,verdict,marker", GPU_BINDING,
+                         ids=["%d-%s" % (i, " ".join(c[0][1:] + c[1])) for i, c in enumerate(GPU_BINDING)])
+def test_gpu_binding_against_the_local_rank_pin(tmp_path, options, before, launch, verdict, marker):
+    """Slurm binds GPUs per task (--gpus-per-task implies --gpu-bind=per_task:N; single, map_gpu, mask_gpu, closest;
+    or a per-task CUDA_VISIBLE_DEVICES) while the trainer pins visible GPU hvd.local_rank(): local ranks 1..n-1 of a
+    node then ask for a GPU their view does not have. A FAIL at the binding's line, with the fix."""
+    text = "#!/bin/bash\n%s\nexport NCCL_DEBUG=INFO\n%s%s\n" % (
+        "\n".join("#SBATCH %s" % o for o in options), "".join(line + "\n" for line in before),
+        launch or "srun --mpi=pmix python -m trainer")
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    result = rule_result("job.gpu_binding", judge_file(str(path)))
+    assert (result.status.value, result.diagnosis) == verdict, result.measured
+    if marker:
+        assert result.measured.startswith("%s:%d: " % (path, _line_of(text, marker))), result.measured
+    if verdict == ("FAIL", "JOB_GPU_BINDING"):
+        assert "hvd.local_rank()" in result.measured and "ask for a GPU index that does not exist" in \
+            result.measured
+        assert "--gpu-bind=none" in result.remedy and "--gpus-per-node=N" in result.remedy
+        assert "https://slurm.schedmd.com/srun.html#OPT_gpu-bind" in result.remedy
+
+
+def test_a_real_style_script_with_gpus_per_task_fails_at_its_line_through_the_entry(tmp_path):
+    """A script written as cluster guides write them (one GPU per task, CUDA-aware MPI through srun): the entry prints
+    the binding's FAIL at its line, with what the trainer does and the fix, and exits 1."""
+    path = tmp_path / "train.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH --job-name=chexnet\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=4\n"
+                    "#SBATCH --gpus-per-task=1\n#SBATCH --cpus-per-task=8\n#SBATCH --time=04:00:00\n\n"
+                    "module load cuda/10.0 openmpi/4.0.0\nexport NCCL_DEBUG=INFO\n"
+                    "srun --mpi=pmix python -m trainer --epochs 5\n")
+    result = cmd.run("validate", "--job", str(path), env={"COLUMNS": "400"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if "JOB_GPU_BINDING" in x)
+    assert line.startswith("%s:5: FAIL JOB_GPU_BINDING: --gpus-per-task=1 (implicitly --gpu-bind=per_task:1): each "
+                           "rank sees 1 GPU(s) of its own" % path), line
+    assert "local ranks 1..3 ask for a GPU index that does not exist in their view" in line
+    assert "local rank N has no GPU" in line
+    assert "1 FAIL" in result.stdout.splitlines()[-1]
+
+
+SLURM_DATA = REPO / "tests" / "data" / "slurm"
+
+
+def test_mace_435_gpus_per_task_fails_where_local_ranks_1_to_7_see_one_gpu():
+    """https://github.com/ACEsuit/mace/issues/435: 8 tasks on a node with --gpus-per-task=1; every rank but local rank
+    0 failed with "invalid device ordinal" and --gpus-per-node was the fix. The rule names the line and that fix."""
+    path = SLURM_DATA / "mace-435-gpus-per-task.sbatch"
+    j = judge_file(str(path))
+    binding = [f for f in j.findings if f.rule == "job.gpu_binding"]
+    assert [(f.status, f.code, f.line) for f in binding] == [("FAIL", "JOB_GPU_BINDING", 8)]
+    assert "local ranks 1..7 ask for a GPU index that does not exist in their view" in binding[0].message
+    assert "--gpus-per-node=N" in binding[0].remedy
+    assert rule_result("job.rank_per_gpu", j).status.value == "PASS"  # one GPU per rank: the count is right
+
+
+def test_horovod_1755_style_gpu_bind_closest_is_a_warning():
+    j = judge_file(str(SLURM_DATA / "horovod-1755-gpu-bind-closest.sbatch"))
+    assert [(f.status, f.code, f.line) for f in j.findings] == [("WARN", "JOB_GPU_BINDING", 6)]

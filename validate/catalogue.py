@@ -157,6 +157,8 @@ CODES: dict[str, Code] = {
     "MPI_SINGLE_COPY_CMA": Code("ranks in separate user or PID namespaces with Open MPI's CMA single copy on",
                                 A.RECONFIGURE),
     "JOB_GPUS_IDLE": Code("a job file asks for GPUs that no rank uses", A.RECONFIGURE),
+    "JOB_GPU_BINDING": Code("a job file binds each rank to fewer GPUs than its local rank's pin needs (per-task GPU "
+                            "binding or CUDA_VISIBLE_DEVICES while ranks pin GPU hvd.local_rank())", A.RECONFIGURE),
     "JOB_ENV_NOT_EXPORTED": Code("a job file sets a variable the ranks never receive", A.RECONFIGURE),
     "K8S_RESOURCE_NAME_INVALID": Code("a container asks for a resource name the Kubernetes API server refuses "
                                       "(neither a standard resource nor an extended DOMAIN/NAME)", A.RECONFIGURE),

@@ -9,7 +9,9 @@ Open MPI's single copy off for ranks in their own container namespaces (``facts.
 run-as-root permission in a form the launcher image's Open MPI honours (``facts.openmpi.root_env_honoured``: the
 environment form from Open MPI 4.0.2; the image's MPI known when it is a stack's, ``images.naming.stack_of_image``),
 one rank per GPU (``launch.slurm.directives``, ``launch.k8s``; a batch script's layout read in every form Slurm takes by
-``validate.slurmlayout``), the workers' ``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
+``validate.slurmlayout``), every rank seeing the GPUs of its node, as ranks that pin GPU ``hvd.local_rank()`` need
+(Slurm's GPU binding, ``validate.slurmlayout.gpu_binding``, and the script's ``CUDA_VISIBLE_DEVICES``), the workers'
+``/dev/shm`` (``launch.k8s.SHM_VOLUME``,
 at least ``validate.checks.container.SHM_FLOOR_BYTES``), the RDMA resource's ``IPC_LOCK`` (``launch.k8s``: the
 device plugins' resources, ``RDMA_RESOURCES``, and who holds the capability, ``holds_ipc_lock``) and the launcher's
 ``launcherCreationPolicy`` (``launch.k8s``). A finding's code is the fault it leads to, in the codes validate's
@@ -57,7 +59,7 @@ from validate.checks.container import SHM_FLOOR_BYTES
 from validate.jobrules import MPIJOB, RULES, SBATCH, rules_for
 from validate.report import Report, write_json
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
-from validate.slurmlayout import Layout, rank_per_gpu, read_options
+from validate.slurmlayout import GPU_BIND_SOURCE, Layout, gpu_binding, most_tasks_per_node, rank_per_gpu, read_options
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def _remedy(code: str, gpus: bool = False) -> str:
 _SBATCH = "#SBATCH"
 #: The fix of a batch script whose ranks do not have one GPU each (``launch.slurm.directives``' layout).
 _GPU_REMEDY = ("one rank per GPU: as many tasks per node as GPUs per node (--ntasks-per-node equal to "
-               "--gpus-per-node or --gres=gpu:N), or --gpus-per-task=1")
+               "--gpus-per-node or --gres=gpu:N)")
 _EXPORT = re.compile(r"^\s*export\s+([A-Za-z_]\w*)=(\S*)")
 
 
@@ -284,6 +286,137 @@ def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) 
         j.saw("job.single_copy", j.at(number, "mpirun of `singularity exec` with single copy off"))
 
 
+#: How the ranks pick their GPU: Horovod's documented pattern, which chexstack's trainer follows
+#: (``trainer.compat.configure_devices``), pins visible GPU number ``hvd.local_rank()`` of the GPUs the rank sees
+#: (https://horovod.readthedocs.io/en/stable/tensorflow.html: "Pin each GPU to a single process").
+LOCAL_RANK_PINNING = ("the trainer pins visible GPU number hvd.local_rank() (trainer/compat.py configure_devices, "
+                      "Horovod's pattern: https://horovod.readthedocs.io/en/stable/tensorflow.html)")
+#: What chexstack's trainer does where a rank sees fewer GPUs than its local rank needs.
+_TRAINER_ONE_GPU = ("chexstack's trainer does not fall back to device 0: with TensorFlow >= 1.14 it stops with \"local "
+                    "rank N has no GPU\", with TF 1.12/1.13 (the conda column) that rank runs on the CPU")
+_BINDING_REMEDY = ("let every rank see all GPUs of its node: drop --gpus-per-task (or keep it and add "
+                   "--gpu-bind=none), drop --gpu-bind=single|map_gpu|mask_gpu|per_task|closest and any per-task "
+                   "CUDA_VISIBLE_DEVICES, and ask for the node's GPUs with --gpus-per-node=N (or --gres=gpu:N) and "
+                   "--ntasks-per-node=N; each rank then pins GPU hvd.local_rank() of the N it sees. Binding one GPU "
+                   "per task suits only a program that pins device 0 when it sees one GPU, which chexstack's trainer "
+                   "does not. Sources: " + GPU_BIND_SOURCE)
+#: Variables that differ per task (Slurm's, Open MPI's, MVAPICH2's, PMI's): a CUDA_VISIBLE_DEVICES made of one is
+#: one GPU per task.
+_PER_TASK_VARS = ("SLURM_LOCALID", "SLURM_PROCID", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+                  "MV2_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMIX_RANK", "LOCAL_RANK")
+_CVD = re.compile(r"\bCUDA_VISIBLE_DEVICES=(\"[^\"]*\"|'[^']*'|[^\s;'\"]*)")
+
+
+def _launches(script: _Script) -> list[tuple[Layout, int | None, str]]:
+    """(layout, line, launcher) of each launch: an ``srun`` step over its allocation, an ``mpirun``/``mpiexec`` (its
+    ranks laid out by the allocation), or the allocation alone (line None) in a script without a launch."""
+    out = []
+    for number, words in script.commands:
+        own = Layout(read_options(words[1:], number)[0]) if words[0] == "srun" else Layout({})
+        out.append((own.over(script.allocation), number, words[0]))
+    return out or [(script.allocation, None, "")]
+
+
+def _too_few(j: Judgement, line: int, seen: str, gpus: int, layout: Layout, where: str) -> bool:
+    """A FAIL where ``gpus`` GPUs per rank is fewer than the ranks per node of ``layout`` need; True if so."""
+    per_node = most_tasks_per_node(layout)
+    if per_node is None:
+        j.skip("job.gpu_binding", "%s, but the options do not say how many tasks share a node (--ntasks-per-node)"
+               % seen, "JOB_LAYOUT_UNKNOWN")
+        return False
+    if gpus >= per_node[0]:
+        j.saw("job.gpu_binding", j.at(line, "%s; %d task(s) per node (%s): local ranks 0..%d find their GPU"
+                                      % (seen, per_node[0], per_node[1], per_node[0] - 1)))
+        return False
+    j.add("job.gpu_binding", line, "FAIL", "JOB_GPU_BINDING",
+          "%s%s, while %s: with %d task(s) per node (%s), local ranks %d..%d ask for a GPU index that does not exist "
+          "in their view; %s" % (seen, where, LOCAL_RANK_PINNING, per_node[0], per_node[1], gpus, per_node[0] - 1,
+                                  _TRAINER_ONE_GPU), _BINDING_REMEDY)
+    return True
+
+
+def _judge_slurm_binding(j: Judgement, layout: Layout, line: int | None, launcher: str) -> None:
+    """Slurm's GPU binding (``validate.slurmlayout.gpu_binding``) of one srun step or allocation, against the local
+    rank pinning of its ranks."""
+    if not layout.asks_for_gpus():
+        j.skip("job.gpu_binding", "asks for no GPU: no binding to judge", "NOT_APPLICABLE")
+        return
+    binding = gpu_binding(layout)
+    where = "" if line is None or line == binding.line else " (the srun step at line %d)" % line
+    at = binding.line or line or layout.line()
+    if binding.kind == "none":
+        j.saw("job.gpu_binding", j.at(at, "%s: each rank sees the GPUs of its node and pins its local rank's"
+                                      % binding.how))
+    elif binding.kind == "unknown":
+        j.skip("job.gpu_binding", "%s: a --gpu-bind type Slurm does not document (none, closest, single, per_task, "
+               "map_gpu, mask_gpu)" % binding.how, "JOB_LAYOUT_UNKNOWN")
+    elif binding.kind == "near":
+        per_node = most_tasks_per_node(layout)
+        if per_node and per_node[0] == 1:
+            j.saw("job.gpu_binding", j.at(at, "%s with one task per node: local rank 0 pins the first GPU it sees"
+                                          % binding.how))
+        else:
+            j.add("job.gpu_binding", at, "WARN", "JOB_GPU_BINDING", "%s%s: each rank sees only the GPUs near its "
+                  "CPUs (a socket's or NUMA node's), while %s: local ranks at or above that count ask for a GPU "
+                  "index they do not see; %s" % (binding.how, where, LOCAL_RANK_PINNING, _TRAINER_ONE_GPU),
+                  _BINDING_REMEDY)
+    elif launcher in ("mpirun", "mpiexec"):
+        j.skip("job.gpu_binding", "%s, but mpirun (line %d) starts the ranks, not srun: Slurm binds the GPUs of "
+               "srun's tasks" % (binding.how, line), "JOB_LAYOUT_UNKNOWN")
+    else:
+        _too_few(j, at, "%s: each rank sees %d GPU(s) of its own" % (binding.how, binding.per_task),
+                 binding.per_task, layout, where)
+
+
+def _judge_visible_devices(j: Judgement, text: str, script: _Script) -> None:
+    """Every ``CUDA_VISIBLE_DEVICES=`` the script sets for its ranks, against the local rank pinning. On a launch line
+    (``srun ... env CUDA_VISIBLE_DEVICES=$SLURM_LOCALID python``, ``srun bash -c '...'``) it is set per task: one
+    made of a per-task variable (``$SLURM_LOCALID``, ...) gives each rank one GPU, a fixed list gives every rank that
+    list. Elsewhere (``export`` in the batch script) the batch shell sets it once, for the ranks of an ``mpirun`` or
+    of an ``srun`` step without GPUs of its own; a per-task variable there is the batch step's (task 0's) value. Not
+    judged before ``srun`` GPU steps: "the environment variable CUDA_VISIBLE_DEVICES is set for each job step" by
+    Slurm's GPU plugin (https://slurm.schedmd.com/gres.html#GPU_Management)."""
+    launches = _launches(script)
+    layouts = {line: layout for layout, line, _ in launches}
+    mpirun = next((line for _, line, launcher in launches if launcher in ("mpirun", "mpiexec")), None)
+    gpu_steps = [line for layout, line, launcher in launches if launcher == "srun" and layout.asks_for_gpus()]
+    for number, line in _logical_lines(text):
+        if line.lstrip().startswith("#"):
+            continue
+        for m in _CVD.finditer(line):
+            value = m.group(1).strip("'\"")
+            seen = "CUDA_VISIBLE_DEVICES=%s" % value
+            per_task = any(v in value for v in _PER_TASK_VARS)
+            if number in layouts:
+                layout = layouts[number]
+                what = "each rank sees the one GPU its task number names" if per_task else \
+                    "every rank sees these %d GPU(s)"
+            elif mpirun is None and gpu_steps:
+                j.skip("job.gpu_binding", "%s (line %d) before srun GPU steps (line %s): Slurm sets each step's own "
+                       "CUDA_VISIBLE_DEVICES" % (seen, number, ", ".join(map(str, gpu_steps))), "NOT_APPLICABLE")
+                continue
+            else:
+                layout = layouts.get(mpirun, launches[0][0])
+                what = "the batch script sets it once, with task 0's value, so every rank sees that one GPU" \
+                    if per_task else "every rank sees these %d GPU(s)"
+            if per_task:
+                _too_few(j, number, "%s: %s" % (seen, what), 1, layout, "")
+            elif "$" in value:
+                j.add("job.gpu_binding", number, "WARN", "JOB_LAYOUT_UNKNOWN", "%s: a value only the running job "
+                      "knows, so whether each rank sees the GPU its local rank pins is not checked (%s)"
+                      % (seen, LOCAL_RANK_PINNING), "let every rank see all GPUs of its node (leave "
+                      "CUDA_VISIBLE_DEVICES unset, or list all the node's GPUs)")
+            else:
+                gpus = len([v for v in value.split(",") if v.strip()])
+                if gpus == 0 and not layout.asks_for_gpus():
+                    j.saw("job.gpu_binding", j.at(number, "%s: a CPU run (no GPU asked for)" % seen))
+                elif gpus == 0:
+                    j.add("job.gpu_binding", number, "WARN", "JOB_GPUS_IDLE", "%s: the ranks see no GPU and train "
+                          "on the CPU" % seen, "remove CUDA_VISIBLE_DEVICES= from the launch")
+                else:
+                    _too_few(j, number, "%s: %s" % (seen, what % gpus), gpus, layout, "")
+
+
 #: sbatch refuses a script with DOS line breaks: "Batch script contains DOS line breaks (\\r\\n) instead of expected
 #: UNIX line breaks (\\n)" (Slurm's sbatch, src/sbatch/sbatch.c), before the job is queued.
 DOS_LINE_BREAK = "\r\n"
@@ -308,6 +441,9 @@ def judge_sbatch(j: Judgement, text: str) -> None:
     _judge_line_endings(j, text)
     script = _read_script(text.replace(DOS_LINE_BREAK, "\n"))
     _judge_sbatch_gpus(j, script)
+    for layout, line, launcher in _launches(script):
+        _judge_slurm_binding(j, layout, line, launcher)
+    _judge_visible_devices(j, text.replace(DOS_LINE_BREAK, "\n"), script)
     image = script.allocation.options.get("--container-image")
     if image is not None:
         _judge_pyxis_image(image.value, image.line, j)

@@ -23,6 +23,10 @@ RULES = {
     "job.line_endings": Rule("UNIX line breaks (\\n): sbatch refuses a script with DOS line breaks (\\r\\n)",
                              (SBATCH,)),
     "job.rank_per_gpu": Rule("one rank per GPU (tasks or slots per node equal to its GPUs)", (SBATCH, MPIJOB)),
+    "job.gpu_binding": Rule("every rank sees the GPUs of its node, as ranks that pin GPU hvd.local_rank() need: no "
+                            "per-task GPU binding (--gpus-per-task without --gpu-bind=none, --gpu-bind=single, "
+                            "per_task, map_gpu, mask_gpu, closest) or per-task CUDA_VISIBLE_DEVICES with several "
+                            "ranks per node", (SBATCH,)),
     "job.slots": Rule("mpirun -np within the allocation's or the workers' slots", (SBATCH, MPIJOB)),
     "job.pmix": Rule("srun --mpi=pmix for a pyxis --container-image step", (SBATCH,)),
     "job.pyxis_image": Rule("a pyxis --container-image that pyxis reads as meant: a squashfs file by a path starting "

@@ -20,6 +20,10 @@ One rank per GPU is judged on what the options state: tasks per node against GPU
 (``-G``: more tasks than GPUs shares one); ``--gpus-per-task=1`` and ``--ntasks-per-gpu=1`` are one rank per GPU by
 construction. Where the options do not say (GPUs per node and a task count without the node count), the rule is not
 judged: ``Verdict.status`` SKIP, never PASS.
+
+What each task sees of its node's GPUs (``gpu_binding``: ``--gpu-bind`` in each of its types, and the implicit
+``per_task:N`` of ``--gpus-per-task=N``) and the most tasks one node runs (``most_tasks_per_node``) serve the rule
+``job.gpu_binding`` (``GPU_BIND_SOURCE``).
 """
 from __future__ import annotations
 
@@ -248,5 +252,81 @@ def rank_per_gpu(layout: Layout, step: bool = False) -> Verdict:
             tasks[0], tasks[1], gpus[0], gpus[1]), tasks_line, step)
     given = [o.where() for n, o in layout.options.items() if n in TASK_OPTIONS + GPU_OPTIONS]
     return Verdict("SKIP", layout.line(*GPU_OPTIONS), "GPUs asked for, but the options (%s) do not say how many "
-                   "tasks share a node's GPUs: give --ntasks-per-node and --gpus-per-node (or --gpus-per-task=1)"
+                   "tasks share a node's GPUs: give --ntasks-per-node and --gpus-per-node"
                    % ", ".join(given), "JOB_LAYOUT_UNKNOWN")
+
+
+#: ``--gpu-bind=[verbose,]TYPE`` (sbatch(1), srun(1): https://slurm.schedmd.com/srun.html#OPT_gpu-bind): ``none`` (no
+#: binding: each task sees the GPUs of its node's allocation), ``closest`` (the GPUs near the task's CPUs: a socket's or
+#: NUMA node's), ``single:TASKS_PER_GPU`` ("like closest, except that each task can only be bound to a single GPU"),
+#: ``per_task:N`` (N GPUs each), ``map_gpu:LIST`` (one GPU each, by index), ``mask_gpu:LIST`` (each task the GPUs of
+#: its bit mask). ``--gpus-per-task=N`` "will implicitly set --gpu-bind=per_task:<gpus_per_task>, but that can be
+#: overridden with an explicit --gpu-bind specification" (https://slurm.schedmd.com/sbatch.html#OPT_gpus-per-task).
+#: Slurm enforces the binding per task, through the device cgroup or each task's own CUDA_VISIBLE_DEVICES.
+GPU_BIND_SOURCE = ("https://slurm.schedmd.com/srun.html#OPT_gpu-bind; "
+                   "https://slurm.schedmd.com/sbatch.html#OPT_gpus-per-task")
+
+
+@dataclass(frozen=True)
+class GpuBinding:
+    """What each task of a job or step sees of its node's GPUs under Slurm's GPU binding.
+
+    ``kind``: "none" (each task sees the node's allocated GPUs), "per_task" (each task sees ``per_task`` GPUs of its
+    own), "near" (the GPUs near its CPUs: how many depends on the node's topology) or "unknown" (a ``--gpu-bind``
+    type Slurm does not document); ``how`` the option(s) as written, ``line`` where (0: no option)."""
+
+    kind: str
+    per_task: int | None
+    how: str
+    line: int
+
+
+def gpu_binding(layout: Layout) -> GpuBinding:
+    """The GPU binding of ``layout`` (``GPU_BIND_SOURCE``): an explicit ``--gpu-bind`` wins over the implicit
+    ``per_task:N`` of ``--gpus-per-task=N``."""
+    bind, per_task = layout.options.get("--gpu-bind"), layout.options.get("--gpus-per-task")
+    if bind is not None:
+        parts = [p for p in bind.value.split(",") if p != "verbose"]
+        kind, _, arg = (",".join(parts) or "none").partition(":")
+        if kind == "none":
+            return GpuBinding("none", None, bind.written, bind.line)
+        if kind == "closest":
+            return GpuBinding("near", None, bind.written, bind.line)
+        if kind in ("single", "map_gpu"):
+            return GpuBinding("per_task", 1, bind.written, bind.line)
+        if kind == "per_task" and arg.isdigit():
+            return GpuBinding("per_task", int(arg), bind.written, bind.line)
+        if kind == "mask_gpu" and arg:
+            try:
+                bits = [bin(int(m.split("*")[0], 16)).count("1") for m in arg.split(",") if m]
+            except ValueError:
+                bits = []
+            if bits:
+                return GpuBinding("per_task", min(bits), bind.written, bind.line)
+        return GpuBinding("unknown", None, bind.written, bind.line)
+    if per_task is not None and _count(per_task.value):
+        return GpuBinding("per_task", _count(per_task.value), "%s (implicitly --gpu-bind=per_task:%d)" % (
+            per_task.written, _count(per_task.value)), per_task.line)
+    return GpuBinding("none", None, "no --gpu-bind or --gpus-per-task", 0)
+
+
+def most_tasks_per_node(layout: Layout) -> tuple[int, str] | None:
+    """The most tasks one node of ``layout`` runs: ``Layout.tasks_per_node``, else, without a task option, the task
+    count ``--gpus=X --gpus-per-task=Y`` states (X / Y, over ``--nodes``) or one (Slurm's default: one task per
+    node), else, where only the task count is known, that count (Slurm may place them
+    all on one node); None where the options do not say."""
+    known = layout.tasks_per_node()
+    if known is not None:
+        return known
+    gpus, per_task = layout._int("--gpus"), layout._int("--gpus-per-task")
+    if not any(name in layout.options for name in ("--ntasks", "--ntasks-per-node", "--ntasks-per-gpu")):
+        if gpus and per_task:  # sbatch(1): "--gpus=X --gpus-per-task=Y" states the task count, X / Y
+            tasks, how = gpus // per_task, "%s over %s" % (layout.options["--gpus"].written,
+                                                          layout.options["--gpus-per-task"].written)
+            nodes = layout._int("--nodes") if "--nodes" in layout.options else None
+            if nodes:
+                return math.ceil(tasks / nodes), "%d tasks (%s) over %d node(s)" % (tasks, how, nodes)
+            return tasks, "%d tasks (%s), nodes not stated: up to %d on one node" % (tasks, how, tasks)
+        return 1, "one task per node: no -n/--ntasks or --ntasks-per-node (Slurm's default)"
+    tasks = layout.tasks()
+    return (tasks[0], "%s, nodes not stated: up to %d on one node" % (tasks[1], tasks[0])) if tasks else None
