@@ -1,0 +1,254 @@
+"""Issue 40, item 2: GPUs are usable, not only listed. ``facts/cuda_probe.py`` (the CUDA driver API through ctypes)
+run for real against a stand-in libcuda built here with the system C compiler (``tests/lib/libcuda_standin.c``:
+its behaviour is ``CHEXSTACK_CUDA_STANDIN``), its output read by ``facts.parsers.cuda``, and ``gpu.cuda`` judged
+live and from a ``--collect`` bundle with ``--from``, through ``invoke validate`` (tests/lib/cli.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from facts.parsers.cuda import CUDA_PROBE, PROBE_SCRIPT, parse_cuda_probe
+from tests.lib import cli as cmd
+from tests.lib.cuda_standin import LIBRARY, SCENARIO, built
+from tests.lib.paths import FIXTURES
+from validate.catalogue import CODES
+from validate.checks.cuda import judge_cuda
+from validate.result import Status
+
+#: a real nvidia-smi table of an HGX H100 node (8 GPUs, driver 550.90.07; ../shared/fixtures/SOURCES.md #1)
+SMI_H100X8 = FIXTURES / "nvidia-smi-h100x8-550.txt"
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    return built(tmp_path_factory.mktemp("libcuda"))
+
+
+def probe(library, scenario: str = "", *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The probe as a node runs it: ``python facts/cuda_probe.py --library LIB`` with the stand-in's scenario."""
+    lib = ("--library", str(library)) if library is not None else ()
+    return subprocess.run([sys.executable, PROBE_SCRIPT, *lib, *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, SCENARIO: scenario, **(env or {})})
+
+
+def records(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+# --- the probe's output, scenario by scenario --------------------------------------------------------------------
+
+
+def test_every_gpu_usable_prints_one_ok_record_per_gpu_and_exits_0(standin):
+    p = probe(standin, "devices=3")
+    assert p.returncode == 0, p.stderr
+    out = records(p.stdout)
+    assert [r["record"] for r in out] == ["probe", "library", "driver", "init", "count", "gpu", "gpu", "gpu", "end"]
+    assert out[0] == {"record": "probe", "format": "chexstack.cuda_probe", "version": 1, "library": str(standin),
+                      "cuda_visible_devices": None, "python": sys.version.split()[0]}
+    assert out[1] == {"record": "library", "loaded": True, "path": str(standin)}
+    assert out[5] == {"record": "gpu", "index": 0, "status": "ok", "name": "NVIDIA H100 80GB HBM3",
+                      "pci_bus_id": "0000:18:00.0", "bytes": 1 << 20}
+    assert out[-1] == {"record": "end", "ok": True}
+
+
+def test_a_gpu_whose_context_fails_is_named_with_the_libraries_code_name_and_string(standin):
+    p = probe(standin, "devices=3 ctx=1:802")
+    assert p.returncode == 1
+    gpus = [r for r in records(p.stdout) if r["record"] == "gpu"]
+    assert [g["status"] for g in gpus] == ["ok", "error", "ok"]
+    assert gpus[1] == {"record": "gpu", "index": 1, "status": "error", "step": "cuCtxCreate_v2", "code": 802,
+                       "error_name": "CUDA_ERROR_SYSTEM_NOT_READY", "error_string": "system not yet initialized",
+                       "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "0000:2A:00.0"}
+
+
+def test_cuinit_failing_ends_the_probe_after_the_init_record(standin):
+    p = probe(standin, "init=100")
+    assert p.returncode == 1
+    assert records(p.stdout)[-2:] == [
+        {"record": "init", "status": "error", "code": 100, "error_name": "CUDA_ERROR_NO_DEVICE",
+         "error_string": "no CUDA-capable device is detected"}, {"record": "end", "ok": False}]
+
+
+def test_no_library_and_a_library_without_the_driver_api_exit_2_saying_why(tmp_path):
+    p = probe(tmp_path / "libcuda.so.1")
+    assert p.returncode == 2
+    lib = records(p.stdout)[1]
+    assert lib["loaded"] is False and "libcuda.so.1" in lib["error"] and lib["missing"] == []
+    p = probe("libm.so.6")  # a real library that is not a CUDA driver
+    lib = records(p.stdout)[1]
+    assert p.returncode == 2 and lib["loaded"] is False and "cuInit" in lib["missing"]
+
+
+def test_the_library_is_chosen_by_option_else_environment_else_libcuda_so_1(standin, tmp_path):
+    by_env = records(probe(None, env={LIBRARY: str(standin)}).stdout)[0]
+    assert by_env["library"] == str(standin)
+    by_option = records(probe(tmp_path / "other.so", env={LIBRARY: str(standin)}).stdout)[0]
+    assert by_option["library"] == str(tmp_path / "other.so")
+    default = records(probe(None, env={LIBRARY: ""}).stdout)[0]
+    assert default["library"] == "libcuda.so.1"
+    bad = probe(None, "--device", "0")
+    assert bad.returncode == 3 and "usage: cuda_probe.py [--library PATH]" in bad.stderr
+
+
+def test_a_crash_inside_the_library_leaves_the_records_before_it(standin):
+    p = probe(standin, "devices=4 abort=2")
+    assert p.returncode < 0 or p.returncode > 128
+    out = records(p.stdout)
+    assert out[-1]["record"] == "gpu" and out[-1]["index"] == 1
+
+
+# --- the parser ------------------------------------------------------------------------------------------------
+
+
+def test_the_parser_reads_every_record(standin):
+    got = parse_cuda_probe(probe(standin, "devices=3 ctx=1:802", env={"CUDA_VISIBLE_DEVICES": "0,1,2"}).stdout)
+    assert (got.version, got.loaded, got.count, got.complete, got.driver_version, got.cuda_version) == (
+        1, True, 3, True, 12040, "12.4")
+    assert got.cuda_visible_devices == "0,1,2" and got.problems == [] and got.last == "end"
+    assert [g.ok for g in got.gpus] == [True, False, True]
+    error = got.gpus[1].error
+    assert (error.step, error.code, error.name, error.string) == (
+        "cuCtxCreate_v2", 802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized")
+    assert error.text == '802 CUDA_ERROR_SYSTEM_NOT_READY ("system not yet initialized") at cuCtxCreate_v2'
+    assert "all required driver daemons are actively running" in error.meaning
+    init = parse_cuda_probe(probe(standin, "init=999").stdout)
+    assert init.init_error.name == "CUDA_ERROR_UNKNOWN" and init.count is None and init.complete
+
+
+def test_the_parser_never_raises_on_cut_off_or_foreign_output(standin):
+    text = probe(standin, "devices=2").stdout
+    cut = parse_cuda_probe(text[: text.index('"index": 1') - 10])
+    assert not cut.complete and cut.last == "gpu 0" and len(cut.problems) == 1
+    assert parse_cuda_probe("Traceback (most recent call last):\n  ...").problems
+    other = parse_cuda_probe('{"record": "probe", "format": "chexstack.cuda_probe", "version": 9}\n{"record": "end"}')
+    assert other.version is None and not other.complete and "version 9" in other.problems[0]
+    assert parse_cuda_probe("").version is None
+
+
+def test_the_observation_reads_recorded_runs_of_the_probe_however_started():
+    also = CUDA_PROBE.also
+    assert also(("python3", "facts/cuda_probe.py"), {})
+    assert also(("sh", "-c", "sudo timeout 60 /usr/bin/python3 /opt/chexstack/facts/cuda_probe.py --library x"), {})
+    assert not also(("python3", "facts/probe.py"), {}) and not also(("nvidia-smi",), {})
+
+
+# --- the judge, code by code: the probe for real, nvidia-smi's count given -----------------------------------------
+
+
+@pytest.mark.parametrize("scenario, diagnosis, cause", [
+    ("devices=8 ctx=*:802", "CUDA_SYSTEM_NOT_READY", "nvidia-fabricmanager"),
+    ("init=802", "CUDA_SYSTEM_NOT_READY", "systemctl enable --now nvidia-fabricmanager"),
+    ("init=999", "CUDA_UNKNOWN_ERROR", "dmesg"),
+    ("init=100", "CUDA_NO_DEVICE", "CUDA_VISIBLE_DEVICES"),
+    ("init=3", "CUDA_NOT_INITIALIZED", "kernel module"),
+    ("init=34", "CUDA_STUB_LIBRARY", "stubs"),
+    ("init=803", "CUDA_DRIVER_MISMATCH", "kernel module"),
+    ("devices=8 ctx=3:46", "CUDA_DEVICE_UNAVAILABLE", "nvidia-smi -c DEFAULT"),
+    ("devices=8 alloc=5:2", "CUDA_OUT_OF_MEMORY", "another process"),
+    ("devices=8 ctx=0:700", "CUDA_CALL_FAILED", "CUresult"),
+    ("devices=0", "CUDA_GPUS_MISSING", "CUDA_VISIBLE_DEVICES"),
+    ("devices=6", "CUDA_GPUS_MISSING", "/dev/nvidia*"),
+    ("devices=8 abort=4", "CUDA_PROBE_FAILED", "dmesg"),
+])
+def test_a_gpu_listed_but_unusable_by_cuda_fails_with_its_code_and_the_fix_for_its_cause(standin, scenario,
+                                                                                      diagnosis, cause):
+    run = probe(standin, scenario)
+    result = judge_cuda(parse_cuda_probe(run.stdout), 8, driver="545.23.08",
+                        how="" if run.returncode in (0, 1) else "exited %d" % run.returncode)
+    assert result.status == Status.FAIL and result.diagnosis == diagnosis, result
+    assert cause in result.remedy and diagnosis in CODES
+    code = scenario.split(":")[-1] if ":" in scenario else scenario.partition("init=")[2]
+    if code.isdigit():
+        assert (" %s " % code) in " " + result.measured  # the CUresult, by number
+
+
+def test_the_fabric_manager_fix_names_the_drivers_version_and_every_failed_gpu(standin):
+    result = judge_cuda(parse_cuda_probe(probe(standin, "devices=8 ctx=*:802").stdout), 8, driver="545.23.08")
+    assert result.measured.startswith("CUDA cannot use 8 of 8 GPU(s): GPU 0 (NVIDIA H100 80GB HBM3, 0000:18:00.0): "
+                                      "802 CUDA_ERROR_SYSTEM_NOT_READY")
+    assert "exactly the driver's version (545.23.08)" in result.remedy
+    assert len(result.details) == 7 and result.details[-1].startswith("GPU 7 (NVIDIA H100 80GB HBM3, 0000:DB:00.0)")
+
+
+def test_pass_only_when_every_listed_gpu_got_a_context(standin):
+    ok = judge_cuda(parse_cuda_probe(probe(standin, "devices=8").stdout), 8)
+    assert ok.status == Status.PASS
+    assert ok.measured == ("8× NVIDIA H100 80GB HBM3: a context and 1 MiB allocated on each (CUDA 12.4, nvidia-smi "
+                           "lists 8)")
+    hidden = parse_cuda_probe(probe(standin, "devices=2", env={"CUDA_VISIBLE_DEVICES": "2,5"}).stdout)
+    assert judge_cuda(hidden, 8).status == Status.PASS  # CUDA_VISIBLE_DEVICES asks for 2 of the 8
+
+
+def test_no_gpu_is_a_skip_with_the_reason_never_a_pass(standin, tmp_path):
+    missing = parse_cuda_probe(probe(tmp_path / "libcuda.so.1").stdout)
+    result = judge_cuda(missing, 0)
+    assert (result.status, result.diagnosis) == (Status.SKIP, "TOOL_MISSING")
+    assert "libcuda did not load" in result.measured and "cannot open shared object file" in result.measured
+    listed = judge_cuda(missing, 8)
+    assert (listed.status, listed.diagnosis) == (Status.FAIL, "CUDA_LIBRARY_MISSING")
+    none = judge_cuda(parse_cuda_probe(probe(standin, "init=100").stdout), 0)
+    assert (none.status, none.diagnosis) == (Status.SKIP, "NOT_APPLICABLE")
+    on_bus = judge_cuda(parse_cuda_probe(probe(standin, "init=100").stdout), None, pci=4)
+    assert (on_bus.status, on_bus.diagnosis) == (Status.FAIL, "CUDA_NO_DEVICE")
+    assert judge_cuda(parse_cuda_probe("Segmentation fault"), 8, how="exited 139").status == Status.SKIP
+
+
+# --- through the product's entry: live (the probe for real against the stand-in), then the bundle --------------
+
+
+@pytest.fixture
+def smi_bin(tmp_path):
+    """A folder with an ``nvidia-smi`` that prints the real table of an 8× H100 node (and fails every query)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text('#!/bin/sh\n[ $# -eq 0 ] && exec cat %s\necho "not recorded: $*" >&2; exit 2\n' % SMI_H100X8)
+    smi.chmod(0o755)
+    return folder
+
+
+def _validate(tmp_path, name: str, *args: str, env: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / (name + ".json")
+    p = cmd.run("validate", "--only", "gpu.cuda", "--json", str(report), *args, env=env)
+    return p, next(r for r in json.loads(report.read_text())["results"] if r["id"] == "gpu.cuda")
+
+
+def test_live_validate_fails_a_node_whose_gpus_cuda_cannot_use_and_the_bundle_judges_the_same(standin, smi_bin,
+                                                                                            tmp_path):
+    env = {LIBRARY: str(standin), SCENARIO: "devices=8 ctx=*:802", "PATH": "%s:%s" % (smi_bin, os.environ["PATH"])}
+    p, live = _validate(tmp_path, "live", "--collect", str(tmp_path / "node"), env=env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert (live["status"], live["diagnosis"]) == ("FAIL", "CUDA_SYSTEM_NOT_READY")
+    assert "802 CUDA_ERROR_SYSTEM_NOT_READY" in live["measured"] and "8 of 8 GPU(s)" in live["measured"]
+    assert "nvidia-fabricmanager" in live["remedy"] and "(550.90.07)" in live["remedy"]
+    index = json.loads((tmp_path / "node" / "bundle.json").read_text())
+    runs = [e for e in index["evidence"] if e["kind"] == "tool" and e["argv"][-1].endswith("cuda_probe.py")]
+    assert len(runs) == 1 and runs[0]["rc"] == 1
+    # judged elsewhere: no stand-in, no nvidia-smi; the bundle alone
+    p, judged = _validate(tmp_path, "judged", "--from", str(tmp_path / "node"), env={LIBRARY: None, SCENARIO: None})
+    assert p.returncode == 1 and judged == live
+
+
+def test_live_validate_passes_usable_gpus_and_skips_a_node_without_libcuda(standin, smi_bin, tmp_path):
+    path = "%s:%s" % (smi_bin, os.environ["PATH"])
+    p, ok = _validate(tmp_path, "ok", "--collect", str(tmp_path / "ok"),
+                      env={LIBRARY: str(standin), SCENARIO: "devices=8", "PATH": path})
+    assert p.returncode == 0 and ok["status"] == "PASS" and "nvidia-smi lists 8" in ok["measured"]
+    p, judged = _validate(tmp_path, "judged", "--from", str(tmp_path / "ok"), env={LIBRARY: None})
+    assert p.returncode == 0 and judged == ok
+    absent = str(tmp_path / "no-libcuda.so.1")  # the condition made explicit, whatever this machine has
+    p, skip = _validate(tmp_path, "absent", env={LIBRARY: absent})
+    assert (skip["status"], skip["diagnosis"]) == ("SKIP", "TOOL_MISSING") and p.returncode == 0
+    p, listed = _validate(tmp_path, "listed", env={LIBRARY: absent, "PATH": path})
+    assert (listed["status"], listed["diagnosis"]) == ("FAIL", "CUDA_LIBRARY_MISSING") and p.returncode == 1
+
+
+def test_a_bundle_without_the_probe_is_not_judged_fit(tmp_path, smi_bin, standin):
+    env = {LIBRARY: str(standin), "PATH": "%s:%s" % (smi_bin, os.environ["PATH"])}
+    cmd.run("validate", "--only", "gpu.inventory", "--collect", str(tmp_path / "b"), env=env)
+    p, result = _validate(tmp_path, "judged", "--from", str(tmp_path / "b"), env={})
+    assert result["status"] == "SKIP" and result["diagnosis"] == "EVIDENCE_MISSING", result
