@@ -183,6 +183,28 @@ def test_pass_only_when_every_listed_gpu_got_a_context(standin):
     assert judge_cuda(hidden, 8).status == Status.PASS  # CUDA_VISIBLE_DEVICES asks for 2 of the 8
 
 
+@pytest.mark.parametrize("visible, devices, status", [
+    ("0,2,-1,1", 2, Status.PASS),  # entries after an invalid index are not enumerated (CUDA programming guide)
+    ("0,2,-1,1", 1, Status.FAIL),
+    ("3,9,1", 1, Status.PASS),  # 9: no such GPU among 8
+    ("GPU-8932f937,GPU-1234", 2, Status.PASS),
+    ("", 0, Status.FAIL),  # every GPU hidden from CUDA: unusable by this run
+])
+def test_cuda_visible_devices_sets_how_many_gpus_cuda_must_enumerate(standin, visible, devices, status):
+    run = probe(standin, "devices=%d" % devices, env={"CUDA_VISIBLE_DEVICES": visible})
+    result = judge_cuda(parse_cuda_probe(run.stdout), 8)
+    assert result.status == status, result
+    assert result.details[0] == "CUDA_VISIBLE_DEVICES=%s" % visible
+    if status == Status.FAIL:
+        assert result.diagnosis == "CUDA_GPUS_MISSING"
+
+
+def test_mig_instances_are_not_counted_as_gpus(standin):
+    result = judge_cuda(parse_cuda_probe(probe(standin, "devices=1 mig=1").stdout), 8)
+    assert result.status == Status.PASS and "NVIDIA A100-SXM4-40GB MIG 1g.5gb" in result.measured
+    assert result.details == ["1 MIG instance(s) among the CUDA devices: CUDA's count is not nvidia-smi's GPU count"]
+
+
 def test_no_gpu_is_a_skip_with_the_reason_never_a_pass(standin, tmp_path):
     missing = parse_cuda_probe(probe(tmp_path / "libcuda.so.1").stdout)
     result = judge_cuda(missing, 0)

@@ -10,6 +10,7 @@
  *   alloc=I:CODE  cuMemAlloc_v2 in device I's context returns CODE (I = * : every device)
  *   abort=I       cuCtxCreate_v2 on device I aborts the process (a crash inside the library)
  *   driver=V      cuDriverGetVersion gives V (default 12040)
+ *   mig=1         the devices are MIG instances, named as CUDA names them ("NVIDIA A100-SXM4-40GB MIG 1g.5gb")
  * Error names and strings are the driver's for the codes the tests use (CUDA driver API, CUresult).
  */
 #include <stdint.h>
@@ -120,7 +121,7 @@ int cuDeviceGet(int *device, int ordinal) {
 
 int cuDeviceGetName(char *name, int len, int dev) {
     if (!initialised) return 3;
-    snprintf(name, (size_t)len, "NVIDIA H100 80GB HBM3");
+    snprintf(name, (size_t)len, number("mig", 0) ? "NVIDIA A100-SXM4-40GB MIG 1g.5gb" : "NVIDIA H100 80GB HBM3");
     (void)dev;
     return 0;
 }

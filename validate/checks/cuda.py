@@ -72,10 +72,19 @@ def _cause(error: CudaError) -> str:
 
 
 def _visible(cvd: str | None, listed: int | None) -> int | None:
-    """GPUs CUDA should enumerate: nvidia-smi's count, fewer where CUDA_VISIBLE_DEVICES names fewer."""
+    """GPUs CUDA should enumerate: nvidia-smi's count, fewer where CUDA_VISIBLE_DEVICES names fewer. Its entries
+    count up to the first invalid index, after which CUDA enumerates none (CUDA programming guide, CUDA Environment
+    Variables, CUDA_VISIBLE_DEVICES: https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-
+    variables.html; "0,2,-1,1" makes 0 and 2 visible); empty: none."""
     if cvd is None or listed is None:
         return listed
-    return min(listed, len([d for d in cvd.split(",") if d.strip()]))
+    named = 0
+    for entry in cvd.split(","):
+        entry = entry.strip()
+        if not entry or entry.lstrip("-").isdigit() and not 0 <= int(entry) < listed:
+            break
+        named += 1
+    return min(listed, named)
 
 
 def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str | None = None,
@@ -129,7 +138,11 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
             details + lines[1:])
     count = probe.count or 0
     want = _visible(cvd, listed)
-    if want and count < want:
+    mig = [g for g in probe.gpus if " MIG " in " %s " % (g.name or "")]
+    if mig:  # CUDA enumerates MIG instances, not GPUs: the counts do not compare (MIG mode is judged from nvidia-smi)
+        details.append("%d MIG instance(s) among the CUDA devices: CUDA's count is not nvidia-smi's GPU count" %
+                       len(mig))
+    elif want and count < want or not count and gpus:
         return failed(CID, "CUDA enumerates %d GPU(s), %s%s" % (count, where, " (CUDA_VISIBLE_DEVICES=%s)" % cvd
                                                                 if cvd is not None else ""), expected,
                       "a GPU the driver lists is hidden from CUDA: check CUDA_VISIBLE_DEVICES, the /dev/nvidia* "
