@@ -12,12 +12,13 @@
 # sys.modules): invoke, rich, pydantic, PyYAML, docker (its SDK, imported by the container checks' modules), numpy,
 # psutil, and packaging (facts/openmpi.py); pip brings what they need (markdown-it-py, mdurl, Pygments,
 # pydantic_core, annotated-types, typing_extensions, typing-inspection, requests, urllib3, certifi,
-# charset-normalizer, idna). Their versions are requirements/constraints.txt's. Not TensorFlow, Horovod or mpi4py:
-# the checks that need them judge their absence (horovod.env FAILs HOROVOD_IMPORT: this node cannot train as is). About 24 MiB of wheels for CPython 3.12 on x86-64 Linux beside a 4 MiB
+# charset-normalizer, idna), and pip's own wheel. Their versions are requirements/constraints.txt's. Not TensorFlow, Horovod or mpi4py:
+# the checks that need them judge their absence (horovod.env FAILs HOROVOD_IMPORT: this node cannot train as is). About 25 MiB of wheels for CPython 3.12 on x86-64 Linux beside a 4 MiB
 # checkout.
 #
 # Steps on the node (each printed as `+ CMD` before it runs):
-#   1. a throwaway venv ($VENV) with the wheels: pip install --no-index --find-links $WHEELS
+#   1. a throwaway venv ($VENV) with the wheels: pip install --no-index --find-links $WHEELS (pip itself from its
+#      wheel where the Python has no ensurepip)
 #   2. the CUDA probe alone: $OUT/cuda-probe.jsonl (its exit status is reported, not fatal: validate judges it)
 #   3. invoke validate --collect $OUT/bundle --json $OUT/report.json (exit 0 no FAIL, 1 a FAIL: both are results)
 #   4. the bundle as one archive, $OUT/validate-bundle.tar.gz (a bundle is many files), the run's log beside it
@@ -90,7 +91,7 @@ if [ "$mode" = prepare ]; then
   for p in "${PLATFORMS[@]}"; do platform_args+=(--platform "$p"); done
   run mkdir -p "$WHEELS"
   run "$PYTHON" -m pip download -q --dest "$WHEELS" --only-binary=:all: --implementation cp \
-    --python-version "$TARGET_PYTHON" "${platform_args[@]}" -c requirements/constraints.txt "${PACKAGES[@]}"
+    --python-version "$TARGET_PYTHON" "${platform_args[@]}" -c requirements/constraints.txt "${PACKAGES[@]}" pip
   if [ "$dry" = 0 ]; then check_size; else say "dry run: then the size check (--check-size)"; fi
   exit
 fi
@@ -106,9 +107,19 @@ if [ "$missing" != 0 ] && [ "$dry" = 0 ]; then
   exit 2
 fi
 
-# 1. A throwaway venv with validate's dependencies, from the wheels alone.
+# 1. A throwaway venv with validate's dependencies, from the wheels alone. A Python without ensurepip (Debian's and
+#    Ubuntu's without python3-venv) makes it without pip, and pip is then run from its own wheel to install itself.
 run rm -rf "$VENV"
-run "$PYTHON" -m venv "$VENV"
+printf '+ %s -m venv %s || { %s -m venv --without-pip %s && %s/bin/python %s/pip-*.whl/pip install -q --no-index' \
+  "$PYTHON" "$VENV" "$PYTHON" "$VENV" "$VENV" "$WHEELS"
+printf ' --find-links %s pip; }\n' "$WHEELS"
+if [ "$dry" = 0 ] && ! "$PYTHON" -m venv "$VENV"; then
+  say "no ensurepip in $PYTHON: pip from its wheel"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv --without-pip "$VENV"
+  pip_wheel=$(ls "$WHEELS"/pip-*.whl | head -n 1)
+  "$VENV/bin/python" "$pip_wheel/pip" install -q --no-index --find-links "$WHEELS" pip
+fi
 run "$VENV/bin/python" -m pip install -q --no-index --find-links "$WHEELS" -c requirements/constraints.txt \
   "${PACKAGES[@]}"
 run mkdir -p "$OUT"

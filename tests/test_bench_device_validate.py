@@ -29,7 +29,8 @@ def test_the_dry_run_prints_every_step_of_the_nodes_run_and_runs_none(tmp_path):
     steps = [line[2:] for line in dry.stdout.splitlines() if line.startswith("+ ")]
     assert steps == [
         "rm -rf %s" % venv,
-        "python3 -m venv %s" % venv,
+        "python3 -m venv %s || { python3 -m venv --without-pip %s && %s/bin/python %s/pip-*.whl/pip install -q "
+        "--no-index --find-links %s pip; }" % (venv, venv, venv, wheels, wheels),
         "%s/bin/python -m pip install -q --no-index --find-links %s -c requirements/constraints.txt invoke rich "
         "pydantic PyYAML docker numpy psutil packaging" % (venv, wheels),
         "mkdir -p %s" % out,
@@ -50,7 +51,7 @@ def test_the_prepare_dry_run_downloads_wheels_for_the_nodes_python_within_the_co
     download = next(line for line in dry.stdout.splitlines() if " -m pip download " in line)
     assert "--only-binary=:all: --implementation cp --python-version 3.12" in download
     assert "--platform manylinux_2_17_x86_64" in download and "-c requirements/constraints.txt" in download
-    assert download.endswith("invoke rich pydantic PyYAML docker numpy psutil packaging")
+    assert download.endswith("invoke rich pydantic PyYAML docker numpy psutil packaging pip")
     assert not (tmp_path / "w").exists()
 
 
