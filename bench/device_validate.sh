@@ -101,7 +101,8 @@ fi
 missing=0
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 10) else 1)' 2>/dev/null \
   || warn "Python 3.10 or later as PYTHON (is: $("$PYTHON" -V 2>&1 || echo none))"
-ls "$WHEELS"/*.whl >/dev/null 2>&1 || warn "the wheels in WHEELS=$WHEELS (bench/device_validate.sh --prepare, then carry it)"
+ls "$WHEELS"/*.whl >/dev/null 2>&1 \
+  || warn "the wheels in WHEELS=$WHEELS (bench/device_validate.sh --prepare, then carry it)"
 command -v nvidia-smi >/dev/null || warn "nvidia-smi (an NVIDIA driver): validate judges a node without GPUs as one"
 if [ "$missing" != 0 ] && [ "$dry" = 0 ]; then
   echo "[device_validate] $missing prerequisite(s) missing (above); nothing was run" >&2
