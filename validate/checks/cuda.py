@@ -88,10 +88,11 @@ def _visible(cvd: str | None, listed: int | None) -> int | None:
 
 
 def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str | None = None,
-               how: str = "") -> CheckResult:
+               how: str = "", smi: str = "nvidia-smi not recorded") -> CheckResult:
     """The probe's report (``facts.parsers.cuda.parse_cuda_probe``) against ``listed``, the GPUs nvidia-smi lists
-    (None: not recorded), and ``pci``, NVIDIA GPUs on the PCI bus. ``driver``: the driver's version (the Fabric
-    Manager package must match it); ``how``: why the probe's run ended, where it did not finish (``ToolRun.why_not``).
+    (None: not known, ``smi`` says why), and ``pci``, NVIDIA GPUs on the PCI bus. ``driver``: the driver's version
+    (the Fabric Manager package must match it); ``how``: why the probe's run ended, where it did not finish
+    (``ToolRun.why_not``).
 
     FAIL, with the ``CUresult`` and the fix for its cause: any GPU CUDA cannot make a context on or allocate on
     (802 names Fabric Manager), cuInit or the device count failing where GPUs are there, fewer GPUs by CUDA than
@@ -99,7 +100,7 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
     no libcuda and no GPU, or CUDA and nvidia-smi both find none. PASS only when every GPU got a context."""
     gpus = max(listed or 0, pci)
     where = "nvidia-smi lists %d" % listed if listed is not None else (
-        "%d on the PCI bus (nvidia-smi not recorded)" % pci if pci else "nvidia-smi not recorded")
+        "%d on the PCI bus (%s)" % (pci, smi) if pci else smi)
     expected = "a CUDA context and a 1 MiB allocation on every GPU nvidia-smi lists"
     cvd = probe.cuda_visible_devices
     details = ["CUDA_VISIBLE_DEVICES=%s" % cvd] if cvd is not None else []
@@ -161,15 +162,16 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
        fast=True)
 def cuda(ctx: Context) -> CheckResult:
     observed = ctx.observe(CUDA_PROBE, timeout=PROBE_TIMEOUT_S)
-    listed, pci, driver = gpu_count(ctx), 0, None
+    listed, pci, driver, smi = gpu_count(ctx), 0, None, "nvidia-smi not recorded"
     try:
         snap = snapshot(ctx)
         pci, driver = len(snap.pci_gpus or []), snap.report.driver_version
-        listed = None if snap.smi_missing else listed
+        if snap.smi_missing:
+            listed, smi = None, "no nvidia-smi on this node"
     except MissingEvidence:
         pass
     run = observed.run
     how = run.why_not() if not run.ok else ""
-    result = judge_cuda(observed.value, listed, pci, driver, how)
+    result = judge_cuda(observed.value, listed, pci, driver, how, smi)
     result.details.append("from `%s`" % observed.command)
     return result
