@@ -262,11 +262,11 @@ def test_live_validate_passes_usable_gpus_and_skips_a_node_without_libcuda(stand
     assert p.returncode == 0 and ok["status"] == "PASS" and "nvidia-smi lists 8" in ok["measured"]
     p, judged = _validate(tmp_path, "judged", "--from", str(tmp_path / "ok"), env={LIBRARY: None})
     assert p.returncode == 0 and judged == ok
-    absent = str(tmp_path / "no-libcuda.so.1")  # the condition made explicit, whatever this machine has
-    p, skip = _validate(tmp_path, "absent", env={LIBRARY: absent, "PATH": os.environ["PATH"]})
-    assert (skip["status"], skip["diagnosis"]) == ("SKIP", "TOOL_MISSING") and p.returncode == 0
-    empty = tmp_path / "empty"  # a PATH without nvidia-smi, whatever this machine has
+    # the conditions made explicit, whatever this machine has: no libcuda there, a PATH without nvidia-smi
+    absent, empty = str(tmp_path / "no-libcuda.so.1"), tmp_path / "empty"
     empty.mkdir()
+    p, skip = _validate(tmp_path, "absent", env={LIBRARY: absent, "PATH": str(empty)})
+    assert (skip["status"], skip["diagnosis"]) == ("SKIP", "TOOL_MISSING") and p.returncode == 0
     p, alone = _validate(tmp_path, "alone", env={LIBRARY: str(standin), SCENARIO: "devices=2", "PATH": str(empty)})
     assert alone["status"] == "PASS" and alone["measured"].endswith("(CUDA 12.4, no nvidia-smi on this node)")
     p, listed = _validate(tmp_path, "listed", env={LIBRARY: absent, "PATH": path})
