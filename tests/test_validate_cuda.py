@@ -170,7 +170,7 @@ def test_the_fabric_manager_fix_names_the_drivers_version_and_every_failed_gpu(s
     result = judge_cuda(parse_cuda_probe(probe(standin, "devices=8 ctx=*:802").stdout), 8, driver="545.23.08")
     assert result.measured.startswith("CUDA cannot use 8 of 8 GPU(s): GPU 0 (NVIDIA H100 80GB HBM3, 0000:18:00.0): "
                                       "802 CUDA_ERROR_SYSTEM_NOT_READY")
-    assert "exactly the driver's version (545.23.08)" in result.remedy
+    assert "exactly the driver's version (545.23.08: nvidia-fabricmanager-545)" in result.remedy
     assert len(result.details) == 7 and result.details[-1].startswith("GPU 7 (NVIDIA H100 80GB HBM3, 0000:DB:00.0)")
 
 
@@ -246,7 +246,7 @@ def test_live_validate_fails_a_node_whose_gpus_cuda_cannot_use_and_the_bundle_ju
     assert p.returncode == 1, p.stdout + p.stderr
     assert (live["status"], live["diagnosis"]) == ("FAIL", "CUDA_SYSTEM_NOT_READY")
     assert "802 CUDA_ERROR_SYSTEM_NOT_READY" in live["measured"] and "8 of 8 GPU(s)" in live["measured"]
-    assert "nvidia-fabricmanager" in live["remedy"] and "(550.90.07)" in live["remedy"]
+    assert "(550.90.07: nvidia-fabricmanager-550)" in live["remedy"]
     index = json.loads((tmp_path / "node" / "bundle.json").read_text())
     runs = [e for e in index["evidence"] if e["kind"] == "tool" and e["argv"][-1].endswith("cuda_probe.py")]
     assert len(runs) == 1 and runs[0]["rc"] == 1

@@ -25,12 +25,14 @@ PROBE_TIMEOUT_S = 120.0
 #: Fabric Manager: NVIDIA Fabric Manager user guide (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-
 #: guide/index.html: the package must match the driver's version exactly; without it CUDA fails with
 #: CUDA_ERROR_SYSTEM_NOT_READY and the GPUs' fabric state stays "In Progress"); the field reports of
-#: https://github.com/pytorch/pytorch/issues/35710 and https://github.com/wilicc/gpu-burn/issues/92.
+#: https://github.com/pytorch/pytorch/issues/35710 and https://github.com/wilicc/gpu-burn/issues/92. The package is
+#: named by the driver's branch, nvidia-fabricmanager-<branch> (its meta-package cuda-drivers-fabricmanager-<branch>
+#: depends on the one of the same version: https://packages.ubuntu.com/jammy/cuda-drivers-fabricmanager-535).
 FABRIC_MANAGER = ("an NVSwitch system (HGX/DGX) whose Fabric Manager is not running, so the GPUs are not registered "
-                  "with the NVLink fabric: install the nvidia-fabricmanager package of exactly the driver's version "
-                  "(%s), `systemctl enable --now nvidia-fabricmanager`, read `journalctl -u nvidia-fabricmanager` if "
-                  "it fails, and wait for `nvidia-smi -q` to show Fabric State: Completed, Status: Success on every "
-                  "GPU; keep the node drained until then")
+                  "with the NVLink fabric: install the Fabric Manager package of exactly the driver's version (%s), "
+                  "`systemctl enable --now nvidia-fabricmanager`, read `journalctl -u nvidia-fabricmanager` if it "
+                  "fails, and wait for `nvidia-smi -q` to show Fabric State: Completed, Status: Success on every GPU; "
+                  "keep the node drained until then")
 
 #: CUresult name -> (verdict code of validate/catalogue.py, the fix for its cause); meanings: facts.parsers.cuda.
 REMEDY = {
@@ -64,7 +66,11 @@ OTHER = ("CUDA_CALL_FAILED", "run facts/cuda_probe.py by hand and look the code 
 
 def _remedy(error: CudaError, driver: str | None) -> tuple[str, str]:
     code, remedy = REMEDY.get(error.name, OTHER)
-    return code, remedy % (driver or "see /proc/driver/nvidia/version") if "%s" in remedy else remedy
+    if "%s" not in remedy:
+        return code, remedy
+    version = ("%s: nvidia-fabricmanager-%s" % (driver, driver.split(".")[0]) if driver
+               else "see /proc/driver/nvidia/version; nvidia-fabricmanager-<branch>")
+    return code, remedy % version
 
 
 def _cause(error: CudaError) -> str:
