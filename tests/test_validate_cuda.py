@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from facts.parsers.cuda import CUDA_PROBE, PROBE_SCRIPT, parse_cuda_probe
+from facts.parsers.cuda import CUDA_PROBE, CUDA_PROGRAM, PROBE_SCRIPT, parse_cuda_probe, program_errors
 from tests.lib import cli as cmd
+from tests.lib.bundle_corpus import build
 from tests.lib.cuda_standin import LIBRARY, SCENARIO, built
 from tests.lib.paths import FIXTURES
 from validate.catalogue import CODES
@@ -278,3 +279,64 @@ def test_a_bundle_without_the_probe_is_not_judged_fit(tmp_path, smi_bin, standin
     cmd.run("validate", "--only", "gpu.inventory", "--collect", str(tmp_path / "b"), env=env)
     p, result = _validate(tmp_path, "judged", "--from", str(tmp_path / "b"), env={})
     assert result["status"] == "SKIP" and result["diagnosis"] == "EVIDENCE_MISSING", result
+
+
+# --- a bundle without the probe: a CUDA program it recorded (../shared/cases/47) -----------------------------------
+
+
+def test_program_errors_reads_the_ways_cuda_programs_print_an_error_in_order():
+    text = ("GPU 0: NVIDIA H100 80GB HBM3 ...\n"
+            "  what():  Error (gpu_burn-drv.cpp:298): system not yet initialized\n"
+            "  what():  Error (gpu_burn-drv.cpp:298): OS call failed or operation not supported on this OS\n"
+            "cudaGetDeviceCount returned 100 -> cudaErrorNoDevice\n"
+            "RuntimeError: CUDA driver initialization failed: CUDA_ERROR_UNKNOWN\n"
+            "an unknown error\n")
+    assert [(e.code, e.name, e.number) for e in program_errors(text)] == [
+        (802, "CUDA_ERROR_SYSTEM_NOT_READY", 2), (304, "CUDA_ERROR_OPERATING_SYSTEM", 3),
+        (100, "CUDA_ERROR_NO_DEVICE", 4), (999, "CUDA_ERROR_UNKNOWN", 5)]
+    assert program_errors("") == [] and program_errors("Burning for 60 seconds.\n100.0%  proc'd: 8") == []
+
+
+def test_the_program_observation_reads_cuda_programs_and_framework_one_liners_only():
+    also = CUDA_PROGRAM.also
+    assert also(("gpu_burn", "-d", "60"), {}) and also(("sh", "-c", "./deviceQuery | tail"), {})
+    assert also(("python3", "-c", "import torch; torch.cuda.init()"), {})
+    assert not also(("python3", "train.py"), {}) and not also(("nvidia-smi",), {}) and CUDA_PROGRAM.argv is None
+
+
+CASE47 = """about: ../shared/cases/47 as recorded by hand (nvidia-smi, then gpu_burn)
+evidence:
+  - tool: [nvidia-smi]
+    stdout: {case: "47", after: "$ nvidia-smi", until: "$ "}
+  - tool: [gpu_burn, -d, "60"]
+    stderr: {case: "47", after: "$ gpu_burn -d 60", until: "$ "}
+    rc: 134
+expect: {}
+exit: 1
+"""
+
+
+def test_case_47_judged_from_its_bundle_names_802_the_fabric_manager_and_what_followed(tmp_path):
+    """An HGX H100 whose Fabric Manager is down: nvidia-smi lists 8 healthy GPUs, gpu_burn fails with "system not
+    yet initialized" and then "OS call failed" on the other GPUs. The bundle holds no probe: gpu.cuda reads
+    gpu_burn's run and names 802 as the cause, the 304 lines as following from it, and the Fabric Manager fix for
+    the driver's branch (expected.md: FAIL, reconfigure a service, never a PASS)."""
+    (tmp_path / "case47.yaml").write_text(CASE47)
+    build(tmp_path / "case47.yaml", tmp_path / "bundle")
+    p, result = _validate(tmp_path, "case47", "--from", str(tmp_path / "bundle"), env={})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert (result["status"], result["diagnosis"], result["action"]) == ("FAIL", "CUDA_SYSTEM_NOT_READY",
+                                                                        "reconfigure")
+    assert result["measured"].startswith("`gpu_burn -d 60` failed with 802 CUDA_ERROR_SYSTEM_NOT_READY (line 7: "
+                                         "what():  Error (gpu_burn-drv.cpp:298): system not yet initialized)")
+    assert result["measured"].endswith("; then 304 CUDA_ERROR_OPERATING_SYSTEM; nvidia-smi lists 8 GPU(s)")
+    assert "(545.23.08: nvidia-fabricmanager-545), `systemctl enable --now nvidia-fabricmanager`" in result["remedy"]
+    assert result["details"][0].startswith("then 3 line(s) of 304 CUDA_ERROR_OPERATING_SYSTEM, the first at line 9")
+
+
+def test_a_recorded_program_without_a_cuda_error_proves_nothing(tmp_path):
+    (tmp_path / "ok.yaml").write_text(CASE47.replace('stderr: {case: "47", after: "$ gpu_burn -d 60", until: "$ "}',
+                                                     'stdout: {case: "47", after: "$ gpu_burn -d 60", until: "..."}'))
+    build(tmp_path / "ok.yaml", tmp_path / "bundle")
+    p, result = _validate(tmp_path, "ok", "--from", str(tmp_path / "bundle"), env={})
+    assert (result["status"], result["diagnosis"]) == ("SKIP", "EVIDENCE_MISSING"), result

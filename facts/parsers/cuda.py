@@ -4,11 +4,17 @@ read into values, and the driver API's ``CUresult`` codes it reports.
 ``CUDA_PROBE`` is its ``Observation``: the probe run by this interpreter (``argv``), and any recorded run of
 ``cuda_probe.py`` (``also``: another interpreter, another path, a ``--library``, a run wrapped in ``sudo`` or
 ``timeout``). Parsers never run tools: ``validate``'s ``gpu.cuda`` runs it through ``Context.observe``.
+
+``CUDA_PROGRAM`` reads what else a bundle may hold instead: a recorded run of a CUDA program (gpu_burn, the CUDA
+samples' deviceQuery, a framework's one-liner) whose output names a CUDA error the way programs print one — the
+driver's ``cuGetErrorString`` text, the driver API's ``CUDA_ERROR_*`` name or the runtime API's ``cudaError*`` name
+(``program_errors``).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -36,6 +42,8 @@ CU_RESULTS = {
                                          "CU_COMPUTEMODE_PROHIBITED"),
     100: ("CUDA_ERROR_NO_DEVICE", "no CUDA-capable devices were detected by the installed CUDA driver"),
     101: ("CUDA_ERROR_INVALID_DEVICE", "the device ordinal supplied does not correspond to a valid CUDA device"),
+    304: ("CUDA_ERROR_OPERATING_SYSTEM", "an OS call within the CUDA API failed or the operation is not supported "
+                                         "on this OS"),
     802: ("CUDA_ERROR_SYSTEM_NOT_READY", "the system is not yet ready to start any CUDA work: verify the system "
                                          "configuration is in a valid state and all required driver daemons are "
                                          "actively running"),
@@ -185,3 +193,78 @@ def _is_probe(argv, env) -> bool:
 #: The probe, run by this interpreter; a bundle answers with any recorded run of it.
 CUDA_PROBE = Observation((sys.executable, PROBE_SCRIPT), _is_probe,
                          lambda run: parse_cuda_probe(run.stdout if isinstance(run, ToolRun) else ""))
+
+
+#: How CUDA programs print the codes of a node's fault: code -> (the driver's ``cuGetErrorString`` text, the runtime
+#: API's ``cudaError`` name). The texts are libcuda's own (as gpu_burn prints them: ../shared/cases/47; and
+#: https://github.com/pytorch/pytorch/issues/35710: "cudaGetDeviceProperties returned 802 -> system not yet
+#: initialized"); the runtime names: CUDA runtime API reference, ``enum cudaError``
+#: (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html). 304 ``CUDA_ERROR_OPERATING_SYSTEM``
+#: ("OS call failed or operation not supported on this OS") is read so that it can be named as what followed.
+PROGRAM_FORMS = {
+    802: ("system not yet initialized", "cudaErrorSystemNotReady"),
+    803: ("system has unsupported display driver / cuda driver combination", "cudaErrorSystemDriverMismatch"),
+    100: ("no CUDA-capable device is detected", "cudaErrorNoDevice"),
+    46: ("CUDA-capable device(s) is/are busy or unavailable", "cudaErrorDevicesUnavailable"),
+    34: ("CUDA driver is a stub library", "cudaErrorStubLibrary"),
+    999: (None, "cudaErrorUnknown"),  # "unknown error" alone names no CUDA fault
+    304: ("OS call failed or operation not supported on this OS", "cudaErrorOperatingSystem"),
+}
+
+
+@dataclass(frozen=True)
+class ProgramError:
+    """A CUDA error a program printed: ``code`` (the ``CUresult``), ``name`` (the driver API's), ``line`` (the
+    output's line, stripped), ``number`` (its line number in the output, from 1)."""
+
+    code: int
+    name: str
+    line: str
+    number: int
+
+
+def _forms() -> list[tuple[re.Pattern, int]]:
+    out = []
+    for code, (text, runtime) in PROGRAM_FORMS.items():
+        words = [re.escape(CU_RESULTS[code][0]), re.escape(runtime)]
+        if text:
+            words.append(re.escape(text))
+        out.append((re.compile(r"(?<![\w])(%s)(?![\w])" % "|".join(words), re.IGNORECASE), code))
+    return out
+
+
+_FORMS = _forms()
+
+
+def program_errors(text: str) -> list[ProgramError]:
+    """The CUDA errors of a program's output, in the order printed (the first is the cause, what follows followed
+    from it), one per line; [] when it names none. Never raises."""
+    found = []
+    for number, line in enumerate((text or "").splitlines(), 1):
+        for pattern, code in _FORMS:
+            if pattern.search(line):
+                found.append(ProgramError(code, CU_RESULTS[code][0], line.strip()[:300], number))
+                break
+    return found
+
+
+#: CUDA programs whose recorded runs say whether CUDA starts: GPU burn-in and sample programs, and a Python
+#: one-liner that imports a CUDA framework (``python -c "import torch; …"``).
+CUDA_PROGRAMS = {"gpu_burn", "gpu-burn", "deviceQuery", "deviceQueryDrv", "bandwidthTest", "vectorAdd",
+                 "p2pBandwidthLatencyTest", "simpleP2P"}
+_FRAMEWORK = re.compile(r"\bimport (torch|cupy|tensorflow|jax)\b|\bfrom (torch|cupy|tensorflow|jax)\b")
+
+
+def _is_cuda_program(argv, env) -> bool:
+    """A recorded run of a CUDA program (``CUDA_PROGRAMS``, or ``python -c`` importing a CUDA framework)."""
+    command = first_command(argv, env).argv
+    if not command:
+        return False
+    if command[0] in CUDA_PROGRAMS:
+        return True
+    return command[0].startswith("python") and "-c" in command and any(_FRAMEWORK.search(w) for w in command)
+
+
+#: A recorded run of a CUDA program, read for the CUDA errors it printed (stdout and stderr); never run by a check.
+CUDA_PROGRAM = Observation(None, _is_cuda_program,
+                           lambda run: program_errors(run.output if isinstance(run, ToolRun) else ""))

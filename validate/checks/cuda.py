@@ -12,7 +12,7 @@ documented meanings are ``facts.parsers.cuda.CU_RESULTS``, the fix for each caus
 """
 from __future__ import annotations
 
-from facts.parsers.cuda import CUDA_PROBE, CudaError, CudaProbe
+from facts.parsers.cuda import CUDA_PROBE, CUDA_PROGRAM, CudaError, CudaProbe, ProgramError
 from validate.checks.gpu import gpu_count, snapshot
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
@@ -164,10 +164,58 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
     return passed(CID, measured, expected, details)
 
 
+def judge_program(errors: list[ProgramError], command: str, listed: int | None, driver: str | None = None,
+                  smi: str = "nvidia-smi not recorded") -> CheckResult | None:
+    """A bundle's recorded CUDA program (``facts.parsers.cuda.CUDA_PROGRAM``: gpu_burn, deviceQuery, a framework's
+    one-liner; ``command`` its command line) that printed CUDA errors (``errors``, in output order): FAIL with the
+    first — the cause; what followed is named as following from it — and the fix for its cause. None when it
+    printed none: a program that ran proves no GPU usable that it did not report on, so the check stays unjudged."""
+    if not errors:
+        return None
+    first = errors[0]
+    error = CudaError("`%s`" % command, first.code, first.name)
+    code, remedy = _remedy(error, driver)
+    where = "nvidia-smi lists %d GPU(s)" % listed if listed is not None else smi
+    after = {}  # the other codes, in the order first printed: their first line and how many lines
+    for e in errors[1:]:
+        if e.code != first.code:
+            after.setdefault(e.code, [e, 0])[1] += 1
+    then = ["%d %s" % (e.code, e.name) for e, _ in after.values()]
+    details = ["then %d line(s) of %d %s, the first at line %d: %s; following from the first" % (
+        n, e.code, e.name, e.number, e.line) for e, n in after.values()]
+    details.append("from the bundle's `%s` (the CUDA probe, facts/cuda_probe.py, was not recorded)" % command)
+    measured = "`%s` failed with %d %s (line %d: %s)%s%s; %s" % (
+        command, first.code, first.name, first.number, first.line, ": %s" % error.meaning if error.meaning else "",
+        "; then %s" % ", ".join(then) if then else "", where)
+    return failed(CID, measured, "a CUDA context and a 1 MiB allocation on every GPU nvidia-smi lists", remedy,
+                  code, details)
+
+
 @check(CID, "GPUs usable by CUDA: a context and a small allocation on each (driver API, facts/cuda_probe.py)",
        fast=True)
 def cuda(ctx: Context) -> CheckResult:
-    observed = ctx.observe(CUDA_PROBE, timeout=PROBE_TIMEOUT_S)
+    try:
+        observed = ctx.observe(CUDA_PROBE, timeout=PROBE_TIMEOUT_S)
+    except MissingEvidence:  # a bundle without the probe: a CUDA program it recorded may say why CUDA cannot start
+        program = ctx.first(CUDA_PROGRAM)
+        if program is None:
+            raise
+        listed, _, driver, smi = _smi(ctx)
+        result = judge_program(program.value, program.command, listed, driver, smi)
+        if result is None:
+            raise
+        return result
+    listed, pci, driver, smi = _smi(ctx)
+    run = observed.run
+    how = run.why_not() if not run.ok else ""
+    result = judge_cuda(observed.value, listed, pci, driver, how, smi)
+    result.details.append("from `%s`" % observed.command)
+    return result
+
+
+def _smi(ctx: Context) -> tuple[int | None, int, str | None, str]:
+    """(GPUs nvidia-smi lists or None, NVIDIA GPUs on the PCI bus, the driver's version, why nvidia-smi's count
+    is not known)."""
     listed, pci, driver, smi = gpu_count(ctx), 0, None, "nvidia-smi not recorded"
     try:
         snap = snapshot(ctx)
@@ -176,8 +224,4 @@ def cuda(ctx: Context) -> CheckResult:
             listed, smi = None, "no nvidia-smi on this node"
     except MissingEvidence:
         pass
-    run = observed.run
-    how = run.why_not() if not run.ok else ""
-    result = judge_cuda(observed.value, listed, pci, driver, how, smi)
-    result.details.append("from `%s`" % observed.command)
-    return result
+    return listed, pci, driver, smi
