@@ -167,6 +167,16 @@ def test_a_gpu_listed_but_unusable_by_cuda_fails_with_its_code_and_the_fix_for_i
         assert (" %s " % code) in " " + result.measured  # the CUresult, by number
 
 
+def test_a_probe_cut_off_names_the_step_it_stopped_in(standin):
+    crashed = judge_cuda(parse_cuda_probe(probe(standin, "devices=4 abort=2").stdout), 4, how="exited -6")
+    assert crashed.measured == ("the CUDA probe did not finish (exited -6): it stopped in GPU 2 (its context or "
+                                "allocation), a crash or hang inside the driver")
+    assert crashed.details == ["probed before: GPU 0 ok, GPU 1 ok"]
+    text = probe(standin, "devices=4").stdout
+    hung = parse_cuda_probe(text[:text.index('{"record": "init"')])
+    assert "it stopped in cuInit" in judge_cuda(hung, 4, how="`python3 cuda_probe.py` timed out").measured
+
+
 def test_the_fabric_manager_fix_names_the_drivers_version_and_every_failed_gpu(standin):
     result = judge_cuda(parse_cuda_probe(probe(standin, "devices=8 ctx=*:802").stdout), 8, driver="545.23.08")
     assert result.measured.startswith("CUDA cannot use 8 of 8 GPU(s): GPU 0 (NVIDIA H100 80GB HBM3, 0000:18:00.0): "

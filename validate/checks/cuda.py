@@ -93,6 +93,14 @@ def _visible(cvd: str | None, listed: int | None) -> int | None:
     return min(listed, named)
 
 
+def _stopped_in(last: str) -> str:
+    """The step after the probe's last record (``facts/cuda_probe.py`` runs them in this order)."""
+    if last.startswith("gpu "):
+        return "GPU %d (its context or allocation)" % (int(last.split()[1]) + 1)
+    return {"library": "cuDriverGetVersion or cuInit", "driver": "cuInit", "init": "cuDeviceGetCount",
+            "count": "GPU 0 (its context or allocation)"}.get(last, "loading libcuda")
+
+
 def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str | None = None,
                how: str = "", smi: str = "nvidia-smi not recorded") -> CheckResult:
     """The probe's report (``facts.parsers.cuda.parse_cuda_probe``) against ``listed``, the GPUs nvidia-smi lists
@@ -131,8 +139,8 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
         return failed(CID, "%s; %s GPU(s)" % (_cause(first), where), expected, remedy, code, details)
     if not probe.complete:
         probed = ", ".join("GPU %d %s" % (g.index, "ok" if g.ok else g.error.text) for g in probe.gpus)
-        return failed(CID, "the CUDA probe did not finish (%s) after %s: a crash or hang inside the driver" % (
-            how or "its output ends", probe.last or "its start"), expected,
+        return failed(CID, "the CUDA probe did not finish (%s): it stopped in %s, a crash or hang inside the "
+                      "driver" % (how or "its output ends", _stopped_in(probe.last)), expected,
             "run `python3 facts/cuda_probe.py` by hand, read the kernel log (dmesg | grep -E 'NVRM|Xid'); reset the "
             "GPU or reboot", "CUDA_PROBE_FAILED", details + ["probed before: %s" % (probed or "no GPU")])
     bad = probe.failed
