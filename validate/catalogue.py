@@ -93,6 +93,23 @@ CODES: dict[str, Code] = {
     "DCGM_DIAG_FAIL": Code("a DCGM diagnostic failed (its own error says which)", A.REBOOT),
     "DCGM_DIAG_WARN": Code("a DCGM diagnostic warned", A.RETRY),
     "DCGM_DIAG_NOT_RUN": Code("dcgmi diag did not complete (nv-hostengine, timeout)", A.RECONFIGURE),
+    # CUDA usable on every GPU (gpu.cuda: facts/cuda_probe.py; the CUresult codes of the CUDA driver API,
+    # https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html, are facts.parsers.cuda.CU_RESULTS)
+    "CUDA_LIBRARY_MISSING": Code("GPUs are listed but no CUDA driver library (libcuda.so.1) loads", A.RECONFIGURE),
+    "CUDA_STUB_LIBRARY": Code("the libcuda.so.1 loaded is the CUDA toolkit's link stub (CUresult 34)", A.RECONFIGURE),
+    "CUDA_SYSTEM_NOT_READY": Code("CUDA is not ready to start work (CUresult 802): on an NVSwitch system, Fabric "
+                                  "Manager is not running", A.RECONFIGURE),
+    "CUDA_DRIVER_MISMATCH": Code("libcuda differs from the loaded kernel module (CUresult 803)", A.RELOAD_MODULE),
+    "CUDA_NO_DEVICE": Code("CUDA detects no GPU that the driver lists (CUresult 100)", A.RECONFIGURE),
+    "CUDA_GPUS_MISSING": Code("CUDA enumerates fewer GPUs than nvidia-smi lists", A.RECONFIGURE),
+    "CUDA_NOT_INITIALIZED": Code("cuInit failed (CUresult 3)", A.RELOAD_MODULE),
+    "CUDA_DEVICE_UNAVAILABLE": Code("a GPU is unavailable to CUDA: exclusive-process compute mode held by another "
+                                    "process, or prohibited (CUresult 46)", A.RECONFIGURE),
+    "CUDA_OUT_OF_MEMORY": Code("a CUDA context or a small allocation does not fit on a GPU (CUresult 2)",
+                               A.RECONFIGURE),
+    "CUDA_UNKNOWN_ERROR": Code("the CUDA driver failed with an unknown internal error (CUresult 999)", A.REBOOT),
+    "CUDA_CALL_FAILED": Code("a CUDA driver call failed with a code without a catalogued remedy", A.RETRY),
+    "CUDA_PROBE_FAILED": Code("the CUDA probe crashed or hung inside the driver", A.REBOOT),
     # topology
     "NVLINK_DEGRADED": Code("NVLink links missing or inactive where the platform has them", A.REPLACE_HARDWARE),
     "NVLINK_PARTIAL": Code("a GPU without an NVLink peer", A.NONE),
