@@ -131,7 +131,6 @@ def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpu
                 interfaces: list[str] | None = None, stack: str | None = None, as_root: bool = False) -> Plan:
     """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run), as the calling
     user (``user_options``) unless ``as_root``."""
-    request.check().check_paths()
     if network not in NETWORKS:
         raise ChexstackError("--network %r: expected one of %s" % (network, ", ".join(NETWORKS)))
     have = host.gpu_count() if gpus_here is None else gpus_here
@@ -188,7 +187,6 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
     file's SHA-256 (``preflight.SIF_SHA256_ENV``) for its run record."""
     from images.sif import file_sha256, require_tool
 
-    request.check().check_paths()
     exe = require_tool()
     if not os.path.isfile(sif):
         raise ChexstackError("%s does not exist; make it with: invoke build --stack <stack> --runtime singularity"

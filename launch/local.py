@@ -56,7 +56,6 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     the same paths on every host (shared storage). The GPU count is then not this machine's to check."""
     if hosts and request.np is None and request.gpus == 0:  # CPU ranks: one per slot of the hosts
         request = dataclasses.replace(request, np=sum(slots(h) for h in hosts))
-    request.check().check_paths()
     have = host.gpu_count() if gpus_here is None else gpus_here
     if hosts:
         have = request.gpus
