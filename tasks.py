@@ -344,7 +344,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
     from launch.options import given
 
     if collect:
-        return main.collect(collect, Path(output), label, launcher)
+        return main.collect(collect, Path(output), label, given(bench.body, locals(), ("launcher",)).get("launcher"))
     where = main.place(launcher, given(bench.body, locals(), (
         "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), stack=stack, image=image,
         hosts=tuple(csv_list(hosts)), per_node=per_node, slurm_model="hybrid" if hybrid else None,

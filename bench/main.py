@@ -76,10 +76,10 @@ def default_label(stack: str | None, launcher: str) -> str:
     return "%s-%s" % (stack or "host", launcher)
 
 
-def collect(folder: str, output: Path, label: str | None, launcher: str = "local") -> None:
+def collect(folder: str, output: Path, label: str | None, launcher: str | None = None) -> None:
     """``invoke bench --collect FOLDER``: the sweep JSON from a scheduled sweep's results; the record keeps the
-    launcher it names unless ``launcher`` is another than the default ``local``."""
-    sweep, path = batch.collect(Path(folder), output, label=label, launcher=None if launcher == "local" else launcher)
+    launcher it names unless ``launcher`` (the one the user gave) names another."""
+    sweep, path = batch.collect(Path(folder), output, label=label, launcher=launcher)
     print_sweep(sweep, path)
 
 

@@ -64,8 +64,17 @@ class Where:
 
 def check_hosts(launcher: str, stack: str | None, hosts: tuple[str, ...] | list[str], ssh_key: str | None) -> None:
     """The ``--hosts`` rule: hosts (and ``--ssh-key``, which needs them) go with ``--launcher local`` without a stack
-    (this Python environment on the hosts, over ssh), or with ``mpirun``. Raises ChexstackError otherwise."""
-    if launcher == "mpirun" or not (hosts or ssh_key):
+    (this Python environment on the hosts, over ssh), or with ``mpirun``, which needs them and runs no stack's
+    image. Raises ChexstackError otherwise."""
+    if launcher == "mpirun":
+        if not hosts:
+            raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
+        if stack:
+            raise ChexstackError("--stack with --launcher mpirun: containers across hosts run through a scheduler "
+                                 "(--launcher %s); --stack with --launcher local runs one host's image"
+                                 % " or ".join(schedulers.launchers()))
+        return
+    if not (hosts or ssh_key):
         return
     if launcher != "local" or stack or not hosts:
         raise ChexstackError("--ssh-key applies with --hosts" if not hosts else

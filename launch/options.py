@@ -33,7 +33,7 @@ SCHEDULED = schedulers.launchers()
 #: Where a run goes, the one list of the names.
 LAUNCHERS = HERE + SCHEDULED
 #: ``invoke train``'s launchers (its ``mpirun`` is ``--hosts`` with ``--controller mpi``).
-TRAIN_LAUNCHERS = tuple(name for name in LAUNCHERS if name != "mpirun")
+TRAIN_LAUNCHERS = HERE[:1] + SCHEDULED
 
 #: option -> the launchers it applies to.
 LAUNCHERS_OF = {
