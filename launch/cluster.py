@@ -7,11 +7,16 @@ must exist on the nodes, e.g. a shared file system). Those paths are the cluster
 relative one (such as the local default ``runs/train``), which would silently name a folder of this machine, and
 ``local_image_warning`` says when the image is this machine's local tag, which no cluster can pull.
 
+Which scheduler renders, submits and follows the job is ``ClusterOptions.scheduler``, an object of the one table
+(``launch.schedulers``); this module holds what every scheduler shares (the options, ``job_spec``, the paths,
+the layout, job names, the local-image warning, ``prepare``) and names no launcher.
+
 Slurm without ``--stack`` is bare metal: the batch script runs this Python environment (on shared storage, the
 conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.slurm.render_baremetal``).
-``--submit`` to Slurm waits for the job and shows its progress from the job's output (``follow_plan``: the plan of
-``launch.slurmjob`` that ``launch.run`` executes under ``launch.local.execute``: the output lock, the failure
-explanation, the results table); this module never executes a plan itself. ``--detach`` prints the
+``--submit`` to Slurm waits for the job and shows its progress from the job's output (the plan of
+``launch.slurmjob``, ``launch.slurm_schedulers.follow_plan``, that ``launch.run`` executes under
+``launch.local.execute``: the output lock, the failure explanation, the results table); this module never executes
+a plan itself. ``--detach`` prints the
 job id and returns. ``--resume`` resubmits a run whose job ended early (cancelled, a node lost): it continues after
 the last committed epoch. ``--requeue`` (bare metal) lets Slurm restart the job itself, and the restart continues
 from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder
@@ -19,29 +24,23 @@ from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
 import re
-import shutil
-import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
 from images.naming import image_ref
-from launch import slurm, submit
-from launch.job import JobSpec, layout
+from launch import slurm
+from launch.job import JobSpec, Mount, cluster_paths, layout
+from launch.job import cluster_path as cluster_path  # where it is stated (bench and the tests take it from here)
 from launch.options import path_values, trainer_options
-from launch.plans import Plan
 from launch.request import TrainRequest
 from launch.scheduler import Scheduler
 from launch.schedulers import select
-from trainer.preflight import SYNTHETIC
 
 
 @dataclass(frozen=True)
@@ -120,28 +119,6 @@ def job_name(stack: str | None, output: str) -> str:
     return "-".join(part for part in (head, folder, digest) if part)
 
 
-def cluster_path(launcher: str, option: str, path: str | None) -> str | None:
-    """``path`` as given when it is absolute (a path the cluster's nodes see), None or ``synthetic``. Raises
-    ChexstackError for a relative path: resolved here it would name a folder of this machine (the reviewer's
-    hostPath ``/work/fresh/runs/train``)."""
-    cluster_paths(launcher, [(option, path)])
-    return path
-
-
-def cluster_paths(launcher: str, paths: list[tuple[str, str | None]]) -> None:
-    """``cluster_path`` of every (option, path) at once: one ChexstackError naming each relative path, so that
-    one fix is enough."""
-    bad = [(o, p) for o, p in paths if not (p is None or p == SYNTHETIC or os.path.isabs(p))]
-    if not bad:
-        return
-    raise ChexstackError("--launcher %s: %s %s relative to this machine; give the absolute path%s the cluster's "
-                         "nodes see (shared storage), e.g. %s" % (
-                             launcher, ", ".join("%s %s" % b for b in bad), "is a path" if len(bad) == 1
-                             else "are paths", "" if len(bad) == 1 else "s",
-                             " ".join("%s /shared/chexstack/%s" % (o, p.rstrip("/").rsplit("/", 1)[-1] or "x")
-                                      for o, p in bad)))
-
-
 def local_image_warning(stack: Stack, image: str, scheduler: Scheduler) -> str | None:
     """The warning for ``image`` when it is the stack's local verified tag (``invoke build``), which lives in this
     machine's Docker engine only: no registry host, so a cluster would look for it on Docker Hub and fail
@@ -156,8 +133,21 @@ def local_image_warning(stack: Stack, image: str, scheduler: Scheduler) -> str |
 def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
     """The JobSpec of ``request`` on ``opts``' cluster (``opts.scheduler.job``). Raises ChexstackError without a
     stack (except bare-metal Slurm), for paths that are not the cluster's (``cluster_path``), and for the hybrid
-    model without a SIF (``--image``)."""
-    return opts.scheduler.job(request, opts)
+    model without a SIF (``--image``). ``request`` is checked already (``launch.run``)."""
+    scheduler = opts.scheduler
+    stack, image, workdir = scheduler.image(opts)
+    # every path at once (the trainer's default --output runs/train too)
+    cluster_paths(opts.launcher, [("--output", request.options.output)]
+                  + [(request.argv[i - 1], request.argv[i]) for i in path_values(request.argv)
+                     if request.argv[i - 1] != "--output"])
+    request, nodes, per_node = geometry(request, opts)
+    output = request.options.output
+    inputs = [] if stack is None else [Mount(p, read_only=True) for p in dict.fromkeys(input_folders(request.argv))]
+    where = {"workdir": workdir} if workdir else {}
+    return JobSpec(name=opts.name or job_name(opts.stack, output), stack=stack, image=image, nodes=nodes,
+                   ranks_per_node=per_node, gpus=request.gpus > 0 and (stack is None or stack.gpu),
+                   trainer_args=request.argv, mounts=tuple(inputs + [Mount(output)]),
+                   env=scheduler.job_env(request, stack), **where)
 
 
 def input_folders(argv: tuple[str, ...]) -> list[str]:
@@ -169,13 +159,6 @@ def input_folders(argv: tuple[str, ...]) -> list[str]:
             for i in path_values(argv) if argv[i - 1] != "--output"]
 
 
-def slurm_options(request: TrainRequest, opts: ClusterOptions) -> slurm.SlurmOptions:
-    """Scheduler options; the job's output goes to ``<output>/slurm-<job id>.out`` (shared storage), where
-    ``--submit`` follows it."""
-    return slurm.SlurmOptions(time=opts.time, partition=opts.partition, account=opts.account,
-                              output=os.path.join(request.options.output, "slurm-%j.out"), requeue=opts.requeue)
-
-
 def prepare(request: TrainRequest, opts: ClusterOptions) -> tuple[JobSpec, str]:
     """The job of ``request`` and its artifact (``opts.scheduler``'s batch script or MPIJob), printed with
     ``render``; the local-image warning said first (and kept in the artifact where it can hold one). ChexstackError
@@ -184,7 +167,7 @@ def prepare(request: TrainRequest, opts: ClusterOptions) -> tuple[JobSpec, str]:
     if not (opts.render or opts.submit):
         raise ChexstackError("--launcher %s: add --render to print the %s or --submit to hand it to %s"
                              % (opts.launcher, scheduler.artifact, scheduler.tool))
-    spec = scheduler.job(request, opts)
+    spec = job_spec(request, opts)
     text = scheduler.render(spec, request, opts)
     warning = spec.stack and local_image_warning(spec.stack, spec.image, scheduler)
     if warning:
@@ -214,24 +197,3 @@ def submit_job(request: TrainRequest, text: str, opts: ClusterOptions) -> str:
     job = opts.scheduler.submit(text, request, opts)
     console.print("submitted: [bold]%s[/]" % job)
     return job
-
-
-@contextlib.contextmanager
-def follow_plan(request: TrainRequest, spec: JobSpec, script: str, reason: str) -> Iterator[Plan]:
-    """The ``Plan`` that submits ``script`` and follows the job (``python -m launch.slurmjob SCRIPT PATTERN``), for
-    the launcher to execute (``launch.local.execute``: the output lock, progress, failure explanation, results).
-    The output folder must be visible here (the shared storage the nodes see: ``launch.run`` checks it), ``reason``
-    says how the ranks start. ChexstackError without sbatch. The script is a temporary file while the context
-    lasts."""
-    if not shutil.which("sbatch"):
-        submit.submit_slurm(script)  # the clear "sbatch not found" error
-    fd, path = tempfile.mkstemp(prefix="chexstack-", suffix=".sbatch")
-    with os.fdopen(fd, "w") as f:
-        f.write(script)
-    pattern = os.path.join(request.options.output, "slurm-%j.out")
-    argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
-    try:
-        yield Plan(argv, {}, "mpi", reason, shown="sbatch (job %s) and follow %s" % (spec.name, pattern))
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)

@@ -9,7 +9,8 @@ this Python environment; ``artifact``/``tool``: what it renders and what takes i
 
 - ``explain()``: one line saying what the job is and how its ranks start (messages, the follower's reason);
 - ``image(opts)``: (stack, what runs, working folder) from ``--stack``/``--image``, with its refusals;
-- ``job(request, opts)``: the ``launch.job.JobSpec`` of a training request (paths, layout, mounts, environment);
+- ``job_env(request, stack)``: the ranks' environment in its job (the rest of the ``launch.job.JobSpec`` of a
+  training request is every scheduler's: ``launch.cluster.job_spec``);
 - ``render(spec, request, opts)``: the artifact's text; ``submit(text, request, opts)``: hand it over, the job id;
 - ``follow(request, spec, text)``: the ``launch.plans.Plan`` that submits and follows the job from here, or None
   (a context manager; ``launch.run`` executes it under ``launch.local.execute``);
@@ -31,10 +32,12 @@ from chexstack.errors import ChexstackError
 
 if TYPE_CHECKING:  # annotations only: the scheduler modules stay light (launch.options reads the table)
     from envs.manifest import Stack
-    from launch.cluster import ClusterOptions
     from launch.job import JobSpec, Mount
     from launch.plans import Plan
-    from launch.request import TrainRequest
+
+#: What the methods take besides a job: ``opts`` a ``launch.cluster.ClusterOptions``, ``request`` a
+#: ``launch.request.TrainRequest`` (not imported: both import the table, through ``launch.options``).
+ClusterOptions = TrainRequest = object
 
 #: The checkout holding ``trainer/`` (a bare-metal job's working folder).
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,29 +91,6 @@ class Scheduler:
         """The ranks' environment in the job: the device settings when they use GPUs (an image's CPU ranks need
         none)."""
         return request.device_env() if stack is None or (stack.gpu and request.gpus > 0) else {}
-
-    def job(self, request: TrainRequest, opts: ClusterOptions) -> JobSpec:
-        """The ``JobSpec`` of ``request`` (checked already: ``launch.run``): every path the cluster's
-        (``launch.cluster.cluster_paths``), the layout (``launch.cluster.geometry``), the inputs mounted read-only
-        and the output writable. ChexstackError as ``image`` and those say."""
-        from launch import cluster
-        from launch.job import JobSpec, Mount
-        from launch.options import path_values
-
-        stack, image, workdir = self.image(opts)
-        # every path at once (the trainer's default --output runs/train too)
-        cluster.cluster_paths(self.launcher, [("--output", request.options.output)]
-                              + [(request.argv[i - 1], request.argv[i]) for i in path_values(request.argv)
-                                 if request.argv[i - 1] != "--output"])
-        request, nodes, per_node = cluster.geometry(request, opts)
-        output = request.options.output
-        inputs = [] if stack is None else [Mount(p, read_only=True)
-                                           for p in dict.fromkeys(cluster.input_folders(request.argv))]
-        where = {"workdir": workdir} if workdir else {}
-        return JobSpec(name=opts.name or cluster.job_name(opts.stack, output), stack=stack, image=image,
-                       nodes=nodes, ranks_per_node=per_node, gpus=request.gpus > 0 and (stack is None or stack.gpu),
-                       trainer_args=request.argv, mounts=tuple(inputs + [Mount(output)]),
-                       env=self.job_env(request, stack), **where)
 
     def render(self, spec: JobSpec, request: TrainRequest, opts: ClusterOptions) -> str:
         """The artifact of ``spec`` (``request``: its output folder, for the job's log)."""

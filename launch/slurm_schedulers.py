@@ -1,5 +1,5 @@
 """The Slurm schedulers (``launch.scheduler.Scheduler``), each a batch script rendered by ``launch.slurm`` and handed
-to ``sbatch``; ``--submit`` follows the job from here (``launch.cluster.follow_plan``) unless ``--detach``:
+to ``sbatch``; ``--submit`` follows the job from here (``follow_plan``) unless ``--detach``:
 
 - ``BAREMETAL`` (no ``--stack``): the host's Open MPI ``mpirun`` inside the allocation starts ``python -m trainer``
   of this Python environment and checkout on every node (``launch.slurm.render_baremetal``); ``--requeue`` applies;
@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 
 from chexstack.errors import ChexstackError
@@ -37,9 +40,9 @@ class SlurmBatch(Scheduler):
         return "a Slurm batch script (%s), handed to sbatch" % self.launch_model
 
     def render(self, spec, request, opts) -> str:
-        from launch import cluster, slurm
+        from launch import slurm
 
-        return slurm.render(spec, self.script_model, cluster.slurm_options(request, opts))
+        return slurm.render(spec, self.script_model, slurm_options(request, opts))
 
     def submit(self, text, request, opts) -> str:
         from launch.submit import submit_slurm
@@ -52,9 +55,7 @@ class SlurmBatch(Scheduler):
 
     @contextlib.contextmanager
     def follow(self, request, spec, text) -> Iterator:
-        from launch import cluster
-
-        with cluster.follow_plan(request, spec, text, self.started_by) as plan:
+        with follow_plan(request, spec, text, self.started_by) as plan:
             yield plan
 
     def sweep_results(self, results, tag):
@@ -64,7 +65,7 @@ class SlurmBatch(Scheduler):
         return root, Mount(root)
 
     def check_results(self, results) -> None:
-        from launch.cluster import cluster_path
+        from launch.job import cluster_path
 
         if not results:
             raise ChexstackError("--launcher slurm: give --results DIR, an absolute path on storage every node and "
@@ -147,6 +148,39 @@ class SlurmHybrid(SlurmBatch):
         from launch import slurm
 
         return slurm.render_host_compat(allocation.stack, mpirun_version_output)
+
+
+def slurm_options(request, opts):
+    """The ``launch.slurm.SlurmOptions`` of a training job (``opts``: ``launch.cluster.ClusterOptions``); its output
+    goes to ``<output>/slurm-<job id>.out`` (shared storage), where ``--submit`` follows it."""
+    from launch import slurm
+
+    return slurm.SlurmOptions(time=opts.time, partition=opts.partition, account=opts.account,
+                              output=os.path.join(request.options.output, "slurm-%j.out"), requeue=opts.requeue)
+
+
+@contextlib.contextmanager
+def follow_plan(request, spec, script: str, reason: str) -> Iterator:
+    """The ``launch.plans.Plan`` that submits ``script`` and follows the job (``python -m launch.slurmjob SCRIPT
+    PATTERN``) of ``request`` (a ``launch.request.TrainRequest``) and ``spec``, for the launcher to execute
+    (``launch.local.execute``: the output lock, progress, failure explanation, results). The output folder must be
+    visible here (the shared storage the nodes see: ``launch.run`` checks it); ``reason`` says how the ranks
+    start. ChexstackError without sbatch. The script is a temporary file while the context lasts."""
+    from launch.plans import Plan
+    from launch.submit import submit_slurm
+
+    if not shutil.which("sbatch"):
+        submit_slurm(script)  # the clear "sbatch not found" error
+    fd, path = tempfile.mkstemp(prefix="chexstack-", suffix=".sbatch")
+    with os.fdopen(fd, "w") as f:
+        f.write(script)
+    pattern = os.path.join(request.options.output, "slurm-%j.out")
+    argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
+    try:
+        yield Plan(argv, {}, "mpi", reason, shown="sbatch (job %s) and follow %s" % (spec.name, pattern))
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 BAREMETAL = SlurmBareMetal()

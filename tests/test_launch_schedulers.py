@@ -106,7 +106,7 @@ def test_the_table_picks_each_scheduler_and_refuses_what_it_has_not():
     assert launch.SCHEDULED == schedulers.launchers() == ("slurm", "k8s")
     for scheduler in table.values():
         assert isinstance(scheduler, Scheduler) and scheduler.explain() and scheduler.tool in scheduler.explain()
-        for method in ("render", "submit", "follow", "explain", "job", "render_steps", "submit_steps"):
+        for method in ("render", "submit", "follow", "explain", "image", "job_env", "render_steps", "submit_steps"):
             assert callable(getattr(scheduler, method)), (scheduler, method)
     with pytest.raises(ChexstackError, match="unknown scheduler 'flux': expected slurm or k8s"):
         schedulers.select("flux", "cpu")
