@@ -199,3 +199,28 @@ def test_a_new_scheduler_is_one_module_and_one_table_entry(monkeypatch, tmp_path
     with pytest.raises(ChexstackError, match="--launcher flux: add --render to print the flux batch script or "
                                              "--submit to hand it to flux"):
         launch.run(request, launch.where("flux", known=known, stack="cpu"))
+
+
+@pytest.mark.parametrize("launcher, stack, model, key", [
+    ("slurm", None, None, "slurm-baremetal"), ("slurm", "cpu", None, "slurm-pyxis"),
+    ("slurm", "cpu", "hybrid", "slurm-hybrid"), ("k8s", "cpu", None, "k8s-mpijob")])
+def test_a_sweep_goes_to_the_scheduler_a_training_run_goes_to(launcher, stack, model, key, capsys):
+    """``invoke bench`` builds its ``launch.Where`` as ``invoke train`` does (``bench.main.place``), with the same
+    ``ClusterOptions`` (no second option bag) and so the same scheduler, whose image rules it takes
+    (``bench.batch.sweep_target``) and whose steps it renders."""
+    from bench import batch, main
+    from bench.sweep import SweepRequest
+
+    assert not hasattr(main, "Scheduled") and not hasattr(main, "_target")
+    image = "/shared/cpu.sif" if model else None
+    results = "claim" if launcher == "k8s" else "/shared/bench"
+    where = main.place(launcher, {}, stack=stack, image=image, hosts=(), slurm_model=model, results=results,
+                       render=True)
+    trained = launch.where(launcher, stack=stack, image=image, slurm_model=model, render=True)
+    assert where.cluster.scheduler is trained.cluster.scheduler is schedulers.SCHEDULERS[key]
+    req = SweepRequest(counts=(1, 2), label="seam", gpus=False, launcher=launcher, stack=stack)
+    target = batch.sweep_target(req, where.cluster)
+    text, root = batch.render(req, target, where.cluster, REPO, render_host="login01",
+                              mpirun_version_output="mpirun (Open MPI) 4.1.4\n")
+    assert text.count("--throughput") == 2 and root.rsplit("/", 1)[1].startswith("seam-")
+    assert (target.workdir is None) == schedulers.SCHEDULERS[key].runs_stack
