@@ -7,13 +7,13 @@ to pick it among its launcher's, None for the launcher's default; ``runs_stack``
 this Python environment; ``artifact``/``tool``: what it renders and what takes it; ``requeues``, ``detaches``,
 ``follows``: which of ``--requeue``, ``--detach`` and waiting for the job apply) and does its work as methods:
 
-- ``explain()``: one line saying what the job is and how its ranks start (messages, the follower's reason);
+- ``explain()``: one line saying what the job is, how its ranks start and what takes it;
 - ``image(opts)``: (stack, what runs, working folder) from ``--stack``/``--image``, with its refusals;
 - ``job_env(request, stack)``: the ranks' environment in its job (the rest of the ``launch.job.JobSpec`` of a
   training request is every scheduler's: ``launch.cluster.job_spec``);
 - ``render(spec, request, opts)``: the artifact's text; ``submit(text, request, opts)``: hand it over, the job id;
-- ``follow(request, spec, text)``: the ``launch.plans.Plan`` that submits and follows the job from here, or None
-  (a context manager; ``launch.run`` executes it under ``launch.local.execute``);
+- ``follow(request, spec, text)``: the ``launch.plans.Plan`` that submits and follows the job from here (a context
+  manager; ``launch.run`` executes it under ``launch.local.execute``), for a scheduler that ``follows``;
 - for a sweep of requests (``invoke bench``/``invoke study``): ``sweep_results(results, tag)`` (the results' root
   and mount), ``render_steps(allocation, steps, opts, ...)`` and ``submit_steps(text, opts, collect)``.
 
