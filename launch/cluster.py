@@ -40,7 +40,7 @@ from launch.job import cluster_path as cluster_path  # where it is stated (bench
 from launch.options import path_values, trainer_options
 from launch.request import TrainRequest
 from launch.scheduler import Scheduler
-from launch.schedulers import select
+from launch.schedulers import SCHEDULERS, select
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ class ClusterOptions:
             raise ChexstackError("--requeue applies to --launcher slurm on bare metal (no --stack, no --hybrid): "
                                  "that script continues a restarted job from its checkpoint")
         if self.detach and not (self.submit and scheduler.detaches):
-            raise ChexstackError("--detach applies to --launcher slurm --submit (it returns the job id at once)")
+            raise ChexstackError("--detach applies to --launcher %s --submit (it returns the job id at once)"
+                                 % " or ".join(dict.fromkeys(s.launcher for s in SCHEDULERS.values() if s.detaches)))
         for option, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
             if value is not None and value < 1:
                 raise ChexstackError("%s %d: expected 1 or more" % (option, value))
