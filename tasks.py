@@ -197,7 +197,7 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
 
     where = launch.where(launcher, given(train.body, locals(), WHERE_OPTIONS), stack=stack, runtime=runtime,
                          image=image, network=network, as_root=as_root, hosts=csv_list(hosts), ssh_key=ssh_key,
-                         per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis", rdma_resource=rdma,
+                         per_node=per_node, slurm_model="hybrid" if hybrid else None, rdma_resource=rdma,
                          render=render, submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None,
                          time=time, partition=partition, account=account, detach=detach, requeue=requeue)
     # the trainer's options, the ones stated above and the others (**trainer), as its command line
@@ -343,14 +343,14 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
     from pathlib import Path
 
     from bench import main
-    from launch.options import check_applicable, given
+    from launch.options import given
 
     if collect:
-        return main.collect(collect, Path(output), label, launcher)
-    from launch.options import LAUNCHERS
-
-    check_applicable(launcher, stack, given(bench.body, locals(), (
-        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), LAUNCHERS)
+        return main.collect(collect, Path(output), label, given(bench.body, locals(), ("launcher",)).get("launcher"))
+    where = main.place(launcher, given(bench.body, locals(), (
+        "hosts", "image", "per_node", "hybrid", "rdma", "results", "render", "submit")), stack=stack, image=image,
+        hosts=tuple(csv_list(hosts)), per_node=per_node, slurm_model="hybrid" if hybrid else None,
+        rdma_resource=rdma, results=results, render=render, submit=submit)
     counts, on_gpus = main.sweep_counts(gpus, np)
     req = main.SweepRequest(counts=counts,
                             gpus=on_gpus, label=label or main.default_label(stack, launcher),
@@ -358,10 +358,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
                             batch_size=batch_size, image_size=image_size, steps=steps,
                             warmup_steps=warmup_steps, data=data, amp=amp, image=image, repeats=repeats,
                             timeline=timeline)
-    opts = main.Scheduled(per_node=per_node, slurm_model="hybrid" if hybrid else "pyxis",
-                          results=results,
-                          rdma_resource=rdma, render=render, submit=submit)
-    main.bench(req, Path(output), main.REPO / "runs" / "bench", opts)
+    main.bench(req, Path(output), main.REPO / "runs" / "bench", where)
 
 
 @task(help={

@@ -12,7 +12,7 @@ Per count, ranks are laid out on as few nodes as possible with the same number o
 """
 from __future__ import annotations
 
-import dataclasses
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -31,16 +31,20 @@ from bench.sweep import (
     stamp,
     with_gpus,
 )
+from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
 from launch import k8s, slurm
+from launch.cluster import ClusterOptions, local_image_warning
 from launch.job import JobSpec, Mount, layout
+from launch.k8s_scheduler import RESULTS as K8S_MOUNT
+from launch.schedulers import SCHEDULERS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 RECORD_FILE = "record.json"
-K8S_RESULTS = "/results"
+K8S_RESULTS = K8S_MOUNT
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def specs(req: SweepRequest, target: BatchTarget, out_root: str, extra_mounts: t
     ``<out_root>/repeat-<r>/np-<N>``. Without a stack (bare-metal Slurm, ``target.workdir``): the environment's
     Python, CPU ranks seeing no GPU (or GPU ranks that stop without one), as ``invoke train --launcher slurm``
     bare metal (Open MPI's run-as-root permission is the renderer's, ``launch.slurm.exports``)."""
-    baremetal = req.stack is None and req.launcher == "slurm" and target.workdir is not None
+    baremetal = req.stack is None and target.workdir is not None
     if req.stack is None and not baremetal:
         raise ChexstackError("--launcher %s runs the stack's image: give --stack" % req.launcher)
     stack = None if baremetal else load_stack(req.stack)
@@ -94,45 +98,84 @@ def results_root(req: SweepRequest, target: BatchTarget, now: datetime) -> str:
     return "%s/%s-%s" % (target.results.rstrip("/"), req.label, stamp(now))
 
 
-def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str = "pyxis",
-                 opts: slurm.SlurmOptions = slurm.SlurmOptions(), mpirun_version_output: str | None = None,
-                 now: datetime | None = None, render_host: str | None = None, out_root: str | None = None) -> str:
-    """The sweep's batch script, its results under ``out_root`` (default ``results_root``). Raises ChexstackError
-    for a bad request or (hybrid) incompatible MPIs."""
+def sweep_target(req: SweepRequest, opts: ClusterOptions) -> BatchTarget:
+    """Where ``opts.scheduler`` runs the sweep, by the rules ``invoke train`` has there (``Scheduler.image``: bare
+    metal runs this Python and checkout, no ``--image``; otherwise the stack's image, ``--image`` or its verified
+    tag, the hybrid model's SIF), the results folder or claim it writes to (``Scheduler.check_results``), and the
+    local-image warning. Raises ChexstackError naming the option, and for ``--gpus`` with a stack that has no GPU
+    build."""
+    scheduler = opts.scheduler
+    stack, image, workdir = scheduler.image(opts)
+    scheduler.check_results(opts.results)
+    if stack is not None:
+        warning = local_image_warning(stack, image, scheduler)
+        if warning:
+            warn(warning)
+        if req.gpus and not stack.gpu:
+            raise ChexstackError("--gpus %s: stack %s has no GPU build; sweep CPU ranks with --np %s"
+                                 % (",".join(map(str, req.counts)), stack.name, ",".join(map(str, req.counts))))
+    return BatchTarget(image=image, per_node=opts.per_node, gpus=req.gpus, results=opts.results, workdir=workdir)
+
+
+def render(req: SweepRequest, target: BatchTarget, opts: ClusterOptions, repo: Path, *, now: datetime | None = None,
+           tag: str | None = None, log: str | None = None, nodelist: tuple[str, ...] = (),
+           mpirun_version_output: str | None = None, render_host: str | None = None) -> tuple[str, str]:
+    """(the sweep's job text for ``opts.scheduler``, its results' root as the ranks see it): every count and repeat
+    a step (``specs``) writing below ``Scheduler.sweep_results(target.results, tag)`` (``tag``: default
+    ``<label>-<UTC time>``), run one after another (``Scheduler.render_steps``: Slurm's steps of one job with this
+    header, record and GPU listing; one MPIJob each). ``log``: the job's log (default ``<results>/<job>-%j.out``),
+    ``nodelist``: the hosts the steps must run on. Raises ChexstackError for a bad request or (hybrid)
+    incompatible MPIs."""
     req.check()
+    scheduler = opts.scheduler
     now = now or datetime.now(timezone.utc)
-    out_root = out_root or results_root(req, target, now)
-    jobs = specs(req, target, out_root, (Mount(out_root),))
+    out_root, mount = scheduler.sweep_results(target.results, tag or "%s-%s" % (req.label, stamp(now)))
+    jobs = specs(req, target, out_root, (mount,))
     largest = max(jobs, key=lambda j: j.nodes)
     allocation = JobSpec(name=job_name(req.label), stack=largest.stack, image=target.image, nodes=largest.nodes,
-                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=(), mounts=(Mount(out_root),),
+                         ranks_per_node=target.per_node, gpus=target.gpus, trainer_args=(), mounts=(mount,),
                          env=largest.env, workdir=largest.workdir)
-    baremetal = largest.stack is None
-    compat = (slurm.render_host_compat(largest.stack, mpirun_version_output)
-              if model == "hybrid" and not baremetal else None)
     record = request_record(req, repo, now).model_copy(update={"image": target.image})
     header = Template((TEMPLATES / "sweep-header.txt").read_text()).substitute(
         counts=",".join(map(str, sorted(req.counts))), unit="GPUs" if target.gpus else "CPU ranks",
-        stack="none" if baremetal else largest.stack.name,
-        title="bare metal: %s" % target.image if baremetal else " ".join(largest.stack.title.split()),
-        launch_model="mpirun" if baremetal else model, out=out_root)
+        stack="none" if largest.stack is None else largest.stack.name,
+        title=("bare metal: %s" % target.image if largest.stack is None
+               else " ".join(largest.stack.title.split())),
+        launch_model=scheduler.launch_model, out=out_root)
     prologue = Template((TEMPLATES / "sweep-prologue.sh").read_text()).substitute(
         out_q=shlex.quote(out_root), gpu_query=shlex.join(host.GPU_QUERY),
         record_json=record.model_dump_json(exclude_defaults=True))
-    if opts.output == slurm.SlurmOptions.output:  # the job's log beside the results, not in sbatch's folder
-        opts = dataclasses.replace(opts, output="%s/%s-%%j.out" % (target.results.rstrip("/"), allocation.name))
-    return slurm.render_steps(allocation, jobs, model, opts, header=header, prologue=prologue, compat=compat,
-                              render_host=render_host)
+    text = scheduler.render_steps(allocation, jobs, opts, header=header, prologue=prologue,
+                                  log=log or "%s/%s-%%j.out" % (target.results.rstrip("/"), allocation.name),
+                                  nodelist=nodelist, mpirun_version_output=mpirun_version_output,
+                                  render_host=render_host)
+    return text, out_root
+
+
+def render_slurm(req: SweepRequest, target: BatchTarget, repo: Path, model: str = "pyxis",
+                 opts: slurm.SlurmOptions = slurm.SlurmOptions(), mpirun_version_output: str | None = None,
+                 now: datetime | None = None, render_host: str | None = None, out_root: str | None = None) -> str:
+    """The sweep's batch script (``render``) on the Slurm scheduler of the table: bare metal for a target with a
+    checkout (``target.workdir``), else ``slurm-<model>`` (``pyxis`` or ``hybrid``); its results under
+    ``out_root`` (default ``results_root``), ``opts``' time, partition, account, log and node list."""
+    scheduler = SCHEDULERS["slurm-baremetal" if target.workdir else "slurm-%s" % model]
+    cluster = ClusterOptions(launcher=scheduler.launcher, stack=None if target.workdir else req.stack,
+                             slurm_model=scheduler.model, time=opts.time, partition=opts.partition,
+                             account=opts.account)
+    tag = None if out_root is None else os.path.relpath(out_root, target.results)
+    return render(req, target, cluster, repo, now=now, tag=tag,
+                  log=None if opts.output == slurm.SlurmOptions.output else opts.output, nodelist=opts.nodelist,
+                  mpirun_version_output=mpirun_version_output, render_host=render_host)[0]
 
 
 def render_k8s(req: SweepRequest, target: BatchTarget, opts: k8s.K8sOptions = k8s.K8sOptions(),
-               now: datetime | None = None) -> str:
-    """One MPIJob per count (YAML documents), results on the PVC ``target.results`` at ``/results/<tag>/``."""
-    req.check()
-    now = now or datetime.now(timezone.utc)
-    out_root = "%s/%s-%s" % (K8S_RESULTS, req.label, stamp(now))
-    jobs = specs(req, target, out_root, (Mount("pvc:" + target.results, K8S_RESULTS),))
-    return "---\n".join(k8s.render(job, opts) for job in jobs)
+               now: datetime | None = None, tag: str | None = None) -> str:
+    """One MPIJob per count (YAML documents; ``render`` on the table's Kubernetes scheduler), results on the PVC
+    ``target.results`` at ``/results/<tag>/`` (default ``<label>-<UTC time>``), ``opts``' RDMA resource and
+    nodes."""
+    cluster = ClusterOptions(launcher=SCHEDULERS["k8s-mpijob"].launcher, stack=req.stack,
+                             rdma_resource=opts.rdma_resource)
+    return render(req, target, cluster, Path("."), now=now, tag=tag, nodelist=opts.nodes)[0]
 
 
 def collected_gpus(folder: Path) -> list[tuple[str, str]]:

@@ -2,34 +2,20 @@
 from __future__ import annotations
 
 import glob
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import launch
 from bench import attribution, batch, figure, gate, guard
 from bench.results import Sweep, load_sweep
 from bench.sweep import SweepRequest, run_sweep
-from chexstack.console import console, warn
+from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
-from launch import k8s, submit
-from launch.cluster import cluster_path, local_image_warning
-from launch.options import SCHEDULED
+from launch.cluster import ClusterOptions
+from launch.options import LAUNCHERS
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class Scheduled:
-    """Options of a sweep that runs through Slurm or Kubernetes (``bench.batch``)."""
-
-    per_node: int = 4
-    slurm_model: str = "pyxis"
-    results: str | None = None
-    rdma_resource: str | None = None
-    render: bool = False
-    submit: bool = False
-    wait_s: int = 6 * 3600
 
 
 def parse_counts(text: str, option: str = "--gpus") -> tuple[int, ...]:
@@ -63,95 +49,45 @@ def print_sweep(sweep: Sweep, path: Path) -> None:
     console.print("sweep written to [bold]%s[/]" % path)
 
 
-def _target(req: SweepRequest, opts: Scheduled) -> batch.BatchTarget:
-    """Image (``--image``, else the stack's verified tag), ranks per node (GPUs for a GPU stack, else CPU ranks).
-    Slurm without ``--stack`` (and without ``--hybrid``) is bare metal, as ``invoke train --launcher slurm``: this
-    Python environment and checkout, which every node must see at the same paths."""
-    import sys
-
-    from envs.manifest import load_stack
-    from images.naming import image_ref
-
-    if req.stack is None and req.launcher == "slurm" and opts.slurm_model != "hybrid":
-        if req.image:
-            raise ChexstackError("--image applies to a stack's image; a bare-metal Slurm sweep runs this Python (%s)"
-                                 % sys.executable)
-        if not opts.results:
-            raise ChexstackError("--launcher slurm: give --results DIR, an absolute path on storage every node and "
-                                 "this checkout see (e.g. --results /shared/chexstack/bench), for the counts' "
-                                 "results")
-        cluster_path(req.launcher, "--results", opts.results)
-        return batch.BatchTarget(image=sys.executable, per_node=opts.per_node, gpus=req.gpus, results=opts.results,
-                                 workdir=str(REPO))
-    if req.stack is None:
-        raise ChexstackError("--launcher %s runs the stack's image: give --stack%s" % (
-            req.launcher, "" if req.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this Python "
-            "environment on the nodes (bare metal)"))
-    stack = load_stack(req.stack)
-    image = req.image or image_ref(stack)
-    if req.launcher == "k8s" and not opts.results:
-        raise ChexstackError("--launcher k8s: give --results CLAIM, a ReadWriteMany PersistentVolumeClaim where "
-                             "every count's rank 0 writes its throughput.json")
-    if req.launcher == "slurm" and not opts.results:
-        raise ChexstackError("--launcher slurm: give --results DIR, an absolute path on storage every node and this "
-                             "checkout see (e.g. --results /shared/chexstack/bench), for the counts' results")
-    if req.launcher == "slurm":
-        cluster_path(req.launcher, "--results", opts.results)
-    if req.launcher == "slurm" and opts.slurm_model == "hybrid" and not req.image:
-        raise ChexstackError("--hybrid runs `singularity exec` on a SIF: give --image /shared/path/%s.sif" % stack.name)
-    warning = local_image_warning(stack, image, req.launcher)
-    if warning:
-        warn(warning)
-    if req.gpus and not stack.gpu:
-        raise ChexstackError("--gpus %s: stack %s has no GPU build; sweep CPU ranks with --np %s"
-                             % (",".join(map(str, req.counts)), stack.name, ",".join(map(str, req.counts))))
-    return batch.BatchTarget(image=image, per_node=opts.per_node, gpus=req.gpus, results=opts.results)
-
-
-def scheduled(req: SweepRequest, opts: Scheduled) -> None:
-    """Render (and with ``opts.submit`` submit) a Slurm or Kubernetes sweep."""
+def scheduled(req: SweepRequest, opts: ClusterOptions) -> None:
+    """Render (and with ``opts.submit`` submit) the sweep on ``opts.scheduler``, the scheduler ``invoke train``
+    would use there (``launch.where``): its target by the same rules (``bench.batch.sweep_target``), its steps
+    (``bench.batch.render``), their submission (``Scheduler.submit_steps``)."""
     if not (opts.render or opts.submit):
         raise ChexstackError("--launcher %s goes through its scheduler: add --render to print the job(s) or "
                              "--submit to hand them over; then `invoke bench --collect FOLDER`" % req.launcher)
-    target = _target(req, opts)
-    if req.launcher == "slurm":
-        now = datetime.now(timezone.utc)
-        text = batch.render_slurm(req, target, REPO, opts.slurm_model, now=now)
-        if opts.render:
-            print(text, end="")
-        if opts.submit:
-            try:  # sbatch opens the job's log in --results before the script runs: create it where this sees it
-                Path(target.results).mkdir(parents=True, exist_ok=True)
-            except OSError:
-                pass
-            console.print("submitted Slurm job [bold]%s[/]; when it has ended: invoke bench --collect %s"
-                          % (submit.submit_slurm(text), batch.results_root(req, target, now)))
-        return
-    documents = batch.render_k8s(req, target, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
+    target = batch.sweep_target(req, opts)
+    text, root = batch.render(req, target, opts, REPO, now=datetime.now(timezone.utc))
     if opts.render:
-        print(documents, end="")
+        print(text, end="")
     if opts.submit:
-        for document in documents.split("---\n"):
-            name = submit.submit_k8s(document)
-            console.print("created [bold]%s[/]; waiting for it to succeed (counts run one after another)" % name)
-            submit.wait_k8s(name, opts.wait_s)
+        opts.scheduler.submit_steps(text, opts, target.results, root)
+
+
+def place(launcher: str, given: dict, *, stack: str | None, image: str | None, hosts: tuple[str, ...],
+          **scheduler) -> launch.Where:
+    """Where ``invoke bench`` runs (``launch.where`` over every launcher, ``given`` the options the user set):
+    here or across ``hosts``, or a scheduler of the table with its ``launch.cluster.ClusterOptions`` fields
+    (``scheduler``: ``per_node``, ``slurm_model``, ``rdma_resource``, ``results``, ``render``, ``submit``)."""
+    return launch.where(launcher, given, known=LAUNCHERS, stack=stack, image=image, hosts=hosts, **scheduler)
 
 
 def default_label(stack: str | None, launcher: str) -> str:
     return "%s-%s" % (stack or "host", launcher)
 
 
-def collect(folder: str, output: Path, label: str | None, launcher: str = "local") -> None:
+def collect(folder: str, output: Path, label: str | None, launcher: str | None = None) -> None:
     """``invoke bench --collect FOLDER``: the sweep JSON from a scheduled sweep's results; the record keeps the
-    launcher it names unless ``launcher`` is another than the default ``local``."""
-    sweep, path = batch.collect(Path(folder), output, label=label, launcher=None if launcher == "local" else launcher)
+    launcher it names unless ``launcher`` (the one the user gave) names another."""
+    sweep, path = batch.collect(Path(folder), output, label=label, launcher=launcher)
     print_sweep(sweep, path)
 
 
-def bench(req: SweepRequest, output: Path, runs: Path, opts: Scheduled) -> None:
-    """``invoke bench``: go through a scheduler (slurm, k8s) or run the sweep here (local, mpirun)."""
-    if req.launcher in SCHEDULED:
-        scheduled(req.check(), opts)
+def bench(req: SweepRequest, output: Path, runs: Path, where: launch.Where) -> None:
+    """``invoke bench``: go through the scheduler ``where`` names (``place``) or run the sweep here (local,
+    mpirun)."""
+    if where.cluster is not None:
+        scheduled(req.check(), where.cluster)
         return
     sweep, path = run_sweep(req, REPO, output, runs)
     print_sweep(sweep, path)

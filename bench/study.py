@@ -48,10 +48,11 @@ from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from chexstack.tools import run as run_tool
 from facts import host
-from launch import k8s, slurm, slurmjob, submit
-from launch.cluster import cluster_path
-from launch.job import Mount, layout
+from launch import k8s, slurmjob, submit
+from launch.cluster import ClusterOptions, cluster_path
+from launch.job import layout
 from launch.pods import PodJob, PodNetwork
+from launch.schedulers import SCHEDULERS
 
 REPO = Path(__file__).resolve().parents[1]
 #: system -> what it is, in the caption's words
@@ -61,7 +62,12 @@ SYSTEMS = {
     "mpijob": "Kubernetes: the stack's MPIJob as Launcher and Worker pods of its Docker image, each pod's network "
               "namespace on the hosts' bridge",
 }
-SLURM_SYSTEMS = ("baremetal", "apptainer")
+#: system -> its scheduler in the one table (``launch.schedulers.SCHEDULERS``) and the study option naming what it
+#: runs (``StudyRequest.python``, ``.sif``, ``.image``)
+SCHEDULER_OF = {"baremetal": ("slurm-baremetal", "python"), "apptainer": ("slurm-hybrid", "sif"),
+                "mpijob": ("k8s-mpijob", "image")}
+#: the systems whose jobs this machine submits to Slurm and follows (the MPIJob runs as its pods: ``launch.pods``)
+SLURM_SYSTEMS = tuple(s for s, (key, _) in SCHEDULER_OF.items() if SCHEDULERS[key].follows)
 #: The PersistentVolumeClaim the MPIJobs write their results to, bound to the study's results folder.
 CLAIM = "chexstack-study"
 #: The test cluster's pod network (``scripts/testcluster plug``: addresses 10.213.57.100 and up on its bridge).
@@ -188,15 +194,16 @@ def slurm_script(req: StudyRequest, system: str, repeat: int, root: Path, now: d
     """(batch script, the repeat's folder) of one repeat of a Slurm system: every count a job step on the study's
     hosts, results in ``<root>/<system>/repeat-<repeat>/np-<N>``."""
     folder = root / system / ("repeat-%d" % repeat)
-    baremetal = system == "baremetal"
-    sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, system), repeats=1, launcher="slurm",
-                                stack=None if baremetal else req.sweep.stack)
-    target = batch.BatchTarget(image=req.python if baremetal else req.sif, per_node=req.per_node,
-                               gpus=req.sweep.gpus, results=str(root), workdir=str(site.repo) if baremetal else None)
-    opts = slurm.SlurmOptions(time=req.time, output=str(folder / "slurm-%j.out"), nodelist=req.hosts[:req.nodes])
-    script = batch.render_slurm(sweep, target, site.repo, "pyxis" if baremetal else "hybrid", opts,
-                                site.mpirun_version_output, now=now, render_host=site.render_host,
-                                out_root=str(folder))
+    key, image = SCHEDULER_OF[system]
+    scheduler = SCHEDULERS[key]
+    sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, system), repeats=1,
+                                launcher=scheduler.launcher, stack=req.sweep.stack if scheduler.runs_stack else None)
+    target = batch.BatchTarget(image=getattr(req, image), per_node=req.per_node, gpus=req.sweep.gpus,
+                               results=str(root), workdir=None if scheduler.runs_stack else str(site.repo))
+    opts = ClusterOptions(launcher=scheduler.launcher, stack=sweep.stack, slurm_model=scheduler.model, time=req.time)
+    script, _ = batch.render(sweep, target, opts, site.repo, now=now, tag=str(folder.relative_to(root)),
+                             log=str(folder / "slurm-%j.out"), nodelist=req.hosts[:req.nodes],
+                             mpirun_version_output=site.mpirun_version_output, render_host=site.render_host)
     return script, folder
 
 
@@ -205,10 +212,12 @@ def mpijobs(req: StudyRequest, repeat: int, root: Path) -> tuple[list[dict], Pat
     the study's hosts, results on the claim ``CLAIM`` (the study's results folder) in
     ``mpijob/repeat-<repeat>/np-<N>``."""
     folder = root / "mpijob" / ("repeat-%d" % repeat)
-    sweep = dataclasses.replace(req.sweep, label="%s-mpijob" % req.sweep.label, repeats=1, launcher="k8s")
+    scheduler = SCHEDULERS[SCHEDULER_OF["mpijob"][0]]
+    sweep = dataclasses.replace(req.sweep, label="%s-mpijob" % req.sweep.label, repeats=1,
+                                launcher=scheduler.launcher)
     target = batch.BatchTarget(image=req.image, per_node=req.per_node, gpus=req.sweep.gpus, results=CLAIM)
-    inside = "%s/%s" % (batch.K8S_RESULTS, folder.relative_to(root))
-    specs = batch.specs(sweep, target, inside, (Mount("pvc:" + CLAIM, batch.K8S_RESULTS),))
+    inside, mount = scheduler.sweep_results(CLAIM, str(folder.relative_to(root)))
+    specs = batch.specs(sweep, target, inside, (mount,))
     return [k8s.mpijob(spec, k8s.K8sOptions(nodes=req.hosts[:spec.nodes])) for spec in specs], folder
 
 
@@ -266,7 +275,7 @@ def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) 
                                           for r in range(1, req.sweep.repeats + 1)))]
     for system in req.systems:
         lines.append("# --- %s, repeat 1: %s" % (system, SYSTEMS[system]))
-        if system == "mpijob":
+        if system not in SLURM_SYSTEMS:
             objs, _ = mpijobs(req, 1, root)
             lines.append("---\n".join(yaml.safe_dump(o, sort_keys=False, width=120) for o in objs).rstrip("\n"))
         else:
@@ -276,7 +285,7 @@ def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) 
 
 def _record(req: StudyRequest, system: str, now: datetime, root: Path) -> RunRecord:
     """The run record of ``system``'s series: the request, where and in what it ran, the machine's load."""
-    launcher = "k8s" if system == "mpijob" else "slurm"
+    launcher = SCHEDULERS[SCHEDULER_OF[system][0]].launcher
     record = request_record(dataclasses.replace(req.sweep, launcher=launcher), REPO, now)
     first = root / system / "repeat-1"
     hosts_file = first / "hosts.txt"
@@ -328,7 +337,7 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
         tag, ", ".join(req.systems), ",".join(map(str, req.sweep.counts)), _unit(req),
         ",".join(req.hosts[:req.nodes]), req.sweep.repeats, root))
     for repeat, system in order(req.systems, req.sweep.repeats):
-        folder = _run_mpijob(req, repeat, root) if system == "mpijob" else _run_slurm(req, system, repeat, root)
+        folder = _run_slurm(req, system, repeat, root) if system in SLURM_SYSTEMS else _run_mpijob(req, repeat, root)
         for n in sorted(req.sweep.counts):
             reading = read_point(n, folder / ("np-%d" % n))
             reads[system].append(reading)

@@ -95,11 +95,7 @@ class SweepRequest:
             cluster_path(self.launcher, "--data", self.data)
         elif self.data != "synthetic" and not Path(self.data).is_dir():
             raise ChexstackError("--data %s: expected 'synthetic' or a ChestX-ray14 folder" % self.data)
-        if self.launcher == "mpirun" and not self.hosts:
-            raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
-        if self.launcher == "mpirun" and self.stack:
-            raise ChexstackError("--stack with --launcher mpirun: containers across hosts run through a scheduler "
-                                 "(--launcher slurm or k8s); --stack with --launcher local runs one host's image")
+        place(self)  # where the counts run: the seam's rules (launch.where: --hosts, --stack, the scheduler)
         return self
 
 
@@ -232,7 +228,7 @@ def read_point(count: int, run_dir: Path) -> Reading:
 
 def available_slots(req: SweepRequest, record: RunRecord) -> tuple[int, str]:
     """(slots, where) for the synchronous launchers: this host's GPUs (else CPU cores), or the ``--hosts``."""
-    if req.launcher == "mpirun":
+    if req.hosts:  # Horovod's MPI across them (--hosts goes with --launcher mpirun only: launch.where)
         from launch.horovodrun import slots
         return sum(slots(h) for h in req.hosts), "hosts %s" % ",".join(req.hosts)
     if not req.gpus:

@@ -3,9 +3,11 @@
 One seam (``launch.dispatch``, re-exported here): ``launch.where(launcher, given, **options) -> Where`` says where a
 run goes, checked once; ``launch.plan(request, where) -> launch.plans.Plan`` picks the target from ``TARGETS``, as
 Horovod's runner picks ``gloo_run``/``mpi_run`` and spython ``get_writer(name)``; ``launch.run(request, where)``
-executes the plan under the output lock (``launch.local.execute``) or, for Slurm and Kubernetes (``SCHEDULED``),
-renders and submits a batch script or MPIJob (``launch.cluster``). ``invoke train`` and ``invoke bench`` call it and
-never decide how a run starts themselves; ``LAUNCHERS`` are the names of where a run goes.
+executes the plan under the output lock (``launch.local.execute``) or, for a launcher of the scheduler table
+(``launch.schedulers.SCHEDULERS``: Slurm bare metal, pyxis and hybrid, Kubernetes' MPIJob; ``SCHEDULED``), renders
+and submits its job through that scheduler's object (``launch.cluster``). The request is checked once, there.
+``invoke train``, ``invoke bench`` and ``invoke study`` call it and never decide how a run starts themselves;
+``LAUNCHERS`` are the names of where a run goes.
 
 - ``request``    ``TrainRequest``: ranks, controller and the trainer's own command line, read by its parser
 - ``controller`` Gloo or MPI for this host's network interfaces (observed here: Horovod 0.28.1 + TensorFlow 2.15.1 in a
@@ -23,7 +25,11 @@ container whose only interface is loopback)
 - ``slurm``      batch scripts: ``srun --mpi=pmix`` + pyxis, or host ``mpirun`` + ``singularity exec``
 - ``k8s``        Kubeflow MPIJob (``kubeflow.org/v2beta1``)
 - ``submit``     sbatch / kubectl submission
-- ``cluster``    ``invoke train --launcher slurm|k8s --render|--submit``
+- ``scheduler``  ``Scheduler``: one way a cluster runs a job (explain, image, job, render, submit, follow, a sweep's
+                 steps); ``slurm_schedulers`` (bare metal, pyxis, hybrid) and ``k8s_scheduler`` (MPIJob) are its objects
+- ``schedulers`` ``SCHEDULERS``, the one table of them, and ``select``, the one place that picks one
+- ``cluster``    ``invoke train --launcher slurm|k8s --render|--submit``: ``ClusterOptions`` and the parts every
+                 scheduler shares (the job spec, paths, layout, job names, the local-image warning)
 - ``options``    the launchers (``LAUNCHERS``), which option applies to which, the trainer's own options
 - ``dispatch``   the seam above the targets: ``Where``, ``where``, ``plan``, ``run``
 """

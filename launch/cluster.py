@@ -7,11 +7,16 @@ must exist on the nodes, e.g. a shared file system). Those paths are the cluster
 relative one (such as the local default ``runs/train``), which would silently name a folder of this machine, and
 ``local_image_warning`` says when the image is this machine's local tag, which no cluster can pull.
 
+Which scheduler renders, submits and follows the job is ``ClusterOptions.scheduler``, an object of the one table
+(``launch.schedulers``); this module holds what every scheduler shares (the options, ``job_spec``, the paths,
+the layout, job names, the local-image warning, ``prepare``) and names no launcher.
+
 Slurm without ``--stack`` is bare metal: the batch script runs this Python environment (on shared storage, the
 conda column's way) with Open MPI's ``mpirun`` inside the allocation (``launch.slurm.render_baremetal``).
-``--submit`` to Slurm waits for the job and shows its progress from the job's output (``follow_plan``: the plan of
-``launch.slurmjob`` that ``launch.run`` executes under ``launch.local.execute``: the output lock, the failure
-explanation, the results table); this module never executes a plan itself. ``--detach`` prints the
+``--submit`` to Slurm waits for the job and shows its progress from the job's output (the plan of
+``launch.slurmjob``, ``launch.slurm_schedulers.follow_plan``, that ``launch.run`` executes under
+``launch.local.execute``: the output lock, the failure explanation, the results table); this module never executes
+a plan itself. ``--detach`` prints the
 job id and returns. ``--resume`` resubmits a run whose job ended early (cancelled, a node lost): it continues after
 the last committed epoch. ``--requeue`` (bare metal) lets Slurm restart the job itself, and the restart continues
 from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are unique per output folder
@@ -19,41 +24,39 @@ from the checkpoint the same way (``launch.slurm.requeue_lines``). Job names are
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
 import re
-import shutil
-import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
-from envs.manifest import Stack, load_stack
+from envs.manifest import Stack
 from images.naming import image_ref
-from launch import k8s, slurm, submit
-from launch.job import JobSpec, Mount, layout
-from launch.options import TRAIN_LAUNCHERS, check_launcher, path_values, trainer_options
-from launch.plans import Plan
+from launch import slurm
+from launch.job import JobSpec, Mount, cluster_paths, layout
+from launch.job import cluster_path as cluster_path  # where it is stated (bench and the tests take it from here)
+from launch.options import path_values, trainer_options
 from launch.request import TrainRequest
-from trainer.preflight import SYNTHETIC
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from launch.scheduler import Scheduler
+from launch.schedulers import SCHEDULERS, select
 
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    """``image``: registry reference, .sqsh or (hybrid) .sif path; default the stack's verified tag."""
+    """The scheduler's options (``launch.where`` builds them for ``slurm`` and ``k8s``). ``image``: registry
+    reference, .sqsh or (hybrid) .sif path; default the stack's verified tag. ``slurm_model``: the model the user
+    named (``--hybrid``: ``hybrid``), None for the launcher's default; with ``launcher`` and ``stack`` it picks the
+    ``scheduler`` (``launch.schedulers.select``). ``results``: a sweep's results (``invoke bench``: a folder every
+    node sees, or a Kubernetes claim), ``wait_s``: how long a submitted sweep's MPIJob may take."""
 
     launcher: str
     stack: str | None
     image: str | None = None
     per_node: int = 4
     name: str | None = None
-    slurm_model: str = "pyxis"
+    slurm_model: str | None = None
     rdma_resource: str | None = None
     render: bool = False
     submit: bool = False
@@ -64,15 +67,25 @@ class ClusterOptions:
     account: str | None = None
     detach: bool = False
     requeue: bool = False
+    results: str | None = None
+    wait_s: int = 6 * 3600
 
     def __post_init__(self):
-        check_launcher(self.launcher, TRAIN_LAUNCHERS)
-        if self.requeue and (self.launcher != "slurm" or self.stack is not None or self.slurm_model == "hybrid"):
+        scheduler = self.scheduler  # an unknown launcher or model: refused here
+        if self.requeue and not scheduler.requeues:
             raise ChexstackError("--requeue applies to --launcher slurm on bare metal (no --stack, no --hybrid): "
                                  "that script continues a restarted job from its checkpoint")
+        if self.detach and not (self.submit and scheduler.detaches):
+            raise ChexstackError("--detach applies to --launcher %s --submit (it returns the job id at once)"
+                                 % " or ".join(dict.fromkeys(s.launcher for s in SCHEDULERS.values() if s.detaches)))
         for option, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
             if value is not None and value < 1:
                 raise ChexstackError("%s %d: expected 1 or more" % (option, value))
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler these options pick from the one table (``launch.schedulers.select``)."""
+        return select(self.launcher, self.stack, self.slurm_model)
 
 
 def geometry(request: TrainRequest, opts: ClusterOptions) -> tuple[TrainRequest, int, int]:
@@ -107,75 +120,35 @@ def job_name(stack: str | None, output: str) -> str:
     return "-".join(part for part in (head, folder, digest) if part)
 
 
-def cluster_path(launcher: str, option: str, path: str | None) -> str | None:
-    """``path`` as given when it is absolute (a path the cluster's nodes see), None or ``synthetic``. Raises
-    ChexstackError for a relative path: resolved here it would name a folder of this machine (the reviewer's
-    hostPath ``/work/fresh/runs/train``)."""
-    cluster_paths(launcher, [(option, path)])
-    return path
-
-
-def cluster_paths(launcher: str, paths: list[tuple[str, str | None]]) -> None:
-    """``cluster_path`` of every (option, path) at once: one ChexstackError naming each relative path, so that
-    one fix is enough."""
-    bad = [(o, p) for o, p in paths if not (p is None or p == SYNTHETIC or os.path.isabs(p))]
-    if not bad:
-        return
-    raise ChexstackError("--launcher %s: %s %s relative to this machine; give the absolute path%s the cluster's "
-                         "nodes see (shared storage), e.g. %s" % (
-                             launcher, ", ".join("%s %s" % b for b in bad), "is a path" if len(bad) == 1
-                             else "are paths", "" if len(bad) == 1 else "s",
-                             " ".join("%s /shared/chexstack/%s" % (o, p.rstrip("/").rsplit("/", 1)[-1] or "x")
-                                      for o, p in bad)))
-
-
-def local_image_warning(stack: Stack, image: str, launcher: str) -> str | None:
+def local_image_warning(stack: Stack, image: str, scheduler: Scheduler) -> str | None:
     """The warning for ``image`` when it is the stack's local verified tag (``invoke build``), which lives in this
-    machine's Docker engine only: no registry host, so a cluster would look for it on Docker Hub and fail."""
+    machine's Docker engine only: no registry host, so a cluster would look for it on Docker Hub and fail
+    (``scheduler.image_hint``: another image form that scheduler runs)."""
     if image != image_ref(stack):
         return None
-    other = " or an enroot .sqsh on shared storage (enroot import dockerd://%s)" % image if launcher == "slurm" else ""
+    other = scheduler.image_hint % image if "%s" in scheduler.image_hint else scheduler.image_hint
     return ("image %s is this machine's local tag (invoke build --stack %s): the cluster's nodes cannot pull it; "
             "push it to a registry they reach and pass --image REGISTRY/%s%s" % (image, stack.name, image, other))
 
 
 def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
-    """The JobSpec of ``request`` on ``opts``' cluster. Raises ChexstackError without a stack (except bare-metal
-    Slurm), for paths that are not the cluster's (``cluster_path``), and for the hybrid model without a SIF
-    (``--image``)."""
-    baremetal = opts.launcher == "slurm" and opts.stack is None and opts.slurm_model != "hybrid"
-    if opts.stack is None and not baremetal:
-        raise ChexstackError("--launcher %s runs a stack's image: give --stack (e.g. --stack ngc)%s" % (
-            opts.launcher, "" if opts.launcher == "k8s" else "; without --hybrid and --stack, Slurm runs this "
-            "Python environment on the nodes (bare metal)"))
-    stack = None if baremetal else load_stack(opts.stack)
+    """The JobSpec of ``request`` on ``opts``' cluster (``opts.scheduler.job``). Raises ChexstackError without a
+    stack (except bare-metal Slurm), for paths that are not the cluster's (``cluster_path``), and for the hybrid
+    model without a SIF (``--image``). ``request`` is checked already (``launch.run``)."""
+    scheduler = opts.scheduler
+    stack, image, workdir = scheduler.image(opts)
     # every path at once (the trainer's default --output runs/train too)
     cluster_paths(opts.launcher, [("--output", request.options.output)]
                   + [(request.argv[i - 1], request.argv[i]) for i in path_values(request.argv)
                      if request.argv[i - 1] != "--output"])
-    request, nodes, per_node = geometry(request.check(), opts)
+    request, nodes, per_node = geometry(request, opts)
     output = request.options.output
-    if opts.launcher == "slurm" and opts.slurm_model == "hybrid" and not opts.image:
-        raise ChexstackError("--hybrid runs `singularity exec` on a SIF: give --image /shared/path/%s.sif (invoke "
-                             "build --stack %s --runtime singularity makes one)" % (stack.name, stack.name))
-    name = opts.name or job_name(opts.stack, output)
-    if baremetal:
-        if opts.image:
-            raise ChexstackError("--image applies to a stack's image; bare-metal Slurm runs this Python (%s)"
-                                 % sys.executable)
-        env = request.device_env()  # Open MPI's run-as-root permission: slurm.exports, the renderer's
-        return JobSpec(name=name, stack=None, image=sys.executable, nodes=nodes, ranks_per_node=per_node,
-                       gpus=request.gpus > 0, trainer_args=request.argv, mounts=(Mount(output),), env=env,
-                       workdir=REPO_ROOT)
-    mounts = [Mount(path, read_only=True) for path in dict.fromkeys(input_folders(request.argv))]
-    gpus = stack.gpu and request.gpus > 0
-    # a hybrid job's host mpirun gets the device settings whatever the stack (single copy off and run-as-root:
-    # slurm.exports, the renderer's); an image's ranks only when they use GPUs
-    hybrid = opts.launcher == "slurm" and opts.slurm_model == "hybrid"
-    env = request.device_env() if hybrid or gpus else {}
-    return JobSpec(name=name, stack=stack, image=opts.image or image_ref(stack),
-                   nodes=nodes, ranks_per_node=per_node, gpus=gpus, env=env,
-                   trainer_args=request.argv, mounts=tuple(mounts + [Mount(output)]))
+    inputs = [] if stack is None else [Mount(p, read_only=True) for p in dict.fromkeys(input_folders(request.argv))]
+    where = {"workdir": workdir} if workdir else {}
+    return JobSpec(name=opts.name or job_name(opts.stack, output), stack=stack, image=image, nodes=nodes,
+                   ranks_per_node=per_node, gpus=request.gpus > 0 and (stack is None or stack.gpu),
+                   trainer_args=request.argv, mounts=tuple(inputs + [Mount(output)]),
+                   env=scheduler.job_env(request, stack), **where)
 
 
 def input_folders(argv: tuple[str, ...]) -> list[str]:
@@ -187,35 +160,20 @@ def input_folders(argv: tuple[str, ...]) -> list[str]:
             for i in path_values(argv) if argv[i - 1] != "--output"]
 
 
-def slurm_options(request: TrainRequest, opts: ClusterOptions) -> slurm.SlurmOptions:
-    """Scheduler options; the job's output goes to ``<output>/slurm-<job id>.out`` (shared storage), where
-    ``--submit`` follows it."""
-    return slurm.SlurmOptions(time=opts.time, partition=opts.partition, account=opts.account,
-                              output=os.path.join(request.options.output, "slurm-%j.out"), requeue=opts.requeue)
-
-
-def render(spec: JobSpec, opts: ClusterOptions, request: TrainRequest) -> str:
-    if opts.launcher == "slurm":
-        return slurm.render(spec, opts.slurm_model, slurm_options(request, opts))
-    return k8s.render(spec, k8s.K8sOptions(rdma_resource=opts.rdma_resource))
-
-
 def prepare(request: TrainRequest, opts: ClusterOptions) -> tuple[JobSpec, str]:
-    """The job of ``request`` and its artifact (batch script or MPIJob), printed with ``render``; the local-image
-    warning said first (and, in an MPIJob, as its first comment). ChexstackError without ``render`` or ``submit``,
-    for ``detach`` other than a Slurm submit, and as ``job_spec``."""
+    """The job of ``request`` and its artifact (``opts.scheduler``'s batch script or MPIJob), printed with
+    ``render``; the local-image warning said first (and kept in the artifact where it can hold one). ChexstackError
+    without ``render`` or ``submit``, and as ``job_spec``."""
+    scheduler = opts.scheduler
     if not (opts.render or opts.submit):
-        raise ChexstackError("--launcher %s: add --render to print the %s or --submit to hand it to %s" % (
-            opts.launcher, *(("batch script", "sbatch") if opts.launcher == "slurm" else ("MPIJob", "kubectl"))))
-    if opts.detach and not (opts.submit and opts.launcher == "slurm"):
-        raise ChexstackError("--detach applies to --launcher slurm --submit (it returns the job id at once)")
+        raise ChexstackError("--launcher %s: add --render to print the %s or --submit to hand it to %s"
+                             % (opts.launcher, scheduler.artifact, scheduler.tool))
     spec = job_spec(request, opts)
-    text = render(spec, opts, request)
-    warning = spec.stack and local_image_warning(spec.stack, spec.image, opts.launcher)
+    text = scheduler.render(spec, request, opts)
+    warning = spec.stack and local_image_warning(spec.stack, spec.image, scheduler)
     if warning:
         warn(warning)
-        if opts.launcher == "k8s":
-            text = "# warning: %s\n%s" % (warning, text)
+        text = scheduler.mark_warning(text, warning)
     if opts.render:
         print(text, end="")
     return spec, text
@@ -229,39 +187,14 @@ def announce(spec: JobSpec) -> None:
 
 
 def follows(opts: ClusterOptions) -> bool:
-    """Whether this machine waits for the submitted job (a Slurm ``--submit`` without ``--detach``)."""
-    return opts.submit and opts.launcher == "slurm" and not opts.detach
+    """Whether this machine waits for the submitted job (a ``--submit`` to a scheduler that follows its jobs,
+    without ``--detach``)."""
+    return opts.submit and opts.scheduler.follows and not opts.detach
 
 
 def submit_job(request: TrainRequest, text: str, opts: ClusterOptions) -> str:
-    """Hand ``text`` to sbatch or kubectl, print and return the job id (ChexstackError naming a missing tool)."""
-    if opts.launcher == "slurm":
-        try:  # sbatch opens --output before the script's mkdir: create the folder when this machine sees it
-            os.makedirs(request.options.output, exist_ok=True)
-        except OSError:
-            pass
-    job = submit.submit_slurm(text) if opts.launcher == "slurm" else submit.submit_k8s(text)
+    """Hand ``text`` to ``opts.scheduler`` (sbatch, kubectl, ...), print and return the job id (ChexstackError
+    naming a missing tool)."""
+    job = opts.scheduler.submit(text, request, opts)
     console.print("submitted: [bold]%s[/]" % job)
     return job
-
-
-@contextlib.contextmanager
-def follow_plan(request: TrainRequest, spec: JobSpec, script: str) -> Iterator[Plan]:
-    """The ``Plan`` that submits ``script`` and follows the job (``python -m launch.slurmjob SCRIPT PATTERN``), for
-    the launcher to execute (``launch.local.execute``: the output lock, progress, failure explanation, results).
-    The output folder must be visible here (the shared storage the nodes see): ChexstackError otherwise, and
-    without sbatch. The script is a temporary file while the context lasts."""
-    if not shutil.which("sbatch"):
-        submit.submit_slurm(script)  # the clear "sbatch not found" error
-    request.check_paths()
-    fd, path = tempfile.mkstemp(prefix="chexstack-", suffix=".sbatch")
-    with os.fdopen(fd, "w") as f:
-        f.write(script)
-    pattern = os.path.join(request.options.output, "slurm-%j.out")
-    argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
-    try:
-        yield Plan(argv, {}, "mpi", "Open MPI's mpirun inside the Slurm allocation" if spec.stack is None
-                   else "the job script's launcher", shown="sbatch (job %s) and follow %s" % (spec.name, pattern))
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)

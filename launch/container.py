@@ -130,8 +130,7 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
 def docker_plan(request: TrainRequest, image: str, *, network: str = "host", gpus_here: int | None = None,
                 interfaces: list[str] | None = None, stack: str | None = None, as_root: bool = False) -> Plan:
     """The ``docker run`` command of ``request`` in ``image`` (ChexstackError when it cannot run), as the calling
-    user (``user_options``) unless ``as_root``."""
-    request.check().check_paths()
+    user (``user_options``) unless ``as_root``. ``request`` is checked already, once, at the seam (``launch.plan``)."""
     if network not in NETWORKS:
         raise ChexstackError("--network %r: expected one of %s" % (network, ", ".join(NETWORKS)))
     have = host.gpu_count() if gpus_here is None else gpus_here
@@ -185,10 +184,9 @@ def singularity_plan(request: TrainRequest, sif: str, as_root: bool = False) -> 
     calling user, or with ``--fakeroot`` for ``as_root`` (root is root already); ``--nv`` (the host's NVIDIA
     driver libraries and devices) only for a run with ``--gpus``: without GPUs it only warns that none are there.
     Ranks under Open MPI copy through shared memory (``facts.openmpi.SINGLE_COPY_OFF``); each gets the SIF
-    file's SHA-256 (``preflight.SIF_SHA256_ENV``) for its run record."""
+    file's SHA-256 (``preflight.SIF_SHA256_ENV``) for its run record. ``request`` is checked already, at the seam."""
     from images.sif import file_sha256, require_tool
 
-    request.check().check_paths()
     exe = require_tool()
     if not os.path.isfile(sif):
         raise ChexstackError("%s does not exist; make it with: invoke build --stack <stack> --runtime singularity"

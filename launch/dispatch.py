@@ -5,9 +5,14 @@ decide how a run starts themselves.
 A target is a function ``(request, **options) -> launch.plans.Plan`` (``TARGETS``, plain imports): ``local``
 (horovodrun here, or on ``hosts`` over ssh), ``mpirun`` (Horovod's MPI controller across ``hosts``), ``docker`` and
 ``singularity`` (the same ranks in a stack's image or SIF). Targets return plans and never import this module or the
-package face; ``launch.local.execute`` runs any plan under the output lock. ``slurm`` and ``k8s``
-(``launch.options.SCHEDULED``) render a batch script or MPIJob instead (``launch.cluster``), and a waiting Slurm
-submission is executed here like any other plan (its follower, ``launch.cluster.follow_plan``).
+package face; ``launch.local.execute`` runs any plan under the output lock. A launcher of the scheduler table
+(``launch.schedulers.SCHEDULERS``: ``slurm``, ``k8s``; ``launch.options.SCHEDULED``) renders and submits its job
+instead (``Where.cluster.scheduler``, through ``launch.cluster.prepare``), and a submission this machine waits for
+is executed here like any other plan (the scheduler's ``follow``).
+
+The request is checked once, here (``run``, ``plan``): its values (``TrainRequest.check``), and where its ranks
+start from this machine (a plan, a followed job) its data and output here (``check_paths``); no target checks it
+again.
 """
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ import os
 import shutil
 
 from chexstack.errors import ChexstackError
-from launch import cluster, container, local
-from launch.options import LAUNCHERS, SCHEDULED, TRAIN_LAUNCHERS, check_applicable, check_launcher
+from launch import cluster, container, local, schedulers
+from launch.options import HERE, TRAIN_LAUNCHERS, check_applicable, check_launcher
+from launch.options import LAUNCHERS as LAUNCHERS  # the face's (launch.LAUNCHERS)
+from launch.options import SCHEDULED as SCHEDULED
 from launch.plans import Plan
 from launch.request import TrainRequest
 
@@ -36,7 +43,7 @@ class Where:
     (``runtime`` docker or singularity; ``image``: a reference, .sqsh or SIF path instead of the stack's verified
     tag; ``network``: docker's, host or none; ``as_root``: root in the container); ``hosts``: ``host:slots`` for
     horovodrun over ssh (``local``) or Horovod's MPI (``mpirun``), ``ssh_key`` their private key; ``cluster``: the
-    scheduler's options (``launch.cluster.ClusterOptions``), for ``slurm`` and ``k8s`` only."""
+    scheduler's options (``launch.cluster.ClusterOptions``), for a launcher of the scheduler table only."""
 
     launcher: str = "local"
     stack: str | None = None
@@ -49,15 +56,25 @@ class Where:
     cluster: cluster.ClusterOptions | None = None
 
     def __post_init__(self):
-        check_launcher(self.launcher, LAUNCHERS)
-        if (self.cluster is not None) != (self.launcher in SCHEDULED):
-            raise ChexstackError("cluster options go with --launcher %s, and only there" % " or ".join(SCHEDULED))
+        check_launcher(self.launcher, HERE + schedulers.launchers())
+        if (self.cluster is not None) != schedulers.scheduled(self.launcher):
+            raise ChexstackError("cluster options go with --launcher %s, and only there"
+                                 % " or ".join(schedulers.launchers()))
 
 
 def check_hosts(launcher: str, stack: str | None, hosts: tuple[str, ...] | list[str], ssh_key: str | None) -> None:
     """The ``--hosts`` rule: hosts (and ``--ssh-key``, which needs them) go with ``--launcher local`` without a stack
-    (this Python environment on the hosts, over ssh), or with ``mpirun``. Raises ChexstackError otherwise."""
-    if launcher == "mpirun" or not (hosts or ssh_key):
+    (this Python environment on the hosts, over ssh), or with ``mpirun``, which needs them and runs no stack's
+    image. Raises ChexstackError otherwise."""
+    if launcher == "mpirun":
+        if not hosts:
+            raise ChexstackError("--launcher mpirun: give the hosts, e.g. --hosts node1:4,node2:4")
+        if stack:
+            raise ChexstackError("--stack with --launcher mpirun: containers across hosts run through a scheduler "
+                                 "(--launcher %s); --stack with --launcher local runs one host's image"
+                                 % " or ".join(schedulers.launchers()))
+        return
+    if not (hosts or ssh_key):
         return
     if launcher != "local" or stack or not hosts:
         raise ChexstackError("--ssh-key applies with --hosts" if not hosts else
@@ -71,12 +88,13 @@ def where(launcher: str = "local", given: dict | None = None, *, known: tuple[st
           **scheduler) -> Where:
     """The ``Where`` of a run, checked once: ``launcher`` one of ``known`` (default ``invoke train``'s), each option
     in ``given`` (name -> value, the ones the user set) one that applies there (``launch.options.check_applicable``),
-    ``hosts`` as ``check_hosts`` says; ``scheduler``: the ``launch.cluster.ClusterOptions`` fields, taken for
-    ``slurm`` and ``k8s`` (and checked there) and ignored otherwise. Raises ChexstackError naming the option."""
+    ``hosts`` as ``check_hosts`` says; ``scheduler``: the ``launch.cluster.ClusterOptions`` fields, taken for a
+    launcher of the scheduler table (and checked there: ``ClusterOptions.scheduler``) and ignored otherwise.
+    Raises ChexstackError naming the option."""
     check_applicable(launcher, stack, given or {}, known)
     check_hosts(launcher, stack, hosts, ssh_key)
     opts = (cluster.ClusterOptions(launcher=launcher, stack=stack, image=image, **scheduler)
-            if launcher in SCHEDULED else None)
+            if schedulers.scheduled(launcher) else None)
     return Where(launcher=launcher, stack=stack, runtime=runtime, image=image, network=network, as_root=as_root,
                  hosts=tuple(hosts), ssh_key=ssh_key, cluster=opts)
 
@@ -105,11 +123,12 @@ def _in_image(request: TrainRequest, where: Where) -> Plan:
 def plan(request: TrainRequest, where: Where) -> Plan:
     """The ``launch.plans.Plan`` that starts ``request`` (a ``launch.request.TrainRequest``) ``where`` says: in the
     stack's image with a stack, else horovodrun here or on the hosts (``local``), or Horovod's MPI across them
-    (``mpirun``). Raises ChexstackError for a scheduled launcher (it renders, ``run``) or a request the target
-    cannot run."""
-    if where.launcher in SCHEDULED:
+    (``mpirun``). The request is checked here, once (``TrainRequest.check``, ``check_paths``), not by the
+    target. Raises ChexstackError for a scheduled launcher (it renders, ``run``) or a request that cannot run."""
+    if where.cluster is not None:
         raise ChexstackError("--launcher %s goes through its scheduler: render or submit it (launch.cluster)"
                              % where.launcher)
+    request.check().check_paths()
     if where.stack:
         return _in_image(request, where)
     if where.launcher == "mpirun":
@@ -118,15 +137,17 @@ def plan(request: TrainRequest, where: Where) -> Plan:
 
 
 def _scheduled(request: TrainRequest, opts: cluster.ClusterOptions) -> dict | str | None:
-    """Render the job (printed with ``--render``); with ``--submit`` submit it and return the job id, or, for a
-    Slurm job this machine waits for, execute its follower and return metrics.json."""
-    spec, text = cluster.prepare(request, opts)
+    """Render the job of ``opts.scheduler`` (printed with ``--render``); with ``--submit`` submit it and return
+    the job id, or, for a job this machine waits for, execute its follower and return metrics.json (its output
+    checked here first: ``check_paths``)."""
+    spec, text = cluster.prepare(request.check(), opts)
     if not opts.submit:
         return None
     cluster.announce(spec)
     if cluster.follows(opts):
-        with cluster.follow_plan(request, spec, text) as follower:
-            return local.execute(request, follower, cwd=cluster.REPO_ROOT)
+        request.check_paths()
+        with opts.scheduler.follow(request, spec, text) as follower:
+            return local.execute(request, follower, cwd=local.REPO_ROOT)
     return cluster.submit_job(request, text, opts)
 
 

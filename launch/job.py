@@ -6,12 +6,14 @@ or an MPIJob, so both launch the same stack the same way.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
 from images.naming import IN_IMAGE_HOME
+from trainer.preflight import SYNTHETIC
 
 #: How every launcher starts the trainer inside a stack image (``trainer/`` lives in ``IN_IMAGE_HOME``).
 TRAINER_COMMAND = ("python", "-m", "trainer")
@@ -87,3 +89,25 @@ def layout(world_size: int, per_node: int) -> tuple[int, int]:
         raise ChexstackError("%d ranks cannot be spread evenly over %d nodes of %d slots; choose a multiple of %d "
                              "or at most %d" % (world_size, nodes, per_node, nodes, per_node))
     return nodes, world_size // nodes
+
+
+def cluster_path(launcher: str, option: str, path: str | None) -> str | None:
+    """``path`` as given when it is absolute (a path the cluster's nodes see), None or ``synthetic``. Raises
+    ChexstackError for a relative path: resolved here it would name a folder of this machine (the reviewer's
+    hostPath ``/work/fresh/runs/train``)."""
+    cluster_paths(launcher, [(option, path)])
+    return path
+
+
+def cluster_paths(launcher: str, paths: list[tuple[str, str | None]]) -> None:
+    """``cluster_path`` of every (option, path) at once: one ChexstackError naming each relative path, so that
+    one fix is enough."""
+    bad = [(o, p) for o, p in paths if not (p is None or p == SYNTHETIC or os.path.isabs(p))]
+    if not bad:
+        return
+    raise ChexstackError("--launcher %s: %s %s relative to this machine; give the absolute path%s the cluster's "
+                         "nodes see (shared storage), e.g. %s" % (
+                             launcher, ", ".join("%s %s" % b for b in bad), "is a path" if len(bad) == 1
+                             else "are paths", "" if len(bad) == 1 else "s",
+                             " ".join("%s /shared/chexstack/%s" % (o, p.rstrip("/").rsplit("/", 1)[-1] or "x")
+                                      for o, p in bad)))

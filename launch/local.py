@@ -53,10 +53,10 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     ``hosts``: ``["node1:2", "node2:2"]`` — horovodrun starts the ranks there over ssh (run from one of them, so
     the network interface it finds common to all hosts is also this machine's: Horovod picks the Gloo rendezvous
     address and MPI's ``btl_tcp_if_include`` by interface name); the Python, the checkout and the data must be at
-    the same paths on every host (shared storage). The GPU count is then not this machine's to check."""
+    the same paths on every host (shared storage). The GPU count is then not this machine's to check. ``request``
+    is checked already, once, at the seam (``launch.plan``)."""
     if hosts and request.np is None and request.gpus == 0:  # CPU ranks: one per slot of the hosts
         request = dataclasses.replace(request, np=sum(slots(h) for h in hosts))
-    request.check().check_paths()
     have = host.gpu_count() if gpus_here is None else gpus_here
     if hosts:
         have = request.gpus

@@ -21,17 +21,19 @@ import inspect
 from typing import Callable
 
 from chexstack.errors import ChexstackError
+from launch import schedulers
 
-#: Where a run goes, the one list of the names: ``local`` (horovodrun here, or on ``--hosts`` over ssh; with
-#: ``--stack`` in the stack's image), ``mpirun`` (Horovod's MPI controller across ``--hosts``: ``invoke bench``'s
-#: name for what ``invoke train`` writes ``--hosts H --controller mpi``), ``slurm`` (a batch script), ``k8s`` (an
-#: MPIJob).
-LAUNCHERS = ("local", "mpirun", "slurm", "k8s")
-#: The launchers that go through a scheduler (a batch script or MPIJob rendered, submitted); the others run from
-#: this machine and wait for the ranks.
-SCHEDULED = LAUNCHERS[2:]
+#: The launchers that run from this machine and wait for the ranks: ``local`` (horovodrun here, or on ``--hosts``
+#: over ssh; with ``--stack`` in the stack's image), ``mpirun`` (Horovod's MPI controller across ``--hosts``:
+#: ``invoke bench``'s name for what ``invoke train`` writes ``--hosts H --controller mpi``).
+HERE = ("local", "mpirun")
+#: The launchers that go through a scheduler (a batch script or MPIJob rendered, submitted): the ones of the
+#: scheduler table, ``launch.schedulers.SCHEDULERS`` (``slurm``: a batch script, ``k8s``: an MPIJob).
+SCHEDULED = schedulers.launchers()
+#: Where a run goes, the one list of the names.
+LAUNCHERS = HERE + SCHEDULED
 #: ``invoke train``'s launchers (its ``mpirun`` is ``--hosts`` with ``--controller mpi``).
-TRAIN_LAUNCHERS = tuple(name for name in LAUNCHERS if name != "mpirun")
+TRAIN_LAUNCHERS = HERE[:1] + SCHEDULED
 
 #: option -> the launchers it applies to.
 LAUNCHERS_OF = {

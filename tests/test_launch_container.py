@@ -63,13 +63,21 @@ def test_gpus_are_passed_only_when_present(tmp_path):
 def test_bad_network_and_missing_data(tmp_path):
     with pytest.raises(ChexstackError, match="--network 'bridge'"):
         docker_plan(_request(tmp_path), "img", network="bridge", gpus_here=0, interfaces=["eth0"])
+    # the request's paths are checked once, at the seam (launch.plan), before any target
     with pytest.raises(ChexstackError, match="--images .*/nope: no such directory"):
-        docker_plan(_request(tmp_path, images=str(tmp_path / "nope")), "img", gpus_here=0, interfaces=["eth0"])
+        in_image(_request(tmp_path, images=str(tmp_path / "nope")))
     with pytest.raises(ChexstackError, match="--labels .*/nope.csv: no such file"):
-        docker_plan(_request(tmp_path, labels=str(tmp_path / "nope.csv")), "img", gpus_here=0, interfaces=["eth0"])
+        in_image(_request(tmp_path, labels=str(tmp_path / "nope.csv")))
     (tmp_path / "file").write_text("x")
     with pytest.raises(ChexstackError, match="--output .*/file is a file, not a folder"):
-        docker_plan(_request(tmp_path, output=str(tmp_path / "file")), "img", gpus_here=0, interfaces=["eth0"])
+        in_image(_request(tmp_path, output=str(tmp_path / "file")))
+
+
+def in_image(req):
+    """The plan of ``req`` in the cpu stack's image through the seam (``launch.plan``: checked there first)."""
+    import launch
+
+    return launch.plan(req, launch.where(stack="cpu"))
 
 
 def test_singularity_without_the_tool(tmp_path, monkeypatch):
@@ -163,7 +171,7 @@ def test_an_image_that_is_not_built_is_named_never_pulled(tmp_path, client):
 
 def test_a_label_folder_given_as_the_label_file_is_named_as_such(tmp_path):
     with pytest.raises(ChexstackError, match=r"--labels .*: a directory; expected the label file"):
-        docker_plan(_request(tmp_path, labels=str(tmp_path)), "img", gpus_here=0, interfaces=["eth0"])
+        in_image(_request(tmp_path, labels=str(tmp_path)))
 
 
 # --- runs in an image write as the calling user (issue 15) ------------------------------------------------------
