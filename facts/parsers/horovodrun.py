@@ -371,3 +371,29 @@ def _horovod_import_run(argv: tuple, env: dict) -> bool:
 #: a recorded import of Horovod or launch of its ranks -> ``tf_mismatch`` of its output (None: it says nothing of
 #: the TensorFlow Horovod was built for)
 HOROVOD_IMPORT = Observation(None, _horovod_import_run, lambda run: tf_mismatch(run.output))
+
+
+def rank_hosts(command: str | None) -> list[str] | None:
+    """Each rank's host, by rank, as the first launcher of a launch command line places them (``mpirun -np 2 -H
+    a:1,b:1 ...`` -> ``["a", "b"]``): Open MPI's and horovodrun's default mapping fills a host's slots before the
+    next host's (Open MPI's mpirun(1), "--map-by slot", the default for up to 2 ranks and for -H with slots); a host
+    without ``:slots`` has one slot under mpirun. None where the line does not say: no ``-H``, a hostfile, a mapping
+    option (``--map-by``, ``-npernode``), srun, or fewer slots than ranks."""
+    for c in simple_commands((command,)) if command else []:
+        if c.name not in _MPI_LAUNCHERS:
+            continue
+        opts = _options(c.argv[1:])
+        hosts = _first(opts, _HOST_OPTIONS)
+        if hosts is None or any(o in opts for o in _PER_NODE_OPTIONS + ("--map-by", "-map-by", "-bynode",
+                                                                         "--bynode", "--rank-by")):
+            return None
+        placed: list[str] = []
+        for entry in (h for h in hosts.split(",") if h):
+            name, colon, slots = entry.partition(":")
+            count = _int(slots) if colon else (1 if c.name != "horovodrun" else None)
+            if count is None:
+                return None
+            placed += [name] * count
+        world = _int(_first(opts, _NP_OPTIONS)) or len(placed)
+        return placed[:world] if world <= len(placed) else None
+    return None
