@@ -25,7 +25,7 @@ import signal
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
 from facts.parsers.container import classify_container_fatal, classify_runtime_error
-from facts.parsers.faults import KIND, FaultLine, FaultScanner
+from facts.parsers.faults import KIND, FaultLine, FaultScanner, split_rank
 from facts.parsers.horovod import version_mismatch
 from facts.parsers.horovod_stall import Stall
 from facts.parsers.mpi import LaunchFailure, classify_launch
@@ -119,8 +119,7 @@ class OutputReader:
         if _NCCL_LINE.search(line) and (len(self.nccl) < NCCL_KEEP or _NCCL_WARN.search(line)
                                         and len(self.nccl) < 2 * NCCL_KEEP):
             self.nccl.append(line)
-        m = hr.RANK_LINE.match(line)
-        rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
+        rank, text = split_rank(line)  # every launcher's prefix: mpirun's, horovodrun's, srun --label's
         if rank is not None:
             self.rank_tails.setdefault(rank, collections.deque(maxlen=RANK_TAIL_LINES)).append(text)
             if self.first_exception is None and hr.is_cause(text):
@@ -635,7 +634,7 @@ def stall_diagnosis(outcome: Outcome) -> str | None:
                         for ready, tensors in groups if ready)
     return "%s; %s%s [HOROVOD_STALL]; %s" % (
         head, missing or "stalled: %s" % _names(stall.tensors()),
-        ", %s none of them" % _rank_names(outcome, idle) if idle else "", FAULT_REMEDY["HOROVOD_STALL"])
+        "; %s submitted none of them" % _rank_names(outcome, idle) if idle else "", FAULT_REMEDY["HOROVOD_STALL"])
 
 
 def _container_part(outcome: Outcome, fault: FaultLine) -> tuple[str, str]:
@@ -728,18 +727,22 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
     reason = rank_reason(outcome) if live else None
     first = first_fault_diagnosis(outcome) if live and not not_launched and not pyxis else None
     fault = outcome.first_fault
-    if first is not None and fault is not None and outcome.stall is None and (
-            fault.consequence and (outcome.first_failure or reason) or reason and _said_in(fault.text, reason) and (
-                outcome.first_failure is None or fault.rank in (None, outcome.first_failure[0]))):
-        first = None  # the rank's reason or its exit is the first fault: said in its place
     causes = [p for p in (nccl_diagnosis(outcome), runtime_diagnosis(outcome, reason)) if p] if live else []
+    gloo_crash = controller == "gloo" and (outcome.first_failure or (0, 0))[1] in (139, -11)
+    named = first is not None and (first.classified or bool(causes) or gloo_crash)  # a part names the cause
+    shown_reason = reason
+    if first is not None and fault is not None and outcome.stall is None:
+        if fault.consequence and (outcome.first_failure or reason):
+            first = None  # the launcher's summary is said as the first rank's exit
+        elif reason and _said_in(fault.text, reason) and (
+                outcome.first_failure is None or fault.rank in (None, outcome.first_failure[0])):
+            if named or fault.kind == "exception":
+                first = None  # the rank's reason (its exception, the trainer's error) is the first fault
+            else:
+                shown_reason = None  # said as the unclassified first fault
     said_first = first is not None and first.said
     if first is not None:
-        gloo_crash = controller == "gloo" and (outcome.first_failure or (0, 0))[1] in (139, -11)
-        if first.classified or causes or gloo_crash:  # a part names the cause and its fix
-            parts.append(first.text)
-        else:
-            parts.append("%s%s; %s" % (UNCLASSIFIED, first.text, first.next_step))
+        parts.append(first.text if named else "%s%s; %s" % (UNCLASSIFIED, first.text, first.next_step))
     then = "what followed from it: " if first is not None else ""
     if outcome.interrupted is not None:
         parts.append("interrupted by %s" % signal.Signals(outcome.interrupted).name)
@@ -749,7 +752,7 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
             then, rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code,
             hr.describe_code(code)))
     if live:
-        parts += [p for p in (reason,) + tuple(causes) if p]
+        parts += [p for p in (shown_reason,) + tuple(causes) if p]
     if outcome.lost_host and live:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (

@@ -123,6 +123,7 @@ KIND = {k.name: k for k in KINDS}
 #: (facts.parsers.horovodrun reads a rank's reason with the same shape).
 _EXCEPTION = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Failure)|KeyboardInterrupt)"
                         r"(?::\s.*)?|\S[^:\s]*: error: .*)$")
+_PYTHON_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 
 #: Lines that only restate another rank's failure, or the launcher's summary of it: never the cause while a fault
 #: line comes before them. Horovod's shutdown of every rank once one failed ("Horovod has been shut down. This was
@@ -165,9 +166,9 @@ def classify_line(text: str) -> tuple[str, bool] | None:
     for kind in KINDS:
         if any(p.search(text) for p in kind.patterns):
             return kind.name, consequence
-    if _EXCEPTION.match(text):
-        return "exception", consequence
-    return ("exit", True) if consequence else None
+    if consequence:  # a rank's exception raised because another failed, else the launcher's summary
+        return ("exception" if _PYTHON_EXCEPTION.match(text) else "exit"), True
+    return ("exception", False) if _EXCEPTION.match(text) else None
 
 
 #: How many fault lines a scanner keeps (the first ones; counts go on): a long run's repeated warnings must not be

@@ -67,11 +67,12 @@ class Stall:
         return self.ranks(world) - self.missing.get(tensor, frozenset())
 
     def by_ready(self, world: int | None = None) -> list[tuple[frozenset[int], list[str]]]:
-        """The tensors grouped by the ranks ready for them (first-seen order)."""
+        """The tensors grouped by the ranks ready for them (the group of the lowest rank first; tensors in
+        first-seen order)."""
         groups: dict[frozenset[int], list[str]] = {}
         for tensor in self.tensors():
             groups.setdefault(self.ready_ranks(tensor, world), []).append(tensor)
-        return list(groups.items())
+        return sorted(groups.items(), key=lambda item: (min(item[0], default=1 << 30), sorted(item[0])))
 
     def mismatch(self, world: int | None = None) -> bool:
         """Some rank is ready on a tensor another rank never submitted while that other rank is ready on one the first

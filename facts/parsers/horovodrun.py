@@ -39,6 +39,13 @@ _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
 _MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
 _PROCESS_NAME = re.compile(r"Process name:\s*(?:\[\[\d+,\d+\],)?(\d+)\]?")
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
+#: srun's report of a task that failed (``srun: error: node1: task 1: Exited with exit code 2``, ``...: tasks 0-3:
+#: Killed``, ``... task 0: Segmentation fault (core dumped)``; Slurm's src/srun/srun_job.c): group 1 the node, 2 the
+#: (first) task, 3 the exit code or 4 the signal's words
+_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? (\d+)(?:[-,][\d,-]*)?: (?:Exited with exit code (\d+)|"
+                        r"(Killed|Segmentation fault|Aborted|Bus error|Terminated))")
+#: the signal of srun's words for a task a signal ended
+_SRUN_SIGNALS = {"Killed": 9, "Segmentation fault": 11, "Aborted": 6, "Bus error": 7, "Terminated": 15}
 #: the last line of a Python traceback (``OSError: ...``, ``tensorflow.python.framework.errors_impl.XError: ...``),
 #: CPython's fatal-error line, or an argparse-style ``prog: error: ...`` line
 _EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|"
@@ -112,7 +119,7 @@ def is_optional_library(name: str) -> bool:
 
 
 class Failures:
-    """Finds the first failing rank and its exit code in horovodrun/mpirun output, fed one line at a time.
+    """Finds the first failing rank and its exit code in horovodrun/mpirun/srun output, fed one line at a time.
 
     ``first``: (rank, exit code) once seen, a signal ``N`` as ``128 + N``; ``host``: where that rank ran, when
     mpirun says (its signal report), else None.
@@ -130,6 +137,9 @@ class Failures:
         if m := _GLOO_EXIT.search(line):
             if int(m.group(2)) != 0:
                 self.first = (int(m.group(1)), int(m.group(2)))
+        elif (m := _SRUN_TASK.match(line)) and m.group(3) != "0":
+            self.first = (int(m.group(2)), int(m.group(3)) if m.group(3) else 128 + _SRUN_SIGNALS[m.group(4)])
+            self.host = m.group(1)
         elif m := _MPI_SIGNAL.search(line):
             self.first = (int(m.group(1)), 128 + int(m.group(3)))
             self.host = m.group(2)
