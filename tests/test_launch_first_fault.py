@@ -295,3 +295,12 @@ def test_each_ranks_host_from_the_launch_command():
     assert rank_hosts("horovodrun -np 3 -H a:2,b:2 python x.py") == ["a", "a", "b"]
     assert rank_hosts("mpirun -np 4 --map-by ppr:2:node -H a,b python x.py") is None
     assert rank_hosts("mpirun -np 4 --hostfile h python x.py") is None
+
+
+def test_every_remedy_table_is_keyed_by_catalogued_codes():
+    """One code family, one meaning (validate/catalogue.py), whichever table gives its fix."""
+    from validate.catalogue import CODES
+
+    for table in (failure.LAUNCH_REMEDY, failure.GPU_LAUNCH_REMEDY, failure.NCCL_REMEDY, failure.RUNTIME_REMEDY,
+                  failure.PYXIS_REMEDY, failure.FAULT_REMEDY):
+        assert set(table) <= set(CODES), set(table) - set(CODES)
