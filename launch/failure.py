@@ -734,12 +734,11 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
     if first is not None and fault is not None and outcome.stall is None:
         if fault.consequence and (outcome.first_failure or reason):
             first = None  # the launcher's summary is said as the first rank's exit
-        elif reason and _said_in(fault.text, reason) and (
-                outcome.first_failure is None or fault.rank in (None, outcome.first_failure[0])):
-            if named or fault.kind == "exception":
+        elif reason and _said_in(fault.text, reason):
+            if fault.kind == "exception":
                 first = None  # the rank's reason (its exception, the trainer's error) is the first fault
             else:
-                shown_reason = None  # said as the unclassified first fault
+                shown_reason = None  # the first fault's part quotes it, with its kind
     said_first = first is not None and first.said
     if first is not None:
         parts.append(first.text if named else "%s%s; %s" % (UNCLASSIFIED, first.text, first.next_step))

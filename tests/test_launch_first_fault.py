@@ -304,3 +304,17 @@ def test_every_remedy_table_is_keyed_by_catalogued_codes():
     for table in (failure.LAUNCH_REMEDY, failure.GPU_LAUNCH_REMEDY, failure.NCCL_REMEDY, failure.RUNTIME_REMEDY,
                   failure.PYXIS_REMEDY, failure.FAULT_REMEDY):
         assert set(table) <= set(CODES), set(table) - set(CODES)
+
+
+@pytest.mark.parametrize("line,fix", [
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", "the GPU is busy"),
+    ("tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: cudaGetErrorString "
+     "symbol not found.", "run invoke validate on that node"),
+    ("RuntimeError: No CUDA GPUs are available", "the rank sees no GPU"),
+])
+def test_a_ranks_cuda_exception_is_named_with_its_code_and_fix(tmp_path, line, fix):
+    """The CUDA failure is the rank's own exception here: it is named once, as the first fault, with its code."""
+    out = explained(tmp_path, "\n".join(["[1,1]<stderr>:" + line, "[1,0]<stderr>:" + HOROVOD_AFTER]) + "\n" + BANNER)
+    assert parts(out)[0] == "the first fault (rank 1, line 1): `%s`, a GPU could not be initialised " \
+                            "[CUDA_INIT_FAILED]" % line, out
+    assert fix in out and out.count(line) == 1
