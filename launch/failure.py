@@ -9,6 +9,13 @@ not load, and for exit 139 under Gloo the loopback cause (``launch.controller.GL
 were on loopback, else a segfault of the rank (``gloo_segfault``). The output itself is read by
 ``facts.parsers.horovodrun``; the full output stays in the log.
 
+The first anomaly comes first (``first_fault_diagnosis``): the earliest fault-class line on any rank, read in time
+order behind every launcher's prefix (``facts.parsers.faults``: a container that did not start, a GPU, MPI, memory,
+NCCL, an exception, a crash, a kill), or Horovod's stall warnings, a hang of their own (``stall_diagnosis``,
+``facts.parsers.horovod_stall``); what only follows from it (Horovod's shutdown on the other ranks, Open MPI's
+banner, the first rank to exit) is said after it. A log with a fault-class line is never "no failure found": a
+first fault no part explains is an "unclassified failure", the line quoted with its kind's next step.
+
 A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
 that tells the causes apart and its cause (``facts.parsers.mpi.classify_launch``, the classifier validate's
 ``mpi.launch`` uses too) with that cause's remedy (``LAUNCH_REMEDY``, ``launch_diagnosis``), never by the last lines
@@ -833,7 +840,8 @@ def explain_log(path: str) -> str:
     starting with its ``$ command`` line (``facts.parsers.horovodrun.RUN_START``): the last run is explained. The
     exit status is not in a log; the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``).
     A run a signal stopped is said so (``interrupted_explanation``), a run the trainer reported done or a log without
-    a failure in it says so ("no failure ..."), else the failure message (``explain_failure``). ChexstackError when
+    a failure and without any fault-class line (``facts.parsers.faults``) says so ("no failure ..."), else the
+    failure message (``explain_failure``; a hang for Horovod's stall warnings). ChexstackError when
     the file cannot be read or is not text (a NUL byte)."""
     import io
 

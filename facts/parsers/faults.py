@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from facts.parsers.horovod_stall import StallReader
+from facts.parsers.horovodrun import EXCEPTION_LINE
 
 #: The prefixes a launcher puts before a rank's line, tried in order; group ``rank`` the rank:
 #: Open MPI's ``--tag-output`` (``[1,0]<stderr>:``; Open MPI 5/PRRTE ``[prterun-n1-123@1,0]<stderr>:``), horovodrun's
@@ -119,10 +120,6 @@ KINDS: tuple[Kind, ...] = (
 )
 KIND = {k.name: k for k in KINDS}
 
-#: The last line of a Python traceback, CPython's fatal-error line, or an argparse-style ``prog: error: ...`` line
-#: (facts.parsers.horovodrun reads a rank's reason with the same shape).
-_EXCEPTION = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Failure)|KeyboardInterrupt)"
-                        r"(?::\s.*)?|\S[^:\s]*: error: .*)$")
 _PYTHON_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 
 #: Lines that only restate another rank's failure, or the launcher's summary of it: never the cause while a fault
@@ -168,7 +165,7 @@ def classify_line(text: str) -> tuple[str, bool] | None:
             return kind.name, consequence
     if consequence:  # a rank's exception raised because another failed, else the launcher's summary
         return ("exception" if _PYTHON_EXCEPTION.match(text) else "exit"), True
-    return ("exception", False) if _EXCEPTION.match(text) else None
+    return ("exception", False) if EXCEPTION_LINE.match(text) else None
 
 
 #: How many fault lines a scanner keeps (the first ones; counts go on): a long run's repeated warnings must not be
@@ -207,7 +204,3 @@ class FaultScanner:
         elif self.first is None:
             self.first = fault
         return fault
-
-    def same(self, fault: FaultLine) -> list[FaultLine]:
-        """The kept lines with ``fault``'s text (the same failure on several ranks)."""
-        return [f for f in self.lines if f.text == fault.text]

@@ -48,8 +48,9 @@ _SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? (\d+)(?:[-,][\d,-]*)?: (?:
 _SRUN_SIGNALS = {"Killed": 9, "Segmentation fault": 11, "Aborted": 6, "Bus error": 7, "Terminated": 15}
 #: the last line of a Python traceback (``OSError: ...``, ``tensorflow.python.framework.errors_impl.XError: ...``),
 #: CPython's fatal-error line, or an argparse-style ``prog: error: ...`` line
-_EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|"
-                             r"KeyboardInterrupt|SystemExit)(?::\s.*)?|Fatal Python error: .*|\S[^:]*: error: .*)$")
+EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|"
+                            r"KeyboardInterrupt|SystemExit)(?::\s.*)?|Fatal Python error: .*|\S[^:]*: error: .*)$")
+_EXCEPTION_LINE = EXCEPTION_LINE
 #: horovodrun's own summary exception, which only restates the first failing rank and its code
 _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes exited"
 #: exceptions a rank raises only because another rank failed first (Horovod stops every rank's collectives)
