@@ -598,8 +598,15 @@ def _rank_names(outcome: Outcome, ranks) -> str:
     ranks = sorted(ranks)
     hosts = outcome.hosts or hr.rank_hosts(outcome.command) or []
     named = [h for r in ranks for h in hosts[r:r + 1]]
-    where = " (%s)" % ", ".join(dict.fromkeys(named)) if len(named) == len(ranks) and named else ""
-    return "rank%s %s%s" % ("s" if len(ranks) > 1 else "", ", ".join(map(str, ranks)), where)
+    where = " (%s)" % ", ".join(dict.fromkeys(named)) if len(named) == len(ranks) and len(named) <= 8 else ""
+    runs: list[list[int]] = []
+    for r in ranks:  # 0, 1, 2, 3, 5 -> 0-3, 5
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    spans = ["%d-%d" % (run[0], run[-1]) if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    return "rank%s %s%s" % ("s" if len(ranks) > 1 else "", ", ".join(spans), where)
 
 
 def _where(outcome: Outcome, fault: FaultLine) -> str:
@@ -646,13 +653,14 @@ def stall_diagnosis(outcome: Outcome) -> str | None:
 
 def _container_part(outcome: Outcome, fault: FaultLine) -> tuple[str, str]:
     """(text, code) of a first fault of kind ``container_start``: the FATAL line quoted, how many ranks it hit."""
-    same = [f for f in outcome.fault_lines if f.kind == "container_start" and f.text == fault.text]
-    ranks = {f.rank for f in same if f.rank is not None}
-    hit = len(ranks) if ranks else len(same)
-    world = _world(outcome)
     per_rank = fault.text.startswith(("FATAL", "ERROR"))  # Apptainer/Singularity: one container per rank
     code = classify_container_fatal(fault.text) if per_rank else next(
         iter(classify_runtime_error("\n".join([fault.text] + outcome.launcher_lines))), "CONTAINER_START_FAILED")
+    same = [f for f in outcome.fault_lines if f.kind == "container_start" and not f.consequence and (
+        classify_container_fatal(f.text) == code if per_rank else f.text == fault.text)]  # paths differ per rank
+    ranks = {f.rank for f in same if f.rank is not None}
+    hit = len(ranks) if ranks else len(same)
+    world = _world(outcome)
     text = "the ranks' containers never started (a container start failure on the node, before any training): " \
         "`%s` (%s)" % (fault.text, _where(outcome, fault))
     if per_rank or ranks:

@@ -318,3 +318,16 @@ def test_a_ranks_cuda_exception_is_named_with_its_code_and_fix(tmp_path, line, f
     assert parts(out)[0] == "the first fault (rank 1, line 1): `%s`, a GPU could not be initialised " \
                             "[CUDA_INIT_FAILED]" % line, out
     assert fix in out and out.count(line) == 1
+
+
+def test_fatal_lines_of_tagged_ranks_count_the_ranks_they_hit(tmp_path):
+    """Under mpirun --tag-output each rank's FATAL carries its rank (and its own session folder): the ranks are
+    counted, not the lines; the world size from -np."""
+    fatal = ("FATAL:   container creation failed: mount /proc/self/fd/3->/var/lib/apptainer/mnt/session/%d/rootfs "
+             "error: while mounting image /proc/self/fd/3: failed to find loop device: could not attach image file to "
+             "loop device: no loop devices available")
+    lines = ["$ mpirun -np 8 --tag-output apptainer exec --nv /shared/chexstack.sif python -m trainer"]
+    lines += ["[1,%d]<stderr>:%s" % (rank, fatal % rank) for rank in (3, 5, 5, 6)]
+    out = explained(tmp_path, "\n".join(lines) + "\n" + BANNER.replace("],0]", "],3]").replace("1\n--", "255\n--"))
+    assert "(rank 3, line 2) on 3 of 8 ranks" in out and "[APPTAINER_NO_LOOP_DEVICE]" in out
+    assert "what followed from it: rank 3 exited first, with code 255" in out
