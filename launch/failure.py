@@ -32,7 +32,7 @@ import signal
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
 from facts.parsers.container import classify_container_fatal, classify_runtime_error
-from facts.parsers.faults import KIND, FaultLine, FaultScanner, split_rank
+from facts.parsers.faults import CONSEQUENCES, KIND, FaultLine, FaultScanner, split_rank
 from facts.parsers.horovod import version_mismatch
 from facts.parsers.horovod_stall import Stall
 from facts.parsers.mpi import LaunchFailure, classify_launch
@@ -754,6 +754,8 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
                 first = None  # the rank's reason (its exception, the trainer's error) is the first fault
             else:
                 shown_reason = None  # the first fault's part quotes it, with its kind
+    if first is not None and shown_reason and CONSEQUENCES.search(shown_reason):
+        shown_reason = None  # another rank's failure restated: what followed is said by the first rank's exit
     said_first = first is not None and first.said
     if first is not None:
         parts.append(first.text if named else "%s%s; %s" % (UNCLASSIFIED, first.text, first.next_step))

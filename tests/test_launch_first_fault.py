@@ -331,3 +331,18 @@ def test_fatal_lines_of_tagged_ranks_count_the_ranks_they_hit(tmp_path):
     out = explained(tmp_path, "\n".join(lines) + "\n" + BANNER.replace("],0]", "],3]").replace("1\n--", "255\n--"))
     assert "(rank 3, line 2) on 3 of 8 ranks" in out and "[APPTAINER_NO_LOOP_DEVICE]" in out
     assert "what followed from it: rank 3 exited first, with code 255" in out
+
+
+def test_a_stall_horovod_shut_down_is_the_cause_of_the_exits_after_it(tmp_path):
+    """HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: the stall, then Horovod's shutdown of the ranks and their exits; the stall
+    is named first, the shutdown is no reason of its own."""
+    lines = ["$ horovodrun -np 2 -H a:1,b:1 python train.py", NEW_FORMAT[0], NEW_FORMAT[1],
+             "[0]<stderr>:1!: [allreduce.noname.7]",
+             '[0]<stderr>:One or more rank (marked by "!") is stalled for longer than 120 seconds. Will shutdown.',
+             "[0]<stderr>:" + HOROVOD_AFTER.replace("tensorflow.python.framework.errors_impl.UnknownError",
+                                                    "horovod.common.exceptions.HorovodInternalError"),
+             "Process 0 exit with status code 1."]
+    out = explained(tmp_path, "\n".join(lines) + "\n")
+    assert out.startswith("training failed (from its log); the ranks hung in a collective")
+    assert "rank 0 (a) submitted allreduce.noname.7; rank 1 (b) submitted none of them [HOROVOD_STALL]" in out
+    assert out.split("\n")[0].endswith("what followed from it: rank 0 exited first, with code 1")
