@@ -563,6 +563,9 @@ CUDA_INIT_REMEDY = (
      "the nvidia module or reboot the node [NVML_DRIVER_LIBRARY_MISMATCH]"),
 )
 CUDA_INIT_DEFAULT = "run invoke validate on that node (its GPU checks make a CUDA context on every GPU)"
+#: The out-of-memory killer's lines: the kernel's (``Out of memory: Killed process N``, mm/oom_kill.c), a memory
+#: cgroup's, Slurm's (``Detected 1 oom-kill event(s)``; srun's ``task 1: Out Of Memory``)
+_OOM_KILLER = re.compile(r"oom[-_]kill|Out of memory: |Killed process|: task \d+: Out Of Memory", re.I)
 #: What to do next for a first fault of a kind the message names no cause for (an unclassified failure).
 KIND_NEXT_STEP = {
     "crash": "rerun with PYTHONFAULTHANDLER=1 for the Python stack of the crash and read the rank's lines before it; "
@@ -706,7 +709,7 @@ def first_fault_diagnosis(outcome: Outcome) -> FirstFault | None:
             return FirstFault("%s [CUDA_DRIVER_TOO_OLD]" % first, True, True)  # runtime_diagnosis gives the fix
         remedy = next((fix for rx, fix in CUDA_INIT_REMEDY if rx.search(fault.text)), None)
         return FirstFault("%s [CUDA_INIT_FAILED]; %s" % (first, remedy or CUDA_INIT_DEFAULT), True, remedy is not None)
-    if fault.kind == "out_of_memory" and re.search(r"oom[-_]kill|Out of memory: |Killed process", fault.text, re.I):
+    if fault.kind == "out_of_memory" and _OOM_KILLER.search(fault.text):
         return FirstFault("%s: the out-of-memory killer [HOST_OUT_OF_MEMORY]; %s" % (
             first, FAULT_REMEDY["HOST_OUT_OF_MEMORY"]), True, True)
     return FirstFault(first, False, False, KIND_NEXT_STEP[fault.kind])
