@@ -798,8 +798,10 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None,
     parts, reason, said = _diagnoses(outcome, controller, gpus)
     header = origin or ("horovodrun exit status %d" % outcome.returncode if outcome.returncode is not None
                         else "from its log")
-    ended = "the trainer refused its input" if refusal(outcome) is not None else "%s %s" % (
-        what, "hung" if hung(outcome) else "failed")
+    fault = outcome.first_fault
+    how = "hung" if hung(outcome) else "did not start" if fault is not None and fault.kind == "container_start" and \
+        outcome.stall is None else "failed"
+    ended = "the trainer refused its input" if refusal(outcome) is not None else "%s %s" % (what, how)
     message = "; ".join(["%s (%s)" % (ended, header)] + parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None and not said:
         failing = outcome.first_failure[0] if outcome.first_failure else None

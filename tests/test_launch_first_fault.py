@@ -55,6 +55,7 @@ def parts(out: str) -> list[str]:
 
 def test_45_containers_that_never_started_for_want_of_loop_devices(tmp_path):
     out = explained(tmp_path, transcript("45"))
+    assert out.startswith("training did not start (from its log; ")
     fatal = ("FATAL:   container creation failed: mount /proc/self/fd/3->/usr/local/var/singularity/mnt/session/rootfs "
              "error: while mounting image /proc/self/fd/3: failed to find loop device: could not attach image file to "
              "loop device: no loop devices available")
