@@ -27,7 +27,7 @@ repeats one point) and ``figure1.png`` / ``.csv`` / ``.md`` beside them.
 
 Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated system, counts the
 hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1) naming the system, repeat and log
-when a run fails.
+when a run fails, with what ``invoke train --explain`` says of that log (its first fault, cause and fix).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from chexstack.tools import run as run_tool
 from facts import host
-from launch import k8s, slurmjob, submit
+from launch import failure, k8s, slurmjob, submit
 from launch.cluster import ClusterOptions, cluster_path
 from launch.job import layout
 from launch.pods import PodJob, PodNetwork
@@ -221,6 +221,15 @@ def mpijobs(req: StudyRequest, repeat: int, root: Path) -> tuple[list[dict], Pat
     return [k8s.mpijob(spec, k8s.K8sOptions(nodes=req.hosts[:spec.nodes])) for spec in specs], folder
 
 
+def _explained(log: Path) -> str:
+    """What ``invoke train --explain`` says of a repeat's log (``launch.failure.explain_log``: the first fault on any
+    rank, its cause and fix), or why it cannot say."""
+    try:
+        return failure.explain_log(str(log))
+    except ChexstackError as e:
+        return "(%s)" % e
+
+
 def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path) -> Path:
     """One repeat of a Slurm system: its batch job submitted and followed to its end; returns the repeat's folder.
     ChexstackError (exit 1) when the job ends other than COMPLETED."""
@@ -231,9 +240,9 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path) -> Path:
     with open(folder / "follow.log", "w") as out:
         state = slurmjob.follow(job_id, str(log), out=out)
     if state.state != "COMPLETED":
-        raise ChexstackError("%s, repeat %d: Slurm job %s %s on %s (exit code %s); see %s"
-                             % (system, repeat, job_id, state.state, state.nodes or "no node", state.exit_code, log),
-                             exit_code=ExitCode.FAILED)
+        raise ChexstackError("%s, repeat %d: Slurm job %s %s on %s (exit code %s); see %s\n%s"
+                             % (system, repeat, job_id, state.state, state.nodes or "no node", state.exit_code, log,
+                                _explained(folder / "follow.log")), exit_code=ExitCode.FAILED)
     return folder
 
 
@@ -256,7 +265,7 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
         log_path.write_text(log)
         if status != 0:
             raise ChexstackError("mpijob, repeat %d, %d ranks: the Launcher exited with %d; see %s\n%s"
-                                 % (repeat, ranks, status, log_path, log[-2000:]), exit_code=ExitCode.FAILED)
+                                 % (repeat, ranks, status, log_path, _explained(log_path)), exit_code=ExitCode.FAILED)
     return folder
 
 

@@ -9,6 +9,13 @@ not load, and for exit 139 under Gloo the loopback cause (``launch.controller.GL
 were on loopback, else a segfault of the rank (``gloo_segfault``). The output itself is read by
 ``facts.parsers.horovodrun``; the full output stays in the log.
 
+The first anomaly comes first (``first_fault_diagnosis``): the earliest fault-class line on any rank, read in time
+order behind every launcher's prefix (``facts.parsers.faults``: a container that did not start, a GPU, MPI, memory,
+NCCL, an exception, a crash, a kill), or Horovod's stall warnings, a hang of their own (``stall_diagnosis``,
+``facts.parsers.horovod_stall``); what only follows from it (Horovod's shutdown on the other ranks, Open MPI's
+banner, the first rank to exit) is said after it. A log with a fault-class line is never "no failure found": a
+first fault no part explains is an "unclassified failure", the line quoted with its kind's next step.
+
 A launch that failed before the ranks ran (ssh, the remote daemon, slots, PMI) is named by the launcher's own line
 that tells the causes apart and its cause (``facts.parsers.mpi.classify_launch``, the classifier validate's
 ``mpi.launch`` uses too) with that cause's remedy (``LAUNCH_REMEDY``, ``launch_diagnosis``), never by the last lines
@@ -24,8 +31,10 @@ import signal
 
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
 from facts.parsers import horovodrun as hr
-from facts.parsers.container import classify_runtime_error
+from facts.parsers.container import classify_container_fatal, classify_runtime_error
+from facts.parsers.faults import CONSEQUENCES, KIND, FaultLine, FaultScanner, split_rank
 from facts.parsers.horovod import version_mismatch
+from facts.parsers.horovod_stall import Stall
 from facts.parsers.mpi import LaunchFailure, classify_launch
 from facts.parsers.nccl import classify_nccl_failure, parse_nccl_log, strip_prefixes
 from facts.parsers.pyxis import classify_pyxis
@@ -77,6 +86,12 @@ class Outcome:
     command: str | None = None  # the launch command, as the log's ``$ argv`` line gives it
     nccl_lines: list[str] = dataclasses.field(default_factory=list)  # every NCCL line of the output (``_NCCL_LINE``)
     last_epoch: int | None = None  # the last epoch the trainer's ``epoch_end`` event says ended
+    #: the first fault-class line on any rank that is no consequence of another's, else the first summary of one
+    #: (Open MPI's banner, srun's ``task 1: Exited``: ``facts.parsers.faults``)
+    first_fault: FaultLine | None = None
+    fault_lines: list[FaultLine] = dataclasses.field(default_factory=list)  # the first fault-class lines, in order
+    stall: Stall | None = None  # Horovod's stall warnings (``facts.parsers.horovod_stall``)
+    world_size: int | None = None  # the trainer's ``run`` event's world size
 
 
 class OutputReader:
@@ -94,20 +109,24 @@ class OutputReader:
         self.nccl: list[str] = []
         self.interrupted: int | None = None  # the signal chexstack's supervision says stopped the run (its log line)
         self.last_epoch: int | None = None
+        self.world_size: int | None = None
+        #: every line's fault class, in the order read; its line numbers count the ``$ argv`` line too
+        self.faults = FaultScanner()
 
     def feed(self, line: str) -> tuple[int | None, str, dict | None]:
         """Read one line (without its newline); the first ``$ argv`` line (``launch.stream`` logs the command so)
         is the launch command."""
         if self.command is None and line.startswith(hr.RUN_START):
             self.command = line[2:]
+            self.faults.read += 1
             return None, line, None
         self.tail.append(line)
+        self.faults.feed(line)
         self.failures.feed(line)
         if _NCCL_LINE.search(line) and (len(self.nccl) < NCCL_KEEP or _NCCL_WARN.search(line)
                                         and len(self.nccl) < 2 * NCCL_KEEP):
             self.nccl.append(line)
-        m = hr.RANK_LINE.match(line)
-        rank, text = (int(m.group(1)), m.group(3)) if m else (None, line)
+        rank, text = split_rank(line)  # every launcher's prefix: mpirun's, horovodrun's, srun --label's
         if rank is not None:
             self.rank_tails.setdefault(rank, collections.deque(maxlen=RANK_TAIL_LINES)).append(text)
             if self.first_exception is None and hr.is_cause(text):
@@ -124,6 +143,8 @@ class OutputReader:
         if event is not None:
             if event["event"] == "run" and isinstance(event.get("hosts"), list):
                 self.hosts = [str(h) for h in event["hosts"]]
+            if event["event"] == "run" and isinstance(event.get("world_size"), int):
+                self.world_size = event["world_size"]
             elif event["event"] == "epoch_end" and isinstance(event.get("epoch"), int):
                 self.last_epoch = event["epoch"]
         elif text.startswith(_ERROR):  # shown once, in the failure message
@@ -136,7 +157,8 @@ class OutputReader:
                        {r: list(lines) for r, lines in self.rank_tails.items()},
                        interrupted if interrupted is not None else self.interrupted, self.first_exception,
                        self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
-                       self.command, list(self.nccl), self.last_epoch)
+                       self.command, list(self.nccl), self.last_epoch, self.faults.first or self.faults.first_summary,
+                       list(self.faults.lines), self.faults.stall.stall, self.world_size)
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
@@ -475,34 +497,286 @@ def gloo_segfault(outcome: Outcome) -> str:
                 rank, why, "; its stack trace is in %s" % ", ".join(libraries) if libraries else ""))
 
 
+# --- the first anomaly: the earliest fault-class line on any rank, before what followed from it -------------------
+
+#: The loop-device fault of setuid Apptainer/Singularity, why it happens and its fixes, each with its source.
+LOOP_DEVICE_CAUSE = (
+    "Apptainer/Singularity in setuid mode mounts the SIF through one loop device per container, and a kernel that "
+    "creates loop devices on demand when max_loop is unset (Ubuntu's updated 5.15 kernels, CONFIG_BLK_DEV_LOOP_"
+    "MIN_COUNT=8: https://github.com/sylabs/singularity/issues/2144, https://bugs.launchpad.net/ubuntu/+source/"
+    "linux-hwe-5.15/+bug/2013086) gives several containers started at once none; it hits runs with several "
+    "ranks per node (https://github.com/sylabs/singularity/issues/1824, https://github.com/apptainer/singularity/"
+    "issues/6141)")
+#: The fix of each cause of a run's first fault that has no other part of the message to say it
+#: (``first_fault_diagnosis``), by the catalogue's code.
+FAULT_REMEDY = {
+    "APPTAINER_NO_LOOP_DEVICE": (
+        "pre-create the loop devices on every node: the kernel parameter max_loop=N (N at least the containers a "
+        "node starts at once, its ranks) or `options loop max_loop=N` in /etc/modprobe.d/ where loop is a module "
+        "(https://www.kernel.org/doc/html/latest/admin-guide/kernel-parameters.html, loop.max_loop), or `sudo "
+        "losetup -f` once per container before the job (https://github.com/sylabs/singularity/issues/1499); or a "
+        "SingularityCE with the LOOP_CTL_ADD fix (https://github.com/sylabs/singularity/pull/1504, on release-3.11 "
+        "as #1541; #2144 still failed on 3.11.4, so max_loop is the dependable one); or run unprivileged: "
+        "user-namespace mode mounts the SIF with squashfuse and needs no loop device "
+        "(https://apptainer.org/docs/admin/main/user_namespace.html)"),
+    "CONTAINER_IMAGE_MISSING": (
+        "put the image on storage every node mounts, at the same absolute path, and give that path (`ls -l PATH` "
+        "on each node; https://github.com/nipreps/fmriprep/issues/2787)"),
+    "APPTAINER_NO_USERNS": (
+        "let the user create containers on the node: unprivileged user namespaces (sysctl user.max_user_namespaces "
+        "above 0) or Apptainer's setuid starter (https://apptainer.org/docs/admin/main/user_namespace.html); invoke "
+        "validate's container checks judge both"),
+    "CONTAINER_START_FAILED": (
+        "the quoted line says why the container could not start: start the same container by hand on that node "
+        "(`singularity exec IMAGE true`, `docker run IMAGE true`) and run invoke validate there (its container "
+        "checks)"),
+    "HOST_OUT_OF_MEMORY": (
+        "the host's (or the job's cgroup's) memory ran out and the kernel killed a rank: fewer ranks per host, a "
+        "smaller --batch-size or --image-size, or more memory for the job (sbatch --mem, a pod's memory limit); "
+        "dmesg on that host names what was killed"),
+    "HOROVOD_STALL_MISMATCH": (
+        "run one environment on every host: one image (invoke train --stack ...) or one shared venv and checkout, "
+        "and compare what each host really runs: `mpirun -H %(hosts)s python -c 'import tensorflow as tf, keras; "
+        "print(tf.__version__, keras.__version__)'` and a diff of `pip freeze` from each host (chexstack's "
+        "metrics.json records each rank's host); https://github.com/horovod/horovod/issues/67, #100, #2640"),
+    "HOROVOD_STALL": (
+        "the missing ranks never reached this collective: a collective inside rank-dependent code (`if hvd.rank() "
+        "== 0:` around an allreduce or a callback), a different number of steps per rank, or those ranks stuck "
+        "before it (`py-spy dump --pid PID` on them shows where); https://github.com/horovod/horovod/issues/457, "
+        "#1012"),
+}
+#: The fix of a CUDA initialisation failure, by the CUDA error its line names (CUresult/cudaError_t:
+#: https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html); first match wins.
+CUDA_INIT_REMEDY = (
+    (re.compile(r"SYSTEM_NOT_READY|SystemNotReady|system not yet initialized|\b802\b"),
+     "error 802: on an NVSwitch system (HGX/DGX) the GPUs are not registered with the NVLink fabric: start "
+     "nvidia-fabricmanager at the driver's exact version (systemctl status nvidia-fabricmanager; nvidia-smi -q | grep "
+     "-A 2 Fabric must say Completed; https://github.com/pytorch/pytorch/issues/35710)"),
+    (re.compile(r"NO_DEVICE|NoDevice|no CUDA-capable device|No CUDA GPUs are available|\b100\b"),
+     "the rank sees no GPU: CUDA_VISIBLE_DEVICES empty or wrong, a container started without --gpus/--nv, or a "
+     "Slurm task given no GPU (--gpus-per-task); nvidia-smi inside the rank's environment must list one"),
+    (re.compile(r"DEVICES_UNAVAILABLE|DevicesUnavailable|busy or unavailable|\b46\b"),
+     "the GPU is busy: its compute mode is exclusive and another process holds it, or two ranks share it "
+     "(nvidia-smi -q -d COMPUTE; one rank per GPU)"),
+    (re.compile(r"Driver/library version mismatch|Failed to initialize NVML"),
+     "the driver's user-space library differs from the loaded kernel module (an upgrade without a reboot): reload "
+     "the nvidia module or reboot the node [NVML_DRIVER_LIBRARY_MISMATCH]"),
+)
+CUDA_INIT_DEFAULT = "run invoke validate on that node (its GPU checks make a CUDA context on every GPU)"
+#: The out-of-memory killer's lines: the kernel's (``Out of memory: Killed process N``, mm/oom_kill.c), a memory
+#: cgroup's, Slurm's (``Detected 1 oom-kill event(s)``; srun's ``task 1: Out Of Memory``)
+_OOM_KILLER = re.compile(r"oom[-_]kill|Out of memory: |Killed process|: task \d+: Out Of Memory", re.I)
+#: What to do next for a first fault of a kind the message names no cause for (an unclassified failure).
+KIND_NEXT_STEP = {
+    "crash": "rerun with PYTHONFAULTHANDLER=1 for the Python stack of the crash and read the rank's lines before it; "
+             "check that every host runs the same TensorFlow and a Horovod built against it (horovodrun "
+             "--check-build)",
+    "killed": "something outside the process killed it (SIGKILL): the kernel's out-of-memory killer (dmesg on that "
+              "host), the batch system's memory or time limit, or a person",
+    "exception": "the rank's traceback before that line says where it was raised",
+    "exit": "the launcher reports that a rank failed, and no line of the ranks says why: rerun with the ranks' "
+            "output tagged (mpirun --tag-output, horovodrun's prefixes, srun --label) and read the failing rank's "
+            "last lines",
+    "mpi_init": "the rank's MPI could not start under this launcher: run the ranks with the mpirun of the MPI "
+                "Horovod was built against (horovodrun --check-build, ompi_info), or srun --mpi=pmix with an MPI "
+                "built for Slurm's PMIx",
+    "nccl": "rerun with NCCL_DEBUG=INFO for NCCL's own reason, and run invoke validate on the nodes (its NCCL checks)",
+    "out_of_memory": "lower --batch-size (per rank) or --image-size; one rank per GPU",
+    "gpu_init": CUDA_INIT_DEFAULT,
+    "container_start": FAULT_REMEDY["CONTAINER_START_FAILED"],
+}
+
+
+def _world(outcome: Outcome) -> int | None:
+    """The world size: the trainer's ``run`` event's, else the launch command's (``-np N``)."""
+    if outcome.world_size:
+        return outcome.world_size
+    ranks = hr.launch_ranks((outcome.command,)) if outcome.command else None
+    return ranks.world if ranks else None
+
+
+def _rank_names(outcome: Outcome, ranks) -> str:
+    """``rank 0 (192.168.12.50)``, ``ranks 0, 1 (n1, n2)``: with each rank's host where the log says
+    (the trainer's ``run`` event, else the launch command's -H: ``facts.parsers.horovodrun.rank_hosts``)."""
+    ranks = sorted(ranks)
+    hosts = outcome.hosts or hr.rank_hosts(outcome.command) or []
+    named = [h for r in ranks for h in hosts[r:r + 1]]
+    where = " (%s)" % ", ".join(dict.fromkeys(named)) if len(named) == len(ranks) and len(named) <= 8 else ""
+    runs: list[list[int]] = []
+    for r in ranks:  # 0, 1, 2, 3, 5 -> 0-3, 5
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    spans = ["%d-%d" % (run[0], run[-1]) if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    return "rank%s %s%s" % ("s" if len(ranks) > 1 else "", ", ".join(spans), where)
+
+
+def _where(outcome: Outcome, fault: FaultLine) -> str:
+    """``rank 2, line 14`` / ``the launcher's line 26`` (a line without a rank prefix)."""
+    if fault.rank is None:
+        return "line %d" % fault.number
+    return "%s, line %d" % (_rank_names(outcome, [fault.rank]), fault.number)
+
+
+def _names(tensors: list[str], most: int = 3) -> str:
+    return ", ".join(tensors[:most]) + (" and %d more" % (len(tensors) - most) if len(tensors) > most else "")
+
+
+def stall_diagnosis(outcome: Outcome) -> str | None:
+    """The hang Horovod's stall warnings show (``facts.parsers.horovod_stall``): the warning quoted, the stalled
+    tensors with the ranks ready for each, and the cause: tensors of different names on different ranks
+    (``HOROVOD_STALL_MISMATCH``: different code or framework versions on those hosts) or ranks that never reached
+    the collective (``HOROVOD_STALL``); None without a warning."""
+    stall = outcome.stall
+    if stall is None:
+        return None
+    world = _world(outcome)
+    groups = stall.by_ready(world)
+    where = ("a broadcast (Horovod broadcasts the initial variables before the first step: the first collective)"
+             if outcome.last_epoch is None and all("broadcast" in t.lower() for t in stall.tensors())
+             else "a collective")
+    head = "the ranks hung in %s: Horovod's stall check warned %d time%s, first at line %d: %s" % (
+        where, stall.count, "s" if stall.count > 1 else "", stall.number, stall.line)
+    if stall.mismatch(world):
+        submitted = "; ".join("%s submitted %s" % (_rank_names(outcome, ready), _names(tensors))
+                              for ready, tensors in groups if ready)
+        hosts = [h for h in dict.fromkeys(outcome.hosts or hr.rank_hosts(outcome.command) or [])]
+        return ("%s; %s: each rank waits on a tensor another rank never submits, so the ranks built different "
+                "graphs: different code or different TensorFlow/Keras versions on those hosts, not a slow rank "
+                "[HOROVOD_STALL_MISMATCH]; %s" % (head, submitted, FAULT_REMEDY["HOROVOD_STALL_MISMATCH"] % {
+                    "hosts": ",".join(hosts) or "HOST_A,HOST_B"}))
+    idle = stall.idle(world)
+    missing = "; ".join("%s submitted %s" % (_rank_names(outcome, ready), _names(tensors))
+                        for ready, tensors in groups if ready)
+    return "%s; %s%s [HOROVOD_STALL]; %s" % (
+        head, missing or "stalled: %s" % _names(stall.tensors()),
+        "; %s submitted none of them" % _rank_names(outcome, idle) if idle else "", FAULT_REMEDY["HOROVOD_STALL"])
+
+
+def _container_part(outcome: Outcome, fault: FaultLine) -> tuple[str, str]:
+    """(text, code) of a first fault of kind ``container_start``: the FATAL line quoted, how many ranks it hit."""
+    per_rank = fault.text.startswith(("FATAL", "ERROR"))  # Apptainer/Singularity: one container per rank
+    code = classify_container_fatal(fault.text) if per_rank else next(
+        iter(classify_runtime_error("\n".join([fault.text] + outcome.launcher_lines))), "CONTAINER_START_FAILED")
+    same = [f for f in outcome.fault_lines if f.kind == "container_start" and not f.consequence and (
+        classify_container_fatal(f.text) == code if per_rank else f.text == fault.text)]  # paths differ per rank
+    ranks = {f.rank for f in same if f.rank is not None}
+    hit = len(ranks) if ranks else len(same)
+    world = _world(outcome)
+    text = "the ranks' containers never started (a container start failure on the node, before any training): " \
+        "`%s` (%s)" % (fault.text, _where(outcome, fault))
+    if per_rank or ranks:
+        text += " on %d%s rank%s" % (hit, " of %d" % world if world else "", "s" if hit != 1 or world else "")
+    if code == "APPTAINER_NO_LOOP_DEVICE":
+        text += "; %s" % LOOP_DEVICE_CAUSE
+    return text, code
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstFault:
+    """The first anomaly's part of a message: ``text`` (the line quoted, where, its kind, and its cause and fix
+    where ``classified``), ``next_step`` (for an unclassified one: what to look at), ``said`` (the cause is said:
+    no last lines needed)."""
+
+    text: str
+    classified: bool
+    said: bool
+    next_step: str = ""
+
+
+def first_fault_diagnosis(outcome: Outcome) -> FirstFault | None:
+    """The first anomaly, named before what followed from it: Horovod's stall warnings where they come first
+    (``stall_diagnosis``), else the earliest fault-class line on any rank (``Outcome.first_fault``), its kind
+    (``facts.parsers.faults.KINDS``), its cause and fix where known (``FAULT_REMEDY``, ``CUDA_INIT_REMEDY``), else
+    the kind and its next step (``KIND_NEXT_STEP``: an unclassified failure unless another part names the cause);
+    None when the output holds no fault-class line."""
+    fault, stall = outcome.first_fault, outcome.stall
+    if stall is not None and (fault is None or stall.number < fault.number):
+        return FirstFault(stall_diagnosis(outcome), True, True)
+    if fault is None:
+        return None
+    if fault.kind == "container_start":
+        text, code = _container_part(outcome, fault)
+        if code == "CUDA_DRIVER_TOO_OLD":  # runtime_diagnosis gives its fix
+            return FirstFault("%s [%s]" % (text, code), True, True)
+        remedy = FAULT_REMEDY.get(code) or ("invoke validate's container.gpus check names this fault's fix"
+                                            if code.startswith("NVIDIA_") else FAULT_REMEDY["CONTAINER_START_FAILED"])
+        return FirstFault("%s [%s]; %s" % (text, code, remedy), True, code != "CONTAINER_START_FAILED")
+    first = "the first fault (%s): `%s`, %s" % (_where(outcome, fault), fault.text, KIND[fault.kind].what)
+    if fault.kind == "gpu_init":
+        if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(fault.text):
+            return FirstFault("%s [CUDA_DRIVER_TOO_OLD]" % first, True, True)  # runtime_diagnosis gives the fix
+        remedy = next((fix for rx, fix in CUDA_INIT_REMEDY if rx.search(fault.text)), None)
+        return FirstFault("%s [CUDA_INIT_FAILED]; %s" % (first, remedy or CUDA_INIT_DEFAULT), True, remedy is not None)
+    if fault.kind == "out_of_memory" and _OOM_KILLER.search(fault.text):
+        return FirstFault("%s: the out-of-memory killer [HOST_OUT_OF_MEMORY]; %s" % (
+            first, FAULT_REMEDY["HOST_OUT_OF_MEMORY"]), True, True)
+    return FirstFault(first, False, False, KIND_NEXT_STEP[fault.kind])
+
+
+#: the first-fault part's words when no other part names a cause either
+UNCLASSIFIED = "unclassified failure: "
+
+
+def _said_in(line: str, reason: str) -> bool:
+    """The fault ``line`` is what ``reason`` (``rank_reason``) says: the line, or its ``trainer: error:`` message."""
+    return line in reason or line.startswith(_ERROR) and line[len(_ERROR):] in reason
+
+
 def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[list[str], str | None, bool]:
     """The parts of a failure's message (each a cause found in the output), the failing rank's own reason, and
-    whether a launch or container failure already says why (no last lines needed)."""
+    whether a part already says why (no last lines needed). The first anomaly comes first
+    (``first_fault_diagnosis``) where it is not the launch's own failure nor the rank's reason, and what followed from
+    it after it ("then rank 1 exited first ..."); a first fault no part names a cause for is an "unclassified
+    failure"."""
     parts: list[str] = []
     code = None
-    launch = classify_launch("\n".join(outcome.launcher_lines)) if outcome.interrupted is None else None
+    live = outcome.interrupted is None
+    launch = classify_launch("\n".join(outcome.launcher_lines)) if live else None
     not_launched = launch is not None and launch.cause in _NOT_LAUNCHED
     if not_launched:
         parts.append("the launch failed before the ranks ran: %s [%s]; %s" % (
             launch.line, launch.cause, launch_remedy(launch, command=outcome.command or "the launch command",
                                                      gpus=gpus)))
-    pyxis = pyxis_diagnosis(outcome) if outcome.interrupted is None else None
+    pyxis = pyxis_diagnosis(outcome) if live else None
     if pyxis:
         parts.append(pyxis)
+    reason = rank_reason(outcome) if live else None
+    first = first_fault_diagnosis(outcome) if live and not not_launched and not pyxis else None
+    fault = outcome.first_fault
+    causes = [p for p in (nccl_diagnosis(outcome), runtime_diagnosis(outcome, reason)) if p] if live else []
+    gloo_crash = controller == "gloo" and (outcome.first_failure or (0, 0))[1] in (139, -11)
+    named = first is not None and (first.classified or bool(causes) or gloo_crash)  # a part names the cause
+    shown_reason = reason
+    if first is not None and fault is not None and outcome.stall is None:
+        if fault.consequence and (outcome.first_failure or reason):
+            first = None  # the launcher's summary is said as the first rank's exit
+        elif reason and _said_in(fault.text, reason):
+            if fault.kind == "exception":
+                first = None  # the rank's reason (its exception, the trainer's error) is the first fault
+            else:
+                shown_reason = None  # the first fault's part quotes it, with its kind
+    if first is not None and shown_reason and CONSEQUENCES.search(shown_reason):
+        shown_reason = None  # another rank's failure restated: what followed is said by the first rank's exit
+    said_first = first is not None and first.said
+    if first is not None:
+        parts.append(first.text if named else "%s%s; %s" % (UNCLASSIFIED, first.text, first.next_step))
+    then = "what followed from it: " if first is not None else ""
     if outcome.interrupted is not None:
         parts.append("interrupted by %s" % signal.Signals(outcome.interrupted).name)
     elif outcome.first_failure:
         rank, code = outcome.first_failure
-        parts.append("rank %d%s exited first, with code %d%s" % (
-            rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code, hr.describe_code(code)))
-    reason = rank_reason(outcome) if outcome.interrupted is None else None
-    if outcome.interrupted is None:
-        parts += [p for p in (reason, nccl_diagnosis(outcome), runtime_diagnosis(outcome, reason)) if p]
-    if outcome.lost_host and outcome.interrupted is None:
+        parts.append("%srank %d%s exited first, with code %d%s" % (
+            then, rank, " on host %s" % outcome.failure_host if outcome.failure_host else "", code,
+            hr.describe_code(code)))
+    if live:
+        parts += [p for p in (shown_reason,) + tuple(causes) if p]
+    if outcome.lost_host and live:
         parts.append("host %s%s was lost: mpirun's daemon there stopped answering (the host or its network went "
                      "down, or its processes were killed), so every rank on it ended" % (
                          outcome.lost_host, _ranks_on(outcome, outcome.lost_host)))
-    if outcome.slurm_lost and outcome.interrupted is None:
+    if outcome.slurm_lost and live:
         node, how = outcome.slurm_lost
         parts.append("Slurm lost node %s%s, which is %s: every rank on it ended with the job" % (
             node, _ranks_on(outcome, node), how))
@@ -511,7 +785,7 @@ def _diagnoses(outcome: Outcome, controller: str, gpus: bool | None) -> tuple[li
         parts.append("TensorFlow could not load %s" % ", ".join(missing))
     if controller == "gloo" and code in (139, -11):
         parts.append(gloo_segfault(outcome))
-    return parts, reason, not_launched or bool(pyxis)
+    return parts, reason, not_launched or bool(pyxis) or said_first
 
 
 def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None, origin: str | None = None,
@@ -524,7 +798,10 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None,
     parts, reason, said = _diagnoses(outcome, controller, gpus)
     header = origin or ("horovodrun exit status %d" % outcome.returncode if outcome.returncode is not None
                         else "from its log")
-    ended = "the trainer refused its input" if refusal(outcome) is not None else "%s failed" % what
+    fault = outcome.first_fault
+    how = "hung" if hung(outcome) else "did not start" if fault is not None and fault.kind == "container_start" and \
+        outcome.stall is None else "failed"
+    ended = "the trainer refused its input" if refusal(outcome) is not None else "%s %s" % (what, how)
     message = "; ".join(["%s (%s)" % (ended, header)] + parts) + "\nfull log: %s" % outcome.log_path
     if not reason and outcome.interrupted is None and not said:
         failing = outcome.first_failure[0] if outcome.first_failure else None
@@ -536,6 +813,13 @@ def explain_failure(outcome: Outcome, controller: str, gpus: bool | None = None,
     return message
 
 
+def hung(outcome: Outcome) -> bool:
+    """The run hung rather than failed: Horovod's stall warnings are its first anomaly and no rank exited."""
+    stall, fault = outcome.stall, outcome.first_fault
+    return (stall is not None and outcome.first_failure is None
+            and (fault is None or stall.number < fault.number))
+
+
 #: What stops a run by each signal chexstack's supervision stops a run on (``launch.stream``).
 _STOPPED_BY = {"SIGINT": "Ctrl-C, or kill -INT", "SIGTERM": "kill, scancel or a shutdown",
                "SIGHUP": "its terminal closed"}
@@ -544,10 +828,15 @@ _STOPPED_BY = {"SIGINT": "Ctrl-C, or kill -INT", "SIGTERM": "kill, scancel or a 
 def interrupted_explanation(outcome: Outcome, where: str) -> str:
     """A run a signal stopped (``Outcome.interrupted``, from the log's own line), ``where`` the log and which run in
     it: a stop, not a failure; the ranks' exit codes that follow are the stop's; how to continue, by the last epoch
-    the log shows ended."""
+    the log shows ended. A run that hung before it was stopped (Horovod's stall warnings, ``stall_diagnosis``) is
+    said so first: the stop ended a hang."""
     name = signal.Signals(outcome.interrupted).name
-    text = "interrupted by %s in %s: the run was stopped (%s), not a failure" % (
-        name, where, _STOPPED_BY.get(name, "a signal"))
+    if hung(outcome):
+        text = "interrupted by %s in %s: the run was stopped (%s) after it hung; %s" % (
+            name, where, _STOPPED_BY.get(name, "a signal"), stall_diagnosis(outcome))
+    else:
+        text = "interrupted by %s in %s: the run was stopped (%s), not a failure" % (
+            name, where, _STOPPED_BY.get(name, "a signal"))
     if outcome.first_failure:
         rank, code = outcome.first_failure
         text += "; rank %d's exit code %d%s follows from it (the ranks were stopped)" % (
@@ -566,7 +855,8 @@ def explain_log(path: str) -> str:
     starting with its ``$ command`` line (``facts.parsers.horovodrun.RUN_START``): the last run is explained. The
     exit status is not in a log; the controller is MPI when the ranks' prefix is mpirun's (``[1,0]<stdout>:``).
     A run a signal stopped is said so (``interrupted_explanation``), a run the trainer reported done or a log without
-    a failure in it says so ("no failure ..."), else the failure message (``explain_failure``). ChexstackError when
+    a failure and without any fault-class line (``facts.parsers.faults``) says so ("no failure ..."), else the
+    failure message (``explain_failure``; a hang for Horovod's stall warnings). ChexstackError when
     the file cannot be read or is not text (a NUL byte)."""
     import io
 
@@ -579,6 +869,7 @@ def explain_log(path: str) -> str:
     run = lines[starts[-1]:] if starts else lines
     which = " (the last of its %d runs, from line %d)" % (len(starts), starts[-1] + 1) if len(starts) > 1 else ""
     reader = OutputReader()
+    reader.faults.read = starts[-1] if starts else 0  # the fault lines' numbers are the file's
     mpi, done = False, False
     for line in run:
         mpi = mpi or bool(_MPI_PREFIX.match(line))

@@ -146,7 +146,8 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
         outcome = stream.run(plan.argv, {**plan.env, **token}, os.path.join(output, LOG), console, cwd=cwd,
                              force_stop=plan.force_stop if plan.container else None)
     if outcome.interrupted is not None and outcome.returncode != 0 and not throughput:  # (0: it ended meanwhile)
-        raise ChexstackError(interrupted_message(outcome.interrupted, output, request.options.epochs),
+        hang = "\n" + failure.stall_diagnosis(outcome) if failure.hung(outcome) else ""  # a hang was stopped
+        raise ChexstackError(interrupted_message(outcome.interrupted, output, request.options.epochs) + hang,
                              exit_code=ExitCode.interrupted(outcome.interrupted))
     if outcome.returncode != 0:
         refused = failure.refusal(outcome) is not None

@@ -213,6 +213,15 @@ class _Stopper:
             pass
 
 
+def _line_count(path: str) -> int:
+    """The lines a log already holds (0 for none)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
 def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, cwd: str, *,
         force_stop: Callable[[], None] | None = None,
         stopping: str = "every rank (again to kill them at once)") -> Outcome:
@@ -227,10 +236,12 @@ def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, c
     """
     try:
         os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+        before = _line_count(log_path)
         log = open(log_path, "a")
     except OSError as e:
         raise ChexstackError("cannot write the run's log %s: %s" % (log_path, e.strerror or e)) from None
     reader = OutputReader()
+    reader.faults.read = before  # a fault's line number is the log's, where earlier runs come first
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                TimeElapsedColumn())
     with log, Progress(*columns, console=console, transient=True) as progress:

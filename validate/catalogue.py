@@ -224,6 +224,19 @@ CODES: dict[str, Code] = {
                              "size) needs more than a GPU's, or the host's, memory", A.RECONFIGURE),
     "IMAGE_PROBE_FAILED": Code("the probe inside the stack's image did not run", A.RECONFIGURE),
     "GLOO_LOOPBACK_ONLY": Code("Gloo with loopback as the only interface", A.RECONFIGURE),
+    # the training run itself: the first fault in its ranks' output (launch.failure, facts.parsers.faults)
+    "CONTAINER_START_FAILED": Code("a rank's container did not start (Apptainer/Singularity FATAL, docker, pyxis): "
+                                   "the line says why", A.RECONFIGURE),
+    "APPTAINER_NO_LOOP_DEVICE": Code("setuid Apptainer/Singularity found no free loop device to mount the SIF: "
+                                     "several containers started at once on a kernel that creates loop devices on "
+                                     "demand", A.RECONFIGURE),
+    "CONTAINER_IMAGE_MISSING": Code("the container image is not at the path given on the node", A.RECONFIGURE),
+    "CUDA_INIT_FAILED": Code("a rank could not initialise CUDA on its GPU (the CUDA error says why)", A.RECONFIGURE),
+    "HOST_OUT_OF_MEMORY": Code("the kernel's or Slurm's out-of-memory killer ended a rank: the host's memory (or "
+                               "the job's) ran out", A.RECONFIGURE),
+    "HOROVOD_STALL_MISMATCH": Code("Horovod's ranks wait on tensors of different names: they run different code or "
+                                   "framework versions", A.RECONFIGURE),
+    "HOROVOD_STALL": Code("Horovod's ranks hung in a collective some ranks never submitted", A.RECONFIGURE),
 }
 del A
 

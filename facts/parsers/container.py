@@ -54,6 +54,33 @@ def classify_runtime_error(text: str) -> list[str]:
     return codes
 
 
+#: Why an Apptainer/Singularity container did not start, by its ``FATAL:`` line (the starter's own words), most
+#: specific first; an unknown one is ``CONTAINER_START_FAILED``, its FATAL text the reason.
+#: ``APPTAINER_NO_LOOP_DEVICE``: setuid mode mounts a SIF through one loop device per container; a kernel that creates
+#: them on demand when ``max_loop`` is unset leaves simultaneous starts without one ("failed to find loop device:
+#: could not attach image file to loop device: no loop devices available": https://github.com/sylabs/singularity/
+#: issues/1499, #2144, #1824, https://github.com/apptainer/singularity/issues/6141).
+#: ``CONTAINER_IMAGE_MISSING``: the image path does not exist on the node ("could not open image /x.sif: failed to
+#: retrieve path for /x.sif: lstat /x.sif: no such file or directory", https://github.com/nipreps/fmriprep/issues/2787:
+#: the path did not resolve on that cluster's nodes).
+#: ``APPTAINER_NO_USERNS``: neither unprivileged user namespaces nor a setuid starter let the user create the
+#: container (https://apptainer.org/docs/admin/main/user_namespace.html).
+CONTAINER_FATAL_CAUSES = (
+    ("APPTAINER_NO_LOOP_DEVICE", re.compile(r"no loop devices? available|failed to find loop device|could not "
+                                            r"attach image file to loop device|failed to attach loop device", re.I)),
+    ("CONTAINER_IMAGE_MISSING", re.compile(r"could not open image .*no such file or directory|image file .* not "
+                                           r"found|failed to retrieve path for", re.I)),
+    ("APPTAINER_NO_USERNS", re.compile(r"user namespace (?:disabled|not supported|creation failed)|failed to create "
+                                       r"user namespace|setuid workflow is not supported", re.I)),
+)
+
+
+def classify_container_fatal(text: str) -> str:
+    """The cause of an Apptainer/Singularity ``FATAL:`` line (``CONTAINER_FATAL_CAUSES``), else
+    ``CONTAINER_START_FAILED``."""
+    return next((code for code, rx in CONTAINER_FATAL_CAUSES if rx.search(text or "")), "CONTAINER_START_FAILED")
+
+
 def docker_runtimes(text: str) -> tuple[list[str], str | None]:
     """``docker info`` text (fixture 61): (``Runtimes:`` names, ``Default Runtime:``)."""
     runtimes = re.search(r"^\s*Runtimes:\s*(.*)$", text or "", re.M)

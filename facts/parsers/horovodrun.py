@@ -39,10 +39,18 @@ _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
 _MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
 _PROCESS_NAME = re.compile(r"Process name:\s*(?:\[\[\d+,\d+\],)?(\d+)\]?")
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
+#: srun's report of a task that failed (``srun: error: node1: task 1: Exited with exit code 2``, ``...: tasks 0-3:
+#: Killed``, ``... task 0: Segmentation fault (core dumped)``; Slurm's src/srun/srun_job.c): group 1 the node, 2 the
+#: (first) task, 3 the exit code or 4 the signal's words
+_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? (\d+)(?:[-,][\d,-]*)?: (?:Exited with exit code (\d+)|"
+                        r"(Killed|Segmentation fault|Aborted|Bus error|Terminated))")
+#: the signal of srun's words for a task a signal ended
+_SRUN_SIGNALS = {"Killed": 9, "Segmentation fault": 11, "Aborted": 6, "Bus error": 7, "Terminated": 15}
 #: the last line of a Python traceback (``OSError: ...``, ``tensorflow.python.framework.errors_impl.XError: ...``),
 #: CPython's fatal-error line, or an argparse-style ``prog: error: ...`` line
-_EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|"
-                             r"KeyboardInterrupt|SystemExit)(?::\s.*)?|Fatal Python error: .*|\S[^:]*: error: .*)$")
+EXCEPTION_LINE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|"
+                            r"KeyboardInterrupt|SystemExit)(?::\s.*)?|Fatal Python error: .*|\S[^:]*: error: .*)$")
+_EXCEPTION_LINE = EXCEPTION_LINE
 #: horovodrun's own summary exception, which only restates the first failing rank and its code
 _HOROVODRUN_SUMMARY = "RuntimeError: Horovod detected that one or more processes exited"
 #: exceptions a rank raises only because another rank failed first (Horovod stops every rank's collectives)
@@ -112,7 +120,7 @@ def is_optional_library(name: str) -> bool:
 
 
 class Failures:
-    """Finds the first failing rank and its exit code in horovodrun/mpirun output, fed one line at a time.
+    """Finds the first failing rank and its exit code in horovodrun/mpirun/srun output, fed one line at a time.
 
     ``first``: (rank, exit code) once seen, a signal ``N`` as ``128 + N``; ``host``: where that rank ran, when
     mpirun says (its signal report), else None.
@@ -130,6 +138,9 @@ class Failures:
         if m := _GLOO_EXIT.search(line):
             if int(m.group(2)) != 0:
                 self.first = (int(m.group(1)), int(m.group(2)))
+        elif (m := _SRUN_TASK.match(line)) and m.group(3) != "0":
+            self.first = (int(m.group(2)), int(m.group(3)) if m.group(3) else 128 + _SRUN_SIGNALS[m.group(4)])
+            self.host = m.group(1)
         elif m := _MPI_SIGNAL.search(line):
             self.first = (int(m.group(1)), 128 + int(m.group(3)))
             self.host = m.group(2)
@@ -371,3 +382,29 @@ def _horovod_import_run(argv: tuple, env: dict) -> bool:
 #: a recorded import of Horovod or launch of its ranks -> ``tf_mismatch`` of its output (None: it says nothing of
 #: the TensorFlow Horovod was built for)
 HOROVOD_IMPORT = Observation(None, _horovod_import_run, lambda run: tf_mismatch(run.output))
+
+
+def rank_hosts(command: str | None) -> list[str] | None:
+    """Each rank's host, by rank, as the first launcher of a launch command line places them (``mpirun -np 2 -H
+    a:1,b:1 ...`` -> ``["a", "b"]``): Open MPI's and horovodrun's default mapping fills a host's slots before the
+    next host's (Open MPI's mpirun(1), "--map-by slot", the default for up to 2 ranks and for -H with slots); a host
+    without ``:slots`` has one slot under mpirun. None where the line does not say: no ``-H``, a hostfile, a mapping
+    option (``--map-by``, ``-npernode``), srun, or fewer slots than ranks."""
+    for c in simple_commands((command,)) if command else []:
+        if c.name not in _MPI_LAUNCHERS:
+            continue
+        opts = _options(c.argv[1:])
+        hosts = _first(opts, _HOST_OPTIONS)
+        if hosts is None or any(o in opts for o in _PER_NODE_OPTIONS + ("--map-by", "-map-by", "-bynode",
+                                                                         "--bynode", "--rank-by")):
+            return None
+        placed: list[str] = []
+        for entry in (h for h in hosts.split(",") if h):
+            name, colon, slots = entry.partition(":")
+            count = _int(slots) if colon else (1 if c.name != "horovodrun" else None)
+            if count is None:
+                return None
+            placed += [name] * count
+        world = _int(_first(opts, _NP_OPTIONS)) or len(placed)
+        return placed[:world] if world <= len(placed) else None
+    return None
