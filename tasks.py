@@ -23,7 +23,7 @@ from chexstack.cli import (
 )
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
-from launch.options import SWEEP_NAMES, SWEEP_OPTIONS, sweep_help, trainer_help, with_trainer_options
+from launch.options import SWEEP_NAMES, SWEEP_OPTIONS, sweep_help, trainer_help, trainer_options, with_trainer_options
 
 end_quietly_on_a_closed_pipe()  # invoke and chexstack both load this module before they print (help included)
 parse_errors_exit_with_usage()  # ... and before they parse the tasks' options
@@ -209,12 +209,13 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epoc
     "list": "score only the image names in this file (e.g. NIH's test_list.txt); with --split, a run's splits.csv",
     "split": "score only this split (train, val or test) of the run that trained --model: its splits.csv beside the "
              "model (or --list RUN/splits.csv); test: the run's held-out images",
-    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate); not a training run's folder, "
-              "whose predictions.csv it would replace (RUN/evaluation is fine)",
+    "output": "folder for evaluation.json and predictions.csv (default: python -m trainer evaluate's, "
+              "runs/evaluate); not a training run's folder, whose predictions.csv it would replace "
+              "(RUN/evaluation is fine)",
     "np": "CPU ranks under horovodrun (default 1: one process)",
 })
 @user_errors
-def evaluate(c, model=None, images=None, labels=None, list=None, split=None, output="runs/evaluate", np=1):
+def evaluate(c, model=None, images=None, labels=None, list=None, split=None, output=None, np=1):
     """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
     from launch.evaluate import evaluate as run_evaluate
     from launch.evaluate import evaluate_args
@@ -226,12 +227,13 @@ def evaluate(c, model=None, images=None, labels=None, list=None, split=None, out
     "data": "dataset folder: Data_Entry_2017*.csv[.gz] in it, PNGs anywhere below it (as invoke train --data)",
     "images": "folder with the PNGs (searched recursively); with --labels",
     "labels": "label file Data_Entry_2017*.csv or .csv.gz; with --images",
-    "image-size": "side in pixels of the stored images; train from the copy with the same --image-size (224)",
+    "image-size": "side in pixels of the stored images; train from the copy with the same --image-size (default: "
+                  "the trainer's, %s)" % trainer_options(only=("image_size",))[0].default,
     "output": "the prepared copy's folder: new or empty, or one a stopped prepare left (it resumes)",
     "shard-images": "images per shard (0, the default: 128 MiB of pixels per shard)",
-})
+}, ints=["image_size"])
 @user_errors
-def prepare(c, data=None, images=None, labels=None, image_size=224, output=None, shard_images=0):
+def prepare(c, data=None, images=None, labels=None, image_size=None, output=None, shard_images=0):
     """Decode, resize and shard a ChestX-ray14 folder once (all cores), for invoke train --data PREP; resumable."""
     from launch.prepare import prepare as run_prepare
     from launch.prepare import prepare_argv

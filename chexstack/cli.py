@@ -89,11 +89,12 @@ class NumberOption(Argument):
 class Task(invoke.Task):
     """invoke's Task with number options checked while parsing (``NumberOption``)."""
 
-    def __init__(self, body, floats=(), **kwargs):
+    def __init__(self, body, floats=(), ints=(), **kwargs):
         super().__init__(body, **kwargs)
         #: the body's own number types (``numbers``: name -> int or float, e.g. the trainer's options a task takes,
-        #: ``launch.options.with_trainer_options``), then ``floats``
-        self.numbers = {**getattr(body, "numbers", {}), **{name: float for name in floats}}
+        #: ``launch.options.with_trainer_options``), then ``floats`` and ``ints`` (options whose default is None)
+        self.numbers = {**getattr(body, "numbers", {}), **{name: float for name in floats},
+                        **{name: int for name in ints}}
         self.floats = frozenset(name for name, number in self.numbers.items() if number is float)
 
     def __call__(self, *args, **kwargs):
@@ -118,8 +119,8 @@ class Task(invoke.Task):
 
 def task(*args, **kwargs):
     """``@invoke.task`` for chexstack: number options (``int`` defaults, the body's ``numbers``, and the names in
-    ``floats=``) give a clear error for a bad value; no automatic short flags (``-h`` stays invoke's help, ``train
-    -h`` is not ``--hybrid`` or ``--launcher``)."""
+    ``floats=`` and ``ints=``) give a clear error for a bad value; no automatic short flags (``-h`` stays invoke's
+    help, ``train -h`` is not ``--hybrid`` or ``--launcher``)."""
     return invoke.task(*args, klass=Task, auto_shortflags=False, **kwargs)
 
 

@@ -32,15 +32,16 @@ LOG = "evaluate.log"
 
 
 def evaluate_args(model: str | None, images: str | None, labels: str | None, list_file: str | None,
-                  output: str, split: str | None = None) -> list[str]:
-    """``python -m trainer``'s arguments for an evaluation (``split``: one split of the model's run, ``--split``);
-    ChexstackError naming each missing option."""
+                  output: str | None, split: str | None = None) -> list[str]:
+    """``python -m trainer``'s arguments for an evaluation (``split``: one split of the model's run, ``--split``;
+    ``output`` None: the trainer's default folder); ChexstackError naming each missing option."""
     missing = [name for name, value in (("--model", model), ("--images", images), ("--labels", labels)) if not value]
     if missing:
         raise ChexstackError("invoke evaluate needs %s (e.g. invoke evaluate --model runs/demo/model-best.h5 "
                              "--images DIR --labels FILE)" % ", ".join(missing))
-    args = ["evaluate", "--model", model, "--images", images, "--labels", labels, "--output", output]
-    return args + (["--list", list_file] if list_file else []) + (["--split", split] if split else [])
+    args = ["evaluate", "--model", model, "--images", images, "--labels", labels]
+    return args + (["--output", output] if output else []) + (["--list", list_file] if list_file else []) + (
+        ["--split", split] if split else [])
 
 
 def evaluate_argv(args: list[str], np: int = 1, python: str = sys.executable,

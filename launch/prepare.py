@@ -28,14 +28,16 @@ _ERROR = "trainer: error: "
 STOPPING = "the prepare (again to kill it at once; the same command resumes it)"
 
 
-def prepare_argv(data: str | None, images: str | None, labels: str | None, image_size: int, output: str,
+def prepare_argv(data: str | None, images: str | None, labels: str | None, image_size: int | None, output: str,
                  shard_images: int | None = None) -> list[str]:
-    """``python -m trainer prepare``'s arguments (without ``prepare``), paths made absolute."""
+    """``python -m trainer prepare``'s arguments (without ``prepare``), paths made absolute; a None is not given
+    (the trainer's default applies)."""
     argv: list[str] = []
     for flag, value in (("--data", data), ("--images", images), ("--labels", labels), ("--output", output)):
         if value is not None:
             argv += [flag, os.path.abspath(value)]
-    argv += ["--image-size", str(image_size)]
+    if image_size is not None:
+        argv += ["--image-size", str(image_size)]
     if shard_images is not None:
         argv += ["--shard-images", str(shard_images)]
     return argv

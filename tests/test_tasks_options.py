@@ -88,3 +88,19 @@ def test_the_task_numbers_are_the_trainers_types():
             assert numbers[option.name] is option.number
     assert tasks.train.floats >= {"val_fraction", "test_fraction", "lr"} and "epochs" not in tasks.train.floats
     assert tasks.bench.body.numbers["steps"] is int
+
+
+@pytest.mark.parametrize("task, module", [(tasks.evaluate, "evaluate"), (tasks.prepare, "prepare")],
+                         ids=("evaluate", "prepare"))
+def test_evaluate_and_prepare_state_no_default_of_their_trainer_command(task, module):
+    """``python -m trainer evaluate`` and ``prepare`` have parsers of their own: invoke's task passes an option
+    only when given (``--output`` of an evaluation, ``--image-size`` of a prepare: the trainer's defaults)."""
+    import importlib
+    import inspect
+
+    parser = importlib.import_module("trainer." + module).parser()
+    dests = {a.dest for a in parser._actions if a.option_strings} - {"help"}
+    params = inspect.signature(task.body).parameters
+    # --shard-images 0 is invoke prepare's word for "not given" (the trainer's size), refused below 0
+    stated = {name: p.default for name, p in params.items() if name in dests and name != "shard_images"}
+    assert stated and all(default is None for default in stated.values()), stated
