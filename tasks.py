@@ -23,7 +23,7 @@ from chexstack.cli import (
 )
 from chexstack.console import console
 from chexstack.errors import ChexstackError, ExitCode
-from launch.options import trainer_help, with_trainer_options
+from launch.options import SWEEP_NAMES, SWEEP_OPTIONS, sweep_help, trainer_help, trainer_options, with_trainer_options
 
 end_quietly_on_a_closed_pipe()  # invoke and chexstack both load this module before they print (help included)
 parse_errors_exit_with_usage()  # ... and before they parse the tasks' options
@@ -133,8 +133,7 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
         **trainer_help(),  # every trainer option's own help; the ones below say more (launchers, not the trainer)
         "gpus": "GPUs to use, one rank each (0: CPU ranks)",
         "np": "number of ranks (0, the default: one per GPU, or 1 with --gpus 0)",
-        "output": "output folder (metrics.json, predictions.csv, model.h5, checkpoint/; default runs/train); "
-                  "slurm/k8s: required, an absolute path the cluster's nodes see",
+        "output": trainer_help()["output"] + "; slurm/k8s: required, an absolute path the cluster's nodes see",
         "controller": "Horovod controller: gloo or mpi (default: chosen for this host's network interfaces)",
         "stack": "run inside this stack's built image (invoke build --stack S) instead of on this machine; with "
                  "--launcher slurm/k8s: the stack whose image the cluster runs",
@@ -166,20 +165,20 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
                    "job's slurm-N.out, an MPIJob launcher's log): the line that says why, its cause and remedy, or "
                    "that a signal stopped the run or the log shows no failure; runs nothing",
     },
-    floats=["val_fraction", "test_fraction"],
 )
 @user_errors
 @with_trainer_options
-def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet121", epochs=1, batch_size=16,
-          image_size=224, output="runs/train", val_fraction=None, test_fraction=None, resume=False, controller=None,
+def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epochs=None, batch_size=None,
+          image_size=None, output=None, val_fraction=None, test_fraction=None, resume=False, controller=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
           partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, explain=None,
           **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too, with the trainer's
-    help; the ones in this signature are parsed by invoke (numbers checked while parsing), the others by the
-    trainer's parser. --explain LOG: why a run failed, from its log, with the message a failed run prints."""
+    help, number type and default (not given here: the trainer's own applies); the ones in this signature come
+    first in the trainer's command line. --explain LOG: why a run failed, from its log, with the message a failed
+    run prints."""
     import launch
     from launch.options import given, trainer_argv
     from launch.request import TrainRequest
@@ -212,12 +211,13 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model="densenet1
     "list": "score only the image names in this file (e.g. NIH's test_list.txt); with --split, a run's splits.csv",
     "split": "score only this split (train, val or test) of the run that trained --model: its splits.csv beside the "
              "model (or --list RUN/splits.csv); test: the run's held-out images",
-    "output": "folder for evaluation.json and predictions.csv (default runs/evaluate); not a training run's folder, "
-              "whose predictions.csv it would replace (RUN/evaluation is fine)",
+    "output": "folder for evaluation.json and predictions.csv (default: python -m trainer evaluate's, "
+              "runs/evaluate); not a training run's folder, whose predictions.csv it would replace "
+              "(RUN/evaluation is fine)",
     "np": "CPU ranks under horovodrun (default 1: one process)",
 })
 @user_errors
-def evaluate(c, model=None, images=None, labels=None, list=None, split=None, output="runs/evaluate", np=1):
+def evaluate(c, model=None, images=None, labels=None, list=None, split=None, output=None, np=1):
     """Score a saved model on a labelled set: per-pathology AUROC with 95 % patient-bootstrap intervals."""
     from launch.evaluate import evaluate as run_evaluate
     from launch.evaluate import evaluate_args
@@ -229,12 +229,13 @@ def evaluate(c, model=None, images=None, labels=None, list=None, split=None, out
     "data": "dataset folder: Data_Entry_2017*.csv[.gz] in it, PNGs anywhere below it (as invoke train --data)",
     "images": "folder with the PNGs (searched recursively); with --labels",
     "labels": "label file Data_Entry_2017*.csv or .csv.gz; with --images",
-    "image-size": "side in pixels of the stored images; train from the copy with the same --image-size (224)",
+    "image-size": "side in pixels of the stored images; train from the copy with the same --image-size (default: "
+                  "the trainer's, %s)" % trainer_options(only=("image_size",))[0].default,
     "output": "the prepared copy's folder: new or empty, or one a stopped prepare left (it resumes)",
     "shard-images": "images per shard (0, the default: 128 MiB of pixels per shard)",
-})
+}, ints=["image_size"])
 @user_errors
-def prepare(c, data=None, images=None, labels=None, image_size=224, output=None, shard_images=0):
+def prepare(c, data=None, images=None, labels=None, image_size=None, output=None, shard_images=0):
     """Decode, resize and shard a ChestX-ray14 folder once (all cores), for invoke train --data PREP; resumable."""
     from launch.prepare import prepare as run_prepare
     from launch.prepare import prepare_argv
@@ -294,21 +295,13 @@ def validate(c, stack=None, hosts=None, json=None, only=None, skip=None, collect
 
 
 # --- bench: scaling sweep, Figure 1, launchers ---------------------------------------------------------------------
-#: The options of a throughput sweep that invoke bench and invoke study share (``bench.sweep.SweepRequest``).
+#: The options of a throughput sweep that invoke bench and invoke study share (``bench.sweep.SweepRequest``): the
+#: counts, and the trainer's own options of a sweep (``launch.options.SWEEP_OPTIONS``, with the trainer's help).
 SWEEP_HELP = {
     "gpus": "GPU counts to sweep, one rank per GPU as in invoke train --gpus (default 1,2,3,4,8, the seed's "
             "Figure 1)",
     "np": "CPU rank counts to sweep instead, e.g. 1,2 (as invoke train --gpus 0 --np N)",
-    "model": "densenet121 (CheXNet, the seed's Figure 1) or another backbone of the trainer (--model)",
-    "batch_size": "images per rank per step",
-    "image_size": "input side in pixels",
-    "steps": "timed steps per count (after the warm-up)",
-    "warmup_steps": "untimed steps before them",
-    "data": "'synthetic' or a ChestX-ray14 folder",
-    "amp": "mixed precision (float16 compute) in the trainer's throughput mode",
-    "timeline": "also record Horovod's timeline (HOROVOD_TIMELINE, horovod-timeline.json in each run's folder) "
-                "and each step's input wait, and split each point's step into compute, input wait and exposed "
-                "allreduce (bench-report names the part that grew)",
+    **sweep_help(),
 }
 
 
@@ -333,17 +326,17 @@ SWEEP_HELP = {
                "drift hits every count alike; 3 or more give each point a 95 % interval (5 for a readable 3 %)",
 })
 @user_errors
-def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model="densenet121", batch_size=32,
-          image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, label=None, output="bench/results",
+@with_trainer_options(only=SWEEP_OPTIONS, names=SWEEP_NAMES)
+def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label=None, output="bench/results",
           per_node=4, image=None, hybrid=False, results=None, rdma=None, render=False, submit=False,
-          collect=None, repeats=1, timeline=False):
+          collect=None, repeats=1, **trainer):
     """Scaling sweep: the trainer's throughput mode at each count -> one JSON (images/s, efficiency, run record).
     A GPU sweep run here also records input_capacity: can this node's cores decode PNGs as fast as the largest count
     trains (the line of invoke validate --only input.capacity; a warning when not)."""
     from pathlib import Path
 
     from bench import main
-    from launch.options import given
+    from launch.options import given, trainer_argv
 
     if collect:
         return main.collect(collect, Path(output), label, given(bench.body, locals(), ("launcher",)).get("launcher"))
@@ -354,10 +347,8 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
     counts, on_gpus = main.sweep_counts(gpus, np)
     req = main.SweepRequest(counts=counts,
                             gpus=on_gpus, label=label or main.default_label(stack, launcher),
-                            launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, model=model,
-                            batch_size=batch_size, image_size=image_size, steps=steps,
-                            warmup_steps=warmup_steps, data=data, amp=amp, image=image, repeats=repeats,
-                            timeline=timeline)
+                            launcher=launcher, hosts=tuple(csv_list(hosts)), stack=stack, image=image,
+                            repeats=repeats, argv=trainer_argv(bench.body, trainer))
     main.bench(req, Path(output), main.REPO / "runs" / "bench", where)
 
 
@@ -387,21 +378,21 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, model
               "nothing",
 })
 @user_errors
+@with_trainer_options(only=SWEEP_OPTIONS, names=SWEEP_NAMES)
 def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=None, hosts=None, per_node=1,
-          repeats=5, results=None, python=None, sif=None, image=None, model="densenet121", batch_size=32,
-          image_size=224, steps=50, warmup_steps=10, data="synthetic", amp=False, timeline=False, label="study",
-          output="bench/results", title=None, bandwidth=None, time="01:00:00", render=False):
+          repeats=5, results=None, python=None, sif=None, image=None, label="study", output="bench/results",
+          title=None, bandwidth=None, time="01:00:00", render=False, **trainer):
     """The seed study on one set of hosts: the same sweep as bare metal, HPC container and Kubernetes pods,
     interleaved, then Figure 1 with intervals, the comparability caption and the gap (docs/benchmarks.md)."""
     from pathlib import Path
 
     from bench import main
     from bench import study as study_
+    from launch.options import trainer_argv
 
     counts, on_gpus = main.sweep_counts(gpus, np)
-    sweep = main.SweepRequest(counts=counts, gpus=on_gpus, label=label, launcher="slurm", stack=stack, model=model,
-                              batch_size=batch_size, image_size=image_size, steps=steps,
-                              warmup_steps=warmup_steps, data=data, amp=amp, repeats=repeats, timeline=timeline)
+    sweep = main.SweepRequest(counts=counts, gpus=on_gpus, label=label, launcher="slurm", stack=stack,
+                              repeats=repeats, argv=trainer_argv(study.body, trainer))
     req = study_.StudyRequest(sweep=sweep, systems=tuple(csv_list(systems)),
                               hosts=tuple(csv_list(hosts)) or study_.slurm_hosts(), per_node=per_node,
                               results=results or str(main.REPO / "runs" / "study"),

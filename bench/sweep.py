@@ -16,6 +16,8 @@ misleading figure; run the counts that fit (``--gpus 1,2``) or add hosts.
 """
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import re
 import time
@@ -41,8 +43,9 @@ from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
 from launch.cluster import cluster_path
-from launch.options import LAUNCHERS, SCHEDULED, check_launcher
-from launch.request import TrainRequest
+from launch.options import LAUNCHERS, SCHEDULED, SWEEP_DEFAULTS, SWEEP_OPTIONS, check_launcher, flag, trainer_options
+from launch.request import TrainRequest, trainer_errors
+from trainer import preflight
 
 THROUGHPUT_FILE = "throughput.json"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -51,10 +54,13 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 @dataclass(frozen=True)
 class SweepRequest:
     """What ``invoke bench`` asked for. ``counts``: rank counts, GPUs with ``gpus`` (``--gpus``, one rank per GPU,
-    as ``invoke train --gpus N``) or else CPU ranks (``--np``, as ``invoke train --gpus 0 --np N``); ``batch_size``:
-    per rank; ``steps``: timed steps after ``warmup_steps``; ``hosts``: ``host:slots``; ``repeats``: runs of each
-    count, round-robin (``repeated_requests``); ``timeline``: each run also records Horovod's timeline and its
-    input waits, and its point gets a ``step_split`` (``bench.attribution``)."""
+    as ``invoke train --gpus N``) or else CPU ranks (``--np``, as ``invoke train --gpus 0 --np N``); ``hosts``:
+    ``host:slots``; ``repeats``: runs of each count, round-robin (``repeated_requests``); ``argv``: the trainer's
+    own options of every count (``launch.options.SWEEP_OPTIONS``: ``--model``, ``--batch-size`` per rank,
+    ``--steps`` timed after ``--warmup-steps``, ``--amp``, ``--horovod-timeline``, ...), read through the
+    trainer's parser (``options``, and a property for each) as ``TrainRequest``'s are, the trainer's defaults for
+    the rest; ``timeline``: each run also records Horovod's timeline and its input waits, and its point gets a
+    ``step_split`` (``bench.attribution``)."""
 
     counts: tuple[int, ...]
     label: str
@@ -62,16 +68,30 @@ class SweepRequest:
     launcher: str = "local"
     hosts: tuple[str, ...] = ()
     stack: str | None = None
-    model: str = "densenet121"
-    batch_size: int = 32
-    image_size: int = 224
-    steps: int = 50
-    warmup_steps: int = 10
-    data: str = "synthetic"
-    amp: bool = False
     image: str | None = None
     repeats: int = 1
-    timeline: bool = False
+    argv: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "argv", tuple(self.argv))
+
+    @functools.cached_property
+    def options(self) -> argparse.Namespace:
+        """The trainer's values of every count: ``argv`` in the throughput mode, ``SWEEP_DEFAULTS`` where the
+        trainer has no default (``--data synthetic``), the trainer's defaults for the rest. ChexstackError for an
+        unknown option or a value of the wrong type."""
+        defaults = [word for name, value in SWEEP_DEFAULTS.items() for word in (flag(name), value)]
+        with trainer_errors():
+            return preflight.parse_options(defaults + ["--throughput", *self.argv])
+
+    model = property(lambda self: self.options.model, doc="``--model``")
+    batch_size = property(lambda self: self.options.batch_size, doc="``--batch-size``: images per rank per step")
+    image_size = property(lambda self: self.options.image_size, doc="``--image-size``")
+    steps = property(lambda self: self.options.steps, doc="``--steps``: timed steps")
+    warmup_steps = property(lambda self: self.options.warmup_steps, doc="``--warmup-steps``")
+    data = property(lambda self: self.options.data, doc="``--data``: a folder or 'synthetic'")
+    amp = property(lambda self: self.options.amp, doc="``--amp``")
+    timeline = property(lambda self: self.options.horovod_timeline, doc="``--horovod-timeline``")
 
     @property
     def count_option(self) -> str:
@@ -101,10 +121,13 @@ class SweepRequest:
 
 def throughput_argv(req: SweepRequest, output: str) -> tuple[str, ...]:
     """The ``python -m trainer`` command line of one count writing into ``output``: the trainer's throughput mode
-    (trainer/cli.py, "throughput mode") with the sweep's model, sizes and steps."""
-    return ("--data", req.data, "--model", req.model, "--batch-size", str(req.batch_size), "--image-size",
-            str(req.image_size), "--throughput", "--steps", str(req.steps), "--warmup-steps", str(req.warmup_steps),
-            "--output", output) + (("--amp",) if req.amp else ()) + (("--horovod-timeline",) if req.timeline else ())
+    (trainer/cli.py, "throughput mode") with every sweep option (``SWEEP_OPTIONS``, in the trainer's order) and
+    its value, given or the trainer's default, so that a job states what it times."""
+    argv: list[str] = []
+    for option in trainer_options(only=SWEEP_OPTIONS + ("throughput",)):
+        value = getattr(req.options, option.name)
+        argv += ([option.flag] if value else []) if option.is_switch else [option.flag, str(value)]
+    return tuple(argv) + ("--output", output)
 
 
 def throughput_requests(req: SweepRequest, root: str) -> list[TrainRequest]:

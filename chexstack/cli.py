@@ -66,11 +66,12 @@ def _finite_float(text) -> float:
 class NumberOption(Argument):
     """A number option, converted while parsing: a bad value is a ChexstackError naming the option and what was
     expected (exit 2) before the task runs — invoke's own ``int()`` conversion of an ``int`` default's option
-    would escape as a ValueError traceback. ``number``: ``int``, or ``float`` for the options a task declares in
-    ``floats`` (shown as STRING in ``--help``: invoke names only str and int)."""
+    would escape as a ValueError traceback. ``number``: ``int`` (an ``int`` default), or what the task's body
+    declares in ``numbers`` or the task in ``floats`` (shown as INT in ``--help`` for ``int``, as STRING for
+    ``float``: invoke names only str and int)."""
 
     def __init__(self, arg: Argument, number: type):
-        super().__init__(names=arg.names, kind=arg.kind, default=arg.default, help=arg.help,
+        super().__init__(names=arg.names, kind=int if number is int else arg.kind, default=arg.default, help=arg.help,
                          positional=arg.positional, optional=arg.optional, incrementable=arg.incrementable,
                          attr_name=arg.attr_name)
         self.number = number
@@ -88,9 +89,13 @@ class NumberOption(Argument):
 class Task(invoke.Task):
     """invoke's Task with number options checked while parsing (``NumberOption``)."""
 
-    def __init__(self, body, floats=(), **kwargs):
+    def __init__(self, body, floats=(), ints=(), **kwargs):
         super().__init__(body, **kwargs)
-        self.floats = frozenset(floats)
+        #: the body's own number types (``numbers``: name -> int or float, e.g. the trainer's options a task takes,
+        #: ``launch.options.with_trainer_options``), then ``floats`` and ``ints`` (options whose default is None)
+        self.numbers = {**getattr(body, "numbers", {}), **{name: float for name in floats},
+                        **{name: int for name in ints}}
+        self.floats = frozenset(name for name, number in self.numbers.items() if number is float)
 
     def __call__(self, *args, **kwargs):
         """A task with a positional argument (``bench-report RESULTS``): invoke's parser takes ``-h``/``--help``
@@ -106,16 +111,16 @@ class Task(invoke.Task):
     def get_arguments(self, ignore_unknown_help=None) -> list[Argument]:
         args = []
         for arg in super().get_arguments(ignore_unknown_help):
-            number = float if arg.attr_name in self.floats or arg.name in self.floats else (
+            number = self.numbers.get(arg.attr_name) or self.numbers.get(arg.name) or (
                 int if arg.kind is int else None)
             args.append(NumberOption(arg, number) if number else arg)
         return args
 
 
 def task(*args, **kwargs):
-    """``@invoke.task`` for chexstack: number options (``int`` defaults, and the names in ``floats=``) give a clear
-    error for a bad value; no automatic short flags (``-h`` stays invoke's help, ``train -h`` is not ``--hybrid``
-    or ``--launcher``)."""
+    """``@invoke.task`` for chexstack: number options (``int`` defaults, the body's ``numbers``, and the names in
+    ``floats=`` and ``ints=``) give a clear error for a bad value; no automatic short flags (``-h`` stays invoke's
+    help, ``train -h`` is not ``--hybrid`` or ``--launcher``)."""
     return invoke.task(*args, klass=Task, auto_shortflags=False, **kwargs)
 
 

@@ -32,6 +32,7 @@ from chexstack.console import warn
 from chexstack.errors import ChexstackError
 from facts import host
 from facts.openmpi import SINGLE_COPY_OFF
+from launch import executor
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
 from launch.local import oversubscription
@@ -123,7 +124,7 @@ def _trainer_command(request: TrainRequest, interfaces: list[str]) -> tuple[list
     env.update(request.device_env())
     if controller == "mpi":
         env.update(SINGLE_COPY_OFF)  # ranks in a container: shared memory, not CMA
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", executor.TRAINER_ENV["TF_CPP_MIN_LOG_LEVEL"])  # the ranks' own environment
     return argv, env, controller, reason
 
 

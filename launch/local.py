@@ -5,9 +5,10 @@ ranks see no GPU: ``CUDA_VISIBLE_DEVICES=""``; more ranks than cores is allowed 
 GPUs are counted by ``facts.host.gpu_count`` (``nvidia-smi --query-gpu``; none without the NVIDIA driver).
 
 ``execute`` is what every run from here shares (this module's plans, ``launch.container``'s, a followed Slurm
-job's, each count of ``invoke bench``): take the output folder's lock (``trainer.runlock``; the ranks get its
-token), check ``--resume`` against the folder, run with the progress display, and end with the results table (a
-training run), the interruption line (exit 128 + signal) or the failing rank's error (exit 1).
+job's, each count of ``invoke bench``): the one executor of trainer commands (``launch.executor``: the output
+folder's lock, whose token the ranks get, the process environment, the progress display), with ``--resume``
+checked against the folder under the lock, ending with the results table (a training run), the interruption line
+(exit 128 + signal) or the failing rank's error (exit 1).
 """
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ from rich.text import Text
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from facts import host
-from launch import failure, report, stream
+from launch import executor, failure, report
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv, slots
 from launch.plans import Plan
-from launch.request import TrainRequest, trainer_errors
+from launch.request import TrainRequest
 from trainer import preflight
 from trainer.errors import TrainerError
 from trainer.preflight import SKIPPED_IMAGES
@@ -72,8 +73,6 @@ def plan(request: TrainRequest, *, gpus_here: int | None = None, interfaces: lis
     argv, env = horovodrun_argv(request.ranks(), list(request.with_absolute_paths().argv), hosts=hosts,
                                 controller=controller, python=python, ssh_identity_file=ssh_identity_file)
     env.update(request.device_env())
-    if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
-        env["TF_CPP_MIN_LOG_LEVEL"] = "1"
     return Plan(argv, env, controller, reason, tuple(oversubscription(request)))
 
 
@@ -121,7 +120,8 @@ def interrupted_message(signum: int, output: str, epochs: int | None = None) -> 
 
 
 def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None = None) -> dict | None:
-    """Run ``plan`` (any target's, ``launch.plan``) here under the output lock, in ``cwd``; print the results;
+    """Run ``plan`` (any target's, ``launch.plan``) here through the one executor (``launch.executor``: the output
+    lock, the trainer's process environment, supervision, ``OUTPUT/launch.log``), in ``cwd``; print the results;
     return metrics.json (None for a ``--throughput`` run, whose result is its ``throughput.json``, read by the
     caller: ``bench.sweep``). ``heading``: said in bold before the launch line (a sweep's count).
 
@@ -130,30 +130,18 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
     1 when a rank fails otherwise.
     """
     output = request.with_absolute_paths().options.output
-    throughput = request.options.throughput
-    with trainer_errors():
-        lock = preflight.acquire(output, " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
-    with lock:
-        if lock.problem:
-            warn(lock.problem)
+
+    def announce() -> None:
         request.check_checkpoint()
         for warning in plan.warnings:
             warn(warning)
         console.print(Text.assemble(*(((heading, "bold"), " — ") if heading else ()), ("launch: ", "bold"),
                                     plan.command_line()), soft_wrap=True)
         console.print("controller: %s (%s)" % (plan.controller, plan.reason), markup=False)
-        token = {preflight.TOKEN_ENV: lock.token} if lock.token else {}
-        outcome = stream.run(plan.argv, {**plan.env, **token}, os.path.join(output, LOG), console, cwd=cwd,
-                             force_stop=plan.force_stop if plan.container else None)
-    if outcome.interrupted is not None and outcome.returncode != 0 and not throughput:  # (0: it ended meanwhile)
-        hang = "\n" + failure.stall_diagnosis(outcome) if failure.hung(outcome) else ""  # a hang was stopped
-        raise ChexstackError(interrupted_message(outcome.interrupted, output, request.options.epochs) + hang,
-                             exit_code=ExitCode.interrupted(outcome.interrupted))
-    if outcome.returncode != 0:
-        refused = failure.refusal(outcome) is not None
-        raise ChexstackError(failure.explain_failure(outcome, plan.controller, gpus=request.gpus > 0),
-                             exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
-    if throughput:
+
+    executor.execute(train_command(request, plan.controller), plan.argv, plan.env, output, cwd=cwd,
+                     announce=announce, force_stop=plan.force_stop if plan.container else None)
+    if request.options.throughput:
         return None
     metrics = read_metrics(output)
     console.print(report.results_table(metrics))
@@ -162,3 +150,20 @@ def execute(request: TrainRequest, plan: Plan, *, cwd: str, heading: str | None 
         written.append(SKIPPED_IMAGES)
     console.print("outputs in %s (%s)" % (output, ", ".join(written)), markup=False)
     return metrics
+
+
+def train_command(request: TrainRequest, controller: str) -> executor.Command:
+    """A training or throughput run as ``launch.executor`` runs it: logged to ``OUTPUT/launch.log``; a refusal keeps
+    its log and is ``explain_failure``'s message with exit 2, another failure exit 1; a training run stopped by a
+    signal says where to continue (``interrupted_message``), a throughput count's is a failure."""
+    output = request.with_absolute_paths().options.output
+
+    def failed(outcome: failure.Outcome) -> ChexstackError:
+        refused = failure.refusal(outcome) is not None
+        return ChexstackError(failure.explain_failure(outcome, controller, gpus=request.gpus > 0),
+                              exit_code=ExitCode.USAGE if refused else ExitCode.FAILED)
+
+    def interrupted(signum: int, log: str) -> str:
+        return interrupted_message(signum, output, request.options.epochs)
+
+    return executor.Command(LOG, failed, None if request.options.throughput else interrupted)

@@ -6,11 +6,12 @@ An option given where it has no effect is an error, not silence: ``invoke train 
 would run on the host's network, and so on. ``check_applicable(launcher, stack, given, known)`` raises a
 ChexstackError (exit 2) naming an unknown launcher first, then the first such option and where it applies.
 
-``with_trainer_options`` gives a task every ``python -m trainer`` option it does not state itself as a parameter,
-taken from the trainer's own parser (``trainer.cli.parser``: one declaration of the trainer's contract), so each is
-reachable from ``invoke train`` and validated by that parser; ``trainer_argv(fn, values)`` turns the given ones
-into the trainer's command line, and ``path_values(argv)`` finds the paths in it (which launchers make absolute
-and reachable).
+``with_trainer_options`` gives a task every ``python -m trainer`` option it does not state itself as a parameter
+(``invoke train``: all but the throughput mode's; ``invoke bench`` and ``invoke study``: ``SWEEP_OPTIONS``), taken
+from the trainer's own parser (``trainer.cli.parser``: one declaration of the trainer's contract), each "not given"
+by default so that the trainer's own default applies, its help the trainer's and its number type the trainer's;
+``trainer_argv(fn, values)`` turns the given ones into the trainer's command line, and ``path_values(argv)`` finds
+the paths in it (which launchers make absolute and reachable).
 """
 from __future__ import annotations
 
@@ -92,15 +93,24 @@ def check_applicable(launcher: str, stack: str | None, options: dict, known: tup
 
 #: The trainer's throughput mode is ``invoke bench``'s: ``invoke train`` does not offer these options.
 THROUGHPUT_OPTIONS = ("throughput", "steps", "warmup_steps", "amp")
+#: The trainer's options of a throughput sweep (``invoke bench``, ``invoke study``: ``bench.sweep.SweepRequest``),
+#: by ``dest``; the sweep runs the throughput mode itself.
+SWEEP_OPTIONS = ("data", "model", "batch_size", "image_size", "steps", "warmup_steps", "amp", "horovod_timeline")
+#: A sweep's names for them where they differ: ``--timeline`` (horovodrun, not the trainer, would take a trainer
+#: ``--timeline`` for an abbreviation of its own ``--timeline-filename``).
+SWEEP_NAMES = {"horovod_timeline": "timeline"}
+#: A sweep's values where the trainer has no default: it needs data, and times synthetic images unless told.
+SWEEP_DEFAULTS = {"data": "synthetic"}
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainerOption:
-    """One ``python -m trainer`` option: its parameter name (argparse ``dest``), flag, whether it takes no value,
-    its help, its default in the trainer, the words it takes that are not paths when its value is a path
-    (metavar ``FILE``, ``DIR`` or ``none|PATH``: words ``("none",)``), else None, whether that path is a
-    folder (metavar ``DIR``), and whether the switch turns its ``dest`` off (argparse ``store_false``:
-    ``--no-hflip``, dest ``hflip``)."""
+    """One ``python -m trainer`` option: its parameter name (argparse ``dest``, or a task's own name for it:
+    ``with_trainer_options``' ``names``), flag, whether it takes no value, its help, its default in the trainer,
+    the words it takes that are not paths when its value is a path (metavar ``FILE``, ``DIR`` or ``none|PATH``:
+    words ``("none",)``), else None, whether that path is a folder (metavar ``DIR``), whether the switch turns its
+    ``dest`` off (argparse ``store_false``: ``--no-hflip``, dest ``hflip``), and its number type (argparse
+    ``type``: ``int``, ``float``; None for words)."""
 
     name: str
     flag: str
@@ -110,6 +120,7 @@ class TrainerOption:
     path_words: tuple[str, ...] | None = None
     is_folder: bool = False
     turns_off: bool = False
+    number: type | None = None
 
     @property
     def not_given(self) -> object:
@@ -141,47 +152,77 @@ def _help(action: argparse.Action) -> str:
     return text if switch or action.default is None else "%s (trainer default %s)" % (text, action.default)
 
 
-def trainer_options(stated: tuple[str, ...] | frozenset[str] = ()) -> list[TrainerOption]:
-    """The trainer's options (``trainer.cli.parser()``) except ``stated`` and the throughput mode, in order."""
-    return [o for o in _all_trainer_options() if o.name not in stated]
+def trainer_options(stated: tuple[str, ...] | frozenset[str] = (), only: tuple[str, ...] | None = None,
+                    names: dict[str, str] | None = None) -> list[TrainerOption]:
+    """The trainer's options (``trainer.cli.parser()``), in its order: ``only`` these (by ``dest``), else all but
+    the throughput mode's; each named as ``names`` says (``dest`` -> a task's name for it); then without the
+    names in ``stated``."""
+    names = names or {}
+    chosen = [o for o in _all_trainer_options() if (o.name in only if only is not None else
+                                                    o.name not in THROUGHPUT_OPTIONS)]
+    chosen = [dataclasses.replace(o, name=names.get(o.name, o.name)) for o in chosen]
+    return [o for o in chosen if o.name not in stated]
 
 
 @functools.lru_cache(maxsize=None)
 def _all_trainer_options() -> tuple[TrainerOption, ...]:
-    """Every trainer option but the throughput mode's, read once from the trainer's parser."""
+    """Every trainer option, read once from the trainer's parser."""
     from trainer import preflight
     found = []
     for action in preflight.parser()._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
-            continue
-        if action.dest in THROUGHPUT_OPTIONS:
             continue
         turns_off = isinstance(action, argparse._StoreFalseAction)
         switch = turns_off or isinstance(action, argparse._StoreTrueAction)
         flag_ = max(action.option_strings, key=len)
         found.append(TrainerOption(action.dest, flag_, switch, "python -m trainer %s: %s" % (flag_, _help(action)),
                                    action.default, _path_words(action.metavar),
-                                   "DIR" in (action.metavar or "").split("|"), turns_off))
+                                   "DIR" in (action.metavar or "").split("|"), turns_off,
+                                   action.type if action.type in (int, float) else None))
     return tuple(found)
 
 
-def with_trainer_options(fn):
-    """Decorator for a task body ``fn(c, ..., **trainer)``: its signature (what invoke reads to make options) gets
-    one keyword per trainer option it does not state itself as a parameter (``TrainerOption.not_given``); their
-    help texts are ``trainer_help()``."""
+def with_trainer_options(fn=None, *, only: tuple[str, ...] | None = None, names: dict[str, str] | None = None):
+    """Decorator for a task body ``fn(c, ..., **trainer)`` (``@with_trainer_options``, or with ``only``/``names``
+    as ``trainer_options`` takes them: ``invoke bench`` takes the throughput mode's): its signature (what invoke
+    reads to make options) gets one keyword per trainer option it does not state itself as a parameter, its
+    default "not given" (``TrainerOption.not_given``), so the trainer's own default applies; a parameter it states
+    for a trainer option must default to "not given" too (ValueError otherwise: an invoke default would override
+    the trainer's). ``fn.trainer_options``: the trainer options the task takes, under its names (what
+    ``trainer_argv`` writes); ``fn.numbers``: name -> int or float for those that take numbers (checked while
+    invoke parses, ``chexstack.cli.Task``). Their help texts are ``trainer_help(only, names)``."""
+    if fn is None:
+        return functools.partial(with_trainer_options, only=only, names=names)
+    options = trainer_options(only=only, names=names)
     sig = inspect.signature(fn)
     stated = frozenset(sig.parameters)
+    for o in options:
+        if o.name in stated and sig.parameters[o.name].default != o.not_given:
+            raise ValueError("%s: parameter %s defaults to %r; a trainer option defaults to %r (not given), so that "
+                             "the trainer's default applies" % (fn.__name__, o.name, sig.parameters[o.name].default,
+                                                                 o.not_given))
     params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     params += [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                 default=o.not_given) for o in trainer_options(stated)]
+                                 default=o.not_given) for o in options if o.name not in stated]
     fn.__signature__ = sig.replace(parameters=params)
+    fn.trainer_options = tuple(options)
+    fn.numbers = {o.name: o.number for o in options if o.number is not None and not o.is_switch}
     return fn
 
 
-def trainer_help() -> dict[str, str]:
-    """Every trainer option's help, as a task's ``help`` wants it (``python -m trainer --lr: ...``); a task states
-    its own for the options it says more about."""
-    return {o.name.replace("_", "-"): o.help for o in trainer_options()}
+def trainer_help(only: tuple[str, ...] | None = None, names: dict[str, str] | None = None) -> dict[str, str]:
+    """Every trainer option's help (``only``, ``names``: as ``trainer_options``), as a task's ``help`` wants it
+    (``python -m trainer --lr: ...``); a task adds to it for the options it says more about."""
+    return {o.name.replace("_", "-"): o.help for o in trainer_options(only=only, names=names)}
+
+
+def sweep_help() -> dict[str, str]:
+    """The help of a sweep's trainer options (``SWEEP_OPTIONS`` under ``SWEEP_NAMES``): the trainer's, and the
+    sweep's default where the trainer has none (``SWEEP_DEFAULTS``)."""
+    found = trainer_help(SWEEP_OPTIONS, SWEEP_NAMES)
+    for name, value in SWEEP_DEFAULTS.items():
+        found[name] += " (a sweep's default: %s)" % value
+    return found
 
 
 def trainer_argv(fn: Callable, values: dict) -> tuple[str, ...]:
@@ -189,7 +230,7 @@ def trainer_argv(fn: Callable, values: dict) -> tuple[str, ...]:
     ``values`` (name -> value): ``--flag value`` (or ``--flag`` for a switch) for every trainer option given (not
     its ``TrainerOption.not_given``, not None), in ``fn``'s signature's order (the ones it states, then the others
     in the trainer's parser's order). The trainer's parser judges the values (``launch.request.TrainRequest.check``)."""
-    by_name = {o.name: o for o in _all_trainer_options()}
+    by_name = {o.name: o for o in fn.trainer_options}
     argv: list[str] = []
     for name in [name for name in inspect.signature(fn).parameters if name in by_name]:
         o, value = by_name[name], values.get(name)
@@ -201,7 +242,7 @@ def trainer_argv(fn: Callable, values: dict) -> tuple[str, ...]:
 
 def path_values(argv: tuple[str, ...] | list[str]) -> list[int]:
     """Indexes in a trainer command line (``flag value`` pairs and switches) of the values that are paths."""
-    by_flag = {o.flag: o for o in trainer_options()}
+    by_flag = {o.flag: o for o in _all_trainer_options()}
     found = []
     for i, word in enumerate(argv[:-1]):
         option = by_flag.get(word)

@@ -43,6 +43,8 @@ _ERROR = "trainer: error: "
 GRACE_S = 30.0
 REAP_WAIT_S = 5.0  # after an interrupted command ended: for each further step of ``reap`` (end alone, SIGTERM, SIGKILL)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: what the line at the first signal says is stopped, unless the command says otherwise (``run``'s ``stopping``)
+STOPPING = "every rank (again to kill them at once)"
 
 
 class _Display:
@@ -159,7 +161,7 @@ class _Stopper:
     the recorded tree (SIGKILL) and calls ``force_stop``."""
 
     def __init__(self, proc: subprocess.Popen, force_stop: Callable[[], None] | None,
-                 stopping: str = "every rank (again to kill them at once)") -> None:
+                 stopping: str = STOPPING) -> None:
         self.proc, self.force_stop, self.stopping = proc, force_stop, stopping
         self.signal: int | None = None
         self.tree: dict[int, psutil.Process] = {}
@@ -224,7 +226,7 @@ def _line_count(path: str) -> int:
 
 def run(argv: list[str], env: dict[str, str], log_path: str, console: Console, cwd: str, *,
         force_stop: Callable[[], None] | None = None,
-        stopping: str = "every rank (again to kill them at once)") -> Outcome:
+        stopping: str = STOPPING) -> Outcome:
     """Run ``argv`` with ``env`` added to this environment; stream, display, log (appended) and summarise.
 
     ``force_stop``: called when the command must be killed after a signal (and once more after an interrupted run

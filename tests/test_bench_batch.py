@@ -11,11 +11,11 @@ import yaml
 
 from bench import batch
 from bench.results import RunRecord, load_sweep
-from bench.sweep import SweepRequest
 from chexstack.errors import ChexstackError
 from tests.lib.golden import assert_golden
 from tests.lib.k8s import validate_mpijob
 from tests.lib.paths import REPO
+from tests.lib.sweeps import sweep_request
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 CPU_SWEEP = REPO / "tests" / "data" / "bench" / "cpu-sweep"
@@ -25,7 +25,7 @@ def _req(**kw):
     base = dict(counts=(1, 2, 3, 4, 8), label="ngc-pyxis", launcher="slurm", stack="cpu", model="densenet121",
                 batch_size=32, steps=50, warmup_steps=10)
     base.update(kw)
-    return SweepRequest(**base)
+    return sweep_request(**base)
 
 
 def _bash_n(text):

@@ -17,6 +17,7 @@ from launch.plans import Plan
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 from tests.lib.paths import REPO
+from tests.lib.sweeps import sweep_request
 
 SEED = REFERENCE_DIR / "seed-densenet121-baremetal.json"
 RESULTS = REPO / "bench" / "results"
@@ -143,7 +144,7 @@ def test_repeats_run_round_robin_over_the_counts(tmp_path, monkeypatch):
                     {}, "gloo", "test")
 
     monkeypatch.setitem(dispatch.TARGETS, "local", fake)
-    req = sweep.SweepRequest(counts=(2, 1), label="rr", gpus=False, model="resnet50", image_size=64, repeats=3)
+    req = sweep_request(counts=(2, 1), label="rr", gpus=False, model="resnet50", image_size=64, repeats=3)
     result, path = sweep.run_sweep(req, REPO, tmp_path / "out", tmp_path / "runs")
     assert order == [(1, "repeat-1", "np-1"), (2, "repeat-1", "np-2"), (1, "repeat-2", "np-1"),
                      (2, "repeat-2", "np-2"), (1, "repeat-3", "np-1"), (2, "repeat-3", "np-2")]
@@ -152,11 +153,11 @@ def test_repeats_run_round_robin_over_the_counts(tmp_path, monkeypatch):
 
 
 def test_repeats_are_checked():
-    from bench.sweep import SweepRequest
+    from tests.lib.sweeps import sweep_request
 
     with pytest.raises(ChexstackError, match="--repeats 0: expected 1 or more"):
-        SweepRequest(counts=(1,), label="x", gpus=False, repeats=0).check()
-    SweepRequest(counts=(1,), label="x", gpus=False, launcher="slurm", repeats=2, data="/d").check()  # job steps
+        sweep_request(counts=(1,), label="x", gpus=False, repeats=0).check()
+    sweep_request(counts=(1,), label="x", gpus=False, launcher="slurm", repeats=2, data="/d").check()  # job steps
     run = cmd.run("bench", "--np", "1", "--repeats", "x")
     assert run.returncode == 2 and "Traceback" not in run.stderr
 

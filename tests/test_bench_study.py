@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from bench import study
-from bench.sweep import SweepRequest
 from chexstack.errors import ChexstackError
 from envs.manifest import load_stack
 from launch import k8s, slurm
@@ -20,6 +19,7 @@ from launch.pods import PodNetwork
 from tests.lib.cli import run
 from tests.lib.golden import assert_golden
 from tests.lib.k8s import validate_mpijob
+from tests.lib.sweeps import sweep_request
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 SITE = study.Site(repo=Path("/shared/chexstack"), mpirun_version_output="mpirun (Open MPI) 4.1.4\n",
@@ -27,7 +27,7 @@ SITE = study.Site(repo=Path("/shared/chexstack"), mpirun_version_output="mpirun 
 
 
 def _req(**kw) -> study.StudyRequest:
-    sweep = SweepRequest(counts=kw.pop("counts", (1, 2)), gpus=False, label="study", launcher="slurm", stack="cpu",
+    sweep = sweep_request(counts=kw.pop("counts", (1, 2)), gpus=False, label="study", launcher="slurm", stack="cpu",
                          model="mobilenet", batch_size=4, image_size=32, steps=2, warmup_steps=1,
                          repeats=kw.pop("repeats", 3))
     base = dict(sweep=sweep, systems=("baremetal", "apptainer", "mpijob"), hosts=("chex1", "chex2"),

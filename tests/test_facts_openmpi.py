@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from bench import batch
-from bench.sweep import SweepRequest
 from envs.manifest import load_stack
 from facts.openmpi import ROOT_ENV_SINCE, root_env_honoured
 from images.naming import image_ref, stack_of_image
 from launch import slurm
 from launch.job import JobSpec, Mount
+from tests.lib.sweeps import sweep_request
 
 
 @pytest.mark.parametrize("implementation,version,honoured", [
@@ -44,7 +44,7 @@ def test_the_hybrid_script_adds_the_option_where_the_images_open_mpi_ignores_the
 
 
 def test_the_bench_sweeps_hybrid_steps_apply_the_same_rule(tmp_path):
-    req = SweepRequest(counts=(1, 8), label="ngc-hybrid", launcher="slurm", stack="ngc", model="densenet121",
+    req = sweep_request(counts=(1, 8), label="ngc-hybrid", launcher="slurm", stack="ngc", model="densenet121",
                        batch_size=32, steps=5, warmup_steps=1)
     target = batch.BatchTarget(image="/shared/ngc.sif", per_node=4, gpus=True, results="/shared/bench")
     text = batch.render_slurm(req, target, tmp_path, "hybrid", mpirun_version_output="mpirun (Open MPI) 3.1.3\n",
@@ -64,7 +64,7 @@ def test_every_script_that_starts_the_hosts_mpirun_exports_the_permission_once(t
     hybrid, for a training run and a sweep alike; pyxis starts no mpirun."""
     bare = JobSpec(name="j", stack=None, image="/shared/venv/bin/python", nodes=1, ranks_per_node=2, gpus=False,
                    trainer_args=("--output", "/scratch/r"), mounts=(Mount("/scratch/r"),), workdir="/shared/chexstack")
-    req = SweepRequest(counts=(1, 2), label="bare", launcher="slurm", stack=None, model="densenet121",
+    req = sweep_request(counts=(1, 2), label="bare", launcher="slurm", stack=None, model="densenet121",
                        batch_size=32, steps=5, warmup_steps=1)
     target = batch.BatchTarget(image="/shared/venv/bin/python", per_node=2, gpus=False, results="/shared/bench",
                                workdir="/shared/chexstack")

@@ -13,6 +13,7 @@ from launch.plans import Plan
 from launch.request import TrainRequest
 from tests.lib.paths import REPO
 from tests.lib.runs import request as train_request
+from tests.lib.sweeps import sweep_request
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def test_a_sweep_plans_its_counts_through_the_seam(targets, tmp_path, monkeypatc
                     "test")
 
     monkeypatch.setitem(dispatch.TARGETS, "local", copy)
-    req = sweep.SweepRequest(counts=(1, 2), label="seam", gpus=False, model="resnet50", image_size=64)
+    req = sweep_request(counts=(1, 2), label="seam", gpus=False, model="resnet50", image_size=64)
     assert sweep.place(req) == launch.Where()
     result, path = sweep.run_sweep(req, REPO, tmp_path / "out", tmp_path / "runs")
     assert [p.count for p in result.points] == [1, 2] and path.parent == tmp_path / "out"
@@ -133,7 +134,7 @@ def test_a_sweeps_count_runs_through_the_one_execute(targets, tmp_path, monkeypa
         return Plan(["sh", "-c", "echo 'rank 0 broke' >&2; exit 3"], {}, "gloo", "test")
 
     monkeypatch.setitem(dispatch.TARGETS, "local", failing)
-    req = sweep.SweepRequest(counts=(1,), label="seam", gpus=False, model="resnet50", image_size=64)
+    req = sweep_request(counts=(1,), label="seam", gpus=False, model="resnet50", image_size=64)
     with pytest.raises(ChexstackError) as err:
         sweep.run_sweep(req, REPO, tmp_path / "out", tmp_path / "runs")
     assert str(err.value).startswith("throughput run with 1 ranks: ") and err.value.exit_code == 1

@@ -200,9 +200,14 @@ def test_trainer_options_reach_the_trainer_and_are_judged_by_its_parser(tmp_path
     assert absolute[5] == os.path.abspath("o") and absolute[7] == os.path.abspath("w.h5")
     words = ("--data", "synthetic", "--weights", "none", "--output", "/o")
     assert TrainRequest(argv=words).with_absolute_paths().argv == words
-    p = cmd.run("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
-    assert p.returncode == 2 and "--seed: invalid int value: 'x'" in p.stdout + p.stderr, p.stdout + p.stderr
+    # a value of the trainer's type is judged by its parser; the type itself while invoke parses (the trainer's
+    # type, launch.options.TrainerOption.number: every number option of the trainer, not only those stated)
+    p = cmd.run("train", "--data", "synthetic", "--monitor", "x", "--output", str(tmp_path / "bad"))
+    assert p.returncode == 2 and "--monitor: invalid choice: 'x'" in p.stdout + p.stderr, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr and not (tmp_path / "bad").exists()
+    p = cmd.run("train", "--data", "synthetic", "--seed", "x", "--output", str(tmp_path / "bad"))
+    assert p.returncode == 2 and p.stderr == "error: --seed 'x': expected a whole number\n", p.stdout + p.stderr
+    assert not (tmp_path / "bad").exists()
 
 
 def test_a_switch_that_turns_a_trainer_default_off_is_its_no_flag():

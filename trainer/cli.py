@@ -112,7 +112,8 @@ def parser():
                             help="bootstrap resamples of patients for the test AUROC intervals (0: none)")
     evaluation.add_argument("--baseline-size", type=int, default=16, metavar="PIXELS",
                             help="logistic-regression baseline on PIXELS x PIXELS down-sampled images (0: none)")
-    run.add_argument("--output", default="runs/train", metavar="DIR")
+    run.add_argument("--output", default="runs/train", metavar="DIR",
+                     help="the run's folder: metrics.json, predictions.csv, model.h5, checkpoint/ (%(default)s)")
     run.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
     tp = p.add_argument_group("throughput mode")
     tp.add_argument("--throughput", action="store_true", help="time steps only: writes throughput.json")

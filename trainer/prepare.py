@@ -374,7 +374,7 @@ def run(options):
     """Prepare (or finish preparing) the copy of checked ``options`` in ``options.output``; exit status 0."""
     manifest, label_file, lists = plan(options)
     _check_start(options.output, manifest)  # a refused prepare writes nothing, not even the lock file
-    lock = runlock.acquire(options.output, COMMAND, "--output")
+    lock = runlock.acquire_unless_held_for_us(options.output, COMMAND, "--output")  # None: its launcher holds it
     try:
         outputs.remove_stale_temp_files(options.output)  # a killed run's half-written shard
         manifest = _start(options.output, manifest, label_file, lists)
@@ -400,7 +400,8 @@ def run(options):
                        options.output, manifest["image_size"]))
         return 0
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def parse(argv):
