@@ -97,8 +97,13 @@ class BuildFailed(ChexstackError):
 def from_local_engine(definition: str) -> str:
     """``definition`` with each ``Bootstrap: docker`` stage made ``Bootstrap: docker-daemon`` (the same ``From:``
     image, read from the local engine: https://apptainer.org/docs/user/main/docker_and_oci.html); the rest unchanged
-    (``convert.definition``: parse and text are inverse). ChexstackError when it has no such stage."""
-    return Definition.parse(definition).bootstrapped("docker", "docker-daemon").text()
+    (``convert.definition``: parse and text are inverse). A definition already all ``docker-daemon`` (``invoke
+    convert`` of a base only the local engine holds) is returned as it is. ChexstackError when it has no stage of
+    either."""
+    parsed = Definition.parse(definition)
+    if parsed.stages and all(s.bootstrap.lower() == "docker-daemon" for s in parsed.stages):
+        return definition
+    return parsed.bootstrapped("docker", "docker-daemon").text()
 
 
 @dataclass
