@@ -59,7 +59,7 @@ are expanded as Docker
   default; Apptainer starts in the host's current folder), or in the base image's WORKDIR where its config was read
   (Apptainer's docker bootstraps do not record it); not read, a stage without WORKDIR gets a warning that its
   runscript starts in ``/``.
-- Each ``%post`` runs under Docker's umask 0022 (``DOCKER_ENV``).
+- Each ``%post`` runs under Docker's umask 0022, with the image's own ``/tmp`` and ``/var/tmp`` (``DOCKER_ENV``).
 - ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
   that uid, its primary gid or the given one, its groups and its HOME (singularityhub/singularity-cli#158: never ``su
   -``). Apptainer always
@@ -103,8 +103,19 @@ from convert.words import UnsupportedExpansion
 
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
-#: the files and folders it makes would be group-writable).
-DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh\numask 022"
+#: the files and folders it makes would be group-writable), and with the image's own ``/tmp`` and ``/var/tmp``:
+#: ``apptainer build`` binds the host's into ``%post`` (apptainer/singularity#1838, "added tmp and var/tmp binds to
+#: imgbuild engine"; by design, apptainer/singularity#2538 and #1349), so what a RUN leaves there (micromamba's
+#: ``WORKDIR /tmp``, ``COPY env.yaml /tmp/``) would land on the host, not in the image, and ``rm -rf /tmp/*`` would
+#: empty the host's. Unmounted (lazily: the build's own folder may be under it; observed with Apptainer 1.4.5), or
+#: the build stops saying why.
+DOCKER_ENV = "\n".join([
+    ". /.singularity.d/env/10-docker*.sh", "umask 022",
+    "for d in /tmp /var/tmp; do  # the image's own, as in Docker's RUN (apptainer build binds the host's)",
+    "  if grep -q \"^[^ ]* [^ ]* [^ ]* [^ ]* $d \" /proc/self/mountinfo; then umount -l \"$d\" || { echo \"cannot "
+    "unmount the host's $d that apptainer build binds in: what the build writes there would not be the image's; "
+    "build as root or set 'mount tmp = no' in apptainer.conf\" >&2; exit 1; }; fi",
+    "done"])
 DEFAULT_SHELL = ["/bin/sh", "-c"]
 STAGING = "/.chexstack-copy"
 #: Shell builtins whose effect outlives the command: such a RUN is never written inline in %post.

@@ -184,3 +184,18 @@ def test_a_bases_onbuild_triggers_run_right_after_from(tmp_path):
     with pytest.raises(ChexstackError, match=r":1: FROM chexstack-test/onbuild:1: the base image's trigger ONBUILD "
                                              r"VOLUME /data: Apptainer images have no volumes"):
         convert(df, bases=_reader({"chexstack-test/onbuild:1": config}))
+
+
+# --- docker lane: the stand-in of micromamba's base image (tests/lib/standins.py) -------------------------------
+@pytest.mark.docker
+def test_52_against_a_base_in_the_engine_reads_its_config(micromamba_standin, tmp_path):
+    """Case 52 with FROM pointed at the stand-in: through ``invoke convert``, the config read from the engine gives
+    the same definition as the stub of micromamba's config (the golden), bootstrapped from the daemon (the
+    stand-in was never pulled)."""
+    df = _stage52(tmp_path, micromamba_standin)
+    p = cmd.run("convert", str(df))
+    assert p.returncode == 0, p.stdout + p.stderr
+    golden = (Path(__file__).parent / "golden" / "convert" / "base-52-micromamba.def").read_text()
+    assert p.stdout == golden.replace("Bootstrap: docker\nFrom: %s\n" % BASE52,
+                                      "Bootstrap: docker-daemon\nFrom: %s\n" % micromamba_standin)
+    assert "was not read" not in p.stderr and "ARG: # (otherwise python will not be found)" in p.stderr

@@ -157,6 +157,30 @@ def test_files_from_a_stage_keeps_its_links_as_docker_does(client, debian_base, 
         client.images.remove(docker_image, force=True)
 
 
+def test_a_base_images_shell_user_and_workdir_build_the_same(client, micromamba_standin, stage_images, tmp_path):
+    """Case 52 (the micromamba-docker README pattern) against the stand-in of micromamba's base image
+    (``tests.lib.standins``): its config read from the engine by ``invoke convert``, both builds run the RUNs as
+    uid 57439 in /tmp through the base's SHELL, the second with the environment activated by the ARG, and
+    ``run`` goes through the base's ENTRYPOINT in its WORKDIR: the same files (owners included), environment and
+    run output. (The user ``apptainer run`` runs as is the invoking one's, not compared.)"""
+    from tests.test_convert_base import _stage52
+
+    dockerfile = _stage52(tmp_path, micromamba_standin)
+    stage_images.append(dockerfile.read_text())
+    docker_image = docker_build(client, build_tar(str(dockerfile.parent)), quiet=True)
+    sandbox = build(convert(dockerfile).text, dockerfile.parent, tmp_path / "build", cache=True)
+    try:
+        history = (sandbox.path / "opt/conda/conda-meta/history").read_text()
+        assert history == "installed by 57439:57439 in /tmp HOME=/home/mambauser from /tmp/env.yaml\n"
+        assert (sandbox.path / "tmp/my_uuid").read_text().startswith("python stand-in, uid 57439, in /tmp: -c")
+        diffs = compare_images(client, docker_image, sandbox, micromamba_standin,
+                               runs=[[], ["sh", "-c", "pwd; echo $PATH; command -v python"]])
+        assert not diffs, explain(diffs)
+    finally:
+        sandbox.remove()
+        client.images.remove(docker_image, force=True)
+
+
 @pytest.mark.slow
 def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_build, tmp_path):
     """``invoke render --stack cpu --format singularity`` built by ``apptainer build`` gives the verified Docker
