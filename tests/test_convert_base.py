@@ -199,3 +199,30 @@ def test_52_against_a_base_in_the_engine_reads_its_config(micromamba_standin, tm
     assert p.stdout == golden.replace("Bootstrap: docker\nFrom: %s\n" % BASE52,
                                       "Bootstrap: docker-daemon\nFrom: %s\n" % micromamba_standin)
     assert "was not read" not in p.stderr and "ARG: # (otherwise python will not be found)" in p.stderr
+
+
+@pytest.mark.docker
+def test_a_bases_onbuild_triggers_are_read_from_the_engine_and_run_after_from(client, debian_base, tmp_path):
+    """A base built here with ONBUILD triggers (the engine's ``Config.OnBuild``): the child's definition runs them
+    right after its FROM, from the child's build context, bootstrapped from the daemon."""
+    from images.context import context_tar
+    from images.docker_build import docker_build
+    from tests.lib.leftovers import TEST_LABELS
+
+    tag = "chexstack-test/onbuild-standin:1"
+    base = "FROM %s\nONBUILD COPY app.txt /app/\nONBUILD RUN cat /app/app.txt > /app/seen\n" % debian_base
+    image_id = docker_build(client, context_tar(base, {}), labels=TEST_LABELS, quiet=True)
+    client.images.get(image_id).tag(tag)
+    try:
+        (tmp_path / "app.txt").write_text("x\n")
+        df = tmp_path / "Dockerfile"
+        df.write_text("FROM %s\nRUN echo mine\n" % tag)
+        p = cmd.run("convert", str(df))
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Bootstrap: docker-daemon\nFrom: %s\n" % tag in p.stdout
+        assert "%files\napp.txt /.chexstack-copy-1-1/app.txt\n" in p.stdout
+        post = _post(p.stdout)
+        assert post.index("chexstack_copy /.chexstack-copy-1-1/app.txt /app/") \
+            < post.index("cat /app/app.txt > /app/seen") < post.index("echo mine")
+    finally:
+        client.images.remove(tag, force=True)

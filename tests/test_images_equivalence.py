@@ -10,7 +10,8 @@ arguments is always one). A control shows the harness sees a difference when the
 
 Cost of each test, measured here (2 cores, shared, load 3-5; the base image built): add-forms 10 s, copy-dockerignore 11
 s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, env-forms 18 s, the ``%files from`` test
-24 s, entrypoint-shell 26 s, cmd-shell 28 s (about 3 minutes; 5 min 14 s measured at load 4.5-6); ``SLOW_PAIRS``
+24 s, entrypoint-shell 26 s, cmd-shell 28 s, case 52 against the micromamba stand-in 21 s (about 3 minutes; 5 min
+14 s measured at load 4.5-6; 6 min 6 s for these 13 on 2026-12-06 with 7 other sessions on the 2 cores); ``SLOW_PAIRS``
 (marked ``slow``, multi-stage or several images): from-stages 33 s, entrypoint-cmd 37 s, copy-forms 45 s,
 copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s). The
 cpu stack's own definition, both stages built by Apptainer (its devel stage compiles Horovod again): 394 s in that
