@@ -196,6 +196,21 @@ class _Blank:
         return name not in self.known and name not in _DOCKER_SETS
 
 
+class _Unset:
+    """The names a stage whose base image's config was read knows to be unset: neither the base's ENV nor the
+    Dockerfile (ARG with a value, ENV) defines them, so Docker expands them as unset (``$NAME`` empty,
+    ``${NAME-word}`` the word). Not among them: a name an ARG declares whose value is not known here, and the
+    automatic platform and proxy ARGs, which Docker gives values of its own."""
+
+    unset = True
+
+    def __init__(self, stage: _Stage):
+        self.stage = stage
+
+    def __contains__(self, name: str) -> bool:
+        return name not in self.stage.vars and name not in _DOCKER_SETS
+
+
 @dataclass
 class Conversion:
     """The definition's ``text``, the conversion's ``warnings`` and the paths of the build context it ``reads``
@@ -249,6 +264,8 @@ class _Converter:
 
     # --- words --------------------------------------------------------------------------------------------------
     def words(self, text: str, known: dict | None = None, split: bool = True, blank=()) -> list:
+        if not blank and self.stages and self.stage.base is not None and self.stage.base.read:
+            blank = _Unset(self.stage)
         try:
             return words.words(text, self.stage.known() if known is None else known, split, blank)
         except UnsupportedExpansion as e:
@@ -512,6 +529,8 @@ class _Converter:
         that exists. ``llb.WithUser`` reads ``name|uid[:group|gid]``: a uid without a group gets the same gid, a name
         its passwd uid and gid (``chexstack_workdir``). The classic builder made every WORKDIR root's."""
         path = self.text(c.value[0], "WORKDIR")
+        if not path:
+            self.fail("%s expands to nothing: %s" % (c.value[0], self._read_unset()))
         st = self.stage
         st.workdir = posixpath.normpath(posixpath.join(st.workdir or "/", path))
         q = shlex.quote(st.workdir)
@@ -522,7 +541,16 @@ class _Converter:
             st.post += ["mkdir -p %s" % q, "cd %s" % q]
 
     def _user(self, c) -> None:
-        self._set_user(self.text(c.value[0], "USER"), "USER")
+        spec = self.text(c.value[0], "USER")
+        if not spec:
+            self.fail("%s expands to nothing: %s" % (c.value[0], self._read_unset()))
+        self._set_user(spec, "USER")
+
+    def _read_unset(self) -> str:
+        """Why a word the base image's config was read for expands to nothing."""
+        st = self.stage
+        return ("neither this Dockerfile nor the base image %s's ENV (read from %s) defines what it names, so Docker "
+                "reads it empty; define it with ARG or ENV" % (st.image, st.base.read_from))
 
     def _set_user(self, spec: str, what: str) -> None:
         """The user later RUNs run as (``what``: the instruction, or the base image's config)."""

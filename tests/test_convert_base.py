@@ -157,9 +157,21 @@ def test_the_base_env_resolves_user_workdir_and_env_as_docker_expands_them(tmp_p
 def test_an_undefined_name_with_the_config_read_says_docker_reads_it_empty(tmp_path):
     df = tmp_path / "Dockerfile"
     df.write_text("FROM chexstack-test/base:1\nUSER $NOBODY\n")
-    with pytest.raises(ChexstackError, match=r"neither this Dockerfile nor the base image .*'s ENV \(read from a "
-                                             r"stub engine\) defines: Docker reads it empty"):
+    with pytest.raises(ChexstackError, match=r":2: USER \$NOBODY: \$NOBODY expands to nothing: neither this "
+                                             r"Dockerfile nor the base image .*'s ENV \(read from a stub engine\) "
+                                             r"defines what it names, so Docker reads it empty"):
         convert(df, bases=_reader({"chexstack-test/base:1": {}}))
+
+
+def test_with_the_config_read_a_name_nothing_defines_is_unset_as_docker_reads_it(tmp_path):
+    """Neither the base's ENV nor the Dockerfile sets APP or X: ``${APP:-/app}`` and ``${APP-/app}`` are the word,
+    ``$X`` empty (Docker expands with the image's ENV and the build's ARGs only: ``$HOME`` there is not the run-time
+    user's); a declared ARG whose value is not known and ``TARGETARCH`` (Docker's own) stay references."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM chexstack-test/base:1\nWORKDIR ${APP:-/app}/${APP-x}\nENV LOG=$HOME/log P=$TARGETARCH\n")
+    post = _post(convert(df, bases=_reader({"chexstack-test/base:1": {"Env": ["PATH=/bin"]}})).text)
+    assert "mkdir -p /app/x\ncd /app/x" in post
+    assert 'export LOG=/log\nexport P="${TARGETARCH}"' in post
 
 
 # --- ONBUILD ---------------------------------------------------------------------------------------------------
