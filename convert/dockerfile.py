@@ -427,10 +427,14 @@ class _Converter:
         if any("=" in d for d in odd):
             self.fail("ARG %s: not a variable name %%post can export (Docker passes it to RUN's environment only)"
                       % next(d for d in odd if "=" in d).partition("=")[0])
-        if odd:
+        if "#" in c.value:
+            rest = c.value[c.value.index("#"):]
             self.warn("%s: the words after the first are no comment to Docker (a # marker is one only at the start "
                       "of a line): it declares them as more ARGs without a value, which set nothing; the definition "
-                      "exports none of them (put the comment on a line of its own)" % " ".join(c.value[1:]))
+                      "exports none of them (put the comment on a line of its own)" % " ".join(rest))
+        elif odd:
+            self.warn("%s: not variable names; Docker declares them as ARGs without a value, which set nothing; the "
+                      "definition exports none of them" % " ".join(odd))
         for decl in c.value:
             name, eq, default = decl.partition("=")
             self.declared.add(name)

@@ -238,3 +238,28 @@ def test_a_bases_onbuild_triggers_are_read_from_the_engine_and_run_after_from(cl
             < post.index("cat /app/app.txt > /app/seen") < post.index("echo mine")
     finally:
         client.images.remove(tag, force=True)
+
+
+@pytest.mark.parametrize("line, exported, warned", [
+    ("ARG A=1  # (otherwise python will not be found)", ["A=1"],
+     "# (otherwise python will not be found): the words after the first are no comment to Docker"),
+    ("ARG A=1 # note=x", ["A=1", "note=x"], "# note=x: the words after the first are no comment to Docker"),
+    ("ARG A=1 B-C", ["A=1"], "B-C: not variable names"),
+])
+def test_the_words_after_an_arg_are_more_args_to_docker(tmp_path, line, exported, warned):
+    """Case 52's ``ARG MAMBA_DOCKERFILE_ACTIVATE=1  # (otherwise ...``: BuildKit reads every word as one more
+    declaration. Those without a value set nothing (warned, none exported: ``%post`` stays valid sh); one with a
+    value under a shell name is set, by Docker and by ``%post`` alike (``note=x``)."""
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\n%s\nRUN echo ok\n" % line)
+    result = convert(df, bases=OFFLINE)
+    exports = [l.split(" ", 1)[1] for l in _post(result.text).splitlines() if l.startswith("export ")]
+    assert exports == exported
+    assert any(":2: ARG: %s" % warned in w for w in result.warnings), result.warnings
+
+
+def test_an_arg_with_a_value_under_no_shell_name_is_refused(tmp_path):
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM debian:12\nARG A=1 (x=1\n")
+    with pytest.raises(ChexstackError, match=r":2: ARG A=1 \(x=1: ARG \(x: not a variable name %post can export"):
+        convert(df, bases=OFFLINE)
