@@ -14,7 +14,12 @@ environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` g
 
 Mapping (Dockerfile reference), per instruction:
 
-- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``); ``ARG``s before
+- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``), ``docker-daemon``
+  for an image only the local engine holds (``convert.base``). The stage inherits the base image's config, read from
+  the local engine (``convert.base``; ``_inherit``): its ENV resolves the expansions, RUNs go through its SHELL as its
+  USER in its WORKDIR, its ENTRYPOINT and CMD make the runscript, its ONBUILD triggers run right after the FROM. A
+  base not read: a refusal naming it where the Dockerfile depends on it (a variable it does not define, CMD without
+  ENTRYPOINT), else a warning. ``ARG``s before
   the first ``FROM`` only resolve ``FROM`` and the global ARGs after them (``--build-arg`` overrides). A name
   without a value there (declared without one, or not declared) resolves only in ``${NAME:-word}`` and
   ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <stage>``,
@@ -51,24 +56,26 @@ are expanded as Docker
   made in ``%post``; a source the ignore file excludes entirely is refused (Docker's COPY fails on it).
 - ``WORKDIR``: ``mkdir -p`` + ``cd`` in ``%post`` (after ``USER``, the folders it creates are that user's, as
   BuildKit makes them); ``%runscript`` starts there, in ``/`` without one (Docker's
-  default; Apptainer starts in the host's current folder). A base image's own WORKDIR is not recorded by
-  Apptainer's docker bootstraps, so a stage without WORKDIR gets a warning that its runscript starts in ``/``.
-- Each ``%post`` runs under Docker's umask 0022 (``DOCKER_ENV``).
+  default; Apptainer starts in the host's current folder), or in the base image's WORKDIR where its config was read
+  (Apptainer's docker bootstraps do not record it); not read, a stage without WORKDIR gets a warning that its
+  runscript starts in ``/``.
+- Each ``%post`` runs under Docker's umask 0022, with the image's own ``/tmp`` and ``/var/tmp`` (``DOCKER_ENV``).
 - ``USER name|uid[:gid]``: later RUNs (not COPY, whose files stay root's, as in Docker) run through ``setpriv`` with
   that uid, its primary gid or the given one, its groups and its HOME (singularityhub/singularity-cli#158: never ``su
   -``). Apptainer always
   runs the image as the invoking user: a warning says so.
 - ``ENTRYPOINT``/``CMD``: ``%runscript`` and ``%startscript`` run ``ENTRYPOINT + (arguments or CMD)`` with Docker's
-  rules (shell forms through ``SHELL``; ``ENTRYPOINT`` resets an inherited ``CMD``). ``CMD`` without ``ENTRYPOINT``
-  is refused: the base image's ENTRYPOINT would apply in Docker and is not known here (add ``ENTRYPOINT []``).
-  Neither: no runscript, so Apptainer runs the base image's own.
+  rules (shell forms through ``SHELL``; ``ENTRYPOINT`` resets an inherited ``CMD``); the base image's ENTRYPOINT and
+  CMD where the Dockerfile sets neither or only CMD. ``CMD`` without ``ENTRYPOINT`` and the base's config not read:
+  refused (the base's ENTRYPOINT would apply in Docker; or add ``ENTRYPOINT []``). Neither, the config not read: no
+  runscript, so Apptainer runs the base image's own.
 - ``SHELL``: used for the RUN, CMD and ENTRYPOINT shell forms after it. ``LABEL``: one ``%labels`` line per key.
   ``MAINTAINER``: label ``Author`` (Docker's Author field). ``EXPOSE``: a comment (documentation only, in Docker too).
-  ``STOPSIGNAL SIGTERM`` and ``HEALTHCHECK NONE``: comments; any other ``STOPSIGNAL``, ``HEALTHCHECK``, ``VOLUME``
-  and ``ONBUILD`` are refused (Apptainer has no equivalent; a ``%test`` runs once at build, not on a running
-  service).
+  ``STOPSIGNAL SIGTERM`` and ``HEALTHCHECK NONE``: comments; any other ``STOPSIGNAL``, ``HEALTHCHECK`` and
+  ``VOLUME`` are refused (Apptainer has no equivalent; a ``%test`` runs once at build, not on a running service).
+  ``ONBUILD``: dropped with a warning (it acts on images built FROM this one only).
 
-``convert(path, build_args) -> Conversion(text, warnings, reads)``; ``save(conversion, output)`` writes the
+``convert(path, build_args, bases) -> Conversion(text, warnings, reads)``; ``save(conversion, output)`` writes the
 definition atomically, never over a file the conversion reads (the Dockerfile, where Docker reads its ignore file, a
 COPY/ADD source); ``convert_file`` does both and prints the warnings.
 """
@@ -89,14 +96,26 @@ import dockerfile
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file, read_text
 from convert import dockerignore, words
+from convert.base import BaseImage, Reader, engine_reader
 from convert.definition import Definition, Section, Stage
 from convert.lint import lint_definition
 from convert.words import UnsupportedExpansion
 
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
-#: the files and folders it makes would be group-writable).
-DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh\numask 022"
+#: the files and folders it makes would be group-writable), and with the image's own ``/tmp`` and ``/var/tmp``:
+#: ``apptainer build`` binds the host's into ``%post`` (apptainer/singularity#1838, "added tmp and var/tmp binds to
+#: imgbuild engine"; by design, apptainer/singularity#2538 and #1349), so what a RUN leaves there (micromamba's
+#: ``WORKDIR /tmp``, ``COPY env.yaml /tmp/``) would land on the host, not in the image, and ``rm -rf /tmp/*`` would
+#: empty the host's. Unmounted (lazily: the build's own folder may be under it; observed with Apptainer 1.4.5), or
+#: the build stops saying why.
+DOCKER_ENV = "\n".join([
+    ". /.singularity.d/env/10-docker*.sh", "umask 022",
+    "for d in /tmp /var/tmp; do  # the image's own, as in Docker's RUN (apptainer build binds the host's)",
+    "  if grep -q \"^[^ ]* [^ ]* [^ ]* [^ ]* $d \" /proc/self/mountinfo; then umount -l \"$d\" || { echo \"cannot "
+    "unmount the host's $d that apptainer build binds in: what the build writes there would not be the image's; "
+    "build as root or set 'mount tmp = no' in apptainer.conf\" >&2; exit 1; }; fi",
+    "done"])
 DEFAULT_SHELL = ["/bin/sh", "-c"]
 STAGING = "/.chexstack-copy"
 #: Shell builtins whose effect outlives the command: such a RUN is never written inline in %post.
@@ -105,6 +124,7 @@ _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "ali
              "pushd", "popd", "shopt", "declare", "typeset", "getopts", "builtin", "command", "!"}
 _REDIRECTS = {">", ">>", "<", ">&", "<&", ">|", "|"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The predefined ARGs (Dockerfile reference, "Predefined ARGs"; moby's ``builtinAllowedBuildArgs``): the docker CLI
 #: also passes them from its proxy configuration, and a --build-arg of one is consumed without an ARG.
 _PROXY_ARGS = {v for p in ("HTTP", "HTTPS", "FTP", "NO", "ALL") for v in ("%s_PROXY" % p, "%s_proxy" % p.lower())}
@@ -131,6 +151,8 @@ HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).r
 class _Stage:
     name: str
     image: str
+    bootstrap: str = "docker"
+    base: BaseImage | None = None
     files: dict = field(default_factory=dict)  # source stage (None: the build context) -> [(src, staged)]
     post: list = field(default_factory=list)
     environment: list = field(default_factory=list)
@@ -174,6 +196,21 @@ class _Blank:
         return name not in self.known and name not in _DOCKER_SETS
 
 
+class _Unset:
+    """The names a stage whose base image's config was read knows to be unset: neither the base's ENV nor the
+    Dockerfile (ARG with a value, ENV) defines them, so Docker expands them as unset (``$NAME`` empty,
+    ``${NAME-word}`` the word). Not among them: a name an ARG declares whose value is not known here, and the
+    automatic platform and proxy ARGs, which Docker gives values of its own."""
+
+    unset = True
+
+    def __init__(self, stage: _Stage):
+        self.stage = stage
+
+    def __contains__(self, name: str) -> bool:
+        return name not in self.stage.vars and name not in _DOCKER_SETS
+
+
 @dataclass
 class Conversion:
     """The definition's ``text``, the conversion's ``warnings`` and the paths of the build context it ``reads``
@@ -186,8 +223,10 @@ class Conversion:
 
 
 class _Converter:
-    def __init__(self, path: Path, build_args: dict[str, str | None]):
+    def __init__(self, path: Path, build_args: dict[str, str | None], bases: Reader):
         self.path = path
+        self.bases = bases
+        self.trigger: str | None = None  # the base image's ONBUILD trigger being converted (after its FROM)
         #: ``--build-arg NAME`` whose NAME the environment does not set (``parse_build_args``: None): the docker CLI
         #: sends it without a value, which the daemon drops, so the ARG keeps its default.
         self.unset = sorted(k for k, v in build_args.items() if v is None)
@@ -210,10 +249,14 @@ class _Converter:
     def fail(self, why: str) -> None:
         c = self.cmd
         first = c.original.splitlines()[0] if c else ""
-        raise ChexstackError("%s:%s: %s: %s" % (self.path, c.start_line if c else "?", first, why))
+        raise ChexstackError("%s:%s: %s: %s%s" % (self.path, c.start_line if c else "?", first, self._trigger(), why))
 
     def warn(self, why: str) -> None:
-        self.warnings.append("%s:%d: %s: %s" % (self.path, self.cmd.start_line, self.cmd.cmd, why))
+        self.warnings.append("%s:%d: %s: %s%s" % (self.path, self.cmd.start_line, self.cmd.cmd, self._trigger(), why))
+
+    def _trigger(self) -> str:
+        """While a base image's ONBUILD trigger is converted: which one (the line named is the FROM's)."""
+        return "" if self.trigger is None else "the base image's trigger ONBUILD %s: " % self.trigger
 
     @property
     def stage(self) -> _Stage:
@@ -221,6 +264,8 @@ class _Converter:
 
     # --- words --------------------------------------------------------------------------------------------------
     def words(self, text: str, known: dict | None = None, split: bool = True, blank=()) -> list:
+        if not blank and self.stages and self.stage.base is not None and self.stage.base.read:
+            blank = _Unset(self.stage)
         try:
             return words.words(text, self.stage.known() if known is None else known, split, blank)
         except UnsupportedExpansion as e:
@@ -247,8 +292,19 @@ class _Converter:
                       "definition cannot see; give it a value: ARG %s=VALUE, or --build-arg %s=VALUE (%s= for the "
                       "empty value)" % (what, n, n, st.valueless[n], _spelled(ref),
                                         _BASE_READS[ref.op].format(name=n, word=_spelled(ref.word)), n, n, n))
-        self.fail("%s refers to $%s, which this Dockerfile does not define (Docker would take it from the base "
-                  "image's environment, which a definition cannot see); define it with ARG or ENV" % (what, ref.name))
+        if st.base is not None and st.base.read:
+            self.fail("%s refers to $%s, which neither this Dockerfile nor the base image %s's ENV (read from %s) "
+                      "defines: Docker reads it empty; define it with ARG or ENV" % (what, ref.name, st.image,
+                                                                                   st.base.read_from))
+        self.fail("%s refers to $%s, which this Dockerfile does not define: %s" % (what, ref.name,
+                                                                                 self._base_unread(st)))
+
+    def _base_unread(self, st: _Stage) -> str:
+        """The real reason of a refusal that depends on ``st``'s base image: its config was not read."""
+        return ("the build depends on the base image %s's config (its ENV, and with it the SHELL, USER, WORKDIR, "
+                "ENTRYPOINT and CMD the RUNs and the runscript inherit), which could not be read: %s; `docker pull "
+                "%s` into the local engine (or build it there), then convert again" % (st.image, st.base.why_not,
+                                                                                       st.image))
 
     # --- instructions -------------------------------------------------------------------------------------------
     def run(self) -> list[_Stage]:
@@ -319,13 +375,71 @@ class _Converter:
         name = c.value[2].lower() if len(c.value) == 3 else "stage%d" % len(self.stages)
         if name in names:
             self.fail("stage name %s is used twice" % name)
-        self.stages.append(_Stage(name, image))
+        base = self.bases(image)
+        self.stages.append(_Stage(name, image, "docker-daemon" if base.local_only else "docker", base))
         self.stage.post.append(DOCKER_ENV)
+        self._inherit(c, base)
+
+    def _inherit(self, c, base: BaseImage) -> None:
+        """What the stage takes from its base image's config (``convert.base``): its ENV (known to the expansions;
+        in ``%post`` and ``%environment`` through the bootstrap's own ``10-docker2singularity.sh``), SHELL, USER,
+        WORKDIR (``%post`` goes there), ENTRYPOINT and CMD, then its ONBUILD triggers, run right after the FROM as
+        BuildKit's ``dispatchOnBuildTriggers`` does. A base that is not read: a warning that the stage assumes
+        Docker's defaults (root, ``/``, ``/bin/sh -c``, no ENV), or, where the Dockerfile refers to the base's
+        config, a refusal naming it (``undefined``, ``_finish``)."""
+        st = self.stage
+        if not base.read:
+            self.warn("the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
+                      "read: %s; the definition assumes Docker's defaults (root, /, /bin/sh -c), which the base "
+                      "may not keep (`docker pull %s`, then convert again)" % (base.image, base.why_not, base.image))
+            return
+        for name, value in base.env:
+            st.vars[name] = value
+            st.env_names.add(name)
+        if base.shell:
+            st.shell = list(base.shell)
+        if base.workdir:
+            st.workdir = posixpath.normpath(base.workdir)
+            st.post += ["mkdir -p %s" % shlex.quote(st.workdir), "cd %s" % shlex.quote(st.workdir)]
+        if base.user:
+            self._set_user(base.user, "the base image's USER")
+        st.entrypoint = list(base.entrypoint or [])
+        st.cmd = list(base.cmd) if base.cmd is not None else None
+        for trigger in base.onbuild:
+            self.trigger = trigger
+            try:
+                commands = dockerfile.parse_string(trigger + "\n")
+            except dockerfile.GoParseError as e:
+                self.fail("not an instruction Docker can read: %s" % e)
+            for t in commands:
+                self.cmd = t._replace(start_line=c.start_line, end_line=c.end_line, original=c.original)
+                if t.cmd.upper() in ("FROM", "ONBUILD", "MAINTAINER"):  # Docker refuses these as triggers
+                    self.fail("%s is not allowed as an ONBUILD trigger" % t.cmd.upper())
+                getattr(self, "_" + t.cmd.lower(), self._unknown)(self.cmd)
+        self.trigger, self.cmd = None, c
 
     def _arg(self, c) -> None:
+        """Each word is one declaration: a ``#`` after the first word is no comment (Dockerfile reference, "Format":
+        "A # marker anywhere else in a line is treated as an argument"; BuildKit's ``parseNameOrNameVal`` splits the
+        rest into more names), so ``ARG A=1  # note`` also declares ``#`` and ``note`` without a value, which set
+        nothing: a warning. A declaration with a value whose name the shell cannot export is refused."""
+        odd = [d for d in c.value if not _NAME.match(d.partition("=")[0])]
+        if any("=" in d for d in odd):
+            self.fail("ARG %s: not a variable name %%post can export (Docker passes it to RUN's environment only)"
+                      % next(d for d in odd if "=" in d).partition("=")[0])
+        if "#" in c.value:
+            rest = c.value[c.value.index("#"):]
+            self.warn("%s: the words after the first are no comment to Docker (a # marker is one only at the start "
+                      "of a line): it declares them as more ARGs without a value, which set nothing; the definition "
+                      "exports none of them (put the comment on a line of its own)" % " ".join(rest))
+        elif odd:
+            self.warn("%s: not variable names; Docker declares them as ARGs without a value, which set nothing; the "
+                      "definition exports none of them" % " ".join(odd))
         for decl in c.value:
             name, eq, default = decl.partition("=")
             self.declared.add(name)
+            if not _NAME.match(name):
+                continue
             if not self.stages:  # BuildKit's buildMetaArgs: a default is expanded with the global ARGs before it,
                 if name in self.build_args:  # and not at all when --build-arg gives the ARG a value
                     self.global_args[name] = self.build_args[name]
@@ -419,6 +533,8 @@ class _Converter:
         that exists. ``llb.WithUser`` reads ``name|uid[:group|gid]``: a uid without a group gets the same gid, a name
         its passwd uid and gid (``chexstack_workdir``). The classic builder made every WORKDIR root's."""
         path = self.text(c.value[0], "WORKDIR")
+        if not path:
+            self.fail("%s expands to nothing: %s" % (c.value[0], self._read_unset()))
         st = self.stage
         st.workdir = posixpath.normpath(posixpath.join(st.workdir or "/", path))
         q = shlex.quote(st.workdir)
@@ -430,10 +546,22 @@ class _Converter:
 
     def _user(self, c) -> None:
         spec = self.text(c.value[0], "USER")
+        if not spec:
+            self.fail("%s expands to nothing: %s" % (c.value[0], self._read_unset()))
+        self._set_user(spec, "USER")
+
+    def _read_unset(self) -> str:
+        """Why a word the base image's config was read for expands to nothing."""
+        st = self.stage
+        return ("neither this Dockerfile nor the base image %s's ENV (read from %s) defines what it names, so Docker "
+                "reads it empty; define it with ARG or ENV" % (st.image, st.base.read_from))
+
+    def _set_user(self, spec: str, what: str) -> None:
+        """The user later RUNs run as (``what``: the instruction, or the base image's config)."""
         user, _, group = spec.partition(":")
         st = self.stage
         st.user = None if user in ("root", "0") and group in ("", "root", "0") else spec
-        st.post.append("# USER %s: the RUN commands after it run as %s" % (spec, spec if st.user else "root"))
+        st.post.append("# %s %s: the RUN commands after it run as %s" % (what, spec, spec if st.user else "root"))
         if st.user:
             st.need("as")
 
@@ -466,7 +594,8 @@ class _Converter:
                   "folder instead (`apptainer run --bind HOST:PATH`) and remove VOLUME")
 
     def _onbuild(self, c) -> None:
-        self.fail("ONBUILD only affects images built FROM this one; a definition has no triggers")
+        self.warn("dropped: ONBUILD triggers act only on images built FROM this one (Docker runs them there, not "
+                  "here), and a definition has no triggers; this image builds the same without it")
 
     # --- RUN ----------------------------------------------------------------------------------------------------
     def _run(self, c) -> None:
@@ -692,16 +821,18 @@ class _Converter:
             return ref.lower()
         if ref.lower() == self.stage.name:
             self.fail("--from=%s names the stage itself" % ref)
-        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref, post=[DOCKER_ENV])
+        base = self.bases(ref)
+        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref,
+                       "docker-daemon" if base.local_only else "docker", base, post=[DOCKER_ENV])
         self.stages.insert(len(self.stages) - 1, extra)
         return extra.name
 
     # --- ENTRYPOINT / CMD ---------------------------------------------------------------------------------------
     def _entrypoint(self, c) -> None:
         st = self.stage
-        if not st.workdir:
-            self.warn("no WORKDIR before it: the runscript starts in / (Docker's default); a base image's own "
-                      "WORKDIR is not known to the definition (Apptainer does not record it), add WORKDIR to keep it")
+        if not st.workdir and not st.base.read:
+            self.warn("no WORKDIR before it: the runscript starts in / (Docker's default); the base image's own "
+                      "WORKDIR was not read (Apptainer does not record it), add WORKDIR to keep it")
         st.entrypoint = list(c.value) if c.json else st.shell + [c.value[0]]
         if not st.cmd_set:
             st.cmd = []  # "If CMD is defined from the base image, setting ENTRYPOINT will reset CMD to an empty value"
@@ -722,8 +853,8 @@ class _Converter:
         if final.cmd is not None and final.entrypoint is None:
             self.cmd = final.cmd_at
             self.fail("CMD without ENTRYPOINT: Docker runs the base image's ENTRYPOINT (if any) with it, which a "
-                      "Dockerfile does not show; add `ENTRYPOINT []` before CMD if the base has none (or its "
-                      "ENTRYPOINT)")
+                      "Dockerfile does not show: %s; or add `ENTRYPOINT []` before CMD if the base has none (or its "
+                      "ENTRYPOINT)" % self._base_unread(final))
 
 
 def _spelled(part) -> str:
@@ -786,7 +917,7 @@ def _runscript(st: _Stage) -> list[str]:
 def write(stages: list[_Stage], source: str) -> Definition:
     """The definition of the converted ``stages`` (``source``: the Dockerfile's name, for the header comment)."""
     multi = len(stages) > 1
-    return Definition(tuple(Stage("docker", st.image, st.name if multi else None, _sections(st, st is stages[-1]))
+    return Definition(tuple(Stage(st.bootstrap, st.image, st.name if multi else None, _sections(st, st is stages[-1]))
                             for st in stages),
                       ("# Converted from %s by `invoke convert` (chexstack): Docker's meaning of each instruction, "
                        "see convert/dockerfile.py" % source,))
@@ -812,13 +943,16 @@ def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
     return tuple(out)
 
 
-def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None) -> Conversion:
+def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None,
+            bases: Reader | None = None) -> Conversion:
     """The definition of ``dockerfile_path`` that builds and runs as Docker would, and the conversion's warnings.
-    ``build_args`` as ``parse_build_args`` gives them (None: given without a value the environment has). Errors:
-    ``ChexstackError`` naming the file, the line, the instruction and why it cannot be kept."""
+    ``build_args`` as ``parse_build_args`` gives them (None: given without a value the environment has); ``bases``
+    reads each base image's config (``convert.base``; default: the local Docker engine's, ``engine_reader()``;
+    ``convert.base.OFFLINE`` reads none). Errors: ``ChexstackError`` naming the file, the line, the instruction and
+    why it cannot be kept."""
     path = input_file(dockerfile_path, str(dockerfile_path), "a Dockerfile")
     read_text(path, str(path), "a Dockerfile")
-    conv = _Converter(path, build_args or {})
+    conv = _Converter(path, build_args or {}, bases or engine_reader())
     stages = conv.run()
     text = write(stages, path.name).text()
     return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads)

@@ -8,7 +8,9 @@ or a ``Ref`` to a variable the Dockerfile does not define (Docker takes those fr
 a definition cannot see). ``blank`` holds the names known to be empty or unset without knowing which (the global
 scope's: an ARG declared before the first FROM without a value, a name no ARG declares there): ``${NAME:-word}`` is
 ``word`` and ``${NAME:+word}`` empty for both, so those two are resolved; ``$NAME``, ``${NAME-word}`` and
-``${NAME+word}`` stay references. ``literal(word)`` is its text when it has no such reference; ``shell(word)``
+``${NAME+word}`` stay references. A ``blank`` whose ``unset`` attribute is true holds names known to be unset (a
+stage whose base image's config was read: a name neither it nor the Dockerfile defines): every form is resolved.
+``literal(word)`` is its text when it has no such reference; ``shell(word)``
 writes it for ``/bin/sh`` so that the references are expanded when the shell runs. Other ``${...}`` forms (``:?``,
 ``#``, ``%``, ``/``) raise ``UnsupportedExpansion``.
 """
@@ -119,8 +121,9 @@ def _dollar(text: str, i: int, known: dict[str, str], blank) -> tuple[list, int]
 
 def _value(ref: Ref, known: dict[str, str], blank=()) -> list:
     if ref.name not in known:
-        if ref.name in blank and ref.op in (":-", ":+"):  # empty and unset alike (BuildKit's shell/lex.go)
-            return list(ref.word) if ref.op == ":-" else []
+        unset = getattr(blank, "unset", False)
+        if ref.name in blank and (unset or ref.op in (":-", ":+")):  # empty and unset alike for the colon forms
+            return list(ref.word) if ref.op in (":-", "-") else []  # (BuildKit's shell/lex.go)
         return [ref]
     value = known[ref.name]
     if ref.op in (":-", "-"):

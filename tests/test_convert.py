@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from chexstack.errors import ChexstackError
+from convert import dockerfile as dockerfile_module
+from convert.base import OFFLINE
 from convert.definition import Definition, Section, Stage
 from convert.dockerfile import _simple, convert, parse_build_args, save
 from convert.words import UnsupportedExpansion, literal, shell, words
@@ -32,6 +34,22 @@ from tests.lib.readonly import run_with_read_only
 
 SHARED_PAIRS = ["27-spython-add-url-and-local-tarball", "28-dockerfile-buildkit-syntax-heredoc",
                 "28-dockerfile-buildkit-syntax-run-mount"]
+
+
+@pytest.fixture(autouse=True)
+def no_engine(monkeypatch):
+    """Every conversion here reads no base image's config (``convert.base.OFFLINE``): the goldens depend on the
+    Dockerfile's text alone, never on what the local engine happens to hold. ``tests/test_convert_base.py`` tests
+    the config read."""
+    monkeypatch.setattr(dockerfile_module, "engine_reader", lambda *args, **kwargs: OFFLINE)
+
+
+def unread(path, image: str, line: int = 1) -> str:
+    """The warning of a base image whose config was not read (``OFFLINE``)."""
+    return ("%s:%d: FROM: the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
+            "read: not looked up (the conversion was asked to read no engine); the definition assumes Docker's "
+            "defaults (root, /, /bin/sh -c), which the base may not keep (`docker pull %s`, then convert again)"
+            % (path, line, image, image))
 
 
 def corpus() -> list[Path]:
@@ -176,10 +194,11 @@ def test_10_env_exported_during_post_and_at_run_time():
     post = _post(text).splitlines()
     assert post[0] == post_start.splitlines()[1] == ". /.singularity.d/env/10-docker*.sh"
     assert post[1] == "umask 022"  # Docker's RUN umask (Apptainer's %post has 0002)
-    assert post[2:8] == environment.strip().splitlines()
+    assert post[2].startswith("for d in /tmp /var/tmp; do") and post[4] == "done"  # the image's own /tmp
+    assert post[5:11] == environment.strip().splitlines()
     # the RUN is one `sh -c` command: under `sh -e`, `apt-get update && ...` inline would not stop a failed build
-    assert post[8].startswith("/bin/sh -c 'apt-get update && apt-get install")
-    assert post[8].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
+    assert post[11].startswith("/bin/sh -c 'apt-get update && apt-get install")
+    assert post[11].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
 
 
 def test_10_every_pair_of_one_env_reads_the_values_from_before_it(tmp_path):
@@ -392,12 +411,13 @@ def test_invoke_convert_build_arg_from_the_environment(tmp_path):
     df.write_text("ARG BASE=debian:11\nFROM ${BASE}\nARG V=1\nRUN echo $V\n")
     p = cmd.run("convert", str(df), "--build-arg", "V", "--build-arg", "BASE", env={"V": "7", "BASE": "debian:12"})
     assert p.returncode == 0, p.stderr
-    assert "From: debian:12\n" in p.stdout and "export V=7\n" in p.stdout and "warning" not in p.stderr
+    assert "From: debian:12\n" in p.stdout and "export V=7\n" in p.stdout
+    assert p.stderr.strip() == "warning: %s" % unread(df, "debian:12", 2)
     p = cmd.run("convert", str(df), "--build-arg", "V", env={"V": None})
     assert p.returncode == 0, p.stderr
     assert "export V=1\n" in p.stdout
-    assert p.stderr.strip() == ("warning: %s: --build-arg V: V is not set in this environment, so Docker passes no "
-                                "value (the ARG keeps its default)" % df)
+    assert p.stderr.strip().split("\n")[1:] == ["warning: %s: --build-arg V: V is not set in this environment, so "
+                                                "Docker passes no value (the ARG keeps its default)" % df]
 
 
 def test_a_build_arg_no_arg_declares_is_not_consumed(tmp_path):
@@ -407,10 +427,11 @@ def test_a_build_arg_no_arg_declares_is_not_consumed(tmp_path):
     df = tmp_path / "Dockerfile"
     df.write_text("ARG GLOBAL=1\nFROM debian:12\nENV SHADOWED=1\nARG SHADOWED\nARG V=1\nRUN echo $V\n")
     plain = convert(df, {"V": "2"})
-    assert plain.warnings == []
+    assert plain.warnings == [unread(df, "debian:12", 2)]
     result = convert(df, {"V": "2", "FOO": "1", "BAR": None, "GLOBAL": "3", "SHADOWED": "4", "HTTP_PROXY": "x"})
     assert result.text == plain.text
     assert result.warnings == [
+        unread(df, "debian:12", 2),
         "%s: --build-arg BAR: BAR is not set in this environment, so Docker passes no value (the ARG keeps its "
         "default)" % df,
         "%s: [Warning] One or more build-args [BAR FOO] were not consumed (no ARG declares them; the definition does "
@@ -700,6 +721,8 @@ def test_the_harness_builds_from_the_local_engine_changing_only_the_bootstrap_li
                    for a, b in changed), changed
     with pytest.raises(ChexstackError, match="no `Bootstrap: docker` header"):
         from_local_engine("Bootstrap: docker-archive\nFrom: x.tar\n")
+    daemon = "Bootstrap: docker-daemon\nFrom: chexstack-test/base:1\n%post\ntrue\n"
+    assert from_local_engine(daemon) == daemon
 
 
 def test_the_harness_reuses_a_stage_only_for_the_same_build_inputs(tmp_path):

@@ -10,7 +10,8 @@ arguments is always one). A control shows the harness sees a difference when the
 
 Cost of each test, measured here (2 cores, shared, load 3-5; the base image built): add-forms 10 s, copy-dockerignore 11
 s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, env-forms 18 s, the ``%files from`` test
-24 s, entrypoint-shell 26 s, cmd-shell 28 s (about 3 minutes; 5 min 14 s measured at load 4.5-6); ``SLOW_PAIRS``
+24 s, entrypoint-shell 26 s, cmd-shell 28 s, case 52 against the micromamba stand-in 21 s (about 3 minutes; 5 min
+14 s measured at load 4.5-6; 6 min 6 s for these 13 on 2026-12-06 with 7 other sessions on the 2 cores); ``SLOW_PAIRS``
 (marked ``slow``, multi-stage or several images): from-stages 33 s, entrypoint-cmd 37 s, copy-forms 45 s,
 copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s). The
 cpu stack's own definition, both stages built by Apptainer (its devel stage compiles Horovod again): 394 s in that
@@ -152,6 +153,30 @@ def test_files_from_a_stage_keeps_its_links_as_docker_does(client, debian_base, 
         _, out = exec_apptainer(sandbox, ["sh", "-c", "readlink /opt/d/abs /opt/e/rel /etc/apt/chexstack-link;"
                                           " stat -c %a /opt/e/sub /etc/apt/apt.conf.d"])
         assert out.split() == ["/usr/bin/absent", "sub/f", "sources.list.d", "750", "700"]
+    finally:
+        sandbox.remove()
+        client.images.remove(docker_image, force=True)
+
+
+def test_a_base_images_shell_user_and_workdir_build_the_same(client, micromamba_standin, stage_images, tmp_path):
+    """Case 52 (the micromamba-docker README pattern) against the stand-in of micromamba's base image
+    (``tests.lib.standins``): its config read from the engine by ``invoke convert``, both builds run the RUNs as
+    uid 57439 in /tmp through the base's SHELL, the second with the environment activated by the ARG, and
+    ``run`` goes through the base's ENTRYPOINT in its WORKDIR: the same files (owners included), environment and
+    run output. (The user ``apptainer run`` runs as is the invoking one's, not compared.)"""
+    from tests.test_convert_base import _stage52
+
+    dockerfile = _stage52(tmp_path, micromamba_standin)
+    stage_images.append(dockerfile.read_text())
+    docker_image = docker_build(client, build_tar(str(dockerfile.parent)), quiet=True)
+    sandbox = build(convert(dockerfile).text, dockerfile.parent, tmp_path / "build", cache=True)
+    try:
+        history = (sandbox.path / "opt/conda/conda-meta/history").read_text()
+        assert history == "installed by 57439:57439 in /tmp HOME=/home/mambauser from /tmp/env.yaml\n"
+        assert (sandbox.path / "tmp/my_uuid").read_text().startswith("python stand-in, uid 57439, in /tmp: -c")
+        diffs = compare_images(client, docker_image, sandbox, micromamba_standin,
+                               runs=[[], ["sh", "-c", "pwd; echo $PATH; command -v python"]])
+        assert not diffs, explain(diffs)
     finally:
         sandbox.remove()
         client.images.remove(docker_image, force=True)

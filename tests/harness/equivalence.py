@@ -11,7 +11,8 @@ Python) instead of through a container per listing, and the squashing (the slowe
 out; ``apptainer run`` and ``exec`` take the sandbox as they take a SIF
 (https://apptainer.org/docs/user/main/build_a_container.html#creating-writable-sandbox-directories).
 
-``compare_images(client, docker_image, sandbox, base, runs, execs) -> [Difference]``: every path (type, mode,
+``compare_images(client, docker_image, sandbox, base, runs, execs) -> [Difference]``: every path (listed as root
+in both, whatever the image's USER; type, mode,
 owner, group, link target, size; ``NOT_COMPARED`` and Apptainer's own files left out), the contents of the
 regular files under 2 MiB that either build added or changed relative to ``base``, the environment of ``exec``
 (Apptainer's: ``apptainer exec --cleanenv`` from a host environment holding only ``PATH``, so only the image's
@@ -30,8 +31,9 @@ later stage reads it as ``Bootstrap: localimage`` of the kept sandbox. A stack's
 8 minutes on 2 cores): it is built again only when what it reads changes. Like Docker's cache it does not notice a
 package index that moved under an unchanged recipe: that is why the stacks pin every package (``envs/stacks``).
 
-Not compared (Apptainer's runtime, for every image, not a definition's to keep): the invoking user, the host's
-home folder and current folder, the read-only image, ``/.singularity.d`` and the links Apptainer puts at the root
+Not compared (Apptainer's runtime, for every image, not a definition's to keep): the invoking user (and so
+``HOME`` of an image whose USER is not root: Docker's is that user's), the host's home folder and current folder,
+the read-only image, ``/.singularity.d`` and the links Apptainer puts at the root
 (``/environment``, ``/singularity``, ``/.exec``, ``/.run``, ``/.shell``, ``/.test``).
 """
 from __future__ import annotations
@@ -97,8 +99,13 @@ class BuildFailed(ChexstackError):
 def from_local_engine(definition: str) -> str:
     """``definition`` with each ``Bootstrap: docker`` stage made ``Bootstrap: docker-daemon`` (the same ``From:``
     image, read from the local engine: https://apptainer.org/docs/user/main/docker_and_oci.html); the rest unchanged
-    (``convert.definition``: parse and text are inverse). ChexstackError when it has no such stage."""
-    return Definition.parse(definition).bootstrapped("docker", "docker-daemon").text()
+    (``convert.definition``: parse and text are inverse). A definition already all ``docker-daemon`` (``invoke
+    convert`` of a base only the local engine holds) is returned as it is. ChexstackError when it has no stage of
+    either."""
+    parsed = Definition.parse(definition)
+    if parsed.stages and all(s.bootstrap.lower() == "docker-daemon" for s in parsed.stages):
+        return definition
+    return parsed.bootstrapped("docker", "docker-daemon").text()
 
 
 @dataclass
@@ -305,10 +312,10 @@ def exec_apptainer(sandbox: Sandbox, argv: list[str]) -> tuple[int, str]:
 
 
 def _run(client: docker.DockerClient, image: str, argv: list[str] | None, entrypoint=None,
-         files: dict[str, bytes] | None = None) -> tuple[int, str]:
+         files: dict[str, bytes] | None = None, user: str | None = None) -> tuple[int, str]:
     for attempt in (1, 2):  # once more when another process removed the container under us (a shared engine)
         box = client.containers.create(image, argv, entrypoint=entrypoint, network_mode="host", labels=TEST_LABELS,
-                                       name="chexstack-harness-%s" % uuid.uuid4().hex[:12])
+                                       name="chexstack-harness-%s" % uuid.uuid4().hex[:12], user=user)
         try:
             for path, data in (files or {}).items():
                 box.put_archive(os.path.dirname(path), _tar_of(os.path.basename(path), data, 0o644))
@@ -340,9 +347,10 @@ def run_docker(client, image: str, args: list[str]) -> tuple[int, str]:
     return _run(client, image, args or None)
 
 
-def exec_docker(client, image: str, argv: list[str], files=None) -> tuple[int, str]:
-    """``docker run --entrypoint ARGV[0] IMAGE ARGV[1:]`` (the image's environment and WORKDIR)."""
-    return _run(client, image, argv[1:], entrypoint=[argv[0]], files=files)
+def exec_docker(client, image: str, argv: list[str], files=None, user: str | None = None) -> tuple[int, str]:
+    """``docker run --entrypoint ARGV[0] IMAGE ARGV[1:]`` (the image's environment and WORKDIR; its USER, or
+    ``user``: the listings read the image's files as root, as the sandbox is read here, whatever its USER)."""
+    return _run(client, image, argv[1:], entrypoint=[argv[0]], files=files, user=user)
 
 
 # --- what each image holds -------------------------------------------------------------------------------------
@@ -369,7 +377,7 @@ def _parse_listing(text: str) -> Snapshot:
 
 def docker_snapshot(client, image: str, not_compared=()) -> Snapshot:
     """Every path of ``image`` as a container of it lists them (``find / -xdev``)."""
-    _, out = exec_docker(client, image, ["/bin/sh", "-c", LISTING % ("/", _prune("/", not_compared))])
+    _, out = exec_docker(client, image, ["/bin/sh", "-c", LISTING % ("/", _prune("/", not_compared))], user="0")
     return _parse_listing(out)
 
 
@@ -444,7 +452,7 @@ def docker_hashes(client, image: str, paths: list[str]) -> dict[str, str]:
     files = {"/.chexstack-harness-paths": ("\n".join(plain) + "\n").encode(),
              "/.chexstack-harness-stamped": ("\n".join(stamped) + "\n").encode()}
     script = HASHES + ("; " + STAMPED_HASHES if stamped else "")
-    _, out = exec_docker(client, image, ["/bin/sh", "-c", script], files=files)
+    _, out = exec_docker(client, image, ["/bin/sh", "-c", script], files=files, user="0")
     return {line[34:]: line[:32] for line in out.splitlines() if re.match(r"^[0-9a-f]{32}  /", line)}
 
 
@@ -524,7 +532,12 @@ def compare_images(client, docker_image: str, sandbox: Sandbox, base: str, runs:
     """Every difference between the Docker image and the Apptainer sandbox built from ``base`` (module
     docstring)."""
     diffs = tree_differences(client, docker_image, sandbox, base, not_compared)
-    diffs += diff_maps("env", docker_env(client, docker_image), sandbox_env(sandbox))
+    docker_side, apptainer_side = docker_env(client, docker_image), sandbox_env(sandbox)
+    user = client.images.get(docker_image).attrs["Config"].get("User") or ""
+    if user.partition(":")[0] not in ("", "root", "0"):  # HOME is the runtime user's: USER's, the invoking one's
+        docker_side.pop("HOME", None)
+        apptainer_side.pop("HOME", None)
+    diffs += diff_maps("env", docker_side, apptainer_side)
     if labels:
         diffs += diff_maps("label", labels_of(client, docker_image, base), sandbox_labels(sandbox, client, base))
     clock = _Phases()

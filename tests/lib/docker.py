@@ -10,7 +10,9 @@ the ``docker`` lane (``tests.lib.lanes`` refuses to collect it otherwise).
   train --runtime singularity`` looks), signed with the default project key, once per session (started by
   ``cpu_build`` in a thread when the session will need it: it overlaps the docker tests that come before the
   SIF's); removed at the end of the run unless CHEXSTACK_KEEP_TEST_IMAGES=1 (``tests.lib.leftovers``). Fails in CI
-  without apptainer (``scripts/setup --apptainer``, run by ``make test``), skips elsewhere.
+  without apptainer (``scripts/setup --apptainer``, run by ``make test``), skips elsewhere;
+- ``micromamba_standin``: a stand-in of micromamba's base image on ``debian_base`` (``tests.lib.standins``), per
+  module.
 """
 from __future__ import annotations
 
@@ -90,3 +92,16 @@ def cpu_sif(client, cpu_build):
         pytest.skip("no apptainer on PATH (scripts/setup --apptainer installs it)")
     started = _SIF_BUILD.get(cpu_build.image_id)
     return started.result() if started is not None else _make_sif(cpu_build)
+
+
+@pytest.fixture(scope="module")
+def micromamba_standin(client, debian_base) -> str:
+    """``tests.lib.standins.make_micromamba`` on ``debian_base``: the stand-in of micromamba's base image, removed
+    after the module."""
+    from tests.lib.standins import make_micromamba
+    tag = make_micromamba(client, debian_base)
+    yield tag
+    try:
+        client.images.remove(tag, force=True)
+    except Exception:  # already gone: nothing of ours left
+        pass
