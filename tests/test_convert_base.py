@@ -14,7 +14,6 @@ FROM pointed at it (a copy of the context with the FROM line rewritten: the file
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from convert.dockerfile import convert
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 from tests.lib.paths import CASES
+from tests.lib.standins import case52_context
 
 CASE52 = CASES / "52-micromamba-context"
 BASE52 = "mambaorg/micromamba:0.21.0"
@@ -45,15 +45,6 @@ def _reader(configs: dict[str, dict], local_only: bool = False):
             return from_config(image, configs[image], "a stub engine", local_only)
         return OFFLINE(image)
     return read
-
-
-def _stage52(tmp_path: Path, base: str) -> Path:
-    """Case 52's build context copied to ``tmp_path``, its FROM pointed at ``base``."""
-    ctx = tmp_path / "ctx"
-    shutil.copytree(CASE52, ctx)
-    df = ctx / "Dockerfile"
-    df.write_text(re.sub(r"^FROM \S+", "FROM %s" % base, df.read_text(), count=1, flags=re.M))
-    return df
 
 
 def _post(text: str) -> str:
@@ -204,7 +195,7 @@ def test_52_against_a_base_in_the_engine_reads_its_config(micromamba_standin, tm
     """Case 52 with FROM pointed at the stand-in: through ``invoke convert``, the config read from the engine gives
     the same definition as the stub of micromamba's config (the golden), bootstrapped from the daemon (the
     stand-in was never pulled)."""
-    df = _stage52(tmp_path, micromamba_standin)
+    df = case52_context(tmp_path, micromamba_standin)
     p = cmd.run("convert", str(df))
     assert p.returncode == 0, p.stdout + p.stderr
     golden = (Path(__file__).parent / "golden" / "convert" / "base-52-micromamba.def").read_text()

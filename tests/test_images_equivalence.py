@@ -164,9 +164,9 @@ def test_a_base_images_shell_user_and_workdir_build_the_same(client, micromamba_
     uid 57439 in /tmp through the base's SHELL, the second with the environment activated by the ARG, and
     ``run`` goes through the base's ENTRYPOINT in its WORKDIR: the same files (owners included), environment and
     run output. (The user ``apptainer run`` runs as is the invoking one's, not compared.)"""
-    from tests.test_convert_base import _stage52
+    from tests.lib.standins import case52_context
 
-    dockerfile = _stage52(tmp_path, micromamba_standin)
+    dockerfile = case52_context(tmp_path, micromamba_standin)
     stage_images.append(dockerfile.read_text())
     docker_image = docker_build(client, build_tar(str(dockerfile.parent)), quiet=True)
     sandbox = build(convert(dockerfile).text, dockerfile.parent, tmp_path / "build", cache=True)

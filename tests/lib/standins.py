@@ -9,6 +9,12 @@ mamba-org/micromamba-docker#60, ``ENTRYPOINT ["/usr/local/bin/_entrypoint.sh"]``
 """
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
+
+from tests.lib.paths import CASES
+
 MICROMAMBA = "chexstack-test/micromamba-standin:0.21.0"
 #: The micromamba stand-in's programs (never the upstream ones): the shell activates ``$MAMBA_ROOT_PREFIX/bin`` when
 #: ``MAMBA_DOCKERFILE_ACTIVATE=1`` (as ``_dockerfile_shell.sh`` does), the entrypoint always (as
@@ -53,3 +59,13 @@ def make_micromamba(client, base: str) -> str:
     image_id = docker_build(client, tar, labels=TEST_LABELS, quiet=True)
     client.images.get(image_id).tag(MICROMAMBA)
     return MICROMAMBA
+
+
+def case52_context(tmp_path: Path, base: str) -> Path:
+    """Case 52's build context (``../shared/cases/52-micromamba-context``) copied to ``tmp_path``, its FROM pointed
+    at ``base`` (the file has no ARG for its base); returns the copy's Dockerfile."""
+    ctx = tmp_path / "ctx"
+    shutil.copytree(CASES / "52-micromamba-context", ctx)
+    df = ctx / "Dockerfile"
+    df.write_text(re.sub(r"^FROM \S+", "FROM %s" % base, df.read_text(), count=1, flags=re.M))
+    return df
