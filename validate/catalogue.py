@@ -205,6 +205,14 @@ CODES: dict[str, Code] = {
                              "size) needs more than a GPU's, or the host's, memory", A.RECONFIGURE),
     "IMAGE_PROBE_FAILED": Code("the probe inside the stack's image did not run", A.RECONFIGURE),
     "GLOO_LOOPBACK_ONLY": Code("Gloo with loopback as the only interface", A.RECONFIGURE),
+    # issue 40 (signals): usable GPUs, and no PASS over a fault signal nothing explained
+    "GPU_FABRIC_NOT_READY": Code("GPUs not registered with the NVLink fabric (Fabric State not Completed, or CUDA "
+                                 "error 802 system not yet initialized): nvidia-fabricmanager is not running",
+                                 A.RECONFIGURE),
+    "GPU_MIG_ENABLED": Code("MIG mode is on where the run puts one rank on each whole GPU", A.RECONFIGURE),
+    "UNEXPLAINED_FAULT_SIGNAL": Code("the check's evidence holds a fault signal (an error, failure, Xid, ECC, "
+                                     "throttle, link or fabric line of facts/signals.yaml) that none of its findings "
+                                     "explains: the node is not known to be fit; read the named line", A.RETRY),
 }
 del A
 

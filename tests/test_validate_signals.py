@@ -1,0 +1,212 @@
+"""Issue 40: no PASS over a fault signal nobody explained. Every piece of evidence a check reads is scanned with the
+lexicon of ``facts/signals.yaml``; a signal no finding explains makes the check a WARN ``UNEXPLAINED_FAULT_SIGNAL``
+naming the line. Planted in the evidence of every check that PASSes on a recorded healthy node, an unknown fault line
+turns it from PASS to WARN; the lexicon's own rules are checked on the real outputs of ../shared."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from facts import signals
+from tests.lib.bundle_corpus import CORPUS, build, judged, specs
+from tests.lib.paths import FIXTURES
+from validate import report as report_module
+from validate.checks import CHECKS, Context
+from validate.evidence import Bundle, Replay
+from validate.report import account_signals, run_checks
+from validate.result import CheckResult, Status
+
+PLANTED = "ERROR: something nobody has seen before (planted)"
+
+
+def _passing() -> dict[str, list[str]]:
+    """Check id -> the corpus bundles whose verdict table has it PASS."""
+    out: dict[str, list[str]] = {}
+    for spec in specs():
+        for cid, (status, _) in yaml.safe_load(spec.read_text())["expect"].items():
+            if status == "PASS":
+                out.setdefault(cid, []).append(spec.stem)
+    return out
+
+
+PASSING = _passing()
+
+
+def test_every_check_that_can_pass_is_planted_into():
+    """The parametrised test below covers each check some recorded node PASSes; the others are named here, each
+    with what keeps it from a PASS on recorded evidence (it runs something live, or no bundle records its evidence)."""
+    never = set(CHECKS) - set(PASSING)
+    assert never == set(NEVER_PASS_RECORDED), sorted(never)
+
+
+#: checks no corpus bundle PASSes (their healthy evidence is a live run: a launch, an image, a measurement, or no
+#: healthy fixture records it); the report-level rule is the same for them (test_the_rule_holds_for_every_check)
+NEVER_PASS_RECORDED = {"container.apptainer", "container.docker", "container.gpus", "container.memlock",
+                       "container.rank_limits", "container.shm", "container.singularity_nv", "gpu.dcgm",
+                       "gpu.driver_module", "gpu.peers", "gpu.xid", "horovod.controller", "horovod.image", "ib.ipoib",
+                       "ib.write_bw", "input.capacity", "mpi.bandwidth", "mpi.launch", "nccl.version",
+                       "topo.pcie_acs"}
+#: checks whose PASS rests on directory listings only (the names of /sys entries, no text a fault line could be in)
+LISTINGS_ONLY = {"ib.devices"}
+
+
+def _read_by(spec: str, cid: str, folder) -> dict:
+    build(CORPUS / ("%s.yaml" % spec), folder)
+    ctx = Context(evidence=Replay(Bundle.load(folder)))
+    run_checks(ctx, [cid])
+    return ctx.read_by(cid)
+
+
+@pytest.mark.parametrize("cid", sorted(PASSING), ids=sorted(PASSING))
+def test_an_unknown_fault_line_in_a_checks_evidence_turns_its_pass_into_unexplained(cid, tmp_path, monkeypatch):
+    monkeypatch.setattr(report_module, "print_table", lambda report: None)
+    if cid in LISTINGS_ONLY:
+        pytest.skip("%s reads directory listings only" % cid)
+    for spec in PASSING[cid]:  # a bundle where the check PASSes on its own (--only): no other check's finding
+        before = judged(spec, tmp_path / spec, only=[cid])[cid]
+        if before["status"] == "PASS":
+            break
+    assert before["status"] == "PASS" and before["signals"]["unexplained"] == [], before
+    read = _read_by(spec, cid, tmp_path / "probe")
+    tools = [key for key in read if key[0] == "tool"]
+    files = [key for key in read if key[0] == "read"]
+    facts = [key for key in read if key[0] == "fact"]
+    assert tools or files or facts, "%s read no tool output, file or fact in %s" % (cid, spec)
+
+    def planted(value):
+        """``value`` (a fact) with the line added to its first string."""
+        if isinstance(value, str):
+            return value + "\n" + PLANTED, True
+        if isinstance(value, (list, dict)):
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            for k, v in items:
+                new, done = planted(v)
+                if done:
+                    value[k] = new
+                    return value, True
+        return value, False
+
+    def plant(entry):
+        if tools and entry["kind"] == "tool" and tuple(entry["argv"]) == tools[0][1]:
+            entry["stderr"] = (entry.get("stderr") or "") + PLANTED + "\n"
+        elif not tools and files and entry["kind"] == "read" and entry["path"] == files[0][1]:
+            entry["text"] = (entry.get("text") or "") + PLANTED + "\n"
+        elif not tools and not files and entry["kind"] == "fact" and entry["name"] == facts[0][1]:
+            entry["value"], done = planted(entry["value"])
+            assert done, "fact %s holds no text" % entry["name"]
+
+    def rewrite(entry):
+        if entry["kind"] == "tool":  # judged() rewrites bundle.json, where outputs are file names: inline them
+            for stream in ("stdout", "stderr"):
+                entry[stream] = (tmp_path / "after" / "bundle" / entry[stream]).read_text() if entry[stream] else ""
+        plant(entry)
+        if entry["kind"] == "tool":
+            for n, stream in enumerate(("stdout", "stderr")):
+                name = "planted-%d-%s" % (id(entry), stream)
+                (tmp_path / "after" / "bundle" / name).write_text(entry[stream])
+                entry[stream] = name
+
+    after = judged(spec, tmp_path / "after", rewrite=rewrite, only=[cid])[cid]
+    assert after["status"] == "WARN" and after["diagnosis"] == "UNEXPLAINED_FAULT_SIGNAL", after
+    assert PLANTED in after["measured"] and after["action"] == "retry"
+    assert any(PLANTED in u for u in after["signals"]["unexplained"])
+    assert after["signals"]["read"] == after["signals"]["explained"] + len(after["signals"]["unexplained"])
+
+
+@pytest.mark.parametrize("cid", sorted(CHECKS))
+@pytest.mark.parametrize("line", [PLANTED, "Segmentation fault (core dumped)", "FATAL: kernel too old",
+                                  "Fatal Python error: Aborted"])
+def test_the_rule_holds_for_every_check(cid, line):
+    """Whatever the check, a PASS whose evidence (a tool's stderr, here) holds an unknown fault line is a WARN
+    UNEXPLAINED_FAULT_SIGNAL naming it; the same line quoted by a FAIL of that check is explained."""
+    key = ("tool", ("some-tool",), "stderr", line + "\n")
+    evidence = {key: ("tool", "stderr of `some-tool`", line + "\n")}
+    [got] = account_signals([CheckResult(cid, Status.PASS, "all well")], {cid: evidence})
+    assert (got.status, got.diagnosis) == (Status.WARN, "UNEXPLAINED_FAULT_SIGNAL"), got
+    assert line in got.measured and got.signals["unexplained"] and got.signals["read"] == 1
+    [fail] = account_signals([CheckResult(cid, Status.FAIL, "broke: %s" % line, diagnosis="TOOL_FAILED")],
+                             {cid: evidence})
+    assert fail.status == Status.FAIL and fail.signals == {"read": 1, "explained": 1, "unexplained": []}
+
+
+def test_another_reader_of_the_same_evidence_explains_it():
+    """gpu.ecc reads the nvidia-smi output whose MIG line gpu.inventory's FAIL claims: explained for both."""
+    line = "<current_mig>Enabled</current_mig>"
+    key = ("tool", ("nvidia-smi", "-q", "-x"), "stdout", line)
+    evidence = {key: ("nvidia-smi-q", "stdout of `nvidia-smi -q -x`", line)}
+    got = account_signals([CheckResult("gpu.inventory", Status.FAIL, "MIG", diagnosis="GPU_MIG_ENABLED"),
+                           CheckResult("gpu.ecc", Status.PASS, "ECC on")],
+                          {"gpu.inventory": evidence, "gpu.ecc": evidence})
+    assert [(r.status, r.signals["explained"]) for r in got] == [(Status.FAIL, 1), (Status.PASS, 1)]
+
+
+def test_healthy_fixtures_hold_no_signal():
+    """The outputs of ../shared/fixtures documented healthy give no signal of their kind (a benign line the lexicon
+    would take for a fault gets an exclusion there, with its source)."""
+    healthy = {"nvidia-smi-h100x8-550.txt": ("nvidia-smi",), "nvidia-smi-dgx1-v100x8-384.txt": ("nvidia-smi",),
+               "nvidia-smi-q-x-tesla-t4-v11.xml": ("nvidia-smi", "-q", "-x"),
+               "nvidia-smi-query-gpu-csv-h100-590-allfields.txt": ("nvidia-smi", "--query-gpu=index",
+                                                                   "--format=csv"),
+               "ibstat-h100-ndr400-all-active.txt": ("ibstat",), "ibstat-a100-hdr200-all-active.txt": ("ibstat",),
+               "ibstatus-a100-hdr200-all-active.txt": ("ibstatus",),
+               "nccl-tests-all_reduce_perf-2node-16x-a100-roce-healthy.txt": ("all_reduce_perf",),
+               "nccl-tests-all_reduce_perf-8x-h200-8G-nvls.txt": ("all_reduce_perf",),
+               "nccl-debug-info-net-ib-roce-h100-2.19.3.txt": ("python", "train.py"),
+               "nccl-debug-info-ibext-sharp-plugin-h100.txt": ("python", "train.py"),
+               "horovodrun-check-build-0.22.1-tf-torch-mpi-gloo-nccl.txt": ("horovodrun", "--check-build"),
+               "ompi_info-parsable-head-5.0.2.txt": ("ompi_info", "--parsable"),
+               "mpirun-version-openmpi-2.1.1.txt": ("mpirun", "--version"),
+               "nvidia-smi-topo-h200x8-nv18-8nic-legend-tabs.txt": ("nvidia-smi", "topo", "-m"),
+               "nvidia-smi-nvlink-status-a100x8.txt": ("nvidia-smi", "nvlink", "--status"),
+               "ib_write_bw-roce100g-oci-98gbps.txt": ("ib_write_bw", "host")}
+    for name, argv in healthy.items():
+        hits = signals.scan((FIXTURES / name).read_text(), signals.evidence_kind(argv), name)
+        assert hits == [], [str(h) for h in hits]
+
+
+@pytest.mark.parametrize("line, kind, signal", [
+    ("    Fabric\n        State : In Progress\n        Status : N/A", "nvidia-smi-q", "fabric-not-completed"),
+    ("<current_mig>Enabled</current_mig>", "nvidia-smi-q", "mig-enabled"),
+    ("|                                         |                      |              Enabled |", "nvidia-smi",
+     "mig-enabled"),
+    ("[ 12.3] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.", "kernel-log", "nvrm-xid"),
+    ("        HW Slowdown                       : Active", "nvidia-smi-q", "clocks-hw-slowdown"),
+    ("            DRAM Uncorrectable            : 3", "nvidia-smi-q", "ecc-uncorrectable-q"),
+    ("SymbolErrorCounter:..............12", "ib-counters", "ib-error-counter"),
+    ("7", "ib-counters-sysfs", "ib-error-counter-sysfs"),
+    ("mlx5_0: async event: IBV_EVENT_PORT_ERR; port 1", "ib-events", "ib-async-event"),
+    ("[ 99.1] mlx5_core 0000:3b:00.0: Port module event[error]: module 0, Cable error, Power budget exceeded",
+     "kernel-log", "mlx5-health"),
+    ("[ 99.2] mlx5_core 0000:3b:00.0 ib0: Link down", "kernel-log", "link-down"),
+    ("Error (gpu_burn-drv.cpp:298): system not yet initialized", "tool", "cuda-system-not-ready"),
+    ("Segmentation fault (core dumped)", "tool", "segfault"),
+    ("FATAL:   container creation failed: mount /proc/self/fd/3->/var/lib/apptainer: no loop devices available",
+     "tool", "fatal"),
+    ("ERROR: something new", "tool", "error-line"),
+    ("the widget failed to frobnicate", "tool", "failed-line"),
+])
+def test_the_lexicon_names_each_kind_of_fault(line, kind, signal):
+    hits = signals.scan(line, kind)
+    assert [h.signal.id for h in hits] == [signal], [str(h) for h in hits]
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("        Remapping Failure Occurred        : No", "nvidia-smi-q"),
+    ("            SRAM Uncorrectable            : 0", "nvidia-smi-q"),
+    ("        State                             : Completed", "nvidia-smi-q"),
+    ("        HW Power Brake Slowdown       : Not Active", "nvidia-smi-q"),
+    ("SymbolErrorCounter:..............0", "ib-counters"),
+    ("gpu-node20:39629:39686 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.", "tool"),
+    ("                 MCA btl: parameter \"btl_openib_warn_no_device_params_found\" error", "listing"),
+])
+def test_benign_lines_are_not_signals(line, kind):
+    assert signals.scan(line, kind) == []
+
+
+def test_every_lexicon_entry_is_sourced_and_claimed_by_catalogued_codes():
+    from validate.catalogue import CODES
+
+    for s in signals.lexicon():
+        assert s.source.startswith("https://"), s.id
+        assert set(s.claimed_by) - {"*"} <= set(CODES), s.id
+    assert len({s.id for s in signals.lexicon()}) == len(signals.lexicon())
