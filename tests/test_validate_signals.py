@@ -4,6 +4,8 @@ naming the line. Planted in the evidence of every check that PASSes on a recorde
 turns it from PASS to WARN; the lexicon's own rules are checked on the real outputs of ../shared."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -210,3 +212,53 @@ def test_every_lexicon_entry_is_sourced_and_claimed_by_catalogued_codes():
         assert s.source.startswith("https://"), s.id
         assert set(s.claimed_by) - {"*"} <= set(CODES), s.id
     assert len({s.id for s in signals.lexicon()}) == len(signals.lexicon())
+
+
+def test_case_47_fabric_manager_down_is_a_fail_with_its_remedy_through_invoke_validate(tmp_path):
+    """../shared/cases/47 through ``invoke validate --from BUNDLE`` (the bundle laid out from the transcript:
+    tests/data/bundles/case47-…, stack hopper): FAIL, the GPUs not registered with the NVLink fabric because
+    nvidia-fabricmanager is not running, CUDA's 802 as its consequence and the other GPUs' "OS call failed" lines as
+    following from it; the remedy and next action of its expected.md; never ``gpu.inventory PASS``."""
+    from tests.lib import cli as cmd
+
+    build(CORPUS / "case47-fabric-manager-not-running-cuda-802.yaml", tmp_path / "b")
+    p = cmd.run("validate", "--from", str(tmp_path / "b"), "--json", str(tmp_path / "r.json"))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert p.returncode == report["exit_code"] == 1, p.stdout + p.stderr
+    assert report["stack"] == "hopper" and report["action"] == "reconfigure"
+    got = {r["id"]: r for r in report["results"]}
+    inventory = got["gpu.inventory"]
+    assert (inventory["status"], inventory["diagnosis"], inventory["action"]) == ("FAIL", "GPU_FABRIC_NOT_READY",
+                                                                                  "reconfigure")
+    for said in ("8× NVIDIA H100 80GB HBM3", "not registered with the NVLink fabric", "Fabric State: In Progress",
+                 "Status: N/A", "nvidia-fabricmanager: failed", "802 cudaErrorSystemNotReady",
+                 "system not yet initialized"):
+        assert said in inventory["measured"], said
+    for said in ("Fabric Manager package of exactly the driver's version (nvidia-fabricmanager-545.23.08)",
+                 "systemctl enable --now nvidia-fabricmanager", "journalctl -u nvidia-fabricmanager",
+                 "`State: Completed` / `Status: Success` on every GPU", "keep the node drained"):
+        assert said in inventory["remedy"], said
+    assert sum("OS call failed" in d and "not a separate fault" in d for d in inventory["details"]) == 3
+    assert inventory["signals"]["unexplained"] == [] and inventory["signals"]["read"] >= 5
+    wrong = {"GPU_XID", "GPU_MEMORY_ERRORS", "NVML_DRIVER_LIBRARY_MISMATCH", "GPU_LOST", "UNEXPLAINED_FAULT_SIGNAL"}
+    assert not wrong & {r["diagnosis"] for r in report["results"]}
+    assert "GPU_FABRIC_NOT_READY" in p.stdout and "next action: reconfigure" in p.stdout
+    assert "fault signals: " in p.stdout
+
+
+def test_fabric_states_and_mig_are_read_from_every_form():
+    from facts.parsers import nvidia_smi
+
+    text = (FIXTURES / "nvidia-smi-q-h100x8-535.txt").read_text()
+    fabric = nvidia_smi.parse_fabric(text)
+    assert len(fabric) == 8 and {(f.state, f.status) for f in fabric} == {("Completed", "Success")}
+    assert not any(f.registering for f in fabric)
+    xml = nvidia_smi.parse_fabric((FIXTURES / "nvidia-smi-q-x-a100-sxm4-mig-v12.xml").read_text())
+    assert [(f.state, f.registering) for f in xml] == [("N/A", False)]
+    rows, _ = nvidia_smi.parse_query_csv("pci.bus_id, fabric.state, fabric.status\n"
+                                         "00000000:18:00.0, In Progress, N/A\n00000000:2A:00.0, Completed, Success\n")
+    assert [f.registering for f in nvidia_smi.fabric_from_query(rows)] == [True, False]
+    assert nvidia_smi.Fabric("GPU", "Completed", "Failure").registering
+    assert [g.mig_enabled for g in nvidia_smi.parse_q_xml(
+        (FIXTURES / "nvidia-smi-q-x-a100-sxm4-mig-v12.xml").read_text()).gpus] == [True]
+    assert {g.mig_enabled for g in nvidia_smi.parse_q_text(text).gpus} == {False}

@@ -227,10 +227,17 @@ def _unexplained(r: CheckResult, hits: list) -> CheckResult:
 
 def findings(r: CheckResult) -> str:
     """The table's "measured" cell: the result's line, and for a WARN/FAIL every further finding (one per
-    line, as in the JSON's ``details``); an ERROR's traceback stays in the JSON."""
-    if r.status not in (Status.WARN, Status.FAIL) or not r.details:
-        return r.measured
-    return "\n".join([r.measured] + ["• " + d for d in r.details])
+    line, as in the JSON's ``details``); an ERROR's traceback stays in the JSON. Where the check's evidence held
+    fault-signal lines, a last line says how many and whether all were explained (``signals``)."""
+    lines = [r.measured]
+    if r.status in (Status.WARN, Status.FAIL):
+        lines += ["• " + d for d in r.details]
+    if r.signals and r.signals["read"]:
+        left = len(r.signals["unexplained"])
+        lines.append("fault signals: %d line%s read, %s" % (
+            r.signals["read"], "" if r.signals["read"] == 1 else "s",
+            "all explained" if not left else "%d not explained" % left))
+    return "\n".join(lines)
 
 
 def print_table(report: Report) -> None:

@@ -16,6 +16,7 @@ import subprocess
 import time
 
 from facts.parsers.infiniband import (
+    IB_EVENTS,
     IB_WRITE_BW,
     IBSTAT,
     IBSTATUS,
@@ -25,7 +26,9 @@ from facts.parsers.infiniband import (
     WriteBw,
     parse_ib_write_bw,
     parse_sysfs,
+    run_port_events,
 )
+from facts.parsers.kernel import KERNEL_LOG
 from facts.parsers.observation import Observed
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
@@ -222,6 +225,43 @@ def ports(ctx: Context) -> CheckResult:
     result = judge_ports(report, source=source)
     if " " in source:  # a bundle's run for one device (`ibv_devinfo -d X | egrep …`): it proves only that HCA
         result.measured = "one HCA recorded (`%s`): %s" % (source, result.measured)
+    return judge_port_events(result, _port_events(ctx))
+
+
+def _port_events(ctx: Context) -> list:
+    """The port faults (``facts.parsers.infiniband.port_events``) of a bundle's ``ibv_asyncwatch`` and of the
+    kernel log (a bundle's, or ``dmesg`` here; none where it cannot be read)."""
+    events = ctx.first(IB_EVENTS)
+    hits = run_port_events(events.run, "ib-events") if events is not None else []
+    try:
+        log = ctx.first(KERNEL_LOG) or ctx.observe(KERNEL_LOG)
+    except MissingEvidence:
+        return hits
+    return hits + (run_port_events(log.run) if log.run.ok else [])
+
+
+#: what to do about a port that raises error events (NVIDIA, "Understanding mlx5 Linux counters and status
+#: parameters"; ibv_get_async_event(3): IBV_EVENT_PORT_ERR is "Link became unavailable on a port")
+PORT_EVENTS_REMEDY = ("a port that raises error events flaps or loses its link: read its error counters (`perfquery "
+                      "-x` or `ibqueryerrors`; /sys/class/infiniband/DEV/ports/N/counters/link_downed, symbol_error), "
+                      "the cable's and transceiver's state (`mlxlink -d DEV -p N -m`), then reseat or replace the "
+                      "cable or transceiver; drain the node while they recur")
+
+
+def judge_port_events(result: CheckResult, hits: list) -> CheckResult:
+    """``result`` of the ports, with the HCA's async error events and link-down lines (``hits``) judged: a port
+    that PASSes while it raised them is a WARN ``IB_PORT_EVENTS`` naming each line; a FAIL lists them too. The
+    lines are claimed (``explains``) either way."""
+    if not hits:
+        return result
+    lines = list(dict.fromkeys(h.line for h in hits))
+    result.explains = list(result.explains) + lines
+    details = ["%s (%s)" % (line, hit.where) for line, hit in zip(lines, hits)]
+    if result.status.value == "PASS":
+        return warned(result.id, "%s; but the HCAs raised %d error event%s: %s" % (
+            result.measured, len(hits), "" if len(hits) == 1 else "s", lines[0]), result.expected + (
+            "; no port error events"), PORT_EVENTS_REMEDY, "IB_PORT_EVENTS", list(result.details) + details)
+    result.details = list(result.details) + details
     return result
 
 
