@@ -142,28 +142,50 @@ def test_another_reader_of_the_same_evidence_explains_it():
     assert [(r.status, r.signals["explained"]) for r in got] == [(Status.FAIL, 1), (Status.PASS, 1)]
 
 
-def test_healthy_fixtures_hold_no_signal():
-    """The outputs of ../shared/fixtures documented healthy give no signal of their kind (a benign line the lexicon
-    would take for a fault gets an exclusion there, with its source)."""
-    healthy = {"nvidia-smi-h100x8-550.txt": ("nvidia-smi",), "nvidia-smi-dgx1-v100x8-384.txt": ("nvidia-smi",),
-               "nvidia-smi-q-x-tesla-t4-v11.xml": ("nvidia-smi", "-q", "-x"),
-               "nvidia-smi-query-gpu-csv-h100-590-allfields.txt": ("nvidia-smi", "--query-gpu=index",
-                                                                   "--format=csv"),
-               "ibstat-h100-ndr400-all-active.txt": ("ibstat",), "ibstat-a100-hdr200-all-active.txt": ("ibstat",),
-               "ibstatus-a100-hdr200-all-active.txt": ("ibstatus",),
-               "nccl-tests-all_reduce_perf-2node-16x-a100-roce-healthy.txt": ("all_reduce_perf",),
-               "nccl-tests-all_reduce_perf-8x-h200-8G-nvls.txt": ("all_reduce_perf",),
-               "nccl-debug-info-net-ib-roce-h100-2.19.3.txt": ("python", "train.py"),
-               "nccl-debug-info-ibext-sharp-plugin-h100.txt": ("python", "train.py"),
-               "horovodrun-check-build-0.22.1-tf-torch-mpi-gloo-nccl.txt": ("horovodrun", "--check-build"),
-               "ompi_info-parsable-head-5.0.2.txt": ("ompi_info", "--parsable"),
-               "mpirun-version-openmpi-2.1.1.txt": ("mpirun", "--version"),
-               "nvidia-smi-topo-h200x8-nv18-8nic-legend-tabs.txt": ("nvidia-smi", "topo", "-m"),
-               "nvidia-smi-nvlink-status-a100x8.txt": ("nvidia-smi", "nvlink", "--status"),
-               "ib_write_bw-roce100g-oci-98gbps.txt": ("ib_write_bw", "host")}
-    for name, argv in healthy.items():
-        hits = signals.scan((FIXTURES / name).read_text(), signals.evidence_kind(argv), name)
-        assert hits == [], [str(h) for h in hits]
+#: the fixtures of ../shared whose output shows a fault (SOURCES.md), with the first signal the lexicon names in it;
+#: every other fixture is a healthy node's or a benign tool's output and must give none
+FAULTY_FIXTURES = {
+    "dcgmi-diag-r1-dcgm3.1.8-h200x8-persistence-fail.txt": "failed-line",
+    "dmesg-nvrm-gpu-fallen-off-bus-no-xid.txt": "gpu-fallen-off-bus",
+    "dmesg-nvrm-xid79-sxid20034-hgx.txt": "nvrm-xid",
+    "docker-compose-gpu-could-not-select-device-driver-nvidia.txt": "error-line",
+    "docker-run-gpus-could-not-select-device-driver.txt": "error-line",
+    "docker-run-unknown-runtime-nvidia.txt": "error-line",
+    "ibstat-a100-ibpanic-exit255.txt": "failed-line",
+    "nccl-debug-info-socket-libibverbs-missing-t4-2.8.3.txt": "failed-line",
+    "nvidia-smi-gpu-lost-device-handle-legacy-space.txt": "gpu-fallen-off-bus",
+    "nvidia-smi-gpu-lost-device-handle.txt": "gpu-fallen-off-bus",
+    "nvidia-smi-nvml-driver-library-mismatch-570-with-libversion.txt": "failed-line",
+    "nvidia-smi-nvml-driver-library-mismatch-legacy.txt": "failed-line",
+    "nvidia-smi-q-h100x8-535.txt": "clocks-hw-slowdown",  # one GPU's HW Power Brake Slowdown: Active
+    "nvidia-smi-q-x-a100-sxm4-mig-v12.xml": "mig-enabled",
+}
+
+
+def _fixture_argv(name: str) -> tuple[str, ...]:
+    """The command that printed a fixture, from its name (``nvidia-smi-q-…`` -> ``nvidia-smi -q``)."""
+    forms = (("nvidia-smi-q", ("nvidia-smi", "-q")), ("nccl-tests", ("all_reduce_perf",)),
+             ("nccl-debug", ("python", "train.py")), ("nvidia-container", ("nvidia-container-runtime", "--version")),
+             ("sysfs", ("grep", "-r", "", "/sys/class/infiniband")), ("cuda-version", ("cat", "version.txt")),
+             ("cudnn", ("grep", "CUDNN_MAJOR", "cudnn.h")), ("nvidia-smi", ("nvidia-smi",)))
+    for prefix, argv in forms:
+        if name.startswith(prefix):
+            return argv
+    return (name.split("-")[0],)
+
+
+def test_every_fixture_gives_signals_only_where_it_shows_a_fault():
+    """The lexicon on every output of ../shared/fixtures, read as the kind of evidence its tool gives: the healthy
+    ones give no signal (a benign line taken for a fault gets an exclusion in facts/signals.yaml, with its
+    source), the faulty ones the signal of their fault."""
+    got = {}
+    for path in sorted(FIXTURES.glob("*.*")):
+        if path.name == "SOURCES.md":
+            continue
+        hits = signals.scan(path.read_text(errors="replace"), signals.evidence_kind(_fixture_argv(path.name)))
+        if hits:
+            got[path.name] = hits[0].signal.id
+    assert got == FAULTY_FIXTURES
 
 
 @pytest.mark.parametrize("line, kind, signal", [
@@ -262,3 +284,40 @@ def test_fabric_states_and_mig_are_read_from_every_form():
     assert [g.mig_enabled for g in nvidia_smi.parse_q_xml(
         (FIXTURES / "nvidia-smi-q-x-a100-sxm4-mig-v12.xml").read_text()).gpus] == [True]
     assert {g.mig_enabled for g in nvidia_smi.parse_q_text(text).gpus} == {False}
+
+
+def test_a_cuda_802_alone_is_the_fabric_finding_too(tmp_path, monkeypatch):
+    """The same kind of node recorded another way: no fabric query, no systemctl, and a PyTorch one-liner instead of
+    gpu_burn, failing as pytorch/pytorch#35710 posted it (the text its expected.md quotes): still
+    GPU_FABRIC_NOT_READY, saying the fabric state was not recorded; the 802 line is claimed, not unexplained."""
+    monkeypatch.setattr(report_module, "print_table", lambda report: None)
+    folder = tmp_path / "b" / "bundle"
+    error = ("RuntimeError: cudaGetDeviceProperties returned 802 -> system not yet initialized\n"
+             "CUDA error at cudaGetDeviceCount: code=802(cudaErrorSystemNotReady)\n")
+
+    def rewrite(entry):
+        argv = entry.get("argv") or []
+        if argv[:1] == ["gpu_burn"]:
+            entry["argv"] = ["python", "-c", "import torch; print(torch.cuda.get_device_properties(0))"]
+            (folder / entry["stdout"]).write_text("")
+            (folder / entry["stderr"]).write_text(error)
+            entry["rc"] = 1
+        return not (argv[:1] == ["systemctl"] or argv[:2] == ["sh", "-c"])
+
+    got = judged("case47-fabric-manager-not-running-cuda-802", tmp_path / "b", rewrite=rewrite)
+    inventory = got["gpu.inventory"]
+    assert (inventory["status"], inventory["diagnosis"]) == ("FAIL", "GPU_FABRIC_NOT_READY"), inventory
+    assert "the fabric state is not recorded" in inventory["measured"] and "802" in inventory["measured"]
+    assert inventory["signals"]["unexplained"] == [] and inventory["signals"]["read"] == 2
+
+
+def test_mig_enabled_in_the_table_is_a_fail():
+    from facts.parsers import nvidia_smi
+    from validate.checks.gpu import judge_usable
+
+    table = (FIXTURES / "nvidia-smi-h100x8-550.txt").read_text()
+    assert judge_usable(nvidia_smi.parse_table(table), None) is None
+    mig = table.replace("Disabled |", "Enabled |", 1)
+    verdict = judge_usable(nvidia_smi.parse_table(mig), None)
+    assert (verdict.status, verdict.diagnosis) == (Status.FAIL, "GPU_MIG_ENABLED")
+    assert "nvidia-smi -i N -mig 0" in verdict.remedy and "GPU 0" in verdict.measured

@@ -548,8 +548,16 @@ CUDA_PROGRAMS = re.compile(r"^(gpu[-_]?burn|deviceQuery(Drv)?|bandwidthTest|p2pB
                            r"|simpleP2P|matrixMul\w*|nbody|cuda[-_]\w+|nvbandwidth)$")
 
 
+#: a Python one-liner that asks CUDA for the GPUs (``python -c "import torch; print(torch.cuda.is_available())"``,
+#: TensorFlow's ``tf.test.is_gpu_available()`` / ``list_physical_devices('GPU')``): a CUDA program as well
+_PYTHON_CUDA = re.compile(r"\bcuda\b|is_gpu_available|list_physical_devices\(\s*['\"]GPU")
+
+
 def _cuda_program_run(argv: tuple, env: dict) -> bool:
-    return bool(CUDA_PROGRAMS.match(first_command(argv, env).name))
+    command = first_command(argv, env)
+    if re.match(r"^python[\d.]*$", command.name):
+        return bool(_PYTHON_CUDA.search(" ".join(command.argv[1:])))
+    return bool(CUDA_PROGRAMS.match(command.name))
 
 
 #: a recorded run of a CUDA program (``CUDA_PROGRAMS``): its output as printed
