@@ -209,7 +209,8 @@ CODES: dict[str, Code] = {
     "GPU_FABRIC_NOT_READY": Code("GPUs not registered with the NVLink fabric (Fabric State not Completed, or CUDA "
                                  "error 802 system not yet initialized): nvidia-fabricmanager is not running",
                                  A.RECONFIGURE),
-    "IB_PORT_EVENTS": Code("an HCA port raised async error events or lost its link (ibv_asyncwatch, the kernel log)",
+    "IB_PORT_EVENTS": Code("an HCA port raised async error events, lost its link or counts link errors "
+                           "(ibv_asyncwatch, the kernel log, perfquery, sysfs counters)",
                            A.REPLACE_HARDWARE),
     "GPU_MIG_ENABLED": Code("MIG mode is on where the run puts one rank on each whole GPU", A.RECONFIGURE),
     "UNEXPLAINED_FAULT_SIGNAL": Code("the check's evidence holds a fault signal (an error, failure, Xid, ECC, "

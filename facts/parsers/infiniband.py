@@ -326,8 +326,9 @@ def port_events(text: str, kind: str, where: str = "") -> list:
     and error counters, on lines that name an HCA (``_HCA_LINE``) -> [``facts.signals.Hit``]."""
     from facts import signals
 
+    own = kind in ("ib-events", "ib-counters", "ib-counters-sysfs")  # an HCA's own output: every line is a port's
     return [h for h in signals.scan(text, kind, where)
-            if h.signal.klass in _PORT_FAULTS and (kind == "ib-events" or _HCA_LINE.search(h.line))]
+            if h.signal.klass in _PORT_FAULTS and (own or _HCA_LINE.search(h.line))]
 
 
 def run_port_events(run, kind: str | None = None) -> list:
@@ -337,6 +338,10 @@ def run_port_events(run, kind: str | None = None) -> list:
 
     return port_events(run.output, kind or signals.evidence_kind(run.argv), "`%s`" % run.command)
 
+
+#: a recorded ``perfquery`` (``-x``, for a LID and port) or ``ibqueryerrors``: the ports' error counters as printed
+IB_COUNTERS = Observation(None, lambda argv, env: first_command(argv, env).name in ("perfquery", "ibqueryerrors"),
+                          lambda run: run.output)
 
 #: a recorded ``ibv_asyncwatch`` (rdma-core's example that prints each async event of an HCA: "event_type
 #: IBV_EVENT_PORT_ERR (10), port 1") -> its output

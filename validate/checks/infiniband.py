@@ -16,6 +16,7 @@ import subprocess
 import time
 
 from facts.parsers.infiniband import (
+    IB_COUNTERS,
     IB_EVENTS,
     IB_WRITE_BW,
     IBSTAT,
@@ -26,10 +27,12 @@ from facts.parsers.infiniband import (
     WriteBw,
     parse_ib_write_bw,
     parse_sysfs,
+    port_events,
     run_port_events,
 )
 from facts.parsers.kernel import KERNEL_LOG
 from facts.parsers.observation import Observed
+from facts.signals import read_kind
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -229,10 +232,19 @@ def ports(ctx: Context) -> CheckResult:
 
 
 def _port_events(ctx: Context) -> list:
-    """The port faults (``facts.parsers.infiniband.port_events``) of a bundle's ``ibv_asyncwatch`` and of the
-    kernel log (a bundle's, or ``dmesg`` here; none where it cannot be read)."""
+    """The port faults (``facts.parsers.infiniband.port_events``) of a bundle's ``ibv_asyncwatch``, ``perfquery``
+    or ``ibqueryerrors``, of the error counters in sysfs, and of the kernel log (a bundle's, or ``dmesg`` here; none
+    where it cannot be read)."""
     events = ctx.first(IB_EVENTS)
     hits = run_port_events(events.run, "ib-events") if events is not None else []
+    counters = ctx.first(IB_COUNTERS)
+    hits += run_port_events(counters.run) if counters is not None else []
+    try:  # the error counters of sysfs (a bundle without their listing: not recorded)
+        for path in ctx.glob(os.path.join(SYSFS, "*", "ports", "*", "counters", "*")):
+            if read_kind(path) == "ib-counters-sysfs":
+                hits += port_events(ctx.read(path) or "", "ib-counters-sysfs", path)
+    except MissingEvidence:
+        pass
     try:
         log = ctx.first(KERNEL_LOG) or ctx.observe(KERNEL_LOG)
     except MissingEvidence:
@@ -250,17 +262,19 @@ PORT_EVENTS_REMEDY = ("a port that raises error events flaps or loses its link: 
 
 def judge_port_events(result: CheckResult, hits: list) -> CheckResult:
     """``result`` of the ports, with the HCA's async error events and link-down lines (``hits``) judged: a port
-    that PASSes while it raised them is a WARN ``IB_PORT_EVENTS`` naming each line; a FAIL lists them too. The
+    that PASSes while it raised them (or while its error counters are not zero) is a WARN ``IB_PORT_EVENTS``
+    naming each line; a FAIL lists them too. The
     lines are claimed (``explains``) either way."""
     if not hits:
         return result
     lines = list(dict.fromkeys(h.line for h in hits))
     result.explains = list(result.explains) + lines
-    details = ["%s (%s)" % (line, hit.where) for line, hit in zip(lines, hits)]
+    details = list(dict.fromkeys("%s (%s)" % (h.line, h.where) for h in hits))
     if result.status.value == "PASS":
-        return warned(result.id, "%s; but the HCAs raised %d error event%s: %s" % (
-            result.measured, len(hits), "" if len(hits) == 1 else "s", lines[0]), result.expected + (
-            "; no port error events"), PORT_EVENTS_REMEDY, "IB_PORT_EVENTS", list(result.details) + details)
+        measured = "%s; but the HCAs reported %d port fault%s (async error events, link down, error counters): %s" % (
+            result.measured, len(hits), "" if len(hits) == 1 else "s", lines[0])
+        return warned(result.id, measured, result.expected + "; no port error events", PORT_EVENTS_REMEDY,
+                      "IB_PORT_EVENTS", list(result.details) + details)
     result.details = list(result.details) + details
     return result
 
