@@ -155,8 +155,8 @@ FAULTY_FIXTURES = {
     "nccl-debug-info-socket-libibverbs-missing-t4-2.8.3.txt": "failed-line",
     "nvidia-smi-gpu-lost-device-handle-legacy-space.txt": "gpu-fallen-off-bus",
     "nvidia-smi-gpu-lost-device-handle.txt": "gpu-fallen-off-bus",
-    "nvidia-smi-nvml-driver-library-mismatch-570-with-libversion.txt": "failed-line",
-    "nvidia-smi-nvml-driver-library-mismatch-legacy.txt": "failed-line",
+    "nvidia-smi-nvml-driver-library-mismatch-570-with-libversion.txt": "mismatch-line",
+    "nvidia-smi-nvml-driver-library-mismatch-legacy.txt": "mismatch-line",
     "nvidia-smi-q-h100x8-535.txt": "clocks-hw-slowdown",  # one GPU's HW Power Brake Slowdown: Active
     "nvidia-smi-q-x-a100-sxm4-mig-v12.xml": "mig-enabled",
 }
@@ -321,3 +321,43 @@ def test_mig_enabled_in_the_table_is_a_fail():
     verdict = judge_usable(nvidia_smi.parse_table(mig), None)
     assert (verdict.status, verdict.diagnosis) == (Status.FAIL, "GPU_MIG_ENABLED")
     assert "nvidia-smi -i N -mig 0" in verdict.remedy and "GPU 0" in verdict.measured
+
+
+def _judge(tools: list[tuple[tuple, str]], only: list[str]) -> dict:
+    """``{check id: CheckResult}`` of ``only`` on a bundle of ``tools`` (argv, stdout), as ``--from`` judges it."""
+    from chexstack.tools import ToolRun
+
+    bundle = Bundle({"host": "node"})
+    for argv, stdout in tools:
+        bundle.add_tool(ToolRun(argv, 0, stdout, ""))
+    report = run_checks(Context(evidence=Replay(bundle)), only)
+    return {r.id: r for r in report.results}
+
+
+def test_a_whole_q_output_stuck_in_progress_with_the_fabric_managers_log():
+    """The fabric state read from a whole ``nvidia-smi -q`` (every GPU In Progress) and the service's journal naming
+    why it did not start (its version differs from the driver's, nanoporetech/dorado#1214): the journal's lines are
+    quoted in the finding, so no signal is left unexplained on gpu.inventory."""
+    q = (FIXTURES / "nvidia-smi-q-h100x8-535.txt").read_text()
+    state, status = "State                             : ", "Status                            : "
+    stuck = q.replace(state + "Completed", state + "In Progress").replace(status + "Success", status + "N/A")
+    assert stuck.count("In Progress") == 8
+    journal = ("nv-fabricmanager[2817]: fabric manager NVIDIA GPU driver interface version 535.183.01 don't match "
+               "with driver version 535.154.05. Please update with matching NVIDIA driver package.\n"
+               "systemd[1]: nvidia-fabricmanager.service: Failed with result 'exit-code'.\n")
+    got = _judge([(("nvidia-smi", "-q"), stuck), (("journalctl", "-u", "nvidia-fabricmanager"), journal)],
+                 ["gpu.inventory"])["gpu.inventory"]
+    assert (got.status, got.diagnosis) == (Status.FAIL, "GPU_FABRIC_NOT_READY"), got
+    assert "GPUs not registered with the NVLink fabric (Fabric State: In Progress, Status: N/A)" in got.measured
+    assert sum("Fabric State In Progress" in d for d in got.details) == 8
+    assert any("don't match with driver version" in d for d in got.details)
+    assert "nvidia-fabricmanager-535.183.01" in got.remedy
+    assert all("clocks-hw-slowdown" in u for u in got.signals["unexplained"]), got.signals  # the throttle stays
+
+
+def test_mig_from_a_filtered_q_output():
+    table = (FIXTURES / "nvidia-smi-h100x8-550.txt").read_text()
+    mig = "    MIG Mode\n        Current                           : Enabled\n        Pending : Enabled\n"
+    got = _judge([(("nvidia-smi",), table), (("sh", "-c", "nvidia-smi -q | grep -A 2 'MIG Mode'"), mig)],
+                 ["gpu.inventory"])["gpu.inventory"]
+    assert (got.status, got.diagnosis) == (Status.FAIL, "GPU_MIG_ENABLED"), got

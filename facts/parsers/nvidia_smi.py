@@ -15,6 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from facts import signals
 from facts.parsers.observation import Observation, first_command, simple_commands
 
 
@@ -479,23 +480,42 @@ def parse_fabric(text: str) -> list[Fabric]:
         return [Fabric(g.get("id") or "GPU", (g.findtext("fabric/state") or "").strip(),
                        (g.findtext("fabric/status") or "").strip() or None)
                 for g in root.findall("gpu") if g.find("fabric") is not None]
+    return [Fabric(gpu, fields["State"], fields.get("Status")) for gpu, fields in q_sections(text, "Fabric")
+            if "State" in fields]
+
+
+def q_sections(text: str, name: str) -> list[tuple[str, dict[str, str]]]:
+    """Each section ``name`` ("Fabric", "MIG Mode") of ``nvidia-smi -q`` text, whole or filtered by ``grep -A N``:
+    ``(the GPU's bus id, or "GPU" where the output names none, {key: value})``."""
     out, gpu, depth, fields = [], "GPU", None, {}
-    for line in text.splitlines() + [""]:
+    for line in (text or "").splitlines() + [""]:
         head = _Q_GPU.match(line)
         indent = len(line) - len(line.lstrip())
         if depth is not None and (not line.strip() or indent <= depth or head):
-            if "State" in fields:
-                out.append(Fabric(gpu, fields["State"], fields.get("Status")))
+            out.append((gpu, fields))
             depth, fields = None, {}
         if head:
             gpu = head.group(1)
-        elif line.strip() == "Fabric":
+        elif line.strip() == name:
             depth, fields = indent, {}
         elif depth is not None:
             kv = _Q_KEY.match(line)
             if kv:
                 fields.setdefault(kv.group(2), kv.group(3))
     return out
+
+
+def parse_mig_modes(text: str) -> list[tuple[str, bool | None]]:
+    """Each GPU's current MIG mode in ``nvidia-smi -q`` text, whole or filtered (``nvidia-smi -q | grep -A 2 "MIG
+    Mode"``), or ``-q -x`` XML: ``(GPU, True Enabled / False Disabled / None N/A)``."""
+    text = text or ""
+    if text.lstrip().startswith("<?xml") or "<nvidia_smi_log" in text:
+        try:
+            root = ET.fromstring(text.encode())
+        except ET.ParseError:
+            return []
+        return [(g.get("id") or "GPU", _flag(g.findtext("mig_mode/current_mig"))) for g in root.findall("gpu")]
+    return [(gpu, _flag(fields.get("Current"))) for gpu, fields in q_sections(text, "MIG Mode")]
 
 
 def fabric_from_query(rows: list[dict[str, str | None]]) -> list[Fabric]:
@@ -530,6 +550,9 @@ def parse_fabric_run(run) -> list[Fabric] | None:
 #: the fabric state of every GPU (NVSwitch systems), or a recorded ``nvidia-smi -q`` in any form -> [Fabric] / None
 FABRIC = Observation(("nvidia-smi", "--query-gpu=pci.bus_id,fabric.state,fabric.status", "--format=csv"),
                      _fabric_run, parse_fabric_run)
+#: a bundle's ``nvidia-smi -q`` in any form (``| grep -A 2 "MIG Mode"``) -> [(GPU, MIG enabled)] (live: the table's
+#: "MIG M." column says it)
+MIG_MODES = Observation(None, _fabric_run, lambda run: parse_mig_modes(run.stdout) if run.ok else [])
 
 
 #: CUDA's "system not ready" (CUDA_ERROR_SYSTEM_NOT_READY / cudaErrorSystemNotReady, 802) as CUDA programs print it:
@@ -569,3 +592,19 @@ FABRIC_MANAGER = Observation(("systemctl", "is-active", "nvidia-fabricmanager"),
                              lambda argv, env: first_command(argv, env).name == "systemctl"
                              and any(w.startswith("nvidia-fabricmanager") for w in first_command(argv, env).argv),
                              lambda run: run.output)
+
+
+def _fabric_manager_log_run(argv: tuple, env: dict) -> bool:
+    """``journalctl -u nvidia-fabricmanager`` (any options) or a read of Fabric Manager's own log file
+    (``/var/log/fabricmanager.log``, its default ``LOG_FILE_NAME``)."""
+    command = first_command(argv, env)
+    words = command.argv
+    if command.name == "journalctl":
+        return any("nvidia-fabricmanager" in w for w in words)
+    return command.name in ("cat", "tail", "less", "grep") and any(w.endswith("fabricmanager.log") for w in words)
+
+
+#: a bundle's log of the fabric manager service -> its lines that name a fault (``facts.signals``: error, failure,
+#: FATAL …), e.g. the version mismatch with the driver https://github.com/nanoporetech/dorado/issues/1214 describes
+FABRIC_MANAGER_LOG = Observation(None, _fabric_manager_log_run,
+                                 lambda run: [h.line for h in signals.scan(run.output, "tool")])

@@ -23,6 +23,8 @@ from facts.parsers.nvidia_smi import (
     EXCERPT,
     FABRIC,
     FABRIC_MANAGER,
+    FABRIC_MANAGER_LOG,
+    MIG_MODES,
     PEER_PROPERTIES,
     PEER_QUERY,
     PROPERTIES,
@@ -420,6 +422,12 @@ def _fabric(ctx: Context) -> list[Fabric] | None:
     return got.value
 
 
+def _fabric_manager_log(ctx: Context) -> list[str]:
+    """The fault lines of a bundle's fabric manager log (``journalctl -u nvidia-fabricmanager``); [] without one."""
+    got = ctx.first(FABRIC_MANAGER_LOG)
+    return got.value if got is not None else []
+
+
 def _fabric_manager(ctx: Context) -> str | None:
     """The fabric manager service's state as systemctl printed it (``failed``, ``inactive``, ``Active: failed
     (Result: exit-code) …``), or None when not recorded."""
@@ -450,12 +458,15 @@ MIG_REMEDY = ("disable MIG on the GPUs the job uses: `sudo nvidia-smi -i N -mig 
 
 
 def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list[ToolRun] = (),
-                 service=lambda: None) -> CheckResult | None:
+                 service=lambda: None, mig_modes: list[tuple[str, bool | None]] = (),
+                 service_log=lambda: []) -> CheckResult | None:
     """Whether the GPUs nvidia-smi lists are usable, not only listed: None when nothing says otherwise; FAIL
     ``GPU_FABRIC_NOT_READY`` when a GPU has not joined the NVLink fabric (``Fabric.registering``) or a recorded
     CUDA program failed with 802 "system not yet initialized" (``CUDA_NOT_READY``), with the fabric manager's
-    service state (``service()``: systemctl's line, or None) and the CUDA lines quoted; FAIL ``GPU_MIG_ENABLED``
-    when MIG is on (one rank per whole GPU is what the trainer runs)."""
+    service state (``service()``: systemctl's line, or None), the fault lines of its log (``service_log()``) and the
+    CUDA lines quoted; FAIL ``GPU_MIG_ENABLED``
+    when MIG is on (one rank per whole GPU is what the trainer runs): a GPU of ``report`` whose ``mig_enabled``, or
+    a GPU of a recorded ``nvidia-smi -q`` (``mig_modes``: ``facts.parsers.nvidia_smi.parse_mig_modes``)."""
     cid = "gpu.inventory"
     stuck = [f for f in fabric or [] if f.registering]
     lines = [l.strip() for run in cuda_runs for l in run.output.splitlines()
@@ -473,6 +484,7 @@ def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list
             "; nvidia-fabricmanager: %s" % svc if svc else "",
             "; CUDA cannot initialise them (802 cudaErrorSystemNotReady: %s)" % not_ready[0] if not_ready else "")
         details = ["%s: Fabric State %s, Status %s" % (f.gpu, f.state, f.status or "?") for f in stuck]
+        details += ["nvidia-fabricmanager's log: %s" % line for line in service_log()]
         details += ["%s (%s)" % (l, "CUDA error 802, the fabric not ready" if CUDA_NOT_READY.search(l) else
                                  "follows from the first GPU's 802: not a separate fault") for l in lines]
         verdict = failed(cid, measured, "every GPU's Fabric State Completed, Status Success (NVSwitch systems: "
@@ -483,12 +495,15 @@ def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list
                                                                   run.output.splitlines())
                             for l in run.output.splitlines() if len(l.strip()) >= 6]
         return verdict
-    mig = [g for g in report.gpus if g.mig_enabled]
+    mig = ["%s" % (g.index if g.index is not None else g.bus_id) for g in report.gpus if g.mig_enabled]
+    details = ["%s (%s): MIG Current Enabled" % (g.bus_id or g.index, g.name or "?") for g in report.gpus
+               if g.mig_enabled]
+    if not mig:
+        mig = [gpu for gpu, enabled in mig_modes if enabled]
+        details = ["%s: MIG Mode Current Enabled" % gpu for gpu in mig]
     if mig:
-        return failed(cid, "MIG mode enabled on GPU %s: a rank sees one MIG instance, not the GPU"
-                      % ", ".join(str(g.index if g.index is not None else g.bus_id) for g in mig),
-                      "MIG disabled (one rank per whole GPU)", MIG_REMEDY, "GPU_MIG_ENABLED",
-                      ["%s (%s): MIG Current Enabled" % (g.bus_id or g.index, g.name or "?") for g in mig])
+        return failed(cid, "MIG mode enabled on GPU %s: a rank sees one MIG instance, not the GPU" % ", ".join(mig),
+                      "MIG disabled (one rank per whole GPU)", MIG_REMEDY, "GPU_MIG_ENABLED", details)
     return None
 
 
@@ -505,7 +520,9 @@ def inventory(ctx: Context) -> CheckResult:
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
                              refusals, ctx.gpus or 0)
     if result.status in (Status.PASS, Status.WARN) and snap.report.gpus:
-        usable = judge_usable(snap.report, _fabric(ctx), _cuda_runs(ctx), lambda: _fabric_manager(ctx))
+        modes = ctx.first(MIG_MODES)
+        usable = judge_usable(snap.report, _fabric(ctx), _cuda_runs(ctx), lambda: _fabric_manager(ctx),
+                              modes.value if modes is not None else [], lambda: _fabric_manager_log(ctx))
         if usable is not None:
             result = usable
     if refusals:
