@@ -15,7 +15,7 @@ from tests.lib.paths import FIXTURES
 from validate import report as report_module
 from validate.checks import CHECKS, Context
 from validate.evidence import Bundle, Replay
-from validate.report import account_signals, run_checks
+from validate.report import account_signals, findings, run_checks
 from validate.result import CheckResult, Status
 
 PLANTED = "ERROR: something nobody has seen before (planted)"
@@ -361,3 +361,28 @@ def test_mig_from_a_filtered_q_output():
     got = _judge([(("nvidia-smi",), table), (("sh", "-c", "nvidia-smi -q | grep -A 2 'MIG Mode'"), mig)],
                  ["gpu.inventory"])["gpu.inventory"]
     assert (got.status, got.diagnosis) == (Status.FAIL, "GPU_MIG_ENABLED"), got
+
+
+def test_live_collected_and_recorded_evidence_is_scanned_alike(tmp_path):
+    """Live: an mpirun on PATH that prints its version and an unknown error line on stderr makes mpi.version a WARN
+    UNEXPLAINED naming it; --collect records the run and --from judges the bundle the same (the rule is the
+    report's, whatever the evidence source). The mpirun is a stand-in script made here (a real one that printed
+    this line would be judged the same)."""
+    from tests.lib import cli as cmd
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "mpirun"
+    fake.write_text("#!/bin/sh\necho 'mpirun (Open MPI) 4.1.5'\necho '%s' >&2\n" % PLANTED)
+    fake.chmod(0o755)
+    env = {"PATH": "%s:%s" % (bin_dir, __import__("os").environ["PATH"])}
+    folder = tmp_path / "node"
+    p = cmd.run("validate", "--only", "mpi.version", "--collect", str(folder), "--json", str(tmp_path / "live.json"),
+                env=env)
+    live = json.loads((tmp_path / "live.json").read_text())
+    [result] = live["results"]
+    assert (result["status"], result["diagnosis"]) == ("WARN", "UNEXPLAINED_FAULT_SIGNAL"), p.stdout + p.stderr
+    assert PLANTED in result["measured"] and "UNEXPLAINED_FAULT_SIGNAL" in p.stdout
+    assert findings(CheckResult.from_json(result)).endswith("fault signals: 1 line read, 1 not explained")
+    cmd.run("validate", "--from", str(folder), "--only", "mpi.version", "--json", str(tmp_path / "judged.json"))
+    assert json.loads((tmp_path / "judged.json").read_text())["results"] == live["results"]
