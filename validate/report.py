@@ -143,13 +143,15 @@ def run_checks(ctx: Context, ids: list[str], workers: int = 8) -> Report:
                   ctx.host)
 
 
-def _hits(evidence: dict) -> dict:
-    """``{evidence key: [Hit]}`` of one check's evidence (``Context.read_by``)."""
+def _hits(evidence: dict, cache: dict) -> dict:
+    """``{evidence key: [Hit]}`` of one check's evidence (``Context.read_by``); ``cache``: the scans of evidence
+    another check read too (each piece is scanned once)."""
     out = {}
     for key, (kind, where, text) in evidence.items():
-        hits = signals.scan_fact(text, where) if kind == "fact" else signals.scan(text, kind, where)
-        if hits:
-            out[key] = hits
+        if key not in cache:
+            cache[key] = signals.scan_fact(text, where) if kind == "fact" else signals.scan(text, kind, where)
+        if cache[key]:
+            out[key] = cache[key]
     return out
 
 
@@ -184,7 +186,8 @@ def account_signals(results: list[CheckResult], read_by: dict[str, dict]) -> lis
     unexplained signal becomes a WARN ``UNEXPLAINED_FAULT_SIGNAL`` naming the lines; any other result keeps its
     verdict and lists them in its details."""
     by_id = {r.id: r for r in results}
-    hits = {cid: _hits(evidence) for cid, evidence in read_by.items()}
+    cache: dict = {}
+    hits = {cid: _hits(evidence, cache) for cid, evidence in read_by.items()}
     readers: dict = {}
     for cid, found in hits.items():
         for key in found:

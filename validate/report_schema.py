@@ -73,8 +73,8 @@ class Result(_Strict):
     tries: list[Try] = Field(description="every try of a repeated measurement, first to last; empty when the check "
                                          "measured once")
     signals: Signals | None = Field(default=None, description="the fault-signal lines of the evidence the check "
-                                                              "read and whether its findings explained them; absent "
-                                                              "where no check's evidence was scanned (--job)")
+                                                              "read and whether its findings explained them; null "
+                                                              "where no node evidence was read (--job)")
 
     @model_validator(mode="after")
     def _coded(self) -> "Result":
