@@ -386,3 +386,17 @@ def test_live_collected_and_recorded_evidence_is_scanned_alike(tmp_path):
     assert findings(CheckResult.from_json(result)).endswith("fault signals: 1 line read, 1 not explained")
     cmd.run("validate", "--from", str(folder), "--only", "mpi.version", "--json", str(tmp_path / "judged.json"))
     assert json.loads((tmp_path / "judged.json").read_text())["results"] == live["results"]
+
+
+def test_ib_port_errors_in_a_filtered_kernel_log_are_ib_ports_finding_without_ibstat():
+    """A bundle that holds only `dmesg | grep mlx5` with a port's link going down and a module error: ib.ports owns
+    those lines (WARN IB_PORT_EVENTS, the port state not recorded), so no other reader of the kernel log is left
+    with them unexplained."""
+    log = ("[ 8811.412901] mlx5_core 0000:3b:00.0: Port module event[error]: module 0, Cable error, Bus stuck "
+           "(I2C or data shorted)\n[ 8811.413120] mlx5_core 0000:3b:00.0 ib0: Link down\n")
+    got = _judge([(("sh", "-c", "dmesg | grep mlx5"), log)], ["ib.ports", "gpu.xid"])
+    ports = got["ib.ports"]
+    assert (ports.status, ports.diagnosis) == (Status.WARN, "IB_PORT_EVENTS"), ports
+    assert "port state is not recorded" in ports.measured and len(ports.details) == 2
+    assert ports.signals == {"read": 2, "explained": 2, "unexplained": []}
+    assert got["gpu.xid"].signals["unexplained"] == []

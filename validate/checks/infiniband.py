@@ -224,7 +224,16 @@ def ports(ctx: Context) -> CheckResult:
         listed = True
     if not listed:
         return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS, code="NOT_APPLICABLE")
-    report, source = ports_report(ctx)
+    try:
+        report, source = ports_report(ctx)
+    except MissingEvidence as e:  # no port state recorded: the ports' error events, if any, are still this check's
+        events = _port_events(ctx)
+        if not events:
+            raise
+        return warned("ib.ports", "the HCAs reported %d port fault%s (the port state is not recorded: %s not in "
+                      "the bundle): %s" % (len(events), "" if len(events) == 1 else "s", e.what, events[0].line),
+                      "every port Active/LinkUp; no port error events", PORT_EVENTS_REMEDY, "IB_PORT_EVENTS",
+                      list(dict.fromkeys("%s (%s)" % (h.line, h.where) for h in events)))
     result = judge_ports(report, source=source)
     if " " in source:  # a bundle's run for one device (`ibv_devinfo -d X | egrep …`): it proves only that HCA
         result.measured = "one HCA recorded (`%s`): %s" % (source, result.measured)
