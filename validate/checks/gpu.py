@@ -449,9 +449,11 @@ FABRIC_REMEDY = ("install the Fabric Manager package of exactly the driver's ver
                  "`systemctl enable --now nvidia-fabricmanager`, read `journalctl -u nvidia-fabricmanager` if it "
                  "fails again, and wait for `State: Completed` / `Status: Success` on every GPU (`nvidia-smi -q | "
                  "grep -A 2 Fabric`); keep the node drained until then")
-#: MIG splits a GPU into instances that a process sees one at a time; the trainer runs one rank per whole GPU and
-#: NCCL does not communicate between MIG instances (NVIDIA MIG user guide, "CUDA ... not supported ... P2P" and
-#: https://github.com/NVIDIA/nccl/issues/1009)
+#: MIG splits a GPU into instances that a process sees one at a time (NVIDIA MIG user guide,
+#: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/index.html); the trainer runs one rank per whole GPU, and
+#: NCCL does not support MIG instances as ranks ("each GPU slice does not come with a different CUDA index",
+#: "communication between MIG instances cannot use CUDA P2P": https://github.com/NVIDIA/nccl/issues/1716; several
+#: MIG instances in one job: https://github.com/NVIDIA/k8s-device-plugin/issues/446)
 MIG_REMEDY = ("disable MIG on the GPUs the job uses: `sudo nvidia-smi -i N -mig 0` (stop the processes on it "
               "first), then reset the GPU (`nvidia-smi -r -i N`) or reboot; `nvidia-smi -q | grep -A 2 'MIG Mode'` "
               "must show Current: Disabled")
@@ -464,9 +466,9 @@ def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list
     ``GPU_FABRIC_NOT_READY`` when a GPU has not joined the NVLink fabric (``Fabric.registering``) or a recorded
     CUDA program failed with 802 "system not yet initialized" (``CUDA_NOT_READY``), with the fabric manager's
     service state (``service()``: systemctl's line, or None), the fault lines of its log (``service_log()``) and the
-    CUDA lines quoted; FAIL ``GPU_MIG_ENABLED``
-    when MIG is on (one rank per whole GPU is what the trainer runs): a GPU of ``report`` whose ``mig_enabled``, or
-    a GPU of a recorded ``nvidia-smi -q`` (``mig_modes``: ``facts.parsers.nvidia_smi.parse_mig_modes``)."""
+    CUDA lines quoted; FAIL ``GPU_MIG_ENABLED`` when MIG is on (one rank per whole GPU is what the trainer runs): a
+    GPU of ``report`` whose ``mig_enabled``, or a GPU of a recorded ``nvidia-smi -q`` (``mig_modes``:
+    ``facts.parsers.nvidia_smi.parse_mig_modes``)."""
     cid = "gpu.inventory"
     stuck = [f for f in fabric or [] if f.registering]
     lines = [l.strip() for run in cuda_runs for l in run.output.splitlines()
