@@ -400,3 +400,15 @@ def test_ib_port_errors_in_a_filtered_kernel_log_are_ib_ports_finding_without_ib
     assert "port state is not recorded" in ports.measured and len(ports.details) == 2
     assert ports.signals == {"read": 2, "explained": 2, "unexplained": []}
     assert got["gpu.xid"].signals["unexplained"] == []
+
+
+def test_without_nvidia_smis_list_the_fabric_and_802_still_fail_the_node(tmp_path, monkeypatch):
+    """Case 47 recorded without nvidia-smi's table: the fabric query and gpu_burn's 802 are still the finding (never
+    a SKIP that leaves the node unjudged while its evidence shows the fault)."""
+    monkeypatch.setattr(report_module, "print_table", lambda report: None)
+    got = judged("case47-fabric-manager-not-running-cuda-802", tmp_path,
+                 rewrite=lambda entry: entry.get("argv") != ["nvidia-smi"])
+    inventory = got["gpu.inventory"]
+    assert (inventory["status"], inventory["diagnosis"]) == ("FAIL", "GPU_FABRIC_NOT_READY"), inventory
+    assert inventory["measured"].startswith("nvidia-smi's GPU list is not recorded; GPU not registered")
+    assert inventory["signals"]["unexplained"] == []

@@ -481,8 +481,10 @@ def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list
                 f.state, f.status or "?") for f in stuck}))) if stuck
                  else "the fabric state is not recorded")
         svc = service()
-        measured = "nvidia-smi lists %d× %s, but %s%s%s" % (
-            n, " + ".join(sorted({g.name or "?" for g in report.gpus})), state,
+        listed = ("nvidia-smi lists %d× %s, but " % (n, " + ".join(sorted({g.name or "?" for g in report.gpus})))
+                  if n else "nvidia-smi's GPU list is not recorded; ")
+        measured = "%s%s%s%s" % (
+            listed, state,
             "; nvidia-fabricmanager: %s" % svc if svc else "",
             "; CUDA cannot initialise them (802 cudaErrorSystemNotReady: %s)" % not_ready[0] if not_ready else "")
         details = ["%s: Fabric State %s, Status %s" % (f.gpu, f.state, f.status or "?") for f in stuck]
@@ -490,7 +492,8 @@ def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list
         details += ["%s (%s)" % (l, "CUDA error 802, the fabric not ready" if CUDA_NOT_READY.search(l) else
                                  "follows from the first GPU's 802: not a separate fault") for l in lines]
         verdict = failed(cid, measured, "every GPU's Fabric State Completed, Status Success (NVSwitch systems: "
-                         "nvidia-fabricmanager running)", FABRIC_REMEDY % (report.driver_version or "<driver>"),
+                         "nvidia-fabricmanager running)",
+                         FABRIC_REMEDY % (report.driver_version or "<the driver's version: nvidia-smi's header>"),
                          "GPU_FABRIC_NOT_READY", details)
         # the CUDA programs that failed so did so because of it: their abort lines ("terminate called ...") too
         verdict.explains = [l.strip() for run in cuda_runs if any(CUDA_NOT_READY.search(l) for l in
@@ -509,9 +512,22 @@ def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list
     return None
 
 
+def _usable(ctx: Context, report: SmiReport) -> CheckResult | None:
+    """``judge_usable`` of what the node (or its bundle) shows of the GPUs nvidia-smi lists in ``report``."""
+    modes = ctx.first(MIG_MODES)
+    return judge_usable(report, _fabric(ctx), _cuda_runs(ctx), lambda: _fabric_manager(ctx),
+                        modes.value if modes is not None else [], lambda: _fabric_manager_log(ctx))
+
+
 @check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)", fast=True)
 def inventory(ctx: Context) -> CheckResult:
-    snap = snapshot(ctx)
+    try:
+        snap = snapshot(ctx)
+    except MissingEvidence:  # no GPU list recorded: a recorded fabric state or CUDA program may still show the fault
+        usable = _usable(ctx, SmiReport())
+        if usable is None:
+            raise
+        return usable
     if snap.excerpt and not snap.report.gpus:
         return skipped("gpu.inventory", "the bundle holds only an excerpt of nvidia-smi (%s): driver %s, no GPU rows"
                        % (snap.excerpt, snap.report.driver_version or "?"), code="EVIDENCE_MISSING")
@@ -522,9 +538,7 @@ def inventory(ctx: Context) -> CheckResult:
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
                              refusals, ctx.gpus or 0)
     if result.status in (Status.PASS, Status.WARN) and snap.report.gpus:
-        modes = ctx.first(MIG_MODES)
-        usable = judge_usable(snap.report, _fabric(ctx), _cuda_runs(ctx), lambda: _fabric_manager(ctx),
-                              modes.value if modes is not None else [], lambda: _fabric_manager_log(ctx))
+        usable = _usable(ctx, snap.report)
         if usable is not None:
             result = usable
     if refusals:
