@@ -412,3 +412,14 @@ def test_without_nvidia_smis_list_the_fabric_and_802_still_fail_the_node(tmp_pat
     assert (inventory["status"], inventory["diagnosis"]) == ("FAIL", "GPU_FABRIC_NOT_READY"), inventory
     assert inventory["measured"].startswith("nvidia-smi's GPU list is not recorded; GPU not registered")
     assert inventory["signals"]["unexplained"] == []
+
+
+def test_mig_devices_listed_by_nvidia_smi_l():
+    listing = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)\n"
+               "  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n"
+               "  MIG 1g.5gb      Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)\n"
+               "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-4e2e0a1b-8cbb-4e5e-b2a2-6f1c7b1f2d11)\n")
+    got = _judge([(("nvidia-smi", "-L"), listing)], ["gpu.inventory"])["gpu.inventory"]
+    assert (got.status, got.diagnosis) == (Status.FAIL, "GPU_MIG_ENABLED"), got
+    assert got.measured.startswith("MIG mode enabled on GPU 0: ")
+    assert got.signals["unexplained"] == [] and got.signals["read"] == 2

@@ -550,9 +550,38 @@ def parse_fabric_run(run) -> list[Fabric] | None:
 #: the fabric state of every GPU (NVSwitch systems), or a recorded ``nvidia-smi -q`` in any form -> [Fabric] / None
 FABRIC = Observation(("nvidia-smi", "--query-gpu=pci.bus_id,fabric.state,fabric.status", "--format=csv"),
                      _fabric_run, parse_fabric_run)
-#: a bundle's ``nvidia-smi -q`` in any form (``| grep -A 2 "MIG Mode"``) -> [(GPU, MIG enabled)] (live: the table's
-#: "MIG M." column says it)
-MIG_MODES = Observation(None, _fabric_run, lambda run: parse_mig_modes(run.stdout) if run.ok else [])
+_L_GPU = re.compile(r"^GPU (\d+): ")
+_L_MIG = re.compile(r"^\s+MIG \d+g\.\d+gb\s+Device\s+\d+:")
+
+
+def parse_list_mig(text: str) -> list[tuple[str, bool | None]]:
+    """``nvidia-smi -L``: ``(GPU index, True)`` for a GPU followed by its MIG devices ("  MIG 1g.10gb  Device  0:
+    (UUID: MIG-…)"), ``None`` for one without (MIG may still be on with no instance made: not shown)."""
+    out: list[tuple[str, bool | None]] = []
+    for line in (text or "").splitlines():
+        gpu = _L_GPU.match(line)
+        if gpu:
+            out.append((gpu.group(1), None))
+        elif _L_MIG.match(line) and out:
+            out[-1] = (out[-1][0], True)
+    return out
+
+
+def _mig_run(argv: tuple, env: dict) -> bool:
+    """A recorded ``nvidia-smi -q`` in any form, or ``nvidia-smi -L``."""
+    command = first_command(argv, env)
+    return _fabric_run(argv, env) or (command.name == "nvidia-smi" and "-L" in command.argv)
+
+
+def _parse_mig_run(run) -> list[tuple[str, bool | None]]:
+    if not run.ok:
+        return []
+    return parse_list_mig(run.stdout) if "-L" in first_command(run.argv).argv else parse_mig_modes(run.stdout)
+
+
+#: a bundle's ``nvidia-smi -q`` in any form (``| grep -A 2 "MIG Mode"``) or ``nvidia-smi -L`` -> [(GPU, MIG
+#: enabled)] (live: the table's "MIG M." column says it)
+MIG_MODES = Observation(None, _mig_run, _parse_mig_run)
 
 
 #: CUDA's "system not ready" (CUDA_ERROR_SYSTEM_NOT_READY / cudaErrorSystemNotReady, 802) as CUDA programs print it:
