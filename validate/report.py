@@ -5,8 +5,11 @@ run (bad option, unknown check id or stack, unreadable bundle) or a check itself
 an ImportError of this tree) is an ERROR naming the exception with its traceback in ``details`` — never a SKIP,
 never a bare traceback; a check whose evidence a bundle lacks (``validate.evidence.MissingEvidence``) is a SKIP
 naming what is missing — never a PASS. Every non-PASS result carries a code of ``validate.catalogue`` and its next
-action; a check that returns one without (a chexstack bug) is an ERROR too, its verdict kept in ``details``. The
-JSON is the model of ``validate.report_schema`` (published as ``validate/schema/report-v1.json``).
+action; a check that returns one without (a chexstack bug) is an ERROR too, its verdict kept in ``details``. No
+PASS over a fault signal nobody explained: every piece of evidence a check read is scanned with ``facts.signals``,
+and a signal no finding of its readers explains makes a PASS a WARN ``UNEXPLAINED_FAULT_SIGNAL``
+(``account_signals``). The JSON is the model of ``validate.report_schema`` (published as
+``validate/schema/report-v1.json``).
 """
 from __future__ import annotations
 
