@@ -222,6 +222,10 @@ def test_the_lexicon_names_each_kind_of_fault(line, kind, signal):
     ("SymbolErrorCounter:..............0", "ib-counters"),
     ("gpu-node20:39629:39686 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.", "tool"),
     ("                 MCA btl: parameter \"btl_openib_warn_no_device_params_found\" error", "listing"),
+    # TensorFlow's INFO line at import, as the decode program prints it on a healthy node (input.capacity)
+    ("2026-12-06 16:30:38.595673: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on. You may see "
+     "slightly different numerical results due to floating-point round-off errors from different computation "
+     "orders.", "tool"),
 ])
 def test_benign_lines_are_not_signals(line, kind):
     assert signals.scan(line, kind) == []
