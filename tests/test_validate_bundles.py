@@ -233,7 +233,7 @@ CASES_JUDGED = {
     "08": "case08-cuda-version-field", "21": "case21-singularity-nv-missing-libcuda",
     "23": "case23-gloo-loopback-only", "31": "case31-acs-redirect-p2p-hang",
     "35": "case35-nccl-duplicate-gpu-local-rank-zero", "36": "case36-docker-gpus-libnvidia-ml-load-failed",
-    "39": "case39-open-kernel-module-pre-turing-gpu",
+    "39": "case39-open-kernel-module-pre-turing-gpu", "47": "case47-fabric-manager-not-running-cuda-802",
 }
 CASES_NOT_VALIDATE = {
     "02": "an image build that must fail at its Horovod/TF check (images/); its runtime import error, quoted only in "
@@ -248,6 +248,8 @@ CASES_NOT_VALIDATE = {
     "41": "conda installed-environment check (envs/)", "42": "Dockerfile conversion (images/)",
     "45": "a hybrid job's log through invoke train --explain (launch/: tests/test_launch_first_fault.py)",
     "50": "a hung run's log through invoke train --explain (launch/: tests/test_launch_first_fault.py)",
+    "52": "Dockerfile conversion reading the base image (convert/)",
+    "54": "conda installed-environment check (envs/, lock --installed)",
 }
 
 

@@ -237,6 +237,17 @@ CODES: dict[str, Code] = {
     "HOROVOD_STALL_MISMATCH": Code("Horovod's ranks wait on tensors of different names: they run different code or "
                                    "framework versions", A.RECONFIGURE),
     "HOROVOD_STALL": Code("Horovod's ranks hung in a collective some ranks never submitted", A.RECONFIGURE),
+    # issue 40 (signals): usable GPUs, and no PASS over a fault signal nothing explained
+    "GPU_FABRIC_NOT_READY": Code("GPUs not registered with the NVLink fabric (Fabric State not Completed, or CUDA "
+                                 "error 802 system not yet initialized): nvidia-fabricmanager is not running",
+                                 A.RECONFIGURE),
+    "IB_PORT_EVENTS": Code("an HCA port raised async error events, lost its link or counts link errors "
+                           "(ibv_asyncwatch, the kernel log, perfquery, sysfs counters)",
+                           A.REPLACE_HARDWARE),
+    "GPU_MIG_ENABLED": Code("MIG mode is on where the run puts one rank on each whole GPU", A.RECONFIGURE),
+    "UNEXPLAINED_FAULT_SIGNAL": Code("the check's evidence holds a fault signal (an error, failure, Xid, ECC, "
+                                     "throttle, link or fabric line of facts/signals.yaml) that none of its findings "
+                                     "explains: the node is not known to be fit; read the named line", A.RETRY),
 }
 del A
 

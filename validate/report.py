@@ -5,12 +5,16 @@ run (bad option, unknown check id or stack, unreadable bundle) or a check itself
 an ImportError of this tree) is an ERROR naming the exception with its traceback in ``details`` — never a SKIP,
 never a bare traceback; a check whose evidence a bundle lacks (``validate.evidence.MissingEvidence``) is a SKIP
 naming what is missing — never a PASS. Every non-PASS result carries a code of ``validate.catalogue`` and its next
-action; a check that returns one without (a chexstack bug) is an ERROR too, its verdict kept in ``details``. The
-JSON is the model of ``validate.report_schema`` (published as ``validate/schema/report-v1.json``).
+action; a check that returns one without (a chexstack bug) is an ERROR too, its verdict kept in ``details``. No
+PASS over a fault signal nobody explained: every piece of evidence a check read is scanned with ``facts.signals``,
+and a signal no finding of its readers explains makes a PASS a WARN ``UNEXPLAINED_FAULT_SIGNAL``
+(``account_signals``). The JSON is the model of ``validate.report_schema`` (published as
+``validate/schema/report-v1.json``).
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +27,7 @@ from rich.text import Text
 from chexstack.console import console
 from chexstack.errors import ChexstackError
 from chexstack.outputs import output_file
+from facts import signals
 from validate import catalogue, report_schema
 from validate.checks import CHECKS, Context
 from validate.evidence import Bundle, Live, MissingEvidence, Replay
@@ -107,6 +112,11 @@ def select(only: list[str], skip: list[str], fast: bool = False) -> list[str]:
 
 
 def _run_one(check_id: str, ctx: Context) -> CheckResult:
+    with ctx.reading(check_id):
+        return _judge_one(check_id, ctx)
+
+
+def _judge_one(check_id: str, ctx: Context) -> CheckResult:
     try:
         result = CHECKS[check_id].fn(ctx)
     except MissingEvidence as e:
@@ -131,16 +141,109 @@ def run_checks(ctx: Context, ids: list[str], workers: int = 8) -> Report:
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda cid: _run_one(cid, ctx), ids))
+    results = account_signals(results, {r.id: ctx.read_by(r.id) for r in results})
     return Report(results, time.monotonic() - start, ctx.stack.name if ctx.stack else None, list(ctx.hosts),
                   ctx.host)
 
 
+def _hits(evidence: dict, cache: dict) -> dict:
+    """``{evidence key: [Hit]}`` of one check's evidence (``Context.read_by``); ``cache``: the scans of evidence
+    another check read too (each piece is scanned once)."""
+    out = {}
+    for key, (kind, where, text) in evidence.items():
+        if key not in cache:
+            cache[key] = signals.scan_fact(text, where) if kind == "fact" else signals.scan(text, kind, where)
+        if cache[key]:
+            out[key] = cache[key]
+    return out
+
+
+def _quotes(result: CheckResult, line: str) -> bool:
+    """Whether ``result``'s findings quote ``line`` (or a line of them, of 20 characters or more, is in it)."""
+    said = [result.measured, result.remedy] + list(result.details)
+    if any(line in s for s in said):
+        return True
+    return any(len(part.strip()) >= 20 and part.strip() in line for s in said for part in re.split(r"[;\n]", s))
+
+
+def explains(result: CheckResult, hit: signals.Hit) -> bool:
+    """Whether ``result`` accounts for the fault signal ``hit``: it names the signal's id, class or a fragment of
+    its line in ``explains`` (any status), or — a non-PASS result — its code is one the lexicon entry's
+    ``claimed_by`` names (``*``: any WARN or FAIL code, for the generic error and failure lines of a run whose fault
+    the check diagnosed), or its finding quotes the line."""
+    for named in result.explains:
+        if named in (hit.signal.id, hit.signal.klass) or (len(named) >= 6 and named in hit.line):
+            return True
+    if result.status == Status.PASS:
+        return False
+    if "*" in hit.signal.claimed_by and result.status in (Status.WARN, Status.FAIL) \
+            and result.diagnosis != "UNEXPLAINED_FAULT_SIGNAL":
+        return True
+    return result.diagnosis in hit.signal.claimed_by or _quotes(result, hit.line)
+
+
+def account_signals(results: list[CheckResult], read_by: dict[str, dict]) -> list[CheckResult]:
+    """Scan the evidence each check read (``read_by``: ``{check id: Context.read_by(id)}``) for fault signals
+    (``facts.signals``) and say on each result how many it held and which no finding explains (``signals``): a
+    signal is explained when a result of a check that read the same evidence ``explains`` it. A PASS over an
+    unexplained signal becomes a WARN ``UNEXPLAINED_FAULT_SIGNAL`` naming the lines; any other result keeps its
+    verdict and lists them in its details."""
+    by_id = {r.id: r for r in results}
+    cache: dict = {}
+    hits = {cid: _hits(evidence, cache) for cid, evidence in read_by.items()}
+    readers: dict = {}
+    for cid, found in hits.items():
+        for key in found:
+            readers.setdefault(key, []).append(cid)
+    out = []
+    for r in results:
+        found = hits.get(r.id, {})
+        unexplained = [h for key, hs in found.items() for h in hs
+                       if not any(explains(by_id[c], h) for c in readers[key] if c in by_id)]
+        total = sum(len(hs) for hs in found.values())
+        r.signals = {"read": total, "explained": total - len(unexplained),
+                     "unexplained": list(dict.fromkeys(str(h) for h in unexplained))}
+        if unexplained:
+            r = _unexplained(r, unexplained)
+        out.append(r)
+    return out
+
+
+#: how many unexplained lines a result names in its details (the JSON's ``signals`` has them all)
+_SHOWN = 10
+
+
+def _unexplained(r: CheckResult, hits: list) -> CheckResult:
+    lines = list(dict.fromkeys(str(h) for h in hits))
+    more = ["… and %d more (the JSON's signals)" % (len(lines) - _SHOWN)] if len(lines) > _SHOWN else []
+    named = ["unexplained fault signal: %s" % line for line in lines[:_SHOWN]] + more
+    if r.status != Status.PASS:
+        r.details = list(r.details) + named
+        return r
+    first = hits[0]
+    return CheckResult(r.id, Status.WARN, "%s; but its evidence holds %d fault-signal line%s no finding explains: "
+                                          "%s" % (r.measured, len(lines), "" if len(lines) == 1 else "s",
+                                                  first.line),
+                       r.expected, "read the line%s in %s: a fault chexstack does not know yet, on this node until "
+                                   "shown otherwise; fix its cause and validate again (a line that is benign on "
+                                   "healthy nodes is an exclusion to add to facts/signals.yaml, with its source)"
+                       % ("" if len(lines) == 1 else "s", first.where),
+                       "UNEXPLAINED_FAULT_SIGNAL", list(r.details) + named, r.tries, r.explains, r.signals)
+
+
 def findings(r: CheckResult) -> str:
     """The table's "measured" cell: the result's line, and for a WARN/FAIL every further finding (one per
-    line, as in the JSON's ``details``); an ERROR's traceback stays in the JSON."""
-    if r.status not in (Status.WARN, Status.FAIL) or not r.details:
-        return r.measured
-    return "\n".join([r.measured] + ["• " + d for d in r.details])
+    line, as in the JSON's ``details``); an ERROR's traceback stays in the JSON. Where the check's evidence held
+    fault-signal lines, a last line says how many and whether all were explained (``signals``)."""
+    lines = [r.measured]
+    if r.status in (Status.WARN, Status.FAIL):
+        lines += ["• " + d for d in r.details]
+    if r.signals and r.signals["read"]:
+        left = len(r.signals["unexplained"])
+        lines.append("fault signals: %d line%s read, %s" % (
+            r.signals["read"], "" if r.signals["read"] == 1 else "s",
+            "all explained" if not left else "%d not explained" % left))
+    return "\n".join(lines)
 
 
 def print_table(report: Report) -> None:

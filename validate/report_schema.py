@@ -45,6 +45,16 @@ _CODED = {"if": {"properties": {"status": {"not": {"const": "PASS"}}}},
           "then": {"properties": {"diagnosis": {"type": "string"}, "action": {"type": "string"}}}}
 
 
+class Signals(_Strict):
+    """The fault-signal lines (``facts/signals.yaml``) in the evidence a check read."""
+
+    read: int = Field(ge=0, description="fault-signal lines in the evidence the check read")
+    explained: int = Field(ge=0, description="of those, the lines a finding (of this check or another reader of the "
+                                             "same evidence) explains")
+    unexplained: list[str] = Field(description="the others, each 'SIGNAL-ID: line (where)': the check is then a "
+                                               "WARN UNEXPLAINED_FAULT_SIGNAL at least, never a PASS")
+
+
 class Result(_Strict):
     """One check's verdict (``validate.result.CheckResult``) and its catalogued next action."""
 
@@ -62,6 +72,9 @@ class Result(_Strict):
     details: list[str]
     tries: list[Try] = Field(description="every try of a repeated measurement, first to last; empty when the check "
                                          "measured once")
+    signals: Signals | None = Field(default=None, description="the fault-signal lines of the evidence the check "
+                                                              "read and whether its findings explained them; null "
+                                                              "where no node evidence was read (--job)")
 
     @model_validator(mode="after")
     def _coded(self) -> "Result":

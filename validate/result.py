@@ -48,7 +48,11 @@ class CheckResult:
     (one line); ``expected``: what a fit node has; ``remedy``: what to do (empty on PASS); ``diagnosis``: the
     verdict's code (``validate.catalogue``; None on PASS); ``details``: further lines (per-GPU, per-port findings);
     ``tries``: a repeated measurement's every try, first to last (``validate.tries``), each ``{"try", "status",
-    "measured", "diagnosis"}``; empty when measured once.
+    "measured", "diagnosis"}``; empty when measured once; ``explains``: the fault signals of its evidence its
+    findings account for, each a ``facts/signals.yaml`` id or class, or a fragment of the line (a finding that quotes
+    the line, or whose code the entry's ``claimed_by`` names, explains it without this; a PASS explains only what it
+    names here); ``signals``: set by ``validate.report``: ``{"read", "explained", "unexplained"}``, how many fault
+    signal lines the check's evidence held, how many its findings (or another reader's) explained, and the others.
     """
 
     id: str
@@ -59,10 +63,15 @@ class CheckResult:
     diagnosis: str | None = None
     details: list[str] = field(default_factory=list)
     tries: list[dict] = field(default_factory=list)
+    explains: list[str] = field(default_factory=list)
+    signals: dict | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["status"] = self.status.value
+        del out["explains"]
+        if out["signals"] is None:
+            del out["signals"]
         return out
 
     @classmethod

@@ -313,3 +313,37 @@ IBV_DEVINFO = Observation(("ibv_devinfo",), _ibv_devinfo_run, _ports(parse_ibv_d
 #: an ``ib_write_bw`` client run in a bundle (other options than a check's own: fixtures 64-65) -> WriteBw
 IB_WRITE_BW = Observation(None, lambda argv, env: first_command(argv, env).name == "ib_write_bw",
                           lambda run: parse_ib_write_bw(run.output))
+
+#: the HCA lines of a kernel log or an event watch: an mlx4/mlx5 device, an ``ibN`` interface, hfi1, a verbs event
+_HCA_LINE = re.compile(r"\bmlx[45]_(?:core|ib)?|\bmlx[45]_\d|\bib\d+\b|infiniband|\bhfi1\b|\bIBV_EVENT_")
+#: the signal classes (``facts/signals.yaml``) that are a port's own faults when the line names an HCA
+_PORT_FAULTS = ("ib_async_event", "link_down", "ib_error_counter")
+
+
+def port_events(text: str, kind: str, where: str = "") -> list:
+    """The HCA port faults in ``text`` of evidence ``kind`` (``facts.signals.evidence_kind``: an ``ibv_asyncwatch``
+    run, a kernel log): the lexicon's async events (IBV_EVENT_PORT_ERR, "port error", mlx5 health), link-down lines
+    and error counters, on lines that name an HCA (``_HCA_LINE``) -> [``facts.signals.Hit``]."""
+    from facts import signals
+
+    own = kind in ("ib-events", "ib-counters", "ib-counters-sysfs")  # an HCA's own output: every line is a port's
+    return [h for h in signals.scan(text, kind, where)
+            if h.signal.klass in _PORT_FAULTS and (own or _HCA_LINE.search(h.line))]
+
+
+def run_port_events(run, kind: str | None = None) -> list:
+    """``port_events`` of a tool run (``chexstack.tools.ToolRun``): its output, of the kind its command line says
+    (``kind`` overrides: ``ib-events`` for an event watch), named by its command line."""
+    from facts import signals
+
+    return port_events(run.output, kind or signals.evidence_kind(run.argv), "`%s`" % run.command)
+
+
+#: a recorded ``perfquery`` (``-x``, for a LID and port) or ``ibqueryerrors``: the ports' error counters as printed
+IB_COUNTERS = Observation(None, lambda argv, env: first_command(argv, env).name in ("perfquery", "ibqueryerrors"),
+                          lambda run: run.output)
+
+#: a recorded ``ibv_asyncwatch`` (rdma-core's example that prints each async event of an HCA: "event_type
+#: IBV_EVENT_PORT_ERR (10), port 1") -> its output
+IB_EVENTS = Observation(None, lambda argv, env: first_command(argv, env).name == "ibv_asyncwatch",
+                        lambda run: run.output)

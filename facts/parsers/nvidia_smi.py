@@ -15,7 +15,8 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from facts.parsers.observation import Observation, simple_commands
+from facts import signals
+from facts.parsers.observation import Observation, first_command, simple_commands
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Gpu:
     retired_pages_pending: bool | None = None
     remapped_rows_pending: bool | None = None
     remapped_rows_failure: bool | None = None
+    #: MIG mode as the driver applies it now ("Current", not "Pending"): True Enabled, False Disabled, None N/A
+    mig_enabled: bool | None = None
 
 
 @dataclass
@@ -104,6 +107,8 @@ def classify_error(text: str) -> NvmlError | None:
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s*(\S+)\s+CUDA Version:\s*([\d.]+|N/A)")
 _ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*(" + _BUS_ID + ")")
 _MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+#: the third line of a GPU's block in the table of drivers >= R450: only the last cell, "MIG M." (Enabled/Disabled/N/A)
+_MIG_CELL = re.compile(r"^\|\s*\|\s*\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
 
 
 def parse_table(text: str) -> SmiReport:
@@ -126,6 +131,10 @@ def parse_table(text: str) -> SmiReport:
         mem = _MEM.search(line)
         if mem and out.gpus and out.gpus[-1].memory_total_mib is None:
             out.gpus[-1].memory_total_mib = int(mem.group(2))
+            continue
+        mig = _MIG_CELL.match(line)
+        if mig and out.gpus and out.gpus[-1].memory_total_mib is not None and out.gpus[-1].mig_enabled is None:
+            out.gpus[-1].mig_enabled = _flag(mig.group(1))
     if not head and out.error is None:
         out.problems.append("no 'NVIDIA-SMI … Driver Version … CUDA Version' header")
     return out
@@ -207,7 +216,8 @@ def gpus_from_query(rows: list[dict[str, str | None]]) -> list[Gpu]:
                 ecc_uncorrected_volatile=_int(r.get("ecc.errors.uncorrected.volatile.total")),
                 retired_pages_pending=_flag(r.get("retired_pages.pending")),
                 remapped_rows_pending=_flag(r.get("remapped_rows.pending")),
-                remapped_rows_failure=_flag(r.get("remapped_rows.failure")))
+                remapped_rows_failure=_flag(r.get("remapped_rows.failure")),
+                mig_enabled=_flag(r.get("mig.mode.current")))
             for r in rows]
 
 
@@ -265,7 +275,8 @@ def parse_q_text(text: str) -> SmiReport:
             retired_pages_pending=_flag(_get(sec, "Retired Pages", "Pending Page Blacklist")
                                         or _get(sec, "Retired Pages", "Pending Page Retirement")),
             remapped_rows_pending=_flag(_get(sec, "Remapped Rows", "Pending")),
-            remapped_rows_failure=_flag(_get(sec, "Remapped Rows", "Remapping Failure Occurred"))))
+            remapped_rows_failure=_flag(_get(sec, "Remapped Rows", "Remapping Failure Occurred")),
+            mig_enabled=_flag(_get(sec, "MIG Mode", "Current"))))
     if out.driver_version is None and out.error is None:
         out.problems.append("no 'Driver Version' line")
     return out
@@ -303,7 +314,8 @@ def parse_q_xml(text: str) -> SmiReport:
             ecc_uncorrected_volatile=sum(counts) if counts else None,
             retired_pages_pending=_flag(g.findtext("retired_pages/pending_retirement")),
             remapped_rows_pending=_flag(remap.findtext("remapped_row_pending")) if remap is not None else None,
-            remapped_rows_failure=_flag(remap.findtext("remapped_row_failure")) if remap is not None else None))
+            remapped_rows_failure=_flag(remap.findtext("remapped_row_failure")) if remap is not None else None,
+            mig_enabled=_flag(g.findtext("mig_mode/current_mig"))))
     return out
 
 
@@ -424,3 +436,204 @@ def _excerpt_run(argv: tuple, env: dict) -> bool:
 
 #: a recorded head of nvidia-smi's table -> SmiReport (driver, maximum CUDA, no GPU rows)
 EXCERPT = Observation(None, _excerpt_run, lambda run: parse_table(run.output))
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """One GPU's registration with the NVLink fabric of an NVSwitch system (``nvidia-smi -q``'s "Fabric" section,
+    ``--query-gpu=fabric.state,fabric.status``): ``gpu`` as the output names it (a bus id, an index, or ``"GPU"``
+    for a filtered excerpt naming none), ``state`` (``Not Supported``, ``Not Started``, ``In Progress``,
+    ``Completed``, ``N/A``) and ``status`` (``Success``, ``N/A``, an error's name).
+
+    Source: NVIDIA Fabric Manager user guide (quoted in https://github.com/siderolabs/extensions/pull/717): "In
+    Progress ... FabricManager is likely not running", "Completed ... successfully registered"; the states' order
+    "Not Started" -> "In Progress" -> "Completed" (https://github.com/NVIDIA/NVSentinel/issues/883); a node stuck
+    there as posted in https://github.com/NVIDIA/gpu-operator/issues/2511. ``N/A`` / ``Not Supported``: a GPU that
+    is not on an NVSwitch fabric (https://github.com/leptonai/gpud/pull/1140)."""
+
+    gpu: str
+    state: str
+    status: str | None = None
+
+    @property
+    def registering(self) -> bool:
+        """The GPU has not (yet) joined the fabric: Not Started or In Progress, or Completed with a status other
+        than Success (the fabric manager reported an error)."""
+        if self.state in ("Not Started", "In Progress"):
+            return True
+        return self.state == "Completed" and self.status not in (None, "Success", "N/A")
+
+
+_Q_GPU = re.compile(r"^GPU\s+(" + _BUS_ID + r")\s*$")
+_Q_KEY = re.compile(r"^(\s*)(\S[^:]*?)\s*:\s*(.*?)\s*$")
+
+
+def parse_fabric(text: str) -> list[Fabric]:
+    """Every "Fabric" section of ``nvidia-smi -q`` text, whole or filtered (``nvidia-smi -q -i 0 | grep -i -A 2
+    Fabric``: the GPU is then named ``"GPU"``), or of ``-q -x`` XML (``<fabric><state>``); [] when none."""
+    text = text or ""
+    if text.lstrip().startswith("<?xml") or "<nvidia_smi_log" in text:
+        try:
+            root = ET.fromstring(text.encode())
+        except ET.ParseError:
+            return []
+        return [Fabric(g.get("id") or "GPU", (g.findtext("fabric/state") or "").strip(),
+                       (g.findtext("fabric/status") or "").strip() or None)
+                for g in root.findall("gpu") if g.find("fabric") is not None]
+    return [Fabric(gpu, fields["State"], fields.get("Status")) for gpu, fields in q_sections(text, "Fabric")
+            if "State" in fields]
+
+
+def q_sections(text: str, name: str) -> list[tuple[str, dict[str, str]]]:
+    """Each section ``name`` ("Fabric", "MIG Mode") of ``nvidia-smi -q`` text, whole or filtered by ``grep -A N``:
+    ``(the GPU's bus id, or "GPU" where the output names none, {key: value})``."""
+    out, gpu, depth, fields = [], "GPU", None, {}
+    for line in (text or "").splitlines() + [""]:
+        head = _Q_GPU.match(line)
+        indent = len(line) - len(line.lstrip())
+        if depth is not None and (not line.strip() or indent <= depth or head):
+            out.append((gpu, fields))
+            depth, fields = None, {}
+        if head:
+            gpu = head.group(1)
+        elif line.strip() == name:
+            depth, fields = indent, {}
+        elif depth is not None:
+            kv = _Q_KEY.match(line)
+            if kv:
+                fields.setdefault(kv.group(2), kv.group(3))
+    return out
+
+
+def parse_mig_modes(text: str) -> list[tuple[str, bool | None]]:
+    """Each GPU's current MIG mode in ``nvidia-smi -q`` text, whole or filtered (``nvidia-smi -q | grep -A 2 "MIG
+    Mode"``), or ``-q -x`` XML: ``(GPU, True Enabled / False Disabled / None N/A)``."""
+    text = text or ""
+    if text.lstrip().startswith("<?xml") or "<nvidia_smi_log" in text:
+        try:
+            root = ET.fromstring(text.encode())
+        except ET.ParseError:
+            return []
+        return [(g.get("id") or "GPU", _flag(g.findtext("mig_mode/current_mig"))) for g in root.findall("gpu")]
+    return [(gpu, _flag(fields.get("Current"))) for gpu, fields in q_sections(text, "MIG Mode")]
+
+
+def fabric_from_query(rows: list[dict[str, str | None]]) -> list[Fabric]:
+    """``--query-gpu=index,fabric.state,fabric.status`` rows -> Fabric per GPU (rows without a state: none)."""
+    return [Fabric(r.get("pci.bus_id") or r.get("index") or "GPU", r["fabric.state"], r.get("fabric.status"))
+            for r in rows if r.get("fabric.state")]
+
+
+def _fabric_run(argv: tuple, env: dict) -> bool:
+    """A recorded run that shows the fabric state: ``nvidia-smi -q`` (``-x``, ``-i N``, ``-d ...``), filtered or
+    not (``nvidia-smi -q -i 0 | grep -i -A 2 Fabric``), or a ``--query-gpu`` naming ``fabric.state``."""
+    command = first_command(argv, env)
+    words = command.argv
+    return command.name == "nvidia-smi" and ("-q" in words or "--query" in words or any(
+        w.startswith("--query-gpu=") and "fabric.state" in w for w in words))
+
+
+def parse_fabric_run(run) -> list[Fabric] | None:
+    """The Fabric of every GPU a ``FABRIC`` run shows; None when the driver does not know the fields (older than
+    the fabric query: "not a valid field") or the run failed."""
+    if not run.ok:
+        return None
+    query = [a for a in run.argv if a.startswith("--query-gpu=")]
+    if query:
+        fields = query[0][len("--query-gpu="):].split(",")
+        noheader = any("noheader" in a for a in run.argv if a.startswith("--format="))
+        rows, _ = parse_query_csv(run.stdout, fields=fields if noheader else None)
+        return fabric_from_query(rows)
+    return parse_fabric(run.stdout)
+
+
+#: the fabric state of every GPU (NVSwitch systems), or a recorded ``nvidia-smi -q`` in any form -> [Fabric] / None
+FABRIC = Observation(("nvidia-smi", "--query-gpu=pci.bus_id,fabric.state,fabric.status", "--format=csv"),
+                     _fabric_run, parse_fabric_run)
+_L_GPU = re.compile(r"^GPU (\d+): ")
+_L_MIG = re.compile(r"^\s+MIG \d+g\.\d+gb\s+Device\s+\d+:")
+
+
+def parse_list_mig(text: str) -> list[tuple[str, bool | None]]:
+    """``nvidia-smi -L``: ``(GPU index, True)`` for a GPU followed by its MIG devices ("  MIG 1g.10gb  Device  0:
+    (UUID: MIG-…)"), ``None`` for one without (MIG may still be on with no instance made: not shown)."""
+    out: list[tuple[str, bool | None]] = []
+    for line in (text or "").splitlines():
+        gpu = _L_GPU.match(line)
+        if gpu:
+            out.append((gpu.group(1), None))
+        elif _L_MIG.match(line) and out:
+            out[-1] = (out[-1][0], True)
+    return out
+
+
+def _mig_run(argv: tuple, env: dict) -> bool:
+    """A recorded ``nvidia-smi -q`` in any form, or ``nvidia-smi -L``."""
+    command = first_command(argv, env)
+    return _fabric_run(argv, env) or (command.name == "nvidia-smi" and "-L" in command.argv)
+
+
+def _parse_mig_run(run) -> list[tuple[str, bool | None]]:
+    if not run.ok:
+        return []
+    return parse_list_mig(run.stdout) if "-L" in first_command(run.argv).argv else parse_mig_modes(run.stdout)
+
+
+#: a bundle's ``nvidia-smi -q`` in any form (``| grep -A 2 "MIG Mode"``) or ``nvidia-smi -L`` -> [(GPU, MIG
+#: enabled)] (live: the table's "MIG M." column says it)
+MIG_MODES = Observation(None, _mig_run, _parse_mig_run)
+
+
+#: CUDA's "system not ready" (CUDA_ERROR_SYSTEM_NOT_READY / cudaErrorSystemNotReady, 802) as CUDA programs print it:
+#: the runtime's message ("system not yet initialized", https://github.com/wilicc/gpu-burn/issues/92), its name or
+#: its number beside it (https://github.com/pytorch/pytorch/issues/35710: "returned 802 -> system not yet
+#: initialized ... code=802(cudaErrorSystemNotReady)")
+CUDA_NOT_READY = re.compile(r"system not yet initiali[sz]ed|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
+                            r"|\b802\b.{0,40}not (?:yet )?initiali[sz]ed")
+#: what the other GPUs' contexts print once the first failed so (gpu_burn on the same node, wilicc/gpu-burn#92):
+#: "OS call failed or operation not supported on this OS" (CUDA_ERROR_OPERATING_SYSTEM, 304): a consequence, not a
+#: fault of its own
+CUDA_OS_CALL = re.compile(r"OS call failed or operation not supported on this OS")
+#: programs whose only purpose is to use the GPUs through CUDA (a burn-in, the CUDA samples' device queries and
+#: bandwidth tests): a bundle's recorded run of one shows whether CUDA could use the GPUs nvidia-smi lists
+CUDA_PROGRAMS = re.compile(r"^(gpu[-_]?burn|deviceQuery(Drv)?|bandwidthTest|p2pBandwidthLatencyTest|vectorAdd\w*"
+                           r"|simpleP2P|matrixMul\w*|nbody|cuda[-_]\w+|nvbandwidth)$")
+
+
+#: a Python one-liner that asks CUDA for the GPUs (``python -c "import torch; print(torch.cuda.is_available())"``,
+#: TensorFlow's ``tf.test.is_gpu_available()`` / ``list_physical_devices('GPU')``): a CUDA program as well
+_PYTHON_CUDA = re.compile(r"\bcuda\b|is_gpu_available|list_physical_devices\(\s*['\"]GPU")
+
+
+def _cuda_program_run(argv: tuple, env: dict) -> bool:
+    command = first_command(argv, env)
+    if re.match(r"^python[\d.]*$", command.name):
+        return bool(_PYTHON_CUDA.search(" ".join(command.argv[1:])))
+    return bool(CUDA_PROGRAMS.match(command.name))
+
+
+#: a recorded run of a CUDA program (``CUDA_PROGRAMS``): its output as printed
+CUDA_RUN = Observation(None, _cuda_program_run, lambda run: run.output)
+
+
+#: ``systemctl is-active|status nvidia-fabricmanager`` as recorded or run (its first line: active, failed, inactive)
+FABRIC_MANAGER = Observation(("systemctl", "is-active", "nvidia-fabricmanager"),
+                             lambda argv, env: first_command(argv, env).name == "systemctl"
+                             and any(w.startswith("nvidia-fabricmanager") for w in first_command(argv, env).argv),
+                             lambda run: run.output)
+
+
+def _fabric_manager_log_run(argv: tuple, env: dict) -> bool:
+    """``journalctl -u nvidia-fabricmanager`` (any options) or a read of Fabric Manager's own log file
+    (``/var/log/fabricmanager.log``, its default ``LOG_FILE_NAME``)."""
+    command = first_command(argv, env)
+    words = command.argv
+    if command.name == "journalctl":
+        return any("nvidia-fabricmanager" in w for w in words)
+    return command.name in ("cat", "tail", "less", "grep") and any(w.endswith("fabricmanager.log") for w in words)
+
+
+#: a bundle's log of the fabric manager service -> its lines that name a fault (``facts.signals``: error, failure,
+#: FATAL …), e.g. the version mismatch with the driver https://github.com/nanoporetech/dorado/issues/1214 describes
+FABRIC_MANAGER_LOG = Observation(None, _fabric_manager_log_run,
+                                 lambda run: [h.line for h in signals.scan(run.output, "tool")])

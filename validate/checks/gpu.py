@@ -17,11 +17,19 @@ from facts.parsers.container import IMAGE_CUDA
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
 from facts.parsers.kernel import KERNEL_LOG, OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (
+    CUDA_NOT_READY,
+    CUDA_OS_CALL,
+    CUDA_RUN,
     EXCERPT,
+    FABRIC,
+    FABRIC_MANAGER,
+    FABRIC_MANAGER_LOG,
+    MIG_MODES,
     PEER_PROPERTIES,
     PEER_QUERY,
     PROPERTIES,
     PROPERTIES_BASIC,
+    Fabric,
     Gpu,
     SmiReport,
     classify_error,
@@ -127,6 +135,10 @@ def _snapshot(ctx: Context) -> GpuSnapshot:
         if not is_inventory_query(query.run):
             snap.source = "`%s`" % query.command
     elif got.gpus:
+        mig = {_bus(g.bus_id): g.mig_enabled for g in snap.report.gpus}
+        for g in got.gpus:
+            if g.mig_enabled is None:
+                g.mig_enabled = mig.get(_bus(g.bus_id))
         snap.report.gpus = got.gpus
         snap.report.problems.extend(got.problems)
     return snap
@@ -388,9 +400,134 @@ def _local_toolkit(ctx: Context) -> tuple[str | None, str, list[str]]:
     return None, "", []
 
 
+def _cuda_runs(ctx: Context) -> list[ToolRun]:
+    """Every recorded CUDA program run a bundle holds (live: none; a live CUDA probe is its own check)."""
+    runs, n = [], 1
+    while n < 16:
+        got = ctx.first(CUDA_RUN, attempt=n)
+        if got is None:
+            break
+        runs.append(got.run)
+        n += 1
+    return runs
+
+
+def _fabric(ctx: Context) -> list[Fabric] | None:
+    """The fabric state of every GPU (``FABRIC``: a bundle's ``nvidia-smi -q`` in any form, else the query); None
+    when not recorded or the driver does not report it."""
+    try:
+        got = ctx.first(FABRIC) or ctx.observe(FABRIC)
+    except MissingEvidence:
+        return None
+    return got.value
+
+
+def _fabric_manager_log(ctx: Context) -> list[str]:
+    """The fault lines of a bundle's fabric manager log (``journalctl -u nvidia-fabricmanager``); [] without one."""
+    got = ctx.first(FABRIC_MANAGER_LOG)
+    return got.value if got is not None else []
+
+
+def _fabric_manager(ctx: Context) -> str | None:
+    """The fabric manager service's state as systemctl printed it (``failed``, ``inactive``, ``Active: failed
+    (Result: exit-code) …``), or None when not recorded."""
+    try:
+        got = ctx.first(FABRIC_MANAGER) or ctx.observe(FABRIC_MANAGER)
+    except MissingEvidence:
+        return None
+    if got.run.missing:
+        return None
+    lines = [l.strip() for l in got.value.splitlines() if l.strip()]
+    active = [l for l in lines if l.startswith("Active:")]
+    return (active or lines or [None])[0]
+
+
+#: The fix of a GPU that has not joined the NVLink fabric (NVIDIA Fabric Manager user guide; its package must match
+#: the driver's version exactly: https://github.com/nanoporetech/dorado/issues/1214; a service that failed to start:
+#: https://github.com/NVIDIA/NVSentinel/issues/883, https://github.com/NVIDIA/gpu-operator/issues/2511)
+FABRIC_REMEDY = ("install the Fabric Manager package of exactly the driver's version (nvidia-fabricmanager-%s), "
+                 "`systemctl enable --now nvidia-fabricmanager`, read `journalctl -u nvidia-fabricmanager` if it "
+                 "fails again, and wait for `State: Completed` / `Status: Success` on every GPU (`nvidia-smi -q | "
+                 "grep -A 2 Fabric`); keep the node drained until then")
+#: MIG splits a GPU into instances that a process sees one at a time (NVIDIA MIG user guide,
+#: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/index.html); the trainer runs one rank per whole GPU, and
+#: NCCL does not support MIG instances as ranks ("each GPU slice does not come with a different CUDA index",
+#: "communication between MIG instances cannot use CUDA P2P": https://github.com/NVIDIA/nccl/issues/1716; several
+#: MIG instances in one job: https://github.com/NVIDIA/k8s-device-plugin/issues/446)
+MIG_REMEDY = ("disable MIG on the GPUs the job uses: `sudo nvidia-smi -i N -mig 0` (stop the processes on it "
+              "first), then reset the GPU (`nvidia-smi -r -i N`) or reboot; `nvidia-smi -q | grep -A 2 'MIG Mode'` "
+              "must show Current: Disabled")
+
+
+def judge_usable(report: SmiReport, fabric: list[Fabric] | None, cuda_runs: list[ToolRun] = (),
+                 service=lambda: None, mig_modes: list[tuple[str, bool | None]] = (),
+                 service_log=lambda: []) -> CheckResult | None:
+    """Whether the GPUs nvidia-smi lists are usable, not only listed: None when nothing says otherwise; FAIL
+    ``GPU_FABRIC_NOT_READY`` when a GPU has not joined the NVLink fabric (``Fabric.registering``) or a recorded
+    CUDA program failed with 802 "system not yet initialized" (``CUDA_NOT_READY``), with the fabric manager's
+    service state (``service()``: systemctl's line, or None), the fault lines of its log (``service_log()``) and the
+    CUDA lines quoted; FAIL ``GPU_MIG_ENABLED`` when MIG is on (one rank per whole GPU is what the trainer runs): a
+    GPU of ``report`` whose ``mig_enabled``, or a GPU of a recorded ``nvidia-smi -q`` (``mig_modes``:
+    ``facts.parsers.nvidia_smi.parse_mig_modes``)."""
+    cid = "gpu.inventory"
+    stuck = [f for f in fabric or [] if f.registering]
+    lines = [l.strip() for run in cuda_runs for l in run.output.splitlines()
+             if CUDA_NOT_READY.search(l) or CUDA_OS_CALL.search(l)]
+    not_ready = [l for l in lines if CUDA_NOT_READY.search(l)]
+    if stuck or not_ready:
+        n = len(report.gpus)
+        state = ("GPU%s not registered with the NVLink fabric (%s)" % (
+            "s" if len(stuck) != 1 else "", "; ".join(sorted({"Fabric State: %s, Status: %s" % (
+                f.state, f.status or "?") for f in stuck}))) if stuck
+                 else "the fabric state is not recorded")
+        svc = service()
+        listed = ("nvidia-smi lists %d× %s, but " % (n, " + ".join(sorted({g.name or "?" for g in report.gpus})))
+                  if n else "nvidia-smi's GPU list is not recorded; ")
+        measured = "%s%s%s%s" % (
+            listed, state,
+            "; nvidia-fabricmanager: %s" % svc if svc else "",
+            "; CUDA cannot initialise them (802 cudaErrorSystemNotReady: %s)" % not_ready[0] if not_ready else "")
+        details = ["%s: Fabric State %s, Status %s" % (f.gpu, f.state, f.status or "?") for f in stuck]
+        details += ["nvidia-fabricmanager's log: %s" % line for line in service_log()]
+        details += ["%s (%s)" % (l, "CUDA error 802, the fabric not ready" if CUDA_NOT_READY.search(l) else
+                                 "follows from the first GPU's 802: not a separate fault") for l in lines]
+        verdict = failed(cid, measured, "every GPU's Fabric State Completed, Status Success (NVSwitch systems: "
+                         "nvidia-fabricmanager running)",
+                         FABRIC_REMEDY % (report.driver_version or "<the driver's version: nvidia-smi's header>"),
+                         "GPU_FABRIC_NOT_READY", details)
+        # the CUDA programs that failed so did so because of it: their abort lines ("terminate called ...") too
+        verdict.explains = [l.strip() for run in cuda_runs if any(CUDA_NOT_READY.search(l) for l in
+                                                                  run.output.splitlines())
+                            for l in run.output.splitlines() if len(l.strip()) >= 6]
+        return verdict
+    mig = ["%s" % (g.index if g.index is not None else g.bus_id) for g in report.gpus if g.mig_enabled]
+    details = ["%s (%s): MIG Current Enabled" % (g.bus_id or g.index, g.name or "?") for g in report.gpus
+               if g.mig_enabled]
+    if not mig:
+        mig = [gpu for gpu, enabled in mig_modes if enabled]
+        details = ["%s: MIG Mode Current Enabled" % gpu for gpu in mig]
+    if mig:
+        return failed(cid, "MIG mode enabled on GPU %s: a rank sees one MIG instance, not the GPU" % ", ".join(mig),
+                      "MIG disabled (one rank per whole GPU)", MIG_REMEDY, "GPU_MIG_ENABLED", details)
+    return None
+
+
+def _usable(ctx: Context, report: SmiReport) -> CheckResult | None:
+    """``judge_usable`` of what the node (or its bundle) shows of the GPUs nvidia-smi lists in ``report``."""
+    modes = ctx.first(MIG_MODES)
+    return judge_usable(report, _fabric(ctx), _cuda_runs(ctx), lambda: _fabric_manager(ctx),
+                        modes.value if modes is not None else [], lambda: _fabric_manager_log(ctx))
+
+
 @check("gpu.inventory", "GPUs visible to the driver (count, model, memory, driver)", fast=True)
 def inventory(ctx: Context) -> CheckResult:
-    snap = snapshot(ctx)
+    try:
+        snap = snapshot(ctx)
+    except MissingEvidence:  # no GPU list recorded: a recorded fabric state or CUDA program may still show the fault
+        usable = _usable(ctx, SmiReport())
+        if usable is None:
+            raise
+        return usable
     if snap.excerpt and not snap.report.gpus:
         return skipped("gpu.inventory", "the bundle holds only an excerpt of nvidia-smi (%s): driver %s, no GPU rows"
                        % (snap.excerpt, snap.report.driver_version or "?"), code="EVIDENCE_MISSING")
@@ -400,6 +537,10 @@ def inventory(ctx: Context) -> CheckResult:
         refusals = parse_open_module_refusals(log.stdout) if log is not None else None
     result = judge_inventory(snap.report, snap.pci_gpus, snap.smi_missing, bool(ctx.stack and ctx.stack.gpu),
                              refusals, ctx.gpus or 0)
+    if result.status in (Status.PASS, Status.WARN) and snap.report.gpus:
+        usable = _usable(ctx, snap.report)
+        if usable is not None:
+            result = usable
     if refusals:
         result.details.append("from the kernel log `%s`" % log.command)
     if snap.source:

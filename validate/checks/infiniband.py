@@ -16,6 +16,8 @@ import subprocess
 import time
 
 from facts.parsers.infiniband import (
+    IB_COUNTERS,
+    IB_EVENTS,
     IB_WRITE_BW,
     IBSTAT,
     IBSTATUS,
@@ -25,8 +27,12 @@ from facts.parsers.infiniband import (
     WriteBw,
     parse_ib_write_bw,
     parse_sysfs,
+    port_events,
+    run_port_events,
 )
+from facts.parsers.kernel import KERNEL_LOG
 from facts.parsers.observation import Observed
+from facts.signals import read_kind
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, failed, passed, skipped, warned
@@ -218,10 +224,67 @@ def ports(ctx: Context) -> CheckResult:
         listed = True
     if not listed:
         return skipped("ib.ports", "no RDMA device on this node (%s missing or empty)" % SYSFS, code="NOT_APPLICABLE")
-    report, source = ports_report(ctx)
+    try:
+        report, source = ports_report(ctx)
+    except MissingEvidence as e:  # no port state recorded: the ports' error events, if any, are still this check's
+        events = _port_events(ctx)
+        if not events:
+            raise
+        return warned("ib.ports", "the HCAs reported %d port fault%s (the port state is not recorded: %s not in "
+                      "the bundle): %s" % (len(events), "" if len(events) == 1 else "s", e.what, events[0].line),
+                      "every port Active/LinkUp; no port error events", PORT_EVENTS_REMEDY, "IB_PORT_EVENTS",
+                      list(dict.fromkeys("%s (%s)" % (h.line, h.where) for h in events)))
     result = judge_ports(report, source=source)
     if " " in source:  # a bundle's run for one device (`ibv_devinfo -d X | egrep …`): it proves only that HCA
         result.measured = "one HCA recorded (`%s`): %s" % (source, result.measured)
+    return judge_port_events(result, _port_events(ctx))
+
+
+def _port_events(ctx: Context) -> list:
+    """The port faults (``facts.parsers.infiniband.port_events``) of a bundle's ``ibv_asyncwatch``, ``perfquery``
+    or ``ibqueryerrors``, of the error counters in sysfs, and of the kernel log (a bundle's, or ``dmesg`` here; none
+    where it cannot be read)."""
+    events = ctx.first(IB_EVENTS)
+    hits = run_port_events(events.run, "ib-events") if events is not None else []
+    counters = ctx.first(IB_COUNTERS)
+    hits += run_port_events(counters.run) if counters is not None else []
+    try:  # the error counters of sysfs (a bundle without their listing: not recorded)
+        for path in ctx.glob(os.path.join(SYSFS, "*", "ports", "*", "counters", "*")):
+            if read_kind(path) == "ib-counters-sysfs":
+                hits += port_events(ctx.read(path) or "", "ib-counters-sysfs", path)
+    except MissingEvidence:
+        pass
+    try:
+        log = ctx.first(KERNEL_LOG) or ctx.observe(KERNEL_LOG)
+    except MissingEvidence:
+        return hits
+    return hits + (run_port_events(log.run) if log.run.ok else [])
+
+
+#: what to do about a port that raises error events (NVIDIA, "Understanding mlx5 Linux counters and status
+#: parameters"; ibv_get_async_event(3): IBV_EVENT_PORT_ERR is "Link became unavailable on a port")
+PORT_EVENTS_REMEDY = ("a port that raises error events flaps or loses its link: read its error counters (`perfquery "
+                      "-x` or `ibqueryerrors`; /sys/class/infiniband/DEV/ports/N/counters/link_downed, symbol_error), "
+                      "the cable's and transceiver's state (`mlxlink -d DEV -p N -m`), then reseat or replace the "
+                      "cable or transceiver; drain the node while they recur")
+
+
+def judge_port_events(result: CheckResult, hits: list) -> CheckResult:
+    """``result`` of the ports, with the HCA's async error events and link-down lines (``hits``) judged: a port
+    that PASSes while it raised them (or while its error counters are not zero) is a WARN ``IB_PORT_EVENTS``
+    naming each line; a FAIL lists them too. The
+    lines are claimed (``explains``) either way."""
+    if not hits:
+        return result
+    lines = list(dict.fromkeys(h.line for h in hits))
+    result.explains = list(result.explains) + lines
+    details = list(dict.fromkeys("%s (%s)" % (h.line, h.where) for h in hits))
+    if result.status.value == "PASS":
+        measured = "%s; but the HCAs reported %d port fault%s (async error events, link down, error counters): %s" % (
+            result.measured, len(hits), "" if len(hits) == 1 else "s", lines[0])
+        return warned(result.id, measured, result.expected + "; no port error events", PORT_EVENTS_REMEDY,
+                      "IB_PORT_EVENTS", list(result.details) + details)
+    result.details = list(result.details) + details
     return result
 
 
