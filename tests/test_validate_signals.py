@@ -42,11 +42,13 @@ def test_every_check_that_can_pass_is_planted_into():
 
 
 #: checks no corpus bundle PASSes (their healthy evidence is a live run: a launch, an image, a measurement, or no
-#: healthy fixture records it); the report-level rule is the same for them (test_the_rule_holds_for_every_check)
+#: healthy fixture records it: gpu.cuda's probe output exists only from a GPU node's live run, tested against a
+#: stand-in libcuda in tests/test_validate_cuda.py); the report-level rule is the same for them
+#: (test_the_rule_holds_for_every_check)
 NEVER_PASS_RECORDED = {"container.apptainer", "container.docker", "container.gpus", "container.memlock",
                        "container.rank_limits", "container.shm", "container.singularity_nv", "gpu.dcgm",
-                       "gpu.driver_module", "gpu.peers", "gpu.xid", "horovod.controller", "horovod.image", "ib.ipoib",
-                       "ib.write_bw", "input.capacity", "mpi.bandwidth", "mpi.launch", "nccl.version",
+                       "gpu.cuda", "gpu.driver_module", "gpu.peers", "gpu.xid", "horovod.controller", "horovod.image",
+                       "ib.ipoib", "ib.write_bw", "input.capacity", "mpi.bandwidth", "mpi.launch", "nccl.version",
                        "topo.pcie_acs"}
 #: checks whose PASS rests on directory listings only (the names of /sys entries, no text a fault line could be in)
 LISTINGS_ONLY = {"ib.devices"}
