@@ -40,3 +40,49 @@ def test_the_page_names_files_that_exist():
         if not exists:
             missing.append(span)
     assert missing == []
+
+
+def test_a_check_is_a_function_a_code_and_its_evidence(tmp_path, monkeypatch):
+    """A toy check (an observation, a judge, a code) registered alone: its recorded evidence is replayed through
+    `invoke validate --from`, it PASSes on a healthy uptime and FAILs past its floor with its code; a fault line in
+    the same evidence that nothing claims turns its PASS into WARN UNEXPLAINED_FAULT_SIGNAL."""
+    import json
+    import re
+
+    import yaml
+
+    from facts.parsers.observation import Observation
+    from tests.lib import cli as cmd
+    from tests.lib.bundle_corpus import build
+    from validate import catalogue
+    from validate.checks import registry
+    from validate.result import failed, passed
+
+    uptime = Observation(argv=("uptime",), also=lambda argv, env: tuple(argv[:1]) == ("uptime",),
+                         parse=lambda run: float(re.search(r"load average: ([\d.]+)", run.stdout).group(1)))
+    monkeypatch.setitem(catalogue.CODES, "TOY_LOAD_HIGH", catalogue.Code("the node is busy", catalogue.Action.RETRY))
+    monkeypatch.setattr(registry, "CHECKS", dict(registry.CHECKS))
+    monkeypatch.setattr("validate.checks.CHECKS", registry.CHECKS)
+
+    @registry.check("toy.load", "the 1-minute load average", fast=True)
+    def toy_load(ctx):
+        load = ctx.observe(uptime).value
+        if load > 4:
+            return failed("toy.load", "load average %.2f" % load, "at most 4", "wait, or drain the node",
+                          "TOY_LOAD_HIGH")
+        return passed("toy.load", "load average %.2f" % load, "at most 4")
+
+    def judged(stdout: str) -> dict:
+        spec = tmp_path / ("toy-%d.yaml" % len(list(tmp_path.glob("*.yaml"))))
+        spec.write_text(yaml.safe_dump({"about": "a toy", "evidence": [{"tool": ["uptime"], "stdout": stdout}]}))
+        folder = tmp_path / spec.stem
+        build(spec, folder)
+        ran = cmd.run("validate", "--from", str(folder), "--only", "toy.load", "--json", str(folder / "r.json"))
+        result = json.loads((folder / "r.json").read_text())["results"][0]
+        return {"exit": ran.returncode, "status": result["status"], "code": result["diagnosis"]}
+
+    line = " 10:00:00 up 3 days,  2 users,  load average: %s, 0.50, 0.40\n"
+    assert judged(line % "0.42") == {"exit": 0, "status": "PASS", "code": None}
+    assert judged(line % "7.10") == {"exit": 1, "status": "FAIL", "code": "TOY_LOAD_HIGH"}
+    assert judged(line % "0.42" + "ERROR: uptime: cannot read /proc/loadavg of cpu 3\n") == {
+        "exit": 0, "status": "WARN", "code": "UNEXPLAINED_FAULT_SIGNAL"}
