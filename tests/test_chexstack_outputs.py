@@ -38,5 +38,6 @@ def test_read_only_file_system_is_found_even_for_root(tmp_path):
             "from chexstack.errors import ChexstackError\n"
             "try:\n    output_folder(%r, '--output')\nexcept ChexstackError as e:\n    print(e)\n" % str(tmp_path))
     p = run_with_read_only(tmp_path, [str(REPO / ".venv" / "bin" / "python"), "-c", code])
+    assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "--output %s: cannot write in %s (Read-only file system)" % (tmp_path, tmp_path), \
         p.stdout + p.stderr

@@ -59,7 +59,8 @@ def test_cpu_image_built_verified_and_tagged(client, cpu_build, debian_base):
     assert lab[labels.CODE] == labels.code_digest()
     assert lab["org.opencontainers.image.base.digest"] == client.images.get(debian_base).id
     assert lab["org.opencontainers.image.version"] == image_ref(stack).rsplit(":", 1)[1]
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout.strip()
     assert lab["org.opencontainers.image.revision"].startswith(head)
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", lab["org.opencontainers.image.created"])
     # python is the venv's, code under /opt/chexstack

@@ -108,7 +108,7 @@ def test_no_trainer_option_abbreviates_one_of_horovodrun():
 
     shown = subprocess.run([shutil.which("horovodrun") or os.path.join(os.path.dirname(sys.executable),
                                                                         "horovodrun"), "--help"],
-                           capture_output=True, text=True, timeout=120).stdout
+                           capture_output=True, text=True, timeout=120, check=True).stdout
     theirs = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", shown))
     assert "--timeline-filename" in theirs
     mine = {s for action in cli.parser()._actions for s in action.option_strings if s.startswith("--")}

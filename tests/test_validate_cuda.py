@@ -29,11 +29,13 @@ def standin(tmp_path_factory):
     return built(tmp_path_factory.mktemp("libcuda"))
 
 
-def probe(library, scenario: str = "", *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The probe as a node runs it: ``python facts/cuda_probe.py --library LIB`` with the stand-in's scenario."""
+def probe(library, scenario: str = "", *args: str, env: dict | None = None,
+          expect: int | None = None) -> subprocess.CompletedProcess:
+    """The probe as a node runs it: ``python facts/cuda_probe.py --library LIB`` with the stand-in's scenario;
+    ``expect``: its exit status (0 every GPU usable, 1 a CUDA error, 2 no library, 3 bad usage, -6 an abort)."""
     lib = ("--library", str(library)) if library is not None else ()
-    return subprocess.run([sys.executable, PROBE_SCRIPT, *lib, *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, SCENARIO: scenario, **(env or {})})
+    return cmd.expected(subprocess.run([sys.executable, PROBE_SCRIPT, *lib, *args], capture_output=True, text=True,
+                                       timeout=60, env={**os.environ, SCENARIO: scenario, **(env or {})}), expect)
 
 
 def records(text: str) -> list[dict]:
@@ -106,7 +108,7 @@ def test_a_crash_inside_the_library_leaves_the_records_before_it(standin):
 
 
 def test_the_parser_reads_every_record(standin):
-    got = parse_cuda_probe(probe(standin, "devices=3 ctx=1:802", env={"CUDA_VISIBLE_DEVICES": "0,1,2"}).stdout)
+    got = parse_cuda_probe(probe(standin, "devices=3 ctx=1:802", expect=1, env={"CUDA_VISIBLE_DEVICES": "0,1,2"}).stdout)
     assert (got.version, got.loaded, got.count, got.complete, got.driver_version, got.cuda_version) == (
         1, True, 3, True, 12040, "12.4")
     assert got.cuda_visible_devices == "0,1,2" and got.problems == [] and got.last == "end"
@@ -116,12 +118,12 @@ def test_the_parser_reads_every_record(standin):
         "cuCtxCreate_v2", 802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized")
     assert error.text == '802 CUDA_ERROR_SYSTEM_NOT_READY ("system not yet initialized") at cuCtxCreate_v2'
     assert "all required driver daemons are actively running" in error.meaning
-    init = parse_cuda_probe(probe(standin, "init=999").stdout)
+    init = parse_cuda_probe(probe(standin, "init=999", expect=1).stdout)
     assert init.init_error.name == "CUDA_ERROR_UNKNOWN" and init.count is None and init.complete
 
 
 def test_the_parser_never_raises_on_cut_off_or_foreign_output(standin):
-    text = probe(standin, "devices=2").stdout
+    text = probe(standin, "devices=2", expect=0).stdout
     cut = parse_cuda_probe(text[: text.index('"index": 1') - 10])
     assert not cut.complete and cut.last == "gpu 0" and len(cut.problems) == 1
     assert parse_cuda_probe("Traceback (most recent call last):\n  ...").problems
@@ -168,17 +170,17 @@ def test_a_gpu_listed_but_unusable_by_cuda_fails_with_its_code_and_the_fix_for_i
 
 
 def test_a_probe_cut_off_names_the_step_it_stopped_in(standin):
-    crashed = judge_cuda(parse_cuda_probe(probe(standin, "devices=4 abort=2").stdout), 4, how="exited -6")
+    crashed = judge_cuda(parse_cuda_probe(probe(standin, "devices=4 abort=2", expect=-6).stdout), 4, how="exited -6")
     assert crashed.measured == ("the CUDA probe did not finish (exited -6): it stopped in GPU 2 (its context or "
                                 "allocation), a crash or hang inside the driver")
     assert crashed.details == ["probed before: GPU 0 ok, GPU 1 ok"]
-    text = probe(standin, "devices=4").stdout
+    text = probe(standin, "devices=4", expect=0).stdout
     hung = parse_cuda_probe(text[:text.index('{"record": "init"')])
     assert "it stopped in cuInit" in judge_cuda(hung, 4, how="`python3 cuda_probe.py` timed out").measured
 
 
 def test_the_fabric_manager_fix_names_the_drivers_version_and_every_failed_gpu(standin):
-    result = judge_cuda(parse_cuda_probe(probe(standin, "devices=8 ctx=*:802").stdout), 8, driver="545.23.08")
+    result = judge_cuda(parse_cuda_probe(probe(standin, "devices=8 ctx=*:802", expect=1).stdout), 8, driver="545.23.08")
     assert result.measured.startswith("CUDA cannot use 8 of 8 GPU(s): GPU 0 (NVIDIA H100 80GB HBM3, 0000:18:00.0): "
                                       "802 CUDA_ERROR_SYSTEM_NOT_READY")
     assert "exactly the driver's version (545.23.08: nvidia-fabricmanager-545)" in result.remedy
@@ -186,11 +188,11 @@ def test_the_fabric_manager_fix_names_the_drivers_version_and_every_failed_gpu(s
 
 
 def test_pass_only_when_every_listed_gpu_got_a_context(standin):
-    ok = judge_cuda(parse_cuda_probe(probe(standin, "devices=8").stdout), 8)
+    ok = judge_cuda(parse_cuda_probe(probe(standin, "devices=8", expect=0).stdout), 8)
     assert ok.status == Status.PASS
     assert ok.measured == ("8× NVIDIA H100 80GB HBM3: a context and 1 MiB allocated on each (CUDA 12.4, nvidia-smi "
                            "lists 8)")
-    hidden = parse_cuda_probe(probe(standin, "devices=2", env={"CUDA_VISIBLE_DEVICES": "2,5"}).stdout)
+    hidden = parse_cuda_probe(probe(standin, "devices=2", expect=0, env={"CUDA_VISIBLE_DEVICES": "2,5"}).stdout)
     assert judge_cuda(hidden, 8).status == Status.PASS  # CUDA_VISIBLE_DEVICES asks for 2 of the 8
 
 
@@ -202,7 +204,7 @@ def test_pass_only_when_every_listed_gpu_got_a_context(standin):
     ("", 0, Status.FAIL),  # every GPU hidden from CUDA: unusable by this run
 ])
 def test_cuda_visible_devices_sets_how_many_gpus_cuda_must_enumerate(standin, visible, devices, status):
-    run = probe(standin, "devices=%d" % devices, env={"CUDA_VISIBLE_DEVICES": visible})
+    run = probe(standin, "devices=%d" % devices, env={"CUDA_VISIBLE_DEVICES": visible}, expect=0)
     result = judge_cuda(parse_cuda_probe(run.stdout), 8)
     assert result.status == status, result
     assert result.details[0] == "CUDA_VISIBLE_DEVICES=%s" % visible
@@ -211,21 +213,21 @@ def test_cuda_visible_devices_sets_how_many_gpus_cuda_must_enumerate(standin, vi
 
 
 def test_mig_instances_are_not_counted_as_gpus(standin):
-    result = judge_cuda(parse_cuda_probe(probe(standin, "devices=1 mig=1").stdout), 8)
+    result = judge_cuda(parse_cuda_probe(probe(standin, "devices=1 mig=1", expect=0).stdout), 8)
     assert result.status == Status.PASS and "NVIDIA A100-SXM4-40GB MIG 1g.5gb" in result.measured
     assert result.details == ["1 MIG instance(s) among the CUDA devices: CUDA's count is not nvidia-smi's GPU count"]
 
 
 def test_no_gpu_is_a_skip_with_the_reason_never_a_pass(standin, tmp_path):
-    missing = parse_cuda_probe(probe(tmp_path / "libcuda.so.1").stdout)
+    missing = parse_cuda_probe(probe(tmp_path / "libcuda.so.1", expect=2).stdout)
     result = judge_cuda(missing, 0)
     assert (result.status, result.diagnosis) == (Status.SKIP, "TOOL_MISSING")
     assert "libcuda did not load" in result.measured and "cannot open shared object file" in result.measured
     listed = judge_cuda(missing, 8)
     assert (listed.status, listed.diagnosis) == (Status.FAIL, "CUDA_LIBRARY_MISSING")
-    none = judge_cuda(parse_cuda_probe(probe(standin, "init=100").stdout), 0)
+    none = judge_cuda(parse_cuda_probe(probe(standin, "init=100", expect=1).stdout), 0)
     assert (none.status, none.diagnosis) == (Status.SKIP, "NOT_APPLICABLE")
-    on_bus = judge_cuda(parse_cuda_probe(probe(standin, "init=100").stdout), None, pci=4)
+    on_bus = judge_cuda(parse_cuda_probe(probe(standin, "init=100", expect=1).stdout), None, pci=4)
     assert (on_bus.status, on_bus.diagnosis) == (Status.FAIL, "CUDA_NO_DEVICE")
     assert judge_cuda(parse_cuda_probe("Segmentation fault"), 8, how="exited 139").status == Status.SKIP
 
@@ -286,9 +288,9 @@ def test_live_validate_passes_usable_gpus_and_skips_a_node_without_libcuda(stand
 
 def test_a_bundle_without_the_probe_is_not_judged_fit(tmp_path, smi_bin, standin):
     env = {LIBRARY: str(standin), "PATH": "%s:%s" % (smi_bin, os.environ["PATH"])}
-    cmd.run("validate", "--only", "gpu.inventory", "--collect", str(tmp_path / "b"), env=env)
+    cmd.run("validate", "--only", "gpu.inventory", "--collect", str(tmp_path / "b"), env=env, expect=0)
     p, result = _validate(tmp_path, "judged", "--from", str(tmp_path / "b"), env={})
-    assert result["status"] == "SKIP" and result["diagnosis"] == "EVIDENCE_MISSING", result
+    assert result["status"] == "SKIP" and result["diagnosis"] == "EVIDENCE_MISSING" and p.returncode == 0, result
 
 
 # --- a bundle without the probe: a CUDA program it recorded (../shared/cases/47) -----------------------------------
@@ -349,4 +351,4 @@ def test_a_recorded_program_without_a_cuda_error_proves_nothing(tmp_path):
                                                      'stdout: {case: "47", after: "$ gpu_burn -d 60", until: "..."}'))
     build(tmp_path / "ok.yaml", tmp_path / "bundle")
     p, result = _validate(tmp_path, "ok", "--from", str(tmp_path / "bundle"), env={})
-    assert (result["status"], result["diagnosis"]) == ("SKIP", "EVIDENCE_MISSING"), result
+    assert (result["status"], result["diagnosis"], p.returncode) == ("SKIP", "EVIDENCE_MISSING", 0), result

@@ -105,7 +105,8 @@ def test_the_decode_program_times_the_real_sample():
     argv = decoderate.command(decoderate.sample_paths(), 0.5)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     result = decoderate.parse(out.stdout)
-    assert result and result["pixels"] == 1024 * 1024 and result["files"] == 3, out.stderr[-2000:]
+    assert out.returncode == 0 and result and result["pixels"] == 1024 * 1024 and result["files"] == 3, \
+        out.stderr[-2000:]
     assert result["images"] >= 3 and result["per_core"] > 0 and result["cores"] >= 1
     assert argv[0] == sys.executable and decoderate.sample_paths() == PATHS
 

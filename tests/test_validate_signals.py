@@ -387,10 +387,12 @@ def test_live_collected_and_recorded_evidence_is_scanned_alike(tmp_path):
                 env=env)
     live = json.loads((tmp_path / "live.json").read_text())
     [result] = live["results"]
-    assert (result["status"], result["diagnosis"]) == ("WARN", "UNEXPLAINED_FAULT_SIGNAL"), p.stdout + p.stderr
+    assert (result["status"], result["diagnosis"], p.returncode) == ("WARN", "UNEXPLAINED_FAULT_SIGNAL", 0), \
+        p.stdout + p.stderr
     assert PLANTED in result["measured"] and "UNEXPLAINED_FAULT_SIGNAL" in p.stdout
     assert findings(CheckResult.from_json(result)).endswith("fault signals: 1 line read, 1 not explained")
-    cmd.run("validate", "--from", str(folder), "--only", "mpi.version", "--json", str(tmp_path / "judged.json"))
+    cmd.run("validate", "--from", str(folder), "--only", "mpi.version", "--json", str(tmp_path / "judged.json"),
+            expect=0)
     assert json.loads((tmp_path / "judged.json").read_text())["results"] == live["results"]
 
 
