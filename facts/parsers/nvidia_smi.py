@@ -468,15 +468,23 @@ _Q_GPU = re.compile(r"^GPU\s+(" + _BUS_ID + r")\s*$")
 _Q_KEY = re.compile(r"^(\s*)(\S[^:]*?)\s*:\s*(.*?)\s*$")
 
 
+def _q_xml(text: str | None):
+    """The root of ``nvidia-smi -q -x`` XML (an empty ``<nvidia_smi_log>`` where it does not parse: a cut-off
+    output has no section), or None for text output."""
+    text = text or ""
+    if not (text.lstrip().startswith("<?xml") or "<nvidia_smi_log" in text):
+        return None
+    try:
+        return ET.fromstring(text.encode())
+    except ET.ParseError:
+        return ET.Element("nvidia_smi_log")
+
+
 def parse_fabric(text: str) -> list[Fabric]:
     """Every "Fabric" section of ``nvidia-smi -q`` text, whole or filtered (``nvidia-smi -q -i 0 | grep -i -A 2
     Fabric``: the GPU is then named ``"GPU"``), or of ``-q -x`` XML (``<fabric><state>``); [] when none."""
-    text = text or ""
-    if text.lstrip().startswith("<?xml") or "<nvidia_smi_log" in text:
-        try:
-            root = ET.fromstring(text.encode())
-        except ET.ParseError:
-            return []
+    root = _q_xml(text)
+    if root is not None:
         return [Fabric(g.get("id") or "GPU", (g.findtext("fabric/state") or "").strip(),
                        (g.findtext("fabric/status") or "").strip() or None)
                 for g in root.findall("gpu") if g.find("fabric") is not None]
@@ -508,12 +516,8 @@ def q_sections(text: str, name: str) -> list[tuple[str, dict[str, str]]]:
 def parse_mig_modes(text: str) -> list[tuple[str, bool | None]]:
     """Each GPU's current MIG mode in ``nvidia-smi -q`` text, whole or filtered (``nvidia-smi -q | grep -A 2 "MIG
     Mode"``), or ``-q -x`` XML: ``(GPU, True Enabled / False Disabled / None N/A)``."""
-    text = text or ""
-    if text.lstrip().startswith("<?xml") or "<nvidia_smi_log" in text:
-        try:
-            root = ET.fromstring(text.encode())
-        except ET.ParseError:
-            return []
+    root = _q_xml(text)
+    if root is not None:
         return [(g.get("id") or "GPU", _flag(g.findtext("mig_mode/current_mig"))) for g in root.findall("gpu")]
     return [(gpu, _flag(fields.get("Current"))) for gpu, fields in q_sections(text, "MIG Mode")]
 
