@@ -207,7 +207,7 @@ def with_reading(record: RunRecord, reading: Reading) -> RunRecord:
 
 
 def point_from_throughput(count: int, data: dict, source: str) -> Reading:
-    """The ``Reading`` of the trainer's ``throughput.json`` content (CONTRIBUTING.md: ``images_per_sec {total,
+    """The ``Reading`` of the trainer's ``throughput.json`` content (``trainer.outputs``: ``images_per_sec {total,
     per_rank}``, ``step_times_s`` of all steps, ``warmup_steps``, ``world_size``, ``device``, ``versions``,
     ``label_sha256``, ``splits.train.sha256``). The
     trainer's total is the sum over ranks of batch / median timed step time. Raises ChexstackError naming

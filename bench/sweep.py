@@ -2,7 +2,7 @@
 
 The sweep is a list of requests (``throughput_requests``: one ``launch.request.TrainRequest`` per count N, its
 trainer command line ``throughput_argv``). Each runs through the launcher seam as ``invoke train`` runs
-(``launch.run``); rank 0 writes ``throughput.json`` (CONTRIBUTING.md contract), which becomes a ``Point``; then
+(``launch.run``); rank 0 writes ``throughput.json`` (its fields: ``trainer.outputs``), which becomes a ``Point``; then
 the ``Sweep`` with its run record is written to ``<output>/<label>-<UTC time>.json``. Per-count run folders
 (trainer output + launch log) stay under ``runs/bench/<label>-<UTC time>/np-<N>/``.
 

@@ -32,6 +32,35 @@ container whose only interface is loopback)
                  scheduler shares (the job spec, paths, layout, job names, the local-image warning)
 - ``options``    the launchers (``LAUNCHERS``), which option applies to which, the trainer's own options
 - ``dispatch``   the seam above the targets: ``Where``, ``where``, ``plan``, ``run``
+- ``executor``   the one executor of ``python -m trainer`` commands (train, throughput, evaluate, prepare)
+
+What other areas may rely on (each module's docstring has the detail):
+
+- A run is a ``launch.request.TrainRequest(gpus, np, controller, argv)``; ``argv`` is the trainer's own command line,
+  and what the host needs of it is read through the trainer's parser (``TrainRequest.options``). Tasks take the
+  trainer's options from that parser (``launch.options.with_trainer_options``, ``launch.options.trainer_argv``;
+  ``invoke bench``/``invoke study`` the sweep's, ``launch.options.SWEEP_OPTIONS``) and never state a default.
+- ``launch.where(...)`` owns the checks of where (an unknown launcher, an option with no effect there:
+  ``launch.options.check_applicable``, the ``--hosts`` rule: ``launch.dispatch.check_hosts``, the cluster options:
+  ``launch.cluster.ClusterOptions``); ``launch.run`` checks the request once, and no target re-checks it. No module
+  of ``launch/`` or ``bench/`` compares launcher names: a scheduler is one object of ``launch.schedulers.SCHEDULERS``
+  (``tests/test_launch_schedulers.py``; docs/launchers.md, "The scheduler seam").
+- Every plan from here runs through ``launch.local.execute`` and so ``launch.executor.execute`` (output lock,
+  process environment ``launch.executor.TRAINER_ENV``, supervision by ``launch.stream.run``, exit 2 refused /
+  128 + signal interrupted / 1 failed); a submitted Slurm job is followed as such a plan
+  (``launch.slurm_schedulers.follow_plan`` running ``python -m launch.slurmjob``).
+- Resuming is the trainer's ``--resume`` in every case (a resubmitted request, or bare-metal Slurm's ``--requeue``:
+  ``launch.slurm.requeue_lines``); no launcher replays or skips epochs. Open MPI's run-as-root rule is
+  ``facts.openmpi``'s, and ``launch.mpirun.mpirun_argv`` is the ``mpirun`` argv of every rendered job; every Slurm
+  script, a sweep's multi-step one too (``launch.slurm.render_steps``), is rendered by ``launch.slurm``.
+- A failed run is explained in one message by ``launch.failure.explain_failure`` (a saved log by
+  ``launch.failure.explain_log``: ``invoke train --explain LOG``); its remedies are keyed by validate's diagnosis
+  codes (``launch.failure.LAUNCH_REMEDY``, ``NCCL_REMEDY``, ``RUNTIME_REMEDY``), which validate names too. ``launch/``
+  supervises and explains; the launchers' output is parsed in ``facts.parsers`` (``facts.parsers.horovodrun``,
+  ``facts.parsers.slurm``, ``facts.parsers.mpi.classify_launch``).
+- A job's paths are the cluster's (``launch.job.cluster_path`` refuses a relative one), its ranks' device
+  environment is ``launch.request.TrainRequest.device_env`` (``CHEXSTACK_REQUIRE_GPU=1`` with ``--gpus``), and
+  what its image must hold is ``images``' contract (``images.mpijob``).
 """
 from __future__ import annotations
 

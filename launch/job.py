@@ -42,7 +42,7 @@ class JobSpec:
     ``stack``: the stack whose image runs; None for a bare-metal Slurm job (a Python environment on shared storage).
     ``image``: what the launcher runs — a registry reference (pyxis, Kubernetes), a SIF path (hybrid model), or
     for bare metal the environment's Python (``workdir``: the checkout with ``trainer/``).
-    ``trainer_args``: arguments after ``python -m trainer`` (CONTRIBUTING.md's trainer contract).
+    ``trainer_args``: arguments after ``python -m trainer`` (``trainer/cli.py``, the trainer's contract).
     Raises ChexstackError for a bad name or counts.
     """
 

@@ -1,6 +1,7 @@
-"""A check observes, then judges (CONTRIBUTING.md, Node checks): which command lines a parser can read, and how a
-run's command line chooses the parser, is said once, by an ``Observation`` next to the parser in ``facts/parsers``;
-``validate/checks/`` never looks at a run's argv. Read from the checks' source (ast), nothing is executed.
+"""A check observes, then judges (``validate/__init__.py``, the contract of a check): which command lines a parser
+can read, and how a run's command line chooses the parser, is said once, by an ``Observation`` next to the parser
+in ``facts/parsers``; ``validate/checks/`` never looks at a run's argv. Read from the checks' source (ast), nothing is
+executed.
 
 What counts as inspecting argv, in any module of ``validate/checks/`` but ``registry.py`` (the ``Context`` that runs
 observations):

@@ -1,17 +1,38 @@
-"""``python -m trainer`` options — the reference for the trainer's command line (CONTRIBUTING.md, "Contracts").
+"""``python -m trainer`` -- the trainer's command line, the workload's contract with every host area.
+
+Every option, its default and its meaning is declared once, by ``parser()`` below (its help texts are what
+``python -m trainer --help`` and ``invoke train --help`` print; ``launch.options.with_trainer_options`` reads them
+from here, and no other file restates one). Data is one of ``--data DIR`` (``Data_Entry_2017*.csv[.gz]`` in DIR, PNGs
+anywhere below it; ``train_val_list.txt`` and ``test_list.txt`` in DIR are honoured), ``--images DIR --labels FILE``,
+``--data synthetic`` (random images and labels, no files) or ``--data PREP``, a prepared copy (``trainer.prepared``:
+its layout and manifest, schema ``chexstack.prepared/1``). Two more commands share the runtime:
+``python -m trainer prepare`` (``trainer.prepare``, run by ``invoke prepare``) and ``python -m trainer evaluate``
+(``trainer.evaluate``: scores a saved model, writes ``evaluation.json`` and ``predictions.csv``; run by ``invoke
+evaluate``). Throughput mode (``--throughput``) trains without evaluation and writes ``throughput.json``.
+
+Exit status 0, or 2 with one line ``trainer: error: ...`` on stderr (bad input, unknown option, refused resume,
+output folder in use: ``trainer.usage``). The outputs under ``--output`` are ``trainer.outputs``'s docstring; rank 0's
+progress events (``@chexstack {"event": ...}``, read by ``trainer.events.parse`` behind horovodrun's rank prefix) are
+``trainer.events``'s; the ``run`` event's ``hosts`` is how a failure names the ranks of a lost host.
+
+The host enters the trainer through one door, ``trainer.preflight`` (Python 3.5, no TensorFlow): the option parser
+(``parse_options(argv)``, ``check_options(argv)``), the inputs and output folder here (``check_here(argv)``), the
+``--resume`` rules (``check_resume(argv, output)``), a prepare's and an evaluation's checks (``check_prepare``,
+``check_evaluate``), the run lock's token and ``CLASSES``; ``tests/test_layers.py`` refuses any other trainer import
+outside ``bench/ratios/``.
+
+Invariants the host relies on: epoch e's batches and augmentation are a function of (seed, e) (``trainer.order``,
+NumPy only): every training image once per epoch across ranks, the same number of steps on every rank, and a resumed
+run continues exactly as the uninterrupted one (the recipe's state is replayed from ``metrics.json``; a run whose
+training ended is never trained again, only finished by ``--resume``). Before validation, testing and saving every
+rank holds the same variables: BatchNorm statistics are recomputed ("precise BN", ``trainer.batchnorm``), averaged
+over the ranks (``trainer.train.synchronise_statistics``), then the weight checksum is compared.
 
 Run it under ``horovodrun`` (``invoke train`` builds that command); a plain ``python -m trainer`` is world size 1.
-
-Data (one of):
-  --data DIR                  Data_Entry_2017*.csv[.gz] in DIR, PNGs anywhere below it; train_val_list.txt and
-                              test_list.txt in DIR are honoured
-  --images DIR --labels FILE  PNGs anywhere below DIR, labels in FILE
-  --data synthetic            random images and labels (no files)
-
-``python -m trainer evaluate --model PATH ...`` scores a saved model instead (``trainer.evaluate``).
 Environment: ``CHEXSTACK_REQUIRE_GPU=1`` (set by the launchers for ``--gpus N > 0``): a rank whose TensorFlow sees no
 GPU stops before training instead of training on CPU (https://github.com/tensorflow/tensorflow/issues/45930: missing
-CUDA libraries leave TF CPU-only).
+CUDA libraries leave TF CPU-only). ``CHEXSTACK_OUTPUT_LOCK``: the token of the output lock a launcher holds
+(``trainer.runlock``).
 
 This module imports no TensorFlow and no run module (``--help`` and bad options answer at once; the host launcher
 runs ``parse`` and ``check`` on its request before starting horovodrun); ``trainer/__main__.py`` starts the runs.

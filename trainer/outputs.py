@@ -3,7 +3,7 @@ so a crash leaves the previous complete version, never a torn one. Rank 0 writes
 
 - ``metrics.json``     ``{"run": {...}, "epochs": [{epoch, loss, val_loss, auroc{class: float|null}, mean_auroc,
                        images_per_sec{per_rank, total}, world_size, label_sha256, n_train, n_val, val_rows, ...}],
-                       "test": {...}, "baseline": {...}}`` (CONTRIBUTING.md lists every field)
+                       "test": {...}, "baseline": {...}, "comparison": {...}}`` (fields below)
 - ``predictions.csv``  pooled validation predictions of the last epoch: ``Image Index``, ``label_<class>`` ×14
                        (0/1), ``score_<class>`` ×14 (float32 written with 9 significant digits: exact round trip)
 - ``test-predictions.csv`` the same for the test split, scored with the best epoch (``model-best.h5``)
@@ -13,6 +13,37 @@ so a crash leaves the previous complete version, never a torn one. Rank 0 writes
 - ``skipped-images.csv`` images left out because they failed the PNG check or the decode: ``path``, ``reason``
                        (written before training starts, also when the run then stops because too few images are
                        usable; a validation image that fails to decode later, during an evaluation, is added)
+
+The fields other areas read (``bench``, ``launch``, the tests), by key:
+
+- an epoch: ``epoch, loss, val_loss, auroc {class: float|null}, mean_auroc, n_classes_defined, monitor,
+  monitor_value, images_per_sec {per_rank, total}, world_size, label_sha256`` (SHA-256 of the label file's content,
+  after gunzip) ``, n_train, n_val, val_rows {expected, evaluated, skipped}, epoch_time_s, learning_rate, lr_at_floor,
+  improved, lr_decayed, lr_decays, best_epoch, early_stop, eval_time_s``;
+- ``run``: the settings (``recipe``, ``deterministic``, ``input_resize {where: host|device, why, source_size}``),
+  versions, class weights, the data report (rows without image, ``images_skipped {png_check, decode, total}``,
+  ``images_used``, split sizes), ``splits {file: splits.csv, sha256, train|val|test: {images, patients, sha256}}`` (a
+  split's sha256 over its sorted image names joined by newlines), ``end_epoch`` and ``end``
+  (``trainer.recipe.end_of_run``: ``epoch, reason: early_stop|epochs, lr_at_floor, floor_epoch,
+  epochs_at_floor_without_improvement, best_epoch, message``);
+- ``test`` (after the last epoch, with the best epoch's weights; absent without a test split): ``auroc {class:
+  {auroc, ci_low, ci_high, n_positive, n_resamples_defined}}, mean_auroc, mean_auroc_ci_low, mean_auroc_ci_high,
+  n_classes_defined, n_images, n_patients, rows, bootstrap {resamples, unit: patient, level: 0.95, method:
+  percentile, seed}, model, best_epoch``; ``baseline``: the same for the logistic regression, plus ``method``;
+  ``comparison`` (``trainer.evaluation.baseline_comparison``): ``statistic, difference`` (CNN minus baseline test mean
+  AUROC on the rows both scored) ``, ci_low, ci_high, level, distinguishable, verdict, n_classes, n_images,
+  n_patients, n_resamples_defined, bootstrap``;
+- ``throughput.json``: also ``hosts`` (each rank's host, rank order), ``image_size``, ``versions`` (``python``,
+  ``tensorflow``, ``horovod``, and the MPI library the ranks mapped, ``trainer.mpilib``), ``mpi``, ``label_sha256``,
+  ``splits`` (null for synthetic data), ``trainable_parameters``, ``input_resize``; with ``--horovod-timeline`` also
+  ``input_wait_s`` (each step's wait for its batch) and ``timeline``: ``horovod-timeline.json`` beside it, Horovod's
+  own timeline, which ``bench.attribution`` splits.
+
+Beside them: ``checkpoint/`` (``epoch-NNNN.h5`` and ``state.json``, the commit record written last:
+``trainer.checkpoint``), ``model.h5`` and ``model-best.h5`` (input float32 ``[B, S, S, 1]`` grey values 0..255; the
+first layer normalises as the backbone's weights expect), ``.chexstack.lock`` (``trainer.runlock``, there only while
+held) and, from ``python -m trainer evaluate``, ``evaluation.json`` (the ``test`` block plus model and label SHA-256,
+``list``, ``split``, ``images_seen_in_training``, ``few_cases``: ``trainer.evaluation.few_cases``).
 
 A run killed while writing (SIGKILL, power loss) leaves a ``.tmp-*`` file next to the complete previous version;
 the next run removes them once it holds the output lock (``remove_stale_temp_files``).
