@@ -65,6 +65,11 @@ def dotted_names(span: str) -> list[str]:
     return [found.group(1)]
 
 
+#: the checkout's output folders (.gitignore's root entries: build/, runs/, ...): made by runs, there or not
+OUTPUTS = {line.strip().strip("/") for line in (REPO / ".gitignore").read_text().splitlines()
+           if line.startswith("/") or line.strip() in (".venv",)}
+
+
 def paths(span: str) -> list[str]:
     """The checkout path a span starts with, as a glob, where its first part is a folder or file at the root of the
     checkout (``/opt/chexstack/trainer`` is in an image, ``checkpoint/state.json`` in a run's output)."""
@@ -72,7 +77,8 @@ def paths(span: str) -> list[str]:
     if not found or " " in span.strip()[:found.end()].strip():
         return []
     path = found.group(1)
-    if path.split("/")[0] in (".", "..") or not (REPO / path.split("/")[0]).exists():
+    root = path.split("/")[0]
+    if root in (".", "..") or root in OUTPUTS or not (REPO / root).exists():
         return []
     return [re.sub(r"<[^<>]+>", "*", alternative) for alternative in _alternatives(path)]
 
