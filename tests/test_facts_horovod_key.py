@@ -13,6 +13,7 @@ import pytest
 from envs.manifest import load_stack
 from facts import horovod_key
 from images import horovod
+from images.docker_build import _Progress
 from images.render import build_context
 from tests.lib.paths import REPO
 
@@ -161,3 +162,14 @@ def test_build_context_carries_that_one_wheel_and_the_key_script(tmp_path, monke
     ctx = {k: v for k, v in build_context(CPU).items() if k.startswith(horovod.CONTEXT_WHEELS)}
     assert ctx == {"%s/horovod_key.py" % horovod.CONTEXT_WHEELS: SCRIPT,
                    "%s/%s/%s" % (horovod.CONTEXT_WHEELS, wheel.parent.name, wheel.name): wheel}
+
+
+def test_the_build_output_says_whether_horovod_compiled():
+    """The step's "done" line repeats the lookup's verdict (``facts/horovod_key.py --wheel-in`` on stderr)."""
+    progress = _Progress(quiet=True)
+    progress.feed({"stream": "Step 8/29 : RUN wheel=$(...)\n"})
+    progress.feed({"stream": "horovod key 3f37dc7fc055fe7f2ebd0d5f: wheel /w/3f37/horovod.whl\n"})
+    progress.feed({"stream": "Processing /w/3f37/horovod.whl\nSuccessfully installed horovod-0.28.1\n"})
+    assert progress.verdict() == "horovod key 3f37dc7fc055fe7f2ebd0d5f: wheel /w/3f37/horovod.whl"
+    progress.feed({"stream": "Step 9/29 : COPY build-only/gate /g\n"})
+    assert progress.verdict() == ""
