@@ -33,6 +33,11 @@ class BuildFailed(ChexstackError):
                          exit_code=ExitCode.FAILED)
 
 
+#: The lines a step's "done" line repeats: the Horovod gate's verdict, and the wheel cache's (``horovod key K: wheel
+#: PATH`` or ``no wheel: compile``, ``facts/horovod_key.py``), so the build's output says whether Horovod compiled.
+VERDICTS = ("horovod key ",)
+
+
 @dataclass
 class _Progress:
     """What the stream said so far: the current step, its output tail, and per-step timings."""
@@ -50,10 +55,15 @@ class _Progress:
             return
         took = time.monotonic() - self.started
         self.steps.append((self.step, self.cached, took))
-        gate = [line for line in self.tail if "gate: " in line]
+        said = self.verdict()
         if not self.quiet:
             console.print("    [dim]%s %.1f s[/]%s" % ("cached" if self.cached else "done", took,
-                                                     (" " + gate[-1].strip()) if gate else ""), soft_wrap=True)
+                                                     (" " + said) if said else ""), soft_wrap=True)
+
+    def verdict(self) -> str:
+        """The current step's last verdict line (a Horovod gate's, or ``VERDICTS``), stripped; "" when none."""
+        said = [line for line in self.tail if line.startswith(VERDICTS) or "gate: " in line]
+        return said[-1].strip() if said else ""
 
     def feed(self, item: dict) -> None:
         if "errorDetail" in item or "error" in item:

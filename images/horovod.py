@@ -10,21 +10,39 @@ Facts (with their sources in envs/rules.yaml, queried through ``envs.rules``):
 Why last and with ``--no-cache-dir``: a later layer that changes TensorFlow, or a cached wheel compiled for
 another TensorFlow, breaks every rank at import (https://github.com/horovod/horovod/issues/2619); the gate makes the
 build itself fail.
+
+The one cache the cpu stack's devel stage does take from is chexstack's own Horovod wheel cache
+(``facts.horovod_key``: the folder ``<key>/`` that scripts/setup fills), because its key is a digest of exactly
+what the build reads: Horovod's version, the Python ABI, TensorFlow's version and compile flags, the MPI, the C++
+compiler and the build variables. pip's cache keys a wheel by the sdist alone, which is how a wheel compiled for
+another TensorFlow came back in #2619; a wheel under this key was compiled against the same TensorFlow, or the key
+would differ. The stage computes the key itself (``facts/horovod_key.py``, copied in alone) and installs the
+wheel only when the key matches, else compiles from source as before: the image still builds from its recipe alone
+where no cache is at hand, and the gate runs after either, unchanged. The host side (``host_wheel``) only decides
+which one file the build context carries: the newest cached wheel whose recorded facts agree with the stack's
+manifest (the rows horovod, tensorflow, python, mpi, gcc and ``build.horovod_env``).
 """
 from __future__ import annotations
 
+import json
+import re
 import shlex
+from pathlib import Path
 
 from chexstack.errors import ChexstackError
 from envs.check import horovod_env_findings
 from envs.manifest import Stack
 from envs.rules import horovod_has
+from facts import horovod_key
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV  # the build runs as root; hvd.init() starts MPI
 from images import parts
 from images.parts import Part
 from images.payload import BUILD_ONLY_GATE
 
 GATE_DIR = "/usr/local/share/chexstack-build/gate"
+#: Where a devel stage gets the key script and (when the host has one for the stack) the cached wheel; build-only.
+WHEEL_DIR = "/usr/local/share/chexstack-build/horovod-wheels"
+CONTEXT_WHEELS = "build-only/horovod-wheels"
 
 
 # Horovod < 0.17: no --check-build; the import + init is the whole proof (Python >= 3.5 syntax).
@@ -66,15 +84,64 @@ def required_components(horovod_env: dict[str, str]) -> list[tuple[str, str]]:
     return req
 
 
-def pip_install(stack: Stack, pip: str) -> Part:
-    """``<flags> pip install --no-cache-dir --no-build-isolation --no-deps horovod==<manifest version>``: compiled
-    against the TensorFlow already installed (no build isolation), never from a cached wheel. Its dependencies
-    are pinned in the manifest's python_packages and installed before."""
+def _names_version(text: object, version: str | None) -> bool:
+    """Whether ``text`` (a tool's version line) names ``version`` as a whole dotted prefix (``12.2`` in
+    ``c++ (Debian 12.2.0-14+deb12u1) 12.2.0``, not in ``12.20``)."""
+    return bool(version) and isinstance(text, str) and \
+        re.search(r"(?<![\d.])%s(?!\d)" % re.escape(str(version)), text) is not None
+
+
+def _fits(stack: Stack, fact: dict) -> bool:
+    """Whether a cached wheel's recorded facts (``horovod_key.py --facts``) agree with the stack's manifest."""
+    tf = fact.get("tensorflow") or {}
+    python = str(stack.version("python") or "")
+    return (fact.get("key_format") == horovod_key.KEY_FORMAT and fact.get("horovod") == stack.version("horovod")
+            and fact.get("build_variables") == dict(stack.build.horovod_env)
+            and tf.get("version") == stack.version("tensorflow")
+            and str(fact.get("python_abi", "")).startswith("cpython-%s-" % python.replace(".", ""))
+            and _names_version(fact.get("mpi"), stack.version("mpi"))
+            and _names_version(fact.get("cxx"), stack.version("gcc")))
+
+
+def host_wheel(stack: Stack, root: Path | None = None) -> Path | None:
+    """The one cached wheel (``root``: ``horovod_key.cache_root()``, i.e. ``$CHEXSTACK_WHEEL_CACHE``) the build
+    context carries for ``stack``: the newest ``<key>/horovod-<version>-*.whl`` whose ``<key>/key.json`` names that
+    key and agrees with the manifest (``_fits``); None when there is none. Whether the stage installs it is decided
+    inside the stage, by the key computed there."""
+    root = Path(root or horovod_key.cache_root())
+    found = []
+    for meta in root.glob("*/key.json"):
+        try:
+            fact = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        wheel = horovod_key.wheel_in(str(root), meta.parent.name, str(stack.version("horovod")))
+        if wheel and isinstance(fact, dict) and fact.get("key") == meta.parent.name and _fits(stack, fact):
+            found.append(Path(wheel))
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def pip_install(stack: Stack, python: str, pip: str, wheels: Path | None = None) -> Part:
+    """Horovod from the wheel cache when the stage's own key has a wheel there, else compiled:
+    ``<flags> pip install --no-cache-dir --no-build-isolation --no-deps horovod==<manifest version>`` against the
+    TensorFlow already installed (no build isolation), never from pip's cache. Two steps: COPY ``CONTEXT_WHEELS``
+    (``facts/horovod_key.py`` and, when ``host_wheel`` finds one under ``wheels``, that wheel as
+    ``<key>/<file>``) to ``WHEEL_DIR``; then one RUN that computes the key with the build's flags
+    (``horovod_key.py --wheel-in``) and installs the wheel it names, or compiles. Horovod's dependencies are pinned
+    in the manifest's python_packages and installed before."""
     check_build_flags(stack)
     flags = parts.horovod_env_prefix(stack.build.horovod_env)
     pin = stack.pin("horovod") if stack.components["horovod"].package else "horovod==%s" % stack.version("horovod")
-    return parts.run("%s %s install --no-cache-dir --no-build-isolation --no-deps %s" % (flags, pip, pin),
-                     name="horovod")
+    files: dict[str, Path | bytes] = {"horovod_key.py": parts.REPO / "facts" / "horovod_key.py"}
+    wheel = host_wheel(stack, wheels)
+    if wheel is not None:
+        files["%s/%s" % (wheel.parent.name, wheel.name)] = wheel
+    lookup = "%s %s %s/horovod_key.py --horovod %s --wheel-in %s" % (flags, python, WHEEL_DIR,
+                                                                        stack.version("horovod"), WHEEL_DIR)
+    install = ('if [ -n "$wheel" ]; then %s install --no-cache-dir --no-deps "$wheel"; '
+               "else %s %s install --no-cache-dir --no-build-isolation --no-deps %s; fi" % (pip, flags, pip, pin))
+    return parts.combine("horovod", parts.copy_dir(CONTEXT_WHEELS, files, WHEEL_DIR),
+                         parts.run("wheel=$(%s)" % lookup, install))
 
 
 def gate(stack: Stack, python: str, extra_env: dict[str, str] | None = None) -> Part:

@@ -14,7 +14,7 @@ s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, e
 14 s measured at load 4.5-6; 6 min 6 s for these 13 on 2026-12-06 with 7 other sessions on the 2 cores); ``SLOW_PAIRS``
 (marked ``slow``, multi-stage or several images): from-stages 33 s, entrypoint-cmd 37 s, copy-forms 45 s,
 copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s). The
-cpu stack's own definition, both stages built by Apptainer (its devel stage compiles Horovod again): 394 s in that
+cpu stack's own definition, both stages built by Apptainer (its devel stage compiled Horovod again then): 394 s in that
 run (313 s in a cold-cache run). Every pair and the stack run in ``make test`` (CI): 33 min 9 s and, Docker's cache
 emptied, 38 min 39 s in all. Not built by either
 tool here: add-url (downloads from the network) and buildkit-forms (heredocs need the ``docker/dockerfile:1.4`` frontend
@@ -186,7 +186,8 @@ def test_a_base_images_shell_user_and_workdir_build_the_same(client, micromamba_
 def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_build, tmp_path):
     """``invoke render --stack cpu --format singularity`` built by ``apptainer build`` gives the verified Docker
     image: same files (the venv's symbolic links kept by ``%files from devel``), environment, Table 1 rows (every
-    one a match) and run behaviour. Both stages are built by Apptainer (its devel stage compiles Horovod); the
+    one a match) and run behaviour. Both stages are built by Apptainer (its devel stage installs the wheel of the host's
+    Horovod wheel cache when the key computed inside matches, else compiles Horovod, as Docker's does); the
     sandbox is kept for the next run with the same inputs (``build_key``), as Docker keeps the image's layers."""
     from tests.harness.equivalence import check_stack
 

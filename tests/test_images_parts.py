@@ -28,7 +28,7 @@ PARTS = {
     "build-ca": parts.build_ca,
     "chexstack-code": parts.chexstack_code,
     "mpijob-ssh": mpijob.ssh_setup,
-    "horovod-pip-cpu": lambda: horovod.pip_install(load_stack("cpu"), "/opt/venv/bin/pip"),
+    "horovod-pip-cpu": lambda: horovod.pip_install(load_stack("cpu"), "/opt/venv/bin/python", "/opt/venv/bin/pip"),
     "horovod-gate-cpu": lambda: horovod.gate(load_stack("cpu"), "/opt/venv/bin/python"),
     "horovod-gate-ngc": lambda: horovod.gate(load_stack("ngc"), "python"),
 }

@@ -52,15 +52,24 @@ def test_base_override_replaces_every_from():
 
 
 def test_cpu_horovod_last_no_cache_and_gated():
+    """Horovod after TensorFlow, from the wheel whose key the stage computes itself, else compiled with the
+    manifest's flags and --no-cache-dir; the gate after either."""
     docker = render(load_stack("cpu"), "docker")
     devel = docker.split("\nFROM ")[1]
-    runs = [l for l in devel.splitlines() if l.startswith("RUN ")]
-    tf = next(i for i, l in enumerate(runs) if "python3 -m venv" in l)
-    assert "tensorflow-cpu==2.15.1" in devel.split(runs[tf])[1].split("\n\n")[0]
-    hvd = next(i for i, l in enumerate(runs) if "horovod==0.28.1" in l)
+    steps = devel.split("\n\n")
+    tf = next(i for i, s in enumerate(steps) if "python3 -m venv" in s)
+    assert "tensorflow-cpu==2.15.1" in steps[tf]
+    hvd = next(i for i, s in enumerate(steps) if "horovod==0.28.1" in s)
     assert tf < hvd
-    assert "--no-cache-dir" in runs[hvd] and "HOROVOD_WITH_MPI=1" in runs[hvd]
-    gate = docker.split("horovod==0.28.1")[1]
+    assert steps[hvd - 1] == "COPY build-only/horovod-wheels /usr/local/share/chexstack-build/horovod-wheels"
+    lookup, install = steps[hvd].split(" && \\\n")
+    assert lookup.startswith("RUN wheel=$(") and "HOROVOD_WITH_MPI=1" in lookup
+    assert "horovod_key.py --horovod 0.28.1 --wheel-in /usr/local/share/chexstack-build/horovod-wheels" in lookup
+    cached, compiled = install.split("; else ")
+    assert cached.strip() == 'if [ -n "$wheel" ]; then /opt/venv/bin/pip install --no-cache-dir --no-deps "$wheel"'
+    assert "--no-cache-dir --no-build-isolation --no-deps horovod==0.28.1; fi" in compiled
+    assert "HOROVOD_WITH_MPI=1" in compiled
+    gate = "\n\n".join(steps[hvd + 1:])
     assert "python -m facts.horovod_gate --require framework=TensorFlow,controller=MPI,controller=Gloo" in gate
 
 

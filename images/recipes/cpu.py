@@ -1,10 +1,11 @@
 """cpu family: Debian + Open MPI + a venv with the pinned TensorFlow, Horovod compiled last, in two stages.
 
 devel:   base + compilers + Open MPI dev + venv (TensorFlow + python_packages: ``Stack.pip_pins``, Horovod's pin
-         excepted) -> Horovod (manifest's horovod_env,
-         --no-cache-dir) -> Horovod gate (the build fails when Horovod lacks a required part or was built for
-         another TensorFlow: https://github.com/horovod/horovod/issues/3858,
-         https://github.com/horovod/horovod/issues/2619). The proxy CA is given to this stage only.
+         excepted) -> Horovod (manifest's horovod_env, --no-cache-dir; the wheel of chexstack's Horovod wheel cache
+         when the key computed in the stage matches, else compiled: ``images.horovod.pip_install``) -> Horovod gate
+         (the build fails when Horovod lacks a required part or was built for another TensorFlow:
+         https://github.com/horovod/horovod/issues/3858, https://github.com/horovod/horovod/issues/2619).
+         The proxy CA is given to this stage only.
 runtime: base + Python + Open MPI runtime + the verbs userspace + OpenSSH ready for an MPIJob (``images.mpijob``)
          + the venv copied from devel + our code (last).
 """
@@ -37,7 +38,7 @@ def stages(stack: Stack, base: str, distro: str) -> list[Stage]:
                                                                             if p != stack.pin("horovod"))),
                   "%s check" % pip, name="venv"),
         venv_first,
-        horovod.pip_install(stack, pip),
+        horovod.pip_install(stack, python, pip),
         horovod.gate(stack, python),
     ]
     runtime = [

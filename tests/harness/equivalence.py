@@ -27,8 +27,10 @@ builds ``invoke render --stack S --format singularity`` and adds the Table 1 row
 across clean checkouts (``cached_build``): a stage is built alone once, kept under ``cache_root()`` by
 ``stage_key`` (the digest of everything its build reads but the network: its text, its ``From:`` image's ID in the
 local engine, the build-context files its ``%files`` name, the stages it copies from, the Apptainer version), and a
-later stage reads it as ``Bootstrap: localimage`` of the kept sandbox. A stack's devel stage compiles Horovod (5 to
-8 minutes on 2 cores): it is built again only when what it reads changes. Like Docker's cache it does not notice a
+later stage reads it as ``Bootstrap: localimage`` of the kept sandbox. A stack's devel stage installs TensorFlow and
+Horovod (the cpu stack's takes Horovod's wheel from the build context when the key it computes matches the host's
+cached wheel, docs/testing.md "The Horovod wheel cache"; else it compiles Horovod, 5 to 8 minutes on 2 cores): it
+is built again only when what it reads changes (the cached wheel among it). Like Docker's cache it does not notice a
 package index that moved under an unchanged recipe: that is why the stacks pin every package (``envs/stacks``).
 
 Not compared (Apptainer's runtime, for every image, not a definition's to keep): the invoking user (and so

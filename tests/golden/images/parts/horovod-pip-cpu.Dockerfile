@@ -1,1 +1,3 @@
-RUN CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 /opt/venv/bin/pip install --no-cache-dir --no-build-isolation --no-deps horovod==0.28.1
+COPY build-only/horovod-wheels /usr/local/share/chexstack-build/horovod-wheels
+RUN wheel=$(CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 /opt/venv/bin/python /usr/local/share/chexstack-build/horovod-wheels/horovod_key.py --horovod 0.28.1 --wheel-in /usr/local/share/chexstack-build/horovod-wheels) && \
+    if [ -n "$wheel" ]; then /opt/venv/bin/pip install --no-cache-dir --no-deps "$wheel"; else CMAKE_POLICY_VERSION_MINIMUM=3.5 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 /opt/venv/bin/pip install --no-cache-dir --no-build-isolation --no-deps horovod==0.28.1; fi
