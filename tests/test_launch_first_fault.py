@@ -200,10 +200,11 @@ def test_the_live_run_names_the_same_first_fault():
 
 
 @pytest.mark.parametrize("last,what", [
-    ("Fatal Python error: Aborted", "unclassified failure: the first fault (rank 1, line 3): `Fatal Python error: "
-                                    "Aborted`, a process crashed; rerun with PYTHONFAULTHANDLER=1"),
-    ("Segmentation fault (core dumped)", "unclassified failure: the first fault (rank 1, line 3): `Segmentation fault "
-                                         "(core dumped)`, a process crashed"),
+    ("Fatal Python error: Aborted", "the first fault (rank 1, line 3): `Fatal Python error: Aborted`, a process "
+                                    "crashed: SIGABRT (it aborted) [CRASH_ABORT]; rerun with PYTHONFAULTHANDLER=1"),
+    ("Segmentation fault (core dumped)", "the first fault (rank 1, line 3): `Segmentation fault (core dumped)`, a "
+                                         "process crashed: SIGSEGV (a segmentation fault) [CRASH_SEGFAULT]; rerun with "
+                                         "PYTHONFAULTHANDLER=1"),
     ("Killed", "unclassified failure: the first fault (rank 1, line 3): `Killed`, a process was killed; something "
                "outside the process killed it (SIGKILL): the kernel's out-of-memory killer"),
     ("Out of memory: Killed process 4242 (python) total-vm:61234567kB", "the first fault (rank 1, line 3): `Out of "

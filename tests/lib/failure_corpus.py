@@ -64,7 +64,7 @@ NON_CLASSES = ("none", "unclassified", "rank_exit")
 
 #: A cause code's class, by the code's leading part (the longest match wins).
 CODE_CLASSES = {
-    "TF_OUT_OF_MEMORY": "oom", "OOM": "oom", "GPU_OOM": "oom", "HOST_OOM": "oom",
+    "TF_OUT_OF_MEMORY": "oom", "OOM": "oom", "GPU_OOM": "oom", "GPU_OUT_OF_MEMORY": "oom", "HOST_OOM": "oom",
     "CUDA_DRIVER_TOO_OLD": "cuda_driver", "CUDA_INIT": "gpu_init", "GPU_INIT": "gpu_init", "NO_DEVICES": "gpu_init",
     "NVML_DRIVER_LIBRARY_MISMATCH": "version_mismatch", "NCCL_VERSION_MISMATCH": "version_mismatch",
     "HOROVOD_TF_MISMATCH": "build", "HOROVOD_BUILD_INCOMPLETE": "build", "HOROVOD_IMPORT": "build",
