@@ -902,7 +902,23 @@ def interrupted_explanation(outcome: Outcome, where: str) -> str:
     return text + "\nfull log: %s" % outcome.log_path
 
 
+@dataclasses.dataclass(frozen=True)
+class Explained:
+    """A saved log's explanation: ``text`` (``explain_log``) and ``failed``: the log shows a failure (an explained
+    or an unclassified failure, a hang, a refused input); False only for a run the trainer reported done, a log
+    without any fault-class line ("no failure ...") and a run a signal stopped that had not hung (a stop, not a
+    failure)."""
+
+    text: str
+    failed: bool
+
+
 def explain_log(path: str) -> str:
+    """The explanation of a saved launcher log (``explain_saved_log``'s text)."""
+    return explain_saved_log(path).text
+
+
+def explain_saved_log(path: str) -> Explained:
     """The explanation of a saved launcher log: a run's ``launch.log``, horovodrun's or mpirun's output, a Slurm job's
     ``slurm-N.out``, an MPIJob launcher pod's log. A ``launch.log`` holds every run of its output folder, each
     starting with its ``$ command`` line (``facts.parsers.horovodrun.RUN_START``): the last run is explained. The
@@ -931,16 +947,17 @@ def explain_log(path: str) -> str:
     outcome = reader.outcome(None, path)
     controller = "mpi" if mpi else "gloo"
     if outcome.interrupted is not None:
-        return interrupted_explanation(outcome, path + which)
+        return Explained(interrupted_explanation(outcome, path + which), hung(outcome))
     if done and not (outcome.first_failure or outcome.errors or outcome.first_exception):
-        return "no failure in %s%s: the run's trainer reported it done" % (path, which)
+        return Explained("no failure in %s%s: the run's trainer reported it done" % (path, which), False)
     if not _diagnoses(outcome, controller, None)[0]:
         if not run:
-            return "no failure found in %s%s: it is empty" % (path, which)
+            return Explained("no failure found in %s%s: it is empty" % (path, which), False)
         shown = [line for line in hr.without_tracebacks(outcome.tail) if parse_event(line) is None][-10:]
-        return "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d " \
+        return Explained(
+            "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d "
             "line(s)%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
                              "; the last epoch it shows ended is %d" % outcome.last_epoch,
-                             "; last lines:\n" + "\n".join(shown) if shown else "")
-    return explain_failure(outcome, controller, origin="from its log%s" % (
-        "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else ""))
+                             "; last lines:\n" + "\n".join(shown) if shown else ""), False)
+    return Explained(explain_failure(outcome, controller, origin="from its log%s" % (
+        "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else "")), True)
