@@ -559,7 +559,7 @@ CUDA_INIT_REMEDY = (
      "error 802: on an NVSwitch system (HGX/DGX) the GPUs are not registered with the NVLink fabric: start "
      "nvidia-fabricmanager at the driver's exact version (systemctl status nvidia-fabricmanager; nvidia-smi -q | grep "
      "-A 2 Fabric must say Completed; https://github.com/pytorch/pytorch/issues/35710)"),
-    (re.compile(r"NO_DEVICE|NoDevice|no CUDA-capable device|No CUDA GPUs are available|no supported devices found|"
+    (re.compile(r"NO_DEVICE|NoDevice|no CUDA-capable device|No CUDA GPUs are available|(?i:no supported devices found)|"
                 r"\b100\b"),
      "the rank sees no GPU: CUDA_VISIBLE_DEVICES empty or wrong for the ranks started there, a container started "
      "without --gpus/--nv, or a node of the allocation given no GPU (--gres=gpu:N / --gpus-per-node=N for every "

@@ -88,7 +88,7 @@ KINDS: tuple[Kind, ...] = (
         r"CUDA-capable devices? (?:is|are) busy or unavailable", r"system not yet initialized",
         r"Failed to initialize NVML", r"NVML: Driver/library version mismatch", r"No CUDA GPUs are available",
         r"cudaGetDevice\(\) failed", r"CUDA driver initialization failed", r"CUDA initialization: ",
-        r"cuda runtime error \(\d+\)", r"no supported devices found for platform CUDA", r"invalid device ordinal"),
+        r"cuda runtime error \(\d+\)", r"(?i:no supported devices found for platform CUDA)", r"invalid device ordinal"),
         "CUDA's error names (CUresult CUDA_ERROR_*, cudaError_t: https://docs.nvidia.com/cuda/cuda-driver-api/"
         "group__CUDA__TYPES.html), TensorFlow's `failed call to cuInit: CUDA_ERROR_...` (stream_executor "
         "cuda_driver.cc), PyTorch's `CUDA error: ...`, NVML's `Failed to initialize NVML`"),
@@ -275,20 +275,25 @@ CAUSES: tuple[Cause, ...] = (
         "the dynamic loader's `undefined symbol:` raised by ctypes/import (horovod/horovod#1190, #2619)"),
     _cause("HOROVOD_BUILD_INCOMPLETE", "build", (
         r"Extension (?P<ext>horovod\.\w+) has not been built", r"Horovod has not been built with (?P<ext>\w+) support",
-        r"(?P<ext>horovod\.\w+) (?:was|has) not (?:been )?built"),
-        "Horovod was installed without its %(ext)s extension (the framework was not importable when Horovod was "
-        "built, or its build failed)", REBUILD_HOROVOD,
+        r"(?P<ext>horovod\.\w+) (?:was|has) not (?:been )?built",
+        r"(?P<ext>Neither MPI nor Gloo) support has been built",
+        r"(?P<ext>\w+) support (?:has|was) not (?:been )?built"),
+        "Horovod was installed without a part this run needs (%(ext)s: the framework was not importable when Horovod "
+        "was built, or that part's build failed)", REBUILD_HOROVOD,
         "horovod/common/util.py check_extension: `Extension horovod.tensorflow has not been built`"),
-    _cause("NVML_DRIVER_LIBRARY_MISMATCH", "gpu_init", (r"Driver/library version mismatch",),
+    _cause("NVML_DRIVER_LIBRARY_MISMATCH", "gpu_init", (
+        r"Driver/library version mismatch", r"NVML_ERROR_LIB_RM_VERSION_MISMATCH", r"NVRM: API mismatch",
+        r"API mismatch: the NVIDIA kernel module has version"),
            "the driver's version mismatch: its user-space library is not the loaded kernel module's version",
-           DRIVER_MISMATCH_REMEDY, "NVML's NVML_ERROR_LIB_RM_VERSION_MISMATCH message (nvidia-smi exits 18)"),
+           DRIVER_MISMATCH_REMEDY, "NVML's NVML_ERROR_LIB_RM_VERSION_MISMATCH message (nvidia-smi exits 18; "
+           "nvidia-container-cli writes it in lower case), the kernel's `NVRM: API mismatch`", flags=re.I),
     _cause("NCCL_IB_MEMREG_FAILED", "memlock", (r"NCCL WARN.*ibv_reg_mr\w* failed",),
            "NCCL could not register (pin) its buffers with the HCA: the locked-memory limit (memlock) of the ranks is "
            "too low", MEMLOCK_REMEDY, "NCCL's ibvwrap.cc `Call to ibv_reg_mr failed` (NCCL troubleshooting guide)"),
     _cause("MEMLOCK_LIMITED", "memlock", (
         r"ibv_(?:create_cq|create_qp|reg_mr|create_srq)\w*(?:\([^)]*\))? failed: Cannot allocate memory",
         r"(?:max )?locked[- ]memory.*(?:limit|too (?:low|small))", r"RLIMIT_MEMLOCK.*(?:limit|too|low)",
-        r"registered memory.*(?:limit|ulimit)"),
+        r"registered memory.*(?:limit|ulimit)", r"allocate some locked memory", r"couldn't (?:lock|pin) memory"),
         "RDMA queues and buffers need pinned memory, and the ranks' locked-memory limit (memlock, ulimit -l) is too "
         "low for them", MEMLOCK_REMEDY,
         "UCX's ib_iface.c `ibv_create_cq(...) failed: Cannot allocate memory`, Open MPI's openib warning about "
@@ -301,14 +306,15 @@ CAUSES: tuple[Cause, ...] = (
            "NCCL's socket.cc `socketStartConnect: Connect to fe80::...%ib1 failed`"),
     _cause("NCCL_CONNECT_FAILED", "nccl", (
         r"NCCL WARN.*(?:[Cc]onnect|bootstrap)\w*.*(?P<why>timed out|Connection refused|No route to host|connection "
-        r"abort|Network is unreachable|Connection reset)", r"NCCL WARN (?:socketStartConnect|bootstrap\w*):"),
+        r"abort|Network is unreachable|Connection reset)", r"NCCL WARN (?:socketStartConnect|bootstrap\w*):",
+        r"NCCL WARN (?P<why>Bootstrap : no socket interface found)"),
         "NCCL could not connect to another rank's socket (%(why)s): the interface it picked does not reach the other "
         "host, or a firewall drops the connection", NCCL_SOCKET_REMEDY,
         "NCCL's socket.cc/bootstrap.cc `Call to connect failed : Connection timed out`"),
     _cause("MPI_INIT_FAILED", "mpi_init", (
         r"ompi_rte_init failed", r"orte_init failed", r"ORTE was unable to reliably start", r"orte_ess_init failed",
         r"It looks like MPI_INIT failed", r"An error occurred in MPI_Init", r"MPI_Init(?:_thread)?(?:\(\))? failed",
-        r"PMIx_Init failed", r"PMIX ERROR:", r"ORTE_ERROR_LOG"),
+        r"PMIx_Init failed", r"PMIX ERROR:", r"ORTE_ERROR_LOG", r"PMIx? (?:version|library) mismatch"),
         "the ranks could not join the runtime of the mpirun that started them (MPI_Init failed): another Open MPI "
         "(or PMIx) is loaded by the ranks than the launcher's on some host, or Horovod was built against another MPI",
         MPI_INIT_REMEDY, "Open MPI's help-mpi-runtime.txt (`It looks like MPI_INIT failed`, `ompi_rte_init failed`)"),
@@ -321,7 +327,7 @@ CAUSES: tuple[Cause, ...] = (
         "PyTorch's `CUDA out of memory`"),
     _cause("HOST_OUT_OF_MEMORY", "out_of_memory", (
         r"oom[-_]kill", r"Out of memory: Kill", r"Killed process \d+", r": task \d+: Out Of Memory",
-        r"Memory cgroup out of memory"),
+        r"Memory cgroup out of memory", r"exceeded (?:job )?memory limit"),
         "the out-of-memory killer", HOST_OOM_REMEDY,
         "the kernel's OOM killer (mm/oom_kill.c), Slurm's `Detected 1 oom-kill event(s)` (task/cgroup), srun's `task "
         "N: Out Of Memory`", flags=re.I),
@@ -451,7 +457,8 @@ class FaultScanner:
     stall: StallReader = field(default_factory=StallReader)
     read: int = 0
     context: list[str] = field(default_factory=list)
-    _previous: tuple[int | None, str, int, FaultLine | None] | None = None  # (rank, text, raw length, its fault)
+    #: the last line, where it was a rank's: (rank, text, raw length, its fault, its number)
+    _previous: tuple[int | None, str, int, FaultLine | None, int] | None = None
     _longest: int = 0
 
     def feed(self, line: str) -> FaultLine | None:
@@ -462,25 +469,25 @@ class FaultScanner:
         rank, text = split_rank(line)
         previous, self._previous = self._previous, None
         longest, self._longest = self._longest, max(self._longest, len(line))
-        wrapped, joined = False, None  # a wrapped line's second part; its first part's fault
+        wrapped, joined, number = False, None, self.read  # a wrapped line's second part; its first part's fault
         if (rank is None and previous is not None and previous[0] is not None and previous[2] >= _WRAP_MIN
                 and previous[2] >= longest and text.strip() and not _NOT_CONTINUATION.match(text)):
-            rank, text, joined, wrapped = previous[0], previous[1] + text, previous[3], True
+            rank, text, joined, number, wrapped = previous[0], previous[1] + text, previous[3], previous[4], True
         if (self.first is not None and len(self.context) < CONTEXT and rank == self.first.rank
                 and self.first.number < self.read):
             self.context.append(text.strip())
         found = classify_line(text)
         if found is None:
-            self._previous = None if wrapped else (rank, text, len(line), None)
+            self._previous = None if wrapped or rank is None else (rank, text, len(line), None, self.read)
             return None
         if joined is not None:  # the wrapped line, read whole: it replaces its first part's reading
             self._forget(joined)
         if rank is None and (task := _SRUN_TASK.match(text)):
             rank = int(task.group("rank"))
         cause = classify_cause(text)
-        fault = FaultLine(found[0], rank, text.strip(), joined.number if joined else self.read, found[1],
+        fault = FaultLine(found[0], rank, text.strip(), number, found[1],
                           cause.code if cause else None)
-        self._previous = None if wrapped else (rank, text, len(line), fault)
+        self._previous = None if wrapped or rank is None else (rank, text, len(line), fault, self.read)
         self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
         if len(self.lines) < KEEP:
             self.lines.append(fault)
