@@ -12,7 +12,9 @@ were on loopback, else a segfault of the rank (``gloo_segfault``). The output it
 The first anomaly comes first (``first_fault_diagnosis``): the earliest fault-class line on any rank, read in time
 order behind every launcher's prefix (``facts.parsers.faults``: a container that did not start, a GPU, MPI, memory,
 NCCL, an exception, a crash, a kill), or Horovod's stall warnings, a hang of their own (``stall_diagnosis``,
-``facts.parsers.horovod_stall``); what only follows from it (Horovod's shutdown on the other ranks, Open MPI's
+``facts.parsers.horovod_stall``), with its known cause's code and remedy (``facts.parsers.faults.CAUSES``; a crash
+with its signal, the library of its first native frame and an uncaught C++ exception's message: ``crash_detail``);
+what only follows from it (Horovod's shutdown on the other ranks, Open MPI's
 banner, the first rank to exit) is said after it. A log with a fault-class line is never "no failure found": a
 first fault no part explains is an "unclassified failure", the line quoted with its kind's next step.
 

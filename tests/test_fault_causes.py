@@ -109,3 +109,15 @@ def test_every_cause_is_catalogued_and_sourced():
         assert cause.code in CODES, cause.code
         assert cause.kind in faults.KIND and cause.source and "https://" in cause.remedy, cause.code
     assert len({c.code for c in faults.CAUSES}) == len(faults.CAUSES)
+
+
+def test_the_duplicate_gpu_fix_pins_by_local_rank_with_every_node_gpu_visible():
+    """validate --job FAILs --gpus-per-task for a trainer that pins local rank N (job.gpu_binding): the duplicate-GPU
+    remedy (case 35's kind) and the invalid-ordinal one say the same, never --gpus-per-task=1 as the fix."""
+    from launch import failure
+
+    ordinal = next(fix for rx, fix in failure.CUDA_INIT_REMEDY if rx.search("CUDA error: invalid device ordinal"))
+    for remedy in (failure.DUPLICATE_GPU_REMEDY, ordinal):
+        assert "--gpus-per-node=N --ntasks-per-node=N" in remedy and "--gpu-bind=none" in remedy
+        assert "job.gpu_binding" in remedy
+    assert "not --gpus-per-task=1" in failure.DUPLICATE_GPU_REMEDY

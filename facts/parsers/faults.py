@@ -12,6 +12,13 @@ The kinds are generic: a kind is what failed (a container's start, a GPU's initi
 Python exception, a process crash, a kill, a hang), not the text of one report; known sub-causes of a kind (an
 Apptainer/Singularity ``FATAL:`` about loop devices) carry a code of ``validate/catalogue.py``. Each pattern cites
 where the text comes from.
+
+``CAUSES`` is the table of known causes, matched before the kinds: each a code, its kind, the tools' own messages
+that show it, the cause in words and its remedy with the public source (Horovod built against another framework or
+MPI or without an extension, a native crash by its signal, RDMA memory refused by the locked-memory limit, MPI_Init,
+NCCL's socket connects and link-local addresses, the GPU's memory and the host's, Slurm's time limit and refusals, the
+NVIDIA driver's library and kernel module at different versions). ``launch.failure`` says a first fault of a known
+cause with its code and remedy; ``crash_owner`` names whose a crashed frame's library is.
 """
 from __future__ import annotations
 
