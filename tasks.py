@@ -163,7 +163,9 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
         "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
         "explain": "explain a failed run from its saved log (a run's launch.log, horovodrun/mpirun output, a Slurm "
                    "job's slurm-N.out, an MPIJob launcher's log): the line that says why, its cause and remedy, or "
-                   "that a signal stopped the run or the log shows no failure; runs nothing",
+                   "that a signal stopped the run or the log shows no failure; runs nothing. Exit status 1 when "
+                   "the log shows a failure (explained or unclassified, a hang), 0 only for a finished run, no "
+                   "failure found or a run a signal stopped that had not hung, 2 for a log it cannot read",
     },
 )
 @user_errors
@@ -184,14 +186,17 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epoc
     from launch.request import TrainRequest
 
     if explain is not None:
-        from launch.failure import explain_log
+        from launch.failure import explain_saved_log
 
         names = [n for n in inspect.signature(train.body).parameters if n not in ("c", "explain")]
         others = given(train.body, {**locals(), **trainer}, names)
         if others:
             raise ChexstackError("--explain LOG reads a log and runs nothing: leave out %s"
                                  % ", ".join("--" + n.replace("_", "-") for n in others))
-        console.print(explain_log(explain), markup=False, highlight=False, soft_wrap=True)
+        explained = explain_saved_log(explain)
+        console.print(explained.text, markup=False, highlight=False, soft_wrap=True)
+        if explained.failed:
+            raise Exit(code=ExitCode.FAILED)
         return
 
     where = launch.where(launcher, given(train.body, locals(), WHERE_OPTIONS), stack=stack, runtime=runtime,

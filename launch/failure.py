@@ -12,7 +12,9 @@ were on loopback, else a segfault of the rank (``gloo_segfault``). The output it
 The first anomaly comes first (``first_fault_diagnosis``): the earliest fault-class line on any rank, read in time
 order behind every launcher's prefix (``facts.parsers.faults``: a container that did not start, a GPU, MPI, memory,
 NCCL, an exception, a crash, a kill), or Horovod's stall warnings, a hang of their own (``stall_diagnosis``,
-``facts.parsers.horovod_stall``); what only follows from it (Horovod's shutdown on the other ranks, Open MPI's
+``facts.parsers.horovod_stall``), with its known cause's code and remedy (``facts.parsers.faults.CAUSES``; a crash
+with its signal, the library of its first native frame and an uncaught C++ exception's message: ``crash_detail``);
+what only follows from it (Horovod's shutdown on the other ranks, Open MPI's
 banner, the first rank to exit) is said after it. A log with a fault-class line is never "no failure found": a
 first fault no part explains is an "unclassified failure", the line quoted with its kind's next step.
 
@@ -30,9 +32,10 @@ import re
 import signal
 
 from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
+from facts.parsers import faults
 from facts.parsers import horovodrun as hr
 from facts.parsers.container import classify_container_fatal, classify_runtime_error
-from facts.parsers.faults import CONSEQUENCES, KIND, FaultLine, FaultScanner, split_rank
+from facts.parsers.faults import CAUSE, CONSEQUENCES, KIND, FaultLine, FaultScanner, crash_owner, split_rank
 from facts.parsers.horovod import version_mismatch
 from facts.parsers.horovod_stall import Stall
 from facts.parsers.mpi import LaunchFailure, classify_launch
@@ -92,6 +95,8 @@ class Outcome:
     fault_lines: list[FaultLine] = dataclasses.field(default_factory=list)  # the first fault-class lines, in order
     stall: Stall | None = None  # Horovod's stall warnings (``facts.parsers.horovod_stall``)
     world_size: int | None = None  # the trainer's ``run`` event's world size
+    #: the first fault's rank's lines after it (``facts.parsers.faults.FaultScanner.context``): a crash's backtrace
+    fault_context: list[str] = dataclasses.field(default_factory=list)
 
 
 class OutputReader:
@@ -158,7 +163,8 @@ class OutputReader:
                        interrupted if interrupted is not None else self.interrupted, self.first_exception,
                        self.lost_host, self.failures.host, self.hosts, self.slurm_lost, list(self.launcher),
                        self.command, list(self.nccl), self.last_epoch, self.faults.first or self.faults.first_summary,
-                       list(self.faults.lines), self.faults.stall.stall, self.world_size)
+                       list(self.faults.lines), self.faults.stall.stall, self.world_size,
+                       list(self.faults.context))
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
@@ -226,14 +232,20 @@ SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker 
               "workaround")
 #: Two ranks on one GPU: NCCL allows one rank per GPU in a communicator. Horovod's local rank comes from its MPI, and
 #: is 0 on every rank when Horovod was built against another MPI than the ``mpirun`` that started the ranks
-#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun").
+#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun"). Slurm's
+#: --gpus-per-task/--gpu-bind bind each task to its own GPUs, renumbered from 0 inside it
+#: (https://slurm.schedmd.com/srun.html#OPT_gpu-bind): with a trainer that pins local rank N (validate --job's
+#: job.gpu_binding) the node's GPUs stay visible to every task.
 DUPLICATE_GPU_REMEDY = (
     "give each rank its own GPU: pin GPU hvd.local_rank() (TF 2: tf.config.set_visible_devices(gpus[hvd.local_rank()], "
-    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) or start each rank with its own "
-    "CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
+    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) — chexstack's trainer does, so it "
+    "needs every GPU of its node visible; only a script that always uses GPU 0 may instead start each rank with its "
+    "own CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
     "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
-    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm give each task its GPU "
-    "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per task)")
+    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm keep every GPU of a node "
+    "visible to its tasks and let the trainer pin local rank N to GPU N (--gpus-per-node=N --ntasks-per-node=N, "
+    "--gpu-bind=none), not --gpus-per-task=1 nor one CUDA_VISIBLE_DEVICES per task, which leave each task one GPU "
+    "numbered 0 so local rank 1 finds no GPU 1 (invoke validate --job: job.gpu_binding)")
 #: NCCL could not pin memory for the HCA (Horovod's troubleshooting guide: "NCCL WARN Call to ibv_reg_mr failed",
 #: memlock unlimited); the limit that counts is the ranks', under their launcher (container.rank_limits).
 MEMREG_REMEDY = ("raise the locked-memory limit to unlimited where the ranks run: docker run --ulimit memlock=-1; bare "
@@ -530,10 +542,7 @@ FAULT_REMEDY = {
         "the quoted line says why the container could not start: start the same container by hand on that node "
         "(`singularity exec IMAGE true`, `docker run IMAGE true`) and run invoke validate there (its container "
         "checks)"),
-    "HOST_OUT_OF_MEMORY": (
-        "the host's (or the job's cgroup's) memory ran out and the kernel killed a rank: fewer ranks per host, a "
-        "smaller --batch-size or --image-size, or more memory for the job (sbatch --mem, a pod's memory limit); "
-        "dmesg on that host names what was killed"),
+    "HOST_OUT_OF_MEMORY": faults.HOST_OOM_REMEDY,
     "HOROVOD_STALL_MISMATCH": (
         "run one environment on every host: one image (invoke train --stack ...) or one shared venv and checkout, "
         "and compare what each host really runs: `mpirun -H %(hosts)s python -c 'import tensorflow as tf, keras; "
@@ -552,9 +561,17 @@ CUDA_INIT_REMEDY = (
      "error 802: on an NVSwitch system (HGX/DGX) the GPUs are not registered with the NVLink fabric: start "
      "nvidia-fabricmanager at the driver's exact version (systemctl status nvidia-fabricmanager; nvidia-smi -q | grep "
      "-A 2 Fabric must say Completed; https://github.com/pytorch/pytorch/issues/35710)"),
-    (re.compile(r"NO_DEVICE|NoDevice|no CUDA-capable device|No CUDA GPUs are available|\b100\b"),
-     "the rank sees no GPU: CUDA_VISIBLE_DEVICES empty or wrong, a container started without --gpus/--nv, or a "
-     "Slurm task given no GPU (--gpus-per-task); nvidia-smi inside the rank's environment must list one"),
+    (re.compile(r"NO_DEVICE|NoDevice|no CUDA-capable device|No CUDA GPUs are available|(?i:no supported devices found)|"
+                r"\b100\b"),
+     "the rank sees no GPU: CUDA_VISIBLE_DEVICES empty or wrong for the ranks started there, a container started "
+     "without --gpus/--nv, or a node of the allocation given no GPU (--gres=gpu:N / --gpus-per-node=N for every "
+     "node); nvidia-smi inside the rank's environment must list one"),
+    (re.compile(r"INVALID_DEVICE|invalid device ordinal|cudaErrorInvalidDevice|\b101\b"),
+     "the rank asked for a GPU its process does not see: several ranks per node with one GPU visible to each "
+     "(srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank) while the trainer pins local rank N to GPU N, so local "
+     "rank 1 finds no GPU 1: keep every GPU of the node visible to its ranks (--gpus-per-node=N "
+     "--ntasks-per-node=N, --gpu-bind=none; invoke validate --job names it: job.gpu_binding), or fewer ranks per "
+     "node than its GPUs (https://slurm.schedmd.com/srun.html#OPT_gpu-bind)"),
     (re.compile(r"DEVICES_UNAVAILABLE|DevicesUnavailable|busy or unavailable|\b46\b"),
      "the GPU is busy: its compute mode is exclusive and another process holds it, or two ranks share it "
      "(nvidia-smi -q -d COMPUTE; one rank per GPU)"),
@@ -704,6 +721,12 @@ def first_fault_diagnosis(outcome: Outcome) -> FirstFault | None:
                                             if code.startswith("NVIDIA_") else FAULT_REMEDY["CONTAINER_START_FAILED"])
         return FirstFault("%s [%s]; %s" % (text, code, remedy), True, code != "CONTAINER_START_FAILED")
     first = "the first fault (%s): `%s`, %s" % (_where(outcome, fault), fault.text, KIND[fault.kind].what)
+    if fault.code in CAUSE:  # a known cause (facts.parsers.faults.CAUSES): its words, its code, its fix
+        cause = CAUSE[fault.code]
+        return FirstFault("%s: %s%s%s [%s]; %s" % (
+            first, cause.describe(fault.text), crash_detail(outcome) if cause.kind == "crash" else "",
+            _also_on(outcome, fault), cause.code, FAULT_REMEDY.get(cause.code, cause.remedy)), True,
+            cause.kind != "crash")  # a crash's last lines (its backtrace) are shown
     if fault.kind == "gpu_init":
         if "CUDA_DRIVER_TOO_OLD" in classify_runtime_error(fault.text):
             return FirstFault("%s [CUDA_DRIVER_TOO_OLD]" % first, True, True)  # runtime_diagnosis gives the fix
@@ -713,6 +736,38 @@ def first_fault_diagnosis(outcome: Outcome) -> FirstFault | None:
         return FirstFault("%s: the out-of-memory killer [HOST_OUT_OF_MEMORY]; %s" % (
             first, FAULT_REMEDY["HOST_OUT_OF_MEMORY"]), True, True)
     return FirstFault(first, False, False, KIND_NEXT_STEP[fault.kind])
+
+
+#: A frame line of a native backtrace behind its printer's marks: Open MPI's ``[host:pid] [ 3] ``, a rank's prefix
+#: repeated inside the line (``[1,2]<stderr>:``).
+_FRAME_MARKS = re.compile(r"^\[[^\]]*\] \[ ?\d+\] |\[\d+,\d+\]<(?:stdout|stderr)>:")
+#: libstdc++'s line after ``terminate called after throwing ...``: the exception's message
+_WHAT = re.compile(r"^\s*what\(\):\s*(.+)")
+
+
+def crash_detail(outcome: Outcome) -> str:
+    """`` in libX (whose), on an uncaught C++ exception: MESSAGE`` for a crash: the first native frame of the
+    crashed rank's backtrace that is not the C library's, the loader's or the interpreter's
+    (``facts.parsers.faults.crash_owner``), and libstdc++'s ``what():`` line, from the lines after the first fault
+    (``Outcome.fault_context``); empty when they show neither."""
+    lines = [_FRAME_MARKS.sub("", line) for line in outcome.fault_context]
+    text = ""
+    for library in hr.crash_libraries(lines):
+        who = crash_owner(library)
+        if who is not None:
+            text += " in %s%s" % (library, "" if who == library else " (%s)" % who)
+            break
+    message = next((m.group(1).strip() for line in lines if (m := _WHAT.match(line))), None)
+    if message:
+        text += ", on an uncaught C++ exception: %s" % message
+    return text
+
+
+def _also_on(outcome: Outcome, fault: FaultLine) -> str:
+    """`` (ranks 0-3)``: the ranks whose lines show the first fault's cause too, where they are more than its own
+    rank (a launcher's line that names no rank: srun's ``task 4: Out Of Memory`` names it)."""
+    ranks = sorted({f.rank for f in outcome.fault_lines if f.code == fault.code and f.rank is not None})
+    return " (%s)" % _rank_names(outcome, ranks) if ranks and ranks != [fault.rank] else ""
 
 
 #: the first-fault part's words when no other part names a cause either
@@ -849,7 +904,23 @@ def interrupted_explanation(outcome: Outcome, where: str) -> str:
     return text + "\nfull log: %s" % outcome.log_path
 
 
+@dataclasses.dataclass(frozen=True)
+class Explained:
+    """A saved log's explanation: ``text`` (``explain_log``) and ``failed``: the log shows a failure (an explained
+    or an unclassified failure, a hang, a refused input); False only for a run the trainer reported done, a log
+    without any fault-class line ("no failure ...") and a run a signal stopped that had not hung (a stop, not a
+    failure)."""
+
+    text: str
+    failed: bool
+
+
 def explain_log(path: str) -> str:
+    """The explanation of a saved launcher log (``explain_saved_log``'s text)."""
+    return explain_saved_log(path).text
+
+
+def explain_saved_log(path: str) -> Explained:
     """The explanation of a saved launcher log: a run's ``launch.log``, horovodrun's or mpirun's output, a Slurm job's
     ``slurm-N.out``, an MPIJob launcher pod's log. A ``launch.log`` holds every run of its output folder, each
     starting with its ``$ command`` line (``facts.parsers.horovodrun.RUN_START``): the last run is explained. The
@@ -878,16 +949,17 @@ def explain_log(path: str) -> str:
     outcome = reader.outcome(None, path)
     controller = "mpi" if mpi else "gloo"
     if outcome.interrupted is not None:
-        return interrupted_explanation(outcome, path + which)
+        return Explained(interrupted_explanation(outcome, path + which), hung(outcome))
     if done and not (outcome.first_failure or outcome.errors or outcome.first_exception):
-        return "no failure in %s%s: the run's trainer reported it done" % (path, which)
+        return Explained("no failure in %s%s: the run's trainer reported it done" % (path, which), False)
     if not _diagnoses(outcome, controller, None)[0]:
         if not run:
-            return "no failure found in %s%s: it is empty" % (path, which)
+            return Explained("no failure found in %s%s: it is empty" % (path, which), False)
         shown = [line for line in hr.without_tracebacks(outcome.tail) if parse_event(line) is None][-10:]
-        return "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d " \
+        return Explained(
+            "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d "
             "line(s)%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
                              "; the last epoch it shows ended is %d" % outcome.last_epoch,
-                             "; last lines:\n" + "\n".join(shown) if shown else "")
-    return explain_failure(outcome, controller, origin="from its log%s" % (
-        "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else ""))
+                             "; last lines:\n" + "\n".join(shown) if shown else ""), False)
+    return Explained(explain_failure(outcome, controller, origin="from its log%s" % (
+        "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else "")), True)

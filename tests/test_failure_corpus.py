@@ -12,9 +12,8 @@ The class the product gives is read from its output (``failure_corpus.given_clas
 (``[NCCL_IB_COMPLETION_ERROR]`` -> nccl_network), else the class whose words come first in the explanation; "no
 failure found"/PASS reads ``none``, "unclassified failure: LINE" ``unclassified`` (whatever LINE says), a bare
 "rank N exited" ``rank_exit``. A case is right when the given class is the expected one, every cause group has a
-phrase in the explanation, no must-not phrase is in the output, and it is not told "no failure" (for ``train
---explain`` the exit status is informational, 0 for an explained failure; for validate an exit status 0 is a PASS
-and counts as none).
+phrase in the explanation, no must-not phrase is in the output, and it is not told "no failure" (an exit status 0
+is "no failure" for every entry: ``train --explain`` exits 1 for a log that shows a failure, validate 0 for a PASS).
 
 ``pytest -s tests/test_failure_corpus.py -k report`` (or ``python -m tests.lib.failure_corpus``) prints the table and
 the confusion of expected vs given classes.

@@ -154,7 +154,7 @@ def test_a_failed_train_names_the_distinguishing_line_not_the_banners_end(tmp_pa
 
     log = tmp_path / "run" / "launch.log"
     explained = cmd.run("train", "--explain", str(log))
-    assert explained.returncode == 0, explained.stderr
+    assert explained.returncode == 1, explained.stderr
     assert message.split("; ", 1)[1].split("\nfull log:")[0] in explained.stdout  # the same message, from the log
     assert "training failed (from its log)" in explained.stdout
 
@@ -190,7 +190,7 @@ def test_train_explain_reads_a_saved_launcher_log(tmp_path, name, what):
     log = tmp_path / "slurm-42.out"
     log.write_text((MPI_DATA / name).read_text())
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0 and what in result.stdout and "full log: %s" % log in result.stdout
+    assert result.returncode == 1 and what in result.stdout and "full log: %s" % log in result.stdout
 
 
 def test_train_explain_of_a_rank_failure_names_the_rank(tmp_path):
@@ -310,7 +310,7 @@ def test_train_explain_names_the_nccl_cause_validate_names(tmp_path):
     log = tmp_path / "launch.log"
     log.write_text((CASES / "35-nccl-duplicate-gpu-local-rank-zero.txt").read_text())
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     assert "NCCL: gpu-node-1:67917:67949 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both " \
            "on CUDA device 3b000 [NCCL_DUPLICATE_GPU]; " + failure.NCCL_REMEDY["NCCL_DUPLICATE_GPU"] in result.stdout
     assert "GID" not in result.stdout
@@ -340,7 +340,7 @@ def test_the_nccl_cause_is_named_when_many_lines_follow_its_warn_lines(tmp_path)
     log = tmp_path / "launch.log"
     log.write_text("\n".join(_case04_nccl_lines() + _AFTER) + "\n")
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     assert ("NCCL: gpu-node-01:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space "
             "left on device [NCCL_SHM_EXHAUSTED]; " + failure.SHM_REMEDY) in result.stdout
     assert "NCCL: tensorflow" not in result.stdout and "NCCL: [1,1]" not in result.stdout
@@ -455,7 +455,7 @@ def _rank_failure_log(tmp_path, rank_lines: list[str], prefix: str = "[1,0]<stde
                              + [prefix + line for line in rank_lines]) + "\n" + after
                    + (MPI_DATA / "openmpi-4.1.4-rank-exit-3.txt").read_text())
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     return result.stdout
 
 
@@ -509,7 +509,7 @@ def test_tensorflow_out_of_memory_gets_its_cause_and_remedy(tmp_path, lines, whe
     log = tmp_path / "oom.log"
     log.write_text("\n".join(lines) + "\n")
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     assert ("; TensorFlow ran out of memory%s [TF_OUT_OF_MEMORY]; %s\n" % (where, failure.RUNTIME_REMEDY[
         "TF_OUT_OF_MEMORY"])) in result.stdout
     assert failure.RUNTIME_REMEDY["TF_OUT_OF_MEMORY"].startswith("lower --batch-size, the batch of each rank")
@@ -542,7 +542,7 @@ def test_train_explain_names_the_pyxis_import_of_a_squashfs_name(tmp_path):
     log = tmp_path / "slurm-42.out"
     log.write_text(_case29_pyxis_lines())
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     assert ("the step's container did not start: pyxis: importing docker image: chexstack-cpu.sqsh … URL "
             "https://registry-1.docker.io/v2/library/chexstack-cpu.sqsh/manifests/latest returned error code: 401 "
             "Unauthorized [PYXIS_SQUASHFS_AS_REGISTRY]; " + failure.pyxis_remedy("PYXIS_SQUASHFS_AS_REGISTRY",

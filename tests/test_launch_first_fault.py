@@ -38,11 +38,13 @@ def transcript(prefix: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
 
 
-def explained(tmp_path, text: str) -> str:
+def explained(tmp_path, text: str, status: int = 1) -> str:
+    """``invoke train --explain`` of ``text``: its output; its exit status must be ``status`` (1: the log shows a
+    failure, 0: no failure found)."""
     log = tmp_path / "job.log"
     log.write_text(text)
     result = cmd.run("train", "--explain", str(log))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == status, result.stdout + result.stderr
     return result.stdout
 
 
@@ -200,10 +202,11 @@ def test_the_live_run_names_the_same_first_fault():
 
 
 @pytest.mark.parametrize("last,what", [
-    ("Fatal Python error: Aborted", "unclassified failure: the first fault (rank 1, line 3): `Fatal Python error: "
-                                    "Aborted`, a process crashed; rerun with PYTHONFAULTHANDLER=1"),
-    ("Segmentation fault (core dumped)", "unclassified failure: the first fault (rank 1, line 3): `Segmentation fault "
-                                         "(core dumped)`, a process crashed"),
+    ("Fatal Python error: Aborted", "the first fault (rank 1, line 3): `Fatal Python error: Aborted`, a process "
+                                    "crashed: SIGABRT (it aborted) [CRASH_ABORT]; rerun with PYTHONFAULTHANDLER=1"),
+    ("Segmentation fault (core dumped)", "the first fault (rank 1, line 3): `Segmentation fault (core dumped)`, a "
+                                         "process crashed: SIGSEGV (a segmentation fault) [CRASH_SEGFAULT]; rerun with "
+                                         "PYTHONFAULTHANDLER=1"),
     ("Killed", "unclassified failure: the first fault (rank 1, line 3): `Killed`, a process was killed; something "
                "outside the process killed it (SIGKILL): the kernel's out-of-memory killer"),
     ("Out of memory: Killed process 4242 (python) total-vm:61234567kB", "the first fault (rank 1, line 3): `Out of "
@@ -238,7 +241,7 @@ def test_a_launcher_summary_alone_is_an_unclassified_failure(tmp_path):
     "cuInit: UNKNOWN ERROR (303)\n[1,0]<stdout>:epoch 1\n",
 ])
 def test_no_failure_found_only_without_a_fault_class_line(tmp_path, text):
-    assert explained(tmp_path, text).startswith("no failure found in ")
+    assert explained(tmp_path, text, status=0).startswith("no failure found in ")
 
 
 # --- the parsers -----------------------------------------------------------------------------------------------------

@@ -248,6 +248,22 @@ CODES: dict[str, Code] = {
     "UNEXPLAINED_FAULT_SIGNAL": Code("the check's evidence holds a fault signal (an error, failure, Xid, ECC, "
                                      "throttle, link or fabric line of facts/signals.yaml) that none of its findings "
                                      "explains: the node is not known to be fit; read the named line", A.RETRY),
+    # a training run's first fault, by its known cause (facts.parsers.faults.CAUSES, each with its remedy)
+    "GPU_OUT_OF_MEMORY": Code("a rank's GPU memory ran out (not the host's)", A.RECONFIGURE),
+    "MPI_INIT_FAILED": Code("the ranks' MPI_Init failed: another Open MPI or PMIx than the launcher's on some host",
+                            A.RECONFIGURE),
+    "NCCL_CONNECT_FAILED": Code("NCCL could not connect to another rank's socket (interface or firewall)",
+                                A.RECONFIGURE),
+    "NCCL_LINK_LOCAL_ADDRESS": Code("NCCL's bootstrap used a link-local IPv6 address (fe80::) no other host routes",
+                                    A.RECONFIGURE),
+    "SLURM_TIME_LIMIT": Code("Slurm ended the job at its time limit", A.RECONFIGURE),
+    "SLURM_GRES_INVALID": Code("Slurm refused the job's generic resource (GPU) request", A.RECONFIGURE),
+    "SLURM_NODE_CONFIG_UNAVAILABLE": Code("no node of the partition has the configuration the job asks for",
+                                          A.RECONFIGURE),
+    "SLURM_REQUEST_REFUSED": Code("Slurm refused the job's allocation or step", A.RECONFIGURE),
+    "CRASH_SEGFAULT": Code("a rank's process crashed with SIGSEGV", A.RECONFIGURE),
+    "CRASH_ABORT": Code("a rank's process aborted (SIGABRT: a heap check, an uncaught C++ exception)", A.RECONFIGURE),
+    "CRASH_SIGNAL": Code("a rank's process died on a fatal signal (SIGBUS, SIGILL, SIGFPE)", A.RECONFIGURE),
 }
 del A
 

@@ -12,9 +12,17 @@ The kinds are generic: a kind is what failed (a container's start, a GPU's initi
 Python exception, a process crash, a kill, a hang), not the text of one report; known sub-causes of a kind (an
 Apptainer/Singularity ``FATAL:`` about loop devices) carry a code of ``validate/catalogue.py``. Each pattern cites
 where the text comes from.
+
+``CAUSES`` is the table of known causes, matched before the kinds: each a code, its kind, the tools' own messages
+that show it, the cause in words and its remedy with the public source (Horovod built against another framework or
+MPI or without an extension, a native crash by its signal, RDMA memory refused by the locked-memory limit, MPI_Init,
+NCCL's socket connects and link-local addresses, the GPU's memory and the host's, Slurm's time limit and refusals, the
+NVIDIA driver's library and kernel module at different versions). ``launch.failure`` says a first fault of a known
+cause with its code and remedy; ``crash_owner`` names whose a crashed frame's library is.
 """
 from __future__ import annotations
 
+import collections
 import re
 from dataclasses import dataclass, field
 
@@ -25,8 +33,11 @@ from facts.parsers.horovodrun import EXCEPTION_LINE
 #: Open MPI's ``--tag-output`` (``[1,0]<stderr>:``; Open MPI 5/PRRTE ``[prterun-n1-123@1,0]<stderr>:``), horovodrun's
 #: Gloo ``[0]<stdout>:``, Intel MPI's ``-prepend-rank`` / a Gloo rank's bare ``[0] text`` (horovod/horovod#3950), and
 #: Slurm's ``srun --label`` (``0: text``, right-aligned: `` 3: text``).
+#: horovodrun's ``--timestamp-output`` puts ``time.asctime()`` before its Gloo prefix (``Fri Sep 25 16:52:35
+#: 2020[3]<stderr>:``, horovod/runner/common/util/safe_shell_exec.py).
 _RANK_PREFIXES = (
-    re.compile(r"^\[(?:[^\]\[,]*@)?(?:\d+,)?(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?"),
+    re.compile(r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d [\d:]{8} \d{4})?"
+               r"\[(?:[^\]\[,]*@)?(?:\d+,)?(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?"),
     re.compile(r"^\[(?P<rank>\d{1,5})\] "),
     re.compile(r"^ {0,4}(?P<rank>\d{1,5}): "),
 )
@@ -84,7 +95,7 @@ KINDS: tuple[Kind, ...] = (
         r"CUDA-capable devices? (?:is|are) busy or unavailable", r"system not yet initialized",
         r"Failed to initialize NVML", r"NVML: Driver/library version mismatch", r"No CUDA GPUs are available",
         r"cudaGetDevice\(\) failed", r"CUDA driver initialization failed", r"CUDA initialization: ",
-        r"cuda runtime error \(\d+\)"),
+        r"cuda runtime error \(\d+\)", r"(?i:no supported devices found for platform CUDA)", r"invalid device ordinal"),
         "CUDA's error names (CUresult CUDA_ERROR_*, cudaError_t: https://docs.nvidia.com/cuda/cuda-driver-api/"
         "group__CUDA__TYPES.html), TensorFlow's `failed call to cuInit: CUDA_ERROR_...` (stream_executor "
         "cuda_driver.cc), PyTorch's `CUDA error: ...`, NVML's `Failed to initialize NVML`"),
@@ -103,14 +114,26 @@ KINDS: tuple[Kind, ...] = (
         r"^Fatal Python error: ", r"Segmentation fault", r"\bBus error\b", r"^Aborted\b", r"\(core dumped\)",
         r"^terminate called after throwing", r"^Illegal instruction\b", r"^Floating point exception\b",
         r"^\*\*\* (?:Error in|stack smashing|Process received signal)", r"exited on signal (?:4|6|7|8|11)\b",
-        r"^\*\*\* SIG(?:SEGV|BUS|ABRT|ILL|FPE)"),
+        r"^\*\*\* SIG(?:SEGV|BUS|ABRT|ILL|FPE)", r"\bSIG(?:SEGV|ABRT|BUS)\b", r"^Signal: (?:Aborted|Bus error)",
+        r"Caught signal \d+ \(", r"^(?:free|munmap_chunk|realloc|malloc|malloc_consolidate)\(\): ",
+        r"^double free or corruption", r"^corrupted (?:size vs|double-linked)"),
         "CPython's faulthandler (`Fatal Python error: Segmentation fault`/`Aborted`), the shell's report of a "
         "child killed by SIGSEGV/SIGBUS/SIGABRT/SIGILL/SIGFPE, glibc's `*** Error in`, libstdc++'s `terminate "
-        "called after throwing`, Open MPI's `exited on signal 11`"),
+        "called after throwing`, Open MPI's `exited on signal 11` and its handler's `Signal: Segmentation fault (11)`, "
+        "glibc's heap checks (`free(): invalid pointer`, `munmap_chunk(): invalid pointer`, malloc/malloc.c), UCX's "
+        "`Caught signal 11 (Segmentation fault`"),
     Kind("killed", "a process was killed", _rx(
         r"^Killed\b", r"exited on signal 9\b", r": task \d+: Killed", r"CANCELLED AT .* DUE TO TIME LIMIT"),
         "the shell's `Killed` (SIGKILL), Open MPI's `exited on signal 9 (Killed)`, srun's `task N: Killed`, "
         "slurmstepd's `*** JOB N ON node CANCELLED AT ... DUE TO TIME LIMIT ***`"),
+    Kind("build", "a framework extension did not load", (),
+         "Horovod's extension loaded against libraries it was not built for, or never built (``CAUSES``)"),
+    Kind("memlock", "RDMA memory could not be pinned", (),
+         "the verbs calls that pin memory refused by the locked-memory limit (``CAUSES``)"),
+    Kind("scheduler", "the scheduler refused the job's request", (),
+         "srun/sbatch/salloc's refusals of a request (``CAUSES``)"),
+    Kind("time_limit", "the scheduler's time limit ended the job", (),
+         "slurmstepd's ``CANCELLED AT ... DUE TO TIME LIMIT`` (``CAUSES``)"),
     Kind("exception", "a Python exception", (), "the last line of a Python traceback (`OSError: ...`) or an "
                                                 "argparse-style `prog: error: ...` line"),
     Kind("exit", "a rank ended with a failure status (the launcher's report of it)", (),
@@ -119,6 +142,242 @@ KINDS: tuple[Kind, ...] = (
     Kind("hang", "the ranks hung", (), "Horovod's stall check (facts.parsers.horovod_stall)"),
 )
 KIND = {k.name: k for k in KINDS}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A known cause of a fault line: ``code`` (a ``validate/catalogue.py`` code), ``kind`` (a ``KINDS`` name),
+    ``patterns`` (a line of the cause matches one; named groups fill ``what``), ``what`` (the cause, in words, with
+    ``%(group)s`` of the match), ``remedy`` (the fix, with its public source), ``source`` (where the line's text comes
+    from); ``primary``: a line of this cause is the cause even where it reads as a summary (``CONSEQUENCES``: the
+    scheduler's cancellation of a step at its time limit is no consequence of a rank's failure)."""
+
+    code: str
+    kind: str
+    patterns: tuple[re.Pattern, ...]
+    what: str
+    remedy: str
+    source: str
+    primary: bool = False
+
+    def describe(self, text: str) -> str:
+        """``what`` filled from the first pattern that matches ``text`` (missing groups read ``?``)."""
+        m = next((m for p in self.patterns if (m := p.search(text))), None)
+        groups = collections.defaultdict(lambda: "?", {k: v for k, v in (m.groupdict() if m else {}).items() if v})
+        return self.what % groups
+
+
+#: Horovod's install guide: a framework's extension is built only where the framework imports at install time, and
+#: against the MPI whose mpicxx is on PATH; ``--check-build`` lists what was built
+#: (https://horovod.readthedocs.io/en/stable/install_include.html, https://github.com/horovod/horovod/issues/2619,
+#: https://github.com/horovod/horovod/issues/1190: ``undefined symbol: ompi_mpi_op_sum``).
+REBUILD_HOROVOD = (
+    "rebuild Horovod against the TensorFlow and the MPI this process loads, after the final framework install: "
+    "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 pip install --no-cache-dir --no-binary horovod horovod (with the "
+    "mpicc/mpicxx of the MPI you launch with first on PATH); `horovodrun --check-build` must then list the framework "
+    "and the controller, and `ldd` of Horovod's mpi_lib must name that MPI's libmpi; the same on every host "
+    "(https://horovod.readthedocs.io/en/stable/install_include.html)")
+#: NCCL's troubleshooting guide (InfiniBand: "ulimit -l unlimited"; in containers `--ulimit memlock=-1`:
+#: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html) and Slurm's FAQ on locked memory
+#: (slurmd's own limit is propagated to the tasks: https://slurm.schedmd.com/faq.html#memlock).
+MEMLOCK_REMEDY = (
+    "raise the locked-memory limit of the ranks to unlimited where they run: bare metal `* - memlock unlimited` in "
+    "/etc/security/limits.conf (ulimit -l must print unlimited in the ranks' own shell: mpirun ... bash -c 'ulimit "
+    "-l'); under Slurm the tasks inherit slurmd's limit (LimitMEMLOCK=infinity in slurmd's unit) unless "
+    "PropagateResourceLimits says otherwise (srun --propagate=NONE keeps the node's limit); in a container docker "
+    "run --ulimit memlock=-1 (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html, "
+    "https://slurm.schedmd.com/faq.html#memlock)")
+#: NCCL_SOCKET_IFNAME / NCCL_IB_HCA (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) and the
+#: interface selection the Horovod thread settles on (https://github.com/horovod/horovod/issues/110).
+NCCL_SOCKET_REMEDY = (
+    "point NCCL at an interface every host reaches the others on: NCCL_SOCKET_IFNAME=<that interface> (eth0, ib0; "
+    "=^docker0,lo to exclude), and NCCL_IB_HCA=<the HCAs that route> for the RDMA traffic; open the ports between "
+    "the hosts (a firewall drops the connect: it times out) and test with `nc -zv HOST PORT` or the nccl-tests "
+    "between the two hosts (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)")
+#: Open MPI's ranks join the runtime of the mpirun that started them; another Open MPI's library (or a Horovod built
+#: against one) cannot (https://www.open-mpi.org/faq/?category=running#adding-ompi-to-path,
+#: https://github.com/horovod/horovod/issues/2059).
+MPI_INIT_REMEDY = (
+    "run one Open MPI on every host: the same version at the same prefix (`mpirun -H HOSTS ompi_info --version` "
+    "must print one version; start mpirun by its full path or with --prefix), the ranks' Python loading that MPI's "
+    "libmpi (LD_LIBRARY_PATH exported with -x) and a Horovod built against it (horovodrun --check-build); under srun "
+    "use --mpi=pmix with an Open MPI built against Slurm's PMIx (srun --mpi=list) "
+    "(https://www.open-mpi.org/faq/?category=running#adding-ompi-to-path)")
+#: Slurm's GRES (https://slurm.schedmd.com/gres.html) and its refusal of a request no node of the partition can
+#: satisfy (https://slurm.schedmd.com/sbatch.html).
+SCHEDULER_REMEDY = (
+    "ask for what the partition's nodes have: `sinfo -o '%P %G %D'` lists each partition's GPUs (gres) and "
+    "`scontrol show node NODE` a node's Gres, CPUs and memory; request GPUs as they are named there (--gres=gpu:N, "
+    "--gpus-per-node=N); an srun inside an allocation can only use what the allocation holds (an enclosing job's "
+    "SLURM_* variables carry into a job submitted from it) (https://slurm.schedmd.com/gres.html)")
+#: Slurm's --time and --requeue (https://slurm.schedmd.com/sbatch.html#OPT_time).
+TIME_LIMIT_REMEDY = (
+    "give the job more time (sbatch --time, within the partition's MaxTime: `sinfo -o '%P %l'`) or make it "
+    "resumable: the trainer's --resume continues after the last committed checkpoint, and sbatch --requeue (invoke "
+    "train --launcher slurm --requeue) resubmits it (https://slurm.schedmd.com/sbatch.html#OPT_time)")
+#: The nvidia kernel module and the user-space libraries are one driver version; a package update replaces the
+#: libraries while the old module stays loaded until a reboot or reload (NVIDIA's driver README, "nvidia-smi ...
+#: Driver/library version mismatch"; https://github.com/NVIDIA/nvidia-docker/issues/1242).
+DRIVER_MISMATCH_REMEDY = (
+    "the loaded nvidia kernel module is another version than the driver's user-space libraries (a driver update "
+    "without a reboot: compare /proc/driver/nvidia/version with the libraries' version): reboot the node, or unload "
+    "and reload the nvidia modules once no process holds a GPU (rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; "
+    "nvidia-smi), and hold the driver packages out of unattended upgrades "
+    "(https://github.com/NVIDIA/nvidia-docker/issues/1242)")
+#: A native crash: CPython's faulthandler prints the Python stack (https://docs.python.org/3/library/faulthandler.html).
+CRASH_REMEDY = (
+    "rerun with PYTHONFAULTHANDLER=1 for the Python stack of the crash; read the native frames after it: a crash "
+    "in Horovod's extension or libmpi after an upgrade is a Horovod built against another TensorFlow or MPI "
+    "(horovodrun --check-build; rebuild it), one in libcuda a driver/CUDA mismatch (invoke validate on that node), "
+    "one in XLA/TensorFlow its own bug (rerun without XLA, report it with the backtrace) "
+    "(https://docs.python.org/3/library/faulthandler.html)")
+#: GPU memory exhausted: TensorFlow's BFC allocator, CUDA's CUDA_ERROR_OUT_OF_MEMORY, PyTorch's caching allocator
+#: (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
+GPU_OOM_REMEDY = (
+    "the GPU's memory ran out (not the host's): lower --batch-size, the batch of each rank, or --image-size; one rank "
+    "per GPU (two ranks pinned to one GPU halve its memory: pin hvd.local_rank()); no other process on the GPU "
+    "(nvidia-smi) (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)")
+#: The host's memory: the kernel's OOM killer (mm/oom_kill.c) and Slurm's cgroup (task/cgroup:
+#: https://slurm.schedmd.com/cgroup.conf.html).
+HOST_OOM_REMEDY = (
+    "the host's (or the job's cgroup's) memory ran out and the kernel killed a rank (not the GPU's memory): fewer "
+    "ranks per host, a smaller --batch-size or --image-size, or more memory for the job (sbatch --mem / "
+    "--mem-per-cpu, or --exclusive for the whole node's memory; a pod's memory limit); dmesg on that host names "
+    "what was killed (https://slurm.schedmd.com/cgroup.conf.html)")
+
+
+#: Whose a native crash's frame is, by its shared object's file name (first match wins): what a crash report names
+#: as "in ...". The C library, the loader and the interpreter are nobody's (their frames are the signal's way).
+CRASH_OWNERS: tuple[tuple[re.Pattern, str | None], ...] = (
+    (re.compile(r"^(?:libc|libpthread|ld-linux|libpython|python|libgcc_s|libstdc\+\+)\b"), None),
+    (re.compile(r"^(?:mpi_lib|libhorovod|gloo_lib)|horovod"), "Horovod's extension"),
+    (re.compile(r"^(?:libmpi|libopen-(?:pal|rte)|libpmix|libucs|libucp|libuct|mca_|libfabric|libpsm)"), "MPI"),
+    (re.compile(r"^libnccl"), "NCCL"),
+    (re.compile(r"^libcuda\.so"), "the CUDA driver"),
+    (re.compile(r"^(?:libcudart|libcublas|libcudnn|libcufft|libcurand|libcusolver|libcusparse)"), "CUDA's libraries"),
+    (re.compile(r"xla|_pywrap_tensorflow|libtensorflow"), "TensorFlow/XLA"),
+    (re.compile(r"^(?:libtorch|libc10|_C\.)"), "PyTorch"),
+)
+
+
+def crash_owner(library: str) -> str | None:
+    """Whose the frame of ``library`` (a file name) is (``CRASH_OWNERS``): None for the C library's, the loader's,
+    the interpreter's; the file name itself for one no entry names."""
+    return next((who for rx, who in CRASH_OWNERS if rx.search(library)), library)
+
+
+def _cause(code, kind, patterns, what, remedy, source, primary=False, flags=0) -> Cause:
+    return Cause(code, kind, _rx(*patterns, flags=flags), what, remedy, source, primary)
+
+
+#: The known causes of fault lines, most specific first: a line is of the first cause whose pattern it matches, and
+#: then of that cause's kind. Generic by construction: each pattern is a library's or tool's own message, never one
+#: report's text.
+CAUSES: tuple[Cause, ...] = (
+    _cause("HOROVOD_IMPORT", "build", (
+        r"(?P<lib>(?:horovod|mpi_lib)\S*\.so\S*): undefined symbol: (?P<symbol>\S+)",),
+        "Horovod's extension %(lib)s does not load: it needs the symbol %(symbol)s, which the libraries this process "
+        "loads do not define: Horovod was built against another MPI or framework (TensorFlow, PyTorch) than the one "
+        "loaded here", REBUILD_HOROVOD,
+        "the dynamic loader's `undefined symbol:` raised by ctypes/import (horovod/horovod#1190, #2619)"),
+    _cause("HOROVOD_BUILD_INCOMPLETE", "build", (
+        r"Extension (?P<ext>horovod\.\w+) has not been built", r"Horovod has not been built with (?P<ext>\w+) support",
+        r"(?P<ext>horovod\.\w+) (?:was|has) not (?:been )?built",
+        r"(?P<ext>Neither MPI nor Gloo) support has been built",
+        r"(?P<ext>\w+) support (?:has|was) not (?:been )?built"),
+        "Horovod was installed without a part this run needs (%(ext)s: the framework was not importable when Horovod "
+        "was built, or that part's build failed)", REBUILD_HOROVOD,
+        "horovod/common/util.py check_extension: `Extension horovod.tensorflow has not been built`"),
+    _cause("NVML_DRIVER_LIBRARY_MISMATCH", "gpu_init", (
+        r"Driver/library version mismatch", r"NVML_ERROR_LIB_RM_VERSION_MISMATCH", r"NVRM: API mismatch",
+        r"API mismatch: the NVIDIA kernel module has version"),
+           "the driver's version mismatch: its user-space library is not the loaded kernel module's version",
+           DRIVER_MISMATCH_REMEDY, "NVML's NVML_ERROR_LIB_RM_VERSION_MISMATCH message (nvidia-smi exits 18; "
+           "nvidia-container-cli writes it in lower case), the kernel's `NVRM: API mismatch`", flags=re.I),
+    _cause("NCCL_IB_MEMREG_FAILED", "memlock", (r"NCCL WARN.*ibv_reg_mr\w* failed",),
+           "NCCL could not register (pin) its buffers with the HCA: the locked-memory limit (memlock) of the ranks is "
+           "too low", MEMLOCK_REMEDY, "NCCL's ibvwrap.cc `Call to ibv_reg_mr failed` (NCCL troubleshooting guide)"),
+    _cause("MEMLOCK_LIMITED", "memlock", (
+        r"ibv_(?:create_cq|create_qp|reg_mr|create_srq)\w*(?:\([^)]*\))? failed: Cannot allocate memory",
+        r"(?:max )?locked[- ]memory.*(?:limit|too (?:low|small))", r"RLIMIT_MEMLOCK.*(?:limit|too|low)",
+        r"registered memory.*(?:limit|ulimit)", r"allocate some locked memory", r"couldn't (?:lock|pin) memory"),
+        "RDMA queues and buffers need pinned memory, and the ranks' locked-memory limit (memlock, ulimit -l) is too "
+        "low for them", MEMLOCK_REMEDY,
+        "UCX's ib_iface.c `ibv_create_cq(...) failed: Cannot allocate memory`, Open MPI's openib warning about "
+        "locked memory limits (https://www.open-mpi.org/faq/?category=openfabrics#ib-locked-pages)"),
+    _cause("NCCL_LINK_LOCAL_ADDRESS", "nccl", (r"NCCL WARN.*\b(?P<addr>fe80::[0-9a-f:]*(?:%\w+)?)",),
+           "NCCL's bootstrap connected to a link-local IPv6 address (%(addr)s), which is valid only on its own link: "
+           "the interface NCCL picked for its socket (NCCL_SOCKET_IFNAME) is not one the hosts route between",
+           "set NCCL_SOCKET_IFNAME to an interface with an address every host routes to (its IPv4: eth0, ib0) or "
+           "NCCL_SOCKET_FAMILY=AF_INET; " + NCCL_SOCKET_REMEDY,
+           "NCCL's socket.cc `socketStartConnect: Connect to fe80::...%ib1 failed`"),
+    _cause("NCCL_CONNECT_FAILED", "nccl", (
+        r"NCCL WARN.*(?:[Cc]onnect|bootstrap)\w*.*(?P<why>timed out|Connection refused|No route to host|connection "
+        r"abort|Network is unreachable|Connection reset)", r"NCCL WARN (?:socketStartConnect|bootstrap\w*):",
+        r"NCCL WARN (?P<why>Bootstrap : no socket interface found)"),
+        "NCCL could not connect to another rank's socket (%(why)s): the interface it picked does not reach the other "
+        "host, or a firewall drops the connection", NCCL_SOCKET_REMEDY,
+        "NCCL's socket.cc/bootstrap.cc `Call to connect failed : Connection timed out`"),
+    _cause("MPI_INIT_FAILED", "mpi_init", (
+        r"ompi_rte_init failed", r"orte_init failed", r"ORTE was unable to reliably start", r"orte_ess_init failed",
+        r"It looks like MPI_INIT failed", r"An error occurred in MPI_Init", r"MPI_Init(?:_thread)?(?:\(\))? failed",
+        r"PMIx_Init failed", r"PMIX ERROR:", r"ORTE_ERROR_LOG", r"PMIx? (?:version|library) mismatch"),
+        "the ranks could not join the runtime of the mpirun that started them (MPI_Init failed): another Open MPI "
+        "(or PMIx) is loaded by the ranks than the launcher's on some host, or Horovod was built against another MPI",
+        MPI_INIT_REMEDY, "Open MPI's help-mpi-runtime.txt (`It looks like MPI_INIT failed`, `ompi_rte_init failed`)"),
+    _cause("GPU_OUT_OF_MEMORY", "out_of_memory", (
+        r"CUDA_ERROR_OUT_OF_MEMORY", r"CUDA out of memory", r"cudaErrorMemoryAllocation",
+        r"OOM when allocating tensor(?!.*device:CPU)", r"ResourceExhaustedError(?!.*device:CPU)",
+        r"out of memory.*\b(?:GPU|gpu|device:GPU)"),
+        "the GPU's memory ran out (a rank's allocation on its device failed)", GPU_OOM_REMEDY,
+        "TensorFlow's BFC allocator (`OOM when allocating tensor`, `failed to allocate ... CUDA_ERROR_OUT_OF_MEMORY`), "
+        "PyTorch's `CUDA out of memory`"),
+    _cause("HOST_OUT_OF_MEMORY", "out_of_memory", (
+        r"oom[-_]kill", r"Out of memory: Kill", r"Killed process \d+", r": task \d+: Out Of Memory",
+        r"Memory cgroup out of memory", r"exceeded (?:job )?memory limit"),
+        "the out-of-memory killer", HOST_OOM_REMEDY,
+        "the kernel's OOM killer (mm/oom_kill.c), Slurm's `Detected 1 oom-kill event(s)` (task/cgroup), srun's `task "
+        "N: Out Of Memory`", flags=re.I),
+    _cause("SLURM_TIME_LIMIT", "time_limit", (r"DUE TO TIME LIMIT", r"\bJOB \S+ .*TIME LIMIT"),
+           "Slurm ended the job at its time limit (--time), not a fault of the program", TIME_LIMIT_REMEDY,
+           "slurmstepd's `*** JOB N ON node CANCELLED AT ... DUE TO TIME LIMIT ***`", primary=True),
+    _cause("SLURM_GRES_INVALID", "scheduler", (r"Invalid generic resource \(gres\) specification",),
+           "Slurm refused the step's GPU request (gres): no node of the partition or the allocation has the generic "
+           "resources asked for", SCHEDULER_REMEDY, "Slurm's ESLURM_INVALID_GRES message"),
+    _cause("SLURM_NODE_CONFIG_UNAVAILABLE", "scheduler", (
+        r"Requested node configuration is not available", r"(?P<why>Requested partition configuration not available"
+        r"|Node count specification invalid|More processors requested than permitted|Memory required by task is not "
+        r"available)"),
+        "Slurm refused the request: no node of the partition has the configuration asked for (GPUs, CPUs, memory, "
+        "features)", SCHEDULER_REMEDY, "Slurm's ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE message"),
+    _cause("SLURM_REQUEST_REFUSED", "scheduler", (
+        r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Unable to create step for job \S+|Batch job "
+        r"submission failed): (?P<why>.+)",),
+        "Slurm refused the job's request (%(why)s)", SCHEDULER_REMEDY, "srun/sbatch/salloc's refusals"),
+    _cause("CRASH_SEGFAULT", "crash", (
+        r"Segmentation fault", r"\bSIGSEGV\b", r"signal 11\b", r"Caught signal 11\b"),
+        "SIGSEGV (a segmentation fault)", CRASH_REMEDY,
+        "the kernel's SIGSEGV as the shell, Open MPI's handler, faulthandler or UCX report it"),
+    _cause("CRASH_ABORT", "crash", (
+        r"^Aborted\b", r"Signal: Aborted", r"\bSIGABRT\b", r"signal 6\b", r"^terminate called after throwing",
+        r"^\*\*\* Error in", r"^(?:free|munmap_chunk|realloc|malloc|malloc_consolidate)\(\): ",
+        r"^double free or corruption", r"^corrupted (?:size vs|double-linked)", r"^Fatal Python error: Aborted",
+        r"^\*\*\* stack smashing"),
+        "SIGABRT (it aborted)", CRASH_REMEDY,
+        "abort(3): glibc's heap checks (malloc/malloc.c), libstdc++'s terminate on an uncaught exception"),
+    _cause("CRASH_SIGNAL", "crash", (
+        r"(?P<sig>Bus error|Illegal instruction|Floating point exception|SIGBUS|SIGILL|SIGFPE)",
+        r"^Fatal Python error: (?P<sig>.+)"),
+        "%(sig)s", CRASH_REMEDY, "the kernel's fatal signals, CPython's faulthandler"),
+)
+CAUSE = {c.code: c for c in CAUSES}
+
+
+def classify_cause(text: str, kind: str | None = None) -> Cause | None:
+    """The first ``CAUSES`` entry whose pattern matches the line ``text`` (prefix removed), of ``kind`` where given;
+    None for none."""
+    return next((c for c in CAUSES if (kind is None or c.kind == kind) and any(p.search(text) for p in c.patterns)),
+                None)
 
 _PYTHON_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 
@@ -141,18 +400,20 @@ class FaultLine:
     """One fault-class line: its ``kind`` (a ``KINDS`` name), the ``rank`` that printed it (None: the launcher's
     own line, or a rank's line without a prefix), its ``text`` (prefix removed, stripped) and its 1-based ``number``
     in what was read; ``consequence``: it only restates another rank's failure or summarises the run's
-    (``CONSEQUENCES``)."""
+    (``CONSEQUENCES``); ``code``: its cause's code (``CAUSES``), None where no known cause matches."""
 
     kind: str
     rank: int | None
     text: str
     number: int
     consequence: bool = False
+    code: str | None = None  # its known cause (``CAUSES``), else None
 
 
 def classify_line(text: str) -> tuple[str, bool] | None:
     """The fault kind of one line (prefix removed) and whether it is a consequence (``CONSEQUENCES``), or None for a
-    line of no fault kind (a TensorFlow/glog warning or info line is none: ``_LEVEL``)."""
+    line of no fault kind (a TensorFlow/glog warning or info line is none: ``_LEVEL``). A line of a known cause
+    (``CAUSES``) is of that cause's kind (``classify_cause`` names the cause)."""
     text = text.strip()
     if not text:
         return None
@@ -160,6 +421,9 @@ def classify_line(text: str) -> tuple[str, bool] | None:
     if level and (level.group(1) or level.group(2)) in "IW":
         return None
     consequence = bool(CONSEQUENCES.search(text))
+    cause = classify_cause(text)
+    if cause is not None:
+        return cause.kind, consequence and not cause.primary
     for kind in KINDS:
         if any(p.search(text) for p in kind.patterns):
             return kind.name, consequence
@@ -171,13 +435,27 @@ def classify_line(text: str) -> tuple[str, bool] | None:
 #: How many fault lines a scanner keeps (the first ones; counts go on): a long run's repeated warnings must not be
 #: kept all.
 KEEP = 200
+#: How many of the first fault's rank's lines after it a scanner keeps (``FaultScanner.context``): a native crash's
+#: backtrace, an uncaught C++ exception's ``what():``.
+CONTEXT = 40
+#: srun's report of a task (``srun: error: node: task 4: Out Of Memory``): under srun the task is the rank.
+_SRUN_TASK = re.compile(r"^srun: error: \S+: tasks? (?P<rank>\d+)(?:-\d+)?: ")
+#: A terminal or a log collector that wraps long lines at a fixed column breaks a rank's line in two, the second
+#: part without the rank's prefix (``...handling error Interna`` / ``l: no supported devices ...``): such a part
+#: follows a rank's line at least this long that is the longest line read so far, and starts with neither space
+#: nor a launcher's mark.
+_WRAP_MIN = 80
+_NOT_CONTINUATION = re.compile(r"^(?:\s|[-=*\[<$]|(?:srun|sbatch|salloc|slurmstepd|mpirun|horovodrun|prterun)\b)")
 
 
 @dataclass
 class FaultScanner:
     """Reads a run's lines in order (``feed``, prefixes and all) and keeps: ``first`` the first fault line that is
     no consequence, ``first_summary`` the first consequence line, ``lines`` the first ``KEEP`` fault lines,
-    ``counts`` lines per kind, ``stall`` Horovod's stall warnings (``facts.parsers.horovod_stall.StallReader``)."""
+    ``counts`` lines per kind, ``stall`` Horovod's stall warnings (``facts.parsers.horovod_stall.StallReader``),
+    ``context`` the lines (prefix removed) of the first fault's rank (or of no rank, for a launcher's line) that
+    follow it, up to ``CONTEXT``. A rank's line a fixed-column wrap broke in two is read as one (``_WRAP_MIN``);
+    srun's ``task N:`` report is rank N's."""
 
     first: FaultLine | None = None
     first_summary: FaultLine | None = None
@@ -185,6 +463,10 @@ class FaultScanner:
     counts: dict[str, int] = field(default_factory=dict)
     stall: StallReader = field(default_factory=StallReader)
     read: int = 0
+    context: list[str] = field(default_factory=list)
+    #: the last line, where it was a rank's: (rank, text, raw length, its fault, its number)
+    _previous: tuple[int | None, str, int, FaultLine | None, int] | None = None
+    _longest: int = 0
 
     def feed(self, line: str) -> FaultLine | None:
         """Read one line; the ``FaultLine`` it is, else None."""
@@ -192,10 +474,27 @@ class FaultScanner:
         if self.stall.feed(line, self.read):
             return None
         rank, text = split_rank(line)
+        previous, self._previous = self._previous, None
+        longest, self._longest = self._longest, max(self._longest, len(line))
+        wrapped, joined, number = False, None, self.read  # a wrapped line's second part; its first part's fault
+        if (rank is None and previous is not None and previous[0] is not None and previous[2] >= _WRAP_MIN
+                and previous[2] >= longest and text.strip() and not _NOT_CONTINUATION.match(text)):
+            rank, text, joined, number, wrapped = previous[0], previous[1] + text, previous[3], previous[4], True
+        if (self.first is not None and len(self.context) < CONTEXT and rank == self.first.rank
+                and self.first.number < self.read):
+            self.context.append(text.strip())
         found = classify_line(text)
         if found is None:
+            self._previous = None if wrapped or rank is None else (rank, text, len(line), None, self.read)
             return None
-        fault = FaultLine(found[0], rank, text.strip(), self.read, found[1])
+        if joined is not None:  # the wrapped line, read whole: it replaces its first part's reading
+            self._forget(joined)
+        if rank is None and (task := _SRUN_TASK.match(text)):
+            rank = int(task.group("rank"))
+        cause = classify_cause(text)
+        fault = FaultLine(found[0], rank, text.strip(), number, found[1],
+                          cause.code if cause else None)
+        self._previous = None if wrapped or rank is None else (rank, text, len(line), fault, self.read)
         self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
         if len(self.lines) < KEEP:
             self.lines.append(fault)
@@ -203,4 +502,15 @@ class FaultScanner:
             self.first_summary = self.first_summary or fault
         elif self.first is None:
             self.first = fault
+            self.context = []
         return fault
+
+    def _forget(self, fault: FaultLine) -> None:
+        """Undo ``fault``'s reading (the first part of a wrapped line)."""
+        self.counts[fault.kind] -= 1
+        if fault in self.lines:
+            self.lines.remove(fault)
+        if self.first is fault:
+            self.first = None
+        if self.first_summary is fault:
+            self.first_summary = None

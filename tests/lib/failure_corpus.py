@@ -64,7 +64,7 @@ NON_CLASSES = ("none", "unclassified", "rank_exit")
 
 #: A cause code's class, by the code's leading part (the longest match wins).
 CODE_CLASSES = {
-    "TF_OUT_OF_MEMORY": "oom", "OOM": "oom", "GPU_OOM": "oom", "HOST_OOM": "oom",
+    "TF_OUT_OF_MEMORY": "oom", "OOM": "oom", "GPU_OOM": "oom", "GPU_OUT_OF_MEMORY": "oom", "HOST_OOM": "oom",
     "CUDA_DRIVER_TOO_OLD": "cuda_driver", "CUDA_INIT": "gpu_init", "GPU_INIT": "gpu_init", "NO_DEVICES": "gpu_init",
     "NVML_DRIVER_LIBRARY_MISMATCH": "version_mismatch", "NCCL_VERSION_MISMATCH": "version_mismatch",
     "HOROVOD_TF_MISMATCH": "build", "HOROVOD_BUILD_INCOMPLETE": "build", "HOROVOD_IMPORT": "build",
@@ -136,8 +136,9 @@ class Outcome:
 
     @property
     def no_failure(self) -> bool:
-        """The output says no failure / PASS (for validate: also an exit status 0)."""
-        return self.given == "none" or (self.case.meta["entry"].startswith("validate") and self.returncode == 0)
+        """The output says no failure / PASS, or the entry exits 0 (validate: a PASS; train --explain: no failure
+        found or a finished run, ``launch.failure.Explained``)."""
+        return self.given == "none" or self.returncode == 0
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,123 @@
+"""The known causes of a first fault (``facts.parsers.faults.CAUSES``): each KIND of failure the corpus holds, read
+from other spellings of the same tools' messages than the corpus cases (other versions, other launchers' prefixes),
+through ``invoke train --explain``: the cause's code, the rank it hit first, and its remedy with a public source; and
+the table itself: every code catalogued, every remedy sourced."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from facts.parsers import faults
+from tests.lib import cli as cmd
+
+#: (a log's lines, the code its first fault gets, phrases its explanation says): each line a tool's own message.
+VARIANTS = [
+    # build: Horovod's extension built against another framework / never built
+    (["[1,0]<stderr>:ImportError: /opt/venv/lib/python3.8/site-packages/horovod/torch/mpi_lib_v2.cpython-38-x86_64-"
+      "linux-gnu.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs"],
+     "HOROVOD_IMPORT", ["rank 0", "undefined symbol", "horovodrun --check-build", "--no-binary horovod"]),
+    (["[0]<stderr>:ValueError: Horovod has not been built with TensorFlow support."],
+     "HOROVOD_BUILD_INCOMPLETE", ["HOROVOD_WITH_TENSORFLOW=1", "horovodrun --check-build"]),
+    # crash: the signal and the frame
+    (["[1,1]<stderr>:[node2:01234] *** Process received signal ***",
+      "[1,1]<stderr>:[node2:01234] Signal: Segmentation fault (11)",
+      "[1,1]<stderr>:[node2:01234] [ 0] /lib64/libpthread.so.0(+0xf630)[0x7f00]",
+      "[1,1]<stderr>:[node2:01234] [ 1] /usr/lib64/openmpi/lib/libmpi.so.40(MPI_Allreduce+0x1a)[0x7f01]"],
+     "CRASH_SEGFAULT", ["SIGSEGV", "rank 1", "libmpi.so.40 (MPI)"]),
+    (["2: free(): invalid pointer", "2: Aborted (core dumped)"], "CRASH_ABORT", ["SIGABRT", "rank 2"]),
+    (["[0]<stderr>:Fatal Python error: Segmentation fault"], "CRASH_SEGFAULT", ["SIGSEGV"]),
+    # memlock: RDMA memory refused by the locked-memory limit
+    (["[1,3]<stderr>:[1700000000.1] [n1:99 :0]  ib_md.c:309 UCX ERROR ibv_reg_mr(address=0x7f, length=4096, "
+      "access=0xf) failed: Cannot allocate memory"], "MEMLOCK_LIMITED", ["rank 3", "ulimit -l", "memlock=-1",
+                                                                        "https://slurm.schedmd.com/faq.html"]),
+    (["n1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", "n1:1:2 [0] misc/ibvwrap.cc:212 NCCL WARN Call to "
+      "ibv_reg_mr failed"], "NCCL_IB_MEMREG_FAILED", ["locked-memory", "troubleshooting"]),
+    # mpi_init
+    (["[n3:04411] [[1234,0],2] ORTE_ERROR_LOG: Not found in file ess_hnp_module.c at line 320",
+      "It looks like orte_init failed for some reason; your parallel process is"], "MPI_INIT_FAILED",
+     ["MPI_Init", "one Open MPI on every host", "ompi_info --version"]),
+    # nccl_network
+    (["[1,1]<stderr>:n2:5:9 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
+      "[1,1]<stderr>:n2:5:9 [1] misc/socket.cc:456 NCCL WARN Net : Connect to 10.0.0.1<41234> failed : Connection "
+      "refused"], "NCCL_CONNECT_FAILED", ["rank 1", "Connection refused", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"]),
+    (["0: n1:5:9 [0] misc/socket.cc:480 NCCL WARN socketStartConnect: Connect to fe80::1e34:daff:fe4c:1%ib0<40000> "
+      "failed : Software caused connection abort"], "NCCL_LINK_LOCAL_ADDRESS", ["link-local", "NCCL_SOCKET_IFNAME"]),
+    # oom: GPU vs host
+    (["[1,0]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity)"],
+     "GPU_OUT_OF_MEMORY", ["GPU's memory", "--batch-size", "rank 0"]),
+    (["slurmstepd: error: Job 77 exceeded memory limit (9000000 > 8388608), being killed"],
+     "HOST_OUT_OF_MEMORY", ["host's", "--mem"]),
+    (["srun: error: n4: task 3: Out Of Memory"], "HOST_OUT_OF_MEMORY", ["rank 3", "not the GPU's memory"]),
+    # time_limit
+    (["slurmstepd: error: *** STEP 55.0 ON n1 CANCELLED AT 2025-01-01T00:00:00 DUE TO TIME LIMIT ***"],
+     "SLURM_TIME_LIMIT", ["time limit", "--time", "--resume", "--requeue"]),
+    # scheduler
+    (["srun: error: Unable to allocate resources: Requested node configuration is not available"],
+     "SLURM_NODE_CONFIG_UNAVAILABLE", ["scontrol show node", "sinfo"]),
+    (["sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"],
+     "SLURM_GRES_INVALID", ["gres", "--gpus-per-node"]),
+    # version_mismatch, not gpu_init
+    (["docker: Error response from daemon: failed to create task for container: OCI runtime create failed: "
+      "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown."],
+     "NVML_DRIVER_LIBRARY_MISMATCH", ["version mismatch", "reboot"]),
+]
+
+
+@pytest.mark.parametrize("lines,code,phrases", VARIANTS, ids=[v[1] + "-%d" % i for i, v in enumerate(VARIANTS)])
+def test_each_kind_of_first_fault_gets_its_cause_rank_and_sourced_remedy(tmp_path, lines, code, phrases):
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    ran = cmd.run("train", "--explain", str(log))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    message = ran.stdout.split("\nfull log:")[0]
+    assert re.findall(r"\[([A-Z][A-Z0-9_]+)\]", message)[0] == code, message
+    assert "unclassified failure" not in message and "no failure" not in message
+    for phrase in phrases:
+        assert phrase in message, (phrase, message)
+    assert "https://" in message  # the remedy's public source
+
+
+def test_a_wrapped_ranks_line_is_read_whole_and_keeps_its_rank():
+    """A log collector that wraps at a fixed column leaves the cause on an unprefixed line: it is rank 3's."""
+    scanner = faults.FaultScanner()
+    scanner.feed("[1]<stderr>:2020-01-01 00:00:00.000000: I tensorflow/x.cc:1] " + "short info line")
+    head = "[3]<stderr>:2020-01-01 00:00:00.000000: F tensorflow/statusor.cc:34] Attempting to fetch value instead "
+    scanner.feed(head + "of handling error Interna")
+    scanner.feed("l: no supported devices found for platform CUDA")
+    assert scanner.first is not None and scanner.first.rank == 3 and scanner.first.kind == "gpu_init"
+    assert scanner.first.text.endswith("Internal: no supported devices found for platform CUDA")
+    assert scanner.first.number == 2 and scanner.counts == {"gpu_init": 1}
+
+
+def test_a_launchers_banner_after_a_long_rank_line_is_not_a_continuation():
+    scanner = faults.FaultScanner()
+    scanner.feed("[1,2]<stderr>:" + "x" * 120)
+    scanner.feed("mpirun noticed that process rank 2 with PID 1 on node n exited on signal 11 (Segmentation fault).")
+    assert scanner.first is None and scanner.first_summary.rank is None
+
+
+def test_horovodruns_timestamped_prefix_is_a_ranks():
+    assert faults.split_rank("Fri Sep 25 16:52:35 2020[3]<stderr>:text") == (3, "text")
+
+
+def test_every_cause_is_catalogued_and_sourced():
+    """One code family, one meaning (validate/catalogue.py); each remedy names its public source."""
+    from validate.catalogue import CODES
+
+    for cause in faults.CAUSES:
+        assert cause.code in CODES, cause.code
+        assert cause.kind in faults.KIND and cause.source and "https://" in cause.remedy, cause.code
+    assert len({c.code for c in faults.CAUSES}) == len(faults.CAUSES)
+
+
+def test_the_duplicate_gpu_fix_pins_by_local_rank_with_every_node_gpu_visible():
+    """validate --job FAILs --gpus-per-task for a trainer that pins local rank N (job.gpu_binding): the duplicate-GPU
+    remedy (case 35's kind) and the invalid-ordinal one say the same, never --gpus-per-task=1 as the fix."""
+    from launch import failure
+
+    ordinal = next(fix for rx, fix in failure.CUDA_INIT_REMEDY if rx.search("CUDA error: invalid device ordinal"))
+    for remedy in (failure.DUPLICATE_GPU_REMEDY, ordinal):
+        assert "--gpus-per-node=N --ntasks-per-node=N" in remedy and "--gpu-bind=none" in remedy
+        assert "job.gpu_binding" in remedy
+    assert "not --gpus-per-task=1" in failure.DUPLICATE_GPU_REMEDY
