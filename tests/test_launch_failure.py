@@ -110,7 +110,7 @@ def test_an_mpijob_launcher_that_cannot_resolve_its_workers_gets_the_one_remedy_
     log = tmp_path / "launcher.log"
     log.write_text("ssh: Could not resolve hostname chexnet-worker-1.chexnet-worker: Name or service not known\n"
                    + BANNER)
-    result = cmd.run("train", "--explain", str(log))
+    result = cmd.run("train", "--explain", str(log), expect=1)
     assert ("[MPI_HOST_UNKNOWN]; %s: %s" % (failure.MPIJOB_EARLY_LAUNCHER, failure.MPIJOB_EARLY_LAUNCHER_REMEDY)
             in result.stdout)
     assert "/etc/hosts" not in result.stdout and "launcherCreationPolicy: WaitForWorkersReady" in result.stdout
@@ -176,7 +176,8 @@ def test_not_enough_slots_for_gpu_ranks_lowers_np_and_never_oversubscribes(tmp_p
     with pytest.raises(ChexstackError) as raised:
         local.execute(request, _failing_plan("openmpi-4.1.4-not-enough-slots.txt"), cwd=str(tmp_path))
     assert "[MPI_NOT_ENOUGH_SLOTS]; %s" % gpu in str(raised.value) and "CPU ranks" not in str(raised.value)
-    explained = cmd.run("train", "--explain", str(tmp_path / "run" / "launch.log"))  # a log does not say: both
+    # a log does not say: both
+    explained = cmd.run("train", "--explain", str(tmp_path / "run" / "launch.log"), expect=1)
     assert "[MPI_NOT_ENOUGH_SLOTS]; GPU ranks: one rank per GPU" in explained.stdout
 
 
@@ -201,7 +202,7 @@ def test_train_explain_of_a_rank_failure_names_the_rank(tmp_path):
         "a non-zero exit code. Per user-direction, the job has been aborted.",
         "  Process name: [[51023,1],1]",
         "  Exit code:    2"]) + "\n")
-    result = cmd.run("train", "--explain", str(log))
+    result = cmd.run("train", "--explain", str(log), expect=1)
     assert "rank 1 exited first, with code 2; rank 1: --data /x: no such directory" in result.stdout
     assert "the launch failed" not in result.stdout
 
@@ -209,7 +210,7 @@ def test_train_explain_of_a_rank_failure_names_the_rank(tmp_path):
 def test_train_explain_refusals(tmp_path):
     done = tmp_path / "done.log"
     done.write_text('[0]<stdout>:@chexstack {"event": "done"}\n')
-    assert "no failure in %s" % done in cmd.run("train", "--explain", str(done)).stdout
+    assert "no failure in %s" % done in cmd.run("train", "--explain", str(done), expect=0).stdout
     missing = cmd.run("train", "--explain", str(tmp_path / "nope.log"))
     assert missing.returncode == 2 and "--explain %s: no such file" % (tmp_path / "nope.log") in missing.stderr
     mixed = cmd.run("train", "--explain", str(done), "--gpus", "2", "--lr", "0.1")
@@ -281,15 +282,15 @@ def test_train_explain_reads_the_last_run_of_an_appended_launch_log(tmp_path):
               "[1]<stderr>:trainer: error: --data /x: no such directory", "Process 1 exit with status code 2."]
     log = tmp_path / "launch.log"
     log.write_text("\n".join(INTERRUPTED_RUN + failed) + "\n")
-    result = cmd.run("train", "--explain", str(log)).stdout
+    result = cmd.run("train", "--explain", str(log), expect=1).stdout
     assert result.startswith("the trainer refused its input (from its log; the last of its 2 runs, from line %d); "
                              "rank 1 exited "
                              "first, with code 2; rank 1: --data /x: no such directory" % (len(INTERRUPTED_RUN) + 1))
     log.write_text("\n".join(failed + INTERRUPTED_RUN) + "\n")
-    assert cmd.run("train", "--explain", str(log)).stdout.startswith(
+    assert cmd.run("train", "--explain", str(log), expect=0).stdout.startswith(
         "interrupted by SIGINT in %s (the last of its 2 runs, from line 4)" % log)
     log.write_text("\n".join(INTERRUPTED_RUN + failed[:1] + ['[0]<stdout>:@chexstack {"event": "done"}']) + "\n")
-    assert cmd.run("train", "--explain", str(log)).stdout.startswith(
+    assert cmd.run("train", "--explain", str(log), expect=0).stdout.startswith(
         "no failure in %s (the last of its 2 runs, from line %d): the run's trainer reported it done"
         % (log, len(INTERRUPTED_RUN) + 1))
 
@@ -401,7 +402,7 @@ def _case23_commands():
 def test_a_gloo_segfault_on_loopback_gets_the_loopback_cause(tmp_path, command, why):
     log = tmp_path / "launch.log"
     log.write_text(_case23_run(_case23_commands()[command] if isinstance(command, int) else command))
-    result = cmd.run("train", "--explain", str(log))
+    result = cmd.run("train", "--explain", str(log), expect=1)
     assert "exit 139 is a segmentation fault; %s: %s: %s" % (why, GLOO_ON_LOOPBACK, GLOO_FIXES) in result.stdout
 
 
@@ -423,7 +424,7 @@ def test_a_gloo_segfault_off_loopback_is_a_segfault_not_the_loopback_cause(tmp_p
         "python3/dist-packages/tensorflow/libtensorflow_framework.so.2(+0x1a3b1c1)[0x7f1e0d5a11c1]\n"
         "[1]<stderr>:Segmentation fault\n")
     log.write_text(text)
-    result = cmd.run("train", "--explain", str(log))
+    result = cmd.run("train", "--explain", str(log), expect=1)
     assert GLOO_ON_LOOPBACK not in result.stdout and "--controller mpi" not in result.stdout
     assert ("exit 139 is a segmentation fault in rank 1's own process, not Gloo's loopback crash (%s); its stack "
             "trace is in libtensorflow_framework.so.2: rerun with PYTHONFAULTHANDLER=1" % why) in result.stdout
@@ -436,7 +437,7 @@ def test_a_gloo_segfault_without_evidence_names_the_loopback_cause_as_a_possibil
                           "the ranks ran on one host, localhost")]:
         log = tmp_path / "launch.log"
         log.write_text(_case23_run(command))
-        result = cmd.run("train", "--explain", str(log))
+        result = cmd.run("train", "--explain", str(log), expect=1)
         assert ("exit 139 is a segmentation fault; if the ranks' host had no network interface but loopback (%s; "
                 "a --network none container), it is Gloo's crash: %s" % (why, GLOO_ON_LOOPBACK)) in result.stdout
 

@@ -108,7 +108,8 @@ def test_a_crash_inside_the_library_leaves_the_records_before_it(standin):
 
 
 def test_the_parser_reads_every_record(standin):
-    got = parse_cuda_probe(probe(standin, "devices=3 ctx=1:802", expect=1, env={"CUDA_VISIBLE_DEVICES": "0,1,2"}).stdout)
+    got = parse_cuda_probe(probe(standin, "devices=3 ctx=1:802", expect=1,
+                                 env={"CUDA_VISIBLE_DEVICES": "0,1,2"}).stdout)
     assert (got.version, got.loaded, got.count, got.complete, got.driver_version, got.cuda_version) == (
         1, True, 3, True, 12040, "12.4")
     assert got.cuda_visible_devices == "0,1,2" and got.problems == [] and got.last == "end"

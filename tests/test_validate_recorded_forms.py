@@ -144,7 +144,7 @@ def test_explain_shows_the_log_lines_as_written(tmp_path):
     log = tmp_path / "slurm-1.out"
     text = (SHARED / "cases" / "35-nccl-duplicate-gpu-local-rank-zero.txt").read_text()
     log.write_text(text.replace("gpu-node-1:67917:67949", "gpu01:1234:1234").replace("gpu-node-1", "gpu01"))
-    ran = run("train", "--explain", str(log), env={"COLUMNS": "400"})
+    ran = run("train", "--explain", str(log), env={"COLUMNS": "400"}, expect=1)
     assert "gpu01:1234:1234 [0] init.cc:748 NCCL WARN Duplicate GPU" in ran.stdout, ran.stdout
     assert "\N{INPUT SYMBOL FOR NUMBERS}" not in ran.stdout
 
