@@ -116,7 +116,7 @@ def test_a_forged_payload_fails_the_signature(tmp_path, key):
     _, path = _result(tmp_path / "out")
     envelope = json.loads(path.read_text())
     stmt = attest.payload(envelope)
-    stmt["predicate"]["git"]["dirty"] = False
+    stmt["predicate"]["git"]["commit"] = "0" * 40  # another commit claimed
     envelope["payload"] = base64.b64encode(json.dumps(stmt).encode()).decode()
     path.write_text(json.dumps(envelope))
     result = run("verify-run", str(tmp_path / "out"))
