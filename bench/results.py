@@ -193,7 +193,7 @@ class Reading(NamedTuple):
     """One count's result as the trainer reported it: the point, its device ("GPU"/"CPU"), software versions
     (Python, TensorFlow, Horovod, and the MPI library the ranks mapped: ``openmpi`` or ``mpi``), and the data's
     identity (``label_sha256``: the label file's content; ``train_split_sha256``: the training split's sorted image
-    names; None for synthetic data or a trainer that did not record them)."""
+    names; None for synthetic data or a trainer that did not record them), and its drift (``reading_drift``)."""
 
     point: Point
     device: str | None

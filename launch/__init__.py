@@ -32,6 +32,8 @@ container whose only interface is loopback)
                  scheduler shares (the job spec, paths, layout, job names, the local-image warning)
 - ``options``    the launchers (``LAUNCHERS``), which option applies to which, the trainer's own options
 - ``dispatch``   the seam above the targets: ``Where``, ``where``, ``plan``, ``run``
+- ``drift``      the ranks' as-run facts against each other and the stack's manifest
+- ``attest``     a result's signed statement (in-toto, DSSE) at the end of a run, and ``invoke verify-run``'s check
 """
 from __future__ import annotations
 

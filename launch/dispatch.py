@@ -187,7 +187,9 @@ def run(request: TrainRequest, where: Where, *, heading: str | None = None) -> d
     (``plan``, executed by ``launch.local.execute``: in the checkout, or in the current folder for a stack's
     image; ``heading`` said before its launch line) and for a followed Slurm job; None for a ``--throughput`` run
     (its throughput.json is in its output folder) or when only rendered; the job id of a detached or Kubernetes
-    submission. ChexstackError (with its exit code) when it cannot start, fails or is interrupted."""
+    submission. A run from here ends with its drift in its run record and its signed statement beside it
+    (``launch.attest.finish_run``). ChexstackError (with its exit code) when it cannot start, fails or is
+    interrupted."""
     if where.cluster is not None:
         return _scheduled(request, where.cluster)
     started = attest.now()
