@@ -94,7 +94,7 @@ def gathered(rt, mine=None):
     """Every rank's ``facts()`` in rank order: each rank's JSON as UTF-8 codes, padded to the longest (two
     allgathers: the lengths, then the rows)."""
     data = bytearray(json.dumps(facts() if mine is None else mine).encode("utf-8"))
-    lengths = compat.allgather(np.array([len(data)], dtype=np.int64), "chexstack_as_run_lengths")
+    lengths = compat.allgather(np.array([len(data)], dtype=np.int32), "chexstack_as_run_lengths")
     row = np.zeros((1, int(max(lengths))), dtype=np.int32)
     row[0, :len(data)] = list(data)
     rows = compat.allgather(row, "chexstack_as_run")

@@ -1,0 +1,30 @@
+"""trainer.asrun: what a rank really imported, read from the running process (this venv's TensorFlow 2.15.1 and
+Horovod 0.28.1, built with MPI and Gloo, no NCCL)."""
+from __future__ import annotations
+
+import hashlib
+from importlib import metadata
+
+import pytest
+
+from trainer import asrun
+
+
+@pytest.mark.parametrize("code, version", [(21803, "2.18.3"), (2708, "2.7.8"), (0, None), (False, None),
+                                           (True, "built")])
+def test_nccl_version_code(code, version):
+    """NCCL_VERSION_CODE: major*1000+minor*100+patch before NCCL 2.9, major*10000+minor*100+patch since."""
+    assert asrun.nccl_version(code) == version
+
+
+def test_this_process_facts():
+    import horovod
+    import tensorflow as tf
+
+    found = asrun.facts()
+    assert found["tensorflow"] == tf.__version__ and found["horovod"] == horovod.__version__
+    assert found["horovod_build"] == {"mpi": True, "gloo": True, "nccl": 0} and found["nccl"] is None
+    assert "cuda" not in found  # a CPU build of TensorFlow names no CUDA
+    lines = sorted({"%s==%s" % (d.metadata["Name"].lower(), d.version) for d in metadata.distributions()})
+    assert found["packages"] == len(lines)
+    assert found["packages_sha256"] == hashlib.sha256("\n".join(lines).encode()).hexdigest()
