@@ -53,6 +53,12 @@ def test_drift_between_ranks_and_against_the_manifest():
     assert drift([RANK], load_stack("cpu")) == []
     assert drift([{**RANK, "horovod": "0.28.0", "openmpi": None}], load_stack("cpu")) == [
         "horovod: stack cpu pins 0.28.1, the ranks run 0.28.0", "mpi: stack cpu pins 4.1.4, the ranks report none"]
+    # a coarser fact than the pin is compared on the parts it gives (TensorFlow's build info: cuDNN "9")
+    hopper = {**RANK, "python": "3.12.3", "tensorflow": "2.17.0", "openmpi": "4.1.7", "cuda": "12.8", "cudnn": "9",
+              "nccl": "2.25.1"}
+    assert drift([hopper], load_stack("hopper")) == []
+    assert drift([{**hopper, "cudnn": "8"}], load_stack("hopper")) == ["cudnn: stack hopper pins 9.7.1, the ranks "
+                                                                      "run 8"]
     assert drift(None, None) == ["the run record has no as-run facts (as_run): what the ranks imported was not "
                                  "observed"]
 

@@ -28,3 +28,15 @@ def test_this_process_facts():
     lines = sorted({"%s==%s" % (d.metadata["Name"].lower(), d.version) for d in metadata.distributions()})
     assert found["packages"] == len(lines)
     assert found["packages_sha256"] == hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def test_gpu_library_versions_from_the_mapped_files():
+    """The versioned file names of the libraries a GPU rank mapped (an NGC 19.06 container's), first of each."""
+    maps = "\n".join([
+        "7f00-7f01 r-xp 00000000 08:01 1 /usr/local/cuda-10.1/targets/x86_64-linux/lib/libcudart.so.10.1.168",
+        "7f02-7f03 r-xp 00000000 08:01 2 /usr/lib/x86_64-linux-gnu/libcudnn.so.7.6.0",
+        "7f04-7f05 r-xp 00000000 08:01 3 /usr/lib/x86_64-linux-gnu/libnccl.so.2.4.7",
+        "7f06-7f07 r-xp 00000000 08:01 4 /usr/lib/x86_64-linux-gnu/libnccl.so.2",  # a soname link: no version
+        "7f08-7f09 r-xp 00000000 08:01 5 /usr/lib/x86_64-linux-gnu/libcudart.so.9.0.176"])
+    assert asrun.mapped_versions(maps) == {"cuda": "10.1.168", "cudnn": "7.6.0", "nccl": "2.4.7"}
+    assert asrun.mapped_versions("7f00-7f01 r-xp 0 08:01 1 /usr/lib/libc.so.6") == {}

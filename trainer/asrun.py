@@ -10,8 +10,11 @@ Each value is read from the running process, never from a manifest or a file on 
 - ``nccl``: the version code ``hvd.nccl_built()`` returns since Horovod 0.21 (``NCCL_VERSION_CODE`` of the nccl.h it
   was built with: major*1000+minor*100+patch before NCCL 2.9, major*10000+minor*100+patch since, see
   https://github.com/NVIDIA/nccl/blob/master/src/nccl.h.in), None when Horovod has no NCCL;
-- ``cuda``/``cudnn``: ``tf.sysconfig.get_build_info()`` (TensorFlow >= 2.3, the versions TensorFlow was built
-  against; absent on a CPU build or an older TensorFlow);
+- ``cuda``/``cudnn``/``nccl``: first the version in the file name of the ``libcudart``/``libcudnn``/``libnccl`` shared
+  object mapped into this process (``/proc/self/maps``: ``libcudart.so.10.1.168`` is the library the rank really
+  loaded, as ``trainer.mpilib`` reads libmpi), else ``tf.sysconfig.get_build_info()`` (TensorFlow >= 2.3: the
+  versions TensorFlow was built against, cuDNN often as its major version only) and for NCCL Horovod's build; absent
+  on a CPU build or where neither says;
 - ``openmpi``/``mpi``: ``trainer.mpilib`` (``MPI_Get_library_version`` of the mapped libmpi);
 - ``packages_sha256``: the SHA-256 of the sorted ``name==version`` lines of every installed distribution
   (``importlib.metadata`` on Python >= 3.8, ``pkg_resources`` before), what ``pip freeze`` lists; ``packages``: their
@@ -20,6 +23,7 @@ Each value is read from the running process, never from a manifest or a file on 
 import hashlib
 import json
 import platform
+import re
 import sys
 from collections import OrderedDict
 
@@ -75,6 +79,29 @@ def build_info():
     return OrderedDict((k, str(info[k + "_version"])) for k in ("cuda", "cudnn") if info.get(k + "_version"))
 
 
+_MAPPED = re.compile(r"/lib(cudart|cudnn|nccl)\.so\.(\d+(?:\.\d+)+)$")
+
+
+def mapped_versions(maps_text):
+    """{"cuda", "cudnn", "nccl"} from the versioned file names of the GPU libraries in ``maps_text`` (the content of
+    ``/proc/PID/maps``), only those mapped with a version of two parts or more."""
+    names = {"cudart": "cuda", "cudnn": "cudnn", "nccl": "nccl"}
+    found = OrderedDict()
+    for line in maps_text.splitlines():
+        match = _MAPPED.search(line.strip())
+        if match and names[match.group(1)] not in found:
+            found[names[match.group(1)]] = match.group(2)
+    return found
+
+
+def _mapped():
+    try:
+        with open(mpilib.MAPS) as f:
+            return mapped_versions(f.read())
+    except (IOError, OSError):
+        return OrderedDict()
+
+
 def facts():
     """This rank's as-run facts (the keys above), an OrderedDict of JSON values."""
     build = horovod_build()
@@ -83,6 +110,7 @@ def facts():
     if "nccl" in build:
         found["nccl"] = nccl_version(build["nccl"])
     found.update(build_info())
+    found.update(_mapped())
     found.update(mpilib.versions_entry(mpilib.record()))
     packages = installed_packages()
     found["packages"] = len(packages)
