@@ -438,6 +438,27 @@ def bench_report(c, results, output="bench/results/figure1.png", title=None, str
     main.report(items, Path(output), title, strict, bandwidth)
 
 
+@task(help={"dir": "the result's folder: a run's --output, a sweep's or a study's folder (its chexstack.intoto.json)",
+            "key": "PEM public key to verify with (default the project's, beside the SIF signing key: "
+                   "build/keys/sif-signing.pub.pem or $CHEXSTACK_SIF_KEY's)",
+            "allow-drift": "accept a statement whose run drifted (shown, not refused)"})
+@user_errors
+def verify_run(c, dir, key=None, allow_drift=False):
+    """Check a result's signed statement offline: the signature, every result file's SHA-256, the SIF where it is at
+    hand, drift; print what it was produced from. Exit 0 verified, 1 a mismatch (named), 2 cannot verify."""
+    from launch.attest import verify
+
+    verdict = verify(dir, key, allow_drift)
+    for line in verdict.shown:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in verdict.drift:
+        console.print("drift: %s" % line, markup=False, highlight=False, soft_wrap=True)
+    if verdict.problems:
+        raise ChexstackError("%s: not verified:\n  %s" % (dir, "\n  ".join(verdict.problems)),
+                             exit_code=verdict.code)
+    console.print("verified: %s" % dir, markup=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     """The ``chexstack`` command (pyproject ``[project.scripts]``, ``python -m chexstack``): this module's tasks from
     any folder, also on a node where only the package is installed (``tasks`` is installed as a module beside the

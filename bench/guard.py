@@ -95,9 +95,14 @@ def table1_note(sweep: Sweep, base: Sweep) -> str | None:
 
 def refuse(pairs: list[tuple[Path, Sweep, Path, Sweep]], why: str) -> None:
     """Raise ChexstackError (exit 2) naming both files of every pair (result, its baseline) that ``differences``
-    finds not comparable, and each difference; ``why`` starts the message (the option that refuses). Returns
-    when every pair compares like with like."""
+    finds not comparable, and each difference, and every file whose run drifted (``record.drift``: its ranks
+    disagreed, or differed from the stack's manifest, ``launch.drift``); ``why`` starts the message (the option
+    that refuses). Returns when every pair compares like with like on undrifted runs."""
     lines = []
+    for path, sweep in dict((p, s) for pair in pairs for p, s in (pair[2:], pair[:2])).items():
+        if sweep.record.drift:
+            lines.append("%s (%s): its environment drifted at run time: %s" % (path, sweep.label,
+                                                                            "; ".join(sweep.record.drift)))
     for path, sweep, base_path, base in pairs:
         found = differences(sweep, base)
         if found:
@@ -105,5 +110,6 @@ def refuse(pairs: list[tuple[Path, Sweep, Path, Sweep]], why: str) -> None:
             lines.append("%s (%s) vs %s (%s): %s%s" % (path, sweep.label, base_path, base.label, "; ".join(found),
                                                      " (%s)" % note if note else ""))
     if lines:
-        raise ChexstackError("%s: not comparable, they differ in more than the system:\n  %s"
-                             % (why, "\n  ".join(lines)), exit_code=ExitCode.USAGE)
+        drifted = any(": its environment drifted at run time: " in line for line in lines)
+        raise ChexstackError("%s: not comparable, they differ in more than the system%s:\n  %s"
+                             % (why, " or drifted" if drifted else "", "\n  ".join(lines)), exit_code=ExitCode.USAGE)

@@ -9,7 +9,7 @@ import launch
 from bench import attribution, batch, figure, gate, guard
 from bench.results import Sweep, load_sweep
 from bench.sweep import SweepRequest, run_sweep
-from chexstack.console import console
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.inputs import input_file
 from launch.cluster import ClusterOptions
@@ -89,8 +89,18 @@ def bench(req: SweepRequest, output: Path, runs: Path, where: launch.Where) -> N
     if where.cluster is not None:
         scheduled(req.check(), where.cluster)
         return
+    from launch import attest
+    from launch.dispatch import image_of
+
+    started = attest.now()
     sweep, path = run_sweep(req, REPO, output, runs)
     print_sweep(sweep, path)
+    for line in sweep.record.drift:
+        warn("drift: %s" % line)
+    signed = attest.write_collection(path.parent, [path.name], stack=req.stack, image=image_of(where),
+                                     drift=sweep.record.drift, started=started, kind="sweep",
+                                     path=attest.sweep_statement_path(path))
+    console.print("signed statement: %s (invoke verify-run %s)" % (signed, signed), markup=False)
 
 
 def expand_results(items: list[str]) -> list[Path]:

@@ -147,6 +147,9 @@ class RunRecord(_Model):
     label_sha256: str | None = None
     train_split_sha256: str | None = None
     versions: dict[str, str | None] = Field(default_factory=dict)
+    #: what drifted at run time (``launch.drift``: ranks that disagree, the stack's manifest), "N ranks: ..." per
+    #: count; empty when nothing drifted or the trainer recorded no as-run facts
+    drift: list[str] = Field(default_factory=list)
     hostname: str | None = None
     cpu_count: int | None = None
     input_capacity: dict | None = None
@@ -190,18 +193,21 @@ class Reading(NamedTuple):
     """One count's result as the trainer reported it: the point, its device ("GPU"/"CPU"), software versions
     (Python, TensorFlow, Horovod, and the MPI library the ranks mapped: ``openmpi`` or ``mpi``), and the data's
     identity (``label_sha256``: the label file's content; ``train_split_sha256``: the training split's sorted image
-    names; None for synthetic data or a trainer that did not record them)."""
+    names; None for synthetic data or a trainer that did not record them), and its drift (``reading_drift``)."""
 
     point: Point
     device: str | None
     versions: dict
     dataset: dict
+    drift: tuple = ()
 
 
 def with_reading(record: RunRecord, reading: Reading) -> RunRecord:
     """``record`` with what the trainer reported and the record does not say yet: versions and the data's
-    hashes."""
-    updates = {"versions": record.versions or reading.versions}
+    hashes; and every count's drift, added."""
+    updates = {"versions": record.versions or reading.versions,
+               "drift": record.drift + ["%d ranks: %s" % (reading.point.count, line) for line in reading.drift
+                                        if "%d ranks: %s" % (reading.point.count, line) not in record.drift]}
     updates.update({k: v for k, v in reading.dataset.items() if v and not getattr(record, k)})
     return record.model_copy(update=updates)
 
@@ -227,7 +233,18 @@ def point_from_throughput(count: int, data: dict, source: str) -> Reading:
     train = ((data.get("splits") or {}).get("train") or {}).get("sha256")
     return Reading(point, data.get("device"), {k: None if v is None else str(v)
                                                for k, v in (data.get("versions") or {}).items()},
-                   {"label_sha256": data.get("label_sha256"), "train_split_sha256": train})
+                   {"label_sha256": data.get("label_sha256"), "train_split_sha256": train}, reading_drift(data))
+
+
+def reading_drift(data: dict) -> tuple[str, ...]:
+    """A throughput.json's drift: its ``drift`` (the launcher's, ``launch.drift``, against the stack too), else
+    its ranks compared with each other (a count run by a scheduler); () without as-run facts (a trainer from
+    before it recorded them: not judged)."""
+    from launch.drift import between_ranks
+
+    if "drift" in data:
+        return tuple(data["drift"] or ())
+    return tuple(between_ranks(data["as_run"])) if data.get("as_run") else ()
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -43,12 +43,12 @@ from pathlib import Path
 from bench import batch, sysinfo
 from bench.results import Point, Reading, RunRecord, Sweep, merge_repeats, save_sweep, with_reading
 from bench.sweep import SweepRequest, read_point, request_record, settle_device, stamp, with_gpus
-from chexstack.console import console
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.outputs import output_folder
 from chexstack.tools import run as run_tool
 from facts import host
-from launch import failure, k8s, slurmjob, submit
+from launch import attest, failure, k8s, slurmjob, submit
 from launch.cluster import ClusterOptions, cluster_path
 from launch.job import layout
 from launch.pods import PodJob, PodNetwork
@@ -354,9 +354,20 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
                 system, repeat, req.sweep.repeats, n, _unit(req), reading.point.images_per_sec,
                 reading.point.median_step_time_s))
     note = _load_note(req, load_start, os.getloadavg())
-    paths = [str(save_sweep(_sweep(req, system, reads[system], now, root, note),
-                            output / tag / ("%s.json" % system))) for system in req.systems]
-    return main.report([",".join(paths)], output / tag / "figure1.png", title or _title(req), False, bandwidth)
+    sweeps = [_sweep(req, system, reads[system], now, root, note) for system in req.systems]
+    paths = [str(save_sweep(sweep, output / tag / ("%s.json" % system))) for sweep, system in zip(sweeps, req.systems)]
+    result = main.report([",".join(paths)], output / tag / "figure1.png", title or _title(req), False, bandwidth)
+    drift = ["%s: %s" % (sweep.label, line) for sweep in sweeps for line in sweep.record.drift]
+    for line in drift:
+        warn("drift: %s" % line)
+    folder = output / tag
+    signed = attest.write_collection(folder, sorted(p.name for p in folder.iterdir() if p.is_file()),
+                                     stack=req.sweep.stack,
+                                     image=attest.sif_block(req.sif) if "apptainer" in req.systems else None,
+                                     drift=drift, started=now.isoformat(timespec="seconds"),
+                                     kind="study")
+    console.print("signed statement: %s (invoke verify-run %s)" % (signed, folder), markup=False)
+    return result
 
 
 def _sweep(req: StudyRequest, system: str, reads: list[Reading], now: datetime, root: Path, note: str) -> Sweep:

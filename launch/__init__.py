@@ -33,6 +33,8 @@ container whose only interface is loopback)
 - ``options``    the launchers (``LAUNCHERS``), which option applies to which, the trainer's own options
 - ``dispatch``   the seam above the targets: ``Where``, ``where``, ``plan``, ``run``
 - ``executor``   the one executor of ``python -m trainer`` commands (train, throughput, evaluate, prepare)
+- ``drift``      the ranks' as-run facts against each other and the stack's manifest
+- ``attest``     a result's signed statement (in-toto, DSSE) at the end of a run, and ``invoke verify-run``'s check
 
 What other areas may rely on (each module's docstring has the detail):
 

@@ -20,8 +20,9 @@ import dataclasses
 import os
 import shutil
 
+from chexstack.console import console, warn
 from chexstack.errors import ChexstackError
-from launch import cluster, container, local, schedulers
+from launch import attest, cluster, container, local, schedulers
 from launch.options import HERE, TRAIN_LAUNCHERS, check_applicable, check_launcher
 from launch.options import LAUNCHERS as LAUNCHERS  # the face's (launch.LAUNCHERS)
 from launch.options import SCHEDULED as SCHEDULED
@@ -104,9 +105,7 @@ def _in_image(request: TrainRequest, where: Where) -> Plan:
     than this checkout, ``launch.container.trainer_drift``) or ``singularity`` (the stack's SIF from ``invoke
     build --runtime singularity`` unless ``image``)."""
     from envs.manifest import load_stack
-    from images.build import SIF_DIR
     from images.naming import image_ref
-    from images.sif import sif_path
 
     ref = where.image or image_ref(load_stack(where.stack))
     if where.runtime == "docker":
@@ -116,8 +115,40 @@ def _in_image(request: TrainRequest, where: Where) -> Plan:
         drift = container.trainer_drift(ref, where.stack)
         return plan.with_warning(drift) if drift else plan
     if where.runtime == "singularity":
-        return TARGETS["singularity"](request, sif=where.image or str(sif_path(ref, SIF_DIR)), as_root=where.as_root)
+        return TARGETS["singularity"](request, sif=_sif(where), as_root=where.as_root)
     raise ChexstackError("--runtime %r: expected one of %s" % (where.runtime, ", ".join(container.RUNTIMES)))
+
+
+def _sif(where: Where) -> str:
+    """The SIF a singularity run of ``where`` executes: ``image``, else the stack's from ``invoke build --runtime
+    singularity``."""
+    from envs.manifest import load_stack
+    from images.build import SIF_DIR
+    from images.naming import image_ref
+    from images.sif import sif_path
+
+    return where.image or str(sif_path(image_ref(load_stack(where.stack)), SIF_DIR))
+
+
+def image_of(where: Where) -> dict | None:
+    """The statement's ``image`` block of a run ``where`` says (``launch.attest``): None without a stack; a SIF's
+    path, SHA-256 and signing key fingerprint; a Docker reference and its image ID (None when Docker cannot say)."""
+    if not where.stack:
+        return None
+    if where.runtime == "singularity":
+        return attest.sif_block(_sif(where))
+    from chexstack import engine
+    from envs.manifest import load_stack
+    from images.naming import image_ref
+
+    ref = where.image or image_ref(load_stack(where.stack))
+    image_id = None
+    try:
+        client = engine.optional_client()
+        image_id = client.images.get(ref).id if client is not None else None
+    except Exception:  # noqa: BLE001 - an image Docker no longer has: its ID is unknown, said as None
+        pass
+    return {"runtime": "docker", "ref": ref, "image_id": image_id}
 
 
 def plan(request: TrainRequest, where: Where) -> Plan:
@@ -156,8 +187,18 @@ def run(request: TrainRequest, where: Where, *, heading: str | None = None) -> d
     (``plan``, executed by ``launch.local.execute``: in the checkout, or in the current folder for a stack's
     image; ``heading`` said before its launch line) and for a followed Slurm job; None for a ``--throughput`` run
     (its throughput.json is in its output folder) or when only rendered; the job id of a detached or Kubernetes
-    submission. ChexstackError (with its exit code) when it cannot start, fails or is interrupted."""
+    submission. A run from here ends with its drift in its run record and its signed statement beside it
+    (``launch.attest.finish_run``). ChexstackError (with its exit code) when it cannot start, fails or is
+    interrupted."""
     if where.cluster is not None:
         return _scheduled(request, where.cluster)
-    return local.execute(request, plan(request, where), cwd=os.getcwd() if where.stack else local.REPO_ROOT,
-                         heading=heading)
+    started = attest.now()
+    planned = plan(request, where)
+    result = local.execute(request, planned, cwd=os.getcwd() if where.stack else local.REPO_ROOT, heading=heading)
+    found, statement = attest.finish_run(request.with_absolute_paths().options.output,
+                                         throughput=bool(request.options.throughput), stack=where.stack,
+                                         image=image_of(where), plan_line=planned.command_line(), started=started)
+    for line in found:
+        warn("drift: %s" % line)
+    console.print("signed statement: %s (invoke verify-run %s)" % (statement, statement.parent), markup=False)
+    return result

@@ -12,6 +12,8 @@ import yaml
 
 from bench.results import REFERENCE_DIR, load_sweep
 from chexstack.errors import ChexstackError
+from images.sif import KEY_ENV, signing_key
+from launch import attest
 from tests.lib import cli as cmd
 from tests.lib.cli import INVOKE
 from tests.lib.k8s import validate_mpijob
@@ -23,13 +25,25 @@ SMALL = [*FAST_MODEL, "--batch-size", "4", "--image-size", "64", "--steps", "5",
 
 
 @pytest.mark.slow
-def test_cpu_sweep_then_figure(tmp_path):
+def test_cpu_sweep_then_figure(tmp_path, monkeypatch):
     """`invoke bench --np 1,2 --data synthetic` (CPU ranks, as train --gpus 0 --np N) writes one JSON; bench-report
     draws it next to the seed's bare-metal series."""
+    key = tmp_path / "keys" / "site.pem"  # the signing key of the statements (not build/keys of the checkout)
+    monkeypatch.setattr("images.sif.DEFAULT_KEY", key)
+    signing_key()
     run = cmd.invoke("bench", "--np", "1,2", "--data", "synthetic", "--label", "cpu-test", "--output", str(tmp_path),
-                     *SMALL, timeout=900)
+                     *SMALL, timeout=900, env={KEY_ENV: str(key)})
     assert run.returncode == 0, run.stdout + run.stderr
     [result] = tmp_path.glob("cpu-test-*.json")
+    # each count's run and the sweep leave a signed statement that verifies; as-run facts, no drift
+    assert load_sweep(result).record.drift == []
+    for count in (1, 2):
+        folder = REPO / "runs" / "bench" / result.stem / ("np-%d" % count)
+        assert len(json.loads((folder / "throughput.json").read_text())["as_run"]) == count
+        verified = cmd.run("verify-run", str(folder), env={KEY_ENV: str(key)})
+        assert verified.returncode == 0 and "verified: " in verified.stdout, verified.stdout + verified.stderr
+    verified = cmd.run("verify-run", str(attest.sweep_statement_path(result)), env={KEY_ENV: str(key)})
+    assert verified.returncode == 0, verified.stdout + verified.stderr
     sweep = load_sweep(result)
     assert [p.count for p in sweep.points] == [1, 2]
     assert sweep.record.count_unit == "CPU ranks" and sweep.record.device == "cpu"

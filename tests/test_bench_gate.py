@@ -92,6 +92,21 @@ def test_strict_refuses_a_comparison_naming_both_files_and_each_difference(tmp_p
     assert ok.returncode == 0, ok.stderr
 
 
+def test_strict_refuses_a_drifted_run_even_when_nothing_else_differs(tmp_path):
+    """A sweep whose ranks disagreed (launch.drift, carried into the record per count) is refused by --strict,
+    named with its drift, whichever side of the comparison it is on; without --strict it is drawn."""
+    base = _file(tmp_path, _sweep("base", {1: BASE}))
+    line = "2 ranks: ranks disagree on horovod: rank 0 0.28.1, rank 1 0.28.0"
+    drifted = _file(tmp_path, _sweep("drifted", {1: [98.0, 99.0, 97.0]}, drift=[line]))
+    for files in ((base, drifted), (drifted, base)):
+        strict = cmd.run("bench-report", "%s,%s" % files, "--output", str(tmp_path / "g.png"), "--strict")
+        assert strict.returncode == 2 and not (tmp_path / "g.png").exists()
+        assert _words(strict.stderr) == (
+            "error: bench-report --strict: not comparable, they differ in more than the system or drifted: "
+            "%s (drifted): its environment drifted at run time: %s" % (drifted, line))
+    assert cmd.run("bench-report", "%s,%s" % (base, drifted), "--output", str(tmp_path / "h.png")).returncode == 0
+
+
 def test_the_gate_passes_within_the_baselines_interval(tmp_path):
     """5 repeats: the floor is the interval's lower bound, 100 images/s; a median of 100 (2 % below 102) passes."""
     base = _file(tmp_path, _sweep("base", {1: BASE, 2: [190.0, 196.0, 188.0, 194.0, 192.0]}))

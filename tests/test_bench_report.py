@@ -36,10 +36,11 @@ def test_seed_reference_is_figure_1():
 
 def test_point_from_the_trainers_throughput_json():
     data = json.loads((CPU_SWEEP / "np-2" / "throughput.json").read_text())
-    point, device, versions, dataset = point_from_throughput(2, data, "np-2/throughput.json")
+    point, device, versions, dataset, drift = point_from_throughput(2, data, "np-2/throughput.json")
     assert device == "CPU" and versions["horovod"] == "0.28.1"
     # recorded before the trainer hashed its data: nothing to compare, nothing invented
     assert dataset == {"label_sha256": None, "train_split_sha256": None} and point.step_split is None
+    assert drift == ()  # recorded before the trainer recorded its as-run facts: not judged
     assert point.images_per_sec == data["images_per_sec"]["total"]
     assert len(point.step_times_s) == data["timed_steps"]  # warm-up steps (27 s of tracing) are not timed
     assert max(point.step_times_s) < 5

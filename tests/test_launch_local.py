@@ -31,6 +31,7 @@ from rich.progress import Progress
 from chexstack.errors import ChexstackError
 from facts import host
 from facts.parsers import horovodrun
+from images.sif import KEY_ENV, signing_key
 from launch import failure, local, stream
 from launch.controller import local_interfaces, pick_controller
 from launch.horovodrun import horovodrun_argv
@@ -410,7 +411,7 @@ ATTEMPTS = 3
 
 
 @pytest.mark.slow
-def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_path):
+def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_path, monkeypatch):
     """The reported fault: Ctrl-C while the test split was scored after the last epoch left metrics.json without
     its ``test`` block and ``run.end``, and --resume said "nothing to do". Now the line says that --resume finishes
     the run, --resume does that without training (the epochs stay 1, 2), and only then is a --resume nothing to
@@ -418,6 +419,10 @@ def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_
     signal, sent as soon as the launcher shows epoch 2, lands in it. Where it came too late (CI's 2 cores under both
     lanes and a cold Apptainer build once showed the line only after the run had ended: exit 0, run.end written),
     that start tested nothing and the test starts again, ``ATTEMPTS`` times at most."""
+    key = tmp_path / "keys" / "site.pem"  # the statements' signing key (not build/keys of the checkout)
+    monkeypatch.setattr("images.sif.DEFAULT_KEY", key)
+    signing_key()
+    monkeypatch.setenv(KEY_ENV, str(key))
     for attempt in range(1, ATTEMPTS + 1):
         out = tmp_path / ("run-%d" % attempt)
         args = [*SMALL[:SMALL.index("--baseline-size")], "--epochs", "2", "--output", str(out)]
@@ -448,6 +453,10 @@ def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_
     assert metrics["run"]["end"]["epoch"] == 2 and metrics["run"]["end"]["reason"] == "epochs"
     assert metrics["test"]["n_images"] > 0 and "baseline" in metrics and "comparison" in metrics
     assert (out / "test-predictions.csv").exists() and (out / "model.h5").exists()
+    # the finished run's record: both ranks' as-run facts, no drift; its signed statement verifies
+    assert len(metrics["run"]["as_run"]) == 2 and metrics["run"]["drift"] == []
+    verified = cmd.run("verify-run", str(out), env={KEY_ENV: str(key)})
+    assert verified.returncode == 0 and "as run (2 ranks): " in verified.stdout, verified.stdout + verified.stderr
 
     done = _invoke(*args, "--resume")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -32,6 +32,10 @@ def test_synthetic_throughput_two_ranks_mpi(tmp_path):
     assert out["mpi"]["implementation"] == "Open MPI" and out["versions"]["openmpi"] == out["mpi"]["version"]
     assert out["label_sha256"] is None and out["splits"] is None and out["trainable_parameters"] > 0
     assert "input_wait_s" not in out and "timeline" not in out  # no --horovod-timeline
+    # as-run facts per rank (trainer.asrun), what launch.drift compares: both ranks, the same libraries
+    assert [r["horovod_build"]["mpi"] for r in out["as_run"]] == [True, True]
+    assert out["as_run"][0] == out["as_run"][1] and out["as_run"][0]["openmpi"] == out["mpi"]["version"]
+    assert len(out["as_run"][0]["packages_sha256"]) == 64 and out["as_run"][0]["packages"] > 10
 
 
 def test_real_png_throughput_with_the_resize_in_the_step(tmp_path):

@@ -19,7 +19,7 @@ from collections import OrderedDict
 import numpy as np
 import tensorflow as tf
 
-from trainer import callbacks, compat, events, loss, mpilib, outputs, runtime, split
+from trainer import asrun, callbacks, compat, events, loss, mpilib, outputs, runtime, split
 from trainer import model as model_mod
 from trainer.train import input_resize, input_resize_info, load_data, training_dataset, versions
 
@@ -68,6 +68,7 @@ def run(options):
     per_rank = compat.allgather(np.array([options.batch_size / float(np.median(timed))]),
                                 "chexstack_throughput")
     hosts = runtime.rank_hosts(rt)
+    as_run = asrun.gathered(rt)
     if rt.chief:
         result = OrderedDict([
             ("images_per_sec", OrderedDict([("total", float(np.sum(per_rank))),
@@ -76,7 +77,7 @@ def run(options):
             ("timed_steps", options.steps), ("world_size", rt.size), ("hosts", hosts), ("model", options.model),
             ("batch_size", options.batch_size), ("image_size", options.image_size), ("amp", bool(options.amp)),
             ("device", rt.device), ("data", "synthetic" if data.label_sha256 is None else data.label_file),
-            ("versions", versions()), ("mpi", mpilib.record()),
+            ("versions", versions()), ("as_run", as_run), ("mpi", mpilib.record()),
             ("label_sha256", data.label_sha256),
             ("splits", outputs.split_digests([(split.TRAIN, data.train)]) if data.label_sha256 else None),
             ("trainable_parameters", trainable_parameters(model)), ("input_resize", input_resize_info(choice)),

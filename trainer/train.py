@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import (
+    asrun,
     baseline,
     batchnorm,
     callbacks,
@@ -416,7 +417,7 @@ def _run_info(rt, options, data, plateau, initial_epoch, steps, learning_rate, w
         ("label_sha256", data.label_sha256), ("data", data.report),
         ("class_weights", OrderedDict([("w_pos", OrderedDict(zip(CLASSES, w_pos.tolist()))),
                                        ("w_neg", OrderedDict(zip(CLASSES, w_neg.tolist())))])),
-        ("versions", versions()),
+        ("versions", versions()), ("as_run", asrun.gathered(rt)),
     ])
 
 
