@@ -117,6 +117,13 @@ DOCKER_ENV = "\n".join([
     "build as root or set 'mount tmp = no' in apptainer.conf\" >&2; exit 1; }; fi",
     "done"])
 DEFAULT_SHELL = ["/bin/sh", "-c"]
+#: Where %post keeps the base image's ENTRYPOINT and CMD as Apptainer's docker bootstrap wrote them into the
+#: runscript before %post runs (``OCI_ENTRYPOINT='"a" "b"'``, each argument double-quoted for ``eval``; apptainer's
+#: ``internal/pkg/build/sources/conveyorPacker_oci.go``, ``insertRunScript``), before %runscript replaces it.
+BASE_RUN = "/.singularity.d/chexstack-base-run.sh"
+BASE_RUN_SAVE = ("grep -E '^OCI_(ENTRYPOINT|CMD)=' /.singularity.d/runscript > %s || { echo \"the bootstrap "
+                 "recorded no OCI_ENTRYPOINT in /.singularity.d/runscript: the base image's ENTRYPOINT is not "
+                 "known\" >&2; exit 1; }" % BASE_RUN)
 STAGING = "/.chexstack-copy"
 #: Shell builtins whose effect outlives the command: such a RUN is never written inline in %post.
 _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "alias", "unalias", "shift", "trap",
@@ -144,7 +151,15 @@ _BASE_READS = {"": "the image's {name}, empty where it sets none",
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
-           for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir")}
+           for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir", "platform",
+                                               "pack")}
+#: The automatic platform ARGs (Dockerfile reference, "Automatic platform ARGs in the global scope"): BuildKit's
+#: ``frontend/dockerfile/dockerfile2llb/platform.go`` (``defaultArgs``) sets them from the build and target
+#: platforms, each the builder's own (containerd's ``platforms.DefaultSpec``, normalized: arm64 has no variant) on a
+#: native build, which an Apptainer build always is; ``chexstack_platform`` gives them in %post (``uname``).
+_PLATFORM_ARGS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS",
+                  "BUILDARCH", "BUILDVARIANT"}
+_NATIVE = re.compile(r"^\$(\{(BUILD|TARGET)PLATFORM\}|(BUILD|TARGET)PLATFORM)$")
 
 
 @dataclass
@@ -163,11 +178,14 @@ class _Stage:
     env_names: set = field(default_factory=set)
     workdir: str | None = None
     user: str | None = None
+    user_sh: str = ""  # the user as one /bin/sh word (``${NAME}`` where the base image's environment names it)
     shell: list = field(default_factory=lambda: list(DEFAULT_SHELL))
     entrypoint: list | None = None
     cmd: list | None = None
     cmd_set: bool = False
     cmd_at: object = None  # the CMD instruction
+    empty: bool = True  # no instruction after its FROM (nor a base's ONBUILD trigger): an alias of its image
+    base_run: bool = False  # the runscript takes the base's ENTRYPOINT (and CMD, none set) from the bootstrap's
     comments: list = field(default_factory=list)
 
     def need(self, helper: str) -> None:
@@ -220,6 +238,16 @@ class Conversion:
     text: str
     warnings: list[str] = field(default_factory=list)
     reads: list[tuple[Path, str]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)  # warning kind -> how many
+    runs: str = ""  # what `apptainer run` does (``run_behaviour``)
+
+    def summary(self) -> str:
+        """One line: what the definition could not keep exactly (the warnings by kind) and what `apptainer run`
+        of it does."""
+        kept = ("nothing to warn of" if not self.kinds else "%d warning%s (%s)" % (
+            len(self.warnings), "" if len(self.warnings) == 1 else "s",
+            ", ".join("%s: %d" % kv for kv in sorted(self.kinds.items()))))
+        return "summary: %s; %s" % (kept, self.runs)
 
 
 class _Converter:
@@ -236,7 +264,9 @@ class _Converter:
         self.global_args: dict[str, str | None] = {}
         self.global_valueless: set[str] = set()  # global ARGs declared without a value (and no --build-arg)
         self.stages: list[_Stage] = []
+        self.named: set[str] = set()  # the stage names the Dockerfile gives (``run``)
         self.warnings: list[str] = []
+        self.kinds: dict[str, int] = {}  # warning kind -> count
         self.cmd: dockerfile.Command | None = None
         self.context = dockerignore.Context(path.parent, path)
         own, shared = dockerignore.candidates(path.parent, path)
@@ -251,8 +281,14 @@ class _Converter:
         first = c.original.splitlines()[0] if c else ""
         raise ChexstackError("%s:%s: %s: %s%s" % (self.path, c.start_line if c else "?", first, self._trigger(), why))
 
-    def warn(self, why: str) -> None:
-        self.warnings.append("%s:%d: %s: %s%s" % (self.path, self.cmd.start_line, self.cmd.cmd, self._trigger(), why))
+    def note(self, kind: str, text: str) -> None:
+        """A warning (``text``, the whole line) of ``kind`` (the summary counts them by kind)."""
+        self.warnings.append(text)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+    def warn(self, why: str, kind: str = "") -> None:
+        self.note(kind or self.cmd.cmd.upper(),
+                  "%s:%d: %s: %s%s" % (self.path, self.cmd.start_line, self.cmd.cmd, self._trigger(), why))
 
     def _trigger(self) -> str:
         """While a base image's ONBUILD trigger is converted: which one (the line named is the FROM's)."""
@@ -306,17 +342,32 @@ class _Converter:
                 "%s` into the local engine (or build it there), then convert again" % (st.image, st.base.why_not,
                                                                                        st.image))
 
+    def _fresh(self, name: str) -> str:
+        """``name``, or ``name-N`` for the first N that makes it a name neither the Dockerfile (any of its ``FROM ...
+        AS``, before or after this one) nor this conversion gives a stage: the converter's own names never collide
+        with a user's."""
+        taken = self.named | {s.name for s in self.stages}
+        out, n = name, 1
+        while out in taken:
+            out, n = "%s-%d" % (name, n), n + 1
+        return out
+
     # --- instructions -------------------------------------------------------------------------------------------
     def run(self) -> list[_Stage]:
         try:
             commands = dockerfile.parse_file(str(self.path))
         except dockerfile.GoParseError as e:
             raise ChexstackError("%s: not a Dockerfile Docker can read: %s" % (self.path, e)) from None
+        # every stage name the Dockerfile gives, before any is converted: the names this converter makes for
+        # unnamed stages and --from images (``_fresh``) must never be one of them
+        self.named = {c.value[2].lower() for c in commands if c.cmd.upper() == "FROM" and len(c.value) == 3}
         for c in commands:
             self.cmd = c
             name = c.cmd.upper()
             if name != "FROM" and name != "ARG" and not self.stages:
                 self.fail("expected FROM (or ARG) before any other instruction")
+            if name != "FROM" and self.stages:
+                self.stage.empty = False
             getattr(self, "_" + name.lower(), self._unknown)(c)
         if not self.stages:
             raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % self.path)
@@ -330,20 +381,32 @@ class _Converter:
         predefined proxy ARGs aside) is not consumed, in the classic builder's words (moby's
         ``BuildArgs.WarnOnUnusedBuildArgs``; BuildKit ignores it silently)."""
         for name in self.unset:
-            self.warnings.append("%s: --build-arg %s: %s is not set in this environment, so Docker passes no value "
-                                 "(the ARG keeps its default)" % (self.path, name, name))
+            self.note('build-arg',
+                "%s: --build-arg %s: %s is not set in this environment, so Docker passes no value "
+                "(the ARG keeps its default)" % (self.path, name, name))
         unused = sorted(self.given - self.declared - _PROXY_ARGS)
         if unused:
-            self.warnings.append("%s: [Warning] One or more build-args [%s] were not consumed (no ARG declares them; "
-                                 "the definition does not use them either)" % (self.path, " ".join(unused)))
+            self.note('build-arg',
+                "%s: [Warning] One or more build-args [%s] were not consumed (no ARG declares them; "
+                "the definition does not use them either)" % (self.path, " ".join(unused)))
 
     def _unknown(self, c) -> None:
         self.fail("not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, LABEL, "
                   "CMD, ENTRYPOINT, SHELL, EXPOSE, VOLUME, HEALTHCHECK, STOPSIGNAL, ONBUILD or MAINTAINER)")
 
     def _from(self, c) -> None:
-        if c.flags:
-            self.fail("%s: not converted (Apptainer builds for the machine that builds)" % " ".join(c.flags))
+        platform = None
+        for flag in c.flags:
+            opt, _, val = flag.partition("=")
+            if opt != "--platform":
+                self.fail("%s: not converted" % flag)
+            if _NATIVE.match(val.strip()):
+                continue  # the platform that builds (or is built for, the same on a native build): Apptainer's own
+            args, blank = self._global_scope()
+            platform = words.literal(self.words(val, args, split=False, blank=blank)[0])
+            if not platform or not re.match(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$", platform):
+                self.fail("%s: not converted: Apptainer pulls and builds for the machine that builds; write "
+                          "--platform=$BUILDPLATFORM, or OS/ARCH[/VARIANT] of the machine that will build" % flag)
         if len(c.value) not in (1, 3) or (len(c.value) == 3 and c.value[1].upper() != "AS"):
             self.fail("expected FROM IMAGE [AS NAME]")
         args, blank = self._global_scope()
@@ -367,17 +430,26 @@ class _Converter:
                          % (told[0].name, told[0].op, told[0].name, told[0].op)))
         image = words.literal(word)
         names = [s.name for s in self.stages]
-        if image.lower() in names:
-            self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image; "
-                      "copy what you need with COPY --from=%s" % (image, image))
+        alias = next((s for s in self.stages if s.name == image.lower()), None)
+        if alias is not None and not alias.empty:
+            self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image, and "
+                      "%s's instructions are not in one; to convert it, make %s's instructions part of this stage, "
+                      "or copy what you need with COPY --from=%s" % (image, image, image, image))
+        if alias is not None:  # an empty `FROM image AS alias` stage: FROM alias is FROM image (BuildKit resolves
+            image = alias.image  # a stage name first, then the image: dockerfile2llb's allDispatchStates)
         if image == "scratch":
             self.fail("FROM scratch is not converted (its stage has no shell for %post)")
-        name = c.value[2].lower() if len(c.value) == 3 else "stage%d" % len(self.stages)
+        name = c.value[2].lower() if len(c.value) == 3 else self._fresh("stage%d" % len(self.stages))
         if name in names:
             self.fail("stage name %s is used twice" % name)
-        base = self.bases(image)
+        base = alias.base if alias is not None else self.bases(image)
         self.stages.append(_Stage(name, image, "docker-daemon" if base.local_only else "docker", base))
         self.stage.post.append(DOCKER_ENV)
+        if platform:  # a native build only: the build stops where the machine that builds is another platform
+            self.stage.need("platform")
+            self.stage.post.append('[ "$(chexstack_platform BUILDPLATFORM)" = %s ] || { echo "FROM --platform=%s: '
+                                   'this machine builds for $(chexstack_platform BUILDPLATFORM); build on a %s '
+                                   'machine" >&2; exit 1; }' % (shlex.quote(platform), platform, platform))
         self._inherit(c, base)
 
     def _inherit(self, c, base: BaseImage) -> None:
@@ -389,9 +461,10 @@ class _Converter:
         config, a refusal naming it (``undefined``, ``_finish``)."""
         st = self.stage
         if not base.read:
-            self.warn("the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
-                      "read: %s; the definition assumes Docker's defaults (root, /, /bin/sh -c), which the base "
-                      "may not keep (`docker pull %s`, then convert again)" % (base.image, base.why_not, base.image))
+            self.warn(kind='base config not read', why=
+                "the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
+                "read: %s; the definition assumes Docker's defaults (root, /, /bin/sh -c), which the base "
+                "may not keep (`docker pull %s`, then convert again)" % (base.image, base.why_not, base.image))
             return
         for name, value in base.env:
             st.vars[name] = value
@@ -405,6 +478,7 @@ class _Converter:
             self._set_user(base.user, "the base image's USER")
         st.entrypoint = list(base.entrypoint or [])
         st.cmd = list(base.cmd) if base.cmd is not None else None
+        st.empty = not base.onbuild
         for trigger in base.onbuild:
             self.trigger = trigger
             try:
@@ -429,12 +503,14 @@ class _Converter:
                       % next(d for d in odd if "=" in d).partition("=")[0])
         if "#" in c.value:
             rest = c.value[c.value.index("#"):]
-            self.warn("%s: the words after the first are no comment to Docker (a # marker is one only at the start "
-                      "of a line): it declares them as more ARGs without a value, which set nothing; the definition "
-                      "exports none of them (put the comment on a line of its own)" % " ".join(rest))
+            self.warn(kind='ARG', why=
+                "%s: the words after the first are no comment to Docker (a # marker is one only at the start "
+                "of a line): it declares them as more ARGs without a value, which set nothing; the definition "
+                "exports none of them (put the comment on a line of its own)" % " ".join(rest))
         elif odd:
-            self.warn("%s: not variable names; Docker declares them as ARGs without a value, which set nothing; the "
-                      "definition exports none of them" % " ".join(odd))
+            self.warn(kind='ARG', why=
+                "%s: not variable names; Docker declares them as ARGs without a value, which set nothing; the "
+                "definition exports none of them" % " ".join(odd))
         for decl in c.value:
             name, eq, default = decl.partition("=")
             self.declared.add(name)
@@ -460,6 +536,11 @@ class _Converter:
             else:
                 value = None
             if name in st.env_names:
+                continue
+            if value is None and name in _PLATFORM_ARGS:  # Docker's own value: the machine that builds
+                st.need("platform")
+                st.vars[name] = None
+                st.post.append('export %s="$(chexstack_platform %s)"' % (name, name))
                 continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
             if value is None and (name not in self.global_args or name in self.global_valueless):
                 # BuildKit's dispatchArg adds a variable only for an ARG with a value (the classic builder's
@@ -488,13 +569,19 @@ class _Converter:
         after the other) is written before the pair of this ENV that sets that variable; two pairs that each refer
         to the other's variable are refused."""
         st = self.stage
-        known, declared = st.known(), set(st.vars)
+        known = st.known()
+        # a name whose value is not known here but an earlier ENV exported (its value read from the base image's,
+        # e.g. PATH=/a:$PATH then PATH=/b:$PATH) stays ${NAME}: %post and %environment export in the Dockerfile's
+        # order, so the shell reads exactly the value Docker had; an ARG's is exported in %post only, not at run time
+        args_only = {n for n, v in st.vars.items() if v is None and n not in st.env_names}
         pairs: dict[str, list] = {}
         for name, raw in zip(c.value[0::2], c.value[1::2]):
             word = self.words(raw, known, split=False)[0]
             for ref in words.unknown(word):
-                if ref in declared:
-                    self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
+                if ref in args_only:
+                    self.fail("ENV %s refers to $%s, an ARG whose value is not known at conversion (it reads the "
+                              "base image's environment), and %%environment has no ARGs: give ARG %s a value "
+                              "(ARG %s=VALUE or --build-arg %s=VALUE)" % (name, ref, ref, ref, ref))
             pairs.pop(name, None)
             pairs[name] = word
         left = list(pairs)
@@ -540,11 +627,28 @@ class _Converter:
         q = shlex.quote(st.workdir)
         if st.user:
             st.need("workdir")
-            st.post += ["chexstack_workdir %s %s" % (shlex.quote(st.user), q), "cd %s" % q]
+            st.post += ["chexstack_workdir %s %s" % (st.user_sh, q), "cd %s" % q]
         else:
             st.post += ["mkdir -p %s" % q, "cd %s" % q]
 
     def _user(self, c) -> None:
+        st = self.stage
+        word = self.words(c.value[0], split=False)[0]
+        if words.unknown(word) and not st.base.read and not any(n in st.valueless for n in words.unknown(word)):
+            # a name of the base image's ENV (jupyter's USER ${NB_UID}, micromamba's $MAMBA_USER): %post runs in the
+            # base's environment (DOCKER_ENV), so the shell reads the value Docker reads; empty there -> the build
+            # stops, as Docker's does on an empty USER
+            spelled = _spelled(word)
+            st.user, st.user_sh = spelled, words.shell(word)
+            st.need("as")
+            st.post.append('[ -n %s ] || { echo "USER %s: empty in the base image\'s environment" >&2; exit 1; }'
+                           % (st.user_sh, spelled.replace("$", "\\$")))
+            st.post.append("# USER %s: the RUN commands after it run as that user (read in the base image's "
+                           "environment at build time)" % spelled)
+            self.warn(kind='USER read at build time', why=
+                "%s names the base image's environment, whose config was not read: the user is read at build "
+                "time in %%post" % spelled)
+            return
         spec = self.text(c.value[0], "USER")
         if not spec:
             self.fail("%s expands to nothing: %s" % (c.value[0], self._read_unset()))
@@ -561,6 +665,7 @@ class _Converter:
         user, _, group = spec.partition(":")
         st = self.stage
         st.user = None if user in ("root", "0") and group in ("", "root", "0") else spec
+        st.user_sh = shlex.quote(spec)
         st.post.append("# %s %s: the RUN commands after it run as %s" % (what, spec, spec if st.user else "root"))
         if st.user:
             st.need("as")
@@ -594,8 +699,9 @@ class _Converter:
                   "folder instead (`apptainer run --bind HOST:PATH`) and remove VOLUME")
 
     def _onbuild(self, c) -> None:
-        self.warn("dropped: ONBUILD triggers act only on images built FROM this one (Docker runs them there, not "
-                  "here), and a definition has no triggers; this image builds the same without it")
+        self.warn(kind='ONBUILD dropped', why=
+            "dropped: ONBUILD triggers act only on images built FROM this one (Docker runs them there, not "
+            "here), and a definition has no triggers; this image builds the same without it")
 
     # --- RUN ----------------------------------------------------------------------------------------------------
     def _run(self, c) -> None:
@@ -611,8 +717,9 @@ class _Converter:
                     self.fail("%s: a %s mount cannot be reproduced in %%post (files from outside the image); "
                               "refused" % (flag, kind))
                 mounts.append(posixpath.normpath(posixpath.join(st.workdir or "/", target)))
-                self.warn("%s: %%post runs without the cache; what the command writes to %s is removed after it, "
-                          "as Docker keeps it out of the image" % (flag, mounts[-1]))
+                self.warn(kind='RUN cache mount', why=
+                    "%s: %%post runs without the cache; what the command writes to %s is removed after it, "
+                    "as Docker keeps it out of the image" % (flag, mounts[-1]))
             elif opt == "--network" and val in ("default", "host"):
                 continue
             else:
@@ -644,7 +751,7 @@ class _Converter:
     def _command_line(self, argv: list[str], c) -> str:
         st = self.stage
         if st.user:
-            return "chexstack_as %s %s" % (shlex.quote(st.user), shlex.join(argv))
+            return "chexstack_as %s %s" % (st.user_sh, shlex.join(argv))
         if argv[:2] == DEFAULT_SHELL and len(argv) == 3 and _simple(argv[2]):
             return argv[2]
         return shlex.join(argv)
@@ -671,7 +778,16 @@ class _Converter:
         if "--checksum" in opts and not (add and all(_is_url(s) for s in sources)):
             self.fail("--checksum is only for ADD of URLs")
         for i, src in enumerate(sources, 1):
-            if re.search(r"[*?\[]", src):
+            url = add and origin is None and _is_url(src)  # BuildKit's dispatchCopy: an HTTP source is fetched as
+            # it is (llb.HTTP), never matched as a pattern (frontend/dockerfile/dockerfile2llb/convert.go)
+            pattern = not url and re.search(r"[*?\[]", src)
+            if pattern and origin is not None and not re.search(r"[*?\[]", posixpath.dirname(src)):
+                # COPY --from=stage with a pattern in its last name (e.g. a wheel named by its architecture): matched
+                # in the source stage at build time (``chexstack_pack``), where the files are
+                if not re.match(r"^[A-Za-z0-9_@%+=:,.*?\[\]!-]+$", posixpath.basename(src)):
+                    self.fail("wildcard source %s: only letters, digits, ._-+=:,@% and the pattern's *?[] are "
+                              "converted in a pattern's name" % src)
+            elif pattern:
                 self.fail("wildcard source %s is not converted (list the files)" % src)
             if re.search(r"\s", src) or re.search(r"\s", dest):
                 self.fail("paths with spaces are not converted (%%files splits on whitespace)")
@@ -681,6 +797,8 @@ class _Converter:
                 self._fetch(src, dest, owner, mode, opts.get("--checksum", ""))
                 continue
             name = posixpath.basename(src.rstrip("/")) or "root"
+            if pattern:
+                name = "matches"
             if origin is None and name == ".":
                 name = "context"
             staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
@@ -759,8 +877,13 @@ class _Converter:
         packed = "/.chexstack-from-%s.tar" % tag
         parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
         source = next(s for s in self.stages if s.name == origin)
-        source.post.append("tar -C %s -cf %s %s" % (
-            shlex.quote(parent), packed, shlex.quote(name)))
+        # BuildKit's dispatchCopy copies a source path that is a symbolic link as what it points to
+        # (``llb.Copy`` with ``FollowSymlinks: true``, frontend/dockerfile/dockerfile2llb/convert.go) and matches
+        # a pattern among the stage's files (``AllowWildcard``): chexstack_pack does both in the source stage
+        source.need("pack")
+        base = posixpath.basename(posixpath.normpath("/" + src.lstrip("/"))) or "."
+        source.post.append("chexstack_pack %s %s %s" % (shlex.quote(parent), base if name == "matches" else
+                                                        shlex.quote(base), packed))
         st.files.setdefault(origin, []).append((packed, staged + ".tar"))
         st.need("from")
         st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
@@ -788,8 +911,9 @@ class _Converter:
                 self.fail("source %s holds symbolic links: Apptainer's %%files follows them (cp -L), Docker "
                           "copies them as links; replace them or ADD a tar archive of the folder" % src)
         if not (self.path.parent / local).exists():
-            self.warn("source %s is not in the build context (%s); it must be there when the SIF is built"
-                      % (src, self.path.parent))
+            self.warn(kind='source not in the context', why=
+                "source %s is not in the build context (%s); it must be there when the SIF is built"
+                % (src, self.path.parent))
         if selection is None:
             return [(local, staged)]
 
@@ -804,8 +928,9 @@ class _Converter:
                 st.post.append("chmod %o %s" % (selection.modes[folder], shlex.quote(inside(folder))))
         shown = ", ".join(selection.left_out[:8]) + (
             " and %d more" % (len(selection.left_out) - 8) if len(selection.left_out) > 8 else "")
-        self.warn("source %s: the context's %s leaves out %s, as Docker does (the build context as it is now: "
-                  "convert again after adding files there)" % (src, self.context.path.name, shown))
+        self.warn(kind='.dockerignore', why=
+            "source %s: the context's %s leaves out %s, as Docker does (the build context as it is now: "
+            "convert again after adding files there)" % (src, self.context.path.name, shown))
         return [(path, inside(path)) for path in selection.copy]
 
     def _origin(self, ref: str | None) -> str | None:
@@ -822,7 +947,7 @@ class _Converter:
         if ref.lower() == self.stage.name:
             self.fail("--from=%s names the stage itself" % ref)
         base = self.bases(ref)
-        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref,
+        extra = _Stage(self._fresh("image%d" % sum(1 for s in self.stages if s.name.startswith("image"))), ref,
                        "docker-daemon" if base.local_only else "docker", base, post=[DOCKER_ENV])
         self.stages.insert(len(self.stages) - 1, extra)
         return extra.name
@@ -831,8 +956,9 @@ class _Converter:
     def _entrypoint(self, c) -> None:
         st = self.stage
         if not st.workdir and not st.base.read:
-            self.warn("no WORKDIR before it: the runscript starts in / (Docker's default); the base image's own "
-                      "WORKDIR was not read (Apptainer does not record it), add WORKDIR to keep it")
+            self.warn(kind='start folder', why=
+                "no WORKDIR before it: the runscript starts in / (Docker's default); the base image's own "
+                "WORKDIR was not read (Apptainer does not record it), add WORKDIR to keep it")
         st.entrypoint = list(c.value) if c.json else st.shell + [c.value[0]]
         if not st.cmd_set:
             st.cmd = []  # "If CMD is defined from the base image, setting ENTRYPOINT will reset CMD to an empty value"
@@ -847,14 +973,25 @@ class _Converter:
         for st in self.stages:
             if st.user:
                 self.cmd = None
-                self.warnings.append("%s: USER %s: the RUN commands after it run as that user; the SIF itself "
-                                     "runs as the invoking host user (Apptainer has no image user)"
-                                     % (self.path, st.user))
-        if final.cmd is not None and final.entrypoint is None:
+                self.note('image user',
+                    "%s: USER %s: the RUN commands after it run as that user; the SIF itself "
+                    "runs as the invoking host user (Apptainer has no image user)"
+                    % (self.path, st.user))
+        if final.entrypoint is None and (final.cmd is not None or final.workdir):
+            # the base's config not read: Apptainer's docker bootstrap records its ENTRYPOINT and CMD in the
+            # runscript it writes before %post (OCI_ENTRYPOINT/OCI_CMD, apptainer's
+            # internal/pkg/build/sources/conveyorPacker_oci.go insertRunScript), which %post keeps (BASE_RUN)
+            final.base_run = True
+            final.post.append(BASE_RUN_SAVE)
             self.cmd = final.cmd_at
-            self.fail("CMD without ENTRYPOINT: Docker runs the base image's ENTRYPOINT (if any) with it, which a "
-                      "Dockerfile does not show: %s; or add `ENTRYPOINT []` before CMD if the base has none (or its "
-                      "ENTRYPOINT)" % self._base_unread(final))
+            what = ("CMD without ENTRYPOINT: the runscript runs it with the base image's ENTRYPOINT, as Docker does, "
+                    "taken at build time from what Apptainer's bootstrap recorded of %s (OCI_ENTRYPOINT)"
+                    % final.image if final.cmd is not None else
+                    "WORKDIR %s without ENTRYPOINT or CMD: the runscript starts there, as `docker run` does, and "
+                    "runs the base image %s's ENTRYPOINT and CMD as Apptainer's bootstrap recorded them"
+                    % (final.workdir, final.image))
+            self.note('runscript from the bootstrap',
+                "%s:%s: %s" % (self.path, final.cmd_at.start_line if final.cmd_at else "-", what))
 
 
 def _spelled(part) -> str:
@@ -903,6 +1040,14 @@ def _simple(command: str) -> bool:
 
 def _runscript(st: _Stage) -> list[str]:
     lines = ["cd %s" % shlex.quote(st.workdir or "/")]
+    if st.base_run:
+        lines += ["OCI_ENTRYPOINT='' OCI_CMD=''", ". %s  # the base image's, as Apptainer's bootstrap recorded them"
+                  % BASE_RUN]
+        lines.append('if [ "$#" -eq 0 ]; then %s; fi' % (
+            "set -- %s" % shlex.join(st.cmd) if st.cmd is not None else 'eval "set -- $OCI_CMD"'))
+        lines.append('[ -n "$OCI_ENTRYPOINT" ] || [ "$#" -gt 0 ] || { echo "no command specified" >&2; exit 125; }')
+        lines.append('eval "exec $OCI_ENTRYPOINT \\"\\$@\\""')
+        return lines
     if st.cmd:
         lines.append('if [ "$#" -eq 0 ]; then set -- %s; fi' % shlex.join(st.cmd))
     if st.entrypoint:
@@ -914,8 +1059,26 @@ def _runscript(st: _Stage) -> list[str]:
     return lines
 
 
+def run_behaviour(final: _Stage) -> str:
+    """What `apptainer run IMAGE [ARGS]` of the definition does: its folder, user and command."""
+    user = "as the invoking host user" + (" (Docker: USER %s)" % final.user if final.user else "")
+    if final.entrypoint is None and not final.base_run:
+        return ("`apptainer run` runs the base image %s's own runscript (its ENTRYPOINT/CMD as Apptainer's bootstrap "
+                "recorded them) in the host's current folder, %s" % (final.image, user))
+    where = "in %s" % (final.workdir or "/")
+    if final.base_run:
+        what = "the base image's ENTRYPOINT (read at build time) with %s" % (
+            "ARGS, else the base image's CMD" if final.cmd is None else "ARGS, else %s" % shlex.join(final.cmd))
+    else:
+        what = "%s%s" % (shlex.join(final.entrypoint) + " " if final.entrypoint else "",
+                         "ARGS" + (", else %s" % shlex.join(final.cmd) if final.cmd else ""))
+    return "`apptainer run` starts %s %s and runs %s" % (where, user, what)
+
+
 def write(stages: list[_Stage], source: str) -> Definition:
     """The definition of the converted ``stages`` (``source``: the Dockerfile's name, for the header comment)."""
+    # an empty stage no COPY --from reads (``FROM image AS alias``, only ever a name for its image) builds nothing
+    stages = [st for st in stages if st is stages[-1] or len(st.post) > 1 or st.files or st.comments]
     multi = len(stages) > 1
     return Definition(tuple(Stage(st.bootstrap, st.image, st.name if multi else None, _sections(st, st is stages[-1]))
                             for st in stages),
@@ -938,7 +1101,7 @@ def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
         out.append(section("post", st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments))
     if final and st.environment:
         out.append(section("environment", st.environment))
-    if final and st.entrypoint is not None:
+    if final and (st.entrypoint is not None or st.base_run):
         out += [section("runscript", _runscript(st)), section("startscript", _runscript(st))]
     return tuple(out)
 
@@ -955,7 +1118,8 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | Non
     conv = _Converter(path, build_args or {}, bases or engine_reader())
     stages = conv.run()
     text = write(stages, path.name).text()
-    return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads)
+    return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads, conv.kinds,
+                      run_behaviour(stages[-1]))
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -1035,4 +1199,5 @@ def convert_file(dockerfile_path: str | Path, build_args: dict[str, str | None] 
         save(result, output)
     for w in result.warnings:
         print("warning: %s" % w, file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
     return result.text
