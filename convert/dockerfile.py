@@ -152,7 +152,7 @@ _BASE_READS = {"": "the image's {name}, empty where it sets none",
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
            for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir", "platform",
-                                               "pack")}
+                                               "pack", "bind")}
 #: The automatic platform ARGs (Dockerfile reference, "Automatic platform ARGs in the global scope"): BuildKit's
 #: ``frontend/dockerfile/dockerfile2llb/platform.go`` (``defaultArgs``) sets them from the build and target
 #: platforms, each the builder's own (containerd's ``platforms.DefaultSpec``, normalized: arm64 has no variant) on a
@@ -706,20 +706,25 @@ class _Converter:
     # --- RUN ----------------------------------------------------------------------------------------------------
     def _run(self, c) -> None:
         st = self.stage
-        mounts = []
-        for flag in c.flags:
+        mounts, fills = [], []
+        for n, flag in enumerate(c.flags, 1):
             opt, _, val = flag.partition("=")
             if opt == "--mount":
                 kv = dict(p.partition("=")[::2] for p in val.split(","))
                 kind = kv.get("type", "bind")
                 target = kv.get("target") or kv.get("dst") or kv.get("destination")
-                if kind not in ("cache", "tmpfs") or not target:
-                    self.fail("%s: a %s mount cannot be reproduced in %%post (files from outside the image); "
-                              "refused" % (flag, kind))
+                if kind not in ("cache", "tmpfs", "bind"):
+                    self.fail("%s: a %s mount is not converted: its files come from the machine that builds (a "
+                              "secret, an ssh agent), which %%post cannot be given without the image holding them; "
+                              "fetch them in a RUN that removes them, or COPY them" % (flag, kind))
+                if not target:
+                    self.fail("%s: a %s mount needs a target (Docker refuses it too)" % (flag, kind))
                 mounts.append(posixpath.normpath(posixpath.join(st.workdir or "/", target)))
-                self.warn(kind='RUN cache mount', why=
-                    "%s: %%post runs without the cache; what the command writes to %s is removed after it, "
-                    "as Docker keeps it out of the image" % (flag, mounts[-1]))
+                fills.append(self._bind(flag, kv, c.start_line, n) if kind == "bind" else None)
+                if kind != "bind":
+                    self.warn(kind='RUN cache mount', why=
+                        "%s: %%post runs without the cache; what the command writes to %s is removed after it, "
+                        "as Docker keeps it out of the image" % (flag, mounts[-1]))
             elif opt == "--network" and val in ("default", "host"):
                 continue
             else:
@@ -729,9 +734,37 @@ class _Converter:
         hidden = ["%s-hidden-%d-%d" % (STAGING, c.start_line, i) for i in range(len(mounts))]
         if mounts:
             st.need("mount")
-        st.post += ["chexstack_mount %s" % _args(t, h) for t, h in zip(mounts, hidden)]
+        for t, h, fill in zip(mounts, hidden, fills):
+            st.post.append("chexstack_mount %s" % _args(t, h))
+            if fill:
+                st.need("bind")
+                st.post.append("chexstack_bind %s" % _args(fill, t))
         st.post.append(line)
         st.post += ["chexstack_unmount %s" % _args(t, h) for t, h in reversed(list(zip(mounts, hidden)))]
+
+    def _bind(self, flag: str, kv: dict, line: int, n: int) -> str:
+        """``RUN --mount=type=bind[,from=STAGE|IMAGE],source=PATH``: the files the command sees at the target, a
+        path of ``%post`` (``chexstack_bind`` puts it there, ``chexstack_unmount`` takes it away after the command).
+        BuildKit's ``dispatchRunMounts`` (frontend/dockerfile/dockerfile2llb/convert_runmount.go) binds ``source``
+        (default: the root) of the named stage or image, or of the build context without ``from``; read-only unless
+        ``rw``, whose writes are discarded: here the copy is writable and discarded alike."""
+        src = kv.get("source") or kv.get("src") or "/"
+        if posixpath.normpath("/" + src.lstrip("/")) == "/":
+            self.fail("%s: a bind of the whole %s is not converted; name the files it needs (source=PATH)"
+                      % (flag, "stage %s" % kv["from"] if kv.get("from") else "build context"))
+        if re.search(r"[*?\[\s]", src):
+            self.fail("%s: a source with a pattern or spaces is not converted" % flag)
+        name = posixpath.basename(posixpath.normpath(src))
+        staged = "%s-%d-m%d/%s" % (STAGING, line, n, name)
+        origin = self._origin(self.text(kv["from"], "--mount from")) if kv.get("from") else None
+        self.warn(kind="RUN bind mount", why="%s: the command sees a writable copy of %s at the target, removed "
+                  "after it (Docker's bind is read-only%s)" % (flag, src, ", or writable with rw, its writes "
+                                                                "discarded alike" if "rw" not in kv else ""))
+        if origin is None:
+            self.stage.files.setdefault(None, []).extend(self._local_source(src, staged))
+            return staged
+        self._pack(origin, "%d-m%d" % (line, n), src, name, staged)
+        return staged + ".tar"
 
     def _run_argv(self, c) -> list[str]:
         st = self.stage
@@ -871,6 +904,14 @@ class _Converter:
                    mode: str) -> None:
         """COPY --from: the stage ``origin`` packs ``src`` with tar at its end, this stage's ``%files from`` takes the
         archive (``tag``: the instruction's line and source number) and ``chexstack_from`` unpacks it."""
+        self._pack(origin, tag, src, name, staged)
+        st = self.stage
+        st.need("from")
+        st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
+
+    def _pack(self, origin: str, tag: str, src: str, name: str, staged: str) -> None:
+        """The stage ``origin`` packs ``src`` at its end (``chexstack_pack``), this stage's ``%files from`` takes the
+        archive to ``staged``.tar."""
         st = self.stage
         # `%files from` follows symlinks before Singularity 3.5.3: the stage packs the path with tar at its
         # end instead (links and owners kept on every release, as Docker's COPY --from keeps them)
@@ -885,8 +926,6 @@ class _Converter:
         source.post.append("chexstack_pack %s %s %s" % (shlex.quote(parent), base if name == "matches" else
                                                         shlex.quote(base), packed))
         st.files.setdefault(origin, []).append((packed, staged + ".tar"))
-        st.need("from")
-        st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
 
     def _local_source(self, src: str, staged: str) -> list[tuple[str, str]]:
         """The ``%files`` lines of a build-context source: the source whole, or, where the context's ignore file
