@@ -153,6 +153,11 @@ _BASE_READS = {"": "the image's {name}, empty where it sets none",
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
            for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir", "platform",
                                                "pack", "bind")}
+#: What may differ from Docker where a base image's config is not read (the warning says it).
+UNREAD_DIFFERS = ("; what may differ: the RUNs run as root, not as its USER; relative paths and the RUNs start in /, "
+                  "not in its WORKDIR; the RUNs go through /bin/sh -c, not its SHELL; a name only its ENV defines is "
+                  "read by the shell at build time, or refused where its value is needed here; and %post needs a /bin/sh in it (a base without a shell, e.g. a distroless "
+                  "one, cannot be built)")
 #: The automatic platform ARGs (Dockerfile reference, "Automatic platform ARGs in the global scope"): BuildKit's
 #: ``frontend/dockerfile/dockerfile2llb/platform.go`` (``defaultArgs``) sets them from the build and target
 #: platforms, each the builder's own (containerd's ``platforms.DefaultSpec``, normalized: arm64 has no variant) on a
@@ -438,7 +443,9 @@ class _Converter:
         if alias is not None:  # an empty `FROM image AS alias` stage: FROM alias is FROM image (BuildKit resolves
             image = alias.image  # a stage name first, then the image: dockerfile2llb's allDispatchStates)
         if image == "scratch":
-            self.fail("FROM scratch is not converted (its stage has no shell for %post)")
+            self.fail("FROM scratch is not converted: its stage has no shell, and the converted COPY/RUN run in "
+                      "%post; to convert it, start the stage FROM an image with a /bin/sh (e.g. the one whose files "
+                      "it copies), or build this image with Docker and convert a Dockerfile FROM it")
         name = c.value[2].lower() if len(c.value) == 3 else self._fresh("stage%d" % len(self.stages))
         if name in names:
             self.fail("stage name %s is used twice" % name)
@@ -464,7 +471,8 @@ class _Converter:
             self.warn(kind='base config not read', why=
                 "the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
                 "read: %s; the definition assumes Docker's defaults (root, /, /bin/sh -c), which the base "
-                "may not keep (`docker pull %s`, then convert again)" % (base.image, base.why_not, base.image))
+                "may not keep (`docker pull %s`, then convert again)%s" % (base.image, base.why_not, base.image,
+                                                                          UNREAD_DIFFERS))
             return
         for name, value in base.env:
             st.vars[name] = value

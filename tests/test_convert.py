@@ -24,7 +24,7 @@ from chexstack.errors import ChexstackError
 from convert import dockerfile as dockerfile_module
 from convert.base import OFFLINE
 from convert.definition import Definition, Section, Stage
-from convert.dockerfile import _simple, convert, parse_build_args, save
+from convert.dockerfile import UNREAD_DIFFERS, _simple, convert, parse_build_args, save
 from convert.words import UnsupportedExpansion, literal, shell, words
 from tests.lib import cli as cmd
 from tests.lib.convert_corpus import own_pairs, pair_name
@@ -48,8 +48,8 @@ def unread(path, image: str, line: int = 1) -> str:
     """The warning of a base image whose config was not read (``OFFLINE``)."""
     return ("%s:%d: FROM: the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
             "read: not looked up (the conversion was asked to read no engine); the definition assumes Docker's "
-            "defaults (root, /, /bin/sh -c), which the base may not keep (`docker pull %s`, then convert again)"
-            % (path, line, image, image))
+            "defaults (root, /, /bin/sh -c), which the base may not keep (`docker pull %s`, then convert again)%s"
+            % (path, line, image, image, UNREAD_DIFFERS))
 
 
 def corpus() -> list[Path]:

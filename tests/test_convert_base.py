@@ -21,7 +21,7 @@ import pytest
 from chexstack.errors import ChexstackError
 from convert.base import OFFLINE, BaseImage, from_config
 from convert.definition import Definition
-from convert.dockerfile import convert
+from convert.dockerfile import UNREAD_DIFFERS, convert
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 from tests.lib.paths import CASES
@@ -116,7 +116,8 @@ def test_a_base_not_read_converts_as_before_with_a_warning(tmp_path):
     assert result.warnings == [
         "%s:1: FROM: the base image debian:12's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
         "read: not looked up (the conversion was asked to read no engine); the definition assumes Docker's defaults "
-        "(root, /, /bin/sh -c), which the base may not keep (`docker pull debian:12`, then convert again)" % df]
+        "(root, /, /bin/sh -c), which the base may not keep (`docker pull debian:12`, then convert again)%s"
+        % (df, UNREAD_DIFFERS)]
     assert "%runscript" not in result.text
 
 
