@@ -14,16 +14,21 @@ environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` g
 
 Mapping (Dockerfile reference), per instruction:
 
-- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``), ``docker-daemon``
+- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``, never a name the
+  Dockerfile gives: ``_fresh``), ``docker-daemon``
   for an image only the local engine holds (``convert.base``). The stage inherits the base image's config, read from
   the local engine (``convert.base``; ``_inherit``): its ENV resolves the expansions, RUNs go through its SHELL as its
   USER in its WORKDIR, its ENTRYPOINT and CMD make the runscript, its ONBUILD triggers run right after the FROM. A
-  base not read: a refusal naming it where the Dockerfile depends on it (a variable it does not define, CMD without
-  ENTRYPOINT), else a warning. ``ARG``s before
+  base not read: a refusal naming it where the conversion needs a value it defines, the value read at build time
+  where Apptainer has it (``USER $NAME``; CMD without ENTRYPOINT and WORKDIR without either: the ENTRYPOINT and CMD
+  the bootstrap recorded, ``BASE_RUN``), else a warning saying what may differ (``UNREAD_DIFFERS``). ``ARG``s before
   the first ``FROM`` only resolve ``FROM`` and the global ARGs after them (``--build-arg`` overrides). A name
   without a value there (declared without one, or not declared) resolves only in ``${NAME:-word}`` and
-  ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <stage>``,
-  ``--platform`` and ``scratch`` are refused.
+  ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <alias>``
+  of an empty ``FROM image AS alias`` stage is ``FROM image``; ``--platform`` naming the builder
+  (``$BUILDPLATFORM``/``$TARGETPLATFORM``) is dropped, a literal one checked at build time; ``FROM <stage>`` with
+  instructions and ``scratch`` are refused. The automatic platform ARGs a stage declares get the builder's values
+  (``chexstack_platform``).
 - ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
 (singularityhub/singularity-cli#187); never in
   ``%environment``. An ``ENV`` of the same name wins, as in Docker. Without a value Docker sets no variable (BuildKit's
@@ -38,7 +43,8 @@ are expanded as Docker
   assignments, another ``SHELL``, heredocs) as ``/bin/sh -c '...'``, because under ``sh -e`` ``a && b`` does not
   stop the build when ``a`` fails and ``cd``/variables would leak into the next lines. Exec form runs the argv.
   ``--mount=type=cache|tmpfs``: the command runs with the target emptied and what it wrote there is removed (the
-  image holds no cache, as in Docker); ``secret``/``ssh``/``bind`` mounts and ``--network=none`` are refused.
+  image holds no cache, as in Docker); ``bind`` (from a stage, an image or the context): a copy at the target,
+  removed after it (``_bind``); ``secret``/``ssh`` mounts and ``--network=none`` are refused.
   Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
   is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
@@ -49,7 +55,9 @@ are expanded as Docker
   makes at its end (links and owners kept, as Docker keeps them, on every release); ``--from=image`` adds a stage
   of that image. ``ADD`` of a local tar archive unpacks it (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
-  ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
+  ``--checksum`` is verified. ``--from`` follows a source that is a link and matches a pattern in its last name in
+  the source stage (``chexstack_pack``). Other wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude``
+  are refused.
   A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
   ``<name>.dockerignore``) is applied with Docker's rules (``convert.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
@@ -66,9 +74,9 @@ are expanded as Docker
   runs the image as the invoking user: a warning says so.
 - ``ENTRYPOINT``/``CMD``: ``%runscript`` and ``%startscript`` run ``ENTRYPOINT + (arguments or CMD)`` with Docker's
   rules (shell forms through ``SHELL``; ``ENTRYPOINT`` resets an inherited ``CMD``); the base image's ENTRYPOINT and
-  CMD where the Dockerfile sets neither or only CMD. ``CMD`` without ``ENTRYPOINT`` and the base's config not read:
-  refused (the base's ENTRYPOINT would apply in Docker; or add ``ENTRYPOINT []``). Neither, the config not read: no
-  runscript, so Apptainer runs the base image's own.
+  CMD where the Dockerfile sets neither or only CMD. ``CMD`` without ``ENTRYPOINT`` (or a WORKDIR without either)
+  and the base's config not read: the base's ENTRYPOINT (and CMD) as Apptainer's bootstrap recorded them
+  (``BASE_RUN``). Neither and no WORKDIR, the config not read: no runscript, so Apptainer runs the base image's own.
 - ``SHELL``: used for the RUN, CMD and ENTRYPOINT shell forms after it. ``LABEL``: one ``%labels`` line per key.
   ``MAINTAINER``: label ``Author`` (Docker's Author field). ``EXPOSE``: a comment (documentation only, in Docker too).
   ``STOPSIGNAL SIGTERM`` and ``HEALTHCHECK NONE``: comments; any other ``STOPSIGNAL``, ``HEALTHCHECK`` and
@@ -156,8 +164,8 @@ HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).r
 #: What may differ from Docker where a base image's config is not read (the warning says it).
 UNREAD_DIFFERS = ("; what may differ: the RUNs run as root, not as its USER; relative paths and the RUNs start in /, "
                   "not in its WORKDIR; the RUNs go through /bin/sh -c, not its SHELL; a name only its ENV defines is "
-                  "read by the shell at build time, or refused where its value is needed here; and %post needs a /bin/sh in it (a base without a shell, e.g. a distroless "
-                  "one, cannot be built)")
+                  "read by the shell at build time, or refused where its value is needed here; and %post needs a "
+                  "/bin/sh in it (a base without a shell, e.g. a distroless one, cannot be built)")
 #: The automatic platform ARGs (Dockerfile reference, "Automatic platform ARGs in the global scope"): BuildKit's
 #: ``frontend/dockerfile/dockerfile2llb/platform.go`` (``defaultArgs``) sets them from the build and target
 #: platforms, each the builder's own (containerd's ``platforms.DefaultSpec``, normalized: arm64 has no variant) on a
