@@ -109,6 +109,10 @@ from convert.definition import Definition, Section, Stage
 from convert.lint import lint_definition
 from convert.words import UnsupportedExpansion
 
+#: The PATH a stage has where its base image's config sets none: BuildKit's dockerfile2llb (convert.go, "make sure
+#: that PATH is always set") appends ``system.DefaultPathEnv`` to the image's ENV; Apptainer's %post then has none
+#: (observed with Apptainer 1.4.5 on a base without PATH: ``ENV PATH=/a:$PATH`` read it empty).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
 #: the files and folders it makes would be group-writable), and with the image's own ``/tmp`` and ``/var/tmp``:
@@ -119,6 +123,7 @@ from convert.words import UnsupportedExpansion
 #: the build stops saying why.
 DOCKER_ENV = "\n".join([
     ". /.singularity.d/env/10-docker*.sh", "umask 022",
+    'PATH="${PATH:-%s}"; export PATH  # Docker\'s where the base sets none' % DEFAULT_PATH,
     "for d in /tmp /var/tmp; do  # the image's own, as in Docker's RUN (apptainer build binds the host's)",
     "  if grep -q \"^[^ ]* [^ ]* [^ ]* [^ ]* $d \" /proc/self/mountinfo; then umount -l \"$d\" || { echo \"cannot "
     "unmount the host's $d that apptainer build binds in: what the build writes there would not be the image's; "
@@ -482,7 +487,7 @@ class _Converter:
                 "may not keep (`docker pull %s`, then convert again)%s" % (base.image, base.why_not, base.image,
                                                                           UNREAD_DIFFERS))
             return
-        for name, value in base.env:
+        for name, value in base.env + (() if any(n == "PATH" for n, _ in base.env) else (("PATH", DEFAULT_PATH),)):
             st.vars[name] = value
             st.env_names.add(name)
         if base.shell:
