@@ -19,9 +19,10 @@ Mapping (Dockerfile reference), per instruction:
   for an image only the local engine holds (``convert.base``). The stage inherits the base image's config, read from
   the local engine (``convert.base``; ``_inherit``): its ENV resolves the expansions, RUNs go through its SHELL as its
   USER in its WORKDIR, its ENTRYPOINT and CMD make the runscript, its ONBUILD triggers run right after the FROM. A
-  base not read: a refusal naming it where the conversion needs a value it defines, the value read at build time
-  where Apptainer has it (``USER $NAME``; CMD without ENTRYPOINT and WORKDIR without either: the ENTRYPOINT and CMD
-  the bootstrap recorded, ``BASE_RUN``), else a warning saying what may differ (``UNREAD_DIFFERS``). ``ARG``s before
+  base not read: a refusal naming it where the Dockerfile names a variable only the base defines (a sign that it
+  depends on the base's SHELL, USER and WORKDIR too: ../shared/cases 52), the value read at build time where
+  Apptainer has it (CMD without ENTRYPOINT and WORKDIR without either: the ENTRYPOINT and CMD the bootstrap
+  recorded, ``BASE_RUN``), else a warning saying what may differ (``UNREAD_DIFFERS``). ``ARG``s before
   the first ``FROM`` only resolve ``FROM`` and the global ARGs after them (``--build-arg`` overrides). A name
   without a value there (declared without one, or not declared) resolves only in ``${NAME:-word}`` and
   ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <alias>``
@@ -169,7 +170,7 @@ HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).r
 #: What may differ from Docker where a base image's config is not read (the warning says it).
 UNREAD_DIFFERS = ("; what may differ: the RUNs run as root, not as its USER; relative paths and the RUNs start in /, "
                   "not in its WORKDIR; the RUNs go through /bin/sh -c, not its SHELL; a name only its ENV defines is "
-                  "read by the shell at build time, or refused where its value is needed here; and %post needs a "
+                  "refused where its value is needed here; and %post needs a "
                   "/bin/sh in it (a base without a shell, e.g. a distroless one, cannot be built)")
 #: The automatic platform ARGs (Dockerfile reference, "Automatic platform ARGs in the global scope"): BuildKit's
 #: ``frontend/dockerfile/dockerfile2llb/platform.go`` (``defaultArgs``) sets them from the build and target
@@ -196,7 +197,6 @@ class _Stage:
     env_names: set = field(default_factory=set)
     workdir: str | None = None
     user: str | None = None
-    user_sh: str = ""  # the user as one /bin/sh word (``${NAME}`` where the base image's environment names it)
     shell: list = field(default_factory=lambda: list(DEFAULT_SHELL))
     entrypoint: list | None = None
     cmd: list | None = None
@@ -648,28 +648,11 @@ class _Converter:
         q = shlex.quote(st.workdir)
         if st.user:
             st.need("workdir")
-            st.post += ["chexstack_workdir %s %s" % (st.user_sh, q), "cd %s" % q]
+            st.post += ["chexstack_workdir %s %s" % (shlex.quote(st.user), q), "cd %s" % q]
         else:
             st.post += ["mkdir -p %s" % q, "cd %s" % q]
 
     def _user(self, c) -> None:
-        st = self.stage
-        word = self.words(c.value[0], split=False)[0]
-        if words.unknown(word) and not st.base.read and not any(n in st.valueless for n in words.unknown(word)):
-            # a name of the base image's ENV (jupyter's USER ${NB_UID}, micromamba's $MAMBA_USER): %post runs in the
-            # base's environment (DOCKER_ENV), so the shell reads the value Docker reads; empty there -> the build
-            # stops, as Docker's does on an empty USER
-            spelled = _spelled(word)
-            st.user, st.user_sh = spelled, words.shell(word)
-            st.need("as")
-            st.post.append('[ -n %s ] || { echo "USER %s: empty in the base image\'s environment" >&2; exit 1; }'
-                           % (st.user_sh, spelled.replace("$", "\\$")))
-            st.post.append("# USER %s: the RUN commands after it run as that user (read in the base image's "
-                           "environment at build time)" % spelled)
-            self.warn(kind='USER read at build time', why=
-                "%s names the base image's environment, whose config was not read: the user is read at build "
-                "time in %%post" % spelled)
-            return
         spec = self.text(c.value[0], "USER")
         if not spec:
             self.fail("%s expands to nothing: %s" % (c.value[0], self._read_unset()))
@@ -686,7 +669,6 @@ class _Converter:
         user, _, group = spec.partition(":")
         st = self.stage
         st.user = None if user in ("root", "0") and group in ("", "root", "0") else spec
-        st.user_sh = shlex.quote(spec)
         st.post.append("# %s %s: the RUN commands after it run as %s" % (what, spec, spec if st.user else "root"))
         if st.user:
             st.need("as")
@@ -805,7 +787,7 @@ class _Converter:
     def _command_line(self, argv: list[str], c) -> str:
         st = self.stage
         if st.user:
-            return "chexstack_as %s %s" % (st.user_sh, shlex.join(argv))
+            return "chexstack_as %s %s" % (shlex.quote(st.user), shlex.join(argv))
         if argv[:2] == DEFAULT_SHELL and len(argv) == 3 and _simple(argv[2]):
             return argv[2]
         return shlex.join(argv)

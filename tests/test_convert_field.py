@@ -188,12 +188,16 @@ def test_f6_from_platform_naming_the_builder(tmp_path):
     assert p.returncode == 2 and "write --platform=$BUILDPLATFORM" in p.stderr
 
 
-def test_f5_user_naming_the_unread_bases_env_is_read_at_build_time(tmp_path):
+def test_f5_a_name_only_the_unread_base_defines_is_refused_naming_the_base(tmp_path):
+    """USER/--chown naming the base's ENV (micromamba's $MAMBA_USER) is a sign the build depends on the base's SHELL,
+    USER and WORKDIR too (../shared/cases 52): where the config is read it is reproduced
+    (``tests/test_convert_base.py``); not read, refused naming the base and what makes it convertible."""
     df = tmp_path / "Dockerfile"
     df.write_text("FROM mambaorg/micromamba:1\nUSER $MAMBA_USER\nRUN id\n")
-    text, err = _definition(df)
-    assert "chexstack_as \"${MAMBA_USER}\" /bin/sh -c id" in text
-    assert "USER read at build time: 1" in err
+    p = convert(df)
+    assert p.returncode == 2
+    assert "the build depends on the base image mambaorg/micromamba:1's config" in p.stderr
+    assert "`docker pull mambaorg/micromamba:1` into the local engine" in p.stderr
 
 
 def test_cmd_without_entrypoint_and_workdir_runscripts_take_the_bootstrapped_entrypoint(tmp_path):
@@ -228,3 +232,4 @@ def test_the_summary_names_the_warnings_by_kind_and_the_run():
         "summary: 1 warning (base config not read: 1); `apptainer run` runs the base "
         "image nvcr.io/nvidia/pytorch:22.11-py3's own runscript (its ENTRYPOINT/CMD as Apptainer's bootstrap "
         "recorded them) in the host's current folder, as the invoking host user")
+
