@@ -114,6 +114,9 @@ from convert.words import UnsupportedExpansion
 #: that PATH is always set") appends ``system.DefaultPathEnv`` to the image's ENV; Apptainer's %post then has none
 #: (observed with Apptainer 1.4.5 on a base without PATH: ``ENV PATH=/a:$PATH`` read it empty).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: ``apptainer build`` also gives %post ``LD_LIBRARY_PATH=/.singularity.d/libs`` (its runtime's folder of host
+#: libraries), which a Docker RUN never has: ``ENV LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/x`` read
+#: it (observed with Apptainer 1.4.5 by tests/test_images_equivalence.py); %post takes it out.
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
 #: the files and folders it makes would be group-writable), and with the image's own ``/tmp`` and ``/var/tmp``:
@@ -125,6 +128,9 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DOCKER_ENV = "\n".join([
     ". /.singularity.d/env/10-docker*.sh", "umask 022",
     'PATH="${PATH:-%s}"; export PATH  # Docker\'s where the base sets none' % DEFAULT_PATH,
+    'case ":${LD_LIBRARY_PATH:-}:" in *:/.singularity.d/libs:*) LD_LIBRARY_PATH=$(echo ":$LD_LIBRARY_PATH:" | sed '
+    '"s|:/.singularity.d/libs:|:|g; s|^:*||; s|:*$||"); if [ -n "$LD_LIBRARY_PATH" ]; then export LD_LIBRARY_PATH; '
+    'else unset LD_LIBRARY_PATH; fi ;; esac  # Apptainer\'s own, not the base\'s',
     "for d in /tmp /var/tmp; do  # the image's own, as in Docker's RUN (apptainer build binds the host's)",
     "  if grep -q \"^[^ ]* [^ ]* [^ ]* [^ ]* $d \" /proc/self/mountinfo; then umount -l \"$d\" || { echo \"cannot "
     "unmount the host's $d that apptainer build binds in: what the build writes there would not be the image's; "

@@ -195,11 +195,12 @@ def test_10_env_exported_during_post_and_at_run_time():
     assert post[0] == post_start.splitlines()[1] == ". /.singularity.d/env/10-docker*.sh"
     assert post[1] == "umask 022"  # Docker's RUN umask (Apptainer's %post has 0002)
     assert post[2].startswith('PATH="${PATH:-/usr/local/sbin:')  # Docker's PATH where the base sets none
-    assert post[3].startswith("for d in /tmp /var/tmp; do") and post[5] == "done"  # the image's own /tmp
-    assert post[6:12] == environment.strip().splitlines()
+    assert post[3].startswith('case ":${LD_LIBRARY_PATH:-}:" in *:/.singularity.d/libs:*)')  # Apptainer's own
+    assert post[4].startswith("for d in /tmp /var/tmp; do") and post[6] == "done"  # the image's own /tmp
+    assert post[7:13] == environment.strip().splitlines()
     # the RUN is one `sh -c` command: under `sh -e`, `apt-get update && ...` inline would not stop a failed build
-    assert post[12].startswith("/bin/sh -c 'apt-get update && apt-get install")
-    assert post[12].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
+    assert post[13].startswith("/bin/sh -c 'apt-get update && apt-get install")
+    assert post[13].endswith("pip3 install --no-cache-dir horovod==0.28.1'")
 
 
 def test_10_every_pair_of_one_env_reads_the_values_from_before_it(tmp_path):
