@@ -13,7 +13,9 @@ s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, e
 24 s, entrypoint-shell 26 s, cmd-shell 28 s, case 52 against the micromamba stand-in 21 s (about 3 minutes; 5 min
 14 s measured at load 4.5-6; 6 min 6 s for these 13 on 2026-12-06 with 7 other sessions on the 2 cores); ``SLOW_PAIRS``
 (marked ``slow``, multi-stage or several images): from-stages 33 s, entrypoint-cmd 37 s, copy-forms 45 s,
-copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s). The
+copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s);
+the field's pairs (issue 45), each also converted with the base's config not read (``UNREAD_PAIRS``): 6 tests in
+224 s on 2026-12-06 (field-env-stages unread 47 s alone, the three unread 1 to 2 minutes each at load 3-5). The
 cpu stack's own definition, both stages built by Apptainer (its devel stage compiles Horovod again): 394 s in that
 run (313 s in a cold-cache run). Every pair and the stack run in ``make test`` (CI): 33 min 9 s and, Docker's cache
 emptied, 38 min 39 s in all. Not built by either
