@@ -14,16 +14,22 @@ environment (``/.singularity.d/env/10-docker2singularity.sh``), ``%runscript`` g
 
 Mapping (Dockerfile reference), per instruction:
 
-- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``), ``docker-daemon``
+- ``FROM image [AS name]``: a ``Bootstrap: docker`` stage (unnamed stages are ``stage<index>``, never a name the
+  Dockerfile gives: ``_fresh``), ``docker-daemon``
   for an image only the local engine holds (``convert.base``). The stage inherits the base image's config, read from
   the local engine (``convert.base``; ``_inherit``): its ENV resolves the expansions, RUNs go through its SHELL as its
   USER in its WORKDIR, its ENTRYPOINT and CMD make the runscript, its ONBUILD triggers run right after the FROM. A
-  base not read: a refusal naming it where the Dockerfile depends on it (a variable it does not define, CMD without
-  ENTRYPOINT), else a warning. ``ARG``s before
+  base not read: a refusal naming it where the Dockerfile names a variable only the base defines (a sign that it
+  depends on the base's SHELL, USER and WORKDIR too: ../shared/cases 52), the value read at build time where
+  Apptainer has it (CMD without ENTRYPOINT and WORKDIR without either: the ENTRYPOINT and CMD the bootstrap
+  recorded, ``BASE_RUN``), else a warning saying what may differ (``UNREAD_DIFFERS``). ``ARG``s before
   the first ``FROM`` only resolve ``FROM`` and the global ARGs after them (``--build-arg`` overrides). A name
   without a value there (declared without one, or not declared) resolves only in ``${NAME:-word}`` and
-  ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <stage>``,
-  ``--platform`` and ``scratch`` are refused.
+  ``${NAME:+word}``, which read empty and unset alike; anything else of it -> error (``_Blank``). ``FROM <alias>``
+  of an empty ``FROM image AS alias`` stage is ``FROM image``; ``--platform`` naming the builder
+  (``$BUILDPLATFORM``/``$TARGETPLATFORM``) is dropped, a literal one checked at build time; ``FROM <stage>`` with
+  instructions and ``scratch`` are refused. The automatic platform ARGs a stage declares get the builder's values
+  (``chexstack_platform``).
 - ``ARG``: the value (``--build-arg``, default, or the global one) is ``export``ed in ``%post``
 (singularityhub/singularity-cli#187); never in
   ``%environment``. An ``ENV`` of the same name wins, as in Docker. Without a value Docker sets no variable (BuildKit's
@@ -38,7 +44,8 @@ are expanded as Docker
   assignments, another ``SHELL``, heredocs) as ``/bin/sh -c '...'``, because under ``sh -e`` ``a && b`` does not
   stop the build when ``a`` fails and ``cd``/variables would leak into the next lines. Exec form runs the argv.
   ``--mount=type=cache|tmpfs``: the command runs with the target emptied and what it wrote there is removed (the
-  image holds no cache, as in Docker); ``secret``/``ssh``/``bind`` mounts and ``--network=none`` are refused.
+  image holds no cache, as in Docker); ``bind`` (from a stage, an image or the context): a copy at the target,
+  removed after it (``_bind``); ``secret``/``ssh`` mounts and ``--network=none`` are refused.
   Heredocs: the body is the script (``RUN <<EOT``), or the whole text goes to the shell; a shebang body is refused.
 - ``COPY``/``ADD`` (local, ``--from=name|index|image``): each source goes through ``%files`` to a staging path and
   is put in place in ``%post`` at its position, with Docker's rules: a folder's contents (not the folder),
@@ -49,7 +56,9 @@ are expanded as Docker
   makes at its end (links and owners kept, as Docker keeps them, on every release); ``--from=image`` adds a stage
   of that image. ``ADD`` of a local tar archive unpacks it (singularityhub/singularity-cli#229), of a URL
   downloads it following redirects and failing on HTTP errors (curl or wget), mode 600, never unpacked;
-  ``--checksum`` is verified. Wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude`` are refused.
+  ``--checksum`` is verified. ``--from`` follows a source that is a link and matches a pattern in its last name in
+  the source stage (``chexstack_pack``). Other wildcards, git URLs, heredoc sources, ``--parents``, ``--exclude``
+  are refused.
   A build-context source is what Docker sends of it: the context's ``.dockerignore`` (or the Dockerfile's own
   ``<name>.dockerignore``) is applied with Docker's rules (``convert.dockerignore``), so a folder with excluded
   members goes through ``%files`` as its sent files and wholly sent subfolders, the folders it sends only in part
@@ -66,9 +75,9 @@ are expanded as Docker
   runs the image as the invoking user: a warning says so.
 - ``ENTRYPOINT``/``CMD``: ``%runscript`` and ``%startscript`` run ``ENTRYPOINT + (arguments or CMD)`` with Docker's
   rules (shell forms through ``SHELL``; ``ENTRYPOINT`` resets an inherited ``CMD``); the base image's ENTRYPOINT and
-  CMD where the Dockerfile sets neither or only CMD. ``CMD`` without ``ENTRYPOINT`` and the base's config not read:
-  refused (the base's ENTRYPOINT would apply in Docker; or add ``ENTRYPOINT []``). Neither, the config not read: no
-  runscript, so Apptainer runs the base image's own.
+  CMD where the Dockerfile sets neither or only CMD. ``CMD`` without ``ENTRYPOINT`` (or a WORKDIR without either)
+  and the base's config not read: the base's ENTRYPOINT (and CMD) as Apptainer's bootstrap recorded them
+  (``BASE_RUN``). Neither and no WORKDIR, the config not read: no runscript, so Apptainer runs the base image's own.
 - ``SHELL``: used for the RUN, CMD and ENTRYPOINT shell forms after it. ``LABEL``: one ``%labels`` line per key.
   ``MAINTAINER``: label ``Author`` (Docker's Author field). ``EXPOSE``: a comment (documentation only, in Docker too).
   ``STOPSIGNAL SIGTERM`` and ``HEALTHCHECK NONE``: comments; any other ``STOPSIGNAL``, ``HEALTHCHECK`` and
@@ -101,6 +110,13 @@ from convert.definition import Definition, Section, Stage
 from convert.lint import lint_definition
 from convert.words import UnsupportedExpansion
 
+#: The PATH a stage has where its base image's config sets none: BuildKit's dockerfile2llb (convert.go, "make sure
+#: that PATH is always set") appends ``system.DefaultPathEnv`` to the image's ENV; Apptainer's %post then has none
+#: (observed with Apptainer 1.4.5 on a base without PATH: ``ENV PATH=/a:$PATH`` read it empty).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: ``apptainer build`` also gives %post ``LD_LIBRARY_PATH=/.singularity.d/libs`` (its runtime's folder of host
+#: libraries), which a Docker RUN never has: ``ENV LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/x`` read
+#: it (observed with Apptainer 1.4.5 by tests/test_images_equivalence.py); %post takes it out.
 #: Every stage's %post starts in the base image's environment, with Docker's umask: a RUN runs under 0022
 #: (runc's default; observed with Docker 20.10), Apptainer's ``%post`` under 0002 (observed with Apptainer 1.4.5:
 #: the files and folders it makes would be group-writable), and with the image's own ``/tmp`` and ``/var/tmp``:
@@ -111,12 +127,23 @@ from convert.words import UnsupportedExpansion
 #: the build stops saying why.
 DOCKER_ENV = "\n".join([
     ". /.singularity.d/env/10-docker*.sh", "umask 022",
+    'PATH="${PATH:-%s}"; export PATH  # Docker\'s where the base sets none' % DEFAULT_PATH,
+    'case ":${LD_LIBRARY_PATH:-}:" in *:/.singularity.d/libs:*) LD_LIBRARY_PATH=$(echo ":$LD_LIBRARY_PATH:" | sed '
+    '"s|:/.singularity.d/libs:|:|g; s|^:*||; s|:*$||"); if [ -n "$LD_LIBRARY_PATH" ]; then export LD_LIBRARY_PATH; '
+    'else unset LD_LIBRARY_PATH; fi ;; esac  # Apptainer\'s own, not the base\'s',
     "for d in /tmp /var/tmp; do  # the image's own, as in Docker's RUN (apptainer build binds the host's)",
     "  if grep -q \"^[^ ]* [^ ]* [^ ]* [^ ]* $d \" /proc/self/mountinfo; then umount -l \"$d\" || { echo \"cannot "
     "unmount the host's $d that apptainer build binds in: what the build writes there would not be the image's; "
     "build as root or set 'mount tmp = no' in apptainer.conf\" >&2; exit 1; }; fi",
     "done"])
 DEFAULT_SHELL = ["/bin/sh", "-c"]
+#: Where %post keeps the base image's ENTRYPOINT and CMD as Apptainer's docker bootstrap wrote them into the
+#: runscript before %post runs (``OCI_ENTRYPOINT='"a" "b"'``, each argument double-quoted for ``eval``; apptainer's
+#: ``internal/pkg/build/sources/conveyorPacker_oci.go``, ``insertRunScript``), before %runscript replaces it.
+BASE_RUN = "/.singularity.d/chexstack-base-run.sh"
+BASE_RUN_SAVE = ("grep -E '^OCI_(ENTRYPOINT|CMD)=' /.singularity.d/runscript > %s || { echo \"the bootstrap "
+                 "recorded no OCI_ENTRYPOINT in /.singularity.d/runscript: the base image's ENTRYPOINT is not "
+                 "known\" >&2; exit 1; }" % BASE_RUN)
 STAGING = "/.chexstack-copy"
 #: Shell builtins whose effect outlives the command: such a RUN is never written inline in %post.
 _STATEFUL = {"cd", "set", "export", "unset", "exit", "exec", ".", "source", "alias", "unalias", "shift", "trap",
@@ -144,7 +171,20 @@ _BASE_READS = {"": "the image's {name}, empty where it sets none",
 #: Shell functions a stage's %post defines when it needs them (Dockerfile reference: COPY, ADD, USER), by need:
 #: ``convert/templates/<need>.sh``, the text written as it is (its final newline dropped).
 HELPERS = {name: (resources.files("convert") / "templates" / ("%s.sh" % name)).read_text().removesuffix("\n")
-           for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir")}
+           for name in ("copy", "add", "from", "fetch", "mount", "as", "workdir", "platform",
+                                               "pack", "bind")}
+#: What may differ from Docker where a base image's config is not read (the warning says it).
+UNREAD_DIFFERS = ("; what may differ: the RUNs run as root, not as its USER; relative paths and the RUNs start in /, "
+                  "not in its WORKDIR; the RUNs go through /bin/sh -c, not its SHELL; a name only its ENV defines is "
+                  "refused where its value is needed here; and %post needs a "
+                  "/bin/sh in it (a base without a shell, e.g. a distroless one, cannot be built)")
+#: The automatic platform ARGs (Dockerfile reference, "Automatic platform ARGs in the global scope"): BuildKit's
+#: ``frontend/dockerfile/dockerfile2llb/platform.go`` (``defaultArgs``) sets them from the build and target
+#: platforms, each the builder's own (containerd's ``platforms.DefaultSpec``, normalized: arm64 has no variant) on a
+#: native build, which an Apptainer build always is; ``chexstack_platform`` gives them in %post (``uname``).
+_PLATFORM_ARGS = {"TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS",
+                  "BUILDARCH", "BUILDVARIANT"}
+_NATIVE = re.compile(r"^\$(\{(BUILD|TARGET)PLATFORM\}|(BUILD|TARGET)PLATFORM)$")
 
 
 @dataclass
@@ -168,6 +208,8 @@ class _Stage:
     cmd: list | None = None
     cmd_set: bool = False
     cmd_at: object = None  # the CMD instruction
+    empty: bool = True  # no instruction after its FROM (nor a base's ONBUILD trigger): an alias of its image
+    base_run: bool = False  # the runscript takes the base's ENTRYPOINT (and CMD, none set) from the bootstrap's
     comments: list = field(default_factory=list)
 
     def need(self, helper: str) -> None:
@@ -220,6 +262,16 @@ class Conversion:
     text: str
     warnings: list[str] = field(default_factory=list)
     reads: list[tuple[Path, str]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)  # warning kind -> how many
+    runs: str = ""  # what `apptainer run` does (``run_behaviour``)
+
+    def summary(self) -> str:
+        """One line: what the definition could not keep exactly (the warnings by kind) and what `apptainer run`
+        of it does."""
+        kept = ("nothing to warn of" if not self.kinds else "%d warning%s (%s)" % (
+            len(self.warnings), "" if len(self.warnings) == 1 else "s",
+            ", ".join("%s: %d" % kv for kv in sorted(self.kinds.items()))))
+        return "summary: %s; %s" % (kept, self.runs)
 
 
 class _Converter:
@@ -236,7 +288,9 @@ class _Converter:
         self.global_args: dict[str, str | None] = {}
         self.global_valueless: set[str] = set()  # global ARGs declared without a value (and no --build-arg)
         self.stages: list[_Stage] = []
+        self.named: set[str] = set()  # the stage names the Dockerfile gives (``run``)
         self.warnings: list[str] = []
+        self.kinds: dict[str, int] = {}  # warning kind -> count
         self.cmd: dockerfile.Command | None = None
         self.context = dockerignore.Context(path.parent, path)
         own, shared = dockerignore.candidates(path.parent, path)
@@ -251,8 +305,14 @@ class _Converter:
         first = c.original.splitlines()[0] if c else ""
         raise ChexstackError("%s:%s: %s: %s%s" % (self.path, c.start_line if c else "?", first, self._trigger(), why))
 
-    def warn(self, why: str) -> None:
-        self.warnings.append("%s:%d: %s: %s%s" % (self.path, self.cmd.start_line, self.cmd.cmd, self._trigger(), why))
+    def note(self, kind: str, text: str) -> None:
+        """A warning (``text``, the whole line) of ``kind`` (the summary counts them by kind)."""
+        self.warnings.append(text)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+    def warn(self, why: str, kind: str = "") -> None:
+        self.note(kind or self.cmd.cmd.upper(),
+                  "%s:%d: %s: %s%s" % (self.path, self.cmd.start_line, self.cmd.cmd, self._trigger(), why))
 
     def _trigger(self) -> str:
         """While a base image's ONBUILD trigger is converted: which one (the line named is the FROM's)."""
@@ -306,17 +366,32 @@ class _Converter:
                 "%s` into the local engine (or build it there), then convert again" % (st.image, st.base.why_not,
                                                                                        st.image))
 
+    def _fresh(self, name: str) -> str:
+        """``name``, or ``name-N`` for the first N that makes it a name neither the Dockerfile (any of its ``FROM ...
+        AS``, before or after this one) nor this conversion gives a stage: the converter's own names never collide
+        with a user's."""
+        taken = self.named | {s.name for s in self.stages}
+        out, n = name, 1
+        while out in taken:
+            out, n = "%s-%d" % (name, n), n + 1
+        return out
+
     # --- instructions -------------------------------------------------------------------------------------------
     def run(self) -> list[_Stage]:
         try:
             commands = dockerfile.parse_file(str(self.path))
         except dockerfile.GoParseError as e:
             raise ChexstackError("%s: not a Dockerfile Docker can read: %s" % (self.path, e)) from None
+        # every stage name the Dockerfile gives, before any is converted: the names this converter makes for
+        # unnamed stages and --from images (``_fresh``) must never be one of them
+        self.named = {c.value[2].lower() for c in commands if c.cmd.upper() == "FROM" and len(c.value) == 3}
         for c in commands:
             self.cmd = c
             name = c.cmd.upper()
             if name != "FROM" and name != "ARG" and not self.stages:
                 self.fail("expected FROM (or ARG) before any other instruction")
+            if name != "FROM" and self.stages:
+                self.stage.empty = False
             getattr(self, "_" + name.lower(), self._unknown)(c)
         if not self.stages:
             raise ChexstackError("%s: no FROM instruction: not a Dockerfile (or an empty one)" % self.path)
@@ -330,20 +405,32 @@ class _Converter:
         predefined proxy ARGs aside) is not consumed, in the classic builder's words (moby's
         ``BuildArgs.WarnOnUnusedBuildArgs``; BuildKit ignores it silently)."""
         for name in self.unset:
-            self.warnings.append("%s: --build-arg %s: %s is not set in this environment, so Docker passes no value "
-                                 "(the ARG keeps its default)" % (self.path, name, name))
+            self.note('build-arg',
+                "%s: --build-arg %s: %s is not set in this environment, so Docker passes no value "
+                "(the ARG keeps its default)" % (self.path, name, name))
         unused = sorted(self.given - self.declared - _PROXY_ARGS)
         if unused:
-            self.warnings.append("%s: [Warning] One or more build-args [%s] were not consumed (no ARG declares them; "
-                                 "the definition does not use them either)" % (self.path, " ".join(unused)))
+            self.note('build-arg',
+                "%s: [Warning] One or more build-args [%s] were not consumed (no ARG declares them; "
+                "the definition does not use them either)" % (self.path, " ".join(unused)))
 
     def _unknown(self, c) -> None:
         self.fail("not a Dockerfile instruction (expected FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, LABEL, "
                   "CMD, ENTRYPOINT, SHELL, EXPOSE, VOLUME, HEALTHCHECK, STOPSIGNAL, ONBUILD or MAINTAINER)")
 
     def _from(self, c) -> None:
-        if c.flags:
-            self.fail("%s: not converted (Apptainer builds for the machine that builds)" % " ".join(c.flags))
+        platform = None
+        for flag in c.flags:
+            opt, _, val = flag.partition("=")
+            if opt != "--platform":
+                self.fail("%s: not converted" % flag)
+            if _NATIVE.match(val.strip()):
+                continue  # the platform that builds (or is built for, the same on a native build): Apptainer's own
+            args, blank = self._global_scope()
+            platform = words.literal(self.words(val, args, split=False, blank=blank)[0])
+            if not platform or not re.match(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$", platform):
+                self.fail("%s: not converted: Apptainer pulls and builds for the machine that builds; write "
+                          "--platform=$BUILDPLATFORM, or OS/ARCH[/VARIANT] of the machine that will build" % flag)
         if len(c.value) not in (1, 3) or (len(c.value) == 3 and c.value[1].upper() != "AS"):
             self.fail("expected FROM IMAGE [AS NAME]")
         args, blank = self._global_scope()
@@ -367,17 +454,28 @@ class _Converter:
                          % (told[0].name, told[0].op, told[0].name, told[0].op)))
         image = words.literal(word)
         names = [s.name for s in self.stages]
-        if image.lower() in names:
-            self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image; "
-                      "copy what you need with COPY --from=%s" % (image, image))
+        alias = next((s for s in self.stages if s.name == image.lower()), None)
+        if alias is not None and not alias.empty:
+            self.fail("FROM a previous stage (%s) is not converted: an Apptainer stage starts from an image, and "
+                      "%s's instructions are not in one; to convert it, make %s's instructions part of this stage, "
+                      "or copy what you need with COPY --from=%s" % (image, image, image, image))
+        if alias is not None:  # an empty `FROM image AS alias` stage: FROM alias is FROM image (BuildKit resolves
+            image = alias.image  # a stage name first, then the image: dockerfile2llb's allDispatchStates)
         if image == "scratch":
-            self.fail("FROM scratch is not converted (its stage has no shell for %post)")
-        name = c.value[2].lower() if len(c.value) == 3 else "stage%d" % len(self.stages)
+            self.fail("FROM scratch is not converted: its stage has no shell, and the converted COPY/RUN run in "
+                      "%post; to convert it, start the stage FROM an image with a /bin/sh (e.g. the one whose files "
+                      "it copies), or build this image with Docker and convert a Dockerfile FROM it")
+        name = c.value[2].lower() if len(c.value) == 3 else self._fresh("stage%d" % len(self.stages))
         if name in names:
             self.fail("stage name %s is used twice" % name)
-        base = self.bases(image)
+        base = alias.base if alias is not None else self.bases(image)
         self.stages.append(_Stage(name, image, "docker-daemon" if base.local_only else "docker", base))
         self.stage.post.append(DOCKER_ENV)
+        if platform:  # a native build only: the build stops where the machine that builds is another platform
+            self.stage.need("platform")
+            self.stage.post.append('[ "$(chexstack_platform BUILDPLATFORM)" = %s ] || { echo "FROM --platform=%s: '
+                                   'this machine builds for $(chexstack_platform BUILDPLATFORM); build on a %s '
+                                   'machine" >&2; exit 1; }' % (shlex.quote(platform), platform, platform))
         self._inherit(c, base)
 
     def _inherit(self, c, base: BaseImage) -> None:
@@ -389,11 +487,13 @@ class _Converter:
         config, a refusal naming it (``undefined``, ``_finish``)."""
         st = self.stage
         if not base.read:
-            self.warn("the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
-                      "read: %s; the definition assumes Docker's defaults (root, /, /bin/sh -c), which the base "
-                      "may not keep (`docker pull %s`, then convert again)" % (base.image, base.why_not, base.image))
+            self.warn(kind='base config not read', why=
+                "the base image %s's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
+                "read: %s; the definition assumes Docker's defaults (root, /, /bin/sh -c), which the base "
+                "may not keep (`docker pull %s`, then convert again)%s" % (base.image, base.why_not, base.image,
+                                                                          UNREAD_DIFFERS))
             return
-        for name, value in base.env:
+        for name, value in base.env + (() if any(n == "PATH" for n, _ in base.env) else (("PATH", DEFAULT_PATH),)):
             st.vars[name] = value
             st.env_names.add(name)
         if base.shell:
@@ -405,6 +505,7 @@ class _Converter:
             self._set_user(base.user, "the base image's USER")
         st.entrypoint = list(base.entrypoint or [])
         st.cmd = list(base.cmd) if base.cmd is not None else None
+        st.empty = not base.onbuild
         for trigger in base.onbuild:
             self.trigger = trigger
             try:
@@ -429,12 +530,14 @@ class _Converter:
                       % next(d for d in odd if "=" in d).partition("=")[0])
         if "#" in c.value:
             rest = c.value[c.value.index("#"):]
-            self.warn("%s: the words after the first are no comment to Docker (a # marker is one only at the start "
-                      "of a line): it declares them as more ARGs without a value, which set nothing; the definition "
-                      "exports none of them (put the comment on a line of its own)" % " ".join(rest))
+            self.warn(kind='ARG', why=
+                "%s: the words after the first are no comment to Docker (a # marker is one only at the start "
+                "of a line): it declares them as more ARGs without a value, which set nothing; the definition "
+                "exports none of them (put the comment on a line of its own)" % " ".join(rest))
         elif odd:
-            self.warn("%s: not variable names; Docker declares them as ARGs without a value, which set nothing; the "
-                      "definition exports none of them" % " ".join(odd))
+            self.warn(kind='ARG', why=
+                "%s: not variable names; Docker declares them as ARGs without a value, which set nothing; the "
+                "definition exports none of them" % " ".join(odd))
         for decl in c.value:
             name, eq, default = decl.partition("=")
             self.declared.add(name)
@@ -460,6 +563,11 @@ class _Converter:
             else:
                 value = None
             if name in st.env_names:
+                continue
+            if value is None and name in _PLATFORM_ARGS:  # Docker's own value: the machine that builds
+                st.need("platform")
+                st.vars[name] = None
+                st.post.append('export %s="$(chexstack_platform %s)"' % (name, name))
                 continue  # an ENV of the same name wins over the ARG (Dockerfile reference, "Using ARG variables")
             if value is None and (name not in self.global_args or name in self.global_valueless):
                 # BuildKit's dispatchArg adds a variable only for an ARG with a value (the classic builder's
@@ -488,13 +596,19 @@ class _Converter:
         after the other) is written before the pair of this ENV that sets that variable; two pairs that each refer
         to the other's variable are refused."""
         st = self.stage
-        known, declared = st.known(), set(st.vars)
+        known = st.known()
+        # a name whose value is not known here but an earlier ENV exported (its value read from the base image's,
+        # e.g. PATH=/a:$PATH then PATH=/b:$PATH) stays ${NAME}: %post and %environment export in the Dockerfile's
+        # order, so the shell reads exactly the value Docker had; an ARG's is exported in %post only, not at run time
+        args_only = {n for n, v in st.vars.items() if v is None and n not in st.env_names}
         pairs: dict[str, list] = {}
         for name, raw in zip(c.value[0::2], c.value[1::2]):
             word = self.words(raw, known, split=False)[0]
             for ref in words.unknown(word):
-                if ref in declared:
-                    self.fail("ENV %s refers to $%s, whose value is not known at conversion" % (name, ref))
+                if ref in args_only:
+                    self.fail("ENV %s refers to $%s, an ARG whose value is not known at conversion (it reads the "
+                              "base image's environment), and %%environment has no ARGs: give ARG %s a value "
+                              "(ARG %s=VALUE or --build-arg %s=VALUE)" % (name, ref, ref, ref, ref))
             pairs.pop(name, None)
             pairs[name] = word
         left = list(pairs)
@@ -594,25 +708,32 @@ class _Converter:
                   "folder instead (`apptainer run --bind HOST:PATH`) and remove VOLUME")
 
     def _onbuild(self, c) -> None:
-        self.warn("dropped: ONBUILD triggers act only on images built FROM this one (Docker runs them there, not "
-                  "here), and a definition has no triggers; this image builds the same without it")
+        self.warn(kind='ONBUILD dropped', why=
+            "dropped: ONBUILD triggers act only on images built FROM this one (Docker runs them there, not "
+            "here), and a definition has no triggers; this image builds the same without it")
 
     # --- RUN ----------------------------------------------------------------------------------------------------
     def _run(self, c) -> None:
         st = self.stage
-        mounts = []
-        for flag in c.flags:
+        mounts, fills = [], []
+        for n, flag in enumerate(c.flags, 1):
             opt, _, val = flag.partition("=")
             if opt == "--mount":
                 kv = dict(p.partition("=")[::2] for p in val.split(","))
                 kind = kv.get("type", "bind")
                 target = kv.get("target") or kv.get("dst") or kv.get("destination")
-                if kind not in ("cache", "tmpfs") or not target:
-                    self.fail("%s: a %s mount cannot be reproduced in %%post (files from outside the image); "
-                              "refused" % (flag, kind))
+                if kind not in ("cache", "tmpfs", "bind"):
+                    self.fail("%s: a %s mount is not converted: its files come from the machine that builds (a "
+                              "secret, an ssh agent), which %%post cannot be given without the image holding them; "
+                              "fetch them in a RUN that removes them, or COPY them" % (flag, kind))
+                if not target:
+                    self.fail("%s: a %s mount needs a target (Docker refuses it too)" % (flag, kind))
                 mounts.append(posixpath.normpath(posixpath.join(st.workdir or "/", target)))
-                self.warn("%s: %%post runs without the cache; what the command writes to %s is removed after it, "
-                          "as Docker keeps it out of the image" % (flag, mounts[-1]))
+                fills.append(self._bind(flag, kv, c.start_line, n) if kind == "bind" else None)
+                if kind != "bind":
+                    self.warn(kind='RUN cache mount', why=
+                        "%s: %%post runs without the cache; what the command writes to %s is removed after it, "
+                        "as Docker keeps it out of the image" % (flag, mounts[-1]))
             elif opt == "--network" and val in ("default", "host"):
                 continue
             else:
@@ -622,9 +743,37 @@ class _Converter:
         hidden = ["%s-hidden-%d-%d" % (STAGING, c.start_line, i) for i in range(len(mounts))]
         if mounts:
             st.need("mount")
-        st.post += ["chexstack_mount %s" % _args(t, h) for t, h in zip(mounts, hidden)]
+        for t, h, fill in zip(mounts, hidden, fills):
+            st.post.append("chexstack_mount %s" % _args(t, h))
+            if fill:
+                st.need("bind")
+                st.post.append("chexstack_bind %s" % _args(fill, t))
         st.post.append(line)
         st.post += ["chexstack_unmount %s" % _args(t, h) for t, h in reversed(list(zip(mounts, hidden)))]
+
+    def _bind(self, flag: str, kv: dict, line: int, n: int) -> str:
+        """``RUN --mount=type=bind[,from=STAGE|IMAGE],source=PATH``: the files the command sees at the target, a
+        path of ``%post`` (``chexstack_bind`` puts it there, ``chexstack_unmount`` takes it away after the command).
+        BuildKit's ``dispatchRunMounts`` (frontend/dockerfile/dockerfile2llb/convert_runmount.go) binds ``source``
+        (default: the root) of the named stage or image, or of the build context without ``from``; read-only unless
+        ``rw``, whose writes are discarded: here the copy is writable and discarded alike."""
+        src = kv.get("source") or kv.get("src") or "/"
+        if posixpath.normpath("/" + src.lstrip("/")) == "/":
+            self.fail("%s: a bind of the whole %s is not converted; name the files it needs (source=PATH)"
+                      % (flag, "stage %s" % kv["from"] if kv.get("from") else "build context"))
+        if re.search(r"[*?\[\s]", src):
+            self.fail("%s: a source with a pattern or spaces is not converted" % flag)
+        name = posixpath.basename(posixpath.normpath(src))
+        staged = "%s-%d-m%d/%s" % (STAGING, line, n, name)
+        origin = self._origin(self.text(kv["from"], "--mount from")) if kv.get("from") else None
+        self.warn(kind="RUN bind mount", why="%s: the command sees a writable copy of %s at the target, removed "
+                  "after it (Docker's bind is read-only%s)" % (flag, src, ", or writable with rw, its writes "
+                                                                "discarded alike" if "rw" not in kv else ""))
+        if origin is None:
+            self.stage.files.setdefault(None, []).extend(self._local_source(src, staged))
+            return staged
+        self._pack(origin, "%d-m%d" % (line, n), src, name, staged)
+        return staged + ".tar"
 
     def _run_argv(self, c) -> list[str]:
         st = self.stage
@@ -671,7 +820,16 @@ class _Converter:
         if "--checksum" in opts and not (add and all(_is_url(s) for s in sources)):
             self.fail("--checksum is only for ADD of URLs")
         for i, src in enumerate(sources, 1):
-            if re.search(r"[*?\[]", src):
+            url = add and origin is None and _is_url(src)  # BuildKit's dispatchCopy: an HTTP source is fetched as
+            # it is (llb.HTTP), never matched as a pattern (frontend/dockerfile/dockerfile2llb/convert.go)
+            pattern = not url and re.search(r"[*?\[]", src)
+            if pattern and origin is not None and not re.search(r"[*?\[]", posixpath.dirname(src)):
+                # COPY --from=stage with a pattern in its last name (e.g. a wheel named by its architecture): matched
+                # in the source stage at build time (``chexstack_pack``), where the files are
+                if not re.match(r"^[A-Za-z0-9_@%+=:,.*?\[\]!-]+$", posixpath.basename(src)):
+                    self.fail("wildcard source %s: only letters, digits, ._-+=:,@% and the pattern's *?[] are "
+                              "converted in a pattern's name" % src)
+            elif pattern:
                 self.fail("wildcard source %s is not converted (list the files)" % src)
             if re.search(r"\s", src) or re.search(r"\s", dest):
                 self.fail("paths with spaces are not converted (%%files splits on whitespace)")
@@ -681,6 +839,8 @@ class _Converter:
                 self._fetch(src, dest, owner, mode, opts.get("--checksum", ""))
                 continue
             name = posixpath.basename(src.rstrip("/")) or "root"
+            if pattern:
+                name = "matches"
             if origin is None and name == ".":
                 name = "context"
             staged = "%s-%d-%d/%s" % (STAGING, c.start_line, i, name)
@@ -753,17 +913,28 @@ class _Converter:
                    mode: str) -> None:
         """COPY --from: the stage ``origin`` packs ``src`` with tar at its end, this stage's ``%files from`` takes the
         archive (``tag``: the instruction's line and source number) and ``chexstack_from`` unpacks it."""
+        self._pack(origin, tag, src, name, staged)
+        st = self.stage
+        st.need("from")
+        st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
+
+    def _pack(self, origin: str, tag: str, src: str, name: str, staged: str) -> None:
+        """The stage ``origin`` packs ``src`` at its end (``chexstack_pack``), this stage's ``%files from`` takes the
+        archive to ``staged``.tar."""
         st = self.stage
         # `%files from` follows symlinks before Singularity 3.5.3: the stage packs the path with tar at its
         # end instead (links and owners kept on every release, as Docker's COPY --from keeps them)
         packed = "/.chexstack-from-%s.tar" % tag
         parent = posixpath.dirname(posixpath.normpath("/" + src.lstrip("/"))) or "/"
         source = next(s for s in self.stages if s.name == origin)
-        source.post.append("tar -C %s -cf %s %s" % (
-            shlex.quote(parent), packed, shlex.quote(name)))
+        # BuildKit's dispatchCopy copies a source path that is a symbolic link as what it points to
+        # (``llb.Copy`` with ``FollowSymlinks: true``, frontend/dockerfile/dockerfile2llb/convert.go) and matches
+        # a pattern among the stage's files (``AllowWildcard``): chexstack_pack does both in the source stage
+        source.need("pack")
+        base = posixpath.basename(posixpath.normpath("/" + src.lstrip("/"))) or "."
+        source.post.append("chexstack_pack %s %s %s" % (shlex.quote(parent), base if name == "matches" else
+                                                        shlex.quote(base), packed))
         st.files.setdefault(origin, []).append((packed, staged + ".tar"))
-        st.need("from")
-        st.post.append("chexstack_from %s" % _args(staged + ".tar", dest, owner, mode))
 
     def _local_source(self, src: str, staged: str) -> list[tuple[str, str]]:
         """The ``%files`` lines of a build-context source: the source whole, or, where the context's ignore file
@@ -788,8 +959,9 @@ class _Converter:
                 self.fail("source %s holds symbolic links: Apptainer's %%files follows them (cp -L), Docker "
                           "copies them as links; replace them or ADD a tar archive of the folder" % src)
         if not (self.path.parent / local).exists():
-            self.warn("source %s is not in the build context (%s); it must be there when the SIF is built"
-                      % (src, self.path.parent))
+            self.warn(kind='source not in the context', why=
+                "source %s is not in the build context (%s); it must be there when the SIF is built"
+                % (src, self.path.parent))
         if selection is None:
             return [(local, staged)]
 
@@ -804,8 +976,9 @@ class _Converter:
                 st.post.append("chmod %o %s" % (selection.modes[folder], shlex.quote(inside(folder))))
         shown = ", ".join(selection.left_out[:8]) + (
             " and %d more" % (len(selection.left_out) - 8) if len(selection.left_out) > 8 else "")
-        self.warn("source %s: the context's %s leaves out %s, as Docker does (the build context as it is now: "
-                  "convert again after adding files there)" % (src, self.context.path.name, shown))
+        self.warn(kind='.dockerignore', why=
+            "source %s: the context's %s leaves out %s, as Docker does (the build context as it is now: "
+            "convert again after adding files there)" % (src, self.context.path.name, shown))
         return [(path, inside(path)) for path in selection.copy]
 
     def _origin(self, ref: str | None) -> str | None:
@@ -822,7 +995,7 @@ class _Converter:
         if ref.lower() == self.stage.name:
             self.fail("--from=%s names the stage itself" % ref)
         base = self.bases(ref)
-        extra = _Stage("image%d" % sum(1 for s in self.stages if s.name.startswith("image")), ref,
+        extra = _Stage(self._fresh("image%d" % sum(1 for s in self.stages if s.name.startswith("image"))), ref,
                        "docker-daemon" if base.local_only else "docker", base, post=[DOCKER_ENV])
         self.stages.insert(len(self.stages) - 1, extra)
         return extra.name
@@ -831,8 +1004,9 @@ class _Converter:
     def _entrypoint(self, c) -> None:
         st = self.stage
         if not st.workdir and not st.base.read:
-            self.warn("no WORKDIR before it: the runscript starts in / (Docker's default); the base image's own "
-                      "WORKDIR was not read (Apptainer does not record it), add WORKDIR to keep it")
+            self.warn(kind='start folder', why=
+                "no WORKDIR before it: the runscript starts in / (Docker's default); the base image's own "
+                "WORKDIR was not read (Apptainer does not record it), add WORKDIR to keep it")
         st.entrypoint = list(c.value) if c.json else st.shell + [c.value[0]]
         if not st.cmd_set:
             st.cmd = []  # "If CMD is defined from the base image, setting ENTRYPOINT will reset CMD to an empty value"
@@ -847,14 +1021,25 @@ class _Converter:
         for st in self.stages:
             if st.user:
                 self.cmd = None
-                self.warnings.append("%s: USER %s: the RUN commands after it run as that user; the SIF itself "
-                                     "runs as the invoking host user (Apptainer has no image user)"
-                                     % (self.path, st.user))
-        if final.cmd is not None and final.entrypoint is None:
+                self.note('image user',
+                    "%s: USER %s: the RUN commands after it run as that user; the SIF itself "
+                    "runs as the invoking host user (Apptainer has no image user)"
+                    % (self.path, st.user))
+        if final.entrypoint is None and (final.cmd is not None or final.workdir):
+            # the base's config not read: Apptainer's docker bootstrap records its ENTRYPOINT and CMD in the
+            # runscript it writes before %post (OCI_ENTRYPOINT/OCI_CMD, apptainer's
+            # internal/pkg/build/sources/conveyorPacker_oci.go insertRunScript), which %post keeps (BASE_RUN)
+            final.base_run = True
+            final.post.append(BASE_RUN_SAVE)
             self.cmd = final.cmd_at
-            self.fail("CMD without ENTRYPOINT: Docker runs the base image's ENTRYPOINT (if any) with it, which a "
-                      "Dockerfile does not show: %s; or add `ENTRYPOINT []` before CMD if the base has none (or its "
-                      "ENTRYPOINT)" % self._base_unread(final))
+            what = ("CMD without ENTRYPOINT: the runscript runs it with the base image's ENTRYPOINT, as Docker does, "
+                    "taken at build time from what Apptainer's bootstrap recorded of %s (OCI_ENTRYPOINT)"
+                    % final.image if final.cmd is not None else
+                    "WORKDIR %s without ENTRYPOINT or CMD: the runscript starts there, as `docker run` does, and "
+                    "runs the base image %s's ENTRYPOINT and CMD as Apptainer's bootstrap recorded them"
+                    % (final.workdir, final.image))
+            self.note('runscript from the bootstrap',
+                "%s:%s: %s" % (self.path, final.cmd_at.start_line if final.cmd_at else "-", what))
 
 
 def _spelled(part) -> str:
@@ -903,6 +1088,14 @@ def _simple(command: str) -> bool:
 
 def _runscript(st: _Stage) -> list[str]:
     lines = ["cd %s" % shlex.quote(st.workdir or "/")]
+    if st.base_run:
+        lines += ["OCI_ENTRYPOINT='' OCI_CMD=''", ". %s  # the base image's, as Apptainer's bootstrap recorded them"
+                  % BASE_RUN]
+        lines.append('if [ "$#" -eq 0 ]; then %s; fi' % (
+            "set -- %s" % shlex.join(st.cmd) if st.cmd is not None else 'eval "set -- $OCI_CMD"'))
+        lines.append('[ -n "$OCI_ENTRYPOINT" ] || [ "$#" -gt 0 ] || { echo "no command specified" >&2; exit 125; }')
+        lines.append('eval "exec $OCI_ENTRYPOINT \\"\\$@\\""')
+        return lines
     if st.cmd:
         lines.append('if [ "$#" -eq 0 ]; then set -- %s; fi' % shlex.join(st.cmd))
     if st.entrypoint:
@@ -914,8 +1107,26 @@ def _runscript(st: _Stage) -> list[str]:
     return lines
 
 
+def run_behaviour(final: _Stage) -> str:
+    """What `apptainer run IMAGE [ARGS]` of the definition does: its folder, user and command."""
+    user = "as the invoking host user" + (" (Docker: USER %s)" % final.user if final.user else "")
+    if final.entrypoint is None and not final.base_run:
+        return ("`apptainer run` runs the base image %s's own runscript (its ENTRYPOINT/CMD as Apptainer's bootstrap "
+                "recorded them) in the host's current folder, %s" % (final.image, user))
+    where = "in %s" % (final.workdir or "/")
+    if final.base_run:
+        what = "the base image's ENTRYPOINT (read at build time) with %s" % (
+            "ARGS, else the base image's CMD" if final.cmd is None else "ARGS, else %s" % shlex.join(final.cmd))
+    else:
+        what = "%s%s" % (shlex.join(final.entrypoint) + " " if final.entrypoint else "",
+                         "ARGS" + (", else %s" % shlex.join(final.cmd) if final.cmd else ""))
+    return "`apptainer run` starts %s %s and runs %s" % (where, user, what)
+
+
 def write(stages: list[_Stage], source: str) -> Definition:
     """The definition of the converted ``stages`` (``source``: the Dockerfile's name, for the header comment)."""
+    # an empty stage no COPY --from reads (``FROM image AS alias``, only ever a name for its image) builds nothing
+    stages = [st for st in stages if st is stages[-1] or len(st.post) > 1 or st.files or st.comments]
     multi = len(stages) > 1
     return Definition(tuple(Stage(st.bootstrap, st.image, st.name if multi else None, _sections(st, st is stages[-1]))
                             for st in stages),
@@ -938,7 +1149,7 @@ def _sections(st: _Stage, final: bool) -> tuple[Section, ...]:
         out.append(section("post", st.post[:1] + [HELPERS[h] for h in st.helpers] + st.post[1:] + st.comments))
     if final and st.environment:
         out.append(section("environment", st.environment))
-    if final and st.entrypoint is not None:
+    if final and (st.entrypoint is not None or st.base_run):
         out += [section("runscript", _runscript(st)), section("startscript", _runscript(st))]
     return tuple(out)
 
@@ -955,7 +1166,8 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | Non
     conv = _Converter(path, build_args or {}, bases or engine_reader())
     stages = conv.run()
     text = write(stages, path.name).text()
-    return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads)
+    return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads, conv.kinds,
+                      run_behaviour(stages[-1]))
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -1035,4 +1247,5 @@ def convert_file(dockerfile_path: str | Path, build_args: dict[str, str | None] 
         save(result, output)
     for w in result.warnings:
         print("warning: %s" % w, file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
     return result.text

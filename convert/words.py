@@ -111,12 +111,35 @@ def _dollar(text: str, i: int, known: dict[str, str], blank) -> tuple[list, int]
     if text.startswith("}", j):
         return _value(Ref(m.group(0)), known, blank), j + 1
     op = next((o for o in (":-", ":+", "-", "+") if text.startswith(o, j)), None)
-    end = text.find("}", j)
-    if op is None or end < 0:
+    end = _closing(text, j)
+    if end < 0:
+        raise UnsupportedExpansion("%s: no closing } (Docker refuses it too)" % text[i:i + 40])
+    if op is None:
         raise UnsupportedExpansion("%s: only ${NAME}, ${NAME:-word}, ${NAME-word}, ${NAME:+word} and "
-                                   "${NAME+word} are converted" % text[i:(end + 1 if end >= 0 else i + 20)])
+                                   "${NAME+word} are converted" % text[i:end + 1])
     inner = words(text[j + len(op):end], known, split=False, blank=blank)[0]
     return _value(Ref(m.group(0), op, tuple(inner)), known, blank), end + 1
+
+
+def _closing(text: str, j: int) -> int:
+    """The index of the ``}`` that closes the ``${`` whose name ends before ``j``, or -1: the word of
+    ``${NAME:+word}`` may hold escapes and expansions of its own (``${A:+${A}:}``), which BuildKit's
+    ``shell/lex.go`` reads recursively up to the ``}`` at its own level (``processStopOn``)."""
+    depth, n = 0, len(text)
+    while j < n:
+        if text[j] == "\\":
+            j += 2
+            continue
+        if text.startswith("${", j):
+            depth += 1
+            j += 2
+            continue
+        if text[j] == "}":
+            if depth == 0:
+                return j
+            depth -= 1
+        j += 1
+    return -1
 
 
 def _value(ref: Ref, known: dict[str, str], blank=()) -> list:

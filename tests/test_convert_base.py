@@ -21,7 +21,7 @@ import pytest
 from chexstack.errors import ChexstackError
 from convert.base import OFFLINE, BaseImage, from_config
 from convert.definition import Definition
-from convert.dockerfile import convert
+from convert.dockerfile import UNREAD_DIFFERS, convert
 from tests.lib import cli as cmd
 from tests.lib.golden import assert_golden
 from tests.lib.paths import CASES
@@ -116,18 +116,23 @@ def test_a_base_not_read_converts_as_before_with_a_warning(tmp_path):
     assert result.warnings == [
         "%s:1: FROM: the base image debian:12's config (ENV, USER, WORKDIR, SHELL, ENTRYPOINT, CMD, ONBUILD) was not "
         "read: not looked up (the conversion was asked to read no engine); the definition assumes Docker's defaults "
-        "(root, /, /bin/sh -c), which the base may not keep (`docker pull debian:12`, then convert again)" % df]
+        "(root, /, /bin/sh -c), which the base may not keep (`docker pull debian:12`, then convert again)%s"
+        % (df, UNREAD_DIFFERS)]
     assert "%runscript" not in result.text
 
 
-def test_cmd_without_entrypoint_takes_the_bases_entrypoint_or_names_the_unread_config(tmp_path):
+def test_cmd_without_entrypoint_takes_the_bases_entrypoint_read_or_bootstrapped(tmp_path):
     df = tmp_path / "Dockerfile"
     df.write_text("FROM chexstack-test/base:1\nCMD [\"serve\"]\n")
     text = convert(df, bases=_reader({"chexstack-test/base:1": {"Entrypoint": ["/init"], "Cmd": ["sh"]}})).text
     assert 'if [ "$#" -eq 0 ]; then set -- serve; fi\nexec /init "$@"' in text
-    with pytest.raises(ChexstackError, match=r":2: CMD \[\"serve\"\]: CMD without ENTRYPOINT.*depends on the base "
-                                             r"image chexstack-test/base:1's config"):
-        convert(df, bases=OFFLINE)
+    # not read: the runscript takes the ENTRYPOINT Apptainer's bootstrap recorded (OCI_ENTRYPOINT), with the CMD
+    unread = convert(df, bases=OFFLINE)
+    assert ("/.singularity.d/chexstack-base-run.sh  # the base image's, as Apptainer's bootstrap recorded them\n"
+            'if [ "$#" -eq 0 ]; then set -- serve; fi\n') in unread.text
+    assert 'eval "exec $OCI_ENTRYPOINT \\"\\$@\\""' in unread.text
+    assert any("CMD without ENTRYPOINT: the runscript runs it with the base image's ENTRYPOINT" in w
+               for w in unread.warnings)
 
 
 def test_the_base_env_resolves_user_workdir_and_env_as_docker_expands_them(tmp_path):

@@ -13,6 +13,8 @@ CASES = SHARED / "cases"
 SAMPLE = SHARED / "data" / "chestxray14"
 #: The converter's own corpus: ``<name>.Dockerfile`` beside ``tests/golden/convert/<name>.def|.refused``.
 CONVERT_CORPUS = REPO / "tests" / "data" / "convert"
+#: The field's Dockerfiles (issue 45): real files from public repositories, their README and ``repro/<x>/Dockerfile``.
+FIELD_DOCKERFILES = SHARED / "convert-corpus"
 
 
 @pytest.fixture

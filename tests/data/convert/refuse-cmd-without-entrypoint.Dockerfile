@@ -1,2 +1,0 @@
-FROM chexstack-local/debian:bookworm
-CMD ["python", "app.py"]

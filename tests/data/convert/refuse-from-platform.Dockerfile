@@ -1,1 +1,0 @@
-FROM --platform=linux/arm64 chexstack-local/debian:bookworm
