@@ -16,8 +16,8 @@ s, the control 12 s, arg-scope 13 s, metadata 14 s, run-forms 15 s, user 15 s, e
 copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-12-04: 43, 21, 22, 26 and 27 s);
 the field's pairs (issue 45), each also converted with the base's config not read (``UNREAD_PAIRS``): 6 tests in
 224 s on 2026-12-06 (field-env-stages unread 47 s alone, the three unread 1 to 2 minutes each at load 3-5). The
-cpu stack's own definition, both stages built by Apptainer (its devel stage takes the cached Horovod wheel): 394 s in that
-run (313 s in a cold-cache run). Every pair and the stack run in ``make test`` (CI): 33 min 9 s and, Docker's cache
+cpu stack's own definition, both stages built by Apptainer (its devel stage takes the cached Horovod wheel): 394 s in
+that run (313 s in a cold-cache run). Every pair and the stack run in ``make test`` (CI): 33 min 9 s and, Docker's cache
 emptied, 38 min 39 s in all. Not built by either
 tool here: add-url (downloads from the network) and buildkit-forms (heredocs need the ``docker/dockerfile:1.4`` frontend
 from a registry, and this docker CLI builds with BuildKit only through buildx); their conversions are checked by
