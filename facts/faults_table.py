@@ -49,13 +49,15 @@ class Code:
     """One entry of the table: ``meaning`` (what the verdict says of the node), ``action`` (the next one),
     ``noisy`` (a measured shortfall a check repeats before giving it), ``remedy`` (the fix of the fault where one
     is known: a text, or a %-template whose keys its reader fills, e.g. ``%(hosts)s``; None where each result
-    names its own), ``gpu_remedy`` (the fix for GPU ranks, where it differs)."""
+    names its own), ``gpu_remedy`` (the fix for GPU ranks, where it differs), ``run_remedy`` (the fix as a failed
+    run's first fault gives it, where it differs from the node check's: ``run_fix``)."""
 
     meaning: str
     action: Action
     noisy: bool = False
     remedy: str | None = None
     gpu_remedy: str | None = None
+    run_remedy: str | None = None
 
 
 
@@ -217,13 +219,27 @@ CODES: dict[str, Code] = {
     "TOO_FEW_GPUS": Code("the node has fewer GPUs than the run asks for (invoke validate --gpus N)", A.RECONFIGURE),
     "NVML_DRIVER_LIBRARY_MISMATCH": Code("the user-space driver library differs from the loaded kernel module",
                                          A.RELOAD_MODULE,
-        remedy=DRIVER_MISMATCH_REMEDY),
-    "NVIDIA_DRIVER_NOT_LOADED": Code("the NVIDIA kernel module is not loaded", A.RELOAD_MODULE),
+        run_remedy=DRIVER_MISMATCH_REMEDY,
+        remedy="the user-space driver was upgraded while the old kernel module is still loaded: reboot (or unload "
+               "and reload the nvidia kernel modules)"),
+    "NVIDIA_DRIVER_NOT_LOADED": Code("the NVIDIA kernel module is not loaded", A.RELOAD_MODULE,
+        remedy="install the NVIDIA driver / load its kernel module (modprobe nvidia; check dmesg for NVRM errors)"),
+    # NVIDIA driver README, "Open Linux Kernel Modules": Turing and later only; the .run installer's -m=kernel picks
+    # the proprietary flavour; distributions ship both (e.g. nvidia-driver-N vs nvidia-driver-N-open; negativo17:
+    # https://github.com/negativo17/nvidia-driver/issues/158, the kernel module flavour switched back)
     "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU": Code("the open nvidia.ko refuses a GPU it does not support (no GSP)",
-                                               A.RELOAD_MODULE),
-    "NVML_ERROR": Code("NVML reported an error of the driver installation", A.REBOOT),
-    "NO_DEVICES": Code("the driver sees no GPU", A.REBOOT),
-    "GPU_LOST": Code("a GPU fell off the bus or its handle is lost", A.REBOOT),
+                                               A.RELOAD_MODULE,
+        remedy="install the proprietary kernel module flavour of the driver: the .run installer with -m=kernel, "
+               "the distribution's non-open packages (e.g. nvidia-driver-N, not nvidia-driver-N-open) or its "
+               "switch (negativo17: the kernel module flavour in /etc/nvidia/kernel.conf, then rebuild), or a "
+               "driver branch that defaults to it; a pre-Turing GPU cannot use the open kernel modules at all"),
+    "NVML_ERROR": Code("NVML reported an error of the driver installation", A.REBOOT,
+        remedy="check the driver installation (dmesg, nvidia-bug-report.sh)"),
+    "NO_DEVICES": Code("the driver sees no GPU", A.REBOOT,
+        remedy="the driver sees no GPU: check dmesg for NVRM errors and the PCI device (lspci -d 10de:)"),
+    "GPU_LOST": Code("a GPU fell off the bus or its handle is lost", A.REBOOT,
+        remedy="drain the node, reset the GPU (nvidia-smi -r -i <id>) or reboot; if it recurs (Xid 79) the GPU "
+               "needs service"),
     "GPU_XID": Code("NVRM Xid events in the kernel log", A.REBOOT),
     "GPU_MEMORY_ERRORS": Code("uncorrectable ECC errors or failed row remapping", A.REPLACE_HARDWARE),
     "GPU_RESET_PENDING": Code("a page retirement or row remapping waits for a GPU reset", A.REBOOT),
@@ -281,7 +297,8 @@ CODES: dict[str, Code] = {
     "NCCL_DUPLICATE_GPU": Code("two ranks on one GPU (NCCL refuses the communicator)", A.RECONFIGURE,
         remedy=DUPLICATE_GPU_REMEDY),
     "NCCL_IB_MEMREG_FAILED": Code("the HCA could not register NCCL's pinned memory (memlock limit)", A.RECONFIGURE,
-        remedy=MEMREG_REMEDY),
+        remedy=MEMREG_REMEDY,
+        run_remedy=MEMLOCK_REMEDY),
     "NCCL_IB_COMPLETION_ERROR": Code("an RDMA transfer between the nodes failed (IB work completion error)",
                                      A.RECONFIGURE,
         remedy=COMPLETION_REMEDY),
@@ -536,6 +553,12 @@ def remedy(code: str) -> str:
     if fix is None:
         raise KeyError("%s has no remedy in facts/faults_table.py" % code)
     return fix
+
+
+def run_fix(code: str) -> str:
+    """The fix of ``code`` as a failed run's explanation gives it: ``run_remedy`` where the entry has one, else
+    ``remedy``."""
+    return CODES[code].run_remedy or remedy(code)
 
 
 def remedies(codes) -> dict[str, str]:

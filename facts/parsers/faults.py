@@ -27,7 +27,7 @@ import collections
 import re
 from dataclasses import dataclass, field
 
-from facts.faults_table import remedy
+from facts.faults_table import run_fix
 from facts.parsers.horovod_stall import StallReader
 from facts.parsers.horovodrun import EXCEPTION_LINE
 
@@ -190,10 +190,9 @@ def crash_owner(library: str) -> str | None:
     return next((who for rx, who in CRASH_OWNERS if rx.search(library)), library)
 
 
-def _cause(code, kind, patterns, what, source, primary=False, flags=0, remedy_of=None) -> Cause:
-    """A ``Cause`` whose remedy is the table's (``facts.faults_table``) for ``code``, or for ``remedy_of`` where the
-    fix is another code's."""
-    return Cause(code, kind, _rx(*patterns, flags=flags), what, remedy(remedy_of or code), source, primary)
+def _cause(code, kind, patterns, what, source, primary=False, flags=0) -> Cause:
+    """A ``Cause`` whose remedy is the table's (``facts.faults_table.run_fix``) for ``code``."""
+    return Cause(code, kind, _rx(*patterns, flags=flags), what, run_fix(code), source, primary)
 
 
 #: The known causes of fault lines, most specific first: a line is of the first cause whose pattern it matches, and
@@ -222,8 +221,7 @@ CAUSES: tuple[Cause, ...] = (
            "nvidia-container-cli writes it in lower case), the kernel's `NVRM: API mismatch`", flags=re.I),
     _cause("NCCL_IB_MEMREG_FAILED", "memlock", (r"NCCL WARN.*ibv_reg_mr\w* failed",),
            "NCCL could not register (pin) its buffers with the HCA: the locked-memory limit (memlock) of the ranks is "
-           "too low", "NCCL's ibvwrap.cc `Call to ibv_reg_mr failed` (NCCL troubleshooting guide)",
-           remedy_of="MEMLOCK_LIMITED"),
+           "too low", "NCCL's ibvwrap.cc `Call to ibv_reg_mr failed` (NCCL troubleshooting guide)"),
     _cause("MEMLOCK_LIMITED", "memlock", (
         r"ibv_(?:create_cq|create_qp|reg_mr|create_srq)\w*(?:\([^)]*\))? failed: Cannot allocate memory",
         r"(?:max )?locked[- ]memory.*(?:limit|too (?:low|small))", r"RLIMIT_MEMLOCK.*(?:limit|too|low)",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
+from facts.faults_table import remedies
 from facts.parsers import versions
 from facts.parsers.container import IMAGE_CUDA
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
@@ -46,25 +47,10 @@ from validate.result import CheckResult, Reason, Status, failed, passed, skipped
 
 NOT_GPU_NODE = Reason("not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)", "NOT_APPLICABLE")
 
-REMEDY = {
-    "NVML_DRIVER_LIBRARY_MISMATCH": "the user-space driver was upgraded while the old kernel module is still loaded: "
-                                    "reboot (or unload and reload the nvidia kernel modules)",
-    "NVIDIA_DRIVER_NOT_LOADED": "install the NVIDIA driver / load its kernel module (modprobe nvidia; check dmesg "
-                                "for NVRM errors)",
-    "GPU_LOST": "drain the node, reset the GPU (nvidia-smi -r -i <id>) or reboot; if it recurs (Xid 79) the GPU "
-                "needs service",
-    "NO_DEVICES": "the driver sees no GPU: check dmesg for NVRM errors and the PCI device (lspci -d 10de:)",
-    # NVIDIA driver README, "Open Linux Kernel Modules": Turing and later only; the .run installer's -m=kernel picks
-    # the proprietary flavour; distributions ship both (e.g. nvidia-driver-N vs nvidia-driver-N-open; negativo17:
-    # https://github.com/negativo17/nvidia-driver/issues/158, the kernel module flavour switched back)
-    "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU": "install the proprietary kernel module flavour of the driver: the .run "
-                                          "installer with -m=kernel, the distribution's non-open packages (e.g. "
-                                          "nvidia-driver-N, not nvidia-driver-N-open) or its switch (negativo17: "
-                                          "the kernel module flavour in /etc/nvidia/kernel.conf, then rebuild), or "
-                                          "a driver branch that defaults to it; a pre-Turing GPU cannot use the "
-                                          "open kernel modules at all",
-    "NVML_ERROR": "check the driver installation (dmesg, nvidia-bug-report.sh)",
-}
+#: The fix of each fault of the driver and the GPUs this check names (the table of faults', ``facts.faults_table``).
+REMEDY = remedies((
+    "NVML_DRIVER_LIBRARY_MISMATCH", "NVIDIA_DRIVER_NOT_LOADED", "GPU_LOST", "NO_DEVICES",
+    "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU", "NVML_ERROR"))
 
 
 @dataclass
