@@ -122,3 +122,31 @@ def test_a_code_without_a_remedy_is_refused_by_name():
     with pytest.raises(KeyError, match="NOT_APPLICABLE has no remedy"):
         faults_table.remedy("NOT_APPLICABLE")
     assert faults_table.remedy_or("NOT_APPLICABLE", "x") == "x" and faults_table.remedy_or(None, "y") == "y"
+
+
+def test_the_generic_fault_lines_of_a_run_are_the_lexicons():
+    """FATAL, Aborted, Segmentation fault and out-of-memory lines: the node reading (``facts/signals.yaml``'s
+    entries) and a run's reading (``facts.parsers.faults.KINDS``) are kept in one file, each entry with its source."""
+    for entry in ("fatal", "aborted", "segfault", "oom"):
+        assert signals.by_id(entry).source.startswith("https://")
+    assert faults.KIND["crash"].patterns == signals.run_log_patterns("crash")
+    assert faults.KIND["out_of_memory"].patterns == signals.run_log_patterns("out_of_memory")
+    assert set(signals.run_log_patterns("container_start")) <= set(faults.KIND["container_start"].patterns)
+    for line, kind in [("Fatal Python error: Aborted", "crash"), ("Segmentation fault (core dumped)", "crash"),
+                       ("FATAL:   container creation failed: no loop devices available", "container_start"),
+                       ("Out of memory: Killed process 4242 (python)", "out_of_memory")]:
+        assert faults.classify_line(line)[0] == kind, line
+        assert signals.scan(line, "tool"), line  # the node reading names it too
+
+
+def test_a_run_log_kind_the_runs_do_not_read_is_refused_by_name(tmp_path, monkeypatch):
+    lexicon = tmp_path / "signals.yaml"
+    lexicon.write_text("- id: toy\n  run_log:\n    disk_full: ['No space left']\n")
+    monkeypatch.setattr(signals, "LEXICON_FILE", lexicon)
+    signals.run_log_patterns.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"signals.yaml: entry 1 \(toy\): run_log: unknown run-log kind"):
+            signals.run_log_patterns("crash")
+    finally:
+        monkeypatch.undo()
+        signals.run_log_patterns.cache_clear()

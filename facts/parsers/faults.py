@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from facts.faults_table import run_fix
 from facts.parsers.horovod_stall import StallReader
 from facts.parsers.horovodrun import EXCEPTION_LINE
+from facts.signals import run_log_patterns
 
 #: The prefixes a launcher puts before a rank's line, tried in order; group ``rank`` the rank:
 #: Open MPI's ``--tag-output`` (``[1,0]<stderr>:``; Open MPI 5/PRRTE ``[prterun-n1-123@1,0]<stderr>:``), horovodrun's
@@ -75,19 +76,18 @@ def _rx(*texts: str, flags: int = 0) -> tuple[re.Pattern, ...]:
 #: warns ``failed call to cuInit: UNKNOWN ERROR (303)`` and runs on its CPUs).
 _LEVEL = re.compile(r"^\[?(?:\d{4}-\d\d-\d\d[ T][\d:.]+:?\s+([IWEF])\s|([IWEF])\d{4} [\d:.]+\s)")
 
-#: The kinds, most specific first: a line is of the first kind whose pattern it matches.
+#: The kinds, most specific first: a line is of the first kind whose pattern it matches. The generic lines (FATAL,
+#: Aborted, Segmentation fault and the other crashes, out of memory) are the fault-signal lexicon's entries' run-log
+#: patterns (``facts/signals.yaml``, ``facts.signals.run_log_patterns``): one file holds a node's and a run's reading.
 KINDS: tuple[Kind, ...] = (
-    Kind("container_start", "a container did not start", _rx(
-        r"^FATAL:\s+\S", r"^ERROR\s+:\s.*(?:image|container|mount|namespace)", r"^docker: Error response from daemon:",
+    Kind("container_start", "a container did not start", run_log_patterns("container_start") + _rx(
+        r"^ERROR\s+:\s.*(?:image|container|mount|namespace)", r"^docker: Error response from daemon:",
         r"^pyxis: (?:couldn't start container|failed to import docker image)", r"^\[ERROR\] .*enroot"),
         "Apptainer/Singularity print `FATAL:   <why>` and exit 255 when the container cannot be created or its "
         "command started (apptainer/apptainer pkg/sylog; sylabs/singularity#1499, #2144); Singularity 2's "
         "`ERROR  : Failed to mount image`; docker run's `docker: Error response from daemon:`; pyxis' own lines "
         "(NVIDIA/pyxis#127)"),
-    Kind("out_of_memory", "a process ran out of memory", _rx(
-        r"OOM when allocating tensor", r"CUDA out of memory", r"out of memory", r"oom[-_]kill", r"Out of memory: ",
-        r"Killed process \d+", r"std::bad_alloc", r"^(?:\w+\.)*MemoryError\b", r"Cannot allocate memory",
-        flags=re.I),
+    Kind("out_of_memory", "a process ran out of memory", run_log_patterns("out_of_memory"),
         "TensorFlow's BFC allocator (`OOM when allocating tensor`), CUDA's CUDA_ERROR_OUT_OF_MEMORY, the kernel's OOM "
         "killer (`Out of memory: Killed process N`, mm/oom_kill.c) and Slurm's cgroup (`slurmstepd: error: Detected "
         "1 oom-kill event(s)`, task/cgroup)"),
@@ -112,13 +112,7 @@ KINDS: tuple[Kind, ...] = (
         r"Error\b", r"ncclCommInitRank failed", r"unhandled (?:system|cuda) error", r"NCCL failure"),
         "NCCL's `NCCL WARN` lines and its ncclResult_t names (https://docs.nvidia.com/deeplearning/nccl/user-guide/"
         "docs/api/types.html), a framework's `ncclCommInitRank failed: unhandled system error`"),
-    Kind("crash", "a process crashed", _rx(
-        r"^Fatal Python error: ", r"Segmentation fault", r"\bBus error\b", r"^Aborted\b", r"\(core dumped\)",
-        r"^terminate called after throwing", r"^Illegal instruction\b", r"^Floating point exception\b",
-        r"^\*\*\* (?:Error in|stack smashing|Process received signal)", r"exited on signal (?:4|6|7|8|11)\b",
-        r"^\*\*\* SIG(?:SEGV|BUS|ABRT|ILL|FPE)", r"\bSIG(?:SEGV|ABRT|BUS)\b", r"^Signal: (?:Aborted|Bus error)",
-        r"Caught signal \d+ \(", r"^(?:free|munmap_chunk|realloc|malloc|malloc_consolidate)\(\): ",
-        r"^double free or corruption", r"^corrupted (?:size vs|double-linked)"),
+    Kind("crash", "a process crashed", run_log_patterns("crash"),
         "CPython's faulthandler (`Fatal Python error: Segmentation fault`/`Aborted`), the shell's report of a "
         "child killed by SIGSEGV/SIGBUS/SIGABRT/SIGILL/SIGFPE, glibc's `*** Error in`, libstdc++'s `terminate "
         "called after throwing`, Open MPI's `exited on signal 11` and its handler's `Signal: Segmentation fault (11)`, "
