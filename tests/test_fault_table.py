@@ -150,3 +150,29 @@ def test_a_run_log_kind_the_runs_do_not_read_is_refused_by_name(tmp_path, monkey
     finally:
         monkeypatch.undo()
         signals.run_log_patterns.cache_clear()
+
+
+#: Check modules that still read another check module's reading (issue 40: "checks import each other for shared
+#: readings"): GPU snapshot per context (``validate.checks.gpu.snapshot``, ``gpu_count``, ``no_gpu_reason``), the HCAs
+#: (``validate.checks.infiniband.hcas``, ``ports_report``, ``DOCKER_RDMA_FLAGS``), mpirun's argv
+#: (``validate.checks.mpi.mpirun_argv``) and the stack's image (``validate.checks.container.stack_image``). A new edge
+#: is a reading to put in ``validate/checks/readings.py`` (or a facts/ parser); this list only shrinks.
+REMAINING_CHECK_IMPORTS = {
+    ("container", "gpu"), ("container", "infiniband"), ("container", "mpi"), ("horovod", "container"),
+    ("input_capacity", "gpu"), ("mpi", "gpu"), ("topology", "gpu"), ("cuda", "gpu"), ("nccl", "gpu"),
+    ("nccl", "infiniband"), ("nccl", "mpi")}
+#: modules of validate/checks/ that hold shared readings or the registry, not checks
+SHARED = {"registry", "readings", "network", "__init__"}
+
+
+def test_checks_read_shared_readings_from_their_home_not_from_each_other():
+    edges = set()
+    for path in sorted((REPO / "validate" / "checks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("validate.checks."):
+                other = node.module.split(".")[2]
+                if other not in SHARED and path.stem not in SHARED:
+                    edges.add((path.stem, other))
+    assert edges <= REMAINING_CHECK_IMPORTS, edges - REMAINING_CHECK_IMPORTS
+    assert edges == REMAINING_CHECK_IMPORTS, "an edge went away: take it off the list %s" % (
+        REMAINING_CHECK_IMPORTS - edges)

@@ -16,7 +16,6 @@ import re
 import resource
 import stat
 
-from chexstack import engine
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
 from facts.faults_table import remedy as table_remedy
@@ -41,6 +40,7 @@ from facts.parsers.horovodrun import LOCAL_RANKS
 from facts.parsers.observation import Observed
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
+from validate.checks.readings import docker_client
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
@@ -166,11 +166,6 @@ def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckR
                       "configure --runtime=docker && systemctl restart docker", "NVIDIA_RUNTIME_NOT_REGISTERED")
     return passed(cid, measured + ("" if gpu_node else "; not a GPU node: NVIDIA runtime not needed"),
                   "a running dockerd")
-
-
-def docker_client():
-    """The engine's client for the container checks (``chexstack.engine``); they report a missing engine."""
-    return engine.client(timeout=10)
 
 
 def _docker_info() -> dict:

@@ -16,7 +16,7 @@ from facts.faults_table import remedies
 from facts.parsers import versions
 from facts.parsers.container import IMAGE_CUDA
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
-from facts.parsers.kernel import KERNEL_LOG, OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
+from facts.parsers.kernel import OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (
     CUDA_NOT_READY,
     CUDA_OS_CALL,
@@ -41,6 +41,7 @@ from facts.parsers.nvidia_smi import (
     peers_from_query,
 )
 from facts.parsers.versions import CUDA_TOOLKIT, NVCC
+from validate.checks.readings import kernel_log, pci_nvidia_gpus
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, Reason, Status, failed, passed, skipped, warned
@@ -65,21 +66,6 @@ class GpuSnapshot:
     smi_missing: bool = False
     source: str | None = None
     excerpt: str | None = None
-
-
-def pci_nvidia_gpus(ctx: Context, root: str = "/sys/bus/pci/devices") -> list[str] | None:
-    """PCI addresses of NVIDIA GPUs (vendor 0x10de, class 0x0300xx VGA or 0x0302xx 3D controller), from sysfs;
-    NVSwitches (class 0x0680) are not GPUs. None when a bundle holds no PCI listing (not compared then)."""
-    try:
-        devices = ctx.glob(os.path.join(root, "*"))
-        found = []
-        for dev in devices:
-            vendor, cls = ctx.read(os.path.join(dev, "vendor")), ctx.read(os.path.join(dev, "class"))
-            if vendor and cls and vendor.strip() == "0x10de" and cls.strip().startswith(("0x0300", "0x0302")):
-                found.append(os.path.basename(dev))
-        return found
-    except MissingEvidence:
-        return None
 
 
 def snapshot(ctx: Context) -> GpuSnapshot:
@@ -338,15 +324,6 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
         return warned(cid, message, expected, "upgrade the driver for CUDA %s's full feature set" % cuda,
                       "CUDA_MINOR_VERSION_COMPAT", [measured_driver])
     return passed(cid, message, expected, [measured_driver])
-
-
-def kernel_log(ctx: Context) -> ToolRun | None:
-    """The kernel log: a bundle's ``KERNEL_LOG`` (``dmesg``, also filtered), else ``dmesg`` (live: on this node);
-    None when a bundle holds neither."""
-    try:
-        return (ctx.first(KERNEL_LOG) or ctx.observe(KERNEL_LOG)).run
-    except MissingEvidence:
-        return None
 
 
 #: the toolkit's version files, newest format first (version.json from CUDA 11.1, version.txt up to 11.0)

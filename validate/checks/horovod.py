@@ -157,7 +157,7 @@ def image(ctx: Context) -> CheckResult:
     cid = "horovod.image"
     tag = stack_image(ctx)[0]
     from images.verify import MISMATCH, ProbeResult, compare, probe_image  # part of this tree: ImportError is ERROR
-    from validate.checks.container import docker_client
+    from validate.checks.readings import docker_client
 
     probe = ProbeResult.from_json(ctx.fact("horovod probe in %s" % tag,
                                            lambda: probe_image(docker_client(), tag).to_json()))
