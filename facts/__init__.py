@@ -20,7 +20,10 @@ Its entries, one job each:
   containers), ``facts.pyxis`` (how pyxis reads ``--container-image``: the Slurm launcher's, ``invoke validate
   --job``'s and ``--explain``'s one rule), ``facts.gpu_rates`` (NVIDIA's published per-GPU rates and the
   input-capacity verdict, ``facts.gpu_rates.capacity``), ``facts.signals`` (the fault-signal lexicon,
-  ``facts/signals.yaml``).
+  ``facts/signals.yaml``);
+- ``facts.faults_table``: the one table of faults, every code with its meaning, next action (``Action``) and remedy
+  (``facts.faults_table.remedy``), which ``validate.catalogue`` publishes and ``launch.failure``,
+  ``facts.parsers.faults.CAUSES`` and validate's checks read.
 
 What other areas read here rather than parse themselves: a launcher's output (``facts.parsers.horovodrun``: rank
 lines and failures; ``facts.parsers.slurm``: ``scontrol -o show job|node`` records, ``parse_scontrol`` and

@@ -81,6 +81,31 @@ def lexicon() -> tuple[Signal, ...]:
     return tuple(_entry(d, n) for n, d in enumerate(docs, 1))
 
 
+#: the fault kinds of a run's output (``facts.parsers.faults.KINDS``) an entry's ``run_log`` may name
+RUN_LOG_KINDS = ("container_start", "out_of_memory", "crash")
+
+
+@functools.lru_cache(maxsize=None)
+def run_log_patterns(kind: str) -> tuple[re.Pattern, ...]:
+    """The patterns of a training run's fault lines of ``kind`` (one of ``RUN_LOG_KINDS``) that the lexicon's generic
+    entries hold beside their node patterns (their ``run_log``), in file order: ``facts.parsers.faults.KINDS`` reads
+    them, so one file holds both readings of FATAL, Aborted, Segmentation fault and out-of-memory lines. ValueError
+    naming the entry whose ``run_log`` is not well formed."""
+    if kind not in RUN_LOG_KINDS:
+        raise ValueError("unknown run-log kind %r; expected one of %s" % (kind, ", ".join(RUN_LOG_KINDS)))
+    out = []
+    for n, doc in enumerate(yaml.safe_load(LEXICON_FILE.read_text()), 1):
+        run_log = doc.get("run_log") or {}
+        try:
+            unknown = set(run_log) - set(RUN_LOG_KINDS)
+            if unknown:
+                raise ValueError("unknown run-log kind %s; expected %s" % (sorted(unknown), ", ".join(RUN_LOG_KINDS)))
+            out += [re.compile(p) for p in run_log.get(kind) or []]
+        except (AttributeError, TypeError, ValueError, re.error) as e:
+            raise ValueError("%s: entry %d (%s): run_log: %s" % (LEXICON_FILE.name, n, doc.get("id"), e)) from None
+    return tuple(out)
+
+
 def by_id(signal_id: str) -> Signal:
     return next(s for s in lexicon() if s.id == signal_id)
 

@@ -56,8 +56,9 @@ What other areas may rely on (each module's docstring has the detail):
   ``facts.openmpi``'s, and ``launch.mpirun.mpirun_argv`` is the ``mpirun`` argv of every rendered job; every Slurm
   script, a sweep's multi-step one too (``launch.slurm.render_steps``), is rendered by ``launch.slurm``.
 - A failed run is explained in one message by ``launch.failure.explain_failure`` (a saved log by
-  ``launch.failure.explain_log``: ``invoke train --explain LOG``); its remedies are keyed by validate's diagnosis
-  codes (``launch.failure.LAUNCH_REMEDY``, ``NCCL_REMEDY``, ``RUNTIME_REMEDY``), which validate names too. ``launch/``
+  ``launch.failure.explain_log``: ``invoke train --explain LOG``); its remedies are the table of faults' by code
+  (``facts.faults_table``; views ``launch.failure.LAUNCH_REMEDY``, ``NCCL_REMEDY``, ``RUNTIME_REMEDY``), which
+  validate names too. ``launch/``
   supervises and explains; the launchers' output is parsed in ``facts.parsers`` (``facts.parsers.horovodrun``,
   ``facts.parsers.slurm``, ``facts.parsers.mpi.classify_launch``).
 - A job's paths are the cluster's (``launch.job.cluster_path`` refuses a relative one), its ranks' device

@@ -31,8 +31,7 @@ import dataclasses
 import re
 import signal
 
-from facts.openmpi import ALLOW_RUN_AS_ROOT_ENV, ALLOW_RUN_AS_ROOT_FLAG
-from facts.parsers import faults
+from facts.faults_table import CODES, remedies, remedy
 from facts.parsers import horovodrun as hr
 from facts.parsers.container import classify_container_fatal, classify_runtime_error
 from facts.parsers.faults import CAUSE, CONSEQUENCES, KIND, FaultLine, FaultScanner, crash_owner, split_rank
@@ -168,38 +167,12 @@ class OutputReader:
 
 
 #: The fix for each cause of a failed launch (``facts.parsers.mpi.LAUNCH_CAUSES``, and validate's ``MPI_HANG``):
-#: ``%(hosts)s`` the hosts the distinguishing lines name (else the run's), ``%(command)s`` the launch command.
-LAUNCH_REMEDY = {
-    "MPI_RUN_AS_ROOT": "add %s (or set %s), or run as a normal user (Open MPI FAQ: running as root)" % (
-        ALLOW_RUN_AS_ROOT_FLAG, " ".join("%s=%s" % kv for kv in sorted(ALLOW_RUN_AS_ROOT_ENV.items()))),
-    "MPI_ORTED_MISSING": "Open MPI's daemon (orted) is not found by a non-interactive ssh login on %(hosts)s: "
-                         "install the same Open MPI at the same path on every host and start mpirun by its full "
-                         "path or with --prefix DIR (or set PATH and LD_LIBRARY_PATH for non-interactive shells "
-                         "there); `ssh HOST which orted` must print it (Open MPI FAQ: running, prerequisites)",
-    "MPI_SSH_AUTH": "ssh to %(hosts)s is refused or asks for a password: put this user's public key in "
-                    "~/.ssh/authorized_keys there (ssh-copy-id HOST) and accept the host keys; `ssh -o "
-                    "BatchMode=yes HOST true` must succeed for each",
-    "MPI_HOST_UNKNOWN": "%(hosts)s does not resolve from this node: check the name in -H/--hosts or the hostfile "
-                        "(HOST:SLOTS: the slots after a colon), /etc/hosts or DNS; `getent hosts HOST` must print "
-                        "its address",
-    "MPI_HOST_UNREACHABLE": "every host must accept ssh from this node without a password: `ssh HOST true` for "
-                            "each of %(hosts)s (sshd running, its port, no firewall), then `%(command)s`",
-    "MPI_PMI_MISMATCH": "start the ranks with mpirun, or with srun --mpi=pmix (srun --mpi=list shows what Slurm "
-                        "offers) and an Open MPI built against the same PMIx (ompi_info | grep -i pmix) — Open MPI "
-                        "FAQ: running jobs under Slurm",
-    "MPI_NOT_ENOUGH_SLOTS": "give the hosts' slots (-H host:N) or --oversubscribe",
-    "MPI_EXECUTABLE_MISSING": "install the program at the same path on every host (or a shared file system)",
-    "MPI_TCP_UNREACHABLE": "the ranks could not open TCP connections to each other: a firewall between the hosts, "
-                           "or an interface one host cannot reach; open the ports or pin a common interface "
-                           "(--mca btl_tcp_if_include IFACE --mca oob_tcp_if_include IFACE)",
-    "MPI_RANK_FAILED": "the launch worked: read the failing rank's output (`%(command)s`)",
-    "MPI_DAEMON_START_FAILED": "mpirun could not start its daemon on a host and no line says why: `ssh HOST "
-                               "orted --version` for each of %(hosts)s (ssh, then Open MPI on the remote PATH), "
-                               "and /tmp writable there",
-    "MPI_HANG": "an mpirun that neither starts nor fails waits on a host: ssh asking for a password or a host key "
-                "(`ssh -o BatchMode=yes HOST true` for each of %(hosts)s), or a firewall between the hosts on Open "
-                "MPI's TCP ports (pin the interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>)",
-}
+#: ``%(hosts)s`` the hosts the distinguishing lines name (else the run's), ``%(command)s`` the launch command. The
+#: texts are the table's (``facts.faults_table``).
+LAUNCH_REMEDY = remedies((
+    "MPI_RUN_AS_ROOT", "MPI_ORTED_MISSING", "MPI_SSH_AUTH", "MPI_HOST_UNKNOWN", "MPI_HOST_UNREACHABLE",
+    "MPI_PMI_MISMATCH", "MPI_NOT_ENOUGH_SLOTS", "MPI_EXECUTABLE_MISSING", "MPI_TCP_UNREACHABLE", "MPI_RANK_FAILED",
+    "MPI_DAEMON_START_FAILED", "MPI_HANG"))
 
 
 #: An MPIJob's launcher that ran mpirun before its Workers' DNS names existed (ssh: "Could not resolve hostname
@@ -215,97 +188,33 @@ MPIJOB_EARLY_LAUNCHER_REMEDY = (
     % LAUNCHER_CREATION_POLICY)
 
 
-#: The fix of a cause for GPU ranks, where it differs: one rank per GPU (``launch.job``, validate's
-#: ``job.rank_per_gpu``) leaves no room for more ranks than slots, and ``--oversubscribe`` would put two ranks on one
-#: GPU, which NCCL refuses ("Duplicate GPU detected": ``NCCL_DUPLICATE_GPU``).
-GPU_LAUNCH_REMEDY = {
-    "MPI_NOT_ENOUGH_SLOTS": "one rank per GPU: lower -np to the GPUs the hosts have (their slots: -H host:N with N "
-                            "its GPUs, a Slurm allocation's tasks, an MPIJob's workers × slotsPerWorker), or add hosts "
-                            "with GPUs; not --oversubscribe, which puts two ranks on one GPU (NCCL: \"Duplicate GPU "
-                            "detected\")",
-}
+#: The fix of a cause for GPU ranks, where it differs (the table's ``gpu_remedy``): one rank per GPU (``launch.job``,
+#: validate's ``job.rank_per_gpu``) leaves no room for more ranks than slots, and ``--oversubscribe`` would put two
+#: ranks on one GPU, which NCCL refuses ("Duplicate GPU detected": ``NCCL_DUPLICATE_GPU``).
+GPU_LAUNCH_REMEDY = {code: CODES[code].gpu_remedy for code in LAUNCH_REMEDY if CODES[code].gpu_remedy}
 
 
-#: /dev/shm too small or full for NCCL's shared-memory segments (https://github.com/NVIDIA/nccl/issues/290).
-SHM_REMEDY = ('start the container with ipc_mode="host" or shm_size>=1g (docker run --ipc=host / --shm-size=1g; '
-              "Kubernetes: an emptyDir {medium: Memory} volume at /dev/shm); NCCL_SHM_DISABLE=1 only as a slower "
-              "workaround")
-#: Two ranks on one GPU: NCCL allows one rank per GPU in a communicator. Horovod's local rank comes from its MPI, and
-#: is 0 on every rank when Horovod was built against another MPI than the ``mpirun`` that started the ranks
-#: (https://github.com/horovod/horovod/issues/3949, #515, #604: "different versions of mpicxx and mpirun"). Slurm's
-#: --gpus-per-task/--gpu-bind bind each task to its own GPUs, renumbered from 0 inside it
-#: (https://slurm.schedmd.com/srun.html#OPT_gpu-bind): with a trainer that pins local rank N (validate --job's
-#: job.gpu_binding) the node's GPUs stay visible to every task.
-DUPLICATE_GPU_REMEDY = (
-    "give each rank its own GPU: pin GPU hvd.local_rank() (TF 2: tf.config.set_visible_devices(gpus[hvd.local_rank()], "
-    "'GPU'); TF 1: config.gpu_options.visible_device_list = str(hvd.local_rank())) — chexstack's trainer does, so it "
-    "needs every GPU of its node visible; only a script that always uses GPU 0 may instead start each rank with its "
-    "own CUDA_VISIBLE_DEVICES; if hvd.local_rank() is 0 on every rank, Horovod's MPI is not the MPI of the mpirun that "
-    "started the ranks: compare `which mpirun` with `ldd` of Horovod's MPI library and `horovodrun --check-build`, "
-    "then rebuild Horovod against that MPI or launch with its own mpirun; under Slurm keep every GPU of a node "
-    "visible to its tasks and let the trainer pin local rank N to GPU N (--gpus-per-node=N --ntasks-per-node=N, "
-    "--gpu-bind=none), not --gpus-per-task=1 nor one CUDA_VISIBLE_DEVICES per task, which leave each task one GPU "
-    "numbered 0 so local rank 1 finds no GPU 1 (invoke validate --job: job.gpu_binding)")
-#: NCCL could not pin memory for the HCA (Horovod's troubleshooting guide: "NCCL WARN Call to ibv_reg_mr failed",
-#: memlock unlimited); the limit that counts is the ranks', under their launcher (container.rank_limits).
-MEMREG_REMEDY = ("raise the locked-memory limit to unlimited where the ranks run: docker run --ulimit memlock=-1; bare "
-                 "metal '* - memlock unlimited' in /etc/security/limits.conf and the batch system's own (slurmd's "
-                 "LimitMEMLOCK=infinity, PropagateResourceLimits); see container.memlock and container.rank_limits")
-#: An RDMA work completion with an error status (ibv_wc_status, libibverbs' verbs.h; 12 IBV_WC_RETRY_EXC_ERR: the
-#: peer never acknowledged): the fabric between the nodes, not NCCL's set-up
-#: (https://github.com/NVIDIA/nccl/issues/185).
-COMPLETION_REMEDY = (
-    "an RDMA transfer between the nodes failed (the ibv_wc status in the line; 12: retries exceeded, the peer never "
-    "acknowledged): check both ends' ports (ibstat: Active/LinkUp), that the HCAs NCCL uses reach each other "
-    "(NCCL_IB_HCA to the rails that route), over RoCE the GID index (NCCL_IB_GID_INDEX, show_gids) and the lossless "
-    "settings (PFC/ECN); ib_write_bw between the two hosts tells the fabric from NCCL")
-#: Ranks in containers on a host-private bridge advertise addresses no other host routes
-#: (https://github.com/NVIDIA/nccl/issues/331, https://github.com/pytorch/pytorch/issues/23363).
-UNROUTABLE_REMEDY = (
-    "the ranks' containers are on a host-private bridge (docker0 172.17.0.0/16, cni0), whose addresses the other hosts "
-    "cannot reach: run them on the host network (docker run --network host; Kubernetes hostNetwork: true or a CNI "
-    "whose pod addresses route between nodes) and point NCCL at a routed interface "
-    "(NCCL_SOCKET_IFNAME=<the host's NIC>)")
+#: /dev/shm too small or full for NCCL's shared-memory segments (the table's ``NCCL_SHM_EXHAUSTED``).
+SHM_REMEDY = remedy("NCCL_SHM_EXHAUSTED")
+#: Two ranks on one GPU (the table's ``NCCL_DUPLICATE_GPU``).
+DUPLICATE_GPU_REMEDY = remedy("NCCL_DUPLICATE_GPU")
 #: The remedy of each NCCL failure cause ``facts.parsers.nccl.classify_nccl_failure`` names: validate's NCCL checks
-#: and a failed training run's explanation (``nccl_diagnosis``) give the same one.
-NCCL_REMEDY = {"NCCL_SHM_EXHAUSTED": SHM_REMEDY, "NCCL_DUPLICATE_GPU": DUPLICATE_GPU_REMEDY,
-               "NCCL_IB_MEMREG_FAILED": MEMREG_REMEDY, "NCCL_IB_COMPLETION_ERROR": COMPLETION_REMEDY,
-               "NCCL_UNROUTABLE_ADDRESS": UNROUTABLE_REMEDY,
-               "NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
-               "NCCL_IB_DEVICE_NOT_VISIBLE": "give the container the HCAs: docker run --device=/dev/infiniband "
-                                             "--cap-add=IPC_LOCK --ulimit memlock=-1; Kubernetes: the RDMA "
-                                             "device-plugin resource and IPC_LOCK"}
+#: and a failed training run's explanation (``nccl_diagnosis``) give the same one, the table's.
+NCCL_REMEDY = remedies(("NCCL_SHM_EXHAUSTED", "NCCL_DUPLICATE_GPU", "NCCL_IB_MEMREG_FAILED", "NCCL_IB_COMPLETION_ERROR",
+                        "NCCL_UNROUTABLE_ADDRESS", "NCCL_NO_LIBIBVERBS", "NCCL_IB_DEVICE_NOT_VISIBLE"))
 
 
-#: The fix of a rank's failure that validate's checks diagnose too, by code: Horovod built for another TensorFlow
-#: (https://github.com/horovod/horovod/issues/2619: horovod.env and horovod.image) and a driver older than the CUDA
-#: runtime the ranks load (cudaError 35, https://github.com/NVIDIA/nvidia-docker/issues/745: container.gpus,
-#: gpu.driver_cuda). In validate's words: its checks and a failed run's explanation (``runtime_diagnosis``) say the
-#: same. And a rank's own out-of-memory error (TensorFlow's ResourceExhaustedError, ``TF_OUT_OF_MEMORY``: the batch
-#: per rank does not fit the device's memory), which only a failed run's explanation names.
-RUNTIME_REMEDY = {"HOROVOD_TF_MISMATCH": "reinstall horovod (pip install --no-cache-dir, so no wheel built for the old "
-                                         "TensorFlow is reused) after the final TF install: install every package "
-                                         "that can touch TensorFlow first and Horovod last",
-                  "CUDA_DRIVER_TOO_OLD": "upgrade the driver or use an image with an older CUDA (gpu.driver_cuda)",
-                  "TF_OUT_OF_MEMORY": "lower --batch-size, the batch of each rank (the global batch is it × the "
-                                      "ranks: to keep a global batch, add ranks), or --image-size; a GPU rank has one "
-                                      "GPU's memory to itself (two ranks on one GPU halve it: one rank per GPU), CPU "
-                                      "ranks share their host's memory (fewer ranks per host)"}
+#: The fix of a rank's failure that validate's checks diagnose too, by code (the table's): Horovod built for another
+#: TensorFlow (horovod.env and horovod.image) and a driver older than the CUDA runtime the ranks load (container.gpus,
+#: gpu.driver_cuda); and a rank's own out-of-memory error (``TF_OUT_OF_MEMORY``), which only a failed run's
+#: explanation names.
+RUNTIME_REMEDY = remedies(("HOROVOD_TF_MISMATCH", "CUDA_DRIVER_TOO_OLD", "TF_OUT_OF_MEMORY"))
 
 
 #: The fix of each image pyxis mis-reads (``facts.pyxis.image_problem``), for a failed job's log
 #: (``pyxis_diagnosis``) and a batch script's ``--container-image`` (``invoke validate --job``): ``%(image)s`` the
-#: image as given, ``%(name)s`` its file name, ``%(stem)s`` without the suffix.
-PYXIS_REMEDY = {
-    "PYXIS_SQUASHFS_AS_REGISTRY": "name the squashfs file so that pyxis reads it as a file: its absolute path on "
-                                  "the nodes' shared storage (--container-image=/shared/images/%(name)s) or "
-                                  "./%(image)s from the job's working directory; pyxis pulls any name that does not "
-                                  "start with / or . from a registry (NVIDIA/pyxis#127)",
-    "PYXIS_SIF_IMAGE": "pyxis runs enroot images (a squashfs file, a registry image), not a SIF: run the SIF with "
-                       "singularity exec under the host's mpirun (invoke train --launcher slurm --hybrid --image "
-                       "/shared/images/%(name)s), or give pyxis a squashfs of the image (enroot import -o "
-                       "/shared/images/%(stem)s.sqsh docker://REGISTRY#IMAGE, or dockerd://IMAGE)",
-}
+#: image as given, ``%(name)s`` its file name, ``%(stem)s`` without the suffix (the table's texts).
+PYXIS_REMEDY = remedies(("PYXIS_SQUASHFS_AS_REGISTRY", "PYXIS_SIF_IMAGE"))
 
 
 def pyxis_remedy(cause: str, image: str) -> str:
@@ -520,40 +429,9 @@ LOOP_DEVICE_CAUSE = (
     "ranks per node (https://github.com/sylabs/singularity/issues/1824, https://github.com/apptainer/singularity/"
     "issues/6141)")
 #: The fix of each cause of a run's first fault that has no other part of the message to say it
-#: (``first_fault_diagnosis``), by the catalogue's code.
-FAULT_REMEDY = {
-    "APPTAINER_NO_LOOP_DEVICE": (
-        "pre-create the loop devices on every node: the kernel parameter max_loop=N (N at least the containers a "
-        "node starts at once, its ranks) or `options loop max_loop=N` in /etc/modprobe.d/ where loop is a module "
-        "(https://www.kernel.org/doc/html/latest/admin-guide/kernel-parameters.html, loop.max_loop), or `sudo "
-        "losetup -f` once per container before the job (https://github.com/sylabs/singularity/issues/1499); or a "
-        "SingularityCE with the LOOP_CTL_ADD fix (https://github.com/sylabs/singularity/pull/1504, on release-3.11 "
-        "as #1541; #2144 still failed on 3.11.4, so max_loop is the dependable one); or run unprivileged: "
-        "user-namespace mode mounts the SIF with squashfuse and needs no loop device "
-        "(https://apptainer.org/docs/admin/main/user_namespace.html)"),
-    "CONTAINER_IMAGE_MISSING": (
-        "put the image on storage every node mounts, at the same absolute path, and give that path (`ls -l PATH` "
-        "on each node; https://github.com/nipreps/fmriprep/issues/2787)"),
-    "APPTAINER_NO_USERNS": (
-        "let the user create containers on the node: unprivileged user namespaces (sysctl user.max_user_namespaces "
-        "above 0) or Apptainer's setuid starter (https://apptainer.org/docs/admin/main/user_namespace.html); invoke "
-        "validate's container checks judge both"),
-    "CONTAINER_START_FAILED": (
-        "the quoted line says why the container could not start: start the same container by hand on that node "
-        "(`singularity exec IMAGE true`, `docker run IMAGE true`) and run invoke validate there (its container "
-        "checks)"),
-    "HOST_OUT_OF_MEMORY": faults.HOST_OOM_REMEDY,
-    "HOROVOD_STALL_MISMATCH": (
-        "run one environment on every host: one image (invoke train --stack ...) or one shared venv and checkout, "
-        "and compare what each host really runs: `mpirun -H %(hosts)s python -c 'import tensorflow as tf, keras; "
-        "print(tf.__version__, keras.__version__)'` and a diff of `pip freeze` from each host (chexstack's "
-        "metrics.json records each rank's host); https://github.com/horovod/horovod/issues/67, #100, #2640"),
-    "HOROVOD_STALL": (
-        "the missing ranks never reached this collective: a collective inside rank-dependent code (`if hvd.rank() "
-        "== 0:` around an allreduce or a callback), a different number of steps per rank, or those ranks stuck "
-        "before it (`py-spy dump --pid PID` on them shows where); https://github.com/horovod/horovod/issues/457, "
-        "#1012"),
-}
+#: (``first_fault_diagnosis``), by the table's code.
+FAULT_REMEDY = remedies(("APPTAINER_NO_LOOP_DEVICE", "CONTAINER_IMAGE_MISSING", "APPTAINER_NO_USERNS",
+                         "CONTAINER_START_FAILED", "HOST_OUT_OF_MEMORY", "HOROVOD_STALL_MISMATCH", "HOROVOD_STALL"))
 #: The fix of a CUDA initialisation failure, by the CUDA error its line names (CUresult/cudaError_t:
 #: https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html); first match wins.
 CUDA_INIT_REMEDY = (

@@ -88,3 +88,37 @@ def test_a_check_is_a_function_a_code_and_its_evidence(tmp_path, monkeypatch):
     assert judged(line % "7.10") == {"exit": 1, "status": "FAIL", "code": "TOY_LOAD_HIGH"}
     assert judged(line % "0.42" + "ERROR: uptime: cannot read /proc/loadavg of cpu 3\n") == {
         "exit": 0, "status": "WARN", "code": "UNEXPLAINED_FAULT_SIGNAL"}
+
+
+def test_a_fault_is_a_table_entry_and_a_pattern(tmp_path, monkeypatch):
+    """A toy fault, added in this test alone as docs/extending.md's "Add a fault" says: an entry of the table of
+    faults (code, meaning, action, remedy) and a known cause with its own message's pattern and source (a new kind of
+    fault line). `invoke train --explain` of a log holding the line names it first, with its code and the table's
+    remedy, and exits 1 (a failure explained)."""
+    from facts import faults_table
+    from facts.parsers import faults
+    from tests.lib import cli as cmd
+
+    fix = "free space on the scratch file system the run writes to (df -h /scratch), or point --output elsewhere"
+    monkeypatch.setitem(faults_table.CODES, "TOY_SCRATCH_FULL", faults_table.Code(
+        "the file system a rank writes to is full", faults_table.Action.RECONFIGURE, remedy=fix))
+    kind = faults.Kind("disk_full", "a file system filled up", faults._rx(r"No space left on device"),
+                       "the kernel's ENOSPC message (errno 28: man 3 errno)")
+    monkeypatch.setattr(faults, "KINDS", faults.KINDS + (kind,))
+    monkeypatch.setitem(faults.KIND, kind.name, kind)
+    cause = faults._cause("TOY_SCRATCH_FULL", "disk_full",
+                          (r"\[Errno 28\] No space left on device: '(?P<path>[^']+)'",),
+                          "the file system of %(path)s is full", "Python's OSError for ENOSPC (errno 28)")
+    monkeypatch.setattr(faults, "CAUSES", (cause,) + faults.CAUSES)
+    monkeypatch.setitem(faults.CAUSE, cause.code, cause)
+    log = tmp_path / "launch.log"
+    log.write_text("[1,0]<stdout>:epoch 1/3\n"
+                   "[1,1]<stderr>:OSError: [Errno 28] No space left on device: '/scratch/run/ckpt-1.h5'\n"
+                   "[1,0]<stderr>:horovod.common.exceptions.HorovodInternalError: Horovod has been shut down. This was "
+                   "caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a "
+                   "tensor after one of the ranks finished execution.\n")
+    ran = cmd.run("train", "--explain", str(log))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert ("the first fault (rank 1, line 2): `OSError: [Errno 28] No space left on device: "
+            "'/scratch/run/ckpt-1.h5'`, a file system filled up: the file system of /scratch/run/ckpt-1.h5 is full "
+            "[TOY_SCRATCH_FULL]; " + fix) in ran.stdout, ran.stdout

@@ -5,7 +5,7 @@ replayed from one), call the parsers of ``facts.parsers`` and return a ``CheckRe
 decides the table, the JSON and the exit code in one place.
 
 The contract of a check (a new one touches ``validate/checks/<area>.py``, an ``Observation`` and its parser in
-``facts/parsers/<tool>.py``, its codes in ``validate/catalogue.py`` and the regenerated
+``facts/parsers/<tool>.py``, its codes in the table of faults ``facts/faults_table.py`` and the regenerated
 ``validate/schema/catalogue-v1.json``, and a bundle; a new area also ``validate/checks/__init__.py``):
 
 - A check is ``@check("area.name", "title", requires=(...), fast=True|False)`` (``validate.checks.registry.check``;
@@ -13,7 +13,8 @@ The contract of a check (a new one touches ``validate/checks/<area>.py``, an ``O
   ``validate/checks/<area>.py``, a function of the ``validate.checks.registry.Context`` that returns a
   ``validate.result.CheckResult`` (status PASS/WARN/FAIL/SKIP/ERROR, measured, expected, remedy, diagnosis code,
   details, tries, explains). Every non-PASS result's code is one of ``validate.catalogue`` (meaning, next action on
-  the ladder ``validate.catalogue.Action``, noisy): the one list other areas may key on, published as
+  the ladder ``validate.catalogue.Action``, noisy; the table itself is ``facts.faults_table``, with each code's
+  remedy): the one list other areas may key on, published as
   ``validate/schema/catalogue-v1.json``; a new fault family gets a new code, never a new meaning for an old one. A
   SKIP's reason made far from its ``skipped`` call is a ``validate.result.Reason``. A measured check repeats a noisy
   shortfall through ``validate.tries.until_pass``, never by a loop of its own.
@@ -45,9 +46,10 @@ The contract of a check (a new one touches ``validate/checks/<area>.py``, an ``O
 
 What validate shares with other areas lives below it, in ``facts``: a refused ``mpirun`` is classified by
 ``facts.parsers.mpi.classify_launch`` (keyed on the line that tells the causes apart, never Open MPI's generic
-banner) and its remedies are ``launch.failure.LAUNCH_REMEDY``, which ``mpi.launch``, a failed ``invoke train`` and
-``invoke train --explain LOG`` all name; the log classifiers ``facts.parsers.nccl.classify_nccl_failure``,
-``facts.parsers.container.classify_runtime_error`` and ``facts.parsers.pyxis.classify_pyxis``; the one allreduce
+banner) and its remedies are the table's (``facts.faults_table.remedy``; ``launch.failure.LAUNCH_REMEDY``), which
+``mpi.launch``, a failed ``invoke train`` and ``invoke train --explain LOG`` all name; the log classifiers
+``facts.parsers.nccl.classify_nccl_failure``, ``facts.parsers.container.classify_runtime_error`` and
+``facts.parsers.pyxis.classify_pyxis``; the one allreduce
 vs TCP measurement ``facts.transport`` (``mpi.bandwidth``, ``bench/ratios/allreduce_transport.py``); the one PNG
 decode rate ``facts.decoderate`` with its verdict ``facts.gpu_rates.capacity`` (``input.capacity``, ``invoke
 bench``); whether CUDA can use each GPU, ``facts.cuda_probe`` (``gpu.cuda``).

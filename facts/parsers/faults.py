@@ -14,7 +14,8 @@ Apptainer/Singularity ``FATAL:`` about loop devices) carry a code of ``validate/
 where the text comes from.
 
 ``CAUSES`` is the table of known causes, matched before the kinds: each a code, its kind, the tools' own messages
-that show it, the cause in words and its remedy with the public source (Horovod built against another framework or
+that show it, the cause in words and the source of its text; its remedy is the table's (``facts.faults_table``,
+where every code's fix is kept once) (Horovod built against another framework or
 MPI or without an extension, a native crash by its signal, RDMA memory refused by the locked-memory limit, MPI_Init,
 NCCL's socket connects and link-local addresses, the GPU's memory and the host's, Slurm's time limit and refusals, the
 NVIDIA driver's library and kernel module at different versions). ``launch.failure`` says a first fault of a known
@@ -26,8 +27,10 @@ import collections
 import re
 from dataclasses import dataclass, field
 
+from facts.faults_table import run_fix
 from facts.parsers.horovod_stall import StallReader
 from facts.parsers.horovodrun import EXCEPTION_LINE
+from facts.signals import run_log_patterns
 
 #: The prefixes a launcher puts before a rank's line, tried in order; group ``rank`` the rank:
 #: Open MPI's ``--tag-output`` (``[1,0]<stderr>:``; Open MPI 5/PRRTE ``[prterun-n1-123@1,0]<stderr>:``), horovodrun's
@@ -73,19 +76,18 @@ def _rx(*texts: str, flags: int = 0) -> tuple[re.Pattern, ...]:
 #: warns ``failed call to cuInit: UNKNOWN ERROR (303)`` and runs on its CPUs).
 _LEVEL = re.compile(r"^\[?(?:\d{4}-\d\d-\d\d[ T][\d:.]+:?\s+([IWEF])\s|([IWEF])\d{4} [\d:.]+\s)")
 
-#: The kinds, most specific first: a line is of the first kind whose pattern it matches.
+#: The kinds, most specific first: a line is of the first kind whose pattern it matches. The generic lines (FATAL,
+#: Aborted, Segmentation fault and the other crashes, out of memory) are the fault-signal lexicon's entries' run-log
+#: patterns (``facts/signals.yaml``, ``facts.signals.run_log_patterns``): one file holds a node's and a run's reading.
 KINDS: tuple[Kind, ...] = (
-    Kind("container_start", "a container did not start", _rx(
-        r"^FATAL:\s+\S", r"^ERROR\s+:\s.*(?:image|container|mount|namespace)", r"^docker: Error response from daemon:",
+    Kind("container_start", "a container did not start", run_log_patterns("container_start") + _rx(
+        r"^ERROR\s+:\s.*(?:image|container|mount|namespace)", r"^docker: Error response from daemon:",
         r"^pyxis: (?:couldn't start container|failed to import docker image)", r"^\[ERROR\] .*enroot"),
         "Apptainer/Singularity print `FATAL:   <why>` and exit 255 when the container cannot be created or its "
         "command started (apptainer/apptainer pkg/sylog; sylabs/singularity#1499, #2144); Singularity 2's "
         "`ERROR  : Failed to mount image`; docker run's `docker: Error response from daemon:`; pyxis' own lines "
         "(NVIDIA/pyxis#127)"),
-    Kind("out_of_memory", "a process ran out of memory", _rx(
-        r"OOM when allocating tensor", r"CUDA out of memory", r"out of memory", r"oom[-_]kill", r"Out of memory: ",
-        r"Killed process \d+", r"std::bad_alloc", r"^(?:\w+\.)*MemoryError\b", r"Cannot allocate memory",
-        flags=re.I),
+    Kind("out_of_memory", "a process ran out of memory", run_log_patterns("out_of_memory"),
         "TensorFlow's BFC allocator (`OOM when allocating tensor`), CUDA's CUDA_ERROR_OUT_OF_MEMORY, the kernel's OOM "
         "killer (`Out of memory: Killed process N`, mm/oom_kill.c) and Slurm's cgroup (`slurmstepd: error: Detected "
         "1 oom-kill event(s)`, task/cgroup)"),
@@ -110,13 +112,7 @@ KINDS: tuple[Kind, ...] = (
         r"Error\b", r"ncclCommInitRank failed", r"unhandled (?:system|cuda) error", r"NCCL failure"),
         "NCCL's `NCCL WARN` lines and its ncclResult_t names (https://docs.nvidia.com/deeplearning/nccl/user-guide/"
         "docs/api/types.html), a framework's `ncclCommInitRank failed: unhandled system error`"),
-    Kind("crash", "a process crashed", _rx(
-        r"^Fatal Python error: ", r"Segmentation fault", r"\bBus error\b", r"^Aborted\b", r"\(core dumped\)",
-        r"^terminate called after throwing", r"^Illegal instruction\b", r"^Floating point exception\b",
-        r"^\*\*\* (?:Error in|stack smashing|Process received signal)", r"exited on signal (?:4|6|7|8|11)\b",
-        r"^\*\*\* SIG(?:SEGV|BUS|ABRT|ILL|FPE)", r"\bSIG(?:SEGV|ABRT|BUS)\b", r"^Signal: (?:Aborted|Bus error)",
-        r"Caught signal \d+ \(", r"^(?:free|munmap_chunk|realloc|malloc|malloc_consolidate)\(\): ",
-        r"^double free or corruption", r"^corrupted (?:size vs|double-linked)"),
+    Kind("crash", "a process crashed", run_log_patterns("crash"),
         "CPython's faulthandler (`Fatal Python error: Segmentation fault`/`Aborted`), the shell's report of a "
         "child killed by SIGSEGV/SIGBUS/SIGABRT/SIGILL/SIGFPE, glibc's `*** Error in`, libstdc++'s `terminate "
         "called after throwing`, Open MPI's `exited on signal 11` and its handler's `Signal: Segmentation fault (11)`, "
@@ -146,11 +142,12 @@ KIND = {k.name: k for k in KINDS}
 
 @dataclass(frozen=True)
 class Cause:
-    """A known cause of a fault line: ``code`` (a ``validate/catalogue.py`` code), ``kind`` (a ``KINDS`` name),
-    ``patterns`` (a line of the cause matches one; named groups fill ``what``), ``what`` (the cause, in words, with
-    ``%(group)s`` of the match), ``remedy`` (the fix, with its public source), ``source`` (where the line's text comes
-    from); ``primary``: a line of this cause is the cause even where it reads as a summary (``CONSEQUENCES``: the
-    scheduler's cancellation of a step at its time limit is no consequence of a rank's failure)."""
+    """A known cause of a fault line: ``code`` (a code of the table of faults, ``facts.faults_table``), ``kind`` (a
+    ``KINDS`` name), ``patterns`` (a line of the cause matches one; named groups fill ``what``), ``what`` (the cause,
+    in words, with ``%(group)s`` of the match), ``remedy`` (the fix, with its public source: the table's), ``source``
+    (where the line's text comes from); ``primary``: a line of this cause is the cause even where it reads as a
+    summary (``CONSEQUENCES``: the scheduler's cancellation of a step at its time limit is no consequence of a rank's
+    failure)."""
 
     code: str
     kind: str
@@ -165,85 +162,6 @@ class Cause:
         m = next((m for p in self.patterns if (m := p.search(text))), None)
         groups = collections.defaultdict(lambda: "?", {k: v for k, v in (m.groupdict() if m else {}).items() if v})
         return self.what % groups
-
-
-#: Horovod's install guide: a framework's extension is built only where the framework imports at install time, and
-#: against the MPI whose mpicxx is on PATH; ``--check-build`` lists what was built
-#: (https://horovod.readthedocs.io/en/stable/install_include.html, https://github.com/horovod/horovod/issues/2619,
-#: https://github.com/horovod/horovod/issues/1190: ``undefined symbol: ompi_mpi_op_sum``).
-REBUILD_HOROVOD = (
-    "rebuild Horovod against the TensorFlow and the MPI this process loads, after the final framework install: "
-    "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 pip install --no-cache-dir --no-binary horovod horovod (with the "
-    "mpicc/mpicxx of the MPI you launch with first on PATH); `horovodrun --check-build` must then list the framework "
-    "and the controller, and `ldd` of Horovod's mpi_lib must name that MPI's libmpi; the same on every host "
-    "(https://horovod.readthedocs.io/en/stable/install_include.html)")
-#: NCCL's troubleshooting guide (InfiniBand: "ulimit -l unlimited"; in containers `--ulimit memlock=-1`:
-#: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html) and Slurm's FAQ on locked memory
-#: (slurmd's own limit is propagated to the tasks: https://slurm.schedmd.com/faq.html#memlock).
-MEMLOCK_REMEDY = (
-    "raise the locked-memory limit of the ranks to unlimited where they run: bare metal `* - memlock unlimited` in "
-    "/etc/security/limits.conf (ulimit -l must print unlimited in the ranks' own shell: mpirun ... bash -c 'ulimit "
-    "-l'); under Slurm the tasks inherit slurmd's limit (LimitMEMLOCK=infinity in slurmd's unit) unless "
-    "PropagateResourceLimits says otherwise (srun --propagate=NONE keeps the node's limit); in a container docker "
-    "run --ulimit memlock=-1 (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html, "
-    "https://slurm.schedmd.com/faq.html#memlock)")
-#: NCCL_SOCKET_IFNAME / NCCL_IB_HCA (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) and the
-#: interface selection the Horovod thread settles on (https://github.com/horovod/horovod/issues/110).
-NCCL_SOCKET_REMEDY = (
-    "point NCCL at an interface every host reaches the others on: NCCL_SOCKET_IFNAME=<that interface> (eth0, ib0; "
-    "=^docker0,lo to exclude), and NCCL_IB_HCA=<the HCAs that route> for the RDMA traffic; open the ports between "
-    "the hosts (a firewall drops the connect: it times out) and test with `nc -zv HOST PORT` or the nccl-tests "
-    "between the two hosts (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)")
-#: Open MPI's ranks join the runtime of the mpirun that started them; another Open MPI's library (or a Horovod built
-#: against one) cannot (https://www.open-mpi.org/faq/?category=running#adding-ompi-to-path,
-#: https://github.com/horovod/horovod/issues/2059).
-MPI_INIT_REMEDY = (
-    "run one Open MPI on every host: the same version at the same prefix (`mpirun -H HOSTS ompi_info --version` "
-    "must print one version; start mpirun by its full path or with --prefix), the ranks' Python loading that MPI's "
-    "libmpi (LD_LIBRARY_PATH exported with -x) and a Horovod built against it (horovodrun --check-build); under srun "
-    "use --mpi=pmix with an Open MPI built against Slurm's PMIx (srun --mpi=list) "
-    "(https://www.open-mpi.org/faq/?category=running#adding-ompi-to-path)")
-#: Slurm's GRES (https://slurm.schedmd.com/gres.html) and its refusal of a request no node of the partition can
-#: satisfy (https://slurm.schedmd.com/sbatch.html).
-SCHEDULER_REMEDY = (
-    "ask for what the partition's nodes have: `sinfo -o '%P %G %D'` lists each partition's GPUs (gres) and "
-    "`scontrol show node NODE` a node's Gres, CPUs and memory; request GPUs as they are named there (--gres=gpu:N, "
-    "--gpus-per-node=N); an srun inside an allocation can only use what the allocation holds (an enclosing job's "
-    "SLURM_* variables carry into a job submitted from it) (https://slurm.schedmd.com/gres.html)")
-#: Slurm's --time and --requeue (https://slurm.schedmd.com/sbatch.html#OPT_time).
-TIME_LIMIT_REMEDY = (
-    "give the job more time (sbatch --time, within the partition's MaxTime: `sinfo -o '%P %l'`) or make it "
-    "resumable: the trainer's --resume continues after the last committed checkpoint, and sbatch --requeue (invoke "
-    "train --launcher slurm --requeue) resubmits it (https://slurm.schedmd.com/sbatch.html#OPT_time)")
-#: The nvidia kernel module and the user-space libraries are one driver version; a package update replaces the
-#: libraries while the old module stays loaded until a reboot or reload (NVIDIA's driver README, "nvidia-smi ...
-#: Driver/library version mismatch"; https://github.com/NVIDIA/nvidia-docker/issues/1242).
-DRIVER_MISMATCH_REMEDY = (
-    "the loaded nvidia kernel module is another version than the driver's user-space libraries (a driver update "
-    "without a reboot: compare /proc/driver/nvidia/version with the libraries' version): reboot the node, or unload "
-    "and reload the nvidia modules once no process holds a GPU (rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; "
-    "nvidia-smi), and hold the driver packages out of unattended upgrades "
-    "(https://github.com/NVIDIA/nvidia-docker/issues/1242)")
-#: A native crash: CPython's faulthandler prints the Python stack (https://docs.python.org/3/library/faulthandler.html).
-CRASH_REMEDY = (
-    "rerun with PYTHONFAULTHANDLER=1 for the Python stack of the crash; read the native frames after it: a crash "
-    "in Horovod's extension or libmpi after an upgrade is a Horovod built against another TensorFlow or MPI "
-    "(horovodrun --check-build; rebuild it), one in libcuda a driver/CUDA mismatch (invoke validate on that node), "
-    "one in XLA/TensorFlow its own bug (rerun without XLA, report it with the backtrace) "
-    "(https://docs.python.org/3/library/faulthandler.html)")
-#: GPU memory exhausted: TensorFlow's BFC allocator, CUDA's CUDA_ERROR_OUT_OF_MEMORY, PyTorch's caching allocator
-#: (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
-GPU_OOM_REMEDY = (
-    "the GPU's memory ran out (not the host's): lower --batch-size, the batch of each rank, or --image-size; one rank "
-    "per GPU (two ranks pinned to one GPU halve its memory: pin hvd.local_rank()); no other process on the GPU "
-    "(nvidia-smi) (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)")
-#: The host's memory: the kernel's OOM killer (mm/oom_kill.c) and Slurm's cgroup (task/cgroup:
-#: https://slurm.schedmd.com/cgroup.conf.html).
-HOST_OOM_REMEDY = (
-    "the host's (or the job's cgroup's) memory ran out and the kernel killed a rank (not the GPU's memory): fewer "
-    "ranks per host, a smaller --batch-size or --image-size, or more memory for the job (sbatch --mem / "
-    "--mem-per-cpu, or --exclusive for the whole node's memory; a pod's memory limit); dmesg on that host names "
-    "what was killed (https://slurm.schedmd.com/cgroup.conf.html)")
 
 
 #: Whose a native crash's frame is, by its shared object's file name (first match wins): what a crash report names
@@ -266,8 +184,9 @@ def crash_owner(library: str) -> str | None:
     return next((who for rx, who in CRASH_OWNERS if rx.search(library)), library)
 
 
-def _cause(code, kind, patterns, what, remedy, source, primary=False, flags=0) -> Cause:
-    return Cause(code, kind, _rx(*patterns, flags=flags), what, remedy, source, primary)
+def _cause(code, kind, patterns, what, source, primary=False, flags=0) -> Cause:
+    """A ``Cause`` whose remedy is the table's (``facts.faults_table.run_fix``) for ``code``."""
+    return Cause(code, kind, _rx(*patterns, flags=flags), what, run_fix(code), source, primary)
 
 
 #: The known causes of fault lines, most specific first: a line is of the first cause whose pattern it matches, and
@@ -278,7 +197,7 @@ CAUSES: tuple[Cause, ...] = (
         r"(?P<lib>(?:horovod|mpi_lib)\S*\.so\S*): undefined symbol: (?P<symbol>\S+)",),
         "Horovod's extension %(lib)s does not load: it needs the symbol %(symbol)s, which the libraries this process "
         "loads do not define: Horovod was built against another MPI or framework (TensorFlow, PyTorch) than the one "
-        "loaded here", REBUILD_HOROVOD,
+        "loaded here",
         "the dynamic loader's `undefined symbol:` raised by ctypes/import (horovod/horovod#1190, #2619)"),
     _cause("HOROVOD_BUILD_INCOMPLETE", "build", (
         r"Extension (?P<ext>horovod\.\w+) has not been built", r"Horovod has not been built with (?P<ext>\w+) support",
@@ -286,37 +205,35 @@ CAUSES: tuple[Cause, ...] = (
         r"(?P<ext>Neither MPI nor Gloo) support has been built",
         r"(?P<ext>\w+) support (?:has|was) not (?:been )?built"),
         "Horovod was installed without a part this run needs (%(ext)s: the framework was not importable when Horovod "
-        "was built, or that part's build failed)", REBUILD_HOROVOD,
+        "was built, or that part's build failed)",
         "horovod/common/util.py check_extension: `Extension horovod.tensorflow has not been built`"),
     _cause("NVML_DRIVER_LIBRARY_MISMATCH", "gpu_init", (
         r"Driver/library version mismatch", r"NVML_ERROR_LIB_RM_VERSION_MISMATCH", r"NVRM: API mismatch",
         r"API mismatch: the NVIDIA kernel module has version"),
            "the driver's version mismatch: its user-space library is not the loaded kernel module's version",
-           DRIVER_MISMATCH_REMEDY, "NVML's NVML_ERROR_LIB_RM_VERSION_MISMATCH message (nvidia-smi exits 18; "
+           "NVML's NVML_ERROR_LIB_RM_VERSION_MISMATCH message (nvidia-smi exits 18; "
            "nvidia-container-cli writes it in lower case), the kernel's `NVRM: API mismatch`", flags=re.I),
     _cause("NCCL_IB_MEMREG_FAILED", "memlock", (r"NCCL WARN.*ibv_reg_mr\w* failed",),
            "NCCL could not register (pin) its buffers with the HCA: the locked-memory limit (memlock) of the ranks is "
-           "too low", MEMLOCK_REMEDY, "NCCL's ibvwrap.cc `Call to ibv_reg_mr failed` (NCCL troubleshooting guide)"),
+           "too low", "NCCL's ibvwrap.cc `Call to ibv_reg_mr failed` (NCCL troubleshooting guide)"),
     _cause("MEMLOCK_LIMITED", "memlock", (
         r"ibv_(?:create_cq|create_qp|reg_mr|create_srq)\w*(?:\([^)]*\))? failed: Cannot allocate memory",
         r"(?:max )?locked[- ]memory.*(?:limit|too (?:low|small))", r"RLIMIT_MEMLOCK.*(?:limit|too|low)",
         r"registered memory.*(?:limit|ulimit)", r"allocate some locked memory", r"couldn't (?:lock|pin) memory"),
         "RDMA queues and buffers need pinned memory, and the ranks' locked-memory limit (memlock, ulimit -l) is too "
-        "low for them", MEMLOCK_REMEDY,
+        "low for them",
         "UCX's ib_iface.c `ibv_create_cq(...) failed: Cannot allocate memory`, Open MPI's openib warning about "
         "locked memory limits (https://www.open-mpi.org/faq/?category=openfabrics#ib-locked-pages)"),
     _cause("NCCL_LINK_LOCAL_ADDRESS", "nccl", (r"NCCL WARN.*\b(?P<addr>fe80::[0-9a-f:]*(?:%\w+)?)",),
            "NCCL's bootstrap connected to a link-local IPv6 address (%(addr)s), which is valid only on its own link: "
            "the interface NCCL picked for its socket (NCCL_SOCKET_IFNAME) is not one the hosts route between",
-           "set NCCL_SOCKET_IFNAME to an interface with an address every host routes to (its IPv4: eth0, ib0) or "
-           "NCCL_SOCKET_FAMILY=AF_INET; " + NCCL_SOCKET_REMEDY,
            "NCCL's socket.cc `socketStartConnect: Connect to fe80::...%ib1 failed`"),
     _cause("NCCL_CONNECT_FAILED", "nccl", (
         r"NCCL WARN.*(?:[Cc]onnect|bootstrap)\w*.*(?P<why>timed out|Connection refused|No route to host|connection "
         r"abort|Network is unreachable|Connection reset)", r"NCCL WARN (?:socketStartConnect|bootstrap\w*):",
         r"NCCL WARN (?P<why>Bootstrap : no socket interface found)"),
         "NCCL could not connect to another rank's socket (%(why)s): the interface it picked does not reach the other "
-        "host, or a firewall drops the connection", NCCL_SOCKET_REMEDY,
+        "host, or a firewall drops the connection",
         "NCCL's socket.cc/bootstrap.cc `Call to connect failed : Connection timed out`"),
     _cause("MPI_INIT_FAILED", "mpi_init", (
         r"ompi_rte_init failed", r"orte_init failed", r"ORTE was unable to reliably start", r"orte_ess_init failed",
@@ -324,51 +241,55 @@ CAUSES: tuple[Cause, ...] = (
         r"PMIx_Init failed", r"PMIX ERROR:", r"ORTE_ERROR_LOG", r"PMIx? (?:version|library) mismatch"),
         "the ranks could not join the runtime of the mpirun that started them (MPI_Init failed): another Open MPI "
         "(or PMIx) is loaded by the ranks than the launcher's on some host, or Horovod was built against another MPI",
-        MPI_INIT_REMEDY, "Open MPI's help-mpi-runtime.txt (`It looks like MPI_INIT failed`, `ompi_rte_init failed`)"),
+        "Open MPI's help-mpi-runtime.txt (`It looks like MPI_INIT failed`, `ompi_rte_init failed`)"),
     _cause("GPU_OUT_OF_MEMORY", "out_of_memory", (
         r"CUDA_ERROR_OUT_OF_MEMORY", r"CUDA out of memory", r"cudaErrorMemoryAllocation",
         r"OOM when allocating tensor(?!.*device:CPU)", r"ResourceExhaustedError(?!.*device:CPU)",
         r"out of memory.*\b(?:GPU|gpu|device:GPU)"),
-        "the GPU's memory ran out (a rank's allocation on its device failed)", GPU_OOM_REMEDY,
+        "the GPU's memory ran out (a rank's allocation on its device failed)",
         "TensorFlow's BFC allocator (`OOM when allocating tensor`, `failed to allocate ... CUDA_ERROR_OUT_OF_MEMORY`), "
         "PyTorch's `CUDA out of memory`"),
     _cause("HOST_OUT_OF_MEMORY", "out_of_memory", (
         r"oom[-_]kill", r"Out of memory: Kill", r"Killed process \d+", r": task \d+: Out Of Memory",
         r"Memory cgroup out of memory", r"exceeded (?:job )?memory limit"),
-        "the out-of-memory killer", HOST_OOM_REMEDY,
+        "the out-of-memory killer",
         "the kernel's OOM killer (mm/oom_kill.c), Slurm's `Detected 1 oom-kill event(s)` (task/cgroup), srun's `task "
         "N: Out Of Memory`", flags=re.I),
     _cause("SLURM_TIME_LIMIT", "time_limit", (r"DUE TO TIME LIMIT", r"\bJOB \S+ .*TIME LIMIT"),
-           "Slurm ended the job at its time limit (--time), not a fault of the program", TIME_LIMIT_REMEDY,
+           "Slurm ended the job at its time limit (--time), not a fault of the program",
            "slurmstepd's `*** JOB N ON node CANCELLED AT ... DUE TO TIME LIMIT ***`", primary=True),
     _cause("SLURM_GRES_INVALID", "scheduler", (r"Invalid generic resource \(gres\) specification",),
            "Slurm refused the step's GPU request (gres): no node of the partition or the allocation has the generic "
-           "resources asked for", SCHEDULER_REMEDY, "Slurm's ESLURM_INVALID_GRES message"),
+           "resources asked for",
+           "Slurm's ESLURM_INVALID_GRES message"),
     _cause("SLURM_NODE_CONFIG_UNAVAILABLE", "scheduler", (
         r"Requested node configuration is not available", r"(?P<why>Requested partition configuration not available"
         r"|Node count specification invalid|More processors requested than permitted|Memory required by task is not "
         r"available)"),
         "Slurm refused the request: no node of the partition has the configuration asked for (GPUs, CPUs, memory, "
-        "features)", SCHEDULER_REMEDY, "Slurm's ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE message"),
+        "features)",
+        "Slurm's ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE message"),
     _cause("SLURM_REQUEST_REFUSED", "scheduler", (
         r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Unable to create step for job \S+|Batch job "
         r"submission failed): (?P<why>.+)",),
-        "Slurm refused the job's request (%(why)s)", SCHEDULER_REMEDY, "srun/sbatch/salloc's refusals"),
+        "Slurm refused the job's request (%(why)s)",
+        "srun/sbatch/salloc's refusals"),
     _cause("CRASH_SEGFAULT", "crash", (
         r"Segmentation fault", r"\bSIGSEGV\b", r"signal 11\b", r"Caught signal 11\b"),
-        "SIGSEGV (a segmentation fault)", CRASH_REMEDY,
+        "SIGSEGV (a segmentation fault)",
         "the kernel's SIGSEGV as the shell, Open MPI's handler, faulthandler or UCX report it"),
     _cause("CRASH_ABORT", "crash", (
         r"^Aborted\b", r"Signal: Aborted", r"\bSIGABRT\b", r"signal 6\b", r"^terminate called after throwing",
         r"^\*\*\* Error in", r"^(?:free|munmap_chunk|realloc|malloc|malloc_consolidate)\(\): ",
         r"^double free or corruption", r"^corrupted (?:size vs|double-linked)", r"^Fatal Python error: Aborted",
         r"^\*\*\* stack smashing"),
-        "SIGABRT (it aborted)", CRASH_REMEDY,
+        "SIGABRT (it aborted)",
         "abort(3): glibc's heap checks (malloc/malloc.c), libstdc++'s terminate on an uncaught exception"),
     _cause("CRASH_SIGNAL", "crash", (
         r"(?P<sig>Bus error|Illegal instruction|Floating point exception|SIGBUS|SIGILL|SIGFPE)",
         r"^Fatal Python error: (?P<sig>.+)"),
-        "%(sig)s", CRASH_REMEDY, "the kernel's fatal signals, CPython's faulthandler"),
+        "%(sig)s",
+        "the kernel's fatal signals, CPython's faulthandler"),
 )
 CAUSE = {c.code: c for c in CAUSES}
 

@@ -16,9 +16,9 @@ import re
 import resource
 import stat
 
-from chexstack import engine
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
+from facts.faults_table import remedy as table_remedy
 from facts.parsers import versions
 from facts.parsers.container import (
     DOCKER_GPUS,
@@ -38,9 +38,9 @@ from facts.parsers.container import (
 )
 from facts.parsers.horovodrun import LOCAL_RANKS
 from facts.parsers.observation import Observed
-from launch.failure import RUNTIME_REMEDY
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import hcas
+from validate.checks.readings import docker_client
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
@@ -168,11 +168,6 @@ def judge_docker(info: dict | None, error: str | None, gpu_node: bool) -> CheckR
                   "a running dockerd")
 
 
-def docker_client():
-    """The engine's client for the container checks (``chexstack.engine``); they report a missing engine."""
-    return engine.client(timeout=10)
-
-
 def _docker_info() -> dict:
     """What ``judge_docker`` reads of ``docker info`` (only that: a bundle must not carry the engine's proxies,
     registry settings or IDs)."""
@@ -238,13 +233,13 @@ def judge_container_gpus(output: str, ok: bool, host_gpus: int | None, toolkit: 
     if not ok or codes:
         library = library_not_loaded(output)
         library_fix = library_remedy(library, host_driver) if library else None
-        remedy = {"NVIDIA_CONTAINER_TOOLKIT_MISSING": "install the NVIDIA Container Toolkit and run nvidia-ctk "
-                                                      "runtime configure --runtime=docker (not docker from snap)",
-                  "NVIDIA_RUNTIME_NOT_REGISTERED": "nvidia-ctk runtime configure --runtime=docker; restart docker",
-                  "CUDA_DRIVER_TOO_OLD": RUNTIME_REMEDY["CUDA_DRIVER_TOO_OLD"],
-                  "NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND": library_fix,
-                  "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND": library_fix,
-                  }.get(codes[0] if codes else "", "run the docker command by hand")
+        code = codes[0] if codes else ""
+        if code in ("NVIDIA_CONTAINER_CLI_NVML_NOT_FOUND", "NVIDIA_CONTAINER_CLI_LIBRARY_NOT_FOUND"):
+            remedy = library_fix
+        elif code in ("NVIDIA_CONTAINER_TOOLKIT_MISSING", "NVIDIA_RUNTIME_NOT_REGISTERED", "CUDA_DRIVER_TOO_OLD"):
+            remedy = table_remedy(code)  # the table of faults' fix of the code
+        else:
+            remedy = "run the docker command by hand"
         lines = [l.strip() for l in output.strip().splitlines() if l.strip()]
         shown = [l for l in lines if codes and codes[0] in classify_runtime_error(l)] or lines
         return failed(cid, "%s failed%s: %s" % (command, tk, shown[-1] if shown else "no output"),

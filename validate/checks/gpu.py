@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from chexstack.errors import ChexstackError
 from chexstack.tools import ToolRun
+from facts.faults_table import remedies
 from facts.parsers import versions
 from facts.parsers.container import IMAGE_CUDA
 from facts.parsers.dcgm import Diag, parse_dcgmi_diag
-from facts.parsers.kernel import KERNEL_LOG, OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
+from facts.parsers.kernel import OpenModuleRefusal, XidEvent, parse_dmesg, parse_open_module_refusals
 from facts.parsers.nvidia_smi import (
     CUDA_NOT_READY,
     CUDA_OS_CALL,
@@ -40,31 +41,17 @@ from facts.parsers.nvidia_smi import (
     peers_from_query,
 )
 from facts.parsers.versions import CUDA_TOOLKIT, NVCC
+from validate.checks.readings import kernel_log, pci_nvidia_gpus
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, Reason, Status, failed, passed, skipped, warned
 
 NOT_GPU_NODE = Reason("not a GPU node (no nvidia-smi, no NVIDIA GPU in /sys/bus/pci)", "NOT_APPLICABLE")
 
-REMEDY = {
-    "NVML_DRIVER_LIBRARY_MISMATCH": "the user-space driver was upgraded while the old kernel module is still loaded: "
-                                    "reboot (or unload and reload the nvidia kernel modules)",
-    "NVIDIA_DRIVER_NOT_LOADED": "install the NVIDIA driver / load its kernel module (modprobe nvidia; check dmesg "
-                                "for NVRM errors)",
-    "GPU_LOST": "drain the node, reset the GPU (nvidia-smi -r -i <id>) or reboot; if it recurs (Xid 79) the GPU "
-                "needs service",
-    "NO_DEVICES": "the driver sees no GPU: check dmesg for NVRM errors and the PCI device (lspci -d 10de:)",
-    # NVIDIA driver README, "Open Linux Kernel Modules": Turing and later only; the .run installer's -m=kernel picks
-    # the proprietary flavour; distributions ship both (e.g. nvidia-driver-N vs nvidia-driver-N-open; negativo17:
-    # https://github.com/negativo17/nvidia-driver/issues/158, the kernel module flavour switched back)
-    "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU": "install the proprietary kernel module flavour of the driver: the .run "
-                                          "installer with -m=kernel, the distribution's non-open packages (e.g. "
-                                          "nvidia-driver-N, not nvidia-driver-N-open) or its switch (negativo17: "
-                                          "the kernel module flavour in /etc/nvidia/kernel.conf, then rebuild), or "
-                                          "a driver branch that defaults to it; a pre-Turing GPU cannot use the "
-                                          "open kernel modules at all",
-    "NVML_ERROR": "check the driver installation (dmesg, nvidia-bug-report.sh)",
-}
+#: The fix of each fault of the driver and the GPUs this check names (the table of faults', ``facts.faults_table``).
+REMEDY = remedies((
+    "NVML_DRIVER_LIBRARY_MISMATCH", "NVIDIA_DRIVER_NOT_LOADED", "GPU_LOST", "NO_DEVICES",
+    "NVIDIA_OPEN_MODULE_UNSUPPORTED_GPU", "NVML_ERROR"))
 
 
 @dataclass
@@ -79,21 +66,6 @@ class GpuSnapshot:
     smi_missing: bool = False
     source: str | None = None
     excerpt: str | None = None
-
-
-def pci_nvidia_gpus(ctx: Context, root: str = "/sys/bus/pci/devices") -> list[str] | None:
-    """PCI addresses of NVIDIA GPUs (vendor 0x10de, class 0x0300xx VGA or 0x0302xx 3D controller), from sysfs;
-    NVSwitches (class 0x0680) are not GPUs. None when a bundle holds no PCI listing (not compared then)."""
-    try:
-        devices = ctx.glob(os.path.join(root, "*"))
-        found = []
-        for dev in devices:
-            vendor, cls = ctx.read(os.path.join(dev, "vendor")), ctx.read(os.path.join(dev, "class"))
-            if vendor and cls and vendor.strip() == "0x10de" and cls.strip().startswith(("0x0300", "0x0302")):
-                found.append(os.path.basename(dev))
-        return found
-    except MissingEvidence:
-        return None
 
 
 def snapshot(ctx: Context) -> GpuSnapshot:
@@ -352,15 +324,6 @@ def judge_driver(driver: str, driver_max_cuda: str | None, cuda: str, what: str,
         return warned(cid, message, expected, "upgrade the driver for CUDA %s's full feature set" % cuda,
                       "CUDA_MINOR_VERSION_COMPAT", [measured_driver])
     return passed(cid, message, expected, [measured_driver])
-
-
-def kernel_log(ctx: Context) -> ToolRun | None:
-    """The kernel log: a bundle's ``KERNEL_LOG`` (``dmesg``, also filtered), else ``dmesg`` (live: on this node);
-    None when a bundle holds neither."""
-    try:
-        return (ctx.first(KERNEL_LOG) or ctx.observe(KERNEL_LOG)).run
-    except MissingEvidence:
-        return None
 
 
 #: the toolkit's version files, newest format first (version.json from CUDA 11.1, version.txt up to 11.0)

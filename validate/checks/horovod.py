@@ -14,6 +14,7 @@ controller can run over this node's network interfaces.
 from __future__ import annotations
 
 from facts import horovod_gate
+from facts.faults_table import remedy
 from facts.parsers.horovod import (
     CheckBuild,
     TFMismatch,
@@ -25,7 +26,6 @@ from facts.parsers.horovod import (
 from facts.parsers.horovodrun import CHECK_BUILD, HOROVOD_IMPORT
 from facts.parsers.observation import Observed
 from launch.controller import pick_controller
-from launch.failure import RUNTIME_REMEDY
 from validate.checks.container import no_stack_image, stack_image
 from validate.checks.network import interfaces
 from validate.checks.registry import Context, check
@@ -81,7 +81,7 @@ def judge_tf_mismatch(mismatch: TFMismatch) -> CheckResult:
     else:
         measured = "horovod built for another tensorflow than the one it imports: %s" % mismatch.line[:300]
     return failed(cid, measured, "Horovod built against the TensorFlow it imports",
-                  RUNTIME_REMEDY["HOROVOD_TF_MISMATCH"], "HOROVOD_TF_MISMATCH")
+                  remedy("HOROVOD_TF_MISMATCH"), "HOROVOD_TF_MISMATCH")
 
 
 def required_for(ctx: Context) -> list[tuple[str, str]]:
@@ -157,7 +157,7 @@ def image(ctx: Context) -> CheckResult:
     cid = "horovod.image"
     tag = stack_image(ctx)[0]
     from images.verify import MISMATCH, ProbeResult, compare, probe_image  # part of this tree: ImportError is ERROR
-    from validate.checks.container import docker_client
+    from validate.checks.readings import docker_client
 
     probe = ProbeResult.from_json(ctx.fact("horovod probe in %s" % tag,
                                            lambda: probe_image(docker_client(), tag).to_json()))

@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass
 
 from chexstack.tools import ToolRun
+from facts.faults_table import remedy as table_remedy
+from facts.faults_table import remedy_or
 from facts.parsers import versions
 from facts.parsers.infiniband import IbPort
 from facts.parsers.nccl import (
@@ -34,7 +36,6 @@ from facts.parsers.nccl import (
 )
 from facts.parsers.observation import Observed, Stop
 from facts.parsers.pcie import parse_p2p
-from launch.failure import NCCL_REMEDY, SHM_REMEDY
 from validate.checks.gpu import gpu_count, no_gpu_reason, snapshot
 from validate.checks.infiniband import DOCKER_RDMA_FLAGS, hcas, ports_report
 from validate.checks.mpi import mpirun_argv
@@ -158,7 +159,7 @@ def judge_transport(log: NcclLog, host_ports: list[IbPort] | None = None, multi_
     if cause == "NCCL_SHM_EXHAUSTED":
         seg = " (segment %s, size %d)" % log.shm_segment if log.shm_segment else ""
         return failed(cid, "NCCL could not create a shared-memory segment%s: No space left on device in /dev/shm"
-                      % seg, "/dev/shm large enough for NCCL", SHM_REMEDY, cause, details)
+                      % seg, "/dev/shm large enough for NCCL", table_remedy(cause), cause, details)
     transport = log.transport
     net_cause = cause if cause in ("NCCL_NO_LIBIBVERBS", "NCCL_IB_DEVICE_NOT_VISIBLE") else None
     one_node = not multi_node and len(log.hosts) <= 1
@@ -223,10 +224,10 @@ def _judge_socket(cid: str, log: NcclLog, host_ports: list[IbPort] | None, activ
     why = "NET/IB: No device found" if log.ib_no_device else ("libibverbs missing" if log.ibverbs_missing else "")
     if active:
         roce = any(p.link_layer == "Ethernet" for p in active)
-        remedy = {"NCCL_NO_LIBIBVERBS": "install rdma-core/libibverbs in the image (libibverbs.so.1)",
-                  }.get(cause or "", "docker run %s%s; Kubernetes: request the RDMA device-plugin resource and "
-                                      "IPC_LOCK (NCCL_IB_DISABLE=0 alone does nothing)"
-                        % (DOCKER_RDMA_FLAGS, " --net=host (RoCE needs the host network for GIDs)" if roce else ""))
+        remedy = table_remedy(cause) if cause == "NCCL_NO_LIBIBVERBS" else (
+            "docker run %s%s; Kubernetes: request the RDMA device-plugin resource and IPC_LOCK (NCCL_IB_DISABLE=0 "
+            "alone does nothing)"
+            % (DOCKER_RDMA_FLAGS, " --net=host (RoCE needs the host network for GIDs)" if roce else ""))
         return failed(cid, "NCCL using Socket transport although host HCA %s is ACTIVE"
                       % ", ".join(sorted({p.hca for p in active})), "RDMA (IB/RoCE) between nodes", remedy,
                       cause or "NCCL_SOCKET_FALLBACK", details)
@@ -258,7 +259,7 @@ def _no_data(cid: str, picked: str, expected: str, log: NcclLog, hung: bool, end
     cause = classify_nccl_failure(log)
     first = log.failure_after_selection or (log.errors[0][1] if log.errors else None)
     return failed(cid, "%s set up, then the run ended before any result: %s" % (picked, first or ended), expected,
-                  NCCL_REMEDY.get(cause or "", "read the run's first error (%s); see nccl.busbw" % ended),
+                  remedy_or(cause, "read the run's first error (%s); see nccl.busbw" % ended),
                   cause or "NCCL_RUN_FAILED", details)
 
 
@@ -288,7 +289,7 @@ def failure_of(log: NcclLog) -> tuple[str, str, str]:
         what += ": NCCL refused the communicator (Duplicate GPU detected, ncclInvalidUsage)"
     else:
         what = log.failure_after_selection or (log.errors[0][1] if log.errors else "no error line")
-    return what, cause or "NCCL_INIT_FAILED", NCCL_REMEDY.get(cause or "", INIT_REMEDY)
+    return what, cause or "NCCL_INIT_FAILED", remedy_or(cause, INIT_REMEDY)
 
 
 def judge_init(log: NcclLog, results: bool = False, hung: bool = False) -> CheckResult | None:

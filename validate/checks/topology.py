@@ -21,7 +21,8 @@ from itertools import combinations
 from facts.parsers.nvidia_smi import parse_nvlink_status
 from facts.parsers.pcie import LSPCI_TREE, LSPCI_VERBOSE, AcsBridge, Lspci, iommu_enabled, upstream_bridges
 from facts.parsers.topology import Topology, parse_topo
-from validate.checks.gpu import kernel_log, no_gpu_reason, pci_nvidia_gpus, snapshot
+from validate.checks.gpu import no_gpu_reason, snapshot
+from validate.checks.readings import kernel_log, pci_nvidia_gpus
 from validate.checks.registry import Context, check
 from validate.evidence import MissingEvidence
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
