@@ -29,7 +29,8 @@ the records before the crash; the last record is ``end`` only when it finished):
      "error_name": "CUDA_ERROR_SYSTEM_NOT_READY", "error_string": "system not yet initialized"}
     {"record": "end", "ok": false}
 
-Exit status: 0 every GPU usable, 1 a CUDA call failed, 2 the library could not be loaded, 3 a usage error.
+Exit status: 0 every GPU usable, 1 a CUDA call failed, 2 the library could not be loaded, 3 a usage error (an
+unknown argument, ``--library`` without a path: named on stderr with the usage, nothing on stdout).
 """
 import ctypes
 import json
@@ -143,9 +144,11 @@ def main(argv):
             library = args.pop(0)
         elif arg.startswith("--library="):
             library = arg.split("=", 1)[1]
-        else:
-            sys.stderr.write("usage: cuda_probe.py [--library PATH] (default: $%s, else %s)\n"
-                             % (LIBRARY_ENV, DEFAULT_LIBRARY))
+        else:  # a usage error: exit 3 (the module's docstring), no record printed
+            sys.stderr.write("cuda_probe.py: %s: %s\nusage: cuda_probe.py [--library PATH] (default: $%s, else %s); "
+                             "exit 0 every GPU usable, 1 a CUDA call failed, 2 no library, 3 a usage error\n"
+                             % (arg, "needs a PATH" if arg == "--library" else "unknown argument",
+                                LIBRARY_ENV, DEFAULT_LIBRARY))
             return 3
     emit({"record": "probe", "format": FORMAT, "version": VERSION, "library": library,
           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "python": sys.version.split()[0]})

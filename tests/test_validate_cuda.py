@@ -192,7 +192,7 @@ def test_pass_only_when_every_listed_gpu_got_a_context(standin):
     ok = judge_cuda(parse_cuda_probe(probe(standin, "devices=8", expect=0).stdout), 8)
     assert ok.status == Status.PASS
     assert ok.measured == ("8× NVIDIA H100 80GB HBM3: a context and 1 MiB allocated on each (CUDA 12.4, nvidia-smi "
-                           "lists 8)")
+                           "lists 8 GPU(s))")
     hidden = parse_cuda_probe(probe(standin, "devices=2", expect=0, env={"CUDA_VISIBLE_DEVICES": "2,5"}).stdout)
     assert judge_cuda(hidden, 8).status == Status.PASS  # CUDA_VISIBLE_DEVICES asks for 2 of the 8
 
@@ -353,3 +353,73 @@ def test_a_recorded_program_without_a_cuda_error_proves_nothing(tmp_path):
     build(tmp_path / "ok.yaml", tmp_path / "bundle")
     p, result = _validate(tmp_path, "ok", "--from", str(tmp_path / "bundle"), env={})
     assert (result["status"], result["diagnosis"], p.returncode) == ("SKIP", "EVIDENCE_MISSING", 0), result
+
+
+# --- a node without GPUs, and a library that names its codes wrongly (a fresh user's trial, issue 40) -------------
+
+
+def test_a_usage_error_exits_3_naming_the_argument_and_prints_no_record():
+    p = probe(None, "", "--libary", "x", expect=3)
+    assert p.stdout == "" and "--libary: unknown argument" in p.stderr and "3 a usage error" in p.stderr
+    assert "3 a usage error" in open(PROBE_SCRIPT).read()  # among the documented exit statuses
+
+
+def _init_error(code: int, name: str, string: str) -> str:
+    """The probe's output where cuInit returned ``code`` and the library named it ``name``."""
+    return "\n".join(json.dumps(r) for r in [
+        {"record": "probe", "format": "chexstack.cuda_probe", "version": 1, "library": "libcuda.so.1",
+         "cuda_visible_devices": None, "python": "3.11.2"},
+        {"record": "library", "loaded": True, "path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+        {"record": "init", "status": "error", "code": code, "error_name": name, "error_string": string},
+        {"record": "end", "ok": False}]) + "\n"
+
+
+@pytest.mark.parametrize("code, name, skip, fail", [
+    (100, "CUDA_ERROR_UNKNOWN", "NOT_APPLICABLE", "CUDA_NO_DEVICE"),
+    (34, "CUDA_ERROR_UNKNOWN", "NOT_APPLICABLE", "CUDA_STUB_LIBRARY"),
+    (999, "CUDA_ERROR_NO_DEVICE", None, "CUDA_UNKNOWN_ERROR"),
+])
+def test_the_verdict_goes_by_the_curesult_code_never_the_name_the_library_gives_it(code, name, skip, fail):
+    probe_ = parse_cuda_probe(_init_error(code, name, "whatever it says"))
+    listed = judge_cuda(probe_, 8)
+    assert (listed.status, listed.diagnosis) == (Status.FAIL, fail), listed
+    assert listed.measured.startswith("%d CUDA_ERROR_" % code) and "(the library names it %s)" % name in \
+        listed.measured
+    none = judge_cuda(probe_, None, smi="no nvidia-smi on this node")
+    if skip:
+        assert (none.status, none.diagnosis) == (Status.SKIP, skip), none
+    else:
+        assert none.status == Status.FAIL
+    assert "node GPU(s)" not in none.measured and none.measured.endswith("no nvidia-smi on this node"
+                                                                      + (", no NVIDIA GPU on the PCI bus" if skip
+                                                                         else "")), none.measured
+
+
+def test_the_toolkits_stub_libcuda_on_a_cpu_node_is_a_skip_and_a_fail_where_gpus_are(standin, smi_bin, tmp_path):
+    """cuInit returns 34 CUDA_ERROR_STUB_LIBRARY from the CUDA toolkit's link stub (cuda.h, CUresult): normal on a
+    node without GPUs, where the toolkit is installed for building; a fault where GPUs are listed."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p, cpu = _validate(tmp_path, "cpu", "--collect", str(tmp_path / "cpu"),
+                       env={LIBRARY: str(standin), SCENARIO: "init=34", "PATH": str(empty)})
+    assert (cpu["status"], cpu["diagnosis"]) == ("SKIP", "NOT_APPLICABLE") and p.returncode == 0, cpu
+    assert "stub" in cpu["measured"] and "34 CUDA_ERROR_STUB_LIBRARY" in cpu["measured"]
+    assert cpu["measured"].endswith("no nvidia-smi on this node, no NVIDIA GPU on the PCI bus"), cpu["measured"]
+    p, judged = _validate(tmp_path, "cpu-judged", "--from", str(tmp_path / "cpu"), env={LIBRARY: None})
+    assert judged == cpu and p.returncode == 0
+    path = "%s:%s" % (smi_bin, os.environ["PATH"])
+    p, gpus = _validate(tmp_path, "gpus", env={LIBRARY: str(standin), SCENARIO: "init=34", "PATH": path})
+    assert (gpus["status"], gpus["diagnosis"]) == ("FAIL", "CUDA_STUB_LIBRARY") and p.returncode == 1, gpus
+    assert gpus["measured"].endswith("; nvidia-smi lists 8 GPU(s)")
+
+
+def test_no_libcuda_on_a_cpu_node_judges_the_loaders_message_it_quotes(tmp_path):
+    """The SKIP for an absent libcuda quotes the loader's "cannot open shared object file": explained, never an
+    unexplained fault line (the check judged it: no GPU, no driver library to load)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p, skip = _validate(tmp_path, "absent", env={LIBRARY: str(tmp_path / "libcuda.so.1"), "PATH": str(empty)})
+    assert (skip["status"], skip["diagnosis"]) == ("SKIP", "TOOL_MISSING") and p.returncode == 0, skip
+    assert "cannot open shared object file" in skip["measured"]
+    assert skip["signals"]["unexplained"] == [] and skip["signals"]["read"] == skip["signals"]["explained"], skip
+    assert "not explained" not in p.stdout

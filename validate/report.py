@@ -166,28 +166,38 @@ def _quotes(result: CheckResult, line: str) -> bool:
     return any(len(part.strip()) >= 20 and part.strip() in line for s in said for part in re.split(r"[;\n]", s))
 
 
-def explains(result: CheckResult, hit: signals.Hit) -> bool:
-    """Whether ``result`` accounts for the fault signal ``hit``: it names the signal's id, class or a fragment of
-    its line in ``explains`` (any status), or — a non-PASS result — its code is one the lexicon entry's
-    ``claimed_by`` names (``*``: any WARN or FAIL code, for the generic error and failure lines of a run whose fault
-    the check diagnosed), or its finding quotes the line."""
+def explains(result: CheckResult, hit: signals.Hit, own: bool = True) -> bool:
+    """Whether ``result`` accounts for the fault signal ``hit``. Only a finding explains: a WARN or FAIL (not itself
+    ``UNEXPLAINED_FAULT_SIGNAL``) whose code is one the lexicon entry's ``claimed_by`` names (``*``: any code, for
+    the generic error and failure lines of a run whose fault the check diagnosed), whose finding quotes the line, or
+    that names the signal's id, class or a fragment of its line in ``explains``. ``own``: ``result`` is the verdict
+    of the check that read the line; its own ``explains`` claim counts whatever its status (a check that judged the
+    line benign says so there: ``validate.checks.cuda``'s absent libcuda on a node without GPUs). A SKIP, a PASS or
+    an ERROR of another check never explains, nor does a line merely listed in a result's details."""
+    if result.status in (Status.WARN, Status.FAIL) and result.diagnosis != "UNEXPLAINED_FAULT_SIGNAL":
+        finding = True
+    elif own:
+        finding = False
+    else:
+        return False
     for named in result.explains:
         if named in (hit.signal.id, hit.signal.klass) or (len(named) >= 6 and named in hit.line):
             return True
-    if result.status == Status.PASS:
+    if not finding:
         return False
-    if "*" in hit.signal.claimed_by and result.status in (Status.WARN, Status.FAIL) \
-            and result.diagnosis != "UNEXPLAINED_FAULT_SIGNAL":
+    if "*" in hit.signal.claimed_by or result.diagnosis in hit.signal.claimed_by:
         return True
-    return result.diagnosis in hit.signal.claimed_by or _quotes(result, hit.line)
+    return _quotes(result, hit.line)
 
 
 def account_signals(results: list[CheckResult], read_by: dict[str, dict]) -> list[CheckResult]:
     """Scan the evidence each check read (``read_by``: ``{check id: Context.read_by(id)}``) for fault signals
     (``facts.signals``) and say on each result how many it held and which no finding explains (``signals``): a
-    signal is explained when a result of a check that read the same evidence ``explains`` it. A PASS over an
-    unexplained signal becomes a WARN ``UNEXPLAINED_FAULT_SIGNAL`` naming the lines; any other result keeps its
-    verdict and lists them in its details."""
+    signal is explained when a result of a check that read the same evidence ``explains`` it (judged on the checks'
+    own verdicts, before this adds anything to them, so that the verdict of a check does not depend on which others
+    ran). A PASS over an unexplained signal becomes a WARN ``UNEXPLAINED_FAULT_SIGNAL`` naming the lines; so does
+    the first SKIP (registry order) that read an unexplained line no other reader's verdict is a WARN, FAIL or ERROR
+    over (a SKIP over an Xid is no "all fine"); any other result keeps its verdict and lists them in its details."""
     by_id = {r.id: r for r in results}
     cache: dict = {}
     hits = {cid: _hits(evidence, cache) for cid, evidence in read_by.items()}
@@ -195,16 +205,26 @@ def account_signals(results: list[CheckResult], read_by: dict[str, dict]) -> lis
     for cid, found in hits.items():
         for key in found:
             readers.setdefault(key, []).append(cid)
+    left = {}  # check id -> [(evidence key, Hit)] no finding explains
+    for r in results:
+        left[r.id] = [(key, h) for key, hs in hits.get(r.id, {}).items() for h in hs
+                      if not any(explains(by_id[c], h, own=c == r.id) for c in readers[key] if c in by_id)]
+    # (evidence key, line) a reader's verdict is a WARN, FAIL or ERROR over: a PASS that read it turns WARN
+    flagged = set()
+    for r in results:
+        if r.status != Status.SKIP:
+            flagged.update((key, h.line) for key, h in left[r.id])
     out = []
     for r in results:
         found = hits.get(r.id, {})
-        unexplained = [h for key, hs in found.items() for h in hs
-                       if not any(explains(by_id[c], h) for c in readers[key] if c in by_id)]
+        unexplained = [h for _, h in left[r.id]]
         total = sum(len(hs) for hs in found.values())
         r.signals = {"read": total, "explained": total - len(unexplained),
                      "unexplained": list(dict.fromkeys(str(h) for h in unexplained))}
         if unexplained:
-            r = _unexplained(r, unexplained)
+            alone = [(key, h.line) for key, h in left[r.id] if (key, h.line) not in flagged]
+            flagged.update(alone)
+            r = _unexplained(r, unexplained, warn=r.status == Status.PASS or bool(alone))
         out.append(r)
     return out
 
@@ -213,14 +233,18 @@ def account_signals(results: list[CheckResult], read_by: dict[str, dict]) -> lis
 _SHOWN = 10
 
 
-def _unexplained(r: CheckResult, hits: list) -> CheckResult:
+def _unexplained(r: CheckResult, hits: list, warn: bool) -> CheckResult:
+    """``r`` with the unexplained ``hits`` named: a WARN ``UNEXPLAINED_FAULT_SIGNAL`` where ``warn`` (a PASS, or the
+    SKIP that speaks for a line nothing else flags), else its own verdict with them in its details."""
     lines = list(dict.fromkeys(str(h) for h in hits))
     more = ["… and %d more (the JSON's signals)" % (len(lines) - _SHOWN)] if len(lines) > _SHOWN else []
     named = ["unexplained fault signal: %s" % line for line in lines[:_SHOWN]] + more
-    if r.status != Status.PASS:
+    if not warn:
         r.details = list(r.details) + named
         return r
     first = hits[0]
+    if r.status == Status.SKIP:
+        named = ["not judged (%s): %s" % (r.diagnosis, r.measured)] + named
     return CheckResult(r.id, Status.WARN, "%s; but its evidence holds %d fault-signal line%s no finding explains: "
                                           "%s" % (r.measured, len(lines), "" if len(lines) == 1 else "s",
                                                   first.line),

@@ -70,10 +70,20 @@ class CudaError:
         return CU_RESULTS.get(self.code, ("", ""))[1]
 
     @property
+    def documented(self) -> str:
+        """cuda.h's name of the code (``CU_RESULTS``; "" for a code it does not hold): what a verdict is decided
+        by. The library's ``name`` is what it said, which a stub, a shim or a broken library may get wrong (100
+        named ``CUDA_ERROR_UNKNOWN``)."""
+        return CU_RESULTS.get(self.code, ("", ""))[0]
+
+    @property
     def text(self) -> str:
-        """``802 CUDA_ERROR_SYSTEM_NOT_READY ("system not yet initialized") at cuCtxCreate_v2``."""
-        return "%d %s%s at %s" % (self.code, self.name or "(unnamed)",
-                                  ' ("%s")' % self.string if self.string else "", self.step)
+        """``802 CUDA_ERROR_SYSTEM_NOT_READY ("system not yet initialized") at cuCtxCreate_v2``: the code's
+        documented name, and the library's own where it names the code otherwise."""
+        name = self.documented or self.name or "(unnamed)"
+        other = " (the library names it %s)" % self.name if self.name and self.name != name else ""
+        return "%d %s%s%s at %s" % (self.code, name, other, ' ("%s")' % self.string if self.string else "",
+                                    self.step)
 
 
 @dataclass(frozen=True)

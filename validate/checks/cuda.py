@@ -34,7 +34,9 @@ FABRIC_MANAGER = ("an NVSwitch system (HGX/DGX) whose Fabric Manager is not runn
                   "fails, and wait for `nvidia-smi -q` to show Fabric State: Completed, Status: Success on every GPU; "
                   "keep the node drained until then")
 
-#: CUresult name -> (verdict code of validate/catalogue.py, the fix for its cause); meanings: facts.parsers.cuda.
+#: CUresult name as cuda.h documents the code -> (verdict code of validate/catalogue.py, the fix for its cause);
+#: meanings: facts.parsers.cuda. Looked up by the numeric code (``CudaError.documented``), never by the name the
+#: library returned.
 REMEDY = {
     "CUDA_ERROR_SYSTEM_NOT_READY": ("CUDA_SYSTEM_NOT_READY", FABRIC_MANAGER),
     "CUDA_ERROR_NO_DEVICE": ("CUDA_NO_DEVICE",
@@ -61,11 +63,13 @@ REMEDY = {
                            "the driver failed without a cause: read the kernel log (dmesg | grep -E 'NVRM|Xid'), "
                            "check gpu.driver_module and gpu.xid; reset the GPU or reboot if it persists"),
 }
+#: the codes a node without GPUs answers cuInit with: no device; the toolkit's stub libcuda (cuda.h, CUresult)
+NO_DEVICE, STUB_LIBRARY = 100, 34
 OTHER = ("CUDA_CALL_FAILED", "run facts/cuda_probe.py by hand and look the code up in the CUDA driver API's CUresult")
 
 
 def _remedy(error: CudaError, driver: str | None) -> tuple[str, str]:
-    code, remedy = REMEDY.get(error.name, OTHER)
+    code, remedy = REMEDY.get(error.documented, OTHER)
     if "%s" not in remedy:
         return code, remedy
     version = ("%s: nvidia-fabricmanager-%s" % (driver, driver.split(".")[0]) if driver
@@ -111,10 +115,12 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
     FAIL, with the ``CUresult`` and the fix for its cause: any GPU CUDA cannot make a context on or allocate on
     (802 names Fabric Manager), cuInit or the device count failing where GPUs are there, fewer GPUs by CUDA than
     nvidia-smi lists (zero too), no loadable libcuda where GPUs are there, a probe cut off inside the driver. SKIP:
-    no libcuda and no GPU, or CUDA and nvidia-smi both find none. PASS only when every GPU got a context."""
+    no GPU listed nor on the PCI bus and no libcuda, the toolkit's stub libcuda (34 ``CUDA_ERROR_STUB_LIBRARY``:
+    the CUDA toolkit ships it, normal on a node without GPUs), or CUDA and nvidia-smi both find none. Decided by
+    the ``CUresult`` code, never the name the library gives it. PASS only when every GPU got a context."""
     gpus = max(listed or 0, pci)
-    where = "nvidia-smi lists %d" % listed if listed is not None else (
-        "%d on the PCI bus (%s)" % (pci, smi) if pci else smi)
+    where = "nvidia-smi lists %d GPU(s)" % listed if listed is not None else (
+        "%d NVIDIA GPU(s) on the PCI bus (%s)" % (pci, smi) if pci else smi)
     expected = "a CUDA context and a 1 MiB allocation on every GPU nvidia-smi lists"
     cvd = probe.cuda_visible_devices
     details = ["CUDA_VISIBLE_DEVICES=%s" % cvd] if cvd is not None else []
@@ -124,19 +130,24 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
     if probe.loaded is False:
         what = "libcuda did not load: %s" % probe.load_error
         if gpus:
-            return failed(CID, "%s; %s GPU(s)" % (what, where), expected,
+            return failed(CID, "%s; %s" % (what, where), expected,
                           "install the NVIDIA driver's user-space libraries (libcuda.so.1 of the loaded kernel "
                           "module's version) where the loader finds them; in a container, start it with the NVIDIA "
                           "runtime (--gpus, --nv)", "CUDA_LIBRARY_MISSING", details)
-        return skipped(CID, "%s (no GPU listed: CUDA not judged)" % what, expected, "TOOL_MISSING")
+        # the loader's message for an absent optional library, on a node without GPUs: judged, not a fault
+        result = skipped(CID, "%s (no GPU listed: CUDA not judged)" % what, expected, "TOOL_MISSING")
+        result.explains = [probe.load_error] if probe.load_error else []
+        return result
     first = probe.init_error or probe.count_error
     if first is not None:
-        if first.name == "CUDA_ERROR_NO_DEVICE" and not gpus:
-            return skipped(CID, "CUDA finds no GPU (%s) and %s" % (first.text, where if listed is not None
-                                                                   else "no NVIDIA GPU is on the PCI bus"),
+        if first.code in (NO_DEVICE, STUB_LIBRARY) and not gpus:
+            what = ("CUDA finds no GPU" if first.code == NO_DEVICE else
+                    "the loaded libcuda is the CUDA toolkit's stub, not a driver's")
+            return skipped(CID, "%s (%s) and %s" % (what, first.text, where if listed is not None
+                                                    else "%s, no NVIDIA GPU on the PCI bus" % smi),
                            expected, "NOT_APPLICABLE")
         code, remedy = _remedy(first, driver)
-        return failed(CID, "%s; %s GPU(s)" % (_cause(first), where), expected, remedy, code, details)
+        return failed(CID, "%s; %s" % (_cause(first), where), expected, remedy, code, details)
     if not probe.complete:
         probed = ", ".join("GPU %d %s" % (g.index, "ok" if g.ok else g.error.text) for g in probe.gpus)
         return failed(CID, "the CUDA probe did not finish (%s): it stopped in %s, a crash or hang inside the "
@@ -164,7 +175,7 @@ def judge_cuda(probe: CudaProbe, listed: int | None, pci: int = 0, driver: str |
                       "device files of the missing GPUs and the kernel log", "CUDA_GPUS_MISSING", details)
     if not count:
         return skipped(CID, "CUDA finds no GPU and %s" % (where if listed is not None else
-                                                           "no NVIDIA GPU is on the PCI bus"), expected,
+                                                           "%s, no NVIDIA GPU on the PCI bus" % smi), expected,
                        "NOT_APPLICABLE")
     names = sorted({g.name or "?" for g in probe.gpus})
     measured = "%d× %s: a context and 1 MiB allocated on each (CUDA %s, %s)" % (
