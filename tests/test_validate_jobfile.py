@@ -114,6 +114,39 @@ def test_the_entry_prints_file_and_line_and_exits_1_on_a_fail(tmp_path):
     assert ok.returncode == 0 and "0 FAIL, 0 WARN" in ok.stdout
 
 
+@pytest.mark.parametrize("old, new, field, expected", [
+    ("replicas: 2", "replicas: two", "spec.mpiReplicaSpecs.Worker.replicas 'two'", "a whole number"),
+    ("replicas: 2", "replicas: true", "spec.mpiReplicaSpecs.Worker.replicas True", "a whole number"),
+    ("slotsPerWorker: 4", "slotsPerWorker: '4'", "spec.slotsPerWorker '4'", "a whole number"),
+    ("    Worker:\n", "    Worker: 5\n    Unused:\n", "spec.mpiReplicaSpecs.Worker 5", "a mapping"),
+    ("          containers:\n          - name: worker", "          containers: worker\n          xs:\n          - name: w",
+     "spec.mpiReplicaSpecs.Worker.template.spec.containers 'worker'", "a list"),
+    ("              limits:\n                nvidia.com/gpu: 4\n                rdma/hca_shared_devices_a: 1\n",
+     "              limits: four\n", "resources.limits 'four'", "a mapping"),
+    ("            - mpirun\n", "            - [mpirun]\n", "containers[0].command[0] ['mpirun']",
+     "a string or number"),
+    ("                add:\n                - IPC_LOCK", "                add: IPC_LOCK", ".add 'IPC_LOCK'", "a list"),
+    ("              sizeLimit: 1Gi", "              sizeLimit: {a: 1}", ".sizeLimit {'a': 1}", "a string or number"),
+    ("  launcherCreationPolicy: WaitForWorkersReady", "  launcherCreationPolicy: [x]", "", "a string"),
+])
+def test_an_mpijob_field_of_the_wrong_type_is_refused_with_its_line(tmp_path, old, new, field, expected):
+    """Every field the MPIJob rules read is type-checked: a wrong type is one ``error: --job FILE:LINE: FIELD VALUE:
+    expected TYPE`` line and exit 2, never a traceback and never a rule judged on what could not be read."""
+    path, text = _variant(tmp_path, MPIJOB, old, new)
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    line = _line_of(text, new.strip().splitlines()[0])
+    assert result.stderr.startswith("error: --job %s:%d: " % (path, line)), result.stderr
+    assert field in result.stderr and result.stderr.rstrip().endswith("expected %s" % expected), result.stderr
+    assert "Traceback" not in result.stderr and "PASS" not in result.stdout
+
+
+def test_an_mpijob_whose_spec_is_no_mapping_is_refused(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nspec: 5\n")
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    assert result.stderr == "error: --job %s:3: spec 5: expected a mapping\n" % path
+
+
 def test_the_entry_refuses_what_it_cannot_judge(tmp_path):
     other = tmp_path / "pod.yaml"
     other.write_text("kind: Pod\n")

@@ -537,23 +537,99 @@ class _MpiJob:
         return _line(at, self.node)
 
 
+#: What ``_Fields.get`` accepts for each kind of field, and how an error names it.
+_KINDS = {"a mapping": (dict,), "a list": (list,), "a whole number": (int,), "a string": (str,),
+          "true or false": (bool,), "a string or number": (str, int, float)}
+
+
+class _Fields:
+    """Typed reads of one composed MPIJob document (``node``; ``path``: the file, for errors). ``get(*keys,
+    expected=KIND, default=None)``: the loaded value at that key path (mapping keys, list indices), ``default`` where
+    it or a parent is absent or null, else ChexstackError ``--job FILE:LINE: spec.x.y VALUE: expected KIND`` (``KIND``
+    a key of ``_KINDS``; a boolean is no whole number). Read parents before children: a child of a parent that is
+    not a mapping (or list) reads as absent."""
+
+    def __init__(self, path: str, node):
+        self.path, self.node, self.data = path, node, yaml.safe_load(yaml.serialize(node))
+
+    def get(self, *keys, expected: str, default=None):
+        value = self.data
+        for key in keys:
+            if isinstance(value, dict):
+                value = value.get(key)
+            elif isinstance(value, list) and isinstance(key, int) and key < len(value):
+                value = value[key]
+            else:
+                value = None
+        if value is None:
+            return default
+        if not isinstance(value, _KINDS[expected]) or (isinstance(value, bool) and bool not in _KINDS[expected]):
+            name = "".join("[%d]" % k if isinstance(k, int) else ".%s" % k for k in keys).lstrip(".")
+            raise ChexstackError("--job %s:%d: %s %r: expected %s" % (
+                self.path, _line(_at(self.node, *keys), self.node), name, value, expected))
+        return value
+
+    def items(self, *keys, expected: str) -> list:
+        """The list at ``keys`` (``[]`` where absent), each item checked as ``expected``."""
+        return [self.get(*keys, i, expected=expected) for i in range(len(self.get(*keys, expected="a list") or []))]
+
+
+def _check_pod(f: _Fields, *pod) -> None:
+    """Type-check every field of a pod spec (``pod``: its key path) that the MPIJob rules read."""
+    f.get(*pod, expected="a mapping")
+    f.get(*pod, "hostIPC", expected="true or false")
+    for i, _ in enumerate(f.items(*pod, "volumes", expected="a mapping")):
+        f.get(*pod, "volumes", i, "name", expected="a string")
+        f.get(*pod, "volumes", i, "emptyDir", expected="a mapping")
+        f.get(*pod, "volumes", i, "emptyDir", "medium", expected="a string")
+        f.get(*pod, "volumes", i, "emptyDir", "sizeLimit", expected="a string or number")
+    for i, _ in enumerate(f.items(*pod, "containers", expected="a mapping")):
+        c = (*pod, "containers", i)
+        f.get(*c, "image", expected="a string")
+        f.items(*c, "command", expected="a string or number")
+        f.items(*c, "args", expected="a string or number")
+        for k, _ in enumerate(f.items(*c, "env", expected="a mapping")):
+            f.get(*c, "env", k, "name", expected="a string")
+        for k, _ in enumerate(f.items(*c, "volumeMounts", expected="a mapping")):
+            f.get(*c, "volumeMounts", k, "name", expected="a string")
+            f.get(*c, "volumeMounts", k, "mountPath", expected="a string")
+        f.get(*c, "resources", expected="a mapping")
+        f.get(*c, "resources", "limits", expected="a mapping")
+        f.get(*c, "resources", "requests", expected="a mapping")
+        f.get(*c, "securityContext", expected="a mapping")
+        f.get(*c, "securityContext", "privileged", expected="true or false")
+        f.get(*c, "securityContext", "capabilities", expected="a mapping")
+        f.items(*c, "securityContext", "capabilities", "add", expected="a string")
+
+
 def _read_mpijob(path: str, node) -> _MpiJob:
-    job = yaml.safe_load(yaml.serialize(node))
-    spec = job.get("spec") or {}
-    replicas_spec = spec.get("mpiReplicaSpecs") or {}
-    slots = spec.get("slotsPerWorker", 1)
-    if not isinstance(slots, int):
-        raise ChexstackError("--job %s:%d: slotsPerWorker %r: expected a whole number" % (
-            path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
-    w_pod = ((replicas_spec.get("Worker") or {}).get("template") or {}).get("spec") or {}
-    l_pod = ((replicas_spec.get("Launcher") or {}).get("template") or {}).get("spec") or {}
+    """The fields the MPIJob rules read, each type-checked (``_Fields``): ChexstackError naming the file, line,
+    field and the type expected for the first that is not what the MPIJob API takes."""
+    f = _Fields(path, node)
+    spec = f.get("spec", expected="a mapping", default={})
+    slots = f.get("spec", "slotsPerWorker", expected="a whole number", default=1)
+    for name in ("sshAuthMountPath", "mpiImplementation", "launcherCreationPolicy"):
+        f.get("spec", name, expected="a string")
+    f.get("spec", "mpiReplicaSpecs", expected="a mapping")
+    for role in ("Launcher", "Worker"):
+        f.get("spec", "mpiReplicaSpecs", role, expected="a mapping")
+        f.get("spec", "mpiReplicaSpecs", role, "replicas", expected="a whole number")
+        f.get("spec", "mpiReplicaSpecs", role, "template", expected="a mapping")
+        _check_pod(f, "spec", "mpiReplicaSpecs", role, "template", "spec")
+    workers = f.get("spec", "mpiReplicaSpecs", "Worker", "replicas", expected="a whole number", default=1)
+    w_pod = f.get("spec", "mpiReplicaSpecs", "Worker", "template", "spec", expected="a mapping", default={})
+    l_pod = f.get("spec", "mpiReplicaSpecs", "Launcher", "template", "spec", expected="a mapping", default={})
     l_node = _at(node, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers", 0)
     launcher = (l_pod.get("containers") or [{}])[0]
     argv = [str(w) for w in (launcher.get("command") or []) + (launcher.get("args") or [])]
-    if len(argv) >= 3 and argv[1] == "-c":  # /bin/sh -c "mpirun ..."
-        argv = shlex.split(argv[2])
     field_name = "args" if launcher.get("args") else "command"
-    return _MpiJob(node, spec, slots, (replicas_spec.get("Worker") or {}).get("replicas", 1), w_pod,
+    if len(argv) >= 3 and argv[1] == "-c":  # /bin/sh -c "mpirun ..."
+        try:
+            argv = shlex.split(argv[2])
+        except ValueError as e:
+            raise ChexstackError("--job %s:%d: the launcher's %s %r: %s (expected a shell command line)" % (
+                path, _line(_at(l_node, field_name), node), field_name, argv[2], e)) from None
+    return _MpiJob(node, spec, slots, workers, w_pod,
                    _at(node, "spec", "mpiReplicaSpecs", "Worker", "template", "spec"),
                    (w_pod.get("containers") or [{}])[0], launcher, argv, _at(l_node, field_name),
                    _at(l_node, field_name, key_node=True))
