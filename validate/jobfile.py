@@ -59,7 +59,16 @@ from validate.checks.container import SHM_FLOOR_BYTES
 from validate.jobrules import MPIJOB, RULES, SBATCH, rules_for
 from validate.report import Report, write_json
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
-from validate.slurmlayout import GPU_BIND_SOURCE, Layout, gpu_binding, most_tasks_per_node, rank_per_gpu, read_options
+from validate.slurmlayout import (
+    GPU_BIND_SOURCE,
+    Layout,
+    Option,
+    gpu_binding,
+    most_tasks_per_node,
+    rank_per_gpu,
+    read_options,
+    value_problem,
+)
 
 
 @dataclass(frozen=True)
@@ -207,14 +216,30 @@ class _Script:
     commands: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
-def _read_script(text: str) -> _Script:
+def _readable_options(path: str, words: list[str], number: int) -> dict[str, Option]:
+    """``read_options`` of an ``#SBATCH`` line's or ``srun`` step's words, each value the rules read checked as
+    sbatch and srun check it (``validate.slurmlayout.value_problem``): ChexstackError naming the file, line, option
+    and what sbatch(1) expects, since sbatch refuses the script (srun the step) rather than read a bad value as
+    no GPU or no task count."""
+    options = read_options(words, number)[0]
+    for option in options.values():
+        problem = value_problem(option)
+        if problem:
+            raise ChexstackError("--job %s:%d: %s: %s (sbatch(1), srun(1): https://slurm.schedmd.com/sbatch.html; "
+                                 "sbatch refuses it)" % (path, number, option.written, problem))
+    return options
+
+
+def _read_script(text: str, path: str) -> _Script:
     script, options, commands_began = _Script(), {}, False
     for number, line in _logical_lines(text):
         if line.startswith(_SBATCH) and line[len(_SBATCH):len(_SBATCH) + 1].isspace() and not commands_began:
             try:
-                options.update(read_options(shlex.split(line[len(_SBATCH):], comments=True), number)[0])
-            except ValueError:
-                pass
+                words = shlex.split(line[len(_SBATCH):], comments=True)
+            except ValueError as e:
+                raise ChexstackError("--job %s:%d: %s: %s (expected sbatch options, quoted as a shell quotes them)"
+                                     % (path, number, line.strip(), e)) from None
+            options.update(_readable_options(path, words, number))
         elif m := _EXPORT.match(line):
             script.env[m.group(1)] = m.group(2).strip("'\"")
         if line.strip() and not line.lstrip().startswith("#"):
@@ -236,7 +261,7 @@ def _judge_sbatch_gpus(j: Judgement, script: _Script) -> None:
     judged: list[tuple[Layout, bool, int | None]] = []
     for number, words in script.commands:
         if words[0] == "srun":
-            own = Layout(read_options(words[1:], number)[0])
+            own = Layout(_readable_options(j.path, words[1:], number))
             if own.own_layout():
                 judged.append((own.over(script.allocation), True, number))
                 continue
@@ -259,20 +284,30 @@ def _judge_sbatch_gpus(j: Judgement, script: _Script) -> None:
             j.add("job.rank_per_gpu", line, verdict.status, verdict.code, verdict.message + where, _GPU_REMEDY)
 
 
+def _slots(slots: tuple[int, int, str]) -> str:
+    """``N`` or ``MIN to MAX`` of a (fewest, most, how) slot range."""
+    return "%d" % slots[0] if slots[0] == slots[1] else "%d to %d" % slots[:2]
+
+
 def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) -> None:
     """An ``mpirun`` line: its -np within the allocation's slots, and Open MPI's single copy off for ranks in
     ``singularity exec``."""
-    np, slots = _np(words), script.allocation.tasks()
-    if np and slots is not None and np[1] > slots[0]:
-        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots "
-              "(%s)" % (np[1], slots[0], slots[1]), _remedy("MPI_NOT_ENOUGH_SLOTS",
-                                                          gpus=script.allocation.asks_for_gpus()))
+    np, slots = _np(words), script.allocation.task_range()
+    if np and slots is not None and np[1] > slots[1]:
+        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %s task slots "
+              "(%s)" % (np[1], _slots(slots), slots[2]), _remedy("MPI_NOT_ENOUGH_SLOTS",
+                                                               gpus=script.allocation.asks_for_gpus()))
+    elif np and slots is not None and np[1] <= slots[0]:
+        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %s task slots (%s)" % (
+            np[1], _slots(slots), slots[2])))
     elif np and slots is not None:
-        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %d task slots (%s)" % (np[1], slots[0],
-                                                                                                  slots[1])))
+        j.skip("job.slots", "mpirun -np %d (line %d) in an allocation of %s task slots (%s): enough only where Slurm "
+               "gives more than the fewest nodes; state one node count (-N N) to have it judged" % (
+                   np[1], number, _slots(slots), slots[2]), "JOB_LAYOUT_UNKNOWN")
     elif np:
-        j.skip("job.slots", "mpirun -np %d (line %d), but the script states no task count (--ntasks, "
-               "--ntasks-per-node): the allocation's slots are Slurm's choice" % (np[1], number), "JOB_LAYOUT_UNKNOWN")
+        j.skip("job.slots", "mpirun -np %d (line %d), but the script states no task count (--ntasks, or "
+               "--ntasks-per-node with -N): the allocation's slots are Slurm's choice" % (np[1], number),
+               "JOB_LAYOUT_UNKNOWN")
     else:
         j.skip("job.slots", "mpirun (line %d) takes its ranks from the allocation: no -np to compare" % number)
     contained = any(w in ("singularity", "apptainer") and words[i + 1:i + 2] == ["exec"] for i, w in enumerate(words))
@@ -439,7 +474,7 @@ def judge_sbatch(j: Judgement, text: str) -> None:
     """The rules of ``launch.slurm``'s scripts, on a batch script's text (as read, its line breaks kept: a DOS one
     fails ``job.line_endings``; the other rules judge the script's lines whatever their breaks)."""
     _judge_line_endings(j, text)
-    script = _read_script(text.replace(DOS_LINE_BREAK, "\n"))
+    script = _read_script(text.replace(DOS_LINE_BREAK, "\n"), j.path)
     _judge_sbatch_gpus(j, script)
     for layout, line, launcher in _launches(script):
         _judge_slurm_binding(j, layout, line, launcher)
