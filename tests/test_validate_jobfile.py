@@ -712,3 +712,15 @@ def test_a_node_range_is_judged_at_its_ends(tmp_path, np, status):
     else:
         assert "SKIP job.slots (not checked): mpirun -np 12 (line 5) in an allocation of 8 to 16 task slots" \
             in result.stdout and "state one node count" in result.stdout, result.stdout
+
+
+def test_an_mpirun_np_that_is_no_number_is_an_error(tmp_path):
+    """``mpirun -np two`` (a batch script's or an MPIJob launcher's) is refused naming the line, never read as no -np
+    and a SKIP."""
+    path = tmp_path / "job.sbatch"
+    path.write_text(_SCRIPT.replace("srun python", "mpirun -np two python") % "")
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    assert result.stderr.startswith("error: --job %s:6: mpirun -np 'two': expected a whole number of ranks" % path)
+    job, text = _variant(tmp_path, MPIJOB, "- -np\n            - '8'", "- -np\n            - eight")
+    result = cmd.run("validate", "--job", str(job), expect=2)
+    assert result.stderr.startswith("error: --job %s:%d: mpirun -np 'eight'" % (job, _line_of(text, "command:")))

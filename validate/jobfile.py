@@ -124,11 +124,16 @@ _SINGLE_COPY_FORMS = [(name, name[len("OMPI_MCA_"):], value) for name, value in 
 _SINGLE_COPY_TEXT = " and ".join("%s=%s" % kv for kv in SINGLE_COPY_OFF.items())
 
 
-def _np(argv: list[str]) -> tuple[int, int] | None:
-    """(index of the value, ranks) of mpirun's ``-np N`` in ``argv``, else None."""
-    for i, word in enumerate(argv[:-1]):
-        if word in _NP and argv[i + 1].isdigit():
-            return i + 1, int(argv[i + 1])
+def _np(argv: list[str], where: str = "") -> tuple[int, int] | None:
+    """(index of the value, ranks) of mpirun's ``-np N`` in ``argv``, else None. ChexstackError starting with
+    ``where`` (``--job FILE:LINE``) where ``-np``/``--np`` comes first with no whole number after it (mpirun
+    refuses it; never read as "no -np")."""
+    for i, word in enumerate(argv):
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if word in _NP and value.isdigit():
+            return i + 1, int(value)
+        if word in ("-np", "--np"):
+            raise ChexstackError("%s: mpirun %s %r: expected a whole number of ranks" % (where, word, value))
     return None
 
 
@@ -292,7 +297,7 @@ def _slots(slots: tuple[int, int, str]) -> str:
 def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) -> None:
     """An ``mpirun`` line: its -np within the allocation's slots, and Open MPI's single copy off for ranks in
     ``singularity exec``."""
-    np, slots = _np(words), script.allocation.task_range()
+    np, slots = _np(words, "--job %s:%d" % (j.path, number)), script.allocation.task_range()
     if np and slots is not None and np[1] > slots[1]:
         j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %s task slots "
               "(%s)" % (np[1], _slots(slots), slots[2]), _remedy("MPI_NOT_ENOUGH_SLOTS",
@@ -689,7 +694,7 @@ def _judge_mpijob_ranks(j: Judgement, m: _MpiJob) -> None:
     else:
         j.saw("job.rank_per_gpu", j.at(m.line(slots_node), "slotsPerWorker %d on %d GPUs (%s) per worker"
                                        % (m.slots, gpus, GPU_RESOURCE)))
-    np = _np(m.argv)
+    np = _np(m.argv, "--job %s:%d" % (j.path, m.line(m.argv_key)))
     what = "mpirun -np %d on %d worker(s) × slotsPerWorker %d = %d slots" % (
         np[1] if np else 0, m.workers, m.slots, m.slots * m.workers)
     if np and np[1] > m.slots * m.workers:
