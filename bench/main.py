@@ -32,14 +32,14 @@ def parse_counts(text: str, option: str = "--gpus") -> tuple[int, ...]:
 
 def sweep_counts(gpus: str | None, np: str | None) -> tuple[tuple[int, ...], bool]:
     """(counts, whether they are GPUs) from ``--gpus`` or ``--np`` (default: the seed's Figure 1 GPU counts).
-    Raises ChexstackError when both are given or one does not parse."""
+    Raises ChexstackError when both are given or one does not parse (an empty value too: given is not unset)."""
     from bench.sweep import FIGURE1_COUNTS
 
-    if gpus and np:
+    if gpus is not None and np is not None:
         raise ChexstackError("--gpus %s and --np %s: give one (GPU counts, or CPU rank counts)" % (gpus, np))
-    if np:
+    if np is not None:  # given, even as '': an empty list is refused naming --np, never taken as unset
         return parse_counts(np, "--np"), False
-    return (parse_counts(gpus) if gpus else FIGURE1_COUNTS), True
+    return (parse_counts(gpus) if gpus is not None else FIGURE1_COUNTS), True
 
 
 def print_sweep(sweep: Sweep, path: Path) -> None:

@@ -16,8 +16,9 @@ string) or, before there is one, from the environment file's own specs (``spec_p
 A pinned build is matched as conda matches it, by conda's own ``MatchSpec`` (conda-lock's vendored copy of conda:
 an exact string, a glob with ``*``, or a ``^…$`` regular expression;
 https://docs.conda.io/projects/conda/en/stable/user-guide/concepts/pkg-specs.html#package-match-specifications).
-- ``pip freeze`` output (kind "pip"): ``name==version`` lines; a ``name @ URL`` line (what pip freeze prints for a
-  package conda installed) is present with its version unknown, so it is never compared, and is reported as such.
+- ``pip freeze`` output (kind "pip freeze", judged as a pip listing): ``name==version`` lines; a ``name @ URL`` line
+  (what pip freeze prints for a package conda installed) is present with its version unknown, so it is never
+  compared, and is reported as such.
 
 ``check_installed(pins, installed, kind)`` → ``InstallReport`` with ``checked``, ``missing``, ``mismatched``,
 ``wrong_build``, ``unchecked`` and ``build_unchecked``; names compare canonicalized (``scikit_learn`` =
@@ -137,11 +138,12 @@ class InstallReport:
         pair: a V with b W: symptom (rule ID)`` followed by indented ``remedy:``, ``smoke test:`` and ``source:``
         lines; ``WARN outside a declared requirement: …``. PASS lines say what they cover: ``PASS all n pinned
         packages at their pinned version[ and build]`` when every pin is checked and right, else ``PASS k of n pinned
-        packages …: names``; ``PASS compatibility rules (no known-bad pair): …``; ``PASS declared requirements of
-        …``. Then ``NOT CHECKED …`` for the pins (or pinned builds, or versions) the listing cannot show, ``NOT
-        PINNED …`` for the installed packages no pin names, and last ``NOT CHECKED n of N installed packages …``
-        for those neither pinned nor judged by a rule; ``PASS the whole environment …`` ends the report only when
-        every installed package was checked and found right."""
+        packages …: names``; ``PASS compatibility rules held for: <pair> (rule ids), …`` (the pairs a rule judged
+        and found within it, not a claim that no pair is bad: a known-bad pair has its own FAIL line); ``PASS
+        declared requirements of …``. Then ``NOT CHECKED …`` for the pins (or pinned builds, or versions) the
+        listing cannot show, ``NOT PINNED …`` for the installed packages no pin names, and last ``NOT CHECKED n
+        of N installed packages …`` for those neither pinned nor judged by a rule; ``PASS the whole environment …``
+        ends the report only when every installed package was checked and found right."""
         out = []
         if self.missing:
             out.append("FAIL missing: %s" % ", ".join(sorted(p.name for p in self.missing)))
@@ -173,7 +175,7 @@ class InstallReport:
             by_pair: dict[str, list[str]] = {}
             for rid, pair in self.held:
                 by_pair.setdefault(pair, []).append(rid)
-            out.append("PASS compatibility rules (no known-bad pair): %s"
+            out.append("PASS compatibility rules held for: %s"
                        % ", ".join("%s (%s)" % (pair, ", ".join(rids)) for pair, rids in by_pair.items()))
         for requirer, fine, source in self.requirements_held:
             if fine:
@@ -204,13 +206,21 @@ class InstallReport:
         return out
 
 
+#: How a report names each kind of listing ``parse_installed_json`` reads.
+LISTING_NAMES = {"conda": "conda list", "pip": "pip list", "pip freeze": "pip freeze"}
+
+
 def parse_installed_json(text: str, what: str = "installed packages") -> tuple[dict[str, Installed], str]:
     """``({canonical name: Installed(version, build)}, kind)`` from ``conda list --json`` (kind "conda": conda
     packages and, with channel ``pypi``, pip ones; build from ``build_string``), ``pip list --format=json`` (kind
-    "pip": entries have no channel and no build string, so every build is None) or ``pip freeze`` text (kind "pip",
-    ``parse_pip_freeze``)."""
-    if not text.lstrip().startswith(("[", "{")) and text.strip():
-        return parse_pip_freeze(text, what), "pip"
+    "pip": entries have no channel and no build string, so every build is None) or ``pip freeze`` text (kind "pip
+    freeze", ``parse_pip_freeze``; judged as a pip listing). ChexstackError naming ``what`` for an empty file, text
+    that is none of these, and an empty JSON list (an environment that lists no packages is not one to pass)."""
+    if not text.strip():
+        raise ChexstackError("%s: the file is empty; expected `conda list --json`, `pip list --format=json` or "
+                             "`pip freeze` output" % what)
+    if not text.lstrip().startswith(("[", "{")):
+        return parse_pip_freeze(text, what), "pip freeze"
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -218,6 +228,9 @@ def parse_installed_json(text: str, what: str = "installed packages") -> tuple[d
     if not isinstance(data, list) or not all(isinstance(d, dict) and "name" in d and "version" in d for d in data):
         raise ChexstackError("%s: expected a JSON list of objects with name and version (conda list --json, "
                              "pip list --format=json)" % what)
+    if not data:
+        raise ChexstackError("%s: lists no packages (an empty JSON list); expected the listing of an installed "
+                             "environment (`conda list --json` or `pip list --format=json` inside it)" % what)
     kind = "conda" if any("channel" in d or "build_string" in d for d in data) else "pip"
     return {canonicalize_name(d["name"]): Installed(str(d["version"]), _build_string(d, kind, what), d["name"],
                                                     kind == "pip" or d.get("channel") == "pypi")
@@ -272,11 +285,11 @@ def check_installed(pins: list[Pin], installed: dict[str, Installed], kind: str 
     installed package no pin names by the compatibility rules' known-bad pairs (``envs.rules.check_pairs``, on the
     whole listing: a pair FAILs whether or not its packages are pinned); see ``InstallReport``. In a pip listing a
     conda pin that is absent is unchecked, not missing, and a pinned build of a listed package is unchecked (version
-    compared, build not: pip has no build strings)."""
+    compared, build not: pip has no build strings); "pip freeze" is a pip listing."""
     report = InstallReport(listed=len(installed))
     for pin in pins:
         got = installed.get(canonicalize_name(pin.name))
-        if got is None and kind == "pip" and pin.manager != "pip":
+        if got is None and kind != "conda" and pin.manager != "pip":
             report.unchecked.append(pin)
             continue
         report.checked.append(pin)

@@ -13,10 +13,10 @@ from rich.markup import escape
 
 from chexstack.console import console
 from chexstack.errors import ChexstackError
-from chexstack.inputs import input_file
+from chexstack.inputs import read_text
 from chexstack.tools import run_checked
 from envs import lock as L
-from envs.installed import check_installed, lock_pins, parse_installed_json, spec_pins
+from envs.installed import LISTING_NAMES, check_installed, lock_pins, parse_installed_json, spec_pins
 from envs.lockcontent import expected_cudatoolkit, gpu_lock_problems
 from envs.manifest import known_stacks, load_stack
 
@@ -98,9 +98,9 @@ def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | Non
     """Every pinned package of the lock (or, without a lock, of the environment file) present at its version and
     pinned build, every installed package judged by the known-bad pairs of envs/rules.yaml, and the rest named as
     not checked (``envs.installed``)."""
-    input_file(listing, "--installed %s" % listing, "`conda list --json`, `pip list --format=json` or `pip freeze` "
-               "output")
-    installed, kind = parse_installed_json(listing.read_text(), str(listing))
+    what = "--installed %s" % listing
+    installed, kind = parse_installed_json(read_text(listing, what, "`conda list --json`, `pip list --format=json` "
+                                                     "or `pip freeze` output"), what)
     if files.lockfile.is_file():
         lockfile = L.read_lock(files.lockfile)
         platform = platform or lockfile.metadata.platforms[0]
@@ -110,7 +110,7 @@ def check_installed_file(files: L.CondaFiles, listing: Path, platform: str | Non
         platform = platform or spec.platforms[0]
         pins, against = spec_pins(spec, platform), "%s (no lock yet)" % L.shown(files.environment)
     report = check_installed(pins, installed, kind)
-    console.print("%s (%s list) against %s (%s, %d pins):" % (listing, kind, against, platform, len(pins)),
+    console.print("%s (%s) against %s (%s, %d pins):" % (listing, LISTING_NAMES[kind], against, platform, len(pins)),
                   soft_wrap=True)
     for line in report.lines():
         style = "yellow" if line.startswith(("NOT ", "WARN")) else "green" if line.startswith("PASS") else \

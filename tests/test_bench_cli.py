@@ -280,3 +280,11 @@ def test_a_gpu_sweep_records_its_input_capacity_against_its_own_one_gpu_rate():
     published = input_capacity(record, points[1:], short)
     assert published["per_gpu"] == 412 and "DeepLearningExamples" in published["per_gpu_source"]
     assert input_capacity(RunRecord(device="cpu"), points, short) is None
+
+
+def test_an_empty_np_or_gpus_list_is_refused_naming_the_option():
+    """``--np ''`` is given, not unset: refused naming --np (never the default GPU counts' --gpus)."""
+    p = cmd.run("bench", "--np", "", "--data", "synthetic", expect=2)
+    assert "--np '': expected counts >= 1" in p.stderr and "--gpus" not in p.stderr, p.stderr
+    p = cmd.run("bench", "--gpus", "", "--data", "synthetic", expect=2)
+    assert "--gpus '': expected counts >= 1" in p.stderr, p.stderr

@@ -194,7 +194,7 @@ def test_case15_post_install_check_lists_missing_pip_packages(tmp_path):
     assert report.lines()[1].startswith("PASS %d of %d pinned packages at the pinned version: " % (
         len(report.checked) - 2, len(report.checked)))
     # numpy, pinned by nothing, is judged by the compatibility rules: every installed package is accounted for
-    assert report.lines()[2] == ("PASS compatibility rules (no known-bad pair): numpy 1.23.5 with tensorflow 2.12.1 "
+    assert report.lines()[2] == ("PASS compatibility rules held for: numpy 1.23.5 with tensorflow 2.12.1 "
                                  "(numpy120-tf-symbolic-tensor, numpy2-tf-built-on-numpy1)") and not report.not_covered
     assert report.lines()[3] == ("NOT PINNED 1 of 4 installed packages (no pin names them; only the compatibility "
                                  "rules above judged them, where one applies): numpy 1.23.5")
@@ -206,7 +206,7 @@ def test_post_install_check_against_lock_and_pip_list():
     assert check_installed(pins, installed).ok
     assert check_installed(pins, installed).lines() == [
         "PASS all 10 pinned packages at their pinned version and build",
-        "PASS compatibility rules (no known-bad pair): numpy 1.23.5 with tensorflow 2.12.1 "
+        "PASS compatibility rules held for: numpy 1.23.5 with tensorflow 2.12.1 "
         "(numpy120-tf-symbolic-tensor, numpy2-tf-built-on-numpy1)",
         "PASS the whole environment: each of its 10 installed packages pinned or judged by a compatibility rule"]
     pip_installed, kind = parse_installed_json((DATA / "pip-list-horovod.json").read_text())
@@ -232,7 +232,7 @@ def test_a_pip_list_checks_what_it_shows_and_names_what_it_cannot():
         "FAIL wrong version: pillow installed 13.0.0, pinned 10.4.*",
         "FAIL wrong version: scikit-learn installed 1.9.1, pinned 1.5.2.*",
         "PASS 4 of 10 pinned packages at the pinned version: horovod, numpy, pip, tensorflow-cpu",
-        "PASS compatibility rules (no known-bad pair): numpy 1.26.4 with tensorflow-cpu 2.15.1 "
+        "PASS compatibility rules held for: numpy 1.26.4 with tensorflow-cpu 2.15.1 "
         "(numpy120-tf-symbolic-tensor, numpy2-tf-built-on-numpy1)",
         "NOT CHECKED (conda packages a pip list does not show; use `conda list --json`): cmake, gxx_linux-64, "
         "openmpi, python"]
@@ -399,6 +399,10 @@ def test_case54_h5py3_with_tensorflow_1_12_fails_as_a_known_bad_pair():
     assert "DenseNet121(weights='imagenet')" in lines[fail + 2]
     assert "https://github.com/tensorflow/tensorflow/issues/44467" in lines[fail + 3]
     assert "PASS all 12 pinned packages at their pinned version and build" in lines
+    # beside the known-bad pair's FAIL, the PASS names the pairs that held, never "no known-bad pair"
+    held = next(line for line in lines if line.startswith("PASS compatibility rules"))
+    assert held.startswith("PASS compatibility rules held for: numpy 1.16.4 with tensorflow 1.12.0 (")
+    assert "no known-bad" not in p.stdout and "h5py" not in held
     assert "PASS declared requirements of tensorflow 1.12.0: keras-applications 1.0.8, keras-preprocessing 1.1.0, " \
            "numpy 1.16.4 (TensorFlow 1.12.0's tensorflow/tools/pip_package/setup.py" in p.stdout
     # what the pins leave open, and what nothing checked: never folded into a PASS
@@ -416,7 +420,7 @@ def test_case54_with_h5py_2_10_every_pair_holds_and_the_rest_is_still_named(tmp_
     (tmp_path / "fixed.json").write_text(json.dumps(listing))
     p = cmd.run("lock", "--stack", "conda", "--installed", str(tmp_path / "fixed.json"), env=WIDE)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "PASS compatibility rules (no known-bad pair): h5py 2.10.0 with tensorflow 1.12.0 (h5py3-tf-keras-hdf5)" \
+    assert "PASS compatibility rules held for: h5py 2.10.0 with tensorflow 1.12.0 (h5py3-tf-keras-hdf5)" \
         in p.stdout
     assert p.stdout.splitlines()[-1].startswith("NOT CHECKED 2 of 19 installed packages")
 
@@ -429,7 +433,7 @@ def test_a_known_bad_pair_fails_in_a_pip_freeze_too(tmp_path):
                       "scikit-learn @ file:///tmp/build/80754af9/scikit-learn_1/work\nPillow==6.0.0\n")
     assert parse_installed_json(freeze.read_text()) == ({
         "tensorflow-gpu": Installed("1.15.0"), "protobuf": Installed("4.21.12"), "horovod": Installed("0.16.1"),
-        "scikit-learn": Installed(None), "pillow": Installed("6.0.0")}, "pip")
+        "scikit-learn": Installed(None), "pillow": Installed("6.0.0")}, "pip freeze")
     p = cmd.run("lock", "--stack", "conda", "--installed", str(freeze), env=WIDE)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "FAIL wrong version: tensorflow-gpu installed 1.15.0, pinned 1.12.0" in p.stdout
@@ -437,6 +441,30 @@ def test_a_known_bad_pair_fails_in_a_pip_freeze_too(tmp_path):
     assert "(rule protobuf4-tf-generated-code)" in p.stdout
     assert "NOT CHECKED version (the listing names no version: pip freeze's `name @ URL`; use `conda list --json` " \
            "or `pip list --format=json`): scikit-learn" in p.stdout
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b'[{"name": "h\xff5py"}]', "not a text file (byte 0xff at offset 12 is not UTF-8)"),
+    (b"numpy==1.16.4\n\0\0", "not a text file (a NUL byte at offset 14)"),
+    (b"", "the file is empty; expected `conda list --json`"),
+    (b" \n\n", "the file is empty; expected `conda list --json`"),
+    (b"[]\n", "lists no packages (an empty JSON list)"),
+])
+def test_an_unreadable_listing_is_refused_naming_the_option(tmp_path, content, expected):
+    """A binary, empty or empty-list listing: one ``error: --installed FILE: …`` line saying what is wrong and what
+    was expected, exit 2: never a traceback, and never a report over an environment of no packages."""
+    listing = tmp_path / "listing.json"
+    listing.write_bytes(content)
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(listing), env=WIDE, expect=2)
+    assert p.stderr.startswith("error: --installed %s: %s" % (listing, expected)), p.stderr
+    assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr and "FAIL" not in p.stdout
+
+
+def test_a_pip_freeze_listing_is_labelled_pip_freeze(tmp_path):
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("tensorflow-gpu==1.12.0\n")
+    p = cmd.run("lock", "--stack", "conda", "--installed", str(freeze), env=WIDE, expect=1)
+    assert p.stdout.startswith("%s (pip freeze) against " % freeze), p.stdout
 
 
 def test_a_listing_that_is_neither_json_nor_pip_freeze_names_its_line(tmp_path):

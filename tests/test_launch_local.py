@@ -601,3 +601,11 @@ def test_input_resize_device_for_images_at_the_models_size_is_refused_before_lau
                                   "no resize to move; use --input-resize host or auto" % what)
         assert err.value.exit_code == 2
     request(**{**SAMPLE_KW, "data": str(copy), "input_resize": "auto"}).check()
+
+
+def test_train_with_images_and_no_labels_names_the_missing_labels(tmp_path):
+    """``invoke train --images DIR`` alone: the refusal names the missing --labels, not a generic "no data"."""
+    p = cmd.run("train", "--images", str(tmp_path), "--gpus", "0", expect=2)
+    assert "--images %s without --labels: give --labels FILE" % tmp_path in p.stderr, p.stderr
+    p = cmd.run("train", "--labels", str(tmp_path / "x.csv"), "--gpus", "0", expect=2)
+    assert "without --images: give --images DIR" in p.stderr, p.stderr

@@ -81,6 +81,11 @@ def test_collect_on_this_node_then_judge_the_bundle_gives_the_same_report(tmp_pa
 def test_bundle_errors_exit_2_before_any_check(tmp_path):
     p = cmd.run("validate", "--from", str(tmp_path))
     assert p.returncode == 2 and "no bundle.json there" in p.stderr
+    p = cmd.run("validate", "--from", str(tmp_path / "nonexist"), expect=2)
+    assert p.stderr.startswith("error: --from %s: no such folder (expected a bundle folder" % (tmp_path / "nonexist"))
+    (tmp_path / "file").write_text("x")
+    p = cmd.run("validate", "--from", str(tmp_path / "file"), expect=2)
+    assert p.stderr.startswith("error: --from %s: not a folder" % (tmp_path / "file")), p.stderr
     (tmp_path / "bundle.json").write_text('{"schema": "other"}')
     with pytest.raises(ChexstackError, match="field schema: expected 'chexstack.validate.bundle/1'"):
         validate(from_bundle=str(tmp_path))

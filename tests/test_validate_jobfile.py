@@ -114,6 +114,40 @@ def test_the_entry_prints_file_and_line_and_exits_1_on_a_fail(tmp_path):
     assert ok.returncode == 0 and "0 FAIL, 0 WARN" in ok.stdout
 
 
+@pytest.mark.parametrize("old, new, field, expected", [
+    ("replicas: 2", "replicas: two", "spec.mpiReplicaSpecs.Worker.replicas 'two'", "a whole number"),
+    ("replicas: 2", "replicas: true", "spec.mpiReplicaSpecs.Worker.replicas True", "a whole number"),
+    ("slotsPerWorker: 4", "slotsPerWorker: '4'", "spec.slotsPerWorker '4'", "a whole number"),
+    ("    Worker:\n", "    Worker: 5\n    Unused:\n", "spec.mpiReplicaSpecs.Worker 5", "a mapping"),
+    ("          containers:\n          - name: worker",
+     "          containers: worker\n          xs:\n          - name: w",
+     "spec.mpiReplicaSpecs.Worker.template.spec.containers 'worker'", "a list"),
+    ("              limits:\n                nvidia.com/gpu: 4\n                rdma/hca_shared_devices_a: 1\n",
+     "              limits: four\n", "resources.limits 'four'", "a mapping"),
+    ("            - mpirun\n", "            - [mpirun]\n", "containers[0].command[0] ['mpirun']",
+     "a string or number"),
+    ("                add:\n                - IPC_LOCK", "                add: IPC_LOCK", ".add 'IPC_LOCK'", "a list"),
+    ("              sizeLimit: 1Gi", "              sizeLimit: {a: 1}", ".sizeLimit {'a': 1}", "a string or number"),
+    ("  launcherCreationPolicy: WaitForWorkersReady", "  launcherCreationPolicy: [x]", "", "a string"),
+])
+def test_an_mpijob_field_of_the_wrong_type_is_refused_with_its_line(tmp_path, old, new, field, expected):
+    """Every field the MPIJob rules read is type-checked: a wrong type is one ``error: --job FILE:LINE: FIELD VALUE:
+    expected TYPE`` line and exit 2, never a traceback and never a rule judged on what could not be read."""
+    path, text = _variant(tmp_path, MPIJOB, old, new)
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    line = _line_of(text, new.strip().splitlines()[0])
+    assert result.stderr.startswith("error: --job %s:%d: " % (path, line)), result.stderr
+    assert field in result.stderr and result.stderr.rstrip().endswith("expected %s" % expected), result.stderr
+    assert "Traceback" not in result.stderr and "PASS" not in result.stdout
+
+
+def test_an_mpijob_whose_spec_is_no_mapping_is_refused(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nspec: 5\n")
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    assert result.stderr == "error: --job %s:3: spec 5: expected a mapping\n" % path
+
+
 def test_the_entry_refuses_what_it_cannot_judge(tmp_path):
     other = tmp_path / "pod.yaml"
     other.write_text("kind: Pod\n")
@@ -626,3 +660,67 @@ def test_mace_435_gpus_per_task_fails_where_local_ranks_1_to_7_see_one_gpu():
 def test_horovod_1755_style_gpu_bind_closest_is_a_warning():
     j = judge_file(str(SLURM_DATA / "horovod-1755-gpu-bind-closest.sbatch"))
     assert [(f.status, f.code, f.line) for f in j.findings] == [("WARN", "JOB_GPU_BINDING", 6)]
+
+
+_SCRIPT = ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-node=4\n%s\n"
+           "srun python -m trainer\n")
+
+
+@pytest.mark.parametrize("line, written, why", [
+    ("#SBATCH --gres=gpu:a100:x", "--gres=gpu:a100:x", "'gpu:a100:x': expected gpu[:TYPE][:N], N a whole number"),
+    ("#SBATCH --gres=", "--gres=", "'': expected gpu[:TYPE][:N]"),
+    ("#SBATCH --gpus-per-task=x", "--gpus-per-task=x", "'x': expected [TYPE:]N GPUs, N a whole number"),
+    ("#SBATCH -G a100:two", "-G a100:two", "'a100:two': expected [TYPE:]N GPUs"),
+    ("#SBATCH --ntasks-per-node=four", "--ntasks-per-node=four", "'four': expected a whole number of tasks per node"),
+    ("#SBATCH -n 8x", "-n 8x", "'8x': expected a whole number of tasks"),
+    ("#SBATCH -N", "-N", "no value: expected a node count N or a range MIN-MAX"),
+    ("#SBATCH --nodes=two", "--nodes=two", "'two': expected a node count N or a range MIN-MAX"),
+    ("#SBATCH --job-name='open", "#SBATCH --job-name='open", "No closing quotation"),
+])
+def test_a_value_sbatch_refuses_is_an_error_naming_line_and_option(tmp_path, line, written, why):
+    """An ``#SBATCH`` value sbatch refuses is never read as "no GPU" or "no task count" (a SKIP): one ``error:
+    --job FILE:LINE: OPTION: what sbatch expects`` line, exit 2."""
+    path = tmp_path / "job.sbatch"
+    path.write_text(_SCRIPT % line)
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    assert result.stderr.startswith("error: --job %s:5: %s" % (path, written)), result.stderr
+    assert why in result.stderr and "SKIP" not in result.stdout, result.stderr
+
+
+def test_an_srun_step_value_srun_refuses_is_an_error_naming_its_line(tmp_path):
+    path = tmp_path / "job.sbatch"
+    path.write_text(_SCRIPT % "" + "srun --ntasks-per-node=x python -m trainer\n")
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    assert result.stderr.startswith("error: --job %s:7: --ntasks-per-node=x: 'x': expected a whole number" % path)
+
+
+@pytest.mark.parametrize("np, status", [(32, "FAIL"), (8, "PASS"), (12, "SKIP")])
+def test_a_node_range_is_judged_at_its_ends(tmp_path, np, status):
+    """``-N 2-4`` with ``--ntasks-per-node=4``: 8 to 16 slots. More ranks than the most nodes give is
+    MPI_NOT_ENOUGH_SLOTS naming the range; within the fewest, a PASS; between, not checked, saying why."""
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH -N 2-4\n#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-node=4\n"
+                    "mpirun -np %d python -m trainer\n" % np)
+    result = cmd.run("validate", "--job", str(path), expect=1 if status == "FAIL" else 0)
+    what = "mpirun -np %d in an allocation of 8 to 16 task slots (4 per node (--ntasks-per-node=4, line 3) × 2 to 4 " \
+           "nodes (-N 2-4, line 2))" % np
+    if status == "FAIL":
+        assert "%s:5: FAIL MPI_NOT_ENOUGH_SLOTS: %s" % (path, what) in result.stdout, result.stdout
+    elif status == "PASS":
+        assert "SKIP job.slots" not in result.stdout and "FAIL" not in result.stdout.split("\n")[0]
+        assert judge_file(str(path)).checked["job.slots"] == ["%s:5: %s" % (path, what)]
+    else:
+        assert "SKIP job.slots (not checked): mpirun -np 12 (line 5) in an allocation of 8 to 16 task slots" \
+            in result.stdout and "state one node count" in result.stdout, result.stdout
+
+
+def test_an_mpirun_np_that_is_no_number_is_an_error(tmp_path):
+    """``mpirun -np two`` (a batch script's or an MPIJob launcher's) is refused naming the line, never read as no -np
+    and a SKIP."""
+    path = tmp_path / "job.sbatch"
+    path.write_text(_SCRIPT.replace("srun python", "mpirun -np two python") % "")
+    result = cmd.run("validate", "--job", str(path), expect=2)
+    assert result.stderr.startswith("error: --job %s:6: mpirun -np 'two': expected a whole number of ranks" % path)
+    job, text = _variant(tmp_path, MPIJOB, "- -np\n            - '8'", "- -np\n            - eight")
+    result = cmd.run("validate", "--job", str(job), expect=2)
+    assert result.stderr.startswith("error: --job %s:%d: mpirun -np 'eight'" % (job, _line_of(text, "command:")))

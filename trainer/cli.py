@@ -205,6 +205,12 @@ def check(options):
     explicit = options.images is not None or options.labels is not None
     if options.data and explicit:
         raise TrainerError("give either --data or --images with --labels, not both")
+    if not options.data and options.images and not options.labels:
+        raise TrainerError("--images %s without --labels: give --labels FILE (ChestX-ray14's Data_Entry_2017_v2020.csv)"
+                           % options.images)
+    if not options.data and options.labels and not options.images:
+        raise TrainerError("--labels %s without --images: give --images DIR (the folder of the PNGs)"
+                           % options.labels)
     if not options.data and not (options.images and options.labels):
         raise TrainerError("no data: give --data DIR, --data synthetic, or --images DIR with --labels FILE")
     if options.data == SYNTHETIC and (options.train_val_list or options.test_list):

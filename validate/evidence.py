@@ -106,6 +106,9 @@ class Bundle:
         """Read a saved bundle; ChexstackError naming the file and field when it is not one."""
         folder = Path(folder)
         index = folder / "bundle.json"
+        if not folder.is_dir():
+            raise ChexstackError("--from %s: %s (expected a bundle folder: write one with invoke validate --collect "
+                                 "DIR)" % (folder, "not a folder" if folder.exists() else "no such folder"))
         try:
             doc = json.loads(index.read_text())
         except FileNotFoundError:

@@ -59,7 +59,16 @@ from validate.checks.container import SHM_FLOOR_BYTES
 from validate.jobrules import MPIJOB, RULES, SBATCH, rules_for
 from validate.report import Report, write_json
 from validate.result import CheckResult, Reason, failed, passed, skipped, warned
-from validate.slurmlayout import GPU_BIND_SOURCE, Layout, gpu_binding, most_tasks_per_node, rank_per_gpu, read_options
+from validate.slurmlayout import (
+    GPU_BIND_SOURCE,
+    Layout,
+    Option,
+    gpu_binding,
+    most_tasks_per_node,
+    rank_per_gpu,
+    read_options,
+    value_problem,
+)
 
 
 @dataclass(frozen=True)
@@ -115,11 +124,16 @@ _SINGLE_COPY_FORMS = [(name, name[len("OMPI_MCA_"):], value) for name, value in 
 _SINGLE_COPY_TEXT = " and ".join("%s=%s" % kv for kv in SINGLE_COPY_OFF.items())
 
 
-def _np(argv: list[str]) -> tuple[int, int] | None:
-    """(index of the value, ranks) of mpirun's ``-np N`` in ``argv``, else None."""
-    for i, word in enumerate(argv[:-1]):
-        if word in _NP and argv[i + 1].isdigit():
-            return i + 1, int(argv[i + 1])
+def _np(argv: list[str], where: str = "") -> tuple[int, int] | None:
+    """(index of the value, ranks) of mpirun's ``-np N`` in ``argv``, else None. ChexstackError starting with
+    ``where`` (``--job FILE:LINE``) where ``-np``/``--np`` comes first with no whole number after it (mpirun
+    refuses it; never read as "no -np")."""
+    for i, word in enumerate(argv):
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if word in _NP and value.isdigit():
+            return i + 1, int(value)
+        if word in ("-np", "--np"):
+            raise ChexstackError("%s: mpirun %s %r: expected a whole number of ranks" % (where, word, value))
     return None
 
 
@@ -207,14 +221,30 @@ class _Script:
     commands: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
-def _read_script(text: str) -> _Script:
+def _readable_options(path: str, words: list[str], number: int) -> dict[str, Option]:
+    """``read_options`` of an ``#SBATCH`` line's or ``srun`` step's words, each value the rules read checked as
+    sbatch and srun check it (``validate.slurmlayout.value_problem``): ChexstackError naming the file, line, option
+    and what sbatch(1) expects, since sbatch refuses the script (srun the step) rather than read a bad value as
+    no GPU or no task count."""
+    options = read_options(words, number)[0]
+    for option in options.values():
+        problem = value_problem(option)
+        if problem:
+            raise ChexstackError("--job %s:%d: %s: %s (sbatch(1), srun(1): https://slurm.schedmd.com/sbatch.html; "
+                                 "sbatch refuses it)" % (path, number, option.written, problem))
+    return options
+
+
+def _read_script(text: str, path: str) -> _Script:
     script, options, commands_began = _Script(), {}, False
     for number, line in _logical_lines(text):
         if line.startswith(_SBATCH) and line[len(_SBATCH):len(_SBATCH) + 1].isspace() and not commands_began:
             try:
-                options.update(read_options(shlex.split(line[len(_SBATCH):], comments=True), number)[0])
-            except ValueError:
-                pass
+                words = shlex.split(line[len(_SBATCH):], comments=True)
+            except ValueError as e:
+                raise ChexstackError("--job %s:%d: %s: %s (expected sbatch options, quoted as a shell quotes them)"
+                                     % (path, number, line.strip(), e)) from None
+            options.update(_readable_options(path, words, number))
         elif m := _EXPORT.match(line):
             script.env[m.group(1)] = m.group(2).strip("'\"")
         if line.strip() and not line.lstrip().startswith("#"):
@@ -236,7 +266,7 @@ def _judge_sbatch_gpus(j: Judgement, script: _Script) -> None:
     judged: list[tuple[Layout, bool, int | None]] = []
     for number, words in script.commands:
         if words[0] == "srun":
-            own = Layout(read_options(words[1:], number)[0])
+            own = Layout(_readable_options(j.path, words[1:], number))
             if own.own_layout():
                 judged.append((own.over(script.allocation), True, number))
                 continue
@@ -259,20 +289,30 @@ def _judge_sbatch_gpus(j: Judgement, script: _Script) -> None:
             j.add("job.rank_per_gpu", line, verdict.status, verdict.code, verdict.message + where, _GPU_REMEDY)
 
 
+def _slots(slots: tuple[int, int, str]) -> str:
+    """``N`` or ``MIN to MAX`` of a (fewest, most, how) slot range."""
+    return "%d" % slots[0] if slots[0] == slots[1] else "%d to %d" % slots[:2]
+
+
 def _judge_mpirun(j: Judgement, number: int, words: list[str], script: _Script) -> None:
     """An ``mpirun`` line: its -np within the allocation's slots, and Open MPI's single copy off for ranks in
     ``singularity exec``."""
-    np, slots = _np(words), script.allocation.tasks()
-    if np and slots is not None and np[1] > slots[0]:
-        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %d task slots "
-              "(%s)" % (np[1], slots[0], slots[1]), _remedy("MPI_NOT_ENOUGH_SLOTS",
-                                                          gpus=script.allocation.asks_for_gpus()))
+    np, slots = _np(words, "--job %s:%d" % (j.path, number)), script.allocation.task_range()
+    if np and slots is not None and np[1] > slots[1]:
+        j.add("job.slots", number, "FAIL", "MPI_NOT_ENOUGH_SLOTS", "mpirun -np %d in an allocation of %s task slots "
+              "(%s)" % (np[1], _slots(slots), slots[2]), _remedy("MPI_NOT_ENOUGH_SLOTS",
+                                                               gpus=script.allocation.asks_for_gpus()))
+    elif np and slots is not None and np[1] <= slots[0]:
+        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %s task slots (%s)" % (
+            np[1], _slots(slots), slots[2])))
     elif np and slots is not None:
-        j.saw("job.slots", j.at(number, "mpirun -np %d in an allocation of %d task slots (%s)" % (np[1], slots[0],
-                                                                                                  slots[1])))
+        j.skip("job.slots", "mpirun -np %d (line %d) in an allocation of %s task slots (%s): enough only where Slurm "
+               "gives more than the fewest nodes; state one node count (-N N) to have it judged" % (
+                   np[1], number, _slots(slots), slots[2]), "JOB_LAYOUT_UNKNOWN")
     elif np:
-        j.skip("job.slots", "mpirun -np %d (line %d), but the script states no task count (--ntasks, "
-               "--ntasks-per-node): the allocation's slots are Slurm's choice" % (np[1], number), "JOB_LAYOUT_UNKNOWN")
+        j.skip("job.slots", "mpirun -np %d (line %d), but the script states no task count (--ntasks, or "
+               "--ntasks-per-node with -N): the allocation's slots are Slurm's choice" % (np[1], number),
+               "JOB_LAYOUT_UNKNOWN")
     else:
         j.skip("job.slots", "mpirun (line %d) takes its ranks from the allocation: no -np to compare" % number)
     contained = any(w in ("singularity", "apptainer") and words[i + 1:i + 2] == ["exec"] for i, w in enumerate(words))
@@ -439,7 +479,7 @@ def judge_sbatch(j: Judgement, text: str) -> None:
     """The rules of ``launch.slurm``'s scripts, on a batch script's text (as read, its line breaks kept: a DOS one
     fails ``job.line_endings``; the other rules judge the script's lines whatever their breaks)."""
     _judge_line_endings(j, text)
-    script = _read_script(text.replace(DOS_LINE_BREAK, "\n"))
+    script = _read_script(text.replace(DOS_LINE_BREAK, "\n"), j.path)
     _judge_sbatch_gpus(j, script)
     for layout, line, launcher in _launches(script):
         _judge_slurm_binding(j, layout, line, launcher)
@@ -537,23 +577,99 @@ class _MpiJob:
         return _line(at, self.node)
 
 
+#: What ``_Fields.get`` accepts for each kind of field, and how an error names it.
+_KINDS = {"a mapping": (dict,), "a list": (list,), "a whole number": (int,), "a string": (str,),
+          "true or false": (bool,), "a string or number": (str, int, float)}
+
+
+class _Fields:
+    """Typed reads of one composed MPIJob document (``node``; ``path``: the file, for errors). ``get(*keys,
+    expected=KIND, default=None)``: the loaded value at that key path (mapping keys, list indices), ``default`` where
+    it or a parent is absent or null, else ChexstackError ``--job FILE:LINE: spec.x.y VALUE: expected KIND`` (``KIND``
+    a key of ``_KINDS``; a boolean is no whole number). Read parents before children: a child of a parent that is
+    not a mapping (or list) reads as absent."""
+
+    def __init__(self, path: str, node):
+        self.path, self.node, self.data = path, node, yaml.safe_load(yaml.serialize(node))
+
+    def get(self, *keys, expected: str, default=None):
+        value = self.data
+        for key in keys:
+            if isinstance(value, dict):
+                value = value.get(key)
+            elif isinstance(value, list) and isinstance(key, int) and key < len(value):
+                value = value[key]
+            else:
+                value = None
+        if value is None:
+            return default
+        if not isinstance(value, _KINDS[expected]) or (isinstance(value, bool) and bool not in _KINDS[expected]):
+            name = "".join("[%d]" % k if isinstance(k, int) else ".%s" % k for k in keys).lstrip(".")
+            raise ChexstackError("--job %s:%d: %s %r: expected %s" % (
+                self.path, _line(_at(self.node, *keys), self.node), name, value, expected))
+        return value
+
+    def items(self, *keys, expected: str) -> list:
+        """The list at ``keys`` (``[]`` where absent), each item checked as ``expected``."""
+        return [self.get(*keys, i, expected=expected) for i in range(len(self.get(*keys, expected="a list") or []))]
+
+
+def _check_pod(f: _Fields, *pod) -> None:
+    """Type-check every field of a pod spec (``pod``: its key path) that the MPIJob rules read."""
+    f.get(*pod, expected="a mapping")
+    f.get(*pod, "hostIPC", expected="true or false")
+    for i, _ in enumerate(f.items(*pod, "volumes", expected="a mapping")):
+        f.get(*pod, "volumes", i, "name", expected="a string")
+        f.get(*pod, "volumes", i, "emptyDir", expected="a mapping")
+        f.get(*pod, "volumes", i, "emptyDir", "medium", expected="a string")
+        f.get(*pod, "volumes", i, "emptyDir", "sizeLimit", expected="a string or number")
+    for i, _ in enumerate(f.items(*pod, "containers", expected="a mapping")):
+        c = (*pod, "containers", i)
+        f.get(*c, "image", expected="a string")
+        f.items(*c, "command", expected="a string or number")
+        f.items(*c, "args", expected="a string or number")
+        for k, _ in enumerate(f.items(*c, "env", expected="a mapping")):
+            f.get(*c, "env", k, "name", expected="a string")
+        for k, _ in enumerate(f.items(*c, "volumeMounts", expected="a mapping")):
+            f.get(*c, "volumeMounts", k, "name", expected="a string")
+            f.get(*c, "volumeMounts", k, "mountPath", expected="a string")
+        f.get(*c, "resources", expected="a mapping")
+        f.get(*c, "resources", "limits", expected="a mapping")
+        f.get(*c, "resources", "requests", expected="a mapping")
+        f.get(*c, "securityContext", expected="a mapping")
+        f.get(*c, "securityContext", "privileged", expected="true or false")
+        f.get(*c, "securityContext", "capabilities", expected="a mapping")
+        f.items(*c, "securityContext", "capabilities", "add", expected="a string")
+
+
 def _read_mpijob(path: str, node) -> _MpiJob:
-    job = yaml.safe_load(yaml.serialize(node))
-    spec = job.get("spec") or {}
-    replicas_spec = spec.get("mpiReplicaSpecs") or {}
-    slots = spec.get("slotsPerWorker", 1)
-    if not isinstance(slots, int):
-        raise ChexstackError("--job %s:%d: slotsPerWorker %r: expected a whole number" % (
-            path, _line(_at(node, "spec", "slotsPerWorker"), node), slots))
-    w_pod = ((replicas_spec.get("Worker") or {}).get("template") or {}).get("spec") or {}
-    l_pod = ((replicas_spec.get("Launcher") or {}).get("template") or {}).get("spec") or {}
+    """The fields the MPIJob rules read, each type-checked (``_Fields``): ChexstackError naming the file, line,
+    field and the type expected for the first that is not what the MPIJob API takes."""
+    f = _Fields(path, node)
+    spec = f.get("spec", expected="a mapping", default={})
+    slots = f.get("spec", "slotsPerWorker", expected="a whole number", default=1)
+    for name in ("sshAuthMountPath", "mpiImplementation", "launcherCreationPolicy"):
+        f.get("spec", name, expected="a string")
+    f.get("spec", "mpiReplicaSpecs", expected="a mapping")
+    for role in ("Launcher", "Worker"):
+        f.get("spec", "mpiReplicaSpecs", role, expected="a mapping")
+        f.get("spec", "mpiReplicaSpecs", role, "replicas", expected="a whole number")
+        f.get("spec", "mpiReplicaSpecs", role, "template", expected="a mapping")
+        _check_pod(f, "spec", "mpiReplicaSpecs", role, "template", "spec")
+    workers = f.get("spec", "mpiReplicaSpecs", "Worker", "replicas", expected="a whole number", default=1)
+    w_pod = f.get("spec", "mpiReplicaSpecs", "Worker", "template", "spec", expected="a mapping", default={})
+    l_pod = f.get("spec", "mpiReplicaSpecs", "Launcher", "template", "spec", expected="a mapping", default={})
     l_node = _at(node, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers", 0)
     launcher = (l_pod.get("containers") or [{}])[0]
     argv = [str(w) for w in (launcher.get("command") or []) + (launcher.get("args") or [])]
-    if len(argv) >= 3 and argv[1] == "-c":  # /bin/sh -c "mpirun ..."
-        argv = shlex.split(argv[2])
     field_name = "args" if launcher.get("args") else "command"
-    return _MpiJob(node, spec, slots, (replicas_spec.get("Worker") or {}).get("replicas", 1), w_pod,
+    if len(argv) >= 3 and argv[1] == "-c":  # /bin/sh -c "mpirun ..."
+        try:
+            argv = shlex.split(argv[2])
+        except ValueError as e:
+            raise ChexstackError("--job %s:%d: the launcher's %s %r: %s (expected a shell command line)" % (
+                path, _line(_at(l_node, field_name), node), field_name, argv[2], e)) from None
+    return _MpiJob(node, spec, slots, workers, w_pod,
                    _at(node, "spec", "mpiReplicaSpecs", "Worker", "template", "spec"),
                    (w_pod.get("containers") or [{}])[0], launcher, argv, _at(l_node, field_name),
                    _at(l_node, field_name, key_node=True))
@@ -578,7 +694,7 @@ def _judge_mpijob_ranks(j: Judgement, m: _MpiJob) -> None:
     else:
         j.saw("job.rank_per_gpu", j.at(m.line(slots_node), "slotsPerWorker %d on %d GPUs (%s) per worker"
                                        % (m.slots, gpus, GPU_RESOURCE)))
-    np = _np(m.argv)
+    np = _np(m.argv, "--job %s:%d" % (j.path, m.line(m.argv_key)))
     what = "mpirun -np %d on %d worker(s) × slotsPerWorker %d = %d slots" % (
         np[1] if np else 0, m.workers, m.slots, m.slots * m.workers)
     if np and np[1] > m.slots * m.workers:

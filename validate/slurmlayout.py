@@ -4,12 +4,16 @@
 The options, in every form Slurm takes them, short or long, ``=VALUE`` or ``VALUE`` (sbatch(1), srun(1):
 https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/srun.html):
 
-- nodes: ``-N``/``--nodes=N`` (``MIN-MAX``: a count only where both are the same);
+- nodes: ``-N``/``--nodes=N`` (``MIN-MAX``: a count only where both are the same; ``Layout.node_range`` and
+  ``Layout.task_range`` give both ends);
 - tasks: ``-n``/``--ntasks=N`` (the job's or the step's), ``--ntasks-per-node=N`` ("If used with the --ntasks option,
   the --ntasks option will take precedence and the --ntasks-per-node will be treated as a maximum count of tasks per
   node"), ``--ntasks-per-gpu=N``;
 - GPUs: ``--gres=gpu[:TYPE][:N]`` (per node; a count left out is 1), ``-G``/``--gpus=[TYPE:]N`` (the job's or step's
   total), ``--gpus-per-node=[TYPE:]N``, ``--gpus-per-task=[TYPE:]N``.
+
+A value sbatch or srun would refuse in an option read here (``value_problem``: ``--gres=gpu:a100:x``, ``-N`` with
+no value) is named as such, never read as no GPU or no task count.
 
 A step (``srun``) inherits the allocation's options (sbatch exports them, ``SLURM_NNODES``, ``SLURM_NTASKS``,
 ``SLURM_NTASKS_PER_NODE``, ..., which srun reads as its own) and overrides those it gives; a step that asks for GPUs
@@ -49,6 +53,44 @@ _LONG_VALUE = frozenset("--" + n for n in (
 TASK_OPTIONS = ("--nodes", "--ntasks", "--ntasks-per-node", "--ntasks-per-gpu")
 GPU_OPTIONS = ("--gres", "--gpus", "--gpus-per-node", "--gpus-per-task", "--ntasks-per-gpu")
 _GRES_GPU = re.compile(r"^(?:gres/)?gpu(?::([\w.-]+))?(?::(\d+))?(?:\(.*\))?$")
+
+
+#: The values sbatch(1) and srun(1) take for the options this module reads (their ``=VALUE``), as a pattern and
+#: what an error says was expected; sbatch refuses a script with any other ("Invalid numeric value", "Invalid
+#: generic resource (gres) specification"): https://slurm.schedmd.com/sbatch.html#OPT_nodes,
+#: https://slurm.schedmd.com/sbatch.html#OPT_ntasks, https://slurm.schedmd.com/sbatch.html#OPT_gres,
+#: https://slurm.schedmd.com/sbatch.html#OPT_gpus.
+_COUNT = re.compile(r"^\d+$")
+_TYPED_COUNT = re.compile(r"^(?:[\w.-]+:)?\d+$")
+_VALUES = {
+    "--nodes": (re.compile(r"^\d+(?:-\d+)?$"), "a node count N or a range MIN-MAX"),
+    "--ntasks": (_COUNT, "a whole number of tasks"),
+    "--ntasks-per-node": (_COUNT, "a whole number of tasks per node"),
+    "--ntasks-per-gpu": (_COUNT, "a whole number of tasks per GPU"),
+    "--gpus": (_TYPED_COUNT, "[TYPE:]N GPUs, N a whole number"),
+    "--gpus-per-node": (_TYPED_COUNT, "[TYPE:]N GPUs, N a whole number"),
+    "--gpus-per-task": (_TYPED_COUNT, "[TYPE:]N GPUs, N a whole number"),
+}
+_GRES_ITEM = re.compile(r"^(?:gres/)?gpu\b")
+
+
+def value_problem(option: "Option") -> str | None:
+    """What is wrong with ``option``'s value, for the options whose values this module reads (``_VALUES`` and
+    ``--gres``'s ``gpu[:TYPE][:N]`` items), as ``"VALUE: expected WHAT"``; None where sbatch would take it (or
+    the option is not one read here)."""
+    if option.name == "--gres":
+        bad = [item for item in option.value.split(",") if not item.strip() or (
+            _GRES_ITEM.match(item.strip()) and not _GRES_GPU.match(item.strip()))]
+        if bad or not option.value:
+            return "%r: expected gpu[:TYPE][:N], N a whole number (a comma-separated list of NAME[:TYPE][:N])" % (
+                bad[0] if bad else option.value)
+        return None
+    if option.name not in _VALUES:
+        return None
+    pattern, expected = _VALUES[option.name]
+    if not option.value:
+        return "no value: expected %s" % expected
+    return None if pattern.match(option.value) else "%r: expected %s" % (option.value, expected)
 
 
 @dataclass(frozen=True)
@@ -129,6 +171,10 @@ class Layout:
         allocation's)."""
         return any(name in self.options for name in TASK_OPTIONS + GPU_OPTIONS)
 
+    def problems(self) -> list[tuple["Option", str]]:
+        """(option, ``value_problem``) of each option whose value sbatch or srun would refuse."""
+        return [(o, p) for o in self.options.values() if (p := value_problem(o))]
+
     def _int(self, name: str) -> int | None:
         opt = self.options.get(name)
         return _count(opt.value) if opt is not None else None
@@ -139,9 +185,29 @@ class Layout:
         opt = self.options.get("--nodes")
         if opt is None:
             return None if "--ntasks" in self.options else (1, "one node: no -N/--nodes or -n/--ntasks")
-        low, _, high = opt.value.partition("-")
-        if low.isdigit() and (not high or high == low):
-            return int(low), opt.where()
+        known = self.node_range()
+        return (known[0], opt.where()) if known and known[0] == known[1] else None
+
+    def node_range(self) -> tuple[int, int, str] | None:
+        """(fewest, most, as written) nodes ``--nodes`` allows: ``N`` is (N, N), ``MIN-MAX`` (MIN, MAX); None
+        without a readable ``--nodes``."""
+        opt = self.options.get("--nodes")
+        low, _, high = opt.value.partition("-") if opt else ("", "", "")
+        if not low.isdigit() or not (high.isdigit() or not high):
+            return None
+        return int(low), int(high or low), opt.where()
+
+    def task_range(self) -> tuple[int, int, str] | None:
+        """(fewest, most, how) task slots of the allocation: ``tasks()`` where it says (both the same), else
+        ``--ntasks-per-node`` × a ``MIN-MAX`` node range (Slurm gives between MIN and MAX nodes); None where the
+        options do not say."""
+        tasks = self.tasks()
+        if tasks:
+            return tasks[0], tasks[0], tasks[1]
+        per_node, nodes = self._int("--ntasks-per-node"), self.node_range()
+        if per_node and nodes:
+            return per_node * nodes[0], per_node * nodes[1], "%d per node (%s) × %d to %d nodes (%s)" % (
+                per_node, self.options["--ntasks-per-node"].where(), nodes[0], nodes[1], nodes[2])
         return None
 
     def tasks_per_node(self) -> tuple[int, str] | None:
