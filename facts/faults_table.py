@@ -194,6 +194,14 @@ UNROUTABLE_REMEDY = (
     "cannot reach: run them on the host network (docker run --network host; Kubernetes hostNetwork: true or a CNI "
     "whose pod addresses route between nodes) and point NCCL at a routed interface "
     "(NCCL_SOCKET_IFNAME=<the host's NIC>)")
+#: A GPU's runtime fault as a failed run's first fault gives it: NVIDIA's Xid catalogue
+#: (https://docs.nvidia.com/deploy/xid-errors/) gives each Xid's cause and action (79: drain and reset or reboot;
+#: 48/94/95: reset, replace on recurrence; 63/64: row remapping).
+XID_RUN_REMEDY = (
+    "drain the node (scontrol update nodename=NODE state=drain reason=xid) and run invoke validate on it (gpu.xid "
+    "reads the kernel log's Xid events, and its ECC and row-remapping checks the GPU's memory); reset the GPU "
+    "(nvidia-smi -r) or reboot it, and have it serviced if the Xid recurs; rerun the job on other nodes "
+    "(https://docs.nvidia.com/deploy/xid-errors/)")
 
 
 A = Action
@@ -239,9 +247,10 @@ CODES: dict[str, Code] = {
         remedy="the driver sees no GPU: check dmesg for NVRM errors and the PCI device (lspci -d 10de:)"),
     "GPU_LOST": Code("a GPU fell off the bus or its handle is lost", A.REBOOT,
         remedy="drain the node, reset the GPU (nvidia-smi -r -i <id>) or reboot; if it recurs (Xid 79) the GPU "
-               "needs service"),
-    "GPU_XID": Code("NVRM Xid events in the kernel log", A.REBOOT),
-    "GPU_MEMORY_ERRORS": Code("uncorrectable ECC errors or failed row remapping", A.REPLACE_HARDWARE),
+               "needs service", run_remedy=XID_RUN_REMEDY),
+    "GPU_XID": Code("NVRM Xid events in the kernel log", A.REBOOT, run_remedy=XID_RUN_REMEDY),
+    "GPU_MEMORY_ERRORS": Code("uncorrectable ECC errors or failed row remapping", A.REPLACE_HARDWARE,
+                              run_remedy=XID_RUN_REMEDY),
     "GPU_RESET_PENDING": Code("a page retirement or row remapping waits for a GPU reset", A.REBOOT),
     "GPU_ECC_DISABLED": Code("ECC is off on a GPU that has it", A.REBOOT),
     "GPU_PERSISTENCE_OFF": Code("persistence mode is off", A.RECONFIGURE),
@@ -489,6 +498,16 @@ CODES: dict[str, Code] = {
         remedy="put the image on storage every node mounts, at the same absolute path, and give that path (`ls -l "
                "PATH` on each node; https://github.com/nipreps/fmriprep/issues/2787)"),
     "CUDA_INIT_FAILED": Code("a rank could not initialise CUDA on its GPU (the CUDA error says why)", A.RECONFIGURE),
+    # issue 40 item 3 (fixexplain): a CUDA kernel's fault while the run trained (not an initialisation failure); the
+    # error is sticky and may be reported by a later call (CUDA_LAUNCH_BLOCKING=1 makes launches synchronous;
+    # compute-sanitizer finds the access: https://docs.nvidia.com/compute-sanitizer/ComputeSanitizer/index.html)
+    "CUDA_RUNTIME_ERROR": Code("a CUDA kernel failed while a rank trained (illegal address, launch failure, "
+                               "device-side assert): a kernel bug or the GPU's fault", A.RECONFIGURE, remedy=(
+        "run invoke validate on that node (gpu.xid: an Xid at the same time in its kernel log is the GPU's fault, and "
+        "its ECC checks the GPU's memory): with an Xid 48/79/94/95 or ECC errors drain the node; without one, a "
+        "kernel bug: rerun with CUDA_LAUNCH_BLOCKING=1 for the launch that failed, and under compute-sanitizer for "
+        "the access (https://docs.nvidia.com/compute-sanitizer/ComputeSanitizer/index.html, "
+        "https://docs.nvidia.com/deploy/xid-errors/)")),
     "HOST_OUT_OF_MEMORY": Code("the kernel's or Slurm's out-of-memory killer ended a rank: the host's memory (or "
                                "the job's) ran out", A.RECONFIGURE,
         remedy=HOST_OOM_REMEDY),
@@ -510,7 +529,11 @@ CODES: dict[str, Code] = {
                                  A.RECONFIGURE),
     "IB_PORT_EVENTS": Code("an HCA port raised async error events, lost its link or counts link errors "
                            "(ibv_asyncwatch, the kernel log, perfquery, sysfs counters)",
-                           A.REPLACE_HARDWARE),
+                           A.REPLACE_HARDWARE, run_remedy=(
+        "drain the node and run invoke validate on it (ib.ports reads the port's state and its error events); reset "
+        "the adapter (mlxfwreset, or reboot) and have it or its cable serviced if the health report recurs; rerun the "
+        "job on other nodes (https://enterprise-support.nvidia.com/s/article/understanding-mlx5-linux-counters-and-"
+        "status-parameters)")),
     "GPU_MIG_ENABLED": Code("MIG mode is on where the run puts one rank on each whole GPU", A.RECONFIGURE),
     "UNEXPLAINED_FAULT_SIGNAL": Code("the check's evidence holds a fault signal (an error, failure, Xid, ECC, "
                                      "throttle, link or fabric line of facts/signals.yaml) that none of its findings "

@@ -478,6 +478,8 @@ KIND_NEXT_STEP = {
     "nccl": "rerun with NCCL_DEBUG=INFO for NCCL's own reason, and run invoke validate on the nodes (its NCCL checks)",
     "out_of_memory": "lower --batch-size (per rank) or --image-size; one rank per GPU",
     "gpu_init": CUDA_INIT_DEFAULT,
+    "fatal": "the program that printed that line says why it stopped there: read the lines before it; what failed "
+             "after it (an exception, an exit, a kill) followed from it",
     "container_start": FAULT_REMEDY["CONTAINER_START_FAILED"],
 }
 
@@ -598,6 +600,7 @@ def first_fault_diagnosis(outcome: Outcome) -> FirstFault | None:
         remedy = FAULT_REMEDY.get(code) or ("invoke validate's container.gpus check names this fault's fix"
                                             if code.startswith("NVIDIA_") else FAULT_REMEDY["CONTAINER_START_FAILED"])
         return FirstFault("%s [%s]; %s" % (text, code, remedy), True, code != "CONTAINER_START_FAILED")
+    fault = _thrown(outcome, fault)
     first = "the first fault (%s): `%s`, %s" % (_where(outcome, fault), fault.text, KIND[fault.kind].what)
     if fault.code in CAUSE:  # a known cause (facts.parsers.faults.CAUSES): its words, its code, its fix
         cause = CAUSE[fault.code]
@@ -614,6 +617,25 @@ def first_fault_diagnosis(outcome: Outcome) -> FirstFault | None:
         return FirstFault("%s: the out-of-memory killer [HOST_OUT_OF_MEMORY]; %s" % (
             first, FAULT_REMEDY["HOST_OUT_OF_MEMORY"]), True, True)
     return FirstFault(first, False, False, KIND_NEXT_STEP[fault.kind])
+
+
+def _thrown(outcome: Outcome, fault: FaultLine) -> FaultLine:
+    """An abort on an uncaught C++ exception (``terminate called after throwing``) whose ``what():`` message is a
+    known cause of a GPU's, memory's or NCCL's fault (``CAUSES``) or a CUDA initialisation's error (``INIT_ONLY``):
+    that fault, the message joined to the line; else ``fault``."""
+    from facts.parsers.faults import INIT_ONLY, classify_cause, classify_line
+
+    if fault.kind != "crash" or not fault.text.startswith("terminate called"):
+        return fault
+    what = next((m.group(1).strip() for line in outcome.fault_context[:2]
+                 if (m := _WHAT.match(_FRAME_MARKS.sub("", line)))), None)
+    found = classify_line(what) if what else None
+    cause = classify_cause(what) if what else None
+    if found is None or found[0] not in ("gpu_init", "gpu_fault", "out_of_memory", "nccl") or (
+            cause is None and not (found[0] == "gpu_init" and INIT_ONLY.search(what))):
+        return fault  # a CUDA error of no known cause (600 not ready) stays the crash it ended in
+    return dataclasses.replace(fault, kind=found[0], text="%s; what(): %s" % (fault.text, what),
+                               code=cause.code if cause else None)
 
 
 #: A frame line of a native backtrace behind its printer's marks: Open MPI's ``[host:pid] [ 3] ``, a rank's prefix
@@ -793,6 +815,31 @@ class Explained:
     failed: bool
 
 
+def _read_run(path: str, lines: list[str], start: int, end: int) -> tuple[Outcome, bool, bool]:
+    """The ``Outcome`` of the run of ``lines[start:end]`` (its fault lines numbered as the file's), whether its ranks
+    carry mpirun's prefix, and whether its trainer reported it done."""
+    reader = OutputReader()
+    reader.faults.read = start
+    mpi, done = False, False
+    for line in lines[start:end]:
+        mpi = mpi or bool(_MPI_PREFIX.match(line))
+        _, _, event = reader.feed(line)
+        done = done or bool(event and event["event"] == "done")
+    return reader.outcome(None, path), mpi, done
+
+
+def _earlier_fault(path: str, lines: list[str], starts: list[int]) -> str:
+    """``; but an earlier run failed: run K of N (from line L): FIRST FAULT`` for the latest run before the last of
+    a log's runs (``starts``: ``hr.run_starts``) whose lines hold a fault (``first_fault_diagnosis``); empty for
+    none."""
+    for k in range(len(starts) - 2, -1, -1):
+        found = first_fault_diagnosis(_read_run(path, lines, starts[k], starts[k + 1])[0])
+        if found is not None:
+            return "; but an earlier run failed: run %d of %d (from line %d): %s" % (
+                k + 1, len(starts), starts[k] + 1, found.text)
+    return ""
+
+
 def explain_log(path: str) -> str:
     """The explanation of a saved launcher log (``explain_saved_log``'s text)."""
     return explain_saved_log(path).text
@@ -814,30 +861,25 @@ def explain_saved_log(path: str) -> Explained:
     what = "a launcher log (horovodrun, mpirun, slurm-N.out, an MPIJob launcher's log)"
     text = read_text(path, "--explain %s" % path, what, replace=True)
     lines = [raw.rstrip("\n") for raw in io.StringIO(text, newline=None)]
-    starts = [i for i, line in enumerate(lines) if line.startswith(hr.RUN_START)]
+    starts = hr.run_starts(lines)
     run = lines[starts[-1]:] if starts else lines
     which = " (the last of its %d runs, from line %d)" % (len(starts), starts[-1] + 1) if len(starts) > 1 else ""
-    reader = OutputReader()
-    reader.faults.read = starts[-1] if starts else 0  # the fault lines' numbers are the file's
-    mpi, done = False, False
-    for line in run:
-        mpi = mpi or bool(_MPI_PREFIX.match(line))
-        _, _, event = reader.feed(line)
-        done = done or bool(event and event["event"] == "done")
-    outcome = reader.outcome(None, path)
+    outcome, mpi, done = _read_run(path, lines, starts[-1] if starts else 0, len(lines))
     controller = "mpi" if mpi else "gloo"
     if outcome.interrupted is not None:
         return Explained(interrupted_explanation(outcome, path + which), hung(outcome))
     if done and not (outcome.first_failure or outcome.errors or outcome.first_exception):
-        return Explained("no failure in %s%s: the run's trainer reported it done" % (path, which), False)
+        return Explained("no failure in %s%s: the run's trainer reported it done%s" % (
+            path, which, _earlier_fault(path, lines, starts)), False)
     if not _diagnoses(outcome, controller, None)[0]:
         if not run:
             return Explained("no failure found in %s%s: it is empty" % (path, which), False)
         shown = [line for line in hr.without_tracebacks(outcome.tail) if parse_event(line) is None][-10:]
         return Explained(
             "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d "
-            "line(s)%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
-                             "; the last epoch it shows ended is %d" % outcome.last_epoch,
-                             "; last lines:\n" + "\n".join(shown) if shown else ""), False)
+            "line(s)%s%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
+                               "; the last epoch it shows ended is %d" % outcome.last_epoch,
+                               _earlier_fault(path, lines, starts),
+                               "; last lines:\n" + "\n".join(shown) if shown else ""), False)
     return Explained(explain_failure(outcome, controller, origin="from its log%s" % (
         "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else "")), True)

@@ -57,6 +57,34 @@ VARIANTS = [
      "SLURM_NODE_CONFIG_UNAVAILABLE", ["scontrol show node", "sinfo"]),
     (["sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"],
      "SLURM_GRES_INVALID", ["gres", "--gpus-per-node"]),
+    # gpu_fault: a GPU's fault while the run trained, not its initialisation (issue 40 item 3, M5)
+    (["[1,1]<stderr>:Epoch 1/5", "[1,1]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered",
+      "[1,1]<stderr>:CUDA kernel errors might be asynchronously reported at some other API call"],
+     "CUDA_RUNTIME_ERROR", ["rank 1", "not an initialisation failure", "CUDA_LAUNCH_BLOCKING=1", "compute-sanitizer",
+                            "gpu.xid"]),
+    (["0: 2024-01-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_event.cc:29] Error polling for event "
+      "status: failed to query event: CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"],
+     "CUDA_RUNTIME_ERROR", ["rank 0", "unspecified launch failure", "invoke validate"]),
+    (["[2]<stderr>:RuntimeError: CUDA error: device-side assert triggered"], "CUDA_RUNTIME_ERROR",
+     ["rank 2", "device-side assert", "CUDA_LAUNCH_BLOCKING=1"]),
+    (["[1,0]<stderr>:RuntimeError: CUDA error: uncorrectable ECC error encountered"], "GPU_MEMORY_ERRORS",
+     ["rank 0", "ECC", "drain the node"]),
+    # gpu_fault: the driver's Xid in the kernel log, before the kill that followed (M6)
+    (["NVRM: Xid (PCI:0000:3b:00): 79, pid=123, GPU has fallen off the bus.", "srun: error: node01: task 0: Killed"],
+     "GPU_LOST", ["fell off the bus", "drain the node", "gpu.xid", "what followed from it"]),
+    (["[Mon Jan  1 00:00:00 2024] NVRM: Xid (PCI:0000:86:00): 95, pid=2211, Uncontained: FBHUB. RST: Yes, D-RST: No",
+      "[1,0]<stderr>:Killed"], "GPU_MEMORY_ERRORS", ["95", "uncontained", "nvidia-smi -r"]),
+    (["kernel: NVRM: Xid (PCI:0000:b3:00): 74, pid=991, NVLink: fatal error detected on link 3(0x0, 0x0, 0x10000)",
+      "2: Killed"], "GPU_XID", ["Xid 74", "NVLink", "invoke validate"]),
+    (["nvidia-nvswitch2: SXid (PCI:0000:86:00.0): 12028, Non-fatal, Link 20 egress non-posted PRIV error",
+      "[1,3]<stderr>:Killed"], "GPU_XID", ["SXid 12028", "Fabric Manager", "drain the node"]),
+    # hca: the adapter's own health report in the kernel log, before the ranks' failures
+    (["[Mon Jan  1 00:00:00 2024] mlx5_core 0000:5e:00.0: print_health_info:424:(pid 0): Fatal error 1 detected",
+      "[1,0]<stderr>:NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12"],
+     "IB_PORT_EVENTS", ["HCA", "ib.ports", "mlxfwreset"]),
+    # the kernel's OOM killer line first, the kill after it
+    (["[Mon Jan  1 00:00:00 2024] Out of memory: Killed process 4242 (python) total-vm:99kB",
+      "srun: error: n1: task 2: Killed"], "HOST_OUT_OF_MEMORY", ["host's", "what followed from it"]),
     # version_mismatch, not gpu_init
     (["docker: Error response from daemon: failed to create task for container: OCI runtime create failed: "
       "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown."],

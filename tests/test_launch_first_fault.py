@@ -57,7 +57,7 @@ def parts(out: str) -> list[str]:
 
 def test_45_containers_that_never_started_for_want_of_loop_devices(tmp_path):
     out = explained(tmp_path, transcript("45"))
-    assert out.startswith("training did not start (from its log; ")
+    assert out.startswith("training did not start (from its log); ")  # `$ singularity --version` starts no run
     fatal = ("FATAL:   container creation failed: mount /proc/self/fd/3->/usr/local/var/singularity/mnt/session/rootfs "
              "error: while mounting image /proc/self/fd/3: failed to find loop device: could not attach image file to "
              "loop device: no loop devices available")
@@ -350,3 +350,100 @@ def test_a_stall_horovod_shut_down_is_the_cause_of_the_exits_after_it(tmp_path):
     assert out.startswith("training failed (from its log); the ranks hung in a collective")
     assert "rank 0 (a) submitted allreduce.noname.7; rank 1 (b) submitted none of them [HOROVOD_STALL]" in out
     assert out.split("\n")[0].endswith("what followed from it: rank 0 exited first, with code 1")
+
+
+# --- a GPU's fault while training, apart from its initialisation (issue 40 item 3, fresh-user trial M5/M6) ---------
+
+#: The trainer's progress event (trainer/events.py) and Keras' epoch line: training has begun.
+PROGRESS = ['@chexstack {"event": "epoch_begin", "epoch": 1, "steps": 100}', "Epoch 1/10"]
+
+
+@pytest.mark.parametrize("progress", PROGRESS, ids=["event", "keras"])
+@pytest.mark.parametrize("error", ["RuntimeError: CUDA error: unknown error",
+                                   "2024-01-01 10:00:00.000000: E tensorflow/core/common_runtime/gpu/gpu_event_mgr.cc:"
+                                   "208] Unexpected Event status: 1 CUDA_ERROR_UNKNOWN"])
+def test_a_cuda_error_after_training_began_is_a_runtime_fault_not_an_init_failure(tmp_path, progress, error):
+    """CUDA's text names no init cause (999 unknown error): its position, after the first progress line, does."""
+    out = explained(tmp_path, "[1,0]<stdout>:%s\n[1,1]<stderr>:%s\n" % (progress, error))
+    assert "[CUDA_RUNTIME_ERROR]" in out and "CUDA_INIT_FAILED" not in out, out
+    assert "rank 1, line 2" in out and "compute-sanitizer" in out and "gpu.xid" in out
+    before = explained(tmp_path, "[1,1]<stderr>:%s\n[1,0]<stdout>:%s\n" % (error, progress))
+    assert "[CUDA_INIT_FAILED]" in before and "CUDA_RUNTIME_ERROR" not in before, before
+
+
+@pytest.mark.parametrize("error,code", [
+    ("RuntimeError: CUDA error: no CUDA-capable device is detected", "CUDA_INIT_FAILED"),
+    ("RuntimeError: CUDA error: system not yet initialized", "CUDA_INIT_FAILED"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "CUDA_RUNTIME_ERROR"),
+    ("RuntimeError: CUDA error: unspecified launch failure", "CUDA_RUNTIME_ERROR"),
+    ("CUDA runtime error (710) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorMath.cu:29",
+     "CUDA_RUNTIME_ERROR"),
+])
+def test_the_cuda_error_itself_tells_init_from_runtime_wherever_it_comes(tmp_path, error, code):
+    for text in ("0: %s\n" % error, "0: Epoch 1/10\n0: %s\n" % error):
+        out = explained(tmp_path, text)
+        assert "[%s]" % code in out, out
+
+
+def test_an_xid_before_the_kill_is_the_first_fault_and_the_kill_follows(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("0: Epoch 1/10\nNVRM: Xid (PCI:0000:3b:00): 79, pid=123, GPU has fallen off the bus.\n"
+                   "srun: error: node01: task 0: Killed\n")
+    out = cmd.run("train", "--explain", str(log), expect=1).stdout
+    first, followed = out.split("what followed from it")
+    assert "line 2): `NVRM: Xid (PCI:0000:3b:00): 79" in first and "[GPU_LOST]" in first
+    assert "drain the node" in first and "https://docs.nvidia.com/deploy/xid-errors/" in first
+    assert "rank 0 on host node01 exited first, with code 137 (SIGKILL)" in followed
+
+
+def test_an_unknown_fatal_line_first_is_the_first_fault_and_the_exception_follows(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("[0]<stderr>:FOOBAR: fatal: widget overflow\n[0]<stderr>:Traceback (most recent call last):\n"
+                   "[0]<stderr>:  File \"x.py\", line 1, in <module>\n[0]<stderr>:KeyError: 'gizmo'\n")
+    out = cmd.run("train", "--explain", str(log), expect=1).stdout
+    assert "unclassified failure: the first fault (rank 0, line 1): `FOOBAR: fatal: widget overflow`" in out, out
+    assert out.index("widget overflow") < out.index("KeyError: 'gizmo'")
+
+
+# --- a transcript's runs: a launch command starts one, not every shell line (fresh-user trial L1) -------------------
+
+def test_47_a_transcripts_shell_lines_are_no_runs_and_its_802_is_named(tmp_path):
+    """Case 47: gpu_burn's abort on CUDA's 802 (an uncaught exception's what()) is the first fault, with the Fabric
+    Manager's fix; the `$ nvidia-smi` / `$ systemctl` lines after it are no runs of their own."""
+    out = explained(tmp_path, transcript("47"))
+    head = out.split("\n", 1)[0]
+    assert "no failure found" not in out and "runs, from line" not in out, out
+    assert "system not yet initialized`, a GPU could not be initialised [CUDA_INIT_FAILED]" in head, head
+    assert "nvidia-fabricmanager" in head and "CRASH_ABORT" not in head
+
+
+def test_45_a_version_query_is_no_run(tmp_path):
+    out = explained(tmp_path, transcript("45"))
+    assert "runs, from line" not in out and "[APPTAINER_NO_LOOP_DEVICE]" in out, out
+
+
+@pytest.mark.parametrize("launch", ["horovodrun -np 2 -H n1:1,n2:1 python -m trainer train",
+                                    "/usr/bin/mpirun -np 2 python3 -m trainer", "srun --label python -m trainer",
+                                    "/opt/venv/bin/python -m launch.slurmjob job.sbatch 'slurm-%j.out'"])
+def test_an_earlier_runs_fault_is_named_when_the_last_run_shows_none(tmp_path, launch):
+    """A launch.log of several runs: the last one is judged, and an earlier failed one is named, never hidden under
+    "no failure found"; a shell line inside a run (`$ nvidia-smi`) starts none."""
+    lines = ["$ " + launch, "0: Epoch 1/10", "$ nvidia-smi -L", "GPU 0: NVIDIA A100", "0: Traceback (most recent call "
+             "last):", "0: RuntimeError: CUDA error: an illegal memory access was encountered",
+             "$ " + launch, "0: Epoch 1/10"]
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(lines) + "\n")
+    out = cmd.run("train", "--explain", str(log), expect=0).stdout
+    assert out.startswith("no failure found in %s (the last of its 2 runs, from line 7)" % log), out
+    assert "but an earlier run failed: run 1 of 2 (from line 1): the first fault (rank 0" in out \
+        and "line 6): `RuntimeError: " \
+           "CUDA error: an illegal memory access was encountered`" in out and "[CUDA_RUNTIME_ERROR]" in out, out
+
+
+def test_a_log_whose_runs_all_show_no_fault_says_no_failure_found(tmp_path):
+    log = tmp_path / "launch.log"
+    log.write_text("$ horovodrun -np 1 python -m trainer\n[0]<stdout>:Epoch 1/2\n$ horovodrun -np 1 python -m "
+                   "trainer\n[0]<stdout>:Epoch 1/2\n")
+    out = cmd.run("train", "--explain", str(log), expect=0).stdout
+    assert out.startswith("no failure found in %s (the last of its 2 runs, from line 3)" % log)
+    assert "earlier run" not in out

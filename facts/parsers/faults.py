@@ -8,8 +8,10 @@ them. ``classify_line`` reads one line (prefix removed) into a ``FaultLine`` of 
 reads a run's lines in order and keeps the first fault, the first launcher summary, how many lines of each kind it
 saw on which ranks, and Horovod's stall warnings (``facts.parsers.horovod_stall``).
 
-The kinds are generic: a kind is what failed (a container's start, a GPU's initialisation, MPI's, memory, NCCL, a
-Python exception, a process crash, a kill, a hang), not the text of one report; known sub-causes of a kind (an
+The kinds are generic: a kind is what failed (a container's start, a GPU at runtime (a CUDA kernel's fault, the
+driver's Xid) or its initialisation, an HCA, MPI's, memory, NCCL, a program's own ``fatal:`` line, a Python exception,
+a process crash, a kill, a hang), not the text of one report; a CUDA error of no initialisation cause after the first
+training-progress line is a runtime fault (``FaultScanner.training``, ``INIT_ONLY``); known sub-causes of a kind (an
 Apptainer/Singularity ``FATAL:`` about loop devices) carry a code of ``validate/catalogue.py``. Each pattern cites
 where the text comes from.
 
@@ -91,6 +93,15 @@ KINDS: tuple[Kind, ...] = (
         "TensorFlow's BFC allocator (`OOM when allocating tensor`), CUDA's CUDA_ERROR_OUT_OF_MEMORY, the kernel's OOM "
         "killer (`Out of memory: Killed process N`, mm/oom_kill.c) and Slurm's cgroup (`slurmstepd: error: Detected "
         "1 oom-kill event(s)`, task/cgroup)"),
+    Kind("gpu_fault", "a GPU failed while it ran (a runtime GPU fault, not its initialisation)", (),
+         "the CUDA runtime's errors of a running kernel (700 illegal address, 710 device-side assert, 719 launch "
+         "failure, 214 uncorrectable ECC: https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html) "
+         "and the driver's Xid events (`NVRM: Xid (PCI:...): 79`: https://docs.nvidia.com/deploy/xid-errors/) "
+         "(``CAUSES``)"),
+    Kind("hca", "an HCA (InfiniBand/RoCE adapter) failed", (),
+         "mlx5_core's health lines in the kernel log (`mlx5_core 0000:5e:00.0: ... health compromised`, its "
+         "syndrome and internal-error reports: https://enterprise-support.nvidia.com/s/article/understanding-mlx5-"
+         "linux-counters-and-status-parameters) (``CAUSES``)"),
     Kind("gpu_init", "a GPU could not be initialised", _rx(
         r"failed call to cuInit", r"\bCUDA_ERROR_[A-Z_]+", r"\bcudaError[A-Z]\w+", r"CUDA error: ",
         r"CUDA driver version is insufficient", r"no CUDA-capable device is detected",
@@ -130,6 +141,10 @@ KINDS: tuple[Kind, ...] = (
          "srun/sbatch/salloc's refusals of a request (``CAUSES``)"),
     Kind("time_limit", "the scheduler's time limit ended the job", (),
          "slurmstepd's ``CANCELLED AT ... DUE TO TIME LIMIT`` (``CAUSES``)"),
+    Kind("fatal", "a program reported a fatal error", _rx(
+        r"^(?:[\w.\[\]/-]+:\s*)?(?:fatal(?: error)?|FATAL(?: ERROR)?|Fatal error):\s*\S"),
+        "the `prog: fatal: why` / `FATAL ERROR: why` convention of C tools (git, glibc's error(3) callers, "
+        "gcc): a line of no known cause that says it is fatal"),
     Kind("exception", "a Python exception", (), "the last line of a Python traceback (`OSError: ...`) or an "
                                                 "argparse-style `prog: error: ...` line"),
     Kind("exit", "a rank ended with a failure status (the launcher's report of it)", (),
@@ -207,6 +222,49 @@ CAUSES: tuple[Cause, ...] = (
         "Horovod was installed without a part this run needs (%(ext)s: the framework was not importable when Horovod "
         "was built, or that part's build failed)",
         "horovod/common/util.py check_extension: `Extension horovod.tensorflow has not been built`"),
+    _cause("GPU_LOST", "gpu_fault", (
+        r"NVRM: Xid \([^)]*\):\s*79\b", r"GPU has fallen off the bus", r"\bGPU is lost\b",
+        r"Unable to determine the device handle for GPU\S*: \S+: Unknown Error"),
+        "the GPU fell off the bus (Xid 79): the driver lost it while the run used it, and what ended the ranks "
+        "after it (a kill, an exit) followed from it",
+        "the driver's Xid 79 (`NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.`), NVIDIA's Xid "
+        "catalogue (https://docs.nvidia.com/deploy/xid-errors/)"),
+    _cause("GPU_MEMORY_ERRORS", "gpu_fault", (
+        r"NVRM: (?P<what>Xid \([^)]*\):\s*(?:48|63|64|92|94|95))\b",
+        r"(?P<what>uncorrectable ECC error|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE)",
+        r"CUDA (?:runtime )?error.*?(?P<what>\b214\b)"),
+        "the GPU's memory failed (%(what)s; Xid 48 is a double-bit ECC error, 63/64 a row remapping or its failure, "
+        "92 a high single-bit ECC rate, 94 a contained and 95 an uncontained ECC error, CUDA's 214 an uncorrectable "
+        "ECC error)",
+        "the driver's Xid 48/63/64/92/94/95 and CUDA's cudaErrorECCUncorrectable (214) "
+        "(https://docs.nvidia.com/deploy/xid-errors/, https://docs.nvidia.com/cuda/cuda-runtime-api/"
+        "group__CUDART__TYPES.html)"),
+    _cause("GPU_XID", "gpu_fault", (r"NVRM: (?P<event>Xid) \((?P<pci>[^)]*)\):\s*(?P<n>\d+)",
+                                    r"nvidia-nvswitch\d*: (?P<event>SXid) \((?P<pci>PCI:[^)]*)\):\s*(?P<n>\d+)"),
+           "the driver reported %(event)s %(n)s on the device at %(pci)s (Xid 74 an NVLink error, 13/31/43 a "
+           "program's fault on the GPU, 45 a preempted context, 119/120 the GSP firmware; an SXid an NVSwitch's: "
+           "NVIDIA's Xid catalogue and the Fabric Manager guide say which)",
+           "the kernel log's `NVRM: Xid (PCI:...): N` and `nvidia-nvswitchN: SXid (PCI:...): N` "
+           "(https://docs.nvidia.com/deploy/xid-errors/, "
+           "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html)"),
+    _cause("IB_PORT_EVENTS", "hca", (
+        r"mlx5_core.*(?:health|internal error|fatal|syndrome|catastrophic|pci error)",),
+        "the HCA reported a fault of its own (mlx5_core's health/internal-error report): its ports and the ranks' "
+        "RDMA traffic through it fail with it",
+        "mlx5_core's health reporter in the kernel log (https://enterprise-support.nvidia.com/s/article/"
+        "understanding-mlx5-linux-counters-and-status-parameters)", flags=re.I),
+    _cause("CUDA_RUNTIME_ERROR", "gpu_fault", (
+        r"(?P<why>an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS|"
+        r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED|device-side assert triggered|"
+        r"cudaErrorAssert|CUDA_ERROR_ASSERT|misaligned address|cudaErrorMisalignedAddress|an illegal instruction "
+        r"was encountered|cudaErrorIllegalInstruction|hardware stack error|cudaErrorHardwareStackError|"
+        r"the launch timed out and was terminated|cudaErrorLaunchTimeout|CUDA_ERROR_LAUNCH_TIMEOUT)",
+        r"(?:CUDA|cuda) (?:runtime )?error[:\s(]*(?P<why>(?:700|710|714|715|716|719|702))\b"),
+        "a CUDA kernel failed while the run trained: a runtime GPU fault, not an initialisation failure; the CUDA "
+        "context is lost, and every later CUDA call of the process fails",
+        "the CUDA runtime's cudaError_t (700 cudaErrorIllegalAddress, 710 cudaErrorAssert, 719 "
+        "cudaErrorLaunchFailure: https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html), "
+        "PyTorch's `CUDA error: an illegal memory access was encountered`"),
     _cause("NVML_DRIVER_LIBRARY_MISMATCH", "gpu_init", (
         r"Driver/library version mismatch", r"NVML_ERROR_LIB_RM_VERSION_MISMATCH", r"NVRM: API mismatch",
         r"API mismatch: the NVIDIA kernel module has version"),
@@ -369,6 +427,22 @@ _WRAP_MIN = 80
 _NOT_CONTINUATION = re.compile(r"^(?:\s|[-=*\[<$]|(?:srun|sbatch|salloc|slurmstepd|mpirun|horovodrun|prterun)\b)")
 
 
+#: A training-progress line: the trainer's ``@chexstack {"event": "epoch_begin"|"step"|"epoch_end"}``
+#: (trainer/events.py), Keras' ``Epoch 1/10`` and its progress bar (``12/345 [>....]``). A CUDA error after one is a
+#: runtime fault of the GPU or a kernel (``CUDA_RUNTIME_ERROR``), unless its text says initialisation
+#: (``INIT_ONLY``).
+_PROGRESS = re.compile(r'^@chexstack \{.*"event":\s*"(?:epoch_begin|step|epoch_end)"|^Epoch \d+/\d+\s*$|'
+                       r"^\s*\d+/\d+ \[[=>.]*\]")
+#: The CUDA errors only an initialisation gives (CUresult/cudaError_t: 100 no device, 35 driver too old, 802 system
+#: not ready, 101 invalid ordinal, 46 devices unavailable; cuInit's own failure; NVML's init), wherever they come.
+INIT_ONLY = re.compile(
+    r"cuInit|no CUDA-capable device|NO_DEVICE|NoDevice|No CUDA GPUs are available|driver version is insufficient|"
+    r"INSUFFICIENT_DRIVER|InsufficientDriver|system not yet initialized|SYSTEM_NOT_READY|SystemNotReady|\b802\b|"
+    r"invalid device ordinal|INVALID_DEVICE|InvalidDevice|busy or unavailable|DEVICES_UNAVAILABLE|"
+    r"DevicesUnavailable|CUDA driver initialization failed|CUDA initialization: |Failed to initialize NVML|"
+    r"no supported devices found|cudaGetDevice\(\) failed|\b(?:35|100|101)\b", re.I)
+
+
 @dataclass
 class FaultScanner:
     """Reads a run's lines in order (``feed``, prefixes and all) and keeps: ``first`` the first fault line that is
@@ -385,6 +459,8 @@ class FaultScanner:
     stall: StallReader = field(default_factory=StallReader)
     read: int = 0
     context: list[str] = field(default_factory=list)
+    #: the number of the first training-progress line (``_PROGRESS``), None before one
+    training: int | None = None
     #: the last line, where it was a rank's: (rank, text, raw length, its fault, its number)
     _previous: tuple[int | None, str, int, FaultLine | None, int] | None = None
     _longest: int = 0
@@ -404,6 +480,8 @@ class FaultScanner:
         if (self.first is not None and len(self.context) < CONTEXT and rank == self.first.rank
                 and self.first.number < self.read):
             self.context.append(text.strip())
+        if self.training is None and _PROGRESS.search(text.strip()):
+            self.training = number
         found = classify_line(text)
         if found is None:
             self._previous = None if wrapped or rank is None else (rank, text, len(line), None, self.read)
@@ -413,6 +491,8 @@ class FaultScanner:
         if rank is None and (task := _SRUN_TASK.match(text)):
             rank = int(task.group("rank"))
         cause = classify_cause(text)
+        if found[0] == "gpu_init" and cause is None and self.training is not None and not INIT_ONLY.search(text):
+            found, cause = ("gpu_fault", found[1]), CAUSE["CUDA_RUNTIME_ERROR"]  # after training began: at runtime
         fault = FaultLine(found[0], rank, text.strip(), number, found[1],
                           cause.code if cause else None)
         self._previous = None if wrapped or rank is None else (rank, text, len(line), fault, self.read)

@@ -31,6 +31,22 @@ from facts.parsers.observation import Observation, first_command, simple_command
 #: output folder one after another: ``RUN_START`` and the launch command start a run; ``INTERRUPTED % "SIGINT"``
 #: ends one a signal stopped (group 1 of ``INTERRUPTED_LINE``: the signal's name).
 RUN_START = "$ "
+#: A launch command after ``RUN_START``: what starts a run (``launch.stream`` logs the argv of horovodrun, mpirun,
+#: srun/sbatch, kubectl, a container runtime's run/exec, ``python -m launch.slurmjob``/``trainer``), or a person's
+#: transcript of one (``invoke train``); an environment assignment or a path may come before it. A transcript's other
+#: shell lines (``$ nvidia-smi``, ``$ singularity --version``) are no run's start.
+LAUNCH_COMMAND = re.compile(
+    r"^(?:\w+=\S*\s+)*(?:\S*/)?(?:(?:horovodrun|mpirun|mpiexec|prterun|orterun|srun|sbatch|salloc|torchrun|"
+    r"kubectl)\b|(?:docker|podman|singularity|apptainer|enroot)\s+(?:run|exec|start)\b|(?:invoke|chexstack)\s+"
+    r"(?:train|prepare|evaluate|bench)\b|python[\d.]*\s+(?:-\S+\s+)*(?:-m\s+(?:trainer|launch\.\w+|"
+    r"horovod\.runner\.launch)\b|\S*train\S*\.py\b))")
+
+
+def run_starts(lines: list[str]) -> list[int]:
+    """The 0-based indices of the lines of ``lines`` that start a run: ``RUN_START`` and a launch command
+    (``LAUNCH_COMMAND``); empty when none does (the whole text is one run)."""
+    return [i for i, line in enumerate(lines)
+            if line.startswith(RUN_START) and LAUNCH_COMMAND.match(line[len(RUN_START):].lstrip())]
 INTERRUPTED = "[chexstack] interrupted by %s"
 INTERRUPTED_LINE = re.compile(r"^\[chexstack\] interrupted by (SIG[A-Z0-9]+)\s*$")
 #: one rank's line as horovodrun/mpirun pass it on: group 1 the rank, 2 ``stdout``/``stderr``, 3 the rank's text
