@@ -875,11 +875,15 @@ def explain_saved_log(path: str) -> Explained:
         if not run:
             return Explained("no failure found in %s%s: it is empty" % (path, which), False)
         shown = [line for line in hr.without_tracebacks(outcome.tail) if parse_event(line) is None][-10:]
+        earlier = _earlier_fault(path, lines, starts)
+        if earlier:  # a fault-class line in the log: never "no failure found" over it, and a failure's status
+            return Explained("an earlier run failed in %s%s (the last run shows no failure: no rank's exit code, "
+                             "error or exception in its %d line(s))" % (path, earlier.split("failed", 1)[1],
+                                                                        len(run)), True)
         return Explained(
             "no failure found in %s%s: no rank's exit code, error or exception and no launcher failure in its %d "
-            "line(s)%s%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
-                               "; the last epoch it shows ended is %d" % outcome.last_epoch,
-                               _earlier_fault(path, lines, starts),
-                               "; last lines:\n" + "\n".join(shown) if shown else ""), False)
+            "line(s)%s%s" % (path, which, len(run), "" if outcome.last_epoch is None else
+                             "; the last epoch it shows ended is %d" % outcome.last_epoch,
+                             "; last lines:\n" + "\n".join(shown) if shown else ""), False)
     return Explained(explain_failure(outcome, controller, origin="from its log%s" % (
         "; the last of its %d runs, from line %d" % (len(starts), starts[-1] + 1) if which else "")), True)

@@ -427,15 +427,15 @@ def test_45_a_version_query_is_no_run(tmp_path):
                                     "/opt/venv/bin/python -m launch.slurmjob job.sbatch 'slurm-%j.out'"])
 def test_an_earlier_runs_fault_is_named_when_the_last_run_shows_none(tmp_path, launch):
     """A launch.log of several runs: the last one is judged, and an earlier failed one is named, never hidden under
-    "no failure found"; a shell line inside a run (`$ nvidia-smi`) starts none."""
+    "no failure found" and never with exit 0; a shell line inside a run (`$ nvidia-smi`) starts none."""
     lines = ["$ " + launch, "0: Epoch 1/10", "$ nvidia-smi -L", "GPU 0: NVIDIA A100", "0: Traceback (most recent call "
              "last):", "0: RuntimeError: CUDA error: an illegal memory access was encountered",
              "$ " + launch, "0: Epoch 1/10"]
     log = tmp_path / "launch.log"
     log.write_text("\n".join(lines) + "\n")
-    out = cmd.run("train", "--explain", str(log), expect=0).stdout
-    assert out.startswith("no failure found in %s (the last of its 2 runs, from line 7)" % log), out
-    assert "but an earlier run failed: run 1 of 2 (from line 1): the first fault (rank 0" in out \
+    out = cmd.run("train", "--explain", str(log), expect=1).stdout  # a fault-class line: a failure's status
+    assert out.startswith("an earlier run failed in %s: run 1 of 2 (from line 1): the first fault (rank 0" % log), out
+    assert "no failure found" not in out and "the last run shows no failure" in out \
         and "line 6): `RuntimeError: " \
            "CUDA error: an illegal memory access was encountered`" in out and "[CUDA_RUNTIME_ERROR]" in out, out
 
