@@ -283,6 +283,18 @@ def _gpu_count_from_driver():
         return 0
 
 
+def check_gpu_for_rank(local_rank, local_size, gpus):
+    """Whether this rank runs on a GPU: False with no GPU visible (a CPU run), True when ``local_rank`` (0-based)
+    has one of the host's ``gpus`` visible GPUs; a TrainerError when GPUs are visible but fewer than the host's
+    ranks need, so no rank trains on the CPU beside GPU ranks (TF 1.12/1.13 used to fall back silently)."""
+    if gpus <= 0:
+        return False
+    if local_rank >= gpus:
+        raise TrainerError("local rank %d has no GPU: this host has %d GPUs for %d local ranks"
+                           % (local_rank, gpus, local_size))
+    return True
+
+
 def configure_devices(local_rank, local_size):
     """Pin one GPU per local rank (memory growth on); without GPUs, share the usable CPU cores (``usable_cores``)
     among local ranks.
@@ -294,9 +306,7 @@ def configure_devices(local_rank, local_size):
     if _has(tf, "config.experimental.list_physical_devices"):
         gpus = tf.config.experimental.list_physical_devices("GPU")
         if gpus:
-            if local_rank >= len(gpus):
-                raise TrainerError("local rank %d has no GPU: this host has %d GPUs for %d local ranks"
-                                   % (local_rank, len(gpus), local_size))
+            check_gpu_for_rank(local_rank, local_size, len(gpus))
             for gpu in gpus:
                 tf.config.experimental.set_memory_growth(gpu, True)
             tf.config.experimental.set_visible_devices(gpus[local_rank], "GPU")
@@ -307,7 +317,7 @@ def configure_devices(local_rank, local_size):
         return "CPU"
     config = tf.ConfigProto()
     device = "CPU"
-    if tf.test.is_built_with_cuda() and _gpu_count_from_driver() > local_rank:
+    if tf.test.is_built_with_cuda() and check_gpu_for_rank(local_rank, local_size, _gpu_count_from_driver()):
         config.gpu_options.allow_growth = True
         config.gpu_options.visible_device_list = str(local_rank)
         device = "GPU"
