@@ -521,12 +521,24 @@ def test_sbatch_reads_no_directive_after_the_first_command(tmp_path):
     assert judge_job(str(path))[1] == []
 
 
-def test_mpirun_slots_from_every_task_form(tmp_path):
+@pytest.mark.parametrize("np_form", ["-np 16", "-np=16", "--np 16", "-n 16", "-c 16"])
+def test_mpirun_slots_from_every_task_form(tmp_path, np_form):
+    """Every spelling of mpirun's world size is read, ``-np=16`` too (fresh-user trial: it was taken for no -np)."""
     path = tmp_path / "job.sbatch"
-    path.write_text("#!/bin/bash\n#SBATCH -N 2 -n 8\nexport NCCL_DEBUG=INFO\nmpirun -np 16 python -m trainer\n")
+    path.write_text("#!/bin/bash\n#SBATCH -N 2 -n 8\nexport NCCL_DEBUG=INFO\nmpirun %s python -m trainer\n" % np_form)
     _, findings = judge_job(str(path))
     assert [(f.code, f.line) for f in findings] == [("MPI_NOT_ENOUGH_SLOTS", 4)]
     assert "8 task slots (-n 8, line 2)" in findings[0].message
+
+
+def test_an_mpijob_launcher_np_equals_form_is_read_on_its_line(tmp_path):
+    path, changed = _variant(tmp_path, "launch/mpijob-2x4gpu-rdma.yaml", "- -np\n", "- -np=16\n")
+    lines = changed.splitlines()
+    k = next(i for i, line in enumerate(lines) if line.strip() == "- -np=16")
+    del lines[k + 1]  # the value that followed -np
+    path.write_text("\n".join(lines) + "\n")
+    _, findings = judge_job(str(path))
+    assert [(f.code, f.line) for f in findings] == [("MPI_NOT_ENOUGH_SLOTS", k + 1)]
 
 
 def test_slurm_options_are_read_as_sbatch_and_srun_read_them():

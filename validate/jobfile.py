@@ -41,6 +41,7 @@ from facts.openmpi import (
     refuses_root,
     root_env_honoured,
 )
+from facts.parsers.horovodrun import world_size_options
 from images.naming import stack_of_image
 from launch.failure import LAUNCH_REMEDY, MPIJOB_EARLY_LAUNCHER_REMEDY, LaunchFailure, launch_remedy, pyxis_remedy
 from launch.k8s import (
@@ -118,22 +119,21 @@ class Judgement:
         return "%s:%d: %s" % (self.path, line, what)
 
 
-_NP = ("-np", "-n", "--np", "--n", "-c")
 #: Each form of Open MPI's single-copy switch (facts.openmpi): an environment variable and mpirun's --mca form.
 _SINGLE_COPY_FORMS = [(name, name[len("OMPI_MCA_"):], value) for name, value in SINGLE_COPY_OFF.items()]
 _SINGLE_COPY_TEXT = " and ".join("%s=%s" % kv for kv in SINGLE_COPY_OFF.items())
 
 
 def _np(argv: list[str], where: str = "") -> tuple[int, int] | None:
-    """(index of the value, ranks) of mpirun's ``-np N`` in ``argv``, else None. ChexstackError starting with
-    ``where`` (``--job FILE:LINE``) where ``-np``/``--np`` comes first with no whole number after it (mpirun
-    refuses it; never read as "no -np")."""
-    for i, word in enumerate(argv):
-        value = argv[i + 1] if i + 1 < len(argv) else ""
-        if word in _NP and value.isdigit():
-            return i + 1, int(value)
-        if word in ("-np", "--np"):
-            raise ChexstackError("%s: mpirun %s %r: expected a whole number of ranks" % (where, word, value))
+    """(index of the word holding the value, ranks) of mpirun's first world size given as a whole number (``-np N``,
+    ``-np=N``, ``-n N``, ``-c N``: the options ``facts.parsers.horovodrun.world_size_options`` reads), else None.
+    ChexstackError starting with ``where`` (``--job FILE:LINE``) where ``-np``/``--np`` comes first with no whole
+    number (mpirun refuses it; never read as "no -np")."""
+    for index, name, value in world_size_options(argv):
+        if value.isdigit() and int(value) > 0:
+            return index, int(value)
+        if name in ("-np", "--np"):
+            raise ChexstackError("%s: mpirun %s %r: expected a whole number of ranks" % (where, name, value))
     return None
 
 

@@ -335,6 +335,18 @@ def _options(words: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def world_size_options(words: list[str] | tuple[str, ...]):
+    """Each world-size option of an MPI launcher's arguments in order (``_NP_OPTIONS``: ``-np 8``, ``-np=8``, ``--np
+    8``, ``-n 8``, ``-c 8``): (index of the word holding the value, the option's name, the value's text, which may not
+    be a whole number: the caller judges it; a ``-c`` after the program may be the program's own)."""
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if eq and name in _NP_OPTIONS:
+            yield i, name, value
+        elif word in _NP_OPTIONS:
+            yield i + 1, word, words[i + 1] if i + 1 < len(words) else ""
+
+
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
 
