@@ -56,13 +56,8 @@ PACKAGES=(invoke rich pydantic PyYAML docker numpy psutil packaging)
 #: the wheels' platforms: manylinux x86-64 (pip matches each tag exactly)
 PLATFORMS=(manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_28_x86_64 manylinux1_x86_64)
 
-say() { printf '[device_validate] %s\n' "$*"; }
-warn() { printf '[device_validate] missing: %s\n' "$*" >&2; missing=$((missing + 1)); }
-run() {  # print the command; run it unless --dry-run
-  local line; line=$(printf '%q ' "$@")
-  printf '+ %s\n' "${line% }"
-  if [ "$dry" = 0 ]; then "$@"; fi
-}
+TAG=device_validate
+. bench/lib.sh  # say, warn, run
 
 # Bytes of what travels: the checkout's files (tracked, and untracked ones git does not ignore) and the wheels.
 check_size() {

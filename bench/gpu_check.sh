@@ -42,13 +42,8 @@ IMAGE_SIZE=${IMAGE_SIZE:-224}
 PY="$VENV/bin/python"
 RESULTS=bench/results
 
-say() { printf '\033[1m[gpu_check]\033[0m %s\n' "$*"; }
-warn() { printf '\033[1;33m[gpu_check] missing:\033[0m %s\n' "$*" >&2; missing=$((missing + 1)); }
-run() {  # print the command; run it unless --dry-run
-  local line; line=$(printf '%q ' "$@")
-  printf '+ %s\n' "${line% }"
-  if [ "$dry" = 0 ]; then "$@"; fi
-}
+TAG=gpu_check
+. bench/lib.sh  # say, warn, run
 
 # 0. Prerequisites: every gap is reported; a real run stops on the first report, a dry run goes on.
 missing=0
