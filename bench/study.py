@@ -258,8 +258,8 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            job = PodJob(client, obj, dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers]), Path(pods),
-                         claims={CLAIM: str(root)})
+            network = dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers], node_cpus=testcluster_cpus())
+            job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)})
             status, log, _ = job.run()
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
@@ -267,6 +267,14 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
             raise ChexstackError("mpijob, repeat %d, %d ranks: the Launcher exited with %d; see %s\n%s"
                                  % (repeat, ranks, status, log_path, _explained(log_path)), exit_code=ExitCode.FAILED)
     return folder
+
+
+def testcluster_cpus() -> tuple[tuple[str, str], ...]:
+    """(host, CPU list) of each test-cluster host (``scripts/testcluster cpus``), for its pods' ``--cpuset-cpus``;
+    () when it cannot say (then the pods are not restricted, and their ranks' records show it)."""
+    listed = run_tool([str(TESTCLUSTER), "cpus"], timeout=60)
+    pairs = [line.split() for line in listed.stdout.splitlines()] if listed.ok else []
+    return tuple((p[0], p[1]) for p in pairs if len(p) == 2)
 
 
 def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) -> str:
