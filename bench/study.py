@@ -358,9 +358,10 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
         for n in sorted(req.sweep.counts):
             reading = read_point(n, folder / ("np-%d" % n))
             reads[system].append(reading)
-            console.print("  %-9s repeat %d/%d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)" % (
+            foreign = "; ".join(why for h in reading.point.host_load for why in h.foreign)
+            console.print("  %-9s repeat %d/%d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)%s" % (
                 system, repeat, req.sweep.repeats, n, _unit(req), reading.point.images_per_sec,
-                reading.point.median_step_time_s))
+                reading.point.median_step_time_s, " [yellow]FOREIGN LOAD: %s[/]" % foreign if foreign else ""))
     note = _load_note(req, load_start, os.getloadavg())
     sweeps = [_sweep(req, system, reads[system], now, root, note) for system in req.systems]
     paths = [str(save_sweep(sweep, output / tag / ("%s.json" % system))) for sweep, system in zip(sweeps, req.systems)]
