@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench import guard, stats  # noqa: E402
+from bench import cores, guard, stats  # noqa: E402
 from bench.results import Point, Sweep  # noqa: E402
 from chexstack.errors import ChexstackError  # noqa: E402
 from chexstack.outputs import output_file  # noqa: E402
@@ -62,6 +62,7 @@ class Comparison:
     cells: dict[tuple[str, int], Cell | None]
     differences: tuple[tuple[str, ...], ...]  # per series: what differs from the baseline (``guard.differences``)
     notes: tuple[str, ...] = ()  # sentences for the caption (``guard.table1_note``)
+    cores: tuple[str, ...] = ()  # each point's cores and load, below the table; runs under foreign load flagged
 
     @property
     def comparable(self) -> tuple[bool, ...]:
@@ -104,7 +105,7 @@ def compare(sweeps: list[Sweep]) -> Comparison:
             cells[(sweep.label, n)] = None if p is None else _cell(p, sweeps[0].point(n), compared)
     notes = tuple(dict.fromkeys(n for n in (guard.table1_note(s, sweeps[0]) for s in sweeps[1:]) if n))
     return Comparison(tuple(labels), tuple(s.unit for s in sweeps), tuple(counts), cells,
-                      tuple(guard.differences(s, sweeps[0]) for s in sweeps), notes)
+                      tuple(guard.differences(s, sweeps[0]) for s in sweeps), notes, tuple(cores.caption_lines(sweeps)))
 
 
 def _num(x: float | None, digits: int = 1) -> str:
@@ -220,7 +221,7 @@ def markdown_text(cmp: Comparison, gap: list[str] | tuple[str, ...] = ()) -> str
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
     cols = columns(cmp)
     align = ["---:", ":---"] + ["---:"] * (len(cols) - 2)
-    notes = caption(cmp)
+    notes = caption(cmp) + list(cmp.cores)
     return "\n".join([line(cols), "|" + "|".join(align) + "|"] + [line(r) for r in rows(cmp)]
                      + ([""] + ["- " + n for n in notes] if notes else [])
                      + (["", GAP_HEADING, ""] + ["- " + g for g in gap] if gap else [])) + "\n"
@@ -331,7 +332,7 @@ def figure(cmp: Comparison, sweeps: list[Sweep], title: str | None = None) -> pl
     models = sorted({s.record.model for s in sweeps if s.record.model})
     ax.set_title(title or "Training throughput vs %s%s" % (cmp.count_axis, " — " + ", ".join(models) if models else ""),
                  pad=8 + 16 * math.ceil(n_series / 4))
-    lines = caption(cmp)
+    lines = caption(cmp) + [c for c in cmp.cores if c.startswith(cores.FOREIGN + ":")]
     if n_series > 1:
         lines.insert(0, "%% above bars: difference vs %s [95 %% interval]; n.d.: not distinguishable%s" % (
             cmp.baseline, "; (n/c): not comparable" if not all(cmp.comparable) else ""))

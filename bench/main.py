@@ -43,7 +43,10 @@ def sweep_counts(gpus: str | None, np: str | None) -> tuple[tuple[int, ...], boo
 
 
 def print_sweep(sweep: Sweep, path: Path) -> None:
-    console.print(figure.rich_table(figure.compare([sweep]), title="%s (%s)" % (sweep.label, sweep.unit)))
+    cmp = figure.compare([sweep])
+    console.print(figure.rich_table(cmp, title="%s (%s)" % (sweep.label, sweep.unit)))
+    for line in cmp.cores:
+        console.print(line, markup=False, highlight=False)
     for note in sweep.record.notes:
         console.print("[yellow]note:[/] %s" % note)
     console.print("sweep written to [bold]%s[/]" % path)
@@ -139,6 +142,8 @@ def report(items: list[str], png: Path, title: str | None = None, strict: bool =
                                     % (result.comparison.count_axis, result.comparison.baseline)))
     for line in figure.caption(result.comparison):
         console.print("[yellow]note:[/] %s" % line)
+    for line in result.comparison.cores:
+        console.print(line, markup=False, highlight=False)
     for line in gap:
         console.print("[cyan]gap:[/] %s" % line, markup=True, highlight=False)
     for p in (result.png, result.csv, result.markdown):

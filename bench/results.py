@@ -54,12 +54,35 @@ class StepSplit(_Model):
     gradient_bytes: int | None = None
 
 
+class HostLoad(_Model):
+    """One run's cores and their load over its timed steps (``throughput.json``'s ``host_load``, read by
+    ``facts.procstat``). ``cpus_by_rank``: the CPUs each rank could use (``sched_getaffinity``; None where it could
+    not say); ``hosts_by_rank``: each rank's host; ``cpu_s``: the ranks' CPU seconds summed; ``window_s``: the
+    longest rank's window (wall seconds); ``images_per_cpu_s``: images of the timed steps (all ranks) per CPU second
+    of the ranks; ``load1``: the highest 1-minute load average at the end, ``running``: the most runnable tasks at
+    the end, ``steal_pct``: the highest steal (% of the ranks' CPUs' time) and ``foreign_cores``: foreign work on the
+    ranks' CPUs (cores, summed over kernels), over the kernels the ranks ran on; ``foreign``: why the run counts as
+    taken under foreign load (``facts.procstat.RunLoad.foreign``), empty when it does not."""
+
+    cpus_by_rank: list[list[int] | None] = Field(default_factory=list)
+    hosts_by_rank: list[str] = Field(default_factory=list)
+    cpu_s: float | None = None
+    window_s: float | None = None
+    images_per_cpu_s: float | None = None
+    load1: float | None = None
+    running: int | None = None
+    steal_pct: float | None = None
+    foreign_cores: float | None = None
+    foreign: list[str] = Field(default_factory=list)
+
+
 class Point(_Model):
     """One rank count. ``images_per_sec``: total (the median of ``repeats`` where given, filled in from them when
     absent); ``repeats``: total images/s of each repeat in run order (empty: one reading); ``images_per_sec_per_rank``:
     total / count (per GPU); ``images_per_sec_by_rank``: each rank's own figure (with repeats: each rank's median);
     ``step_times_s``: rank 0's timed steps (seconds; with repeats: all repeats' in run order); ``step_split``:
-    where a step's time went, from a ``--timeline`` run (with repeats: each field's median over them)."""
+    where a step's time went, from a ``--timeline`` run (with repeats: each field's median over them);
+    ``host_load``: each repeat's cores and load (``HostLoad``)."""
 
     count: int = Field(ge=1)
     images_per_sec: float | None = Field(default=None, gt=0)
@@ -70,6 +93,8 @@ class Point(_Model):
     median_step_time_s: float | None = None
     step_times_s: list[float] = Field(default_factory=list)
     step_split: StepSplit | None = None
+    #: one per repeat, in run order (empty: the trainer recorded none)
+    host_load: list[HostLoad] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _median(self) -> "Point":
@@ -104,6 +129,7 @@ def merge_repeats(readings: list[Point]) -> Point:
     steps = [t for p in readings for t in p.step_times_s]
     splits = [p.step_split for p in readings if p.step_split is not None]
     return Point(count=readings[0].count, repeats=[p.images_per_sec for p in readings],
+                 host_load=[h for p in readings for h in p.host_load],
                  images_per_sec_by_rank=[statistics.median(r) for r in zip(*by_rank)] if all(by_rank) else [],
                  median_step_time_s=statistics.median(steps) if steps else None, step_times_s=steps,
                  step_split=merge_splits(splits) if len(splits) == len(readings) else None)
@@ -227,13 +253,50 @@ def point_from_throughput(count: int, data: dict, source: str) -> Reading:
         raise ChexstackError("%s: expected images_per_sec.total and positive step_times_s after %d warm-up steps"
                              % (source, warmup))
     total = float(ips["total"])
+    load = host_load(data, source)
     point = Point(count=count, images_per_sec=total, images_per_sec_per_rank=total / count,
                  images_per_sec_by_rank=[float(v) for v in ips.get("per_rank") or []],
-                 median_step_time_s=statistics.median(timed), step_times_s=timed)
+                 median_step_time_s=statistics.median(timed), step_times_s=timed, host_load=[load] if load else [])
     train = ((data.get("splits") or {}).get("train") or {}).get("sha256")
     return Reading(point, data.get("device"), {k: None if v is None else str(v)
                                                for k, v in (data.get("versions") or {}).items()},
                    {"label_sha256": data.get("label_sha256"), "train_split_sha256": train}, reading_drift(data))
+
+
+def host_load(data: dict, source: str) -> HostLoad | None:
+    """The ``HostLoad`` of a throughput.json's ``host_load`` (``trainer.hostload``, one entry per rank); None for a
+    trainer that recorded none. Ranks are grouped by kernel (``boot_id``, else host): each kernel's window is its
+    lowest rank's readings, on the union of its ranks' CPUs, against the sum of their CPU time. Raises
+    ChexstackError naming ``source`` for readings that are not /proc text."""
+    from facts import procstat
+
+    ranks = data.get("host_load") or []
+    if not ranks:
+        return None
+    found = HostLoad(cpus_by_rank=[r.get("cpus") for r in ranks], hosts_by_rank=[r.get("host") or "" for r in ranks])
+    timed = [r for r in ranks if r.get("window_s") and r.get("stat") and r.get("cpu_s") is not None]
+    if len(timed) != len(ranks):
+        return found  # a rank without its window: nothing is judged from part of the run
+    kernels: dict[str, list[dict]] = {}
+    for r in timed:
+        kernels.setdefault(r.get("boot_id") or r.get("host") or "", []).append(r)
+    try:
+        loads = [procstat.window(first["stat"][0], first["stat"][1],
+                                 sorted({c for r in group for c in (r.get("cpus") or [])}),
+                                 sum(float(r["cpu_s"]) for r in group), float(first["window_s"]),
+                                 float(first.get("ticks_per_s") or 100), (first.get("loadavg") or [None, None])[1])
+                 for group in kernels.values() for first in group[:1]]
+    except ValueError as e:
+        raise ChexstackError("%s: host_load: %s" % (source, e)) from None
+    cpu_s = sum(float(r["cpu_s"]) for r in timed)
+    images = int(data.get("timed_steps") or 0) * int(data.get("batch_size") or 0) * len(ranks)
+    return found.model_copy(update={
+        "cpu_s": cpu_s, "window_s": max(float(r["window_s"]) for r in timed),
+        "images_per_cpu_s": images / cpu_s if images and cpu_s > 0 else None,
+        "load1": max((x.load1 for x in loads if x.load1 is not None), default=None),
+        "running": max((x.running for x in loads if x.running is not None), default=None),
+        "steal_pct": max(x.steal_pct for x in loads), "foreign_cores": sum(x.foreign_cores for x in loads),
+        "foreign": [why for x in loads for why in x.foreign]})
 
 
 def reading_drift(data: dict) -> tuple[str, ...]:

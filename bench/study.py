@@ -258,8 +258,8 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            job = PodJob(client, obj, dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers]), Path(pods),
-                         claims={CLAIM: str(root)})
+            network = dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers], node_cpus=testcluster_cpus())
+            job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)})
             status, log, _ = job.run()
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
@@ -267,6 +267,14 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
             raise ChexstackError("mpijob, repeat %d, %d ranks: the Launcher exited with %d; see %s\n%s"
                                  % (repeat, ranks, status, log_path, _explained(log_path)), exit_code=ExitCode.FAILED)
     return folder
+
+
+def testcluster_cpus() -> tuple[tuple[str, str], ...]:
+    """(host, CPU list) of each test-cluster host (``scripts/testcluster cpus``), for its pods' ``--cpuset-cpus``;
+    () when it cannot say (then the pods are not restricted, and their ranks' records show it)."""
+    listed = run_tool([str(TESTCLUSTER), "cpus"], timeout=60)
+    pairs = [line.split() for line in listed.stdout.splitlines()] if listed.ok else []
+    return tuple((p[0], p[1]) for p in pairs if len(p) == 2)
 
 
 def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) -> str:
@@ -350,9 +358,10 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
         for n in sorted(req.sweep.counts):
             reading = read_point(n, folder / ("np-%d" % n))
             reads[system].append(reading)
-            console.print("  %-9s repeat %d/%d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)" % (
+            foreign = "; ".join(why for h in reading.point.host_load for why in h.foreign)
+            console.print("  %-9s repeat %d/%d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)%s" % (
                 system, repeat, req.sweep.repeats, n, _unit(req), reading.point.images_per_sec,
-                reading.point.median_step_time_s))
+                reading.point.median_step_time_s, " [yellow]FOREIGN LOAD: %s[/]" % foreign if foreign else ""))
     note = _load_note(req, load_start, os.getloadavg())
     sweeps = [_sweep(req, system, reads[system], now, root, note) for system in req.systems]
     paths = [str(save_sweep(sweep, output / tag / ("%s.json" % system))) for sweep, system in zip(sweeps, req.systems)]

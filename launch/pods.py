@@ -23,7 +23,8 @@ cluster's ``scripts/testcluster plug PID ADDR``: a veth on its bridge), and the 
 container:<sandbox>``), as the kubelet joins a pod's containers to its pause container. Each Worker is placed on a
 node of ``PodNetwork.nodes`` in turn (``placement``: what the MPIJob's one-worker-per-node spread asks of a
 scheduler, ``launch.k8s.K8sOptions.nodes``); on the test cluster the nodes are network namespaces of this machine, so a
-pod "on chex1" shares its kernel and bridge as chex1 does.
+pod "on chex1" shares its kernel and bridge as chex1 does, and runs on chex1's CPUs (``PodNetwork.node_cpus``:
+Docker's ``--cpuset-cpus``).
 
 Errors: ChexstackError for an MPIJob this runner cannot stand in for (a volume kind it has no stand-in for, a claim
 with no folder), a pod network that cannot be plugged, and a Worker whose sshd does not come up.
@@ -60,12 +61,20 @@ class PodNetwork:
     """Where the pods' network namespaces go. ``plug``: the command that puts a process's network namespace on the
     network at an address, called as ``plug + (PID, ADDRESS)`` (a CNI plugin's ADD); ``launcher_address`` and
     ``worker_addresses`` (one per Worker, in order): IPv4 addresses on that network; ``nodes``: the nodes the
-    Workers are placed on, in turn (``placement``)."""
+    Workers are placed on, in turn (``placement``); ``node_cpus``: (node, CPU list "0" / "0-3") pairs, the CPUs a
+    Worker on that node gets (Docker's ``--cpuset-cpus``, as the kubelet's static CPU manager gives a Guaranteed pod
+    exclusive cores, https://kubernetes.io/docs/tasks/administer-cluster/cpu-management-policies/); a node not
+    named: not restricted."""
 
     plug: tuple[str, ...]
     launcher_address: str
     worker_addresses: tuple[str, ...]
     nodes: tuple[str, ...] = ()
+    node_cpus: tuple[tuple[str, str], ...] = ()
+
+    def cpus(self, node: str | None) -> str | None:
+        """The CPU list of ``node`` (``node_cpus``), None when it has none."""
+        return dict(self.node_cpus).get(node) if node else None
 
     def placement(self, workers: int) -> tuple[str, ...]:
         """The node of each of ``workers`` Workers: ``nodes`` in turn (one per node while they last, as a spread of
@@ -164,13 +173,14 @@ class PodJob:
                                      % (self.name, vm["name"], sorted(set(vol) - {"name"})))
         return volumes, options
 
-    def _sandbox(self, pod: str, address: str) -> str:
+    def _sandbox(self, pod: str, address: str, cpus: dict | None = None) -> str:
         """A pod's network namespace at ``address``, held by a sandbox container named after the pod (hostname
-        ``pod``, the Workers' DNS names in /etc/hosts); returns the ``network_mode`` that joins it."""
+        ``pod``, the Workers' DNS names in /etc/hosts; ``cpus``: its ``cpuset_cpus`` run option, if any); returns
+        the ``network_mode`` that joins it."""
         self.names.append("%s-%s-sandbox" % (pod, self.suffix))
         sandbox = self.client.containers.run(
             self.image, ["sleep", "infinity"], detach=True, network_mode="none", hostname=pod,
-            extra_hosts=self.dns, name=self.names[-1], labels=self.labels)
+            extra_hosts=self.dns, name=self.names[-1], labels=self.labels, **(cpus or {}))
         sandbox.reload()
         argv = list(self.network.plug) + [str(sandbox.attrs["State"]["Pid"]), address]
         try:
@@ -187,7 +197,11 @@ class PodJob:
         its container once its sshd accepts connections."""
         pod, c = self.replica("Worker")
         volumes, options = self._volumes(pod, c)
-        network = self._sandbox("%s-worker-%d" % (self.name, i), self.network.worker_addresses[i])
+        cpus = self.network.cpus(self.nodes[i] if self.nodes else None)
+        if cpus:
+            options["cpuset_cpus"] = cpus  # its node's CPUs, as the kubelet's static CPU manager pins a pod
+        network = self._sandbox("%s-worker-%d" % (self.name, i), self.network.worker_addresses[i],
+                                {"cpuset_cpus": cpus} if cpus else None)
         self.names.append("%s-worker-%d-%s" % (self.name, i, self.suffix))
         worker = self.client.containers.run(
             c["image"], c["command"] + list(sshd_options), detach=True, network_mode=network,

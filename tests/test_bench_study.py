@@ -3,6 +3,7 @@ rendered jobs of every system (golden), the placement of the pods and the Slurm 
 on the same hosts."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,6 +92,9 @@ def test_the_pods_of_a_count_stay_on_the_study_hosts():
     network = PodNetwork(plug=("plug",), launcher_address="10.0.0.100", worker_addresses=("10.0.0.101", "10.0.0.102"),
                          nodes=("chex1", "chex2"))
     assert network.placement(2) == ("chex1", "chex2") and network.placement(1) == ("chex1",)
+    # each node's CPUs (scripts/testcluster cpus) for its Workers' --cpuset-cpus; a node not named is not restricted
+    pinned = dataclasses.replace(network, node_cpus=(("chex1", "0"), ("chex2", "1")))
+    assert [pinned.cpus(n) for n in ("chex1", "chex2", "chex3", None)] == ["0", "1", None, None]
     with pytest.raises(ChexstackError, match="3 Worker pods, but the pod network has 2 Worker addresses"):
         network.placement(3)
 

@@ -392,6 +392,14 @@ def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_repor
     throughput = [json.loads((folder / ("repeat-%d" % r) / ("np-%d" % n) / "throughput.json").read_text())
                   for r in (1, 2) for n in (1, 2)]
     assert [t["world_size"] for t in throughput] == [1, 2, 1, 2] and throughput[3]["hosts"] == ["chex1", "chex2"]
+    # each host owns its cores (scripts/testcluster: one CPU per host): the 2-rank runs' ranks had different single
+    # CPUs, chex1's and chex2's, as the cluster assigned them
+    owned = dict(line.split() for line in subprocess.run([str(REPO / "scripts" / "testcluster"), "cpus"],
+                                                          capture_output=True, text=True).stdout.splitlines())
+    for t in throughput[1::2]:
+        assert [(r["host"], r["cpus"]) for r in t["host_load"]] == [("chex1", [int(owned["chex1"])]),
+                                                                    ("chex2", [int(owned["chex2"])])], t["host_load"]
+        assert owned["chex1"] != owned["chex2"] and all(r["cpu_s"] > 0 for r in t["host_load"])
     assert not (folder / "np-1").exists()
 
     collect = invoke(testcluster, "bench", "--collect", str(folder), "--output", str(sweeps))
@@ -399,6 +407,9 @@ def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_repor
     sweep, = sweeps.glob("testcluster-*.json")
     points = load_sweep(sweep).points
     assert [len(p.repeats) for p in points] == [2, 2] and [p.count for p in points] == [1, 2]
+    assert [[h.cpus_by_rank for h in p.host_load] for p in points] == [
+        [[[int(owned["chex1"])]]] * 2, [[[int(owned["chex1"])], [int(owned["chex2"])]]] * 2]
+    assert all(h.images_per_cpu_s > 0 for p in points for h in p.host_load)
     assert [p.repeats[i] for i in (0, 1) for p in points] == pytest.approx(
         [t["images_per_sec"]["total"] for t in throughput]), throughput
     report = invoke(testcluster, "bench-report", str(sweep), "--output", str(tmp_path / "figure1.png"))

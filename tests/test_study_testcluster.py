@@ -55,6 +55,9 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
         want = (["bench-study-mpijob-np2-worker-0", "bench-study-mpijob-np2-worker-1"] if system == "mpijob"
                 else ["chex1", "chex2"])
         assert two["hosts"] == want, (system, two["hosts"])
+        # every system's ranks ran on their host's own CPU (scripts/testcluster: chex1 cpu 0, chex2 cpu 1; the
+        # MPIJob's Worker pods get their node's as --cpuset-cpus): real scale-out at 2 ranks, not core sharing
+        assert [r["cpus"] for r in two["host_load"]] == [[0], [1]], (system, two["host_load"])
 
     # one sweep per system, comparable with bare metal: same versions, data, model, sizes and hosts
     folder, = output.glob("study-*")

@@ -36,6 +36,11 @@ def test_synthetic_throughput_two_ranks_mpi(tmp_path):
     assert [r["horovod_build"]["mpi"] for r in out["as_run"]] == [True, True]
     assert out["as_run"][0] == out["as_run"][1] and out["as_run"][0]["openmpi"] == out["mpi"]["version"]
     assert len(out["as_run"][0]["packages_sha256"]) == 64 and out["as_run"][0]["packages"] > 10
+    # each rank's cores and their accounting over the 2 timed steps (trainer.hostload), what bench.results reads
+    assert [sorted(r) for r in out["host_load"]] == [sorted(["host", "boot_id", "cpus", "window_s", "cpu_s",
+                                                             "ticks_per_s", "stat", "loadavg"])] * 2
+    assert all(r["cpus"] == sorted(os.sched_getaffinity(0)) and r["window_s"] > 0 and r["cpu_s"] > 0
+               and r["stat"][0].startswith("cpu ") for r in out["host_load"])
 
 
 def test_real_png_throughput_with_the_resize_in_the_step(tmp_path):

@@ -118,13 +118,13 @@ def facts():
     return found
 
 
-def gathered(rt, mine=None):
-    """Every rank's ``facts()`` in rank order: each rank's JSON as UTF-8 codes, padded to the longest (two
-    allgathers: the lengths, then the rows)."""
+def gathered(rt, mine=None, name="chexstack_as_run"):
+    """Every rank's ``facts()`` (or ``mine``: any JSON value) in rank order: each rank's JSON as UTF-8 codes, padded
+    to the longest (two allgathers named after ``name``: the lengths, then the rows)."""
     data = bytearray(json.dumps(facts() if mine is None else mine).encode("utf-8"))
-    lengths = compat.allgather(np.array([len(data)], dtype=np.int32), "chexstack_as_run_lengths")
+    lengths = compat.allgather(np.array([len(data)], dtype=np.int32), name + "_lengths")
     row = np.zeros((1, int(max(lengths))), dtype=np.int32)
     row[0, :len(data)] = list(data)
-    rows = compat.allgather(row, "chexstack_as_run")
+    rows = compat.allgather(row, name)
     return [json.loads(bytes(bytearray(int(c) for c in r[:int(n)])).decode("utf-8"), object_pairs_hook=OrderedDict)
             for r, n in zip(rows, lengths)]

@@ -44,6 +44,27 @@ class StepTimer(tf.keras.callbacks.Callback):
         return 0.0
 
 
+class HostWindow(tf.keras.callbacks.Callback):
+    """Reads this rank's cores (``trainer.hostload.Window``) at the start of the timed steps (the end of the last of
+    ``warmup`` steps, or the first step's start without warm-up) and at the end of step ``total``."""
+
+    def __init__(self, warmup, total):
+        super(HostWindow, self).__init__()
+        from trainer import hostload
+        self.window, self.warmup, self.total, self.done = hostload.Window(), warmup, total, 0
+
+    def on_batch_begin(self, batch, logs=None):
+        if self.done == 0 and self.warmup == 0:
+            self.window.start()
+
+    def on_batch_end(self, batch, logs=None):
+        self.done += 1
+        if self.done == self.warmup:
+            self.window.start()
+        if self.done == self.total:
+            self.window.end()
+
+
 class InputWait(tf.keras.callbacks.Callback):
     """Each step's wait for its batch on this rank (seconds), for ``--horovod-timeline`` throughput runs.
 

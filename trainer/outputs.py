@@ -35,9 +35,11 @@ The fields other areas read (``bench``, ``launch``, the tests), by key:
   n_patients, n_resamples_defined, bootstrap``;
 - ``throughput.json``: also ``hosts`` (each rank's host, rank order), ``image_size``, ``versions`` (``python``,
   ``tensorflow``, ``horovod``, and the MPI library the ranks mapped, ``trainer.mpilib``), ``mpi``, ``label_sha256``,
-  ``splits`` (null for synthetic data), ``trainable_parameters``, ``input_resize``; with ``--horovod-timeline`` also
-  ``input_wait_s`` (each step's wait for its batch) and ``timeline``: ``horovod-timeline.json`` beside it, Horovod's
-  own timeline, which ``bench.attribution`` splits.
+  ``splits`` (null for synthetic data), ``trainable_parameters``, ``input_resize``, ``host_load`` (per rank in
+  rank order, ``trainer.hostload``: ``host``, ``boot_id``, ``cpus`` its ``sched_getaffinity``, and over the timed
+  steps ``window_s``, ``cpu_s``, ``ticks_per_s``, ``stat`` and ``loadavg`` raw at start and end); with
+  ``--horovod-timeline`` also ``input_wait_s`` (each step's wait for its batch) and ``timeline``:
+  ``horovod-timeline.json`` beside it, Horovod's own timeline, which ``bench.attribution`` splits.
 
 Beside them: ``checkpoint/`` (``epoch-NNNN.h5`` and ``state.json``, the commit record written last:
 ``trainer.checkpoint``), ``model.h5`` and ``model-best.h5`` (input float32 ``[B, S, S, 1]`` grey values 0..255; the

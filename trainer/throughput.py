@@ -9,6 +9,9 @@ With ``--horovod-timeline``, Horovod records its own timeline (``HOROVOD_TIMELIN
 ``hvd.init``; only the coordinator, rank 0, writes it) as ``OUTPUT/horovod-timeline.json``, and each step's input
 wait on rank 0 (``callbacks.InputWait``) goes into ``throughput.json`` as ``input_wait_s``; ``bench.attribution``
 reads both.
+``throughput.json``'s ``host_load`` holds each rank's cores and their accounting over the timed steps
+(``trainer.hostload``: the CPUs it could use, its CPU time, /proc/stat and /proc/loadavg at both ends), for images
+per CPU-second and the foreign-load flag (``facts.procstat``).
 ``throughput.json`` also records what a comparison must share: the label file's SHA-256 and the training split's
 digest (``outputs.split_digests``), the MPI library (``mpilib``) and the trainable parameters (their float32
 gradient bytes are what each step allreduces).
@@ -57,18 +60,20 @@ def run(options):
                 data="synthetic" if data.label_sha256 is None else "real", n_train=len(data.train), n_val=0,
                 device=rt.device, model=options.model, output=options.output)
     timer = callbacks.StepTimer()
+    cores = callbacks.HostWindow(options.warmup_steps, total_steps)
     waits = callbacks.InputWait() if options.horovod_timeline else None
     epochs = -(-total_steps // runtime.steps_per_epoch(len(data.train), options.batch_size, rt.size))
     choice = input_resize(data, options, rt)
     dataset = training_dataset(data, options, rt, range(epochs), model, choice)
     model.fit(waits.stamped(dataset) if waits else dataset, steps_per_epoch=total_steps, epochs=1, verbose=0,
               callbacks=runtime.horovod_callbacks(rt.hvd, learning_rate, 0, total_steps)
-              + [timer, callbacks.Progress(total_steps)] + ([waits] if waits else []))
+              + [timer, cores, callbacks.Progress(total_steps)] + ([waits] if waits else []))
     timed = timer.step_times()[options.warmup_steps:]
     per_rank = compat.allgather(np.array([options.batch_size / float(np.median(timed))]),
                                 "chexstack_throughput")
     hosts = runtime.rank_hosts(rt)
     as_run = asrun.gathered(rt)
+    host_load = asrun.gathered(rt, cores.window.entry(), "chexstack_host_load")
     if rt.chief:
         result = OrderedDict([
             ("images_per_sec", OrderedDict([("total", float(np.sum(per_rank))),
@@ -77,7 +82,8 @@ def run(options):
             ("timed_steps", options.steps), ("world_size", rt.size), ("hosts", hosts), ("model", options.model),
             ("batch_size", options.batch_size), ("image_size", options.image_size), ("amp", bool(options.amp)),
             ("device", rt.device), ("data", "synthetic" if data.label_sha256 is None else data.label_file),
-            ("versions", versions()), ("as_run", as_run), ("mpi", mpilib.record()),
+            ("versions", versions()), ("as_run", as_run), ("host_load", host_load),
+            ("mpi", mpilib.record()),
             ("label_sha256", data.label_sha256),
             ("splits", outputs.split_digests([(split.TRAIN, data.train)]) if data.label_sha256 else None),
             ("trainable_parameters", trainable_parameters(model)), ("input_resize", input_resize_info(choice)),
