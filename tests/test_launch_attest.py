@@ -344,3 +344,41 @@ def test_the_readmes_measured_figures_carry_their_statement():
             continue
         result = run("verify-run", str(REPO / folder), "--key", str(REPO / folder / attest.SIGNER))
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _cosign() -> str | None:
+    """cosign on PATH, else the one scripts/setup-cosign unpacked."""
+    here = REPO / "build" / "tools" / "cosign"
+    return shutil.which("cosign") or (str(here) if here.is_file() else None)
+
+
+@pytest.mark.skipif(_cosign() is None, reason="needs cosign (scripts/setup-cosign, run by scripts/setup --apptainer)")
+def test_cosign_verifies_the_same_statement_and_refuses_an_edited_subject(tmp_path, key):
+    """A third implementation, Sigstore's: ``cosign verify-blob-attestation --key`` (offline: no transparency log)
+    checks the DSSE signature over the envelope's payload and the subject's SHA-256 against the file. cosign 3 reads
+    the envelope from a Sigstore bundle (v0.3, https://github.com/sigstore/protobuf-specs/blob/main/protos/
+    sigstore_bundle.proto): the test puts our envelope's payload, payloadType and signature in one unchanged, the
+    signature's keyid left out (cosign 3.1.1 matches it against its own key's, empty for --key: observed here)."""
+    from images.sif import public_key
+
+    _, path = _result(tmp_path / "out")
+    envelope = json.loads(path.read_text())
+    bundle = tmp_path / "statement.sigstore.json"
+    bundle.write_text(json.dumps({
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {"publicKey": {"hint": envelope["signatures"][0]["keyid"]}},
+        "dsseEnvelope": {"payload": envelope["payload"], "payloadType": envelope["payloadType"],
+                         "signatures": [{"sig": envelope["signatures"][0]["sig"]}]}}))
+
+    def cosign(subject):
+        return subprocess.run([_cosign(), "verify-blob-attestation", "--bundle", str(bundle), "--key",
+                               str(public_key(key)), "--insecure-ignore-tlog", "--type", attest.PREDICATE_TYPE,
+                               str(subject)], capture_output=True, text=True, timeout=120)
+
+    for name in ("metrics.json", "predictions.csv"):
+        verified = cosign(tmp_path / "out" / name)
+        assert verified.returncode == 0 and "Verified OK" in verified.stdout + verified.stderr, verified.stderr
+    metrics = tmp_path / "out" / "metrics.json"
+    metrics.write_text(metrics.read_text().replace('"world_size": 2', '"world_size": 4'))
+    refused = cosign(metrics)
+    assert refused.returncode != 0 and "digests do not match" in refused.stderr, refused.stderr
