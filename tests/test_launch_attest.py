@@ -240,6 +240,13 @@ def test_a_job_not_followed_says_it_gets_no_statement(tmp_path):
     assert ("no signed statement: the batch script is not followed from here (--detach); invoke verify-run needs "
             "one") in detached.stdout
     assert not (tmp_path / "out" / attest.STATEMENT).exists()
+    (fake.parent / "kubectl").write_text("#!/bin/sh\ncat > /dev/null\necho mpijob.kubeflow.org/x\n")
+    (fake.parent / "kubectl").chmod(0o755)
+    created = run("train", "--launcher", "k8s", "--stack", "cpu", "--submit", "--data", "synthetic", "--output",
+                  "/shared/runs/k", env={"PATH": "%s:/usr/bin:/bin" % fake.parent})
+    assert created.returncode == 0, created.stderr
+    assert ("no signed statement: the MPIJob is not followed from here (this machine does not follow k8s jobs)"
+            in created.stdout), created.stdout
 
 
 @pytest.fixture(scope="module")
