@@ -212,6 +212,21 @@ def test_a_collected_slurm_sweep_is_signed_with_the_job_kept_at_submission(tmp_p
     assert attest.payload(json.loads((folder / attest.STATEMENT).read_text()))["predicate"]["jobs"] == []
 
 
+def test_a_collected_sweep_on_results_this_machine_cannot_write_is_still_signed(tmp_path, key):
+    """Results on storage this machine only reads: the sweep JSON's statement is written, the results folder's is
+    not (a warning naming why), and the collect succeeds."""
+    from tests.lib.cli import INVOKE
+    from tests.lib.readonly import run_with_read_only
+
+    folder = tmp_path / "results" / "cpu-batch-20240501T120000Z"
+    shutil.copytree(CPU_SWEEP, folder)
+    ran = run_with_read_only(folder, [INVOKE, "bench", "--collect", str(folder), "--output", str(tmp_path / "s")])
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "the results folder's statement is not written: " in ran.stderr and "Read-only file system" in ran.stderr
+    sweep, = (tmp_path / "s").glob("cpu-batch-*.json")
+    assert attest.sweep_statement_path(sweep).is_file() and not (folder / attest.STATEMENT).exists()
+
+
 def test_a_bench_sweep_submission_keeps_its_job_for_collect(tmp_path, monkeypatch):
     """``invoke bench --launcher slurm --submit``: the job id sbatch gives and the script's SHA-256 are kept in the
     sweep's results folder (``job.json``), which ``--collect`` signs."""
