@@ -161,6 +161,12 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
         "hosts": "local: run the ranks on these hosts over ssh, host:slots,... (horovodrun -H; run it on one of "
                  "them, with the environment and data on shared storage)",
         "ssh-key": "with --hosts: the ssh private key for the hosts (horovodrun --ssh-identity-file)",
+        "validate": "judge this node first (invoke validate with the run's --stack and --gpus, its evidence kept in "
+                    "OUTPUT/validate-<UTC time>/): a FAIL or ERROR stops the run (exit 1); the verdict and the "
+                    "bundle's SHA-256 go into the run's signed statement",
+        "evidence": "bundles of invoke validate --collect DIR from the run's nodes, comma-separated: each host's "
+                    "verdict (its report.json) and the bundle's SHA-256 go into the signed statement; a FAIL or "
+                    "ERROR stops the run (exit 1)",
         "explain": "explain a failed run from its saved log (a run's launch.log, horovodrun/mpirun output, a Slurm "
                    "job's slurm-N.out, an MPIJob launcher's log): the line that says why, its cause and remedy, or "
                    "that a signal stopped the run or the log shows no failure; runs nothing. Exit status 1 when "
@@ -174,8 +180,8 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epoc
           image_size=None, output=None, val_fraction=None, test_fraction=None, resume=False, controller=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
           rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
-          partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, explain=None,
-          **trainer):
+          partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, validate=False,
+          evidence=None, explain=None, **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too, with the trainer's
     help, number type and default (not given here: the trainer's own applies); the ones in this signature come
@@ -206,7 +212,20 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epoc
                          time=time, partition=partition, account=account, detach=detach, requeue=requeue)
     # the trainer's options, the ones stated above and the others (**trainer), as its command line
     argv = trainer_argv(train.body, {**locals(), **trainer})
-    launch.run(TrainRequest(gpus=gpus, np=np or None, controller=controller, argv=argv), where)
+    request = TrainRequest(gpus=gpus, np=np or None, controller=controller, argv=argv)
+    validation = []
+    if validate or evidence is not None:
+        from validate.verdict import judged
+
+        if evidence is not None and not csv_list(evidence):
+            raise ChexstackError("--evidence %r: expected bundle folders of invoke validate --collect DIR, "
+                                 "comma-separated" % evidence)
+        if validate and (where.cluster is not None or where.hosts):
+            raise ChexstackError("--validate judges this machine, not the run's nodes: collect a bundle on each "
+                                 "(invoke validate --collect DIR) and give them with --evidence DIR,...")
+        validation = judged(csv_list(evidence) if evidence is not None else [], validate,
+                            request.with_absolute_paths().options.output, stack, gpus)
+    launch.run(request, where, validation=validation)
 
 
 @task(help={
@@ -421,10 +440,12 @@ def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=Non
                  "(default 5)",
     "bandwidth": "allreduce bus bandwidth to predict the gradients' allreduce from: Gbit/s, or the JSON report of "
                  "invoke validate --hosts A,B --json FILE (its mpi.bandwidth)",
+    "verify": "refuse (exit 1) any result, --baseline included, whose signed statement is missing or fails "
+              "(invoke verify-run's checks; drift is --strict's), naming the file and the check",
 }, floats=["tolerance"])
 @user_errors
 def bench_report(c, results, output="bench/results/figure1.png", title=None, strict=False, baseline=None,
-                 tolerance=None, bandwidth=None):
+                 tolerance=None, bandwidth=None, verify=False):
     """The seed's Figure 1: median images/s vs count per system with 95 % intervals, % difference, scaling
     efficiency (PNG + CSV + Markdown); with --baseline the regression gate."""
     import shlex
@@ -433,6 +454,8 @@ def bench_report(c, results, output="bench/results/figure1.png", title=None, str
     from bench import main
 
     items = [results] + shlex.split(c.remainder or "")
+    if verify:
+        main.refuse_unverified(items, (baseline,) if baseline else ())
     if baseline:
         return main.regression_gate(items, baseline, tolerance)
     main.report(items, Path(output), title, strict, bandwidth)

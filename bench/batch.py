@@ -199,6 +199,18 @@ def _runs(folder: Path) -> list[tuple[int, Path]]:
     return runs
 
 
+def collected_files(folder: Path) -> list[str]:
+    """The files of a scheduled sweep's result folder a signed statement names (relative paths): every count's
+    throughput.json, what the job stored (``RECORD_FILE``, hosts.txt, nvidia-smi.csv) and the job's record kept at
+    submission (``launch.attest.JOB_FILE``)."""
+    from launch.attest import JOB_FILE
+
+    names = [str(run / "throughput.json") for _, run in _runs(folder)]
+    return [str(Path(n).relative_to(folder)) for n in names] + [n for n in (RECORD_FILE, "hosts.txt",
+                                                                           "nvidia-smi.csv", JOB_FILE)
+                                                                if (folder / n).is_file()]
+
+
 def collect(folder: Path, output: Path, label: str | None = None, launcher: str | None = None) -> tuple[Sweep, Path]:
     """The sweep JSON from a scheduled sweep's result folder (``np-<N>/throughput.json``, or with repeats
     ``repeat-<r>/np-<N>/throughput.json``, each count's readings one point: ``merge_repeats``; + what the job

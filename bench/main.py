@@ -64,7 +64,22 @@ def scheduled(req: SweepRequest, opts: ClusterOptions) -> None:
     if opts.render:
         print(text, end="")
     if opts.submit:
-        opts.scheduler.submit_steps(text, opts, target.results, root)
+        job_id = opts.scheduler.submit_steps(text, opts, target.results, root)
+        if job_id is not None:
+            _keep_job(Path(root), opts, text, job_id)
+
+
+def _keep_job(root: Path, opts: ClusterOptions, text: str, job_id: str) -> None:
+    """Keep the submitted sweep job's id and script SHA-256 in its results folder (``launch.attest.keep_job``), for
+    the statement ``--collect`` signs; a warning when the folder cannot be written here."""
+    from launch import attest
+    from launch.schedulers import name_of
+
+    try:
+        attest.keep_job(root, attest.job_block(name_of(opts.scheduler), opts.scheduler.artifact, text, job_id))
+    except OSError as e:
+        warn("cannot keep the job's record in %s (%s): invoke bench --collect will sign the sweep without its job"
+             % (root, e.strerror or e))
 
 
 def place(launcher: str, given: dict, *, stack: str | None, image: str | None, hosts: tuple[str, ...],
@@ -81,9 +96,32 @@ def default_label(stack: str | None, launcher: str) -> str:
 
 def collect(folder: str, output: Path, label: str | None, launcher: str | None = None) -> None:
     """``invoke bench --collect FOLDER``: the sweep JSON from a scheduled sweep's results; the record keeps the
-    launcher it names unless ``launcher`` (the one the user gave) names another."""
+    launcher it names unless ``launcher`` (the one the user gave) names another. Then the signed statements: the
+    sweep JSON's beside it, and the results folder's (every count's throughput.json and what the job stored),
+    each with the job (``launch.attest.kept_job``: its id and batch script's SHA-256, kept at submission)."""
+    from launch import attest
+
+    started = attest.now()
     sweep, path = batch.collect(Path(folder), output, label=label, launcher=launcher)
     print_sweep(sweep, path)
+    for line in sweep.record.drift:
+        warn("drift: %s" % line)
+    job = attest.kept_job(Path(folder))
+    if job is None:
+        warn("%s holds no %s (the job's id and script, kept at submission by invoke bench --submit): the "
+             "statements name no job" % (folder, attest.JOB_FILE))
+    record = sweep.record
+    image = {"ref": record.image, "image_id": record.image_id} if record.image else None
+    common = dict(stack=record.stack, image=image, drift=record.drift, started=started, kind="sweep",
+                  jobs=[job] if job else [])
+    signed = attest.write_collection(path.parent, [path.name], path=attest.sweep_statement_path(path), **common)
+    console.print("signed statement: %s (invoke verify-run %s)" % (signed, signed), markup=False)
+    try:
+        raw = attest.write_collection(Path(folder), batch.collected_files(Path(folder)), **common)
+    except ChexstackError as e:  # results on storage this machine only reads: the sweep's statement stands
+        warn("the results folder's statement is not written: %s" % e)
+    else:
+        console.print("signed statement of the results: %s (invoke verify-run %s)" % (raw, folder), markup=False)
 
 
 def bench(req: SweepRequest, output: Path, runs: Path, where: launch.Where) -> None:
@@ -120,6 +158,21 @@ def expand_results(items: list[str]) -> list[Path]:
         raise ChexstackError("bench-report: give the result files (the first is the baseline), e.g. "
                              "invoke bench-report bench/reference/seed-densenet121-baremetal.json,bench/results/x.json")
     return paths
+
+
+def refuse_unverified(items: list[str], also: tuple[str, ...] = ()) -> None:
+    """``bench-report --verify``: every result file of ``items`` (and ``also``: the ``--baseline``) must carry a
+    signed statement that verifies (``launch.attest.verify_result``: the signature, every subject's SHA-256, the
+    file among them); ChexstackError (exit 1) naming each file and its failing check otherwise, before anything is
+    drawn or judged."""
+    from launch import attest
+
+    paths = expand_results(items) + [input_file(p, "--baseline %s" % p, "a sweep JSON file") for p in also]
+    problems = [line for path in paths for line in attest.verify_result(path)]
+    if problems:
+        raise ChexstackError("bench-report --verify: refused:\n  %s" % "\n  ".join(problems),
+                             exit_code=ExitCode.FAILED)
+    console.print("verified: %d signed result%s" % (len(paths), "" if len(paths) == 1 else "s"), markup=False)
 
 
 def _load(items: list[str]) -> list[tuple[Path, Sweep]]:

@@ -230,12 +230,15 @@ def _explained(log: Path) -> str:
         return "(%s)" % e
 
 
-def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path) -> Path:
-    """One repeat of a Slurm system: its batch job submitted and followed to its end; returns the repeat's folder.
-    ChexstackError (exit 1) when the job ends other than COMPLETED."""
+def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path, jobs: list[dict]) -> Path:
+    """One repeat of a Slurm system: its batch job submitted and followed to its end, appended to ``jobs``
+    (``launch.attest.job_block``); returns the repeat's folder. ChexstackError (exit 1) when the job ends other
+    than COMPLETED."""
     script, folder = slurm_script(req, system, repeat, root, datetime.now(timezone.utc))
     folder.mkdir(parents=True, exist_ok=True)
     job_id = submit.submit_slurm(script)
+    key = SCHEDULER_OF[system][0]
+    jobs.append(attest.job_block(key, SCHEDULERS[key].artifact, script, job_id))
     log = folder / ("slurm-%s.out" % job_id)
     with open(folder / "follow.log", "w") as out:
         state = slurmjob.follow(job_id, str(log), out=out)
@@ -246,15 +249,21 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path) -> Path:
     return folder
 
 
-def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
-    """One repeat of the mpijob system: each count's MPIJob run as its pods (``launch.pods``) to its end; returns
-    the repeat's folder. ChexstackError (exit 1) when a Launcher fails."""
+def _run_mpijob(req: StudyRequest, repeat: int, root: Path, jobs: list[dict]) -> Path:
+    """One repeat of the mpijob system: each count's MPIJob run as its pods (``launch.pods``) to its end, each
+    appended to ``jobs`` (``launch.attest.job_block``: the MPIJob's YAML and name); returns the repeat's folder.
+    ChexstackError (exit 1) when a Launcher fails."""
+    import yaml
+
     from chexstack import engine
 
     objs, folder = mpijobs(req, repeat, root)
     folder.mkdir(parents=True, exist_ok=True)
     client = engine.client()
+    key = SCHEDULER_OF["mpijob"][0]
     for obj in objs:
+        jobs.append(attest.job_block(key, SCHEDULERS[key].artifact, yaml.safe_dump(obj, sort_keys=False),
+                                     obj["metadata"]["name"]))
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
@@ -353,8 +362,10 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     console.print("study %s: %s at %s %s on %s, %d repeat(s), results in %s" % (
         tag, ", ".join(req.systems), ",".join(map(str, req.sweep.counts)), _unit(req),
         ",".join(req.hosts[:req.nodes]), req.sweep.repeats, root))
+    jobs: list[dict] = []
     for repeat, system in order(req.systems, req.sweep.repeats):
-        folder = _run_slurm(req, system, repeat, root) if system in SLURM_SYSTEMS else _run_mpijob(req, repeat, root)
+        folder = (_run_slurm(req, system, repeat, root, jobs) if system in SLURM_SYSTEMS
+                  else _run_mpijob(req, repeat, root, jobs))
         for n in sorted(req.sweep.counts):
             reading = read_point(n, folder / ("np-%d" % n))
             reads[system].append(reading)
@@ -374,7 +385,8 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
                                      stack=req.sweep.stack,
                                      image=attest.sif_block(req.sif) if "apptainer" in req.systems else None,
                                      drift=drift, started=now.isoformat(timespec="seconds"),
-                                     kind="study")
+                                     kind="study", jobs=jobs)
+    attest.keep_public_key(folder)  # a committed figure's reader verifies with it (--key), its keyid compared
     console.print("signed statement: %s (invoke verify-run %s)" % (signed, folder), markup=False)
     return result
 

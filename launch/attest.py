@@ -13,7 +13,15 @@ package) in a DSSE envelope (https://github.com/secure-systems-lab/dsse/blob/mas
   (a Docker reference and image ID, or a SIF's path, SHA-256 and the fingerprint of the key that signs SIFs),
   ``git`` (commit, dirty), ``launch_plan`` (the rendered command line and its SHA-256), ``command`` (chexstack's own
   command line), ``as_run`` (``trainer.asrun``, per rank) and ``drift`` (``launch.drift``), ``started``/``finished``
-  (UTC, ISO 8601).
+  (UTC, ISO 8601); ``jobs``: the scheduler's jobs that ran it (``job_block``: the scheduler, the rendered batch
+  script's or MPIJob's SHA-256, the job id; empty for a run from here); ``validation``: each judged host's validate
+  verdict and its evidence bundle's SHA-256 where one was taken (``validation_block``; empty when none was).
+
+Where a statement is written: at the end of a run from here and of a Slurm job followed from here (``invoke train
+--launcher slurm --submit``); a sweep's at its end here, or for a scheduled sweep when ``invoke bench --collect``
+gathers its results (the job is not followed: its id and script were kept beside its results at submission,
+``JOB_FILE``); a study's at its end. A detached Slurm job and a Kubernetes submission are not followed from here:
+no statement (``unsigned_note`` says so).
 
 The key is the project's signing key, the one that signs SIFs (``images.sif.signing_key``: ECDSA P-256 PEM,
 ``CHEXSTACK_SIF_KEY`` overrides); the signature's ``keyid`` is the SHA-256 of the public key's DER
@@ -44,6 +52,8 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 #: trainer/outputs.py, which the host does not import) and the launcher's log.
 SUBJECTS = ("metrics.json", "predictions.csv", "test-predictions.csv", "splits.csv", "model.h5", "model-best.h5",
             "throughput.json", "horovod-timeline.json", "skipped-images.csv", "launch.log")
+#: What a scheduled sweep's submission keeps beside its results (``keep_job``): the job's block, for ``--collect``.
+JOB_FILE = "job.json"
 
 
 def now() -> str:
@@ -128,13 +138,85 @@ def sweep_statement_path(sweep_json: Path) -> Path:
 
 
 def write_collection(folder: Path, names: list[str], *, stack: str | None, image: dict | None, drift: list[str],
-                     started: str, kind: str, path: Path | None = None) -> Path:
+                     started: str, kind: str, path: Path | None = None, jobs: list[dict] = (),
+                     validation: list[dict] = ()) -> Path:
     """The statement of a sweep (its JSON) or a study (its folder's files): ``kind`` "sweep" or "study", the counts'
     drift carried (their run records: ``bench.results.RunRecord.drift``); the launch plan is chexstack's command
-    line (each count's own is in its run folder's statement)."""
+    line (each count's own is in its run folder's statement); ``jobs``: the scheduler's jobs that ran the counts."""
     line = shlex.join(sys.argv)
     return write(folder, predicate(stack=stack, image=image, plan_line=line, as_run=None, drift=drift,
-                                   started=started, finished=now(), kind=kind), names=tuple(names), path=path)
+                                   started=started, finished=now(), kind=kind, jobs=jobs, validation=validation),
+                 names=tuple(names), path=path)
+
+
+#: The signer's public key as a study keeps it beside its statement (``keep_public_key``): a committed figure's
+#: statement is verified with it (``invoke verify-run DIR --key DIR/signer.pub.pem``) after its fingerprint, the
+#: statement's ``keyid``, is compared with the key the reader trusts.
+SIGNER = "signer.pub.pem"
+
+
+def keep_public_key(folder: Path, key: str | Path | None = None) -> Path:
+    """Copy the public half of the signing key (``images.sif.signing_key``) to ``folder/SIGNER``."""
+    from images.sif import public_key, signing_key
+
+    path = folder / SIGNER
+    _replace(path, public_key(signing_key(key)).read_text())
+    return path
+
+
+def job_block(scheduler: str, artifact: str, text: str, job_id: str | None) -> dict:
+    """{"scheduler", "artifact", "sha256", "id"}: a job as the scheduler ran it (``scheduler``: the table's name,
+    ``launch.schedulers.SCHEDULERS``; ``artifact``: what ``text`` is, a batch script or an MPIJob; ``job_id``: Slurm's
+    job id, the MPIJob's name; None when unknown)."""
+    return {"scheduler": scheduler, "artifact": artifact, "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "id": job_id}
+
+
+def keep_job(folder: Path, block: dict) -> Path:
+    """Write ``block`` (``job_block``) as ``folder/JOB_FILE``, for the statement ``--collect`` writes later."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / JOB_FILE
+    _replace(path, json.dumps(block, indent=2) + "\n")
+    return path
+
+
+def kept_job(folder: Path) -> dict | None:
+    """The job block ``keep_job`` kept in ``folder``; None where there is none (a sweep submitted before it was
+    kept, or a Kubernetes sweep's claim, which this machine does not see at submission)."""
+    path = folder / JOB_FILE
+    try:
+        block = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ChexstackError("%s: cannot read the job's record (%s)" % (path, e)) from None
+    if not isinstance(block, dict) or not {"scheduler", "sha256", "id"} <= set(block):
+        raise ChexstackError("%s: expected the job's scheduler, sha256 and id (written at submission)" % path)
+    return block
+
+
+def tree_sha256(folder: Path) -> str:
+    """SHA-256 of a folder's files: of the sorted lines ``<relative path>  <file's SHA-256>`` (sha256sum's format),
+    one per file below ``folder``. ChexstackError when it is not a folder."""
+    if not folder.is_dir():
+        raise ChexstackError("%s: not a folder (expected an evidence bundle of invoke validate --collect)" % folder)
+    lines = sorted("%s  %s\n" % (sha256_file(p), p.relative_to(folder).as_posix())
+                   for p in folder.rglob("*") if p.is_file())
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def validation_block(host: str, verdict: str, exit_code: int, summary: dict, evidence: Path | None) -> dict:
+    """{"host", "verdict", "exit_code", "summary", "evidence", "evidence_sha256"}: one host's ``invoke validate``
+    verdict (``validate.verdict.verdict_word``), its report's counts per status, and its bundle's folder and
+    ``tree_sha256`` (None when no bundle was taken)."""
+    return {"host": host, "verdict": verdict, "exit_code": exit_code, "summary": summary,
+            "evidence": str(evidence.resolve()) if evidence else None,
+            "evidence_sha256": tree_sha256(evidence) if evidence else None}
+
+
+def unsigned_note(why: str) -> str:
+    """The line said where a result gets no statement, and why (a job not followed from here)."""
+    return "no signed statement: %s; invoke verify-run needs one (follow the job: leave out --detach)" % why
 
 
 def git() -> dict:
@@ -164,12 +246,14 @@ def stack_block(stack: str | None) -> dict | None:
 
 
 def predicate(*, stack: str | None, image: dict | None, plan_line: str, as_run: list | None, drift: list[str],
-              started: str, finished: str, kind: str) -> dict:
-    """The predicate (``PREDICATE_TYPE``) of one result; ``kind``: "train", "throughput" or "sweep"."""
+              started: str, finished: str, kind: str, jobs: list[dict] = (), validation: list[dict] = ()) -> dict:
+    """The predicate (``PREDICATE_TYPE``) of one result; ``kind``: "train", "throughput", "sweep" or "study";
+    ``jobs``: ``job_block``s; ``validation``: ``validation_block``s."""
     return {"kind": kind, "stack": stack_block(stack), "image": image, "git": git(),
             "launch_plan": {"command_line": plan_line,
                             "sha256": hashlib.sha256(plan_line.encode()).hexdigest()},
             "command": shlex.join(sys.argv), "as_run": as_run, "drift": drift,
+            "jobs": list(jobs), "validation": list(validation),
             "started": started, "finished": finished}
 
 
@@ -195,6 +279,8 @@ class Verdict:
     problems: list[str]
     shown: list[str]
     drift: list[str]
+    #: the subjects' names (relative to the statement's folder)
+    subjects: list[str] = dataclasses.field(default_factory=list)
 
 
 def _cannot(message: str) -> Verdict:
@@ -212,6 +298,14 @@ def produced_from(pred: dict) -> list[str]:
     lines.append("git: %s%s" % (git_.get("commit"), " (dirty)" if git_.get("dirty") else ""))
     lines.append("launch: %s" % (pred.get("launch_plan") or {}).get("command_line"))
     lines.append("command: %s" % pred.get("command"))
+    for job in pred.get("jobs") or []:
+        lines.append("job: %s %s (%s sha256 %s)" % (job.get("scheduler"), job.get("id") or "(id unknown)",
+                                                  job.get("artifact") or "job", (job.get("sha256") or "")[:12]))
+    for judged in pred.get("validation") or []:
+        lines.append("validate: %s %s (exit %d; evidence %s)" % (  # protobuf's Struct holds numbers as floats
+            judged.get("host"), judged.get("verdict"), int(judged.get("exit_code") or 0),
+            "%s sha256 %s" % (judged["evidence"], judged["evidence_sha256"][:12]) if judged.get("evidence_sha256")
+            else "none taken"))
     ranks = pred.get("as_run") or []
     if ranks:
         first = ranks[0]
@@ -291,11 +385,45 @@ def verify(folder: str | Path, key: str | Path | None = None, allow_drift: bool 
         if found != image["sif_sha256"]:
             problems.append("image.sif_sha256: %s has SHA-256 %s, the statement says %s"
                             % (image["sif"], found, image["sif_sha256"]))
+    for i, judged in enumerate(pred.get("validation") or []):
+        evidence = judged.get("evidence")
+        if evidence and judged.get("evidence_sha256") and Path(evidence).is_dir():
+            found = tree_sha256(Path(evidence))
+            if found != judged["evidence_sha256"]:
+                problems.append("validation[%d].evidence_sha256: %s (host %s) has SHA-256 %s, the statement says %s"
+                                % (i, evidence, judged.get("host"), found, judged["evidence_sha256"]))
     drift = list(pred.get("drift") or [])
     if drift and not allow_drift:
         problems.append("drift: the run's environment drifted (%d difference%s)"
                         % (len(drift), "" if len(drift) == 1 else "s"))
-    return Verdict(ExitCode.FAILED if problems else ExitCode.OK, problems, produced_from(pred), drift)
+    return Verdict(ExitCode.FAILED if problems else ExitCode.OK, problems, produced_from(pred), drift,
+                   [sub.get("name") for sub in stmt.get("subject", [])])
+
+
+def statement_of(result: Path) -> Path | None:
+    """The statement that names the result file ``result`` (a sweep JSON): its own ``X.intoto.jsonl``
+    (``sweep_statement_path``), else its folder's ``STATEMENT`` (a study's folder, a collected sweep's results);
+    None when neither exists."""
+    for path in (sweep_statement_path(result), result.parent / STATEMENT):
+        if path.is_file():
+            return path
+    return None
+
+
+def verify_result(result: str | Path, key: str | Path | None = None) -> list[str]:
+    """The failing checks of the statement of the result file ``result`` (``statement_of``), each naming the file:
+    none when its statement verifies (``verify``; drift is ``bench-report --strict``'s to judge, not a failure
+    here) and names ``result`` among its subjects; a missing statement is one."""
+    result = Path(result)
+    path = statement_of(result)
+    if path is None:
+        return ["%s: no signed statement (%s or %s beside it)" % (result, sweep_statement_path(result).name,
+                                                                   STATEMENT)]
+    verdict = verify(path, key, allow_drift=True)
+    problems = ["%s: %s" % (result, p) for p in verdict.problems]
+    if verdict.code == ExitCode.OK and result.name not in verdict.subjects:
+        problems.append("%s: not a subject of its statement %s" % (result, path))
+    return problems
 
 
 def payload(envelope: dict) -> dict:
@@ -310,10 +438,12 @@ def record_path(output: str | Path, throughput: bool) -> Path:
 
 
 def finish_run(output: str | Path, *, throughput: bool, stack: str | None, image: dict | None, plan_line: str,
-               started: str) -> tuple[list[str], Path]:
-    """After a run from here: compare its ranks' as-run facts (``launch.drift``), write ``drift`` into its run record
-    (metrics.json's ``run.drift``, throughput.json's ``drift``), then sign the statement of its result files.
-    Returns (the drift lines, the statement's path). ChexstackError naming the record when it cannot be read."""
+               started: str, jobs: list[dict] = (), validation: list[dict] = (),
+               also: tuple[str, ...] = ()) -> tuple[list[str], Path]:
+    """After a run from here or a Slurm job followed from here: compare its ranks' as-run facts (``launch.drift``),
+    write ``drift`` into its run record (metrics.json's ``run.drift``, throughput.json's ``drift``), then sign the
+    statement of its result files (``SUBJECTS`` and ``also``: a job's script and log). Returns (the drift lines,
+    the statement's path). ChexstackError naming the record when it cannot be read."""
     from envs.manifest import load_stack
     from launch.drift import drift
 
@@ -328,5 +458,6 @@ def finish_run(output: str | Path, *, throughput: bool, stack: str | None, image
     _replace(path, json.dumps(record, indent=2) + "\n")
     written = write(Path(output), predicate(stack=stack, image=image, plan_line=plan_line,
                                             as_run=block.get("as_run"), drift=found, started=started,
-                                            finished=now(), kind="throughput" if throughput else "train"))
+                                            finished=now(), kind="throughput" if throughput else "train",
+                                            jobs=jobs, validation=validation), names=SUBJECTS + tuple(also))
     return found, written

@@ -167,38 +167,71 @@ def plan(request: TrainRequest, where: Where) -> Plan:
     return TARGETS["local"](request, hosts=list(where.hosts) or None, ssh_identity_file=where.ssh_key)
 
 
-def _scheduled(request: TrainRequest, opts: cluster.ClusterOptions) -> dict | str | None:
+def _job_image(spec, opts: cluster.ClusterOptions) -> dict | None:
+    """The statement's ``image`` block of a scheduled job: None on bare metal; the SIF's block (hybrid); else the
+    reference the job runs (a registry reference or .sqsh: this machine cannot say its digest)."""
+    if spec.stack is None:
+        return None
+    if spec.image.endswith(".sif"):
+        return attest.sif_block(spec.image)
+    return {"runtime": opts.scheduler.launch_model, "ref": spec.image}
+
+
+def _scheduled(request: TrainRequest, opts: cluster.ClusterOptions,
+               validation: list[dict] = ()) -> dict | str | None:
     """Render the job of ``opts.scheduler`` (printed with ``--render``); with ``--submit`` submit it and return
     the job id, or, for a job this machine waits for, execute its follower and return metrics.json (its output
-    checked here first: ``check_paths``)."""
+    checked here first: ``check_paths``), its run record's drift and its signed statement written when the job has
+    ended (``launch.attest.finish_run``: the batch script and the job's log among its subjects, the job in its
+    ``jobs``). A job not followed gets no statement, said in one line."""
     spec, text = cluster.prepare(request.check(), opts)
     if not opts.submit:
         return None
     cluster.announce(spec)
-    if cluster.follows(opts):
-        request.check_paths()
-        with opts.scheduler.follow(request, spec, text) as follower:
-            return local.execute(request, follower, cwd=local.REPO_ROOT)
-    return cluster.submit_job(request, text, opts)
+    if not cluster.follows(opts):
+        job = cluster.submit_job(request, text, opts)
+        console.print(attest.unsigned_note("%s (%s)" % (
+            "the %s is not followed from here" % opts.scheduler.artifact,
+            "--detach" if opts.detach else "this machine does not follow %s jobs" % opts.launcher)), markup=False)
+        return job
+    request.check_paths()
+    started = attest.now()
+    with opts.scheduler.follow(request, spec, text) as follower:
+        result = local.execute(request, follower, cwd=local.REPO_ROOT)
+        line = follower.command_line()
+    output = request.with_absolute_paths().options.output
+    job_id, also = opts.scheduler.followed(output, os.path.join(output, local.LOG), text)
+    job = attest.job_block(schedulers.name_of(opts.scheduler), opts.scheduler.artifact, text, job_id)
+    _signed(attest.finish_run(output, throughput=bool(request.options.throughput), stack=opts.stack,
+                              image=_job_image(spec, opts), plan_line=line, started=started, jobs=[job],
+                              validation=validation, also=also))
+    return result
 
 
-def run(request: TrainRequest, where: Where, *, heading: str | None = None) -> dict | str | None:
+def _signed(finished: tuple[list[str], object]) -> None:
+    """Say a finished run's drift (warnings) and where its statement is."""
+    found, statement = finished
+    for line in found:
+        warn("drift: %s" % line)
+    console.print("signed statement: %s (invoke verify-run %s)" % (statement, statement.parent), markup=False)
+
+
+def run(request: TrainRequest, where: Where, *, heading: str | None = None,
+        validation: list[dict] = ()) -> dict | str | None:
     """Run ``request`` ``where`` says and return what the run gives: metrics.json (a dict) for a run from here
     (``plan``, executed by ``launch.local.execute``: in the checkout, or in the current folder for a stack's
     image; ``heading`` said before its launch line) and for a followed Slurm job; None for a ``--throughput`` run
     (its throughput.json is in its output folder) or when only rendered; the job id of a detached or Kubernetes
-    submission. A run from here ends with its drift in its run record and its signed statement beside it
-    (``launch.attest.finish_run``). ChexstackError (with its exit code) when it cannot start, fails or is
+    submission. A run from here, and a Slurm job followed from here, ends with its drift in its run record and its
+    signed statement beside it (``launch.attest.finish_run``; ``validation``: the judged hosts' verdicts,
+    ``launch.attest.validation_block``). ChexstackError (with its exit code) when it cannot start, fails or is
     interrupted."""
     if where.cluster is not None:
-        return _scheduled(request, where.cluster)
+        return _scheduled(request, where.cluster, validation)
     started = attest.now()
     planned = plan(request, where)
     result = local.execute(request, planned, cwd=os.getcwd() if where.stack else local.REPO_ROOT, heading=heading)
-    found, statement = attest.finish_run(request.with_absolute_paths().options.output,
-                                         throughput=bool(request.options.throughput), stack=where.stack,
-                                         image=image_of(where), plan_line=planned.command_line(), started=started)
-    for line in found:
-        warn("drift: %s" % line)
-    console.print("signed statement: %s (invoke verify-run %s)" % (statement, statement.parent), markup=False)
+    _signed(attest.finish_run(request.with_absolute_paths().options.output,
+                              throughput=bool(request.options.throughput), stack=where.stack, image=image_of(where),
+                              plan_line=planned.command_line(), started=started, validation=validation))
     return result

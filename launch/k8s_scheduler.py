@@ -55,7 +55,7 @@ class MpiJob(Scheduler):
                                                              nodes=tuple(nodelist[:step.nodes])))
                             for step in steps)
 
-    def submit_steps(self, text, opts, results, collect) -> None:
+    def submit_steps(self, text, opts, results, collect) -> None:  # one MPIJob per step: no one job id
         from chexstack.console import console
         from launch.submit import submit_k8s, wait_k8s
 

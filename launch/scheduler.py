@@ -110,6 +110,12 @@ class Scheduler:
         raise ChexstackError("--launcher %s: this machine does not follow its jobs" % self.launcher)
         yield  # pragma: no cover
 
+    def followed(self, output: str, log: str, text: str) -> tuple[str | None, tuple[str, ...]]:
+        """After a followed job ended: (its job id as the follower's ``log`` says, None when it does not; the files
+        of ``output`` that a signed statement names besides the run's results: ``text`` kept there, the job's own
+        log)."""
+        raise ChexstackError("--launcher %s: this machine does not follow its jobs" % self.launcher)
+
     # --- a sweep of requests (invoke bench, invoke study) --------------------------------------------------------
 
     def sweep_results(self, results: str, tag: str) -> tuple[str, Mount]:
@@ -126,9 +132,9 @@ class Scheduler:
         """The artifact(s) that run ``steps`` one after another (``allocation``: the largest, what to reserve)."""
         raise NotImplementedError
 
-    def submit_steps(self, text: str, opts: ClusterOptions, results: str, collect: str) -> None:
+    def submit_steps(self, text: str, opts: ClusterOptions, results: str, collect: str) -> str | None:
         """Hand the sweep's ``text`` over (``results``: the folder its log goes to; ``collect``: the folder
-        ``invoke bench --collect`` then takes)."""
+        ``invoke bench --collect`` then takes); the job's id where one job runs every step (Slurm), else None."""
         raise NotImplementedError
 
 

@@ -47,3 +47,9 @@ def select(launcher: str, stack: str | None, model: str | None = None) -> Schedu
             launcher, model, " or ".join(sorted({s.model or "its default" for s in of}))))
     fits = [s for s in named if s.runs_stack == (stack is not None)]
     return (fits or named)[0]
+
+
+def name_of(scheduler: Scheduler) -> str:
+    """The table's name of ``scheduler`` (``slurm-baremetal``, ``k8s-mpijob``, ...): what a signed statement's job
+    block names (``launch.attest.job_block``)."""
+    return next(name for name, s in SCHEDULERS.items() if s is scheduler)

@@ -35,6 +35,8 @@ class SlurmBatch(Scheduler):
     script_model = "pyxis"
     #: how the followed job's ranks start (the follower plan's reason)
     started_by = "the job script's launcher"
+    #: the batch script as a followed job's output folder keeps it (a subject of its signed statement)
+    script_file = "job.sbatch"
 
     def explain(self) -> str:
         return "a Slurm batch script (%s), handed to sbatch" % self.launch_model
@@ -57,6 +59,21 @@ class SlurmBatch(Scheduler):
     def follow(self, request, spec, text) -> Iterator:
         with follow_plan(request, spec, text, self.started_by) as plan:
             yield plan
+
+    def followed(self, output, log, text):
+        """The job id from the follower's ``submitted Slurm job N`` line in ``log`` (the run's launch.log; the last
+        such line: a resumed run's), ``text`` kept as ``OUTPUT/job.sbatch``, and the job's ``slurm-N.out``."""
+        import re
+        from pathlib import Path
+
+        from facts.parsers.slurm import PREFIX
+
+        log = Path(log)
+        ids = re.findall(r"^%ssubmitted Slurm job (\d+)" % re.escape(PREFIX),
+                         log.read_text(errors="replace") if log.is_file() else "", re.M)
+        (Path(output) / self.script_file).write_text(text)
+        job_id = ids[-1] if ids else None
+        return job_id, (self.script_file,) + (("slurm-%s.out" % job_id,) if job_id else ())
 
     def sweep_results(self, results, tag):
         from launch.job import Mount
@@ -86,7 +103,7 @@ class SlurmBatch(Scheduler):
                                   compat=self.compatibility(allocation, mpirun_version_output),
                                   render_host=render_host)
 
-    def submit_steps(self, text, opts, results, collect) -> None:
+    def submit_steps(self, text, opts, results, collect) -> str:
         from pathlib import Path
 
         from chexstack.console import console
@@ -96,8 +113,10 @@ class SlurmBatch(Scheduler):
             Path(results).mkdir(parents=True, exist_ok=True)
         except OSError:
             pass
+        job_id = submit_slurm(text)
         console.print("submitted Slurm job [bold]%s[/]; when it has ended: invoke bench --collect %s"
-                      % (submit_slurm(text), collect))
+                      % (job_id, collect))
+        return job_id
 
 
 class SlurmBareMetal(BareMetal, SlurmBatch):

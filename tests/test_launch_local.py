@@ -441,7 +441,10 @@ def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_
             "(%s/checkpoint): --resume finishes the run without training" % out) in text
     assert _epochs(out) == [1, 2]
 
-    finished = _invoke(*args, "--resume")
+    bundle = tmp_path / "bundle"  # a node's evidence, as invoke validate --collect writes it (one check)
+    assert cmd.run("validate", "--only", "gpu.inventory", "--collect", str(bundle)).returncode == 0
+    # finishing it also judges this node (--validate) and takes the bundle (--evidence): both in its statement
+    finished = _invoke(*args, "--resume", "--validate", "--evidence", str(bundle))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
     assert ("trainer: training already ended with the checkpoint of epoch 2 (it reaches --epochs 2), but the run "
             "was stopped before its end (metrics.json has no run.end): finishing it without training") \
@@ -457,6 +460,8 @@ def test_ctrl_c_after_the_last_epoch_is_finished_by_resume_without_training(tmp_
     assert len(metrics["run"]["as_run"]) == 2 and metrics["run"]["drift"] == []
     verified = cmd.run("verify-run", str(out), env={KEY_ENV: str(key)})
     assert verified.returncode == 0 and "as run (2 ranks): " in verified.stdout, verified.stdout + verified.stderr
+    judged = [line for line in verified.stdout.splitlines() if line.startswith("validate: ")]
+    assert len(judged) == 2 and "evidence %s/validate-" % out in judged[0] and str(bundle) in judged[1], judged
 
     done = _invoke(*args, "--resume")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

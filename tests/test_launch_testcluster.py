@@ -352,6 +352,11 @@ def test_a_job_requeued_by_scontrol_and_by_a_dead_link_then_cancelled_and_resubm
     assert resumed != job_id and re.search(r"Slurm job %s COMPLETED" % resumed, again.stdout), again.stdout
     _restarted_log(out, resumed, 3)
     _epochs_once_each(out)
+    # the followed job's end left its signed statement: the resumed job's id, its batch script and log as subjects
+    verified = invoke(testcluster, "verify-run", str(out))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "job: slurm-baremetal %s (batch script sha256 " % resumed in verified.stdout, verified.stdout
+    assert (out / "job.sbatch").is_file() and "signed statement: %s" % (out / "chexstack.intoto.jsonl") in again.stdout
 
 
 def _wait_for_job(cluster, job_id: str, timeout_s: float = 600):
@@ -405,6 +410,13 @@ def test_bench_sweeps_cpu_ranks_through_slurm_across_both_hosts_then_bench_repor
     collect = invoke(testcluster, "bench", "--collect", str(folder), "--output", str(sweeps))
     assert collect.returncode == 0, collect.stdout + collect.stderr
     sweep, = sweeps.glob("testcluster-*.json")
+    # --collect signed the sweep and its results folder, naming the job --submit kept (its id, its script)
+    for signed in (sweep.with_name(sweep.stem + ".intoto.jsonl"), folder):
+        verified = invoke(testcluster, "verify-run", str(signed))
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "job: slurm-baremetal %s (batch script sha256 " % job_id in verified.stdout, verified.stdout
+    report = invoke(testcluster, "bench-report", str(sweep), "--verify", "--output", str(tmp_path / "v.png"))
+    assert report.returncode == 0 and "verified: 1 signed result" in report.stdout, report.stdout + report.stderr
     points = load_sweep(sweep).points
     assert [len(p.repeats) for p in points] == [2, 2] and [p.count for p in points] == [1, 2]
     assert [[h.cpus_by_rank for h in p.host_load] for p in points] == [

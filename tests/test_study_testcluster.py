@@ -87,3 +87,16 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
     for system in SYSTEMS[1:]:
         assert "%s vs baremetal at 2 CPU ranks:" % system in markdown, markdown
     assert not client.containers.list(all=True, filters={"label": "org.chexstack.pod"})
+
+    # the study's statement names every job that ran it: each Slurm repeat's batch job, each count's MPIJob
+    from launch import attest
+
+    jobs = attest.payload(json.loads((folder / attest.STATEMENT).read_text()))["predicate"]["jobs"]
+    assert sorted((j["scheduler"], j["artifact"]) for j in jobs) == sorted(
+        [("slurm-baremetal", "batch script")] * 2 + [("slurm-hybrid", "batch script")] * 2
+        + [("k8s-mpijob", "MPIJob")] * 4), jobs
+    assert all(len(j["sha256"]) == 64 and j["id"] for j in jobs), jobs
+    verified = subprocess.run([INVOKE, "verify-run", str(folder), "--allow-drift"], cwd=REPO, capture_output=True,
+                              text=True)
+    assert verified.returncode == 0 and "job: k8s-mpijob bench-study-mpijob-np2" in verified.stdout, (
+        verified.stdout + verified.stderr)
