@@ -7,12 +7,11 @@ where scripts/setup has installed one): the condition is explicit, never a silen
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.lib import lanes
 
 SOURCE = Path(__file__).with_name("libcuda_standin.c")
 #: the variable the stand-in reads, and the one the probe chooses its library by (facts/cuda_probe.py)
@@ -44,6 +43,4 @@ def built(folder: Path) -> Path:
     try:
         return build(folder)
     except NoCompiler as e:
-        if os.environ.get("CI"):
-            pytest.fail(str(e))
-        pytest.skip(str(e))
+        lanes.unavailable(str(e))

@@ -16,9 +16,9 @@ the ``docker`` lane (``tests.lib.lanes`` refuses to collect it otherwise).
 """
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from tests.lib import lanes
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +28,7 @@ def client():
         c = docker.from_env(timeout=900)
         c.ping()
     except docker.errors.DockerException as e:
-        if os.environ.get("CI"):
-            pytest.fail("no Docker engine in CI (scripts/setup --docker starts one): %s" % e)
-        pytest.skip("no Docker engine answers: %s" % e)
+        lanes.unavailable("no Docker engine answers (scripts/setup --docker starts one): %s" % e)
     return c
 
 
@@ -87,9 +85,7 @@ def cpu_sif(client, cpu_build):
     """The signed, verified SIF of ``cpu_build``: a ``SifBuild`` (the build ``cpu_build`` started, else made
     here); a failed build fails every test that uses it with the build's own error."""
     if not _apptainer():
-        if os.environ.get("CI"):
-            pytest.fail("no apptainer in CI (scripts/setup --apptainer installs it)")
-        pytest.skip("no apptainer on PATH (scripts/setup --apptainer installs it)")
+        lanes.unavailable("no apptainer on PATH (scripts/setup --apptainer installs it)")
     started = _SIF_BUILD.get(cpu_build.image_id)
     return started.result() if started is not None else _make_sif(cpu_build)
 

@@ -14,6 +14,8 @@ the marker itself: the lane a test runs in is then the one its module shows, and
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 #: The unit lane's marker expression (``make test-fast``).
@@ -37,3 +39,11 @@ def pytest_collection_modifyitems(config, items):
     if missing:
         raise pytest.UsageError("tests outside their lane (tests/lib/lanes.py): add the marker to the test or to its "
                                 "module's pytestmark:\n  " + "\n  ".join(missing))
+
+
+def unavailable(reason: str) -> None:
+    """What a test does when a component its lane's setup provides is missing: skip with ``reason`` where tests run by
+    hand, fail under CI (``CI`` set: ``.ci/run``), where the setup ran and the absence is a fault, never a pass."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
