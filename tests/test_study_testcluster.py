@@ -1,6 +1,7 @@
 """Issue 23: ``invoke study`` on the test cluster, the CI's short version of the seed study: bare metal (Slurm,
 this .venv), the HPC container (Slurm's hybrid model around the signed cpu SIF) and Kubernetes' way (the cpu
-image's MPIJob as pods, each on the bridge) at 1 and 2 CPU ranks, one rank per host, 2 repeats interleaved, on the
+image's MPIJob as pods, each on the bridge) at 1 and 2 CPU ranks, one rank per host, 2 paired rounds in the seed's
+order, on the
 real sample (a prepared copy at 32 px, which every system reads as the trainer does), with Horovod's timeline; then
 the three-system Figure 1, its tables and the gap. The numbers of a few steps on 2 shared cores mean little: the
 test is of the method (every system on the same hosts with the same versions and data, the order, the comparison),
@@ -14,7 +15,7 @@ import subprocess
 
 import pytest
 
-from bench import guard
+from bench import guard, study
 from bench.results import load_sweep
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO, SAMPLE
@@ -23,7 +24,8 @@ from tests.lib.runs import FAST_MODEL
 pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
 
 SYSTEMS = ("baremetal", "apptainer", "mpijob")
-_RUN_LINE = re.compile(r"^\s+(\w+)\s+repeat (\d+)/2,\s+(\d+) CPU ranks: ([0-9.]+) images/s", re.M)
+_RUN_LINE = re.compile(r"^\s+(\w+)\s+round (\d+),\s+(\d+) CPU ranks: ([0-9.]+) images/s", re.M)
+SEED = 41
 
 
 def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testcluster, client, cpu_build, cpu_sif,
@@ -35,6 +37,7 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
     assert prepare.returncode == 0, prepare.stdout[-3000:] + prepare.stderr[-3000:]
     ran = subprocess.run(
         [INVOKE, "study", "--systems", ",".join(SYSTEMS), "--np", "1,2", "--per-node", "1", "--repeats", "2",
+         "--seed", str(SEED),
          "--hosts", "chex1,chex2", "--stack", "cpu", "--sif", str(cpu_sif.path), "--image", cpu_build.image_id,
          *FAST_MODEL, "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup-steps", "1",
          "--data", str(prepared), "--timeline", "--results", str(results), "--output", str(output)],
@@ -42,10 +45,10 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
     text = ran.stdout + ran.stderr
     assert ran.returncode == 0, text[-6000:]
 
-    # the order: repeat by repeat, every count of a system, the systems' order rotated in repeat 2
+    # the order: round by round, every count of a system, the systems in the order the seed drew for the round
     runs = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in _RUN_LINE.finditer(ran.stdout)]
-    assert runs == [(s, r, n) for r, systems in ((1, SYSTEMS), (2, SYSTEMS[1:] + SYSTEMS[:1]))
-                    for s in systems for n in (1, 2)], text[-4000:]
+    assert runs == [(s, r, n) for r, s in study.order(SYSTEMS, 2, SEED) for n in (1, 2)], text[-4000:]
+    assert "stopped: 2 rounds (--repeats)" in ran.stdout
 
     # each system's ranks ran where it says: both hosts at 2 ranks (a pod per host for the MPIJob)
     run_root, = results.glob("study-*")
@@ -63,6 +66,7 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
         assert [p.count for p in sweep.points] == [1, 2] and [len(p.repeats) for p in sweep.points] == [2, 2]
         assert sweep.record.hosts == ["chex1", "chex2"] and sweep.record.count_unit == "CPU ranks"
         assert sweep.record.label_sha256 and sweep.record.train_split_sha256
+        assert sweep.record.paired_rounds == "%s seed %d" % (folder.name, SEED)
         assert all(sweep.record.versions.get(k) for k in ("tensorflow", "horovod", "python")), sweep.record.versions
         assert guard.differences(sweep, sweeps["baremetal"]) == (), (system, sweep.record.versions,
                                                                      sweeps["baremetal"].record.versions)
@@ -75,7 +79,8 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
         rows = list(csv.DictReader(f))
     assert [(int(r["CPU ranks"]), r["system"]) for r in rows] == [(n, s) for n in (1, 2) for s in SYSTEMS], rows
     assert all(r["vs baremetal (%)"] for r in rows if r["system"] != "baremetal"), rows  # compared: a difference
-    assert all(r["verdict"] == "no interval" for r in rows if r["system"] != "baremetal"), rows  # 2 repeats
+    assert all(r["verdict"] == "no interval" for r in rows if r["system"] != "baremetal"), rows  # 2 rounds
+    assert all(r["design"] == "paired, 2 rounds" for r in rows if r["system"] != "baremetal"), rows
     assert (folder / "figure1.png").stat().st_size > 0
     markdown = (folder / "figure1.md").read_text()
     assert "not comparable" not in markdown, markdown
