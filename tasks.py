@@ -362,7 +362,9 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "systems": "the systems to compare, comma-separated, the first the baseline of the % differences: baremetal "
                "(Slurm, the trainer in --python's environment), apptainer (Slurm's hybrid model: the host's mpirun "
                "around apptainer exec of the stack's SIF), mpijob (the stack's MPIJob as pods of its Docker image, "
-               "each on the test cluster's bridge)",
+               "each on the test cluster's bridge); to check the study on the test cluster, mpijob+RATE (e.g. "
+               "mpijob+400mbit: the mpijob with each pod's link limited to RATE both ways, tc tbf on the pod's veth, "
+               "gone with the pod; needs root) and mpijob+none (the same path, nothing planted)",
     "stack": "the stack whose SIF (apptainer) and Docker image (mpijob) run; required with either",
     "hosts": "the nodes every system runs on, comma-separated (default: the nodes Slurm lists and has not lost, "
              "as many as the largest count needs)",
@@ -392,8 +394,8 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
 @with_trainer_options(only=SWEEP_OPTIONS, names=SWEEP_NAMES)
 def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=None, hosts=None, per_node=1,
           repeats=5, results=None, python=None, sif=None, image=None, label="study", output="bench/results",
-          title=None, bandwidth=None, time="01:00:00", render=False, seed=None, resolve=None, max_repeats=None,
-          budget=None, **trainer):
+          title=None, bandwidth=None, time="01:00:00", render=False, seed=None, resolve=None,
+          max_repeats=None, budget=None, **trainer):
     """The seed study on one set of hosts: the same sweep as bare metal, HPC container and Kubernetes pods,
     interleaved, then Figure 1 with intervals, the comparability caption and the gap (docs/benchmarks.md)."""
     from pathlib import Path

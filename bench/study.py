@@ -30,6 +30,13 @@ sees; each Slurm repeat's log ``slurm-<job>.out`` and its follower's ``follow.lo
 ``np-<N>-launcher.log``), then ``<output>/<label>-<UTC>/<system>.json`` (one sweep per system, each count's
 repeats one point) and ``figure1.png`` / ``.csv`` / ``.md`` beside them.
 
+The planted effect (the test cluster only): the system ``mpijob+RATE`` (e.g. ``mpijob+400mbit``) is the mpijob
+system with each of its pods' links limited to RATE both ways (``scripts/testcluster plug-shaped``: a token bucket
+on the pod's veth, which goes with the pod), a known slowdown of its allreduce that the study must find and
+attribute to exposed allreduce; ``mpijob+none`` is the same pods on the same path with nothing limited, which it
+must not find: ``--systems mpijob,mpijob+400mbit,mpijob+none`` checks the instrument before its gaps are trusted
+(docs/benchmarks.md).
+
 Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated system, counts the
 hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1) naming the system, repeat and log
 when a run fails, with what ``invoke train --explain`` says of that log (its first fault, cause and fix).
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -75,6 +83,33 @@ SCHEDULER_OF = {"baremetal": ("slurm-baremetal", "python"), "apptainer": ("slurm
                 "mpijob": ("k8s-mpijob", "image")}
 #: the systems whose jobs this machine submits to Slurm and follows (the MPIJob runs as its pods: ``launch.pods``)
 SLURM_SYSTEMS = tuple(s for s, (key, _) in SCHEDULER_OF.items() if SCHEDULERS[key].follows)
+#: A planted system: a system that can be planted (the test cluster's pods), ``+``, then the rate its pods' links
+#: are limited to, in tc's units (``tc(8)``, "RATES": kbit, mbit, gbit), or ``none`` (the same path, no limit)
+PLANTABLE = ("mpijob",)
+PLANTED = re.compile(r"^(?P<system>%s)\+(?P<rate>[1-9][0-9]{0,5}(kbit|mbit|gbit)|none)$" % "|".join(PLANTABLE))
+
+
+def base_system(system: str) -> str:
+    """The system a planted one is (``mpijob+400mbit`` -> ``mpijob``); any other, itself."""
+    planted = PLANTED.match(system)
+    return planted.group("system") if planted else system
+
+
+def plant(system: str) -> str | None:
+    """A planted system's rate (``mpijob+400mbit`` -> ``400mbit``, ``mpijob+none`` -> ``none``); None for others."""
+    planted = PLANTED.match(system)
+    return planted.group("rate") if planted else None
+
+
+def describe(system: str) -> str:
+    """What ``system`` is, in the caption's words (with what was planted)."""
+    rate = plant(system)
+    if rate is None:
+        return SYSTEMS[system]
+    return "%s; planted: %s" % (SYSTEMS[base_system(system)], "nothing (the same pods and path, no limit)"
+                                if rate == "none" else "each pod's link limited to %s both ways (tc tbf)" % rate)
+
+
 #: The PersistentVolumeClaim the MPIJobs write their results to, bound to the study's results folder.
 CLAIM = "chexstack-study"
 #: The test cluster's pod network (``scripts/testcluster plug``: addresses 10.213.57.100 and up on its bridge).
@@ -116,10 +151,12 @@ class StudyRequest:
     def check(self) -> "StudyRequest":
         """Raise ChexstackError naming the option that cannot work; returns the request with ``sif``/``image``
         filled in from the stack."""
-        unknown = [s for s in self.systems if s not in SYSTEMS]
+        unknown = [s for s in self.systems if s not in SYSTEMS and not PLANTED.match(s)]
         if unknown or len(set(self.systems)) != len(self.systems) or len(self.systems) < 2:
-            raise ChexstackError("--systems %s: expected two or more distinct systems of %s"
-                                 % (",".join(self.systems), ", ".join(SYSTEMS)))
+            raise ChexstackError("--systems %s: expected two or more distinct systems of %s, or a planted one "
+                                 "(%s, e.g. mpijob+400mbit, mpijob+none)"
+                                 % (",".join(self.systems), ", ".join(SYSTEMS),
+                                    ", ".join("%s+RATE" % s for s in PLANTABLE)))
         if self.per_node < 1:
             raise ChexstackError("--per-node %d: expected 1 or more ranks per node" % self.per_node)
         if len(self.hosts) < self.nodes:
@@ -236,7 +273,7 @@ def preflight(req: StudyRequest) -> None:
     if "apptainer" in req.systems and not Path(req.sif).is_file():
         raise ChexstackError("--sif %s: no such file; build it with invoke build --stack %s --runtime singularity "
                              "(or --runtime all)" % (req.sif, req.sweep.stack))
-    if "mpijob" in req.systems:
+    if any(base_system(s) == "mpijob" for s in req.systems):
         import docker.errors
 
         from chexstack import engine
@@ -281,13 +318,13 @@ def slurm_script(req: StudyRequest, system: str, repeat: int, root: Path, now: d
     return script, folder
 
 
-def mpijobs(req: StudyRequest, repeat: int, root: Path) -> tuple[list[dict], Path]:
-    """(one MPIJob per count, smallest first; the repeat's folder) of one repeat of the mpijob system: the pods on
-    the study's hosts, results on the claim ``CLAIM`` (the study's results folder) in
-    ``mpijob/repeat-<repeat>/np-<N>``."""
-    folder = root / "mpijob" / ("repeat-%d" % repeat)
+def mpijobs(req: StudyRequest, repeat: int, root: Path, system: str = "mpijob") -> tuple[list[dict], Path]:
+    """(one MPIJob per count, smallest first; the round's folder) of one round of the mpijob ``system`` (or
+    a planted ``mpijob+RATE``, its jobs named ``…-mpijob-RATE-…``): the pods on the study's hosts, results on the claim
+    ``CLAIM`` (the study's results folder) in ``<system>/repeat-<repeat>/np-<N>``."""
+    folder = root / system / ("repeat-%d" % repeat)
     scheduler = SCHEDULERS[SCHEDULER_OF["mpijob"][0]]
-    sweep = dataclasses.replace(req.sweep, label="%s-mpijob" % req.sweep.label, repeats=1,
+    sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, system.replace("+", "-")), repeats=1,
                                 launcher=scheduler.launcher)
     target = batch.BatchTarget(image=req.image, per_node=req.per_node, gpus=req.sweep.gpus, results=CLAIM)
     inside, mount = scheduler.sweep_results(CLAIM, str(folder.relative_to(root)))
@@ -314,32 +351,41 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path) -> Path:
     with open(folder / "follow.log", "w") as out:
         state = slurmjob.follow(job_id, str(log), out=out)
     if state.state != "COMPLETED":
-        raise ChexstackError("%s, repeat %d: Slurm job %s %s on %s (exit code %s); see %s\n%s"
+        raise ChexstackError("%s, round %d: Slurm job %s %s on %s (exit code %s); see %s\n%s"
                              % (system, repeat, job_id, state.state, state.nodes or "no node", state.exit_code, log,
                                 _explained(folder / "follow.log")), exit_code=ExitCode.FAILED)
     return folder
 
 
-def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
-    """One repeat of the mpijob system: each count's MPIJob run as its pods (``launch.pods``) to its end; returns
-    the repeat's folder. ChexstackError (exit 1) when a Launcher fails."""
+def pod_network(req: StudyRequest, system: str, workers: int) -> PodNetwork:
+    """The pod network of ``system``'s MPIJob of ``workers`` Workers: the test cluster's bridge (``POD_NETWORK``)
+    on the study's hosts; for a planted system every pod plugged with its link limited to the system's rate
+    (``scripts/testcluster plug-shaped``; ``none``: the same command, no limit)."""
+    rate = plant(system)
+    plug = POD_NETWORK.plug if rate is None else (str(TESTCLUSTER), "plug-shaped", rate)
+    return dataclasses.replace(POD_NETWORK, plug=plug, nodes=req.hosts[:workers])
+
+
+def _run_mpijob(req: StudyRequest, repeat: int, root: Path, system: str = "mpijob") -> Path:
+    """One round of the mpijob ``system`` (or a planted ``mpijob+RATE``): each count's MPIJob run as its pods
+    (``launch.pods``) to its end; returns the round's folder. ChexstackError (exit 1) when a Launcher fails."""
     from chexstack import engine
 
-    objs, folder = mpijobs(req, repeat, root)
+    objs, folder = mpijobs(req, repeat, root, system)
     folder.mkdir(parents=True, exist_ok=True)
     client = engine.client()
     for obj in objs:
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            job = PodJob(client, obj, dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers]), Path(pods),
-                         claims={CLAIM: str(root)})
+            job = PodJob(client, obj, pod_network(req, system, workers), Path(pods), claims={CLAIM: str(root)})
             status, log, _ = job.run()
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
         if status != 0:
-            raise ChexstackError("mpijob, repeat %d, %d ranks: the Launcher exited with %d; see %s\n%s"
-                                 % (repeat, ranks, status, log_path, _explained(log_path)), exit_code=ExitCode.FAILED)
+            raise ChexstackError("%s, round %d, %d ranks: the Launcher exited with %d; see %s\n%s"
+                                 % (system, repeat, ranks, status, log_path, _explained(log_path)),
+                                 exit_code=ExitCode.FAILED)
     return folder
 
 
@@ -359,9 +405,9 @@ def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) 
         "" if req.resolve is None else "; then rounds until every gap is within ±%g %% (at most %d rounds%s)"
         % (req.resolve, req.max_repeats or MAX_ROUNDS, "" if req.budget is None else ", %g min" % req.budget))]
     for system in req.systems:
-        lines.append("# --- %s, round 1: %s" % (system, SYSTEMS[system]))
+        lines.append("# --- %s, round 1: %s" % (system, describe(system)))
         if system not in SLURM_SYSTEMS:
-            objs, _ = mpijobs(req, 1, root)
+            objs, _ = mpijobs(req, 1, root, system)
             lines.append("---\n".join(yaml.safe_dump(o, sort_keys=False, width=120) for o in objs).rstrip("\n"))
         else:
             lines.append(slurm_script(req, system, 1, root, now, site)[0].rstrip("\n"))
@@ -370,13 +416,13 @@ def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) 
 
 def _record(req: StudyRequest, system: str, now: datetime, root: Path) -> RunRecord:
     """The run record of ``system``'s series: the request, where and in what it ran, the machine's load."""
-    launcher = SCHEDULERS[SCHEDULER_OF[system][0]].launcher
+    launcher = SCHEDULERS[SCHEDULER_OF[base_system(system)][0]].launcher
     record = request_record(dataclasses.replace(req.sweep, launcher=launcher), REPO, now)
     first = root / system / "repeat-1"
     hosts_file = first / "hosts.txt"
     hosts = hosts_file.read_text().split() if hosts_file.is_file() else list(req.hosts[:req.nodes])
     updates: dict = {"hosts": hosts, "hostname": sysinfo.hostname(), "cpu_count": host.cpu_cores(),
-                     "notes": ["system: %s" % SYSTEMS[system]]}
+                     "notes": ["system: %s" % describe(system)]}
     if system == "baremetal":
         updates.update(stack=None, image=req.python)
     elif system == "apptainer":
@@ -426,7 +472,7 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
         rounds += 1
         for system in round_order(req.systems, req.seed, rounds):
             folder = (_run_slurm(req, system, rounds, root) if system in SLURM_SYSTEMS
-                      else _run_mpijob(req, rounds, root))
+                      else _run_mpijob(req, rounds, root, system))
             for n in sorted(req.sweep.counts):
                 reading = read_point(n, folder / ("np-%d" % n))
                 reads[system].append(reading)

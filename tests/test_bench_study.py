@@ -167,10 +167,34 @@ def test_the_slurm_node_list_is_checked():
     (dict(resolve=3.0, budget=-1.0), "--budget -1.0: expected minutes above 0"),
     (dict(max_repeats=9), "--max-repeats and --budget bound --resolve's added rounds: give --resolve X"),
     (dict(seed=-1), "--seed -1: expected 0 to 4294967295"),
+    (dict(systems=("mpijob", "baremetal+200mbit")), "or a planted one (mpijob.RATE, e.g. mpijob.400mbit"),
+    (dict(systems=("mpijob", "mpijob+fast")), "--systems mpijob,mpijob.fast: expected two or more distinct"),
+    (dict(systems=("mpijob", "mpijob+0mbit")), "expected two or more distinct systems"),
 ])
 def test_a_study_that_cannot_work_is_refused_before_anything_runs(change, message):
     with pytest.raises(ChexstackError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _req(**change).check()
+
+
+def test_a_planted_system_is_the_mpijob_on_links_limited_by_the_test_cluster():
+    """``mpijob+RATE``: the same MPIJob (its own job names and folder), its pods plugged by ``plug-shaped`` with the
+    rate; ``mpijob+none`` by the same command with nothing limited; the plain mpijob's pods by ``plug``."""
+    req = _req(systems=("mpijob", "mpijob+200mbit", "mpijob+none")).check()
+    objs, folder = study.mpijobs(req, 2, Path("/r"), "mpijob+200mbit")
+    assert folder == Path("/r/mpijob+200mbit/repeat-2")
+    assert [o["metadata"]["name"] for o in objs] == ["bench-study-mpijob-200mbit-np1",
+                                                     "bench-study-mpijob-200mbit-np2"]
+    for obj in objs:
+        validate_mpijob(obj)
+    planted = study.pod_network(req, "mpijob+200mbit", 2)
+    assert planted.plug == (str(study.TESTCLUSTER), "plug-shaped", "200mbit") and planted.nodes == ("chex1", "chex2")
+    assert study.pod_network(req, "mpijob+none", 1).plug == (str(study.TESTCLUSTER), "plug-shaped", "none")
+    assert study.pod_network(req, "mpijob", 1).plug == (str(study.TESTCLUSTER), "plug")
+    assert study.describe("mpijob+200mbit").endswith("each pod's link limited to 200mbit both ways (tc tbf)")
+    assert study.describe("mpijob+none").endswith("planted: nothing (the same pods and path, no limit)")
+    assert study.base_system("mpijob+none") == "mpijob" and study.plant("mpijob") is None
+    text = study.render(req, now=NOW, site=SITE)
+    assert "# --- mpijob+200mbit, round 1: " in text and text.count("kind: MPIJob") == 6
 
 
 def test_container_systems_need_a_stack():
