@@ -381,13 +381,21 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "systems": "the systems to compare, comma-separated, the first the baseline of the % differences: baremetal "
                "(Slurm, the trainer in --python's environment), apptainer (Slurm's hybrid model: the host's mpirun "
                "around apptainer exec of the stack's SIF), mpijob (the stack's MPIJob as pods of its Docker image, "
-               "each on the test cluster's bridge)",
+               "each on the test cluster's bridge); to check the study on the test cluster, mpijob+RATE (e.g. "
+               "mpijob+400mbit: the mpijob with each pod's link limited to RATE both ways, tc tbf on the pod's veth, "
+               "gone with the pod; needs root) and mpijob+none (the same path, nothing planted)",
     "stack": "the stack whose SIF (apptainer) and Docker image (mpijob) run; required with either",
     "hosts": "the nodes every system runs on, comma-separated (default: the nodes Slurm lists and has not lost, "
              "as many as the largest count needs)",
     "per_node": "ranks per node (GPUs, or CPU ranks); 1 puts each rank of a count on its own host",
-    "repeats": "runs of each count per system, the systems interleaved (round-robin per repeat, their order "
-               "rotating); 3 or more give intervals, 5 make a 3 % difference readable",
+    "repeats": "paired rounds: in each every system runs every count once, in an order drawn per round from "
+               "--seed; a gap is the per-round ratios' median with its interval; 3 or more give intervals (with "
+               "--resolve: the fewest rounds)",
+    "seed": "draws each round's order of the systems (default: drawn, printed and recorded in the study's record)",
+    "resolve": "add rounds until every gap's 95 % interval half-width is at most this many % (e.g. 3), or until "
+               "--max-repeats or --budget runs out; the report says which stopped it",
+    "max_repeats": "with --resolve: the most rounds (default 30)",
+    "budget": "with --resolve: minutes the rounds may take; no round starts that would pass it",
     "results": "folder of the runs, an absolute path every node sees (default runs/study in this checkout)",
     "python": "the bare-metal system's Python, of an environment every node sees (default this one)",
     "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
@@ -398,14 +406,15 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "title": "figure title",
     "bandwidth": "as bench-report --bandwidth: Gbit/s, or a validate --hosts JSON report (mpi.bandwidth)",
     "time": "each Slurm job's time limit (HH:MM:SS)",
-    "render": "print the run order and each system's jobs of the first repeat (batch scripts, MPIJobs); run "
-              "nothing",
-})
+    "render": "print the seed, the rounds' order and each system's jobs of the first round (batch scripts, "
+              "MPIJobs); run nothing",
+}, ints=["seed", "max_repeats"], floats=["resolve", "budget"])
 @user_errors
 @with_trainer_options(only=SWEEP_OPTIONS, names=SWEEP_NAMES)
 def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=None, hosts=None, per_node=1,
           repeats=5, results=None, python=None, sif=None, image=None, label="study", output="bench/results",
-          title=None, bandwidth=None, time="01:00:00", render=False, **trainer):
+          title=None, bandwidth=None, time="01:00:00", render=False, seed=None, resolve=None,
+          max_repeats=None, budget=None, **trainer):
     """The seed study on one set of hosts: the same sweep as bare metal, HPC container and Kubernetes pods,
     interleaved, then Figure 1 with intervals, the comparability caption and the gap (docs/benchmarks.md)."""
     from pathlib import Path
@@ -420,7 +429,8 @@ def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=Non
     req = study_.StudyRequest(sweep=sweep, systems=tuple(csv_list(systems)),
                               hosts=tuple(csv_list(hosts)) or study_.slurm_hosts(), per_node=per_node,
                               results=results or str(main.REPO / "runs" / "study"),
-                              python=python or sys.executable, sif=sif, image=image, time=time)
+                              python=python or sys.executable, sif=sif, image=image, time=time, seed=seed,
+                              resolve=resolve, max_repeats=max_repeats, budget=budget)
     if render:
         print(study_.render(req), end="")
         return

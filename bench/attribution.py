@@ -145,9 +145,10 @@ def system_line(sweep: Sweep, base: Sweep, count: int) -> str | None:
     mine, theirs = sweep.point(count), base.point(count)
     if not (mine and theirs and mine.step_split and theirs.step_split) or not guard.comparable(sweep, base):
         return None
-    d = stats.difference(mine.readings, theirs.readings)
-    interval = "no interval" if d.interval is None else "95 %% interval [%+.1f, %+.1f] %%" % (d.interval.low,
-                                                                                             d.interval.high)
+    d = stats.gap(sweep, base, count)
+    interval = ("no interval" if d.interval is None else "95 %% interval [%+.1f, %+.1f] %%%s"
+                % (d.interval.low, d.interval.high, "" if d.distinguishable else ", not distinguishable"))
+    interval += ", %s" % d.design
     largest, grew, parts = _parts(mine.step_split, theirs.step_split)
     return ("%s vs %s at %d %s: %+.1f %% images/s (%s), of which %s %s/step (the largest; %s)"
             % (sweep.label, base.label, count, sweep.unit, d.pct, interval, largest, _ms(grew), parts))

@@ -78,8 +78,7 @@ class Comparison:
         return units[0] if len(units) == 1 else " / ".join(units)
 
 
-def _cell(point: Point, base: Point | None, compared: bool) -> Cell:
-    diff = stats.difference(point.readings, base.readings) if base is not None and compared else None
+def _cell(point: Point, diff: stats.Difference | None) -> Cell:
     return Cell(point.images_per_sec, point.images_per_sec_per_rank, point.scaling_efficiency, len(point.readings),
                 stats.median_interval(point.readings), diff)
 
@@ -102,7 +101,8 @@ def compare(sweeps: list[Sweep]) -> Comparison:
         compared = sweep is not sweeps[0] and guard.comparable(sweep, sweeps[0])
         for n in counts:
             p = sweep.point(n)
-            cells[(sweep.label, n)] = None if p is None else _cell(p, sweeps[0].point(n), compared)
+            diff = stats.gap(sweep, sweeps[0], n) if p and compared and sweeps[0].point(n) else None
+            cells[(sweep.label, n)] = None if p is None else _cell(p, diff)
     notes = tuple(dict.fromkeys(n for n in (guard.table1_note(s, sweeps[0]) for s in sweeps[1:]) if n))
     return Comparison(tuple(labels), tuple(s.unit for s in sweeps), tuple(counts), cells,
                       tuple(guard.differences(s, sweeps[0]) for s in sweeps), notes, tuple(cores.caption_lines(sweeps)))
@@ -117,6 +117,11 @@ NO_INTERVAL = "no interval"
 #: How the intervals are made, for captions (``bench.stats``).
 METHOD = ("95 %% intervals: percentile bootstrap of the median over repeats (Efron & Tibshirani 1993), %d resamples, "
           "fixed seed; %s under %d repeats" % (stats.RESAMPLES, NO_INTERVAL, stats.MIN_REPEATS))
+#: What ``±`` and the designs of a difference mean, for captions (``bench.stats``).
+RESOLVED = ("±: a difference's interval half-width, the smallest difference the design resolved; unpaired: each "
+            "side's repeats resampled alone (separate sweeps)")
+PAIRED = ("paired: the median of the per-round ratios (system / %s in the same round of the study), its interval "
+          "bootstrapped over the rounds")
 
 
 def columns(cmp: Comparison) -> list[str]:
@@ -153,8 +158,9 @@ def diff_text(cmp: Comparison, label: str, c: Cell) -> str:
     if c.diff is None:
         return ""
     if c.diff.interval is None:
-        return "%+.1f (%s)" % (c.diff.pct, NO_INTERVAL)
-    return " ".join(filter(None, ["%+.1f" % c.diff.pct, _interval_text(c.diff.interval, True), verdict(c.diff)]))
+        return "%+.1f (%s)" % (c.diff.pct, ", ".join([NO_INTERVAL] + ([c.diff.design] if c.diff.paired else [])))
+    return " ".join(filter(None, ["%+.1f" % c.diff.pct, _interval_text(c.diff.interval, True),
+                                  "(±%.1f, %s)" % (c.diff.half_width, c.diff.design), verdict(c.diff)]))
 
 
 def rows(cmp: Comparison) -> list[list[str]]:
@@ -168,6 +174,11 @@ def caption(cmp: Comparison) -> list[str]:
     """What the figure and the Markdown table say below themselves: how the intervals are made (when a point has
     repeats enough for one), what each series not compared differs in, and the guard's notes."""
     lines = [METHOD] if any(c and c.interval for c in cmp.cells.values()) else []
+    diffs = [c.diff for c in cmp.cells.values() if c and c.diff]
+    if any(d.interval for d in diffs):
+        lines.append(RESOLVED)
+    if any(d.paired for d in diffs):
+        lines.append(PAIRED % cmp.baseline)
     lines += ["not compared with %s: %s: %s" % (cmp.baseline, label, "; ".join(found))
               for label, found in zip(cmp.labels, cmp.differences) if found]
     return lines + list(cmp.notes)
@@ -200,7 +211,8 @@ def csv_text(cmp: Comparison) -> str:
     cols = columns(cmp)
     vs = cols[7].replace(" (%)", "")
     writer.writerow(cols[:4] + ["images/s 95 % low", "images/s 95 % high"] + cols[5:8]
-                    + ["%s 95 %% low (%%)" % vs, "%s 95 %% high (%%)" % vs, "verdict"]
+                    + ["%s 95 %% low (%%)" % vs, "%s 95 %% high (%%)" % vs, "%s resolved ± (%%)" % vs, "design",
+                       "verdict"]
                     + (["not comparable"] if why else []))
     for n, label, c in records(cmp):
         d = c.diff
@@ -209,7 +221,8 @@ def csv_text(cmp: Comparison) -> str:
                          _num(c.interval and c.interval.low, 3), _num(c.interval and c.interval.high, 3),
                          "%.3f" % c.per_rank, _num(c.efficiency and 100 * c.efficiency, 2),
                          _num(c.diff_pct, 2), _num(bounds and bounds.low, 2),
-                         _num(bounds and bounds.high, 2), "" if d is None else verdict(d) or "distinguishable"]
+                         _num(bounds and bounds.high, 2), _num(d and d.half_width, 2), "" if d is None else d.design,
+                         "" if d is None else verdict(d) or "distinguishable"]
                         + (["; ".join(cmp.differences[cmp.labels.index(label)])] if why else []))
     return buf.getvalue()
 
@@ -271,6 +284,7 @@ def _bar_text(cmp: Comparison, series: int, c: Cell, upright: bool) -> str:
         text += sep + "%+.1f %%" % c.diff.pct
         if c.diff.interval is not None:
             text += sep + _interval_text(c.diff.interval, True) + (" n.d." if not c.diff.distinguishable else "")
+            text += sep + "±%.1f%s" % (c.diff.half_width, " paired" if c.diff.paired else "")
     elif series and not cmp.comparable[series]:
         text += sep + "(n/c)"
     return text

@@ -179,6 +179,10 @@ class RunRecord(_Model):
     hostname: str | None = None
     cpu_count: int | None = None
     input_capacity: dict | None = None
+    #: the paired rounds these repeats were read in (``bench.study``: "<study> seed <N>"): two sweeps with the same
+    #: value ran round by round, repeat i of every point in round i, so their difference is paired
+    #: (``bench.stats.paired_difference``); None: a sweep of its own (unpaired)
+    paired_rounds: str | None = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -14,16 +14,28 @@ Systems (``SYSTEMS``):
   stack's Docker image, each pod's network namespace on the test cluster's bridge as a CNI plugin puts it
   (``launch.pods``: the test cluster has nodes but no API server).
 
-Order: repeat by repeat; in a repeat every system runs every count (smallest first), the systems' order rotating by
-one each repeat (A B C, B C A, C A B, ...: ``order``), so that drift on the machine (another job, a warming node)
-and the place after a pause hit every system alike. A Slurm system's repeat is one batch job whose counts are job
-steps, on ``--nodelist`` the study's hosts; the MPIJob of a count keeps its pods on the same hosts
+Order: paired rounds. In a round every system runs every count once (smallest first), the systems in an order drawn
+for that round from the study's seed (``--seed``, drawn when not given and recorded: ``round_order``), so that drift
+on the machine (another job, a warming node) and the place after a pause hit no system more than another, and a
+round's noise (another process, a slower core for a while) is common to its systems and cancels in their ratio: a
+gap is the distribution of the per-round ratios system / baseline (``bench.stats.paired_difference``), the sweeps
+carrying the same ``paired_rounds``. ``--repeats`` rounds are run; with ``--resolve X`` rounds are added until every
+gap's 95 % interval half-width is at most X %, or ``--max-repeats`` rounds or the ``--budget`` (minutes) run out
+(``stopping``; which stopped it is printed and recorded). A Slurm system's round is one batch job whose counts are
+job steps, on ``--nodelist`` the study's hosts; the MPIJob of a count keeps its pods on the same hosts
 (``launch.k8s.K8sOptions.nodes``).
 
-Files: ``<results>/<label>-<UTC>/<system>/repeat-<r>/np-<N>/throughput.json`` (the runs, on storage every node
+Files: ``<results>/<label>-<UTC>/<system>/repeat-<r>/np-<N>/throughput.json`` (round r's runs, on storage every node
 sees; each Slurm repeat's log ``slurm-<job>.out`` and its follower's ``follow.log``, each MPIJob's
 ``np-<N>-launcher.log``), then ``<output>/<label>-<UTC>/<system>.json`` (one sweep per system, each count's
 repeats one point) and ``figure1.png`` / ``.csv`` / ``.md`` beside them.
+
+The planted effect (the test cluster only): the system ``mpijob+RATE`` (e.g. ``mpijob+400mbit``) is the mpijob
+system with each of its pods' links limited to RATE both ways (``scripts/testcluster plug-shaped``: a token bucket
+on the pod's veth, which goes with the pod), a known slowdown of its allreduce that the study must find and
+attribute to exposed allreduce; ``mpijob+none`` is the same pods on the same path with nothing limited, which it
+must not find: ``--systems mpijob,mpijob+400mbit,mpijob+none`` checks the instrument before its gaps are trusted
+(docs/benchmarks.md).
 
 Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated system, counts the
 hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1) naming the system, repeat and log
@@ -33,14 +45,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import secrets
 import shutil
 import sys
 import tempfile
+import time as clock
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import batch, sysinfo
+from bench import batch, stats, sysinfo
 from bench.results import Point, Reading, RunRecord, Sweep, merge_repeats, save_sweep, with_reading
 from bench.sweep import SweepRequest, read_point, request_record, settle_device, stamp, with_gpus
 from chexstack.console import console, warn
@@ -68,6 +83,33 @@ SCHEDULER_OF = {"baremetal": ("slurm-baremetal", "python"), "apptainer": ("slurm
                 "mpijob": ("k8s-mpijob", "image")}
 #: the systems whose jobs this machine submits to Slurm and follows (the MPIJob runs as its pods: ``launch.pods``)
 SLURM_SYSTEMS = tuple(s for s, (key, _) in SCHEDULER_OF.items() if SCHEDULERS[key].follows)
+#: A planted system: a system that can be planted (the test cluster's pods), ``+``, then the rate its pods' links
+#: are limited to, in tc's units (``tc(8)``, "RATES": kbit, mbit, gbit), or ``none`` (the same path, no limit)
+PLANTABLE = ("mpijob",)
+PLANTED = re.compile(r"^(?P<system>%s)\+(?P<rate>[1-9][0-9]{0,5}(kbit|mbit|gbit)|none)$" % "|".join(PLANTABLE))
+
+
+def base_system(system: str) -> str:
+    """The system a planted one is (``mpijob+400mbit`` -> ``mpijob``); any other, itself."""
+    planted = PLANTED.match(system)
+    return planted.group("system") if planted else system
+
+
+def plant(system: str) -> str | None:
+    """A planted system's rate (``mpijob+400mbit`` -> ``400mbit``, ``mpijob+none`` -> ``none``); None for others."""
+    planted = PLANTED.match(system)
+    return planted.group("rate") if planted else None
+
+
+def describe(system: str) -> str:
+    """What ``system`` is, in the caption's words (with what was planted)."""
+    rate = plant(system)
+    if rate is None:
+        return SYSTEMS[system]
+    return "%s; planted: %s" % (SYSTEMS[base_system(system)], "nothing (the same pods and path, no limit)"
+                                if rate == "none" else "each pod's link limited to %s both ways (tc tbf)" % rate)
+
+
 #: The PersistentVolumeClaim the MPIJobs write their results to, bound to the study's results folder.
 CLAIM = "chexstack-study"
 #: The test cluster's pod network (``scripts/testcluster plug``: addresses 10.213.57.100 and up on its bridge).
@@ -82,7 +124,10 @@ class StudyRequest:
     and label every system runs (its launcher is each system's own); ``hosts``: the nodes every system runs on (as
     many as the largest count needs at ``per_node`` ranks each); ``results``: an absolute folder every node sees;
     ``python``: the bare-metal environment's interpreter; ``sif``/``image``: the stack's SIF and Docker image
-    (default: the verified ones of ``invoke build``); ``time``: each Slurm job's time limit."""
+    (default: the verified ones of ``invoke build``); ``time``: each Slurm job's time limit; ``seed``: draws each
+    round's order (None: drawn by ``check``); ``resolve``: add rounds until every gap's interval half-width is at
+    most this many %, up to ``max_repeats`` rounds (``MAX_ROUNDS`` when not given) or ``budget`` minutes; without it
+    ``sweep.repeats`` rounds are run (with it, at least those)."""
 
     sweep: SweepRequest
     systems: tuple[str, ...]
@@ -93,6 +138,10 @@ class StudyRequest:
     sif: str | None = None
     image: str | None = None
     time: str = "01:00:00"
+    seed: int | None = None
+    resolve: float | None = None
+    max_repeats: int | None = None
+    budget: float | None = None
 
     @property
     def nodes(self) -> int:
@@ -102,10 +151,12 @@ class StudyRequest:
     def check(self) -> "StudyRequest":
         """Raise ChexstackError naming the option that cannot work; returns the request with ``sif``/``image``
         filled in from the stack."""
-        unknown = [s for s in self.systems if s not in SYSTEMS]
+        unknown = [s for s in self.systems if s not in SYSTEMS and not PLANTED.match(s)]
         if unknown or len(set(self.systems)) != len(self.systems) or len(self.systems) < 2:
-            raise ChexstackError("--systems %s: expected two or more distinct systems of %s"
-                                 % (",".join(self.systems), ", ".join(SYSTEMS)))
+            raise ChexstackError("--systems %s: expected two or more distinct systems of %s, or a planted one "
+                                 "(%s, e.g. mpijob+400mbit, mpijob+none)"
+                                 % (",".join(self.systems), ", ".join(SYSTEMS),
+                                    ", ".join("%s+RATE" % s for s in PLANTABLE)))
         if self.per_node < 1:
             raise ChexstackError("--per-node %d: expected 1 or more ranks per node" % self.per_node)
         if len(self.hosts) < self.nodes:
@@ -113,12 +164,23 @@ class StudyRequest:
                                  % (",".join(self.hosts) or "(none)", max(self.sweep.counts), self.nodes,
                                     self.per_node))
         cluster_path("slurm", "--results", self.results)
+        if self.seed is not None and not 0 <= self.seed < 2 ** 32:
+            raise ChexstackError("--seed %d: expected 0 to 4294967295" % self.seed)
+        if self.resolve is not None and not self.resolve > 0:
+            raise ChexstackError("--resolve %s: expected a half-width in %% above 0, e.g. 3" % self.resolve)
+        if self.max_repeats is not None and self.max_repeats < self.sweep.repeats:
+            raise ChexstackError("--max-repeats %d: expected at least --repeats (%d)"
+                                 % (self.max_repeats, self.sweep.repeats))
+        if self.budget is not None and not self.budget > 0:
+            raise ChexstackError("--budget %s: expected minutes above 0" % self.budget)
+        if (self.max_repeats is not None or self.budget is not None) and self.resolve is None:
+            raise ChexstackError("--max-repeats and --budget bound --resolve's added rounds: give --resolve X")
         containers = [s for s in self.systems if s != "baremetal"]
         if containers and not self.sweep.stack:
             raise ChexstackError("--systems %s: %s run the stack's image: give --stack"
                                  % (",".join(self.systems), " and ".join(containers)))
         dataclasses.replace(self.sweep, launcher="slurm").check()
-        filled = self
+        filled = self if self.seed is not None else dataclasses.replace(self, seed=secrets.randbelow(2 ** 32))
         if self.sweep.stack:
             from envs.manifest import load_stack
             from images.build import SIF_DIR
@@ -129,7 +191,7 @@ class StudyRequest:
             if self.sweep.gpus and not stack.gpu:
                 raise ChexstackError("--gpus: stack %s has no GPU build; compare CPU ranks with --np" % stack.name)
             ref = self.image or image_ref(stack)
-            filled = dataclasses.replace(self, image=ref,
+            filled = dataclasses.replace(filled, image=ref,
                                          sif=self.sif or str((REPO / sif_path(ref, SIF_DIR)).resolve()))
         return filled
 
@@ -146,10 +208,59 @@ def slurm_hosts() -> tuple[str, ...]:
     return tuple(node.name for node in parse_nodes(listed.stdout) if not node.lost)
 
 
-def order(systems: tuple[str, ...], repeats: int) -> list[tuple[int, str]]:
-    """(repeat, system) in run order: repeat by repeat, the systems' order rotating by one each repeat."""
-    k = len(systems)
-    return [(r, systems[(r - 1 + i) % k]) for r in range(1, repeats + 1) for i in range(k)]
+#: ``--resolve``'s most rounds when ``--max-repeats`` is not given
+MAX_ROUNDS = 30
+
+
+def round_order(systems: tuple[str, ...], seed: int, round_: int) -> tuple[str, ...]:
+    """The systems' order in round ``round_`` (from 1): a permutation drawn by numpy's generator seeded with
+    ``(seed, round_)``, so a round's order depends on the seed and its number alone (a round ``--resolve`` adds
+    gets the order it would have had in a longer study)."""
+    import numpy as np
+
+    return tuple(systems[i] for i in np.random.default_rng([seed, round_]).permutation(len(systems)))
+
+
+def order(systems: tuple[str, ...], rounds: int, seed: int) -> list[tuple[int, str]]:
+    """(round, system) in run order: round by round, each in its ``round_order``."""
+    return [(r, system) for r in range(1, rounds + 1) for system in round_order(systems, seed, r)]
+
+
+def stopping(half_widths: list[float | None], rounds: int, minimum: int, resolve: float | None = None,
+             max_rounds: int = MAX_ROUNDS, elapsed_s: float = 0.0, budget_s: float | None = None) -> str | None:
+    """Why the study stops after ``rounds`` rounds, or None to run another. ``half_widths``: each gap's 95 %
+    interval half-width in % (None: no interval yet); ``minimum``: the rounds asked (``--repeats``); ``resolve``:
+    the half-width every gap must reach (None: stop after ``minimum``); ``max_rounds``: at most this many;
+    ``elapsed_s``: seconds the rounds took, ``budget_s`` the budget: another round is started only when the
+    rounds' mean time fits in what is left. The checks in order: the rounds asked, resolved, most rounds, budget."""
+    if rounds < minimum:
+        return None
+    if resolve is None:
+        return "%d rounds (--repeats)" % rounds
+    wide = [w for w in half_widths if w is None or w > resolve]
+    if not wide:
+        return "resolved after %d rounds: every gap's interval half-width is at most %g %%" % (rounds, resolve)
+    widest = "the widest ±%.1f %%" % max(wide) if None not in wide else "a gap without an interval yet"
+    if rounds >= max_rounds:
+        return ("not resolved: --max-repeats %d rounds reached with %d gap(s) wider than ±%g %% (%s)"
+                % (max_rounds, len(wide), resolve, widest))
+    if budget_s is not None and elapsed_s + elapsed_s / rounds > budget_s:
+        return ("not resolved: the --budget of %g min would be passed by another round (%d rounds took %.1f min) "
+                "with %d gap(s) wider than ±%g %% (%s)" % (budget_s / 60, rounds, elapsed_s / 60, len(wide),
+                                                           resolve, widest))
+    return None
+
+
+def gaps(reads: dict[str, list[Reading]], systems: tuple[str, ...]) -> list[stats.Difference]:
+    """Each system's paired difference against the first (``bench.stats.paired_difference``) at each count, from
+    the rounds' readings so far (``reads[system]``: a reading per count per round, in run order)."""
+    out = []
+    for system in systems[1:]:
+        for n in sorted({r.point.count for r in reads[systems[0]]}):
+            mine = [r.point.images_per_sec for r in reads[system] if r.point.count == n]
+            base = [r.point.images_per_sec for r in reads[systems[0]] if r.point.count == n]
+            out.append(stats.paired_difference(mine, base))
+    return out
 
 
 def preflight(req: StudyRequest) -> None:
@@ -162,7 +273,7 @@ def preflight(req: StudyRequest) -> None:
     if "apptainer" in req.systems and not Path(req.sif).is_file():
         raise ChexstackError("--sif %s: no such file; build it with invoke build --stack %s --runtime singularity "
                              "(or --runtime all)" % (req.sif, req.sweep.stack))
-    if "mpijob" in req.systems:
+    if any(base_system(s) == "mpijob" for s in req.systems):
         import docker.errors
 
         from chexstack import engine
@@ -207,13 +318,13 @@ def slurm_script(req: StudyRequest, system: str, repeat: int, root: Path, now: d
     return script, folder
 
 
-def mpijobs(req: StudyRequest, repeat: int, root: Path) -> tuple[list[dict], Path]:
-    """(one MPIJob per count, smallest first; the repeat's folder) of one repeat of the mpijob system: the pods on
-    the study's hosts, results on the claim ``CLAIM`` (the study's results folder) in
-    ``mpijob/repeat-<repeat>/np-<N>``."""
-    folder = root / "mpijob" / ("repeat-%d" % repeat)
+def mpijobs(req: StudyRequest, repeat: int, root: Path, system: str = "mpijob") -> tuple[list[dict], Path]:
+    """(one MPIJob per count, smallest first; the round's folder) of one round of the mpijob ``system`` (or
+    a planted ``mpijob+RATE``, its jobs named ``…-mpijob-RATE-…``): the pods on the study's hosts, results on the claim
+    ``CLAIM`` (the study's results folder) in ``<system>/repeat-<repeat>/np-<N>``."""
+    folder = root / system / ("repeat-%d" % repeat)
     scheduler = SCHEDULERS[SCHEDULER_OF["mpijob"][0]]
-    sweep = dataclasses.replace(req.sweep, label="%s-mpijob" % req.sweep.label, repeats=1,
+    sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, system.replace("+", "-")), repeats=1,
                                 launcher=scheduler.launcher)
     target = batch.BatchTarget(image=req.image, per_node=req.per_node, gpus=req.sweep.gpus, results=CLAIM)
     inside, mount = scheduler.sweep_results(CLAIM, str(folder.relative_to(root)))
@@ -243,21 +354,31 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path, jobs: li
     with open(folder / "follow.log", "w") as out:
         state = slurmjob.follow(job_id, str(log), out=out)
     if state.state != "COMPLETED":
-        raise ChexstackError("%s, repeat %d: Slurm job %s %s on %s (exit code %s); see %s\n%s"
+        raise ChexstackError("%s, round %d: Slurm job %s %s on %s (exit code %s); see %s\n%s"
                              % (system, repeat, job_id, state.state, state.nodes or "no node", state.exit_code, log,
                                 _explained(folder / "follow.log")), exit_code=ExitCode.FAILED)
     return folder
 
 
-def _run_mpijob(req: StudyRequest, repeat: int, root: Path, jobs: list[dict]) -> Path:
-    """One repeat of the mpijob system: each count's MPIJob run as its pods (``launch.pods``) to its end, each
-    appended to ``jobs`` (``launch.attest.job_block``: the MPIJob's YAML and name); returns the repeat's folder.
-    ChexstackError (exit 1) when a Launcher fails."""
+def pod_network(req: StudyRequest, system: str, workers: int) -> PodNetwork:
+    """The pod network of ``system``'s MPIJob of ``workers`` Workers: the test cluster's bridge (``POD_NETWORK``)
+    on the study's hosts, each pod on its node's CPUs (``testcluster_cpus``); for a planted system every pod plugged
+    with its link limited to the system's rate (``scripts/testcluster plug-shaped``; ``none``: the same command, no
+    limit)."""
+    rate = plant(system)
+    plug = POD_NETWORK.plug if rate is None else (str(TESTCLUSTER), "plug-shaped", rate)
+    return dataclasses.replace(POD_NETWORK, plug=plug, nodes=req.hosts[:workers], node_cpus=testcluster_cpus())
+
+
+def _run_mpijob(req: StudyRequest, repeat: int, root: Path, jobs: list[dict], system: str = "mpijob") -> Path:
+    """One round of the mpijob ``system`` (or a planted ``mpijob+RATE``): each count's MPIJob run as its pods
+    (``launch.pods``) to its end, each appended to ``jobs`` (``launch.attest.job_block``: the MPIJob's YAML and
+    name); returns the round's folder. ChexstackError (exit 1) when a Launcher fails."""
     import yaml
 
     from chexstack import engine
 
-    objs, folder = mpijobs(req, repeat, root)
+    objs, folder = mpijobs(req, repeat, root, system)
     folder.mkdir(parents=True, exist_ok=True)
     client = engine.client()
     key = SCHEDULER_OF["mpijob"][0]
@@ -267,14 +388,14 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path, jobs: list[dict]) ->
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            network = dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers], node_cpus=testcluster_cpus())
-            job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)})
+            job = PodJob(client, obj, pod_network(req, system, workers), Path(pods), claims={CLAIM: str(root)})
             status, log, _ = job.run()
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
         if status != 0:
-            raise ChexstackError("mpijob, repeat %d, %d ranks: the Launcher exited with %d; see %s\n%s"
-                                 % (repeat, ranks, status, log_path, _explained(log_path)), exit_code=ExitCode.FAILED)
+            raise ChexstackError("%s, round %d, %d ranks: the Launcher exited with %d; see %s\n%s"
+                                 % (system, repeat, ranks, status, log_path, _explained(log_path)),
+                                 exit_code=ExitCode.FAILED)
     return folder
 
 
@@ -287,22 +408,24 @@ def testcluster_cpus() -> tuple[tuple[str, str], ...]:
 
 
 def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) -> str:
-    """What ``invoke study --render`` prints: the run order, then each system's jobs of its first repeat (the
-    Slurm batch scripts, the MPIJobs as YAML; later repeats differ in their folder and job name only); nothing is
-    submitted or run."""
+    """What ``invoke study --render`` prints: the seed and the run order of the ``--repeats`` rounds (and, with
+    ``--resolve``, what adds rounds), then each system's jobs of its first round (the Slurm batch scripts, the
+    MPIJobs as YAML; later rounds differ in their folder and job name only); nothing is submitted or run."""
     import yaml
 
     req = req.check()
     now = now or datetime.now(timezone.utc)
     root = Path(req.results) / ("%s-%s" % (req.sweep.label, stamp(now)))
-    runs = order(req.systems, req.sweep.repeats)
-    lines = ["# invoke study %s in %s; run order: %s" % (
-        req.sweep.label, root, "; ".join("repeat %d: %s" % (r, " ".join(s for rr, s in runs if rr == r))
-                                          for r in range(1, req.sweep.repeats + 1)))]
+    runs = order(req.systems, req.sweep.repeats, req.seed)
+    lines = ["# invoke study %s in %s; seed %d; run order: %s%s" % (
+        req.sweep.label, root, req.seed, "; ".join("round %d: %s" % (r, " ".join(s for rr, s in runs if rr == r))
+                                                  for r in range(1, req.sweep.repeats + 1)),
+        "" if req.resolve is None else "; then rounds until every gap is within ±%g %% (at most %d rounds%s)"
+        % (req.resolve, req.max_repeats or MAX_ROUNDS, "" if req.budget is None else ", %g min" % req.budget))]
     for system in req.systems:
-        lines.append("# --- %s, repeat 1: %s" % (system, SYSTEMS[system]))
+        lines.append("# --- %s, round 1: %s" % (system, describe(system)))
         if system not in SLURM_SYSTEMS:
-            objs, _ = mpijobs(req, 1, root)
+            objs, _ = mpijobs(req, 1, root, system)
             lines.append("---\n".join(yaml.safe_dump(o, sort_keys=False, width=120) for o in objs).rstrip("\n"))
         else:
             lines.append(slurm_script(req, system, 1, root, now, site)[0].rstrip("\n"))
@@ -311,13 +434,13 @@ def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) 
 
 def _record(req: StudyRequest, system: str, now: datetime, root: Path) -> RunRecord:
     """The run record of ``system``'s series: the request, where and in what it ran, the machine's load."""
-    launcher = SCHEDULERS[SCHEDULER_OF[system][0]].launcher
+    launcher = SCHEDULERS[SCHEDULER_OF[base_system(system)][0]].launcher
     record = request_record(dataclasses.replace(req.sweep, launcher=launcher), REPO, now)
     first = root / system / "repeat-1"
     hosts_file = first / "hosts.txt"
     hosts = hosts_file.read_text().split() if hosts_file.is_file() else list(req.hosts[:req.nodes])
     updates: dict = {"hosts": hosts, "hostname": sysinfo.hostname(), "cpu_count": host.cpu_cores(),
-                     "notes": ["system: %s" % SYSTEMS[system]]}
+                     "notes": ["system: %s" % describe(system)]}
     if system == "baremetal":
         updates.update(stack=None, image=req.python)
     elif system == "apptainer":
@@ -359,24 +482,35 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     root = Path(req.results) / tag
     load_start = os.getloadavg()
     reads: dict[str, list[Reading]] = {s: [] for s in req.systems}
-    console.print("study %s: %s at %s %s on %s, %d repeat(s), results in %s" % (
+    console.print("study %s: %s at %s %s on %s, %s, seed %d, results in %s" % (
         tag, ", ".join(req.systems), ",".join(map(str, req.sweep.counts)), _unit(req),
-        ",".join(req.hosts[:req.nodes]), req.sweep.repeats, root))
+        ",".join(req.hosts[:req.nodes]), _rounds_asked(req), req.seed, root))
     jobs: list[dict] = []
-    for repeat, system in order(req.systems, req.sweep.repeats):
-        folder = (_run_slurm(req, system, repeat, root, jobs) if system in SLURM_SYSTEMS
-                  else _run_mpijob(req, repeat, root, jobs))
-        for n in sorted(req.sweep.counts):
-            reading = read_point(n, folder / ("np-%d" % n))
-            reads[system].append(reading)
-            foreign = "; ".join(why for h in reading.point.host_load for why in h.foreign)
-            console.print("  %-9s repeat %d/%d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)%s" % (
-                system, repeat, req.sweep.repeats, n, _unit(req), reading.point.images_per_sec,
-                reading.point.median_step_time_s, " [yellow]FOREIGN LOAD: %s[/]" % foreign if foreign else ""))
+    started, rounds, why = clock.monotonic(), 0, None
+    while why is None:
+        rounds += 1
+        for system in round_order(req.systems, req.seed, rounds):
+            folder = (_run_slurm(req, system, rounds, root, jobs) if system in SLURM_SYSTEMS
+                      else _run_mpijob(req, rounds, root, jobs, system))
+            for n in sorted(req.sweep.counts):
+                reading = read_point(n, folder / ("np-%d" % n))
+                reads[system].append(reading)
+                foreign = "; ".join(reason for h in reading.point.host_load for reason in h.foreign)
+                console.print("  %-9s round %d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)%s" % (
+                    system, rounds, n, _unit(req), reading.point.images_per_sec, reading.point.median_step_time_s,
+                    " [yellow]FOREIGN LOAD: %s[/]" % foreign if foreign else ""))
+        widths = [d.half_width for d in gaps(reads, req.systems)]
+        why = stopping(widths, rounds, req.sweep.repeats, req.resolve, req.max_repeats or MAX_ROUNDS,
+                       clock.monotonic() - started, None if req.budget is None else req.budget * 60)
+    console.print("stopped: %s" % why, markup=False)
     note = _load_note(req, load_start, os.getloadavg())
-    sweeps = [_sweep(req, system, reads[system], now, root, note) for system in req.systems]
+    design = "paired rounds: %d, each system's order drawn per round from seed %d; stopped: %s" % (rounds, req.seed,
+                                                                                                    why)
+    sweeps = [_sweep(req, system, reads[system], now, root, note, "%s seed %d" % (tag, req.seed), design)
+              for system in req.systems]
     paths = [str(save_sweep(sweep, output / tag / ("%s.json" % system))) for sweep, system in zip(sweeps, req.systems)]
-    result = main.report([",".join(paths)], output / tag / "figure1.png", title or _title(req), False, bandwidth)
+    result = main.report([",".join(paths)], output / tag / "figure1.png", title or _title(req, rounds), False,
+                         bandwidth)
     drift = ["%s: %s" % (sweep.label, line) for sweep in sweeps for line in sweep.record.drift]
     for line in drift:
         warn("drift: %s" % line)
@@ -391,11 +525,12 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     return result
 
 
-def _sweep(req: StudyRequest, system: str, reads: list[Reading], now: datetime, root: Path, note: str) -> Sweep:
-    """``system``'s series: its record (``_record``, with what its ranks reported) and one point per count, its
-    repeats merged (``merge_repeats``)."""
+def _sweep(req: StudyRequest, system: str, reads: list[Reading], now: datetime, root: Path, note: str,
+           paired_rounds: str, design: str) -> Sweep:
+    """``system``'s series: its record (``_record``, with what its ranks reported, the rounds it was paired in and
+    the design's sentence) and one point per count, its rounds merged in round order (``merge_repeats``)."""
     record = _record(req, system, now, root)
-    record = record.model_copy(update={"notes": record.notes + [note]})
+    record = record.model_copy(update={"notes": record.notes + [note, design], "paired_rounds": paired_rounds})
     by_count: dict[int, list[Point]] = {}
     for reading in reads:
         record = with_reading(record, reading)
@@ -408,7 +543,15 @@ def _unit(req: StudyRequest) -> str:
     return "GPUs" if req.sweep.gpus else "CPU ranks"
 
 
-def _title(req: StudyRequest) -> str:
+def _rounds_asked(req: StudyRequest) -> str:
+    if req.resolve is None:
+        return "%d paired round(s)" % req.sweep.repeats
+    return "%d to %d paired rounds until every gap is within ±%g %%%s" % (
+        req.sweep.repeats, req.max_repeats or MAX_ROUNDS, req.resolve,
+        "" if req.budget is None else " or %g min" % req.budget)
+
+
+def _title(req: StudyRequest, rounds: int) -> str:
     s = req.sweep
-    return "%s: %s, %d px, batch %d per rank, %d repeat(s) on %s" % (
-        " vs ".join(req.systems), s.model, s.image_size, s.batch_size, s.repeats, ",".join(req.hosts[:req.nodes]))
+    return "%s: %s, %d px, batch %d per rank, %d paired round(s) on %s" % (
+        " vs ".join(req.systems), s.model, s.image_size, s.batch_size, rounds, ",".join(req.hosts[:req.nodes]))

@@ -1,8 +1,11 @@
 """Repeats and their statistics: a point's repeat readings (backward compatible with one reading), the sweep's
-round-robin over counts, the median's 95 % interval and the % difference with its interval, checked against hand
-computations; the tables with intervals (golden) and the figure's error bars."""
+round-robin over counts, the median's 95 % interval and the % difference with its interval, unpaired and paired
+by round, checked against hand computations and synthetic rounds whose answer is known; the tables with intervals
+(golden) and the figure's error bars."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 
@@ -193,7 +196,8 @@ def test_the_figure_draws_error_bars_and_the_annotated_difference(tmp_path):
         assert [[(seg[0][1], seg[1][1]) for seg in series] for series in bars] == [
             [(100.0, 104.0), (188.0, 196.0)], [(94.0, 98.0), (187.0, 195.0)], [(99.0, 103.0), (180.0, 182.0)]]
         texts = [t.get_text() for t in ax.texts]
-        assert "96.0\n-5.9 %\n[-8.7, -3.0]" in texts and any(t.endswith(" n.d.") for t in texts)
+        # each difference with its interval and the smallest difference it resolved (the interval's half-width)
+        assert "96.0\n-5.9 %\n[-8.7, -3.0]\n±2.8" in texts and "191\n-0.5 %\n[-3.6, +2.6] n.d.\n±3.1" in texts
         captions = [t.get_text() for t in fig.texts]
         assert any("percentile bootstrap" in t and "not compared with bare metal: other stack: Horovod 0.16.2 vs "
                    "0.16.1" in t for t in captions)
@@ -201,3 +205,60 @@ def test_the_figure_draws_error_bars_and_the_annotated_difference(tmp_path):
         figure.plt.close(fig)
     report = figure.write_report(sweeps, tmp_path / "f.png")
     assert report.png.read_bytes()[:4] == b"\x89PNG"
+
+
+def _rounds(effect: float, rounds: int = 8, seed: int = 3) -> tuple[list[float], list[float]]:
+    """Synthetic rounds (a fixture, not a measurement): the baseline 100 images/s times each round's common noise
+    (±15 %: another job, a slower core), the system ``effect`` times that, with ±0.3 % of its own noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    common = rng.uniform(0.85, 1.15, rounds)
+    own = rng.uniform(0.997, 1.003, rounds)
+    return list(100.0 * common * effect * own), list(100.0 * common)
+
+
+def test_paired_rounds_cancel_the_noise_common_to_a_round():
+    """The right answer is known: the system is 4 % slower in every round. Paired, the ratios hold only the
+    system's own noise, and the interval (±0.3 % at most) holds -4 % and not 0; pooled (unpaired), the rounds'
+    common noise (±15 %) widens both sides and the same readings are not distinguishable."""
+    system, base = _rounds(0.96)
+    paired, pooled = stats.paired_difference(system, base), stats.difference(system, base)
+    assert paired.paired and paired.n == 8 and paired.design == "paired, 8 rounds" and pooled.design == "unpaired"
+    assert paired.interval.holds(-4.0) and paired.distinguishable and paired.half_width < 0.3
+    assert pooled.distinguishable is False and pooled.half_width > 10 * paired.half_width
+
+
+def test_nothing_planted_is_not_distinguishable_paired():
+    system, base = _rounds(1.0)
+    d = stats.paired_difference(system, base)
+    assert d.distinguishable is False and abs(d.pct) < 0.3 and d.half_width < 0.3
+
+
+def test_paired_difference_by_hand():
+    """Ratios 0.95, 0.97, 0.96 (rounds of 3): the median 0.96 (-4 %); 3 rounds' percentile interval of a median is
+    their range (as above, P(median = smallest) = 7/27 > 2.5 %): [-5, -3] %, half-width 1 %."""
+    d = stats.paired_difference([95.0, 194.0, 48.0], [100.0, 200.0, 50.0])
+    assert round(d.pct, 9) == -4.0 and (round(d.interval.low, 9), round(d.interval.high, 9)) == (-5.0, -3.0)
+    assert round(d.half_width, 9) == 1.0
+    assert stats.paired_difference([95.0, 97.0], [100.0, 100.0]).interval is None
+    with pytest.raises(ValueError, match="the same rounds on both sides, got 2 and 3"):
+        stats.paired_difference([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_the_table_pairs_only_sweeps_of_the_same_rounds():
+    """Two sweeps of one study (the same ``paired_rounds``) get the paired difference, named so in the table,
+    the CSV and the caption; the same readings as separate sweeps (bench-report) the unpaired one."""
+    system, base = _rounds(0.96)
+    same = dict(paired_rounds="study-20261206T000000Z seed 7")
+    cmp = figure.compare([_repeated("baremetal", {2: base}, **same), _repeated("mpijob", {2: system}, **same)])
+    d = cmp.cells[("mpijob", 2)].diff
+    assert d.paired and figure.diff_text(cmp, "mpijob", cmp.cells[("mpijob", 2)]).endswith(
+        "(±%.1f, paired, 8 rounds)" % d.half_width)
+    row = list(csv.DictReader(io.StringIO(figure.csv_text(cmp))))[1]
+    assert row["design"] == "paired, 8 rounds" and float(row["vs baremetal resolved ± (%)"]) < 0.3
+    assert any(line.startswith("paired: the median of the per-round ratios") for line in figure.caption(cmp))
+    apart = figure.compare([_repeated("baremetal", {2: base}), _repeated("mpijob", {2: system})])
+    d = apart.cells[("mpijob", 2)].diff
+    assert not d.paired and "unpaired) not distinguishable" in figure.diff_text(apart, "mpijob",
+                                                                                 apart.cells[("mpijob", 2)])

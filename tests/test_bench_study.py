@@ -1,6 +1,6 @@
-"""``invoke study`` (issue 23 part 1) without a cluster: the run order, the refusals before anything runs, the
-rendered jobs of every system (golden), the placement of the pods and the Slurm node list that put every system
-on the same hosts."""
+"""``invoke study`` (issue 23 part 1, issue 41 part 3) without a cluster: the paired rounds' seeded order, the
+stopping rule of ``--resolve``, the refusals before anything runs, the rendered jobs of every system (golden), the
+placement of the pods and the Slurm node list that put every system on the same hosts."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,22 +31,70 @@ def _req(**kw) -> study.StudyRequest:
     sweep = sweep_request(counts=kw.pop("counts", (1, 2)), gpus=False, label="study", launcher="slurm", stack="cpu",
                          model="mobilenet", batch_size=4, image_size=32, steps=2, warmup_steps=1,
                          repeats=kw.pop("repeats", 3))
-    base = dict(sweep=sweep, systems=("baremetal", "apptainer", "mpijob"), hosts=("chex1", "chex2"),
+    base = dict(sweep=sweep, systems=("baremetal", "apptainer", "mpijob"), hosts=("chex1", "chex2"), seed=7,
                 results="/shared/study", python="/shared/venv/bin/python", sif="/shared/sif/chexstack-cpu.sif",
                 image="chexstack/cpu:test")
     base.update(kw)
     return study.StudyRequest(**base)
 
 
-def test_the_systems_take_turns_and_their_order_rotates_each_repeat():
-    """Every system runs once per repeat; which goes first rotates, so none always runs after the pause."""
-    runs = study.order(("baremetal", "apptainer", "mpijob"), 4)
-    assert runs == [(1, "baremetal"), (1, "apptainer"), (1, "mpijob"),
-                    (2, "apptainer"), (2, "mpijob"), (2, "baremetal"),
-                    (3, "mpijob"), (3, "baremetal"), (3, "apptainer"),
-                    (4, "baremetal"), (4, "apptainer"), (4, "mpijob")]
-    firsts = [runs[i][1] for i in range(0, 12, 3)]
-    assert sorted(set(firsts)) == ["apptainer", "baremetal", "mpijob"]
+SYSTEMS = ("baremetal", "apptainer", "mpijob")
+
+
+def test_each_round_runs_every_system_once_in_an_order_drawn_from_the_seed():
+    """Every system once per round; the order is the seed's and the round's alone (the same seed gives the same
+    order, a round added later the order it would have had), and over many rounds every system goes first."""
+    runs = study.order(SYSTEMS, 12, seed=7)
+    rounds = [tuple(s for r, s in runs if r == k) for k in range(1, 13)]
+    assert all(sorted(r) == sorted(SYSTEMS) for r in rounds) and len(runs) == 36
+    assert study.order(SYSTEMS, 12, seed=7) == runs and study.order(SYSTEMS, 4, seed=7) == runs[:12]
+    assert [study.round_order(SYSTEMS, 7, k) for k in range(1, 13)] == rounds
+    assert {r[0] for r in rounds} == set(SYSTEMS)
+    assert study.order(SYSTEMS, 12, seed=8) != runs
+
+
+def test_the_seed_is_drawn_when_not_given_and_kept_when_given():
+    assert _req(seed=None).check().seed is not None and _req(seed=123).check().seed == 123
+
+
+def test_without_resolve_the_rounds_asked_are_run():
+    assert study.stopping([None, None], 1, 2) is None
+    assert study.stopping([None, None], 2, 2) == "2 rounds (--repeats)"
+
+
+def test_resolve_adds_rounds_until_every_gap_is_narrow_enough():
+    """Each stop in order: not before --repeats rounds; resolved when every half-width is at most X (a gap without
+    an interval is not); else --max-repeats; else the budget when another round of the mean length would pass it."""
+    assert study.stopping([1.0, 2.0], 3, 5, resolve=3.0) is None  # fewer than --repeats
+    assert study.stopping([1.0, 3.0], 5, 5, resolve=3.0).startswith("resolved after 5 rounds")
+    assert study.stopping([1.0, 3.1], 5, 5, resolve=3.0) is None
+    assert study.stopping([1.0, None], 5, 5, resolve=3.0) is None
+    at_most = study.stopping([1.0, 4.2], 8, 5, resolve=3.0, max_rounds=8)
+    assert at_most == ("not resolved: --max-repeats 8 rounds reached with 1 gap(s) wider than ±3 % (the widest "
+                       "±4.2 %)")
+    # 6 rounds in 60 s: a 7th (10 s on average) fits a 70 s budget, not a 69 s one
+    assert study.stopping([4.2], 6, 5, resolve=3.0, elapsed_s=60.0, budget_s=70.0) is None
+    assert study.stopping([4.2], 6, 5, resolve=3.0, elapsed_s=60.0, budget_s=69.0).startswith(
+        "not resolved: the --budget of 1.15 min would be passed")
+    assert study.stopping([1.0], 6, 5, resolve=3.0, elapsed_s=60.0, budget_s=1.0).startswith("resolved")
+
+
+def test_resolve_stops_when_a_synthetic_gap_is_resolved():
+    """The study's loop on synthetic rounds: a system 5 % slower than the baseline in every round, each round's
+    noise (up to ±20 %) common to both: ``gaps`` pairs them per round, and ±1 % is resolved at the fewest rounds."""
+    import numpy as np
+
+    from bench.results import Point, Reading
+
+    rng = np.random.default_rng(1)
+    reads = {"baremetal": [], "mpijob": []}
+    for r in range(1, 6):
+        common = rng.uniform(0.8, 1.2)
+        for system, factor in (("baremetal", 1.0), ("mpijob", 0.95 * rng.uniform(0.998, 1.002))):
+            reads[system].append(Reading(Point(count=2, images_per_sec=100.0 * common * factor), "CPU", {}, {}))
+    found, = study.gaps(reads, ("baremetal", "mpijob"))
+    assert found.paired and found.n == 5 and found.interval.holds(-5.0) and found.half_width < 0.5
+    assert study.stopping([found.half_width], 5, 5, resolve=1.0).startswith("resolved after 5 rounds")
 
 
 def test_render_golden():
@@ -69,7 +117,8 @@ def test_render_golden():
     commands = [line.split(" -m trainer ")[1].split(" --output ")[0] for line in text.splitlines()
                 if " -m trainer " in line]
     assert len(commands) == 4 and len(set(commands)) == 1, commands  # two counts x two Slurm systems
-    assert "repeat 2: apptainer mpijob baremetal" in text.splitlines()[0]
+    assert text.splitlines()[0].endswith("seed 7; run order: round 1: %s; round 2: %s; round 3: %s" % tuple(
+        " ".join(study.round_order(SYSTEMS, 7, r)) for r in (1, 2, 3)))
 
 
 def test_the_pods_of_a_count_stay_on_the_study_hosts():
@@ -117,10 +166,39 @@ def test_the_slurm_node_list_is_checked():
     (dict(per_node=0), "--per-node 0: expected 1 or more ranks per node"),
     (dict(results="runs/study"), "--results runs/study"),
     (dict(counts=(1, 1)), "--np 1,1: expected distinct counts"),
+    (dict(resolve=0.0), "--resolve 0.0: expected a half-width in % above 0"),
+    (dict(resolve=3.0, max_repeats=2), "--max-repeats 2: expected at least --repeats (3)"),
+    (dict(resolve=3.0, budget=-1.0), "--budget -1.0: expected minutes above 0"),
+    (dict(max_repeats=9), "--max-repeats and --budget bound --resolve's added rounds: give --resolve X"),
+    (dict(seed=-1), "--seed -1: expected 0 to 4294967295"),
+    (dict(systems=("mpijob", "baremetal+200mbit")), "or a planted one (mpijob.RATE, e.g. mpijob.400mbit"),
+    (dict(systems=("mpijob", "mpijob+fast")), "--systems mpijob,mpijob.fast: expected two or more distinct"),
+    (dict(systems=("mpijob", "mpijob+0mbit")), "expected two or more distinct systems"),
 ])
 def test_a_study_that_cannot_work_is_refused_before_anything_runs(change, message):
     with pytest.raises(ChexstackError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _req(**change).check()
+
+
+def test_a_planted_system_is_the_mpijob_on_links_limited_by_the_test_cluster():
+    """``mpijob+RATE``: the same MPIJob (its own job names and folder), its pods plugged by ``plug-shaped`` with the
+    rate; ``mpijob+none`` by the same command with nothing limited; the plain mpijob's pods by ``plug``."""
+    req = _req(systems=("mpijob", "mpijob+200mbit", "mpijob+none")).check()
+    objs, folder = study.mpijobs(req, 2, Path("/r"), "mpijob+200mbit")
+    assert folder == Path("/r/mpijob+200mbit/repeat-2")
+    assert [o["metadata"]["name"] for o in objs] == ["bench-study-mpijob-200mbit-np1",
+                                                     "bench-study-mpijob-200mbit-np2"]
+    for obj in objs:
+        validate_mpijob(obj)
+    planted = study.pod_network(req, "mpijob+200mbit", 2)
+    assert planted.plug == (str(study.TESTCLUSTER), "plug-shaped", "200mbit") and planted.nodes == ("chex1", "chex2")
+    assert study.pod_network(req, "mpijob+none", 1).plug == (str(study.TESTCLUSTER), "plug-shaped", "none")
+    assert study.pod_network(req, "mpijob", 1).plug == (str(study.TESTCLUSTER), "plug")
+    assert study.describe("mpijob+200mbit").endswith("each pod's link limited to 200mbit both ways (tc tbf)")
+    assert study.describe("mpijob+none").endswith("planted: nothing (the same pods and path, no limit)")
+    assert study.base_system("mpijob+none") == "mpijob" and study.plant("mpijob") is None
+    text = study.render(req, now=NOW, site=SITE)
+    assert "# --- mpijob+200mbit, round 1: " in text and text.count("kind: MPIJob") == 6
 
 
 def test_container_systems_need_a_stack():
@@ -134,8 +212,9 @@ def test_study_render_from_the_command_line():
     """The task end to end in this process: options parsed, --render prints the plan (no Slurm, no engine)."""
     ran = run("study", "--np", "1,2", "--stack", "cpu", "--hosts", "chex1,chex2", "--repeats", "2",
               "--results", "/shared/study", "--sif", "/shared/sif/cpu.sif", "--image", "chexstack/cpu:test",
-              "--model", "mobilenet", "--render")
+              "--model", "mobilenet", "--seed", "11", "--resolve", "2.5", "--budget", "90", "--render")
     assert ran.returncode == 0, ran.stderr
+    assert "seed 11; run order: round 1: " in ran.stdout and "within ±2.5 % (at most 30 rounds, 90 min)" in ran.stdout
     assert ran.stdout.count("#SBATCH --nodelist=chex1,chex2") == 2 and ran.stdout.count("kind: MPIJob") == 2
     refused = run("study", "--np", "1,2", "--gpus", "1", "--render")
     assert refused.returncode == 2 and "--gpus 1 and --np 1,2: give one" in refused.stderr

@@ -1,10 +1,17 @@
 """Issue 23: ``invoke study`` on the test cluster, the CI's short version of the seed study: bare metal (Slurm,
 this .venv), the HPC container (Slurm's hybrid model around the signed cpu SIF) and Kubernetes' way (the cpu
-image's MPIJob as pods, each on the bridge) at 1 and 2 CPU ranks, one rank per host, 2 repeats interleaved, on the
+image's MPIJob as pods, each on the bridge) at 1 and 2 CPU ranks, one rank per host, 2 paired rounds in the seed's
+order, on the
 real sample (a prepared copy at 32 px, which every system reads as the trainer does), with Horovod's timeline; then
 the three-system Figure 1, its tables and the gap. The numbers of a few steps on 2 shared cores mean little: the
 test is of the method (every system on the same hosts with the same versions and data, the order, the comparison),
-not of the speed."""
+not of the speed.
+
+Issue 41 part 4, the instrument checked, in one study of paired rounds: the MPIJob against itself with its pods'
+links limited (``mpijob+400mbit``, a token bucket on each pod's veth) and with nothing planted (``mpijob+none``, the
+same path); the planted one must be found slower, with an interval that holds the slowdown measured directly from
+Horovod's timeline (the step plus the exposed allreduce the plant added), and attributed to exposed allreduce; the
+unplanted one must be not distinguishable."""
 from __future__ import annotations
 
 import csv
@@ -14,7 +21,7 @@ import subprocess
 
 import pytest
 
-from bench import guard
+from bench import guard, study
 from bench.results import load_sweep
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO, SAMPLE
@@ -23,18 +30,27 @@ from tests.lib.runs import FAST_MODEL
 pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.slow]
 
 SYSTEMS = ("baremetal", "apptainer", "mpijob")
-_RUN_LINE = re.compile(r"^\s+(\w+)\s+repeat (\d+)/2,\s+(\d+) CPU ranks: ([0-9.]+) images/s", re.M)
+_RUN_LINE = re.compile(r"^\s+(\w+)\s+round (\d+),\s+(\d+) CPU ranks: ([0-9.]+) images/s", re.M)
+SEED = 41
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """The real sample prepared at 32 px (``invoke prepare``), which every system reads as the trainer does."""
+    folder = tmp_path_factory.mktemp("study") / "cxr14-32"
+    prepare = subprocess.run([INVOKE, "prepare", "--images", str(SAMPLE / "images-64"), "--labels",
+                              str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--image-size", "32", "--output",
+                              str(folder)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert prepare.returncode == 0, prepare.stdout[-3000:] + prepare.stderr[-3000:]
+    return folder
 
 
 def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testcluster, client, cpu_build, cpu_sif,
-                                                                           tmp_path):
-    results, output, prepared = tmp_path / "runs", tmp_path / "figures", tmp_path / "cxr14-32"
-    prepare = subprocess.run([INVOKE, "prepare", "--images", str(SAMPLE / "images-64"), "--labels",
-                              str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--image-size", "32", "--output",
-                              str(prepared)], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert prepare.returncode == 0, prepare.stdout[-3000:] + prepare.stderr[-3000:]
+                                                                           prepared, tmp_path):
+    results, output = tmp_path / "runs", tmp_path / "figures"
     ran = subprocess.run(
         [INVOKE, "study", "--systems", ",".join(SYSTEMS), "--np", "1,2", "--per-node", "1", "--repeats", "2",
+         "--seed", str(SEED),
          "--hosts", "chex1,chex2", "--stack", "cpu", "--sif", str(cpu_sif.path), "--image", cpu_build.image_id,
          *FAST_MODEL, "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup-steps", "1",
          "--data", str(prepared), "--timeline", "--results", str(results), "--output", str(output)],
@@ -42,10 +58,10 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
     text = ran.stdout + ran.stderr
     assert ran.returncode == 0, text[-6000:]
 
-    # the order: repeat by repeat, every count of a system, the systems' order rotated in repeat 2
+    # the order: round by round, every count of a system, the systems in the order the seed drew for the round
     runs = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in _RUN_LINE.finditer(ran.stdout)]
-    assert runs == [(s, r, n) for r, systems in ((1, SYSTEMS), (2, SYSTEMS[1:] + SYSTEMS[:1]))
-                    for s in systems for n in (1, 2)], text[-4000:]
+    assert runs == [(s, r, n) for r, s in study.order(SYSTEMS, 2, SEED) for n in (1, 2)], text[-4000:]
+    assert "stopped: 2 rounds (--repeats)" in ran.stdout
 
     # each system's ranks ran where it says: both hosts at 2 ranks (a pod per host for the MPIJob)
     run_root, = results.glob("study-*")
@@ -66,6 +82,7 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
         assert [p.count for p in sweep.points] == [1, 2] and [len(p.repeats) for p in sweep.points] == [2, 2]
         assert sweep.record.hosts == ["chex1", "chex2"] and sweep.record.count_unit == "CPU ranks"
         assert sweep.record.label_sha256 and sweep.record.train_split_sha256
+        assert sweep.record.paired_rounds == "%s seed %d" % (folder.name, SEED)
         assert all(sweep.record.versions.get(k) for k in ("tensorflow", "horovod", "python")), sweep.record.versions
         assert guard.differences(sweep, sweeps["baremetal"]) == (), (system, sweep.record.versions,
                                                                      sweeps["baremetal"].record.versions)
@@ -78,7 +95,8 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
         rows = list(csv.DictReader(f))
     assert [(int(r["CPU ranks"]), r["system"]) for r in rows] == [(n, s) for n in (1, 2) for s in SYSTEMS], rows
     assert all(r["vs baremetal (%)"] for r in rows if r["system"] != "baremetal"), rows  # compared: a difference
-    assert all(r["verdict"] == "no interval" for r in rows if r["system"] != "baremetal"), rows  # 2 repeats
+    assert all(r["verdict"] == "no interval" for r in rows if r["system"] != "baremetal"), rows  # 2 rounds
+    assert all(r["design"] == "paired, 2 rounds" for r in rows if r["system"] != "baremetal"), rows
     assert (folder / "figure1.png").stat().st_size > 0
     markdown = (folder / "figure1.md").read_text()
     assert "not comparable" not in markdown, markdown
@@ -100,3 +118,41 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
                               text=True)
     assert verified.returncode == 0 and "job: k8s-mpijob bench-study-mpijob-np2" in verified.stdout, (
         verified.stdout + verified.stderr)
+
+#: The planted limit: MobileNet's float32 gradients (about 13 MB) take some 0.26 s a step through it at 2 ranks
+#: (13 MB x 2(n-1)/n x 8 / 400 Mbit/s), against tens of ms on the bridge unlimited: a slowdown well above the noise.
+PLANTED = "mpijob+400mbit"
+
+
+def test_the_study_finds_a_planted_slowdown_and_nothing_where_nothing_is_planted(testcluster, client, cpu_build,
+                                                                                 prepared, tmp_path):
+    results, output = tmp_path / "runs", tmp_path / "figures"
+    ran = subprocess.run(
+        [INVOKE, "study", "--systems", "mpijob,%s,mpijob+none" % PLANTED, "--np", "2", "--per-node", "1",
+         "--repeats", "5", "--seed", str(SEED), "--hosts", "chex1,chex2", "--stack", "cpu", "--image",
+         cpu_build.image_id, *FAST_MODEL, "--image-size", "32", "--batch-size", "4", "--steps", "8",
+         "--warmup-steps", "2", "--data", str(prepared), "--timeline", "--results", str(results), "--output",
+         str(output)], cwd=REPO, env=testcluster.env(COLUMNS="200"), capture_output=True, text=True, timeout=1800)
+    text = ran.stdout + ran.stderr
+    assert ran.returncode == 0, text[-6000:]
+    folder, = output.glob("study-*")
+    with open(folder / "figure1.csv") as f:
+        rows = {r["system"]: r for r in csv.DictReader(f) if r["system"] != "mpijob"}
+    assert all(r["design"] == "paired, 5 rounds" for r in rows.values()), rows
+    bounds = {s: (float(r["vs mpijob 95 % low (%)"]), float(r["vs mpijob 95 % high (%)"])) for s, r in rows.items()}
+    gap = {line.split(" vs ")[0][2:]: line for line in (folder / "figure1.md").read_text().splitlines()
+           if " vs mpijob at 2 CPU ranks:" in line}
+
+    # nothing planted: not distinguishable, from the same code path
+    assert rows["mpijob+none"]["verdict"] == "not distinguishable", (rows, text[-3000:])
+    assert "not distinguishable" in gap["mpijob+none"], gap
+    # planted: found slower, the interval away from 0 ...
+    low, high = bounds[PLANTED]
+    assert rows[PLANTED]["verdict"] == "distinguishable" and high < 0, (rows, text[-3000:])
+    # ... holding the slowdown measured directly: the timeline's step of the plain MPIJob against that step plus
+    # the exposed allreduce the plant added (medians over the rounds), as images/s
+    plain, planted = (load_sweep(folder / ("%s.json" % s)).point(2).step_split for s in ("mpijob", PLANTED))
+    direct = 100.0 * (plain.step_s / (plain.step_s + planted.exposed_allreduce_s - plain.exposed_allreduce_s) - 1.0)
+    assert low <= direct <= high, (direct, rows[PLANTED], gap[PLANTED])
+    # ... and attributed to exposed allreduce, not compute
+    assert "of which exposed allreduce +" in gap[PLANTED] and "(the largest;" in gap[PLANTED], gap[PLANTED]

@@ -15,6 +15,8 @@ from tests.lib.testcluster import script
     (("plug", "0", "10.213.57.150"), "process '0': expected the PID of a running process"),
     (("plug", "10.213.57.150"), "usage: scripts/testcluster plug PID ADDR"),
     (("up", "0"), "number of hosts '0': expected 1 to 50"),
+    (("plug-shaped", "fast", str(os.getpid()), "10.213.57.150"), "rate 'fast': expected a rate such as 200mbit"),
+    (("plug-shaped", "200mbit", "10.213.57.150"), "usage: scripts/testcluster plug-shaped RATE PID ADDR"),
 ])
 def test_bad_arguments_exit_2_naming_what_was_expected(args, message):
     result = script(*args, timeout=30)
