@@ -103,6 +103,7 @@ def compare(sweeps: list[Sweep]) -> Comparison:
             p = sweep.point(n)
             cells[(sweep.label, n)] = None if p is None else _cell(p, sweeps[0].point(n), compared)
     notes = tuple(dict.fromkeys(n for n in (guard.table1_note(s, sweeps[0]) for s in sweeps[1:]) if n))
+    notes += guard.path_notes(sweeps)
     return Comparison(tuple(labels), tuple(s.unit for s in sweeps), tuple(counts), cells,
                       tuple(guard.differences(s, sweeps[0]) for s in sweeps), notes)
 

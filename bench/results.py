@@ -153,6 +153,11 @@ class RunRecord(_Model):
     hostname: str | None = None
     cpu_count: int | None = None
     input_capacity: dict | None = None
+    #: the network path the series declared (``bench.netpath.PATHS``: host, overlay, bridge); None: not declared
+    network_path: str | None = None
+    #: what its ranks' namespaces showed (``bench.netpath.observe``, "observed": one per rank namespace) and the
+    #: controller's transport in their log (``bench.netpath.transport``, "transport")
+    network: dict | None = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -62,13 +62,15 @@ def test_render_golden():
         assert "#SBATCH --nodelist=chex1,chex2" in script and "#SBATCH --nodes=2" in script
     assert "cd /shared/chexstack" in scripts[0] and "singularity exec" in scripts[1]
     jobs = list(yaml.safe_load_all(parts[3].split("\n", 1)[1]))
-    assert [j["metadata"]["name"] for j in jobs] == ["bench-study-mpijob-np1", "bench-study-mpijob-np2"]
+    assert [j["metadata"]["name"] for j in jobs] == ["bench-study-mpijob-overlay-np1", "bench-study-mpijob-overlay-np2"]
     for job in jobs:
         validate_mpijob(job)
     commands = [line.split(" -m trainer ")[1].split(" --output ")[0] for line in text.splitlines()
                 if " -m trainer " in line]
     assert len(commands) == 4 and len(set(commands)) == 1, commands  # two counts x two Slurm systems
-    assert "repeat 2: apptainer mpijob baremetal" in text.splitlines()[0]
+    assert "repeat 2: apptainer:host mpijob:overlay baremetal:host" in text.splitlines()[0]
+    assert "# --- mpijob:overlay, repeat 1: Kubernetes" in text and "network path overlay: the pod overlay" in text
+    assert "dnsPolicy" not in text  # no pod on its node's network
 
 
 def test_the_pods_of_a_count_stay_on_the_study_hosts():
@@ -106,9 +108,14 @@ def test_the_slurm_node_list_is_checked():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(systems=("baremetal", "docker")), "--systems baremetal,docker: expected two or more distinct systems"),
-    (dict(systems=("baremetal", "baremetal")), "expected two or more distinct systems"),
-    (dict(systems=("mpijob",)), "--systems mpijob: expected two or more distinct systems"),
+    (dict(systems=("baremetal", "docker")), "--systems: unknown system 'docker' in 'docker'; expected one of "
+                                            "baremetal, apptainer, mpijob, each optionally :PATH"),
+    (dict(systems=("baremetal", "baremetal:host")), "expected two or more distinct series SYSTEM.:PATH."),
+    (dict(systems=("mpijob",)), "--systems mpijob: expected two or more distinct series"),
+    (dict(systems=("baremetal", "mpijob:flannel")), "--systems: unknown network path 'flannel' in 'mpijob:flannel'; "
+                                                    "expected one of host, overlay, bridge"),
+    (dict(systems=("apptainer:overlay", "mpijob")), "--systems apptainer:overlay: apptainer cannot run on the "
+                                                    "overlay path; it takes host"),
     (dict(hosts=("chex1",)), "--hosts chex1: the largest count (2) needs 2 node(s) at --per-node 1"),
     (dict(per_node=0), "--per-node 0: expected 1 or more ranks per node"),
     (dict(results="runs/study"), "--results runs/study"),
@@ -117,6 +124,31 @@ def test_the_slurm_node_list_is_checked():
 def test_a_study_that_cannot_work_is_refused_before_anything_runs(change, message):
     with pytest.raises(ChexstackError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _req(**change).check()
+
+
+def test_the_network_path_is_a_factor_of_its_own_series():
+    """Issue 41: the MPIJob on its nodes' network and on the overlay are two series of one study, each labelled with
+    its path; the host path's MPIJob says hostNetwork, the overlay's does not; each series' pod network puts its
+    pods where the path says (the overlay's in each node's pod subnet, the host's on the nodes' own addresses)."""
+    req = _req(systems=("baremetal", "mpijob:host", "mpijob:overlay")).check()
+    assert req.systems == ("baremetal:host", "mpijob:host", "mpijob:overlay")
+    text = study.render(req, now=NOW, site=SITE)
+    parts = {p.split(",", 1)[0]: p for p in text.split("# --- ")[1:]}
+    host = list(yaml.safe_load_all(parts["mpijob:host"].split("\n", 1)[1]))
+    overlay = list(yaml.safe_load_all(parts["mpijob:overlay"].split("\n", 1)[1]))
+    assert [j["metadata"]["name"] for j in host] == ["bench-study-mpijob-host-np1", "bench-study-mpijob-host-np2"]
+    for job in host:
+        validate_mpijob(job)
+        for role in ("Launcher", "Worker"):
+            assert job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["hostNetwork"] is True
+    assert "hostNetwork" not in str(overlay) and "dnsPolicy" not in str(overlay)
+    assert study.pod_network("overlay", ("chex1", "chex2")).worker_addresses == ("10.244.1.10", "10.244.2.11")
+    assert study.pod_network("overlay", ("chex1", "chex2")).plug[-1] == "--overlay"
+    on_hosts = study.pod_network("host", ("chex1", "chex2"))
+    assert on_hosts.worker_addresses == ("10.213.57.11", "10.213.57.12") and on_hosts.node_netns == "/run/netns/%s"
+    assert study.pod_network("bridge", ("chex1", "chex2")).worker_addresses[:2] == ("10.213.57.101", "10.213.57.102")
+    with pytest.raises(ChexstackError, match="the host path runs on the test cluster's hosts chexK"):
+        study.pod_network("host", ("node1", "node2"))
 
 
 def test_container_systems_need_a_stack():
