@@ -3,7 +3,9 @@
 plugin start its pods (``launch.pods``, the Kubernetes system of ``invoke study``): the operator's SSH Secret and
 hostfile, each pod in its own network namespace on the test cluster's bridge (``scripts/testcluster plug``:
 Launcher 10.213.57.100, Worker i 10.213.57.(101+i)). Each Worker's sshd listens on port 22 of its own address; the
-Launcher's mpirun and the ranks' TCP traffic cross the bridge. Nothing inside the image is changed. The image is
+Launcher's mpirun and the ranks' TCP traffic cross the bridge. The study's other two paths (issue 41) run too: the
+pods on the test cluster's VXLAN overlay (``plug --overlay``), and on their nodes' network (``hostNetwork``). Nothing
+inside the image is changed. The image is
 named by its ID: its tag (the manifest's digest) is shared with every checkout that builds the same stack.
 """
 from __future__ import annotations
