@@ -120,16 +120,16 @@ def _slug(spec: str) -> str:
 def pod_network(path: str, nodes: tuple[str, ...]) -> PodNetwork:
     """The test cluster's pod network of ``path`` for Workers on ``nodes`` (one each, in order; the Launcher on
     the first): ``bridge`` the bridge's pod addresses (``POD_NETWORK``); ``overlay`` each pod in its node's pod
-    subnet 10.244.K.0/24 (``scripts/testcluster plug --overlay``: chexK's); ``host`` the nodes' own addresses
-    and namespaces (hostNetwork)."""
+    subnet 10.244.K.0/24 (``scripts/testcluster plug --overlay``: chexK's); ``host`` the Workers at the nodes' own
+    addresses in their namespaces (hostNetwork), the Launcher on the bridge (``launch.k8s``: not beside a Worker)."""
     if path == "bridge":
         return dataclasses.replace(POD_NETWORK, nodes=nodes)
     k = [int(node[len("chex"):]) if node.startswith("chex") and node[4:].isdigit() else None for node in nodes]
     if None in k:
         raise ChexstackError("--hosts %s: the %s path runs on the test cluster's hosts chexK (scripts/testcluster)"
                              % (",".join(nodes), path))
-    if path == "host":
-        return PodNetwork(plug=(), launcher_address="10.213.57.%d" % (10 + k[0]),
+    if path == "host":  # the Workers in their nodes' namespaces; the Launcher a pod on the bridge
+        return PodNetwork(plug=POD_NETWORK.plug, launcher_address=POD_NETWORK.launcher_address,
                           worker_addresses=tuple("10.213.57.%d" % (10 + j) for j in k), nodes=nodes,
                           node_netns="/run/netns/%s")
     return PodNetwork(plug=(str(TESTCLUSTER), "plug", "--overlay"), launcher_address="10.244.%d.2" % k[0],
@@ -214,7 +214,8 @@ def order(systems: tuple[str, ...], repeats: int) -> list[tuple[int, str]]:
 
 def preflight(req: StudyRequest) -> None:
     """What the systems need, checked before the first run: Slurm's ``sbatch``, the SIF file, the Docker image and
-    the test cluster's pod network. Raises ChexstackError naming what is missing."""
+    the test cluster's pod network (its pod overlay built, ``scripts/testcluster overlay``, for an overlay series).
+    Raises ChexstackError naming what is missing."""
     systems = {system_of(s) for s in req.systems}
     if systems & set(SLURM_SYSTEMS) and not shutil.which("sbatch"):
         submit.submit_slurm("")  # its clear "sbatch not found" error
@@ -237,6 +238,11 @@ def preflight(req: StudyRequest) -> None:
         if not status.ok:
             raise ChexstackError("the mpijob system's pods go on the test cluster's network, and the test cluster "
                                  "is not up (%s): scripts/testcluster up" % status.why_not())
+        if any(series(s)[1] == "overlay" for s in req.systems):
+            built = run_tool([str(TESTCLUSTER), "overlay"], timeout=60)
+            if not built.ok:
+                raise ChexstackError("the overlay path's pods need the test cluster's pod overlay, which could not be "
+                                     "built (%s): scripts/testcluster overlay" % built.why_not())
 
 
 @dataclass(frozen=True)

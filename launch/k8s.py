@@ -16,9 +16,11 @@ TCP sockets (https://github.com/NVIDIA/nccl/issues/451).
 Mounts: ``Mount.source`` ``pvc:CLAIM`` is a PersistentVolumeClaim, any other path a ``hostPath`` directory.
 
 Network (``K8sOptions.host_network``): by default each pod has its own network namespace on the cluster's pod network
-(a CNI plugin's: flannel's VXLAN overlay, for instance); with ``host_network`` every pod runs on its node's network
-(``hostNetwork: true``), with ``dnsPolicy: ClusterFirstWithHostNet`` so that the Launcher still resolves the Workers'
-names (Kubernetes, Pod's DNS Policy: https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/
+(a CNI plugin's: flannel's VXLAN overlay, for instance); with ``host_network`` the Workers (whose ranks carry the
+traffic) run on their nodes' network (``hostNetwork: true``), with ``dnsPolicy: ClusterFirstWithHostNet`` so that
+they still resolve the cluster's names; the Launcher stays on the pod network: on its node's network beside a
+Worker it would hold that Worker's address itself, and Open MPI's mpirun then starts that Worker's ranks in the
+Launcher instead of over ssh (observed on the test cluster, Open MPI 4.1) (Kubernetes, Pod's DNS Policy: https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/
 #pod-s-dns-policy; the operator's own choice, https://github.com/kubeflow/mpi-operator/pull/428), and the Workers'
 sshd on port ``HOST_NETWORK_SSH_PORT`` 2222, which the Launcher's ``mpirun`` reaches (``plm_rsh_args``): port 22 is
 the node's own sshd (the operator's base image moved to 2222 for this:
@@ -150,7 +152,7 @@ class K8sOptions:
     foreground sshd. ``nodes``: the nodes the pods must run on (``kubernetes.io/hostname``, a required node
     affinity), the Workers spread one per node while they last (a topology spread of maxSkew 1), so that runs to
     be compared share their hosts (``invoke study``). ``host_network``: every pod on its node's network
-    (``hostNetwork: true``, module docstring), not on the pod network."""
+    (``hostNetwork: true``, module docstring): the Workers, not on the pod network."""
 
     namespace: str | None = None
     rdma_resource: str | None = None
@@ -260,7 +262,7 @@ def launcher_template(spec: JobSpec, opts: K8sOptions) -> dict:
     if spec.env:
         container["env"] = _env(spec)
     return {"metadata": {"labels": _labels(spec, "launcher")},
-            "spec": {**_network(opts), "containers": [container], **_placement(spec, opts, "launcher")}}
+            "spec": {"containers": [container], **_placement(spec, opts, "launcher")}}
 
 
 def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:

@@ -154,7 +154,8 @@ class PodJob:
         self.host_network = bool(worker_pod.get("hostNetwork"))
         command = list(worker.get("command") or ())
         self.ssh_port = int(command[command.index("-p") + 1]) if "-p" in command[:-1] else SSH_PORT
-        if self.host_network and not (network.node_netns and network.nodes):
+        launcher_host = bool(self.replica("Launcher")[0].get("hostNetwork"))
+        if (self.host_network or launcher_host) and not (network.node_netns and network.nodes):
             raise ChexstackError("MPIJob %s: its pods ask for hostNetwork, and this pod network names no node "
                                  "namespaces to run them in" % self.name)
 
@@ -204,11 +205,11 @@ class PodJob:
                                                                       (plugged.stderr or plugged.stdout).strip()))
         return "container:%s" % sandbox.id
 
-    def _network(self, pod: str, address: str, node: str | None, command: list[str], volumes: dict
-                 ) -> tuple[list[str], dict]:
+    def _network(self, pod: str, address: str, node: str | None, command: list[str], volumes: dict,
+                 host_network: bool) -> tuple[list[str], dict]:
         """(the command as started, run options) of a pod's container: in a sandbox of its own at ``address``, or
-        with ``hostNetwork`` in ``node``'s namespace (module docstring; ``volumes`` gains that namespace)."""
-        if not self.host_network:
+        with ``host_network`` in ``node``'s namespace (module docstring; ``volumes`` gains that namespace)."""
+        if not host_network:
             return command, {"network_mode": self._sandbox(pod, address)}
         netns = self.network.node_netns % node
         volumes[netns] = {"bind": NODE_NETNS, "mode": "ro"}
@@ -222,7 +223,7 @@ class PodJob:
         volumes, options = self._volumes(pod, c)
         node = self.nodes[i] if self.nodes else None
         command, net = self._network("%s-worker-%d" % (self.name, i), self.network.worker_addresses[i], node,
-                                     c["command"] + list(sshd_options), volumes)
+                                     c["command"] + list(sshd_options), volumes, self.host_network)
         self.names.append("%s-worker-%d-%s" % (self.name, i, self.suffix))
         worker = self.client.containers.run(
             c["image"], command, detach=True, working_dir=c.get("workingDir"),
@@ -247,7 +248,7 @@ class PodJob:
         try:
             argv, net = self._network("%s-launcher" % self.name, self.network.launcher_address,
                                       self.network.nodes[0] if self.network.nodes else None,
-                                      list(command or c["command"]), volumes)
+                                      list(command or c["command"]), volumes, bool(pod.get("hostNetwork")))
             launcher = self.client.containers.run(
                 c["image"], argv, detach=True, working_dir=c.get("workingDir"), environment=env, volumes=volumes,
                 name=name, labels=self.labels, **net)

@@ -139,13 +139,13 @@ def test_the_network_path_is_a_factor_of_its_own_series():
     assert [j["metadata"]["name"] for j in host] == ["bench-study-mpijob-host-np1", "bench-study-mpijob-host-np2"]
     for job in host:
         validate_mpijob(job)
-        for role in ("Launcher", "Worker"):
-            assert job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["hostNetwork"] is True
+        assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["hostNetwork"] is True
     assert "hostNetwork" not in str(overlay) and "dnsPolicy" not in str(overlay)
     assert study.pod_network("overlay", ("chex1", "chex2")).worker_addresses == ("10.244.1.10", "10.244.2.11")
     assert study.pod_network("overlay", ("chex1", "chex2")).plug[-1] == "--overlay"
     on_hosts = study.pod_network("host", ("chex1", "chex2"))
     assert on_hosts.worker_addresses == ("10.213.57.11", "10.213.57.12") and on_hosts.node_netns == "/run/netns/%s"
+    assert on_hosts.launcher_address == "10.213.57.100" and on_hosts.plug[-1] == "plug"  # the Launcher on the bridge
     assert study.pod_network("bridge", ("chex1", "chex2")).worker_addresses[:2] == ("10.213.57.101", "10.213.57.102")
     with pytest.raises(ChexstackError, match="the host path runs on the test cluster's hosts chexK"):
         study.pod_network("host", ("node1", "node2"))

@@ -113,7 +113,9 @@ def test_the_mpijob_on_the_overlay_and_on_host_network(testcluster, client, cpu_
     Workers' namespaces says VXLAN on the node. With hostNetwork the pods run in chex1's and chex2's own namespaces
     (the ranks' hostnames are the nodes'), sshd on 2222 beside the node's own, and nothing is encapsulated."""
     from bench import netpath, study
+    from tests.lib.testcluster import script
 
+    assert script("overlay").returncode == 0  # the overlay's devices are on the hosts in both runs
     out = tmp_path / "out"
     out.mkdir()
     network = study.pod_network(path, ("chex1", "chex2"))

@@ -58,6 +58,9 @@ _SEND = ("import socket,sys; c=socket.create_connection((sys.argv[1], 7777), tim
 
 
 def test_a_pod_on_chex1_reaches_a_pod_on_chex2_through_flannel_vxlan(testcluster, pods):
+    built = script("overlay")
+    assert built.returncode == 0, built.stderr
+    assert "overlay up already" in script("overlay").stdout  # idempotent
     eth0, vx = _link("chex1", "eth0"), _link("chex1", "flannel.1")
     info = vx["linkinfo"]["info_data"]
     assert vx["linkinfo"]["info_kind"] == "vxlan" and info["id"] == 1 and info["port"] == 8472, info
