@@ -59,7 +59,9 @@ def observe(rank: Sequence[str], where: str, peer: str, node: Sequence[str] | No
     """The path from a rank's namespace to ``peer`` (another rank's address). ``rank``/``node``: argv prefixes that
     run a command in the rank's and in its node's namespace (``nsenter --net=... --``; ``node`` None: the rank runs
     on its node's network). Returns {"where", "interfaces" (all but loopback), "peer", "device", "mtu",
-    "encapsulation"}; a namespace that could not be read gives no interfaces and device None."""
+    "encapsulation", "other_tunnels"}: ``other_tunnels`` names the VXLAN devices of the rank's namespace that the
+    route to the peer does not take, which a transport using every interface that is up (Open MPI's TCP) may still
+    use; a namespace that could not be read gives no interfaces and device None."""
     links = {link.name: link for link in parse_ip_json(_run(rank, "ip", "-d", "-j", "addr", "show"))}
     dev, gateway = route_device(_run(rank, "ip", "-j", "route", "get", peer))
     hop = links.get(dev) if dev else None
@@ -69,7 +71,8 @@ def observe(rank: Sequence[str], where: str, peer: str, node: Sequence[str] | No
         node_dev, _ = route_device(_run(node, "ip", "-j", "route", "get", peer))
         wrapped = encapsulation(node_links.get(node_dev) if node_dev else None, node_name or "the node")
     return {"where": where, "interfaces": [_link_dict(link) for link in links.values() if link.name != "lo"],
-            "peer": peer, "device": dev, "mtu": hop.mtu if hop else None, "encapsulation": wrapped}
+            "peer": peer, "device": dev, "mtu": hop.mtu if hop else None, "encapsulation": wrapped,
+            "other_tunnels": [link.name for link in links.values() if link.vxlan and link.name != dev]}
 
 
 def summary(observed: Sequence[dict]) -> str:
@@ -78,8 +81,10 @@ def summary(observed: Sequence[dict]) -> str:
     parts = []
     for o in observed:
         kind = next((i["kind"] for i in o["interfaces"] if i["name"] == o["device"]), "?")
-        parts.append("%s: %s (%s, MTU %s) to %s, encapsulation %s" % (o["where"], o["device"] or "no route", kind,
-                                                                      o["mtu"], o["peer"], o["encapsulation"]))
+        parts.append("%s: %s (%s, MTU %s) to %s, encapsulation %s%s" % (
+            o["where"], o["device"] or "no route", kind, o["mtu"], o["peer"], o["encapsulation"],
+            " (%s also up: Open MPI's TCP may use it)" % ", ".join(o["other_tunnels"])
+            if o.get("other_tunnels") else ""))
     return "; ".join(parts)
 
 

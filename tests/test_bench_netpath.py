@@ -45,8 +45,10 @@ def test_observe_finds_the_vxlan_device_the_kernel_sends_a_peer_pods_traffic_thr
     assert seen["encapsulation"] == "VXLAN VNI 1, UDP 8472 over 10.213.57.11 (flannel.1 on chex1, MTU 1450)"
     assert [i["name"] for i in seen["interfaces"]] == ["eth0", "cni0", "flannel.1"]  # loopback left out
     direct = netpath.observe(_stub(tmp_path, CHEX1, '[{"dst":"10.213.57.12","dev":"eth0"}]'), "chex1", "10.213.57.12")
-    assert direct["encapsulation"] == "none" and direct["mtu"] == 1500
-    assert netpath.summary([direct]) == "chex1: eth0 (veth, MTU 1500) to 10.213.57.12, encapsulation none"
+    assert direct["encapsulation"] == "none" and direct["mtu"] == 1500 and direct["other_tunnels"] == ["flannel.1"]
+    assert netpath.summary([direct]) == ("chex1: eth0 (veth, MTU 1500) to 10.213.57.12, encapsulation none "
+                                         "(flannel.1 also up: Open MPI's TCP may use it)")
+    assert seen["other_tunnels"] == []
     unread = netpath.observe(("false",), "chex9", "10.213.57.12")
     assert unread["device"] is None and unread["interfaces"] == [] and unread["encapsulation"] == "none"
 
