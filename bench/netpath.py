@@ -94,11 +94,11 @@ _MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:", re.M)
 _GLOO_TAG = re.compile(r"^\[\d+\]<std(?:out|err)>:", re.M)
 
 
-def transport(log: str, launcher: str | None = None) -> str:
+def transport(log: str, started_by: str | None = None) -> str:
     """The controller's transport as the ranks' log shows it: NCCL's own choice where it logged one
     (``NCCL_DEBUG=INFO``: ``facts.parsers.nccl``), else the launcher's rank prefixes (Open MPI's ``[job,rank]``:
     started by mpirun, Horovod's controller is MPI; horovodrun's ``[rank]``: Gloo), else what the launch command
-    says (``launcher``: ``mpirun``, e.g. an MPIJob's Launcher, whose output has no tags), said to come from there,
+    says (``started_by``: ``mpirun``, e.g. an MPIJob's Launcher, whose output has no tags), said to come from there,
     else ``not reported``."""
     nccl = parse_nccl_log(log)
     if nccl.transport:
@@ -107,6 +107,6 @@ def transport(log: str, launcher: str | None = None) -> str:
         return "MPI (the ranks' output carries mpirun's [job,rank] tags: Horovod's MPI controller)"
     if _GLOO_TAG.search(log):
         return "Gloo (the ranks' output carries horovodrun's Gloo [rank] tags)"
-    if launcher == "mpirun":
+    if started_by == "mpirun":
         return "MPI (the launch command's mpirun: Horovod's MPI controller; the ranks' log names no transport)"
     return "not reported in the ranks' log"

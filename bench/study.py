@@ -409,7 +409,7 @@ def _network(req: StudyRequest, spec: str, first: Path) -> dict:
         logs = [first / ("np-%d-launcher.log" % n)]
     log = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
     return {"observed": observed, "summary": netpath.summary(observed),
-            "transport": netpath.transport(log, launcher="mpirun")}  # every system's ranks start by mpirun
+            "transport": netpath.transport(log, started_by="mpirun")}  # every system's ranks start by mpirun
 
 
 def _record(req: StudyRequest, spec: str, now: datetime, root: Path) -> RunRecord:

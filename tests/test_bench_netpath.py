@@ -60,4 +60,4 @@ def test_transport_as_the_ranks_log_reports_it(fixture_text):
     assert netpath.transport(mpi).startswith("MPI (the ranks' output carries mpirun's [job,rank] tags")
     assert netpath.transport("[0]<stdout>:ready\n").startswith("Gloo")
     assert netpath.transport("plain text\n") == "not reported in the ranks' log"
-    assert netpath.transport("plain text\n", launcher="mpirun").startswith("MPI (the launch command's mpirun")
+    assert netpath.transport("plain text\n", started_by="mpirun").startswith("MPI (the launch command's mpirun")

@@ -145,4 +145,4 @@ def test_the_mpijob_on_the_overlay_and_on_host_network(testcluster, client, cpu_
     else:
         assert result["hosts"] == ["chex1", "chex2"]  # the nodes' own names
         assert all(s["encapsulation"] == "none" and s["device"] == "eth0" and s["mtu"] == 1500 for s in seen), seen
-    assert netpath.transport(log, launcher="mpirun").startswith("MPI"), log[-2000:]
+    assert netpath.transport(log, started_by="mpirun").startswith("MPI"), log[-2000:]
