@@ -380,10 +380,13 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     **SWEEP_HELP,
     "systems": "the systems to compare, comma-separated, the first the baseline of the % differences: baremetal "
                "(Slurm, the trainer in --python's environment), apptainer (Slurm's hybrid model: the host's mpirun "
-               "around apptainer exec of the stack's SIF), mpijob (the stack's MPIJob as pods of its Docker image, "
-               "each on the test cluster's bridge); to check the study on the test cluster, mpijob+RATE (e.g. "
-               "mpijob+400mbit: the mpijob with each pod's link limited to RATE both ways, tc tbf on the pod's veth, "
-               "gone with the pod; needs root) and mpijob+none (the same path, nothing planted)",
+               "around apptainer exec of the stack's SIF), mpijob (the stack's MPIJob as pods of its Docker image); "
+               "each SYSTEM[:PATH], the network path a factor of its own: host (the hosts' network; baremetal's "
+               "and apptainer's only path, mpijob:host is hostNetwork), overlay (mpijob's default: the test "
+               "cluster's VXLAN pod overlay, as flannel), bridge (each pod on the hosts' bridge); to check the study "
+               "on the test cluster, mpijob+RATE (e.g. mpijob+400mbit: the mpijob with each pod's link limited to "
+               "RATE both ways, tc tbf on the pod's veth, gone with the pod; needs root) and mpijob+none (the same "
+               "path, nothing planted)",
     "stack": "the stack whose SIF (apptainer) and Docker image (mpijob) run; required with either",
     "hosts": "the nodes every system runs on, comma-separated (default: the nodes Slurm lists and has not lost, "
              "as many as the largest count needs)",
@@ -401,7 +404,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
     "image": "the mpijob system's Docker image (default the stack's verified tag)",
     "label": "names the study's folders and jobs (default study)",
-    "output": "folder where the study's folder goes: a sweep JSON per system and figure1.png/.csv/.md "
+    "output": "folder where the study's folder goes: a sweep JSON per series and figure1.png/.csv/.md "
               "(default bench/results)",
     "title": "figure title",
     "bandwidth": "as bench-report --bandwidth: Gbit/s, or a validate --hosts JSON report (mpi.bandwidth)",

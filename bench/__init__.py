@@ -22,5 +22,8 @@ What other areas may rely on (fields are the code's pydantic models; each module
 - **The study** (``bench.study.StudyRequest``) is one sweep run as several systems (``bench.study.SYSTEMS``, each
   with its scheduler of ``launch.schedulers.SCHEDULERS``: ``bench.study.SCHEDULER_OF``) in ``bench.study.order``
   (repeat by repeat, the systems' order rotating); the MPIJob system runs as its pods on this Docker engine
-  (``launch.pods``). ``bench.study.run_study`` writes one sweep per system and the figure (``bench.main.report``).
+  (``launch.pods``). Each series is a system on a network path (``bench.study.PATHS_OF``, ``bench.netpath.PATHS``:
+  ``mpijob:overlay``, ``mpijob:host``), its record saying the path declared and observed (``bench.netpath.observe``);
+  ``bench.guard.effect`` never calls a gap across paths container overhead. ``bench.study.run_study`` writes one
+  sweep per series and the figure (``bench.main.report``).
 """

@@ -150,8 +150,10 @@ def system_line(sweep: Sweep, base: Sweep, count: int) -> str | None:
                 % (d.interval.low, d.interval.high, "" if d.distinguishable else ", not distinguishable"))
     interval += ", %s" % d.design
     largest, grew, parts = _parts(mine.step_split, theirs.step_split)
-    return ("%s vs %s at %d %s: %+.1f %% images/s (%s), of which %s %s/step (the largest; %s)"
-            % (sweep.label, base.label, count, sweep.unit, d.pct, interval, largest, _ms(grew), parts))
+    path = guard.path_difference(sweep, base)
+    return ("%s vs %s at %d %s: %+.1f %% images/s (%s), of which %s %s/step (the largest; %s)%s"
+            % (sweep.label, base.label, count, sweep.unit, d.pct, interval, largest, _ms(grew), parts,
+               "; %s: %s" % (path, guard.effect(sweep, base)) if path else ""))
 
 
 def predicted_line(sweep: Sweep, count: int, busbw_gbits: float, where: str) -> str | None:

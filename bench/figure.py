@@ -104,6 +104,7 @@ def compare(sweeps: list[Sweep]) -> Comparison:
             diff = stats.gap(sweep, sweeps[0], n) if p and compared and sweeps[0].point(n) else None
             cells[(sweep.label, n)] = None if p is None else _cell(p, diff)
     notes = tuple(dict.fromkeys(n for n in (guard.table1_note(s, sweeps[0]) for s in sweeps[1:]) if n))
+    notes += guard.path_notes(sweeps)
     return Comparison(tuple(labels), tuple(s.unit for s in sweeps), tuple(counts), cells,
                       tuple(guard.differences(s, sweeps[0]) for s in sweeps), notes, tuple(cores.caption_lines(sweeps)))
 

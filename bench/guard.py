@@ -10,6 +10,12 @@ image names); the hosts (names without ``:slots``, ``localhost`` as the recordin
 not give (a published series states no batch size; a sweep from before the trainer recorded MPI and the data's
 hashes) is not compared.
 
+The network path (``record.network_path``: host, overlay, bridge; ``bench.netpath``) is a factor of its own, not
+compared here: series on different paths are shown side by side, but their gap is never called container overhead.
+``effect`` names what a gap between two series measures: the system's (container overhead) only when both ran on
+the same path; the network path's when the same system ran on two; both together otherwise. ``path_notes`` are the
+caption's sentences that keep them apart.
+
 ``differences`` names what differs; ``bench.figure`` shows a series with differences as its own group, without a %
 difference, naming them in the table and the caption; ``refuse`` is ``bench-report --strict``'s and the regression
 gate's refusal. When the two records are the seed study's two Table 1 stacks (``envs/table1.yaml``: NGC 19.06 vs
@@ -93,6 +99,49 @@ def table1_note(sweep: Sweep, base: Sweep) -> str | None:
             % (columns[sweep.record.stack], columns[base.record.stack]))
 
 
+def path_difference(sweep: Sweep, base: Sweep) -> str | None:
+    """``network path overlay vs host`` when both records declare a path and they differ; else None."""
+    mine, theirs = sweep.record.network_path, base.record.network_path
+    return "network path %s vs %s" % (mine, theirs) if mine and theirs and mine != theirs else None
+
+
+def _same_system(sweep: Sweep, base: Sweep) -> bool:
+    """The same launcher running the same thing (image, or Python environment): one system, whatever its path."""
+    a, b = sweep.record, base.record
+    return (a.launcher, a.image_id or a.image) == (b.launcher, b.image_id or b.image)
+
+
+#: What a gap between two series measures (``effect``).
+SYSTEM_EFFECT = "the system's effect (container overhead)"
+PATH_EFFECT = "the network path's effect"
+BOTH_EFFECTS = "the system's and the network path's effects together, not container overhead"
+
+
+def effect(sweep: Sweep, base: Sweep) -> str:
+    """What the gap of ``sweep`` against ``base`` measures: ``SYSTEM_EFFECT`` on one path (or no path declared),
+    ``PATH_EFFECT`` for one system on two paths, ``BOTH_EFFECTS`` when system and path both differ."""
+    if not path_difference(sweep, base):
+        return SYSTEM_EFFECT
+    return PATH_EFFECT if _same_system(sweep, base) else BOTH_EFFECTS
+
+
+def path_notes(sweeps: list[Sweep]) -> tuple[str, ...]:
+    """Caption sentences for the series whose path differs from the first's (the baseline): what their gap measures,
+    and which pair shows each effect alone (the same system on the baseline's path; the same system on two paths).
+    Empty when every series declares the same path or none."""
+    base, notes = sweeps[0], []
+    for sweep in sweeps[1:]:
+        found = path_difference(sweep, base)
+        if not found:
+            continue
+        alone = [s.label for s in sweeps if s is not sweep and _same_system(s, sweep) and not path_difference(s, base)]
+        notes.append("%s vs %s: %s: the gap is %s%s" % (
+            sweep.label, base.label, found, effect(sweep, base),
+            "; %s vs %s is the system's, %s vs %s the path's" % (alone[0], base.label, sweep.label, alone[0])
+            if alone else ""))
+    return tuple(notes)
+
+
 def refuse(pairs: list[tuple[Path, Sweep, Path, Sweep]], why: str) -> None:
     """Raise ChexstackError (exit 2) naming both files of every pair (result, its baseline) that ``differences``
     finds not comparable, and each difference, and every file whose run drifted (``record.drift``: its ranks
@@ -104,9 +153,11 @@ def refuse(pairs: list[tuple[Path, Sweep, Path, Sweep]], why: str) -> None:
             lines.append("%s (%s): its environment drifted at run time: %s" % (path, sweep.label,
                                                                             "; ".join(sweep.record.drift)))
     for path, sweep, base_path, base in pairs:
-        found = differences(sweep, base)
+        found = differences(sweep, base) + tuple(filter(None, [path_difference(sweep, base)]))
         if found:
             note = table1_note(sweep, base)
+            if path_difference(sweep, base):
+                note = "; ".join(filter(None, [note, "the gap would be %s" % effect(sweep, base)]))
             lines.append("%s (%s) vs %s (%s): %s%s" % (path, sweep.label, base_path, base.label, "; ".join(found),
                                                      " (%s)" % note if note else ""))
     if lines:

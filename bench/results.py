@@ -183,6 +183,11 @@ class RunRecord(_Model):
     #: value ran round by round, repeat i of every point in round i, so their difference is paired
     #: (``bench.stats.paired_difference``); None: a sweep of its own (unpaired)
     paired_rounds: str | None = None
+    #: the network path the series declared (``bench.netpath.PATHS``: host, overlay, bridge); None: not declared
+    network_path: str | None = None
+    #: what its ranks' namespaces showed (``bench.netpath.observe``, "observed": one per rank namespace) and the
+    #: controller's transport in their log (``bench.netpath.transport``, "transport")
+    network: dict | None = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -11,8 +11,17 @@ Systems (``SYSTEMS``):
 - ``apptainer``: Slurm's hybrid model, the host's ``mpirun`` around ``apptainer exec`` of the stack's SIF
   (``--sif``, default the verified one ``invoke build --runtime singularity`` wrote), most HPC sites' way;
 - ``mpijob``: Kubernetes' way, the stack's MPIJob (``launch.k8s``) run as its Launcher and Worker pods from the
-  stack's Docker image, each pod's network namespace on the test cluster's bridge as a CNI plugin puts it
-  (``launch.pods``: the test cluster has nodes but no API server).
+  stack's Docker image (``launch.pods``: the test cluster has nodes but no API server).
+
+Network paths (``bench.netpath.PATHS``), a factor of their own: a series is ``SYSTEM:PATH`` (``--systems
+baremetal:host,mpijob:overlay,mpijob:host``; a system alone takes its first path of ``PATHS_OF``). The Slurm systems
+run on the hosts' own network (``host``); the MPIJob's pods on the test cluster's flannel-style VXLAN overlay
+(``overlay``: ``scripts/testcluster plug --overlay``, each pod in its node's pod subnet), on their nodes' network
+(``host``: ``hostNetwork: true``, ``launch.k8s.K8sOptions.host_network``), or plugged straight on the hosts' bridge
+(``bridge``: ``scripts/testcluster plug``, the study's only path before). Each series is labelled ``SYSTEM:PATH`` and
+records the path declared (``RunRecord.network_path``) and what its ranks' namespaces showed at the largest count
+and its log's transport (``RunRecord.network``, ``bench.netpath``); ``bench.guard.effect`` keeps a gap between paths
+from being called container overhead.
 
 Order: paired rounds. In a round every system runs every count once (smallest first), the systems in an order drawn
 for that round from the study's seed (``--seed``, drawn when not given and recorded: ``round_order``), so that drift
@@ -25,10 +34,10 @@ gap's 95 % interval half-width is at most X %, or ``--max-repeats`` rounds or th
 job steps, on ``--nodelist`` the study's hosts; the MPIJob of a count keeps its pods on the same hosts
 (``launch.k8s.K8sOptions.nodes``).
 
-Files: ``<results>/<label>-<UTC>/<system>/repeat-<r>/np-<N>/throughput.json`` (round r's runs, on storage every node
-sees; each Slurm repeat's log ``slurm-<job>.out`` and its follower's ``follow.log``, each MPIJob's
-``np-<N>-launcher.log``), then ``<output>/<label>-<UTC>/<system>.json`` (one sweep per system, each count's
-repeats one point) and ``figure1.png`` / ``.csv`` / ``.md`` beside them.
+Files (``<series>``: ``SYSTEM-PATH``): ``<results>/<label>-<UTC>/<series>/repeat-<r>/np-<N>/throughput.json``
+(round r's runs, on storage every node sees; each Slurm round's log ``slurm-<job>.out`` and its follower's
+``follow.log``, each MPIJob's ``np-<N>-launcher.log``), then ``<output>/<label>-<UTC>/<series>.json`` (one sweep per
+series, each count's rounds one point) and ``figure1.png`` / ``.csv`` / ``.md`` beside them.
 
 The planted effect (the test cluster only): the system ``mpijob+RATE`` (e.g. ``mpijob+400mbit``) is the mpijob
 system with each of its pods' links limited to RATE both ways (``scripts/testcluster plug-shaped``: a token bucket
@@ -37,9 +46,10 @@ attribute to exposed allreduce; ``mpijob+none`` is the same pods on the same pat
 must not find: ``--systems mpijob,mpijob+400mbit,mpijob+none`` checks the instrument before its gaps are trusted
 (docs/benchmarks.md).
 
-Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated system, counts the
-hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1) naming the system, repeat and log
-when a run fails, with what ``invoke train --explain`` says of that log (its first fault, cause and fix).
+Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated series, a path
+its system cannot take, counts the hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1)
+naming the series, round and log when a run fails, with what ``invoke train --explain`` says of that log (its first
+fault, cause and fix).
 """
 from __future__ import annotations
 
@@ -55,7 +65,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import batch, stats, sysinfo
+from bench import batch, netpath, stats, sysinfo
 from bench.results import Point, Reading, RunRecord, Sweep, merge_repeats, save_sweep, with_reading
 from bench.sweep import SweepRequest, read_point, request_record, settle_device, stamp, with_gpus
 from chexstack.console import console, warn
@@ -116,6 +126,67 @@ CLAIM = "chexstack-study"
 TESTCLUSTER = REPO / "scripts" / "testcluster"
 POD_NETWORK = PodNetwork(plug=(str(TESTCLUSTER), "plug"), launcher_address="10.213.57.100",
                          worker_addresses=tuple("10.213.57.%d" % (101 + i) for i in range(16)))
+#: system -> the network paths (``bench.netpath.PATHS``) it can take, its default first: Slurm's ranks run in their
+#: hosts' namespaces; the MPIJob's pods on the pod overlay (flannel's way, the seed's Kubernetes), on their nodes'
+#: network, or on the hosts' bridge.
+PATHS_OF = {"baremetal": ("host",), "apptainer": ("host",), "mpijob": ("overlay", "host", "bridge")}
+
+
+def series(spec: str) -> tuple[str, str]:
+    """(system, path) of a ``--systems`` entry ``SYSTEM[:PATH]`` (``PATHS_OF``: a system alone takes its first
+    path; a planted ``mpijob+RATE`` is plugged on the bridge, its only path: ``scripts/testcluster plug-shaped``).
+    The system is as given, planted ones included (``base_system`` strips the plant). ChexstackError naming the entry
+    for an unknown system or path, or a path the system cannot take."""
+    system, _, path = spec.partition(":")
+    base = base_system(system)
+    if base not in SYSTEMS:
+        raise ChexstackError("--systems: unknown system %r in %r; expected one of %s, each optionally :PATH, or a "
+                             "planted one (%s, e.g. mpijob+400mbit, mpijob+none)"
+                             % (system, spec, ", ".join(SYSTEMS), ", ".join("%s+RATE" % p for p in PLANTABLE)))
+    paths = ("bridge",) if plant(system) is not None else PATHS_OF[base]
+    path = path or paths[0]
+    if path not in netpath.PATHS:
+        raise ChexstackError("--systems: unknown network path %r in %r; expected one of %s"
+                             % (path, spec, ", ".join(netpath.PATHS)))
+    if path not in paths:
+        raise ChexstackError("--systems %s: %s cannot run on the %s path; it takes %s"
+                             % (spec, system, path, " or ".join(paths)))
+    return system, path
+
+
+def system_of(spec: str) -> str:
+    """The system a series runs as (``series``, a planted one's base: ``mpijob+400mbit:bridge`` -> ``mpijob``)."""
+    return base_system(series(spec)[0])
+
+
+def _slug(spec: str) -> str:
+    """A series' folder and file name: ``mpijob-overlay``, ``mpijob-400mbit-bridge``."""
+    return "-".join(series(spec)).replace("+", "-")
+
+
+def pod_network(path: str, nodes: tuple[str, ...], rate: str | None = None,
+                node_cpus: tuple[tuple[str, str], ...] = ()) -> PodNetwork:
+    """The test cluster's pod network of ``path`` for Workers on ``nodes`` (one each, in order; the Launcher on
+    the first), each pod on its node's CPUs (``node_cpus``, ``testcluster_cpus``): ``bridge`` the bridge's pod
+    addresses (``POD_NETWORK``; with a planted ``rate`` every pod plugged with its link limited to it,
+    ``scripts/testcluster plug-shaped``, ``none``: the same command, no limit); ``overlay`` each pod in its node's
+    pod subnet 10.244.K.0/24 (``scripts/testcluster plug --overlay``: chexK's); ``host`` the Workers at the nodes'
+    own addresses in their namespaces (hostNetwork), the Launcher on the bridge (``launch.k8s``: not beside a
+    Worker)."""
+    if path == "bridge":
+        plug = POD_NETWORK.plug if rate is None else (str(TESTCLUSTER), "plug-shaped", rate)
+        return dataclasses.replace(POD_NETWORK, plug=plug, nodes=nodes, node_cpus=node_cpus)
+    k = [int(node[len("chex"):]) if node.startswith("chex") and node[4:].isdigit() else None for node in nodes]
+    if None in k:
+        raise ChexstackError("--hosts %s: the %s path runs on the test cluster's hosts chexK (scripts/testcluster)"
+                             % (",".join(nodes), path))
+    if path == "host":  # the Workers in their nodes' namespaces; the Launcher a pod on the bridge
+        return PodNetwork(plug=POD_NETWORK.plug, launcher_address=POD_NETWORK.launcher_address,
+                          worker_addresses=tuple("10.213.57.%d" % (10 + j) for j in k), nodes=nodes,
+                          node_netns="/run/netns/%s", node_cpus=node_cpus)
+    return PodNetwork(plug=(str(TESTCLUSTER), "plug", "--overlay"), launcher_address="10.244.%d.2" % k[0],
+                      worker_addresses=tuple("10.244.%d.%d" % (j, 10 + i) for i, j in enumerate(k)), nodes=nodes,
+                      node_cpus=node_cpus)
 
 
 @dataclass(frozen=True)
@@ -151,12 +222,10 @@ class StudyRequest:
     def check(self) -> "StudyRequest":
         """Raise ChexstackError naming the option that cannot work; returns the request with ``sif``/``image``
         filled in from the stack."""
-        unknown = [s for s in self.systems if s not in SYSTEMS and not PLANTED.match(s)]
-        if unknown or len(set(self.systems)) != len(self.systems) or len(self.systems) < 2:
-            raise ChexstackError("--systems %s: expected two or more distinct systems of %s, or a planted one "
-                                 "(%s, e.g. mpijob+400mbit, mpijob+none)"
-                                 % (",".join(self.systems), ", ".join(SYSTEMS),
-                                    ", ".join("%s+RATE" % s for s in PLANTABLE)))
+        named = tuple(":".join(series(s)) for s in self.systems)
+        if len(set(named)) != len(named) or len(named) < 2:
+            raise ChexstackError("--systems %s: expected two or more distinct series SYSTEM[:PATH] of %s"
+                                 % (",".join(self.systems), ", ".join(SYSTEMS)))
         if self.per_node < 1:
             raise ChexstackError("--per-node %d: expected 1 or more ranks per node" % self.per_node)
         if len(self.hosts) < self.nodes:
@@ -175,12 +244,14 @@ class StudyRequest:
             raise ChexstackError("--budget %s: expected minutes above 0" % self.budget)
         if (self.max_repeats is not None or self.budget is not None) and self.resolve is None:
             raise ChexstackError("--max-repeats and --budget bound --resolve's added rounds: give --resolve X")
-        containers = [s for s in self.systems if s != "baremetal"]
+        containers = [system_of(s) for s in named if system_of(s) != "baremetal"]
         if containers and not self.sweep.stack:
             raise ChexstackError("--systems %s: %s run the stack's image: give --stack"
-                                 % (",".join(self.systems), " and ".join(containers)))
+                                 % (",".join(self.systems), " and ".join(dict.fromkeys(containers))))
         dataclasses.replace(self.sweep, launcher="slurm").check()
-        filled = self if self.seed is not None else dataclasses.replace(self, seed=secrets.randbelow(2 ** 32))
+        filled = dataclasses.replace(self, systems=named)
+        if self.seed is None:
+            filled = dataclasses.replace(filled, seed=secrets.randbelow(2 ** 32))
         if self.sweep.stack:
             from envs.manifest import load_stack
             from images.build import SIF_DIR
@@ -265,15 +336,17 @@ def gaps(reads: dict[str, list[Reading]], systems: tuple[str, ...]) -> list[stat
 
 def preflight(req: StudyRequest) -> None:
     """What the systems need, checked before the first run: Slurm's ``sbatch``, the SIF file, the Docker image and
-    the test cluster's pod network. Raises ChexstackError naming what is missing."""
-    if set(req.systems) & set(SLURM_SYSTEMS) and not shutil.which("sbatch"):
+    the test cluster's pod network (its pod overlay built, ``scripts/testcluster overlay``, for an overlay series).
+    Raises ChexstackError naming what is missing."""
+    systems = {system_of(s) for s in req.systems}
+    if systems & set(SLURM_SYSTEMS) and not shutil.which("sbatch"):
         submit.submit_slurm("")  # its clear "sbatch not found" error
-    if "baremetal" in req.systems and not os.access(req.python, os.X_OK):
+    if "baremetal" in systems and not os.access(req.python, os.X_OK):
         raise ChexstackError("--python %s: not an executable Python of an environment every node sees" % req.python)
-    if "apptainer" in req.systems and not Path(req.sif).is_file():
+    if "apptainer" in systems and not Path(req.sif).is_file():
         raise ChexstackError("--sif %s: no such file; build it with invoke build --stack %s --runtime singularity "
                              "(or --runtime all)" % (req.sif, req.sweep.stack))
-    if any(base_system(s) == "mpijob" for s in req.systems):
+    if any(system_of(s) == "mpijob" for s in req.systems):
         import docker.errors
 
         from chexstack import engine
@@ -285,8 +358,13 @@ def preflight(req: StudyRequest) -> None:
                                  % (req.image, req.sweep.stack)) from None
         status = run_tool([str(TESTCLUSTER), "status"], timeout=60)
         if not status.ok:
-            raise ChexstackError("the mpijob system's pods go on the test cluster's bridge, and the test cluster is "
-                                 "not up (%s): scripts/testcluster up" % status.why_not())
+            raise ChexstackError("the mpijob system's pods go on the test cluster's network, and the test cluster "
+                                 "is not up (%s): scripts/testcluster up" % status.why_not())
+        if any(series(s)[1] == "overlay" for s in req.systems):
+            built = run_tool([str(TESTCLUSTER), "overlay"], timeout=60)
+            if not built.ok:
+                raise ChexstackError("the overlay path's pods need the test cluster's pod overlay, which could not be "
+                                     "built (%s): scripts/testcluster overlay" % built.why_not())
 
 
 @dataclass(frozen=True)
@@ -300,11 +378,12 @@ class Site:
     render_host: str | None = None
 
 
-def slurm_script(req: StudyRequest, system: str, repeat: int, root: Path, now: datetime,
+def slurm_script(req: StudyRequest, spec: str, repeat: int, root: Path, now: datetime,
                  site: Site = Site()) -> tuple[str, Path]:
-    """(batch script, the repeat's folder) of one repeat of a Slurm system: every count a job step on the study's
-    hosts, results in ``<root>/<system>/repeat-<repeat>/np-<N>``."""
-    folder = root / system / ("repeat-%d" % repeat)
+    """(batch script, the repeat's folder) of one repeat of a Slurm series: every count a job step on the study's
+    hosts, results in ``<root>/<series>/repeat-<repeat>/np-<N>``."""
+    system = system_of(spec)
+    folder = root / _slug(spec) / ("repeat-%d" % repeat)
     key, image = SCHEDULER_OF[system]
     scheduler = SCHEDULERS[key]
     sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, system), repeats=1,
@@ -318,18 +397,21 @@ def slurm_script(req: StudyRequest, system: str, repeat: int, root: Path, now: d
     return script, folder
 
 
-def mpijobs(req: StudyRequest, repeat: int, root: Path, system: str = "mpijob") -> tuple[list[dict], Path]:
-    """(one MPIJob per count, smallest first; the round's folder) of one round of the mpijob ``system`` (or
-    a planted ``mpijob+RATE``, its jobs named ``…-mpijob-RATE-…``): the pods on the study's hosts, results on the claim
-    ``CLAIM`` (the study's results folder) in ``<system>/repeat-<repeat>/np-<N>``."""
-    folder = root / system / ("repeat-%d" % repeat)
+def mpijobs(req: StudyRequest, spec: str, repeat: int, root: Path) -> tuple[list[dict], Path]:
+    """(one MPIJob per count, smallest first; the round's folder) of one round of an mpijob series (a planted
+    ``mpijob+RATE`` too, its jobs named ``…-mpijob-RATE-bridge-…``): the pods on the study's hosts (on their nodes'
+    network for the ``host`` path), results on the claim ``CLAIM`` (the study's results folder) in
+    ``<series>/repeat-<repeat>/np-<N>``."""
+    _, path = series(spec)
+    folder = root / _slug(spec) / ("repeat-%d" % repeat)
     scheduler = SCHEDULERS[SCHEDULER_OF["mpijob"][0]]
-    sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, system.replace("+", "-")), repeats=1,
+    sweep = dataclasses.replace(req.sweep, label="%s-%s" % (req.sweep.label, _slug(spec)), repeats=1,
                                 launcher=scheduler.launcher)
     target = batch.BatchTarget(image=req.image, per_node=req.per_node, gpus=req.sweep.gpus, results=CLAIM)
     inside, mount = scheduler.sweep_results(CLAIM, str(folder.relative_to(root)))
     specs = batch.specs(sweep, target, inside, (mount,))
-    return [k8s.mpijob(spec, k8s.K8sOptions(nodes=req.hosts[:spec.nodes])) for spec in specs], folder
+    return [k8s.mpijob(job, k8s.K8sOptions(nodes=req.hosts[:job.nodes], host_network=path == "host"))
+            for job in specs], folder
 
 
 def _explained(log: Path) -> str:
@@ -342,13 +424,13 @@ def _explained(log: Path) -> str:
 
 
 def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path, jobs: list[dict]) -> Path:
-    """One repeat of a Slurm system: its batch job submitted and followed to its end, appended to ``jobs``
-    (``launch.attest.job_block``); returns the repeat's folder. ChexstackError (exit 1) when the job ends other
+    """One round of a Slurm series: its batch job submitted and followed to its end, appended to ``jobs``
+    (``launch.attest.job_block``); returns the round's folder. ChexstackError (exit 1) when the job ends other
     than COMPLETED."""
     script, folder = slurm_script(req, system, repeat, root, datetime.now(timezone.utc))
     folder.mkdir(parents=True, exist_ok=True)
     job_id = submit.submit_slurm(script)
-    key = SCHEDULER_OF[system][0]
+    key = SCHEDULER_OF[system_of(system)][0]
     jobs.append(attest.job_block(key, SCHEDULERS[key].artifact, script, job_id))
     log = folder / ("slurm-%s.out" % job_id)
     with open(folder / "follow.log", "w") as out:
@@ -360,25 +442,17 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path, jobs: li
     return folder
 
 
-def pod_network(req: StudyRequest, system: str, workers: int) -> PodNetwork:
-    """The pod network of ``system``'s MPIJob of ``workers`` Workers: the test cluster's bridge (``POD_NETWORK``)
-    on the study's hosts, each pod on its node's CPUs (``testcluster_cpus``); for a planted system every pod plugged
-    with its link limited to the system's rate (``scripts/testcluster plug-shaped``; ``none``: the same command, no
-    limit)."""
-    rate = plant(system)
-    plug = POD_NETWORK.plug if rate is None else (str(TESTCLUSTER), "plug-shaped", rate)
-    return dataclasses.replace(POD_NETWORK, plug=plug, nodes=req.hosts[:workers], node_cpus=testcluster_cpus())
-
-
-def _run_mpijob(req: StudyRequest, repeat: int, root: Path, jobs: list[dict], system: str = "mpijob") -> Path:
-    """One round of the mpijob ``system`` (or a planted ``mpijob+RATE``): each count's MPIJob run as its pods
-    (``launch.pods``) to its end, each appended to ``jobs`` (``launch.attest.job_block``: the MPIJob's YAML and
-    name); returns the round's folder. ChexstackError (exit 1) when a Launcher fails."""
+def _run_mpijob(req: StudyRequest, spec: str, repeat: int, root: Path, jobs: list[dict]) -> Path:
+    """One round of an mpijob series (or a planted ``mpijob+RATE``): each count's MPIJob run as its pods
+    (``launch.pods``) on the series' pod network (``pod_network``) to its end, each appended to ``jobs``
+    (``launch.attest.job_block``: the MPIJob's YAML and name); the Workers' network path at the largest count of
+    the first round is written to ``np-<N>-network.json`` (``_observe_pods``). Returns the round's folder.
+    ChexstackError (exit 1) when a Launcher fails."""
     import yaml
 
     from chexstack import engine
 
-    objs, folder = mpijobs(req, repeat, root, system)
+    objs, folder = mpijobs(req, spec, repeat, root)
     folder.mkdir(parents=True, exist_ok=True)
     client = engine.client()
     key = SCHEDULER_OF["mpijob"][0]
@@ -387,14 +461,17 @@ def _run_mpijob(req: StudyRequest, repeat: int, root: Path, jobs: list[dict], sy
                                      obj["metadata"]["name"]))
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
+        observe = _observe_pods(folder / ("np-%d-network.json" % ranks)) if repeat == 1 and workers > 1 else None
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            job = PodJob(client, obj, pod_network(req, system, workers), Path(pods), claims={CLAIM: str(root)})
-            status, log, _ = job.run()
+            system, path = series(spec)
+            network = pod_network(path, req.hosts[:workers], plant(system), testcluster_cpus())
+            job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)})
+            status, log, _ = job.run(on_ready=observe)
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
         if status != 0:
             raise ChexstackError("%s, round %d, %d ranks: the Launcher exited with %d; see %s\n%s"
-                                 % (system, repeat, ranks, status, log_path, _explained(log_path)),
+                                 % (spec, repeat, ranks, status, log_path, _explained(log_path)),
                                  exit_code=ExitCode.FAILED)
     return folder
 
@@ -405,6 +482,31 @@ def testcluster_cpus() -> tuple[tuple[str, str], ...]:
     listed = run_tool([str(TESTCLUSTER), "cpus"], timeout=60)
     pairs = [line.split() for line in listed.stdout.splitlines()] if listed.ok else []
     return tuple((p[0], p[1]) for p in pairs if len(p) == 2)
+
+
+def _observe_pods(out: Path):
+    """``PodJob.run``'s ``on_ready``: each Worker's path to the next Worker's address, read in its namespace and its
+    node's (``bench.netpath.observe``), written to ``out`` as JSON."""
+    import json
+
+    def read(job: PodJob) -> None:
+        found = []
+        for i, (pod, netns, node) in enumerate(job.namespaces):
+            peer = job.network.worker_addresses[(i + 1) % len(job.namespaces)]
+            found.append(netpath.observe(("nsenter", "--net=%s" % netns, "--"), "pod %s on %s" % (pod, node), peer,
+                                         node=("nsenter", "--net=/run/netns/%s" % node, "--") if node else None,
+                                         node_name=node))
+        out.write_text(json.dumps(found, indent=1))
+    return read
+
+
+def _observe_hosts(req: StudyRequest) -> list[dict]:
+    """The hosts' own path (Slurm's ranks run in their hosts' namespaces): each test-cluster host's path to the
+    next host's address; [] for hosts that are not test-cluster namespaces here."""
+    hosts = [h for h in req.hosts[:req.nodes] if Path("/run/netns/%s" % h).exists()]
+    peers = {h: run_tool(["getent", "hosts", h], timeout=10).stdout.split()[:1] for h in hosts}
+    return [netpath.observe(("nsenter", "--net=/run/netns/%s" % h, "--"), h, peers[hosts[(i + 1) % len(hosts)]][0])
+            for i, h in enumerate(hosts) if len(hosts) > 1 and peers[hosts[(i + 1) % len(hosts)]]]
 
 
 def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) -> str:
@@ -422,25 +524,48 @@ def render(req: StudyRequest, now: datetime | None = None, site: Site = Site()) 
                                                   for r in range(1, req.sweep.repeats + 1)),
         "" if req.resolve is None else "; then rounds until every gap is within ±%g %% (at most %d rounds%s)"
         % (req.resolve, req.max_repeats or MAX_ROUNDS, "" if req.budget is None else ", %g min" % req.budget))]
-    for system in req.systems:
-        lines.append("# --- %s, round 1: %s" % (system, describe(system)))
-        if system not in SLURM_SYSTEMS:
-            objs, _ = mpijobs(req, 1, root, system)
+    for spec in req.systems:
+        system, path = series(spec)
+        lines.append("# --- %s, round 1: %s; network path %s: %s" % (spec, describe(system), path,
+                                                                     netpath.PATHS[path]))
+        if system_of(spec) not in SLURM_SYSTEMS:
+            objs, _ = mpijobs(req, spec, 1, root)
             lines.append("---\n".join(yaml.safe_dump(o, sort_keys=False, width=120) for o in objs).rstrip("\n"))
         else:
-            lines.append(slurm_script(req, system, 1, root, now, site)[0].rstrip("\n"))
+            lines.append(slurm_script(req, spec, 1, root, now, site)[0].rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 
-def _record(req: StudyRequest, system: str, now: datetime, root: Path) -> RunRecord:
-    """The run record of ``system``'s series: the request, where and in what it ran, the machine's load."""
-    launcher = SCHEDULERS[SCHEDULER_OF[base_system(system)][0]].launcher
+def _network(req: StudyRequest, spec: str, first: Path) -> dict:
+    """``RunRecord.network`` of a series: its ranks' namespaces as observed (the MPIJob's Workers at the largest count
+    of repeat 1, ``_observe_pods``; the hosts for a Slurm series, ``_observe_hosts``) and the transport its log of
+    the largest count shows (``bench.netpath.transport``)."""
+    import json
+
+    n = max(req.sweep.counts)
+    if system_of(spec) in SLURM_SYSTEMS:
+        observed = _observe_hosts(req)
+        logs = sorted(first.glob("slurm-*.out"))
+    else:
+        found = first / ("np-%d-network.json" % n)
+        observed = json.loads(found.read_text()) if found.is_file() else []
+        logs = [first / ("np-%d-launcher.log" % n)]
+    log = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
+    return {"observed": observed, "summary": netpath.summary(observed),
+            "transport": netpath.transport(log, started_by="mpirun")}  # every system's ranks start by mpirun
+
+
+def _record(req: StudyRequest, spec: str, now: datetime, root: Path) -> RunRecord:
+    """The run record of a series: the request, where and in what it ran, its network path, the machine's load."""
+    system, path = series(spec)
+    launcher = SCHEDULERS[SCHEDULER_OF[system_of(spec)][0]].launcher
     record = request_record(dataclasses.replace(req.sweep, launcher=launcher), REPO, now)
-    first = root / system / "repeat-1"
+    first = root / _slug(spec) / "repeat-1"
     hosts_file = first / "hosts.txt"
     hosts = hosts_file.read_text().split() if hosts_file.is_file() else list(req.hosts[:req.nodes])
     updates: dict = {"hosts": hosts, "hostname": sysinfo.hostname(), "cpu_count": host.cpu_cores(),
-                     "notes": ["system: %s" % describe(system)]}
+                     "network_path": path, "network": _network(req, spec, first),
+                     "notes": ["system: %s" % describe(system), "network path %s: %s" % (path, netpath.PATHS[path])]}
     if system == "baremetal":
         updates.update(stack=None, image=req.python)
     elif system == "apptainer":
@@ -455,7 +580,7 @@ def _record(req: StudyRequest, system: str, now: datetime, root: Path) -> RunRec
     record = record.model_copy(update=updates)
     if not req.sweep.gpus:
         return record.model_copy(update={"device": "cpu", "count_unit": "CPU ranks"})
-    gpus = batch.collected_gpus(first) if system in SLURM_SYSTEMS else host.gpus()
+    gpus = batch.collected_gpus(first) if system_of(spec) in SLURM_SYSTEMS else host.gpus()
     return with_gpus(record, gpus, "the study's hosts")
 
 
@@ -490,13 +615,13 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     while why is None:
         rounds += 1
         for system in round_order(req.systems, req.seed, rounds):
-            folder = (_run_slurm(req, system, rounds, root, jobs) if system in SLURM_SYSTEMS
-                      else _run_mpijob(req, rounds, root, jobs, system))
+            folder = (_run_slurm(req, system, rounds, root, jobs) if system_of(system) in SLURM_SYSTEMS
+                      else _run_mpijob(req, system, rounds, root, jobs))
             for n in sorted(req.sweep.counts):
                 reading = read_point(n, folder / ("np-%d" % n))
                 reads[system].append(reading)
                 foreign = "; ".join(reason for h in reading.point.host_load for reason in h.foreign)
-                console.print("  %-9s round %d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)%s" % (
+                console.print("  %-14s round %d, %2d %s: [bold]%.1f images/s[/] (median step %.3f s)%s" % (
                     system, rounds, n, _unit(req), reading.point.images_per_sec, reading.point.median_step_time_s,
                     " [yellow]FOREIGN LOAD: %s[/]" % foreign if foreign else ""))
         widths = [d.half_width for d in gaps(reads, req.systems)]
@@ -508,7 +633,8 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
                                                                                                     why)
     sweeps = [_sweep(req, system, reads[system], now, root, note, "%s seed %d" % (tag, req.seed), design)
               for system in req.systems]
-    paths = [str(save_sweep(sweep, output / tag / ("%s.json" % system))) for sweep, system in zip(sweeps, req.systems)]
+    paths = [str(save_sweep(sweep, output / tag / ("%s.json" % _slug(system))))
+             for sweep, system in zip(sweeps, req.systems)]
     result = main.report([",".join(paths)], output / tag / "figure1.png", title or _title(req, rounds), False,
                          bandwidth)
     drift = ["%s: %s" % (sweep.label, line) for sweep in sweeps for line in sweep.record.drift]
@@ -517,7 +643,8 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     folder = output / tag
     signed = attest.write_collection(folder, sorted(p.name for p in folder.iterdir() if p.is_file()),
                                      stack=req.sweep.stack,
-                                     image=attest.sif_block(req.sif) if "apptainer" in req.systems else None,
+                                     image=attest.sif_block(req.sif)
+                                     if "apptainer" in {system_of(s) for s in req.systems} else None,
                                      drift=drift, started=now.isoformat(timespec="seconds"),
                                      kind="study", jobs=jobs)
     attest.keep_public_key(folder)  # a committed figure's reader verifies with it (--key), its keyid compared

@@ -14,6 +14,17 @@ resource plus the ``IPC_LOCK`` capability, without which NCCL cannot register me
 TCP sockets (https://github.com/NVIDIA/nccl/issues/451).
 
 Mounts: ``Mount.source`` ``pvc:CLAIM`` is a PersistentVolumeClaim, any other path a ``hostPath`` directory.
+
+Network (``K8sOptions.host_network``): by default each pod has its own network namespace on the cluster's pod network
+(a CNI plugin's: flannel's VXLAN overlay, for instance); with ``host_network`` the Workers (whose ranks carry the
+traffic) run on their nodes' network (``hostNetwork: true``), with ``dnsPolicy: ClusterFirstWithHostNet`` so that
+they still resolve the cluster's names; the Launcher stays on the pod network: on its node's network beside a
+Worker it would hold that Worker's address itself, and Open MPI's mpirun then starts that Worker's ranks in the
+Launcher instead of over ssh (observed on the test cluster, Open MPI 4.1) (Kubernetes, Pod's DNS Policy: https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/
+#pod-s-dns-policy; the operator's own choice, https://github.com/kubeflow/mpi-operator/pull/428), and the Workers'
+sshd on port ``HOST_NETWORK_SSH_PORT`` 2222, which the Launcher's ``mpirun`` reaches (``plm_rsh_args``): port 22 is
+the node's own sshd (the operator's base image moved to 2222 for this:
+https://github.com/kubeflow/mpi-operator/issues/593).
 """
 from __future__ import annotations
 
@@ -46,6 +57,13 @@ WORKER_HOST = re.compile(r"^(?P<job>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-worker-\d+\
 def is_worker_host(name: str) -> bool:
     """Whether ``name`` is an MPIJob Worker's DNS name (``WORKER_HOST``)."""
     return bool(WORKER_HOST.match(str(name)))
+
+
+#: The Workers' sshd port on the host network (module docstring): not the node's own 22.
+HOST_NETWORK_SSH_PORT = 2222
+#: The operator's ``OMPI_MCA_plm_rsh_args`` (``ompiEnvVars``), which an ``mpirun -mca plm_rsh_args`` replaces: the
+#: Launcher's command keeps it and adds the Workers' port.
+OPERATOR_RSH_ARGS = "-o ConnectionAttempts=10"
 
 
 #: The capability a worker needs with an RDMA resource (NCCL registers memory; else it falls back to sockets).
@@ -133,7 +151,8 @@ class K8sOptions:
     folder, sshd on an unprivileged port), which chexstack's recipes do not make. ``sshd_command``: the workers'
     foreground sshd. ``nodes``: the nodes the pods must run on (``kubernetes.io/hostname``, a required node
     affinity), the Workers spread one per node while they last (a topology spread of maxSkew 1), so that runs to
-    be compared share their hosts (``invoke study``)."""
+    be compared share their hosts (``invoke study``). ``host_network``: every pod on its node's network
+    (``hostNetwork: true``, module docstring): the Workers, not on the pod network."""
 
     namespace: str | None = None
     rdma_resource: str | None = None
@@ -145,6 +164,7 @@ class K8sOptions:
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     backoff_limit: int = 0
     nodes: tuple[str, ...] = ()
+    host_network: bool = False
 
     def __post_init__(self):
         if not _QUANTITY.match(self.shm_size):
@@ -215,6 +235,12 @@ def _placement(spec: JobSpec, opts: K8sOptions, role: str) -> dict:
     return out
 
 
+def _network(opts: K8sOptions) -> dict:
+    """Pod spec fields of the network: none on the pod network; the node's network and the DNS policy that still
+    resolves the cluster's names with ``host_network``."""
+    return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"} if opts.host_network else {}
+
+
 def _env(spec: JobSpec) -> list[dict]:
     return [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
 
@@ -224,11 +250,13 @@ def launcher_template(spec: JobSpec, opts: K8sOptions) -> dict:
     in the stack image, so its ``PYTHONPATH`` (the image's ``/opt/chexstack``) is exported too: ranks started
     through sshd get sshd's environment, not the image's."""
     exported = EXPORTED_ENV + ("PYTHONPATH",) + tuple(sorted(spec.env))
+    command = mpirun_argv(spec.world_size, spec.command, allow_run_as_root=opts.as_root, exported_env=exported)
+    if opts.host_network:
+        command[1:1] = ["-mca", "plm_rsh_args", "%s -p %d" % (OPERATOR_RSH_ARGS, HOST_NETWORK_SSH_PORT)]
     container = {
         "name": "launcher", "image": spec.image, "imagePullPolicy": opts.image_pull_policy,
         "workingDir": spec.workdir,
-        "command": mpirun_argv(spec.world_size, spec.command, allow_run_as_root=opts.as_root,
-                               exported_env=exported),
+        "command": command,
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     }
     if spec.env:
@@ -247,7 +275,8 @@ def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:
         limits[opts.rdma_resource] = opts.rdma_per_worker
     container = {
         "name": "worker", "image": spec.image, "imagePullPolicy": opts.image_pull_policy,
-        "workingDir": spec.workdir, "command": list(opts.sshd_command),
+        "workingDir": spec.workdir,
+        "command": list(opts.sshd_command) + (["-p", str(HOST_NETWORK_SSH_PORT)] if opts.host_network else []),
         "volumeMounts": volume_mounts,
     }
     if limits:
@@ -257,7 +286,8 @@ def worker_template(spec: JobSpec, opts: K8sOptions) -> dict:
     if spec.env:
         container["env"] = _env(spec)
     return {"metadata": {"labels": _labels(spec, "worker")},
-            "spec": {"containers": [container], "volumes": volumes, **_placement(spec, opts, "worker")}}
+            "spec": {**_network(opts), "containers": [container], "volumes": volumes,
+                     **_placement(spec, opts, "worker")}}
 
 
 def mpijob(spec: JobSpec, opts: K8sOptions = K8sOptions()) -> dict:

@@ -24,7 +24,16 @@ container:<sandbox>``), as the kubelet joins a pod's containers to its pause con
 node of ``PodNetwork.nodes`` in turn (``placement``: what the MPIJob's one-worker-per-node spread asks of a
 scheduler, ``launch.k8s.K8sOptions.nodes``); on the test cluster the nodes are network namespaces of this machine, so a
 pod "on chex1" shares its kernel and bridge as chex1 does, and runs on chex1's CPUs (``PodNetwork.node_cpus``:
-Docker's ``--cpuset-cpus``).
+Docker's ``--cpuset-cpus``). Where the pod network is an overlay
+(``scripts/testcluster plug --overlay``: each node's pods on its own bridge, VXLAN between nodes), each pod's address
+is in its node's pod subnet (``PodNetwork.worker_addresses`` in placement order).
+
+A pod with ``hostNetwork: true`` (``launch.k8s.K8sOptions.host_network``) has no namespace of its own: it runs in its
+node's (``PodNetwork.node_netns``, e.g. ``/run/netns/chex1``), with the node's name as its hostname, as the kubelet
+runs it. Docker cannot start a container in a named namespace, so its command is started through ``nsenter
+--net=<the node's namespace, bind-mounted read-only>`` with ``CAP_SYS_ADMIN`` (setns(2)) and no network of Docker's
+own; everything its sshd starts (the ranks) inherits that namespace. Its sshd's port is the one its command gives
+(``-p``), else 22.
 
 Errors: ChexstackError for an MPIJob this runner cannot stand in for (a volume kind it has no stand-in for, a claim
 with no folder), a pod network that cannot be plugged, and a Worker whose sshd does not come up.
@@ -52,6 +61,8 @@ SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
 SSH_PORT = 22
 #: How long a Worker's sshd may take to accept (seconds): a container start under load.
 READY_S = 90.0
+#: Where a hostNetwork pod's container sees its node's network namespace (bind-mounted read-only).
+NODE_NETNS = "/run/chexstack-node-netns"
 #: Label of every container this runner starts (its value: the MPIJob's name), to find one a killed run left.
 POD_LABEL = "org.chexstack.pod"
 
@@ -61,16 +72,19 @@ class PodNetwork:
     """Where the pods' network namespaces go. ``plug``: the command that puts a process's network namespace on the
     network at an address, called as ``plug + (PID, ADDRESS)`` (a CNI plugin's ADD); ``launcher_address`` and
     ``worker_addresses`` (one per Worker, in order): IPv4 addresses on that network; ``nodes``: the nodes the
-    Workers are placed on, in turn (``placement``); ``node_cpus``: (node, CPU list "0" / "0-3") pairs, the CPUs a
-    Worker on that node gets (Docker's ``--cpuset-cpus``, as the kubelet's static CPU manager gives a Guaranteed pod
-    exclusive cores, https://kubernetes.io/docs/tasks/administer-cluster/cpu-management-policies/); a node not
-    named: not restricted."""
+    Workers are placed on, in turn (``placement``), the Launcher on the first; ``node_cpus``: (node, CPU list "0" /
+    "0-3") pairs, the CPUs a Worker on that node gets (Docker's ``--cpuset-cpus``, as the kubelet's static CPU
+    manager gives a Guaranteed pod exclusive cores,
+    https://kubernetes.io/docs/tasks/administer-cluster/cpu-management-policies/; a node not named: not
+    restricted); ``node_netns``: the path of a node's network namespace, ``%s`` its name (for ``hostNetwork`` pods;
+    None: this network has none to offer)."""
 
     plug: tuple[str, ...]
     launcher_address: str
     worker_addresses: tuple[str, ...]
     nodes: tuple[str, ...] = ()
     node_cpus: tuple[tuple[str, str], ...] = ()
+    node_netns: str | None = None
 
     def cpus(self, node: str | None) -> str | None:
         """The CPU list of ``node`` (``node_cpus``), None when it has none."""
@@ -144,6 +158,16 @@ class PodJob:
         self.hostfile.chmod(0o444)
         self.workers: list = []
         self.names: list[str] = []  # every container asked for (sandboxes too), also one whose start failed
+        #: (pod, the path of its network namespace, its node or None) of each Worker started
+        self.namespaces: list[tuple[str, str, str | None]] = []
+        worker_pod, worker = self.replica("Worker")
+        self.host_network = bool(worker_pod.get("hostNetwork"))
+        command = list(worker.get("command") or ())
+        self.ssh_port = int(command[command.index("-p") + 1]) if "-p" in command[:-1] else SSH_PORT
+        launcher_host = bool(self.replica("Launcher")[0].get("hostNetwork"))
+        if (self.host_network or launcher_host) and not (network.node_netns and network.nodes):
+            raise ChexstackError("MPIJob %s: its pods ask for hostNetwork, and this pod network names no node "
+                                 "namespaces to run them in" % self.name)
 
     def replica(self, role: str) -> tuple[dict, dict]:
         """(pod spec, its container) of the MPIJob's ``role`` (Launcher or Worker)."""
@@ -192,23 +216,39 @@ class PodJob:
                                                                       (plugged.stderr or plugged.stdout).strip()))
         return "container:%s" % sandbox.id
 
+    def _network(self, pod: str, address: str, node: str | None, command: list[str], volumes: dict,
+                 host_network: bool, cpus: str | None = None) -> tuple[list[str], dict]:
+        """(the command as started, run options) of a pod's container: in a sandbox of its own at ``address`` (on
+        ``cpus``, its node's, if given), or with ``host_network`` in ``node``'s namespace (module docstring;
+        ``volumes`` gains that namespace)."""
+        if not host_network:
+            return command, {"network_mode": self._sandbox(pod, address, {"cpuset_cpus": cpus} if cpus else None)}
+        netns = self.network.node_netns % node
+        volumes[netns] = {"bind": NODE_NETNS, "mode": "ro"}
+        return (["nsenter", "--net=%s" % NODE_NETNS, "--"] + command,
+                {"network_mode": "none", "cap_add": ["SYS_ADMIN"], "hostname": node, "extra_hosts": self.dns})
+
     def start_worker(self, i: int, sshd_options: Sequence[str] = ()):
-        """Worker ``i``: its command (``sshd -De`` plus ``sshd_options``) in its own pod at its address; returns
-        its container once its sshd accepts connections."""
+        """Worker ``i``: its command (``sshd -De`` plus ``sshd_options``) in its own pod at its address (or on its
+        node's network); returns its container once its sshd accepts connections."""
         pod, c = self.replica("Worker")
         volumes, options = self._volumes(pod, c)
-        cpus = self.network.cpus(self.nodes[i] if self.nodes else None)
+        node = self.nodes[i] if self.nodes else None
+        cpus = self.network.cpus(node)
         if cpus:
             options["cpuset_cpus"] = cpus  # its node's CPUs, as the kubelet's static CPU manager pins a pod
-        network = self._sandbox("%s-worker-%d" % (self.name, i), self.network.worker_addresses[i],
-                                {"cpuset_cpus": cpus} if cpus else None)
+        command, net = self._network("%s-worker-%d" % (self.name, i), self.network.worker_addresses[i], node,
+                                     c["command"] + list(sshd_options), volumes, self.host_network, cpus)
         self.names.append("%s-worker-%d-%s" % (self.name, i, self.suffix))
         worker = self.client.containers.run(
-            c["image"], c["command"] + list(sshd_options), detach=True, network_mode=network,
-            working_dir=c.get("workingDir"), environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes,
-            name=self.names[-1], labels=self.labels, **options)
+            c["image"], command, detach=True, working_dir=c.get("workingDir"),
+            environment=_env(c, {"K_MPI_JOB_ROLE": "worker"}), volumes=volumes, name=self.names[-1],
+            labels=self.labels, **net, **options)
         self.workers.append(worker)
-        _wait_listening(self.network.worker_addresses[i], SSH_PORT, worker)
+        worker.reload()
+        self.namespaces.append((self.names[-1], self.network.node_netns % node if self.host_network
+                                else "/proc/%d/ns/net" % worker.attrs["State"]["Pid"], node))
+        _wait_listening(self.network.worker_addresses[i], self.ssh_port, worker)
         return worker
 
     def run_launcher(self, command: Sequence[str] | None = None, timeout: float = 3600) -> tuple[int, str]:
@@ -219,23 +259,29 @@ class PodJob:
         volumes, _ = self._volumes(pod, c)
         volumes[str(self.hostfile)] = {"bind": HOSTFILE, "mode": "ro"}
         name = "%s-launcher-%s" % (self.name, self.suffix)
+        sandboxes = len(self.names)
         try:
-            network = self._sandbox("%s-launcher" % self.name, self.network.launcher_address)
+            argv, net = self._network("%s-launcher" % self.name, self.network.launcher_address,
+                                      self.network.nodes[0] if self.network.nodes else None,
+                                      list(command or c["command"]), volumes, bool(pod.get("hostNetwork")))
             launcher = self.client.containers.run(
-                c["image"], list(command or c["command"]), detach=True, network_mode=network,
-                working_dir=c.get("workingDir"), environment=env, volumes=volumes, name=name, labels=self.labels)
+                c["image"], argv, detach=True, working_dir=c.get("workingDir"), environment=env, volumes=volumes,
+                name=name, labels=self.labels, **net)
             status = launcher.wait(timeout=timeout)["StatusCode"]
             return status, launcher.logs().decode("utf-8", "replace")
         finally:
             self._remove(name)
-            self._remove(self.names.pop())  # the Launcher's sandbox
+            while len(self.names) > sandboxes:  # the Launcher's sandbox
+                self._remove(self.names.pop())
 
-    def run(self, timeout: float = 3600) -> tuple[int, str, list[str]]:
-        """Every Worker, then the Launcher to its end, then every pod removed: (the Launcher's exit status, its
-        output, each Worker's sshd log)."""
+    def run(self, timeout: float = 3600, on_ready=None) -> tuple[int, str, list[str]]:
+        """Every Worker, then ``on_ready(self)`` if given (the Workers' namespaces are there to read), the Launcher
+        to its end, then every pod removed: (the Launcher's exit status, its output, each Worker's sshd log)."""
         try:
             for i in range(self.replicas):
                 self.start_worker(i)
+            if on_ready is not None:
+                on_ready(self)
             status, log = self.run_launcher(timeout=timeout)
         finally:
             sshd_logs = self.stop()

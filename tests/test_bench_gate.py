@@ -187,3 +187,34 @@ def test_a_sweep_takes_the_data_hashes_and_mpi_from_the_trainers_record():
     record = with_reading(RunRecord(data="/d"), point_from_throughput(1, data, "throughput.json"))
     assert (record.label_sha256, record.train_split_sha256, record.versions["openmpi"]) == ("a" * 64, "b" * 64,
                                                                                           "4.1.4")
+
+
+def test_a_gap_between_network_paths_is_never_called_container_overhead(tmp_path):
+    """Issue 41: the network path is a factor of its own. The MPIJob on its nodes' network vs bare metal is the
+    system's effect; the MPIJob on the overlay vs bare metal is both effects, never container overhead; the MPIJob
+    on the overlay vs on host network is the path's. The figure keeps them apart in its caption, and --strict
+    refuses a comparison across paths, saying what its gap would be."""
+    base = _sweep("baremetal:host", {1: BASE}, launcher="slurm", image="/venv/bin/python", network_path="host")
+    host = _sweep("mpijob:host", {1: [95.0, 96.0, 94.0]}, launcher="k8s", image="cpu", network_path="host")
+    overlay = _sweep("mpijob:overlay", {1: [85.0, 86.0, 84.0]}, launcher="k8s", image="cpu", network_path="overlay")
+    assert guard.effect(host, base) == "the system's effect (container overhead)"
+    assert guard.effect(overlay, base) == ("the system's and the network path's effects together, not container "
+                                           "overhead")
+    assert guard.effect(overlay, host) == "the network path's effect"
+    assert guard.path_difference(overlay, base) == "network path overlay vs host"
+    assert guard.differences(overlay, base) == ()  # shown side by side, with their % difference
+    cmp = figure.compare([base, host, overlay])
+    assert cmp.cells[("mpijob:overlay", 1)].diff is not None
+    note = ("mpijob:overlay vs baremetal:host: network path overlay vs host: the gap is the system's and the network "
+            "path's effects together, not container overhead; mpijob:host vs baremetal:host is the system's, "
+            "mpijob:overlay vs mpijob:host the path's")
+    assert cmp.notes == (note,) and note in _words(figure.markdown_text(cmp))
+    assert figure.compare([base, host]).notes == ()  # one path: nothing to keep apart
+
+    files = [_file(tmp_path, s) for s in (base, overlay)]
+    strict = cmd.run("bench-report", ",".join(files), "--output", str(tmp_path / "g.png"), "--strict")
+    assert strict.returncode == 2 and not (tmp_path / "g.png").exists()
+    assert _words(strict.stderr) == (
+        "error: bench-report --strict: not comparable, they differ in more than the system: %s (mpijob:overlay) vs "
+        "%s (baremetal:host): network path overlay vs host (the gap would be the system's and the network path's "
+        "effects together, not container overhead)" % (files[1], files[0]))

@@ -111,14 +111,17 @@ def test_render_golden():
         assert "#SBATCH --nodelist=chex1,chex2" in script and "#SBATCH --nodes=2" in script
     assert "cd /shared/chexstack" in scripts[0] and "singularity exec" in scripts[1]
     jobs = list(yaml.safe_load_all(parts[3].split("\n", 1)[1]))
-    assert [j["metadata"]["name"] for j in jobs] == ["bench-study-mpijob-np1", "bench-study-mpijob-np2"]
+    assert [j["metadata"]["name"] for j in jobs] == ["bench-study-mpijob-overlay-np1", "bench-study-mpijob-overlay-np2"]
     for job in jobs:
         validate_mpijob(job)
     commands = [line.split(" -m trainer ")[1].split(" --output ")[0] for line in text.splitlines()
                 if " -m trainer " in line]
     assert len(commands) == 4 and len(set(commands)) == 1, commands  # two counts x two Slurm systems
     assert text.splitlines()[0].endswith("seed 7; run order: round 1: %s; round 2: %s; round 3: %s" % tuple(
-        " ".join(study.round_order(SYSTEMS, 7, r)) for r in (1, 2, 3)))
+        " ".join(study.round_order(tuple(":".join(study.series(x)) for x in SYSTEMS), 7, r)) for r in (1, 2, 3)))
+    assert "round 2: " in text.splitlines()[0] and "mpijob:overlay" in text.splitlines()[0]
+    assert "# --- mpijob:overlay, round 1: Kubernetes" in text and "network path overlay: the pod overlay" in text
+    assert "dnsPolicy" not in text  # no pod on its node's network
 
 
 def test_the_pods_of_a_count_stay_on_the_study_hosts():
@@ -159,9 +162,14 @@ def test_the_slurm_node_list_is_checked():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(systems=("baremetal", "docker")), "--systems baremetal,docker: expected two or more distinct systems"),
-    (dict(systems=("baremetal", "baremetal")), "expected two or more distinct systems"),
-    (dict(systems=("mpijob",)), "--systems mpijob: expected two or more distinct systems"),
+    (dict(systems=("baremetal", "docker")), "--systems: unknown system 'docker' in 'docker'; expected one of "
+                                            "baremetal, apptainer, mpijob, each optionally :PATH"),
+    (dict(systems=("baremetal", "baremetal:host")), "expected two or more distinct series SYSTEM.:PATH."),
+    (dict(systems=("mpijob",)), "--systems mpijob: expected two or more distinct series"),
+    (dict(systems=("baremetal", "mpijob:flannel")), "--systems: unknown network path 'flannel' in 'mpijob:flannel'; "
+                                                    "expected one of host, overlay, bridge"),
+    (dict(systems=("apptainer:overlay", "mpijob")), "--systems apptainer:overlay: apptainer cannot run on the "
+                                                    "overlay path; it takes host"),
     (dict(hosts=("chex1",)), "--hosts chex1: the largest count (2) needs 2 node(s) at --per-node 1"),
     (dict(per_node=0), "--per-node 0: expected 1 or more ranks per node"),
     (dict(results="runs/study"), "--results runs/study"),
@@ -172,8 +180,8 @@ def test_the_slurm_node_list_is_checked():
     (dict(max_repeats=9), "--max-repeats and --budget bound --resolve's added rounds: give --resolve X"),
     (dict(seed=-1), "--seed -1: expected 0 to 4294967295"),
     (dict(systems=("mpijob", "baremetal+200mbit")), "or a planted one (mpijob.RATE, e.g. mpijob.400mbit"),
-    (dict(systems=("mpijob", "mpijob+fast")), "--systems mpijob,mpijob.fast: expected two or more distinct"),
-    (dict(systems=("mpijob", "mpijob+0mbit")), "expected two or more distinct systems"),
+    (dict(systems=("mpijob", "mpijob+fast")), "unknown system .mpijob.fast. in .mpijob.fast.; expected one of"),
+    (dict(systems=("mpijob", "mpijob+0mbit")), "unknown system .mpijob.0mbit.*or a planted one .mpijob.RATE"),
 ])
 def test_a_study_that_cannot_work_is_refused_before_anything_runs(change, message):
     with pytest.raises(ChexstackError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -184,21 +192,49 @@ def test_a_planted_system_is_the_mpijob_on_links_limited_by_the_test_cluster():
     """``mpijob+RATE``: the same MPIJob (its own job names and folder), its pods plugged by ``plug-shaped`` with the
     rate; ``mpijob+none`` by the same command with nothing limited; the plain mpijob's pods by ``plug``."""
     req = _req(systems=("mpijob", "mpijob+200mbit", "mpijob+none")).check()
-    objs, folder = study.mpijobs(req, 2, Path("/r"), "mpijob+200mbit")
-    assert folder == Path("/r/mpijob+200mbit/repeat-2")
-    assert [o["metadata"]["name"] for o in objs] == ["bench-study-mpijob-200mbit-np1",
-                                                     "bench-study-mpijob-200mbit-np2"]
+    assert req.systems == ("mpijob:overlay", "mpijob+200mbit:bridge", "mpijob+none:bridge")
+    objs, folder = study.mpijobs(req, "mpijob+200mbit:bridge", 2, Path("/r"))
+    assert folder == Path("/r/mpijob-200mbit-bridge/repeat-2")
+    assert [o["metadata"]["name"] for o in objs] == ["bench-study-mpijob-200mbit-bridge-np1",
+                                                     "bench-study-mpijob-200mbit-bridge-np2"]
     for obj in objs:
         validate_mpijob(obj)
-    planted = study.pod_network(req, "mpijob+200mbit", 2)
+    planted = study.pod_network("bridge", ("chex1", "chex2"), "200mbit")
     assert planted.plug == (str(study.TESTCLUSTER), "plug-shaped", "200mbit") and planted.nodes == ("chex1", "chex2")
-    assert study.pod_network(req, "mpijob+none", 1).plug == (str(study.TESTCLUSTER), "plug-shaped", "none")
-    assert study.pod_network(req, "mpijob", 1).plug == (str(study.TESTCLUSTER), "plug")
+    assert study.pod_network("bridge", ("chex1",), "none").plug == (str(study.TESTCLUSTER), "plug-shaped", "none")
+    assert study.pod_network("bridge", ("chex1",)).plug == (str(study.TESTCLUSTER), "plug")
+    with pytest.raises(ChexstackError, match="mpijob\\+200mbit cannot run on the overlay path; it takes bridge"):
+        study.series("mpijob+200mbit:overlay")
     assert study.describe("mpijob+200mbit").endswith("each pod's link limited to 200mbit both ways (tc tbf)")
     assert study.describe("mpijob+none").endswith("planted: nothing (the same pods and path, no limit)")
     assert study.base_system("mpijob+none") == "mpijob" and study.plant("mpijob") is None
     text = study.render(req, now=NOW, site=SITE)
-    assert "# --- mpijob+200mbit, round 1: " in text and text.count("kind: MPIJob") == 6
+    assert "# --- mpijob+200mbit:bridge, round 1: " in text and text.count("kind: MPIJob") == 6
+
+
+def test_the_network_path_is_a_factor_of_its_own_series():
+    """Issue 41: the MPIJob on its nodes' network and on the overlay are two series of one study, each labelled with
+    its path; the host path's MPIJob says hostNetwork, the overlay's does not; each series' pod network puts its
+    pods where the path says (the overlay's in each node's pod subnet, the host's on the nodes' own addresses)."""
+    req = _req(systems=("baremetal", "mpijob:host", "mpijob:overlay")).check()
+    assert req.systems == ("baremetal:host", "mpijob:host", "mpijob:overlay")
+    text = study.render(req, now=NOW, site=SITE)
+    parts = {p.split(",", 1)[0]: p for p in text.split("# --- ")[1:]}
+    host = list(yaml.safe_load_all(parts["mpijob:host"].split("\n", 1)[1]))
+    overlay = list(yaml.safe_load_all(parts["mpijob:overlay"].split("\n", 1)[1]))
+    assert [j["metadata"]["name"] for j in host] == ["bench-study-mpijob-host-np1", "bench-study-mpijob-host-np2"]
+    for job in host:
+        validate_mpijob(job)
+        assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["hostNetwork"] is True
+    assert "hostNetwork" not in str(overlay) and "dnsPolicy" not in str(overlay)
+    assert study.pod_network("overlay", ("chex1", "chex2")).worker_addresses == ("10.244.1.10", "10.244.2.11")
+    assert study.pod_network("overlay", ("chex1", "chex2")).plug[-1] == "--overlay"
+    on_hosts = study.pod_network("host", ("chex1", "chex2"))
+    assert on_hosts.worker_addresses == ("10.213.57.11", "10.213.57.12") and on_hosts.node_netns == "/run/netns/%s"
+    assert on_hosts.launcher_address == "10.213.57.100" and on_hosts.plug[-1] == "plug"  # the Launcher on the bridge
+    assert study.pod_network("bridge", ("chex1", "chex2")).worker_addresses[:2] == ("10.213.57.101", "10.213.57.102")
+    with pytest.raises(ChexstackError, match="the host path runs on the test cluster's hosts chexK"):
+        study.pod_network("host", ("node1", "node2"))
 
 
 def test_container_systems_need_a_stack():

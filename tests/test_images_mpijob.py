@@ -3,7 +3,9 @@
 plugin start its pods (``launch.pods``, the Kubernetes system of ``invoke study``): the operator's SSH Secret and
 hostfile, each pod in its own network namespace on the test cluster's bridge (``scripts/testcluster plug``:
 Launcher 10.213.57.100, Worker i 10.213.57.(101+i)). Each Worker's sshd listens on port 22 of its own address; the
-Launcher's mpirun and the ranks' TCP traffic cross the bridge. Nothing inside the image is changed. The image is
+Launcher's mpirun and the ranks' TCP traffic cross the bridge. The study's other two paths (issue 41) run too: the
+pods on the test cluster's VXLAN overlay (``plug --overlay``), and on their nodes' network (``hostNetwork``). Nothing
+inside the image is changed. The image is
 named by its ID: its tag (the manifest's digest) is shared with every checkout that builds the same stack.
 """
 from __future__ import annotations
@@ -91,3 +93,56 @@ def test_the_image_config_is_what_the_secret_mount_needs(testcluster, client, cp
         sshd_logs = job.stop()
     # the refusal is sshd's mode check on the Secret's folder, not the key
     assert "bad ownership or modes for directory /root/.ssh" in sshd_logs[1], sshd_logs[1][-2000:]
+
+
+def _flannel_bytes(host: str) -> tuple[int, int]:
+    """(tx, rx) bytes of host's flannel.1 (``ip -s -j link``)."""
+    import subprocess
+
+    out = subprocess.run(["ip", "-n", host, "-s", "-j", "link", "show", "flannel.1"], capture_output=True, text=True,
+                         check=True)
+    stats = json.loads(out.stdout)[0]["stats64"]
+    return stats["tx"]["bytes"], stats["rx"]["bytes"]
+
+
+@pytest.mark.parametrize("path", ["overlay", "host"])
+def test_the_mpijob_on_the_overlay_and_on_host_network(testcluster, client, cpu_build, tmp_path, path):
+    """Issue 41: the study's two Kubernetes paths for real. On the overlay each pod is in its node's pod subnet
+    (10.244.K.x, ``scripts/testcluster plug --overlay``) and the ranks' traffic between chex1 and chex2 crosses both
+    nodes' flannel.1 (VXLAN): its counters grow by more than the trainer's gradients; the path observed in the
+    Workers' namespaces says VXLAN on the node. With hostNetwork the pods run in chex1's and chex2's own namespaces
+    (the ranks' hostnames are the nodes'), sshd on 2222 beside the node's own, and nothing is encapsulated."""
+    from bench import netpath, study
+    from tests.lib.testcluster import script
+
+    assert script("overlay").returncode == 0  # the overlay's devices are on the hosts in both runs
+    out = tmp_path / "out"
+    out.mkdir()
+    network = study.pod_network(path, ("chex1", "chex2"))
+    obj = k8s.mpijob(_spec(cpu_build.image_id, out), k8s.K8sOptions(nodes=("chex1", "chex2"),
+                                                                    host_network=path == "host"))
+    job = PodJob(client, obj, network, tmp_path, labels=TEST_LABELS)
+    seen = []
+
+    def observe(j):
+        for i, (pod, netns, node) in enumerate(j.namespaces):
+            seen.append(netpath.observe(("nsenter", "--net=%s" % netns, "--"), pod, network.worker_addresses[1 - i],
+                                        node=("nsenter", "--net=/run/netns/%s" % node, "--"), node_name=node))
+
+    before = {h: _flannel_bytes(h) for h in ("chex1", "chex2")}
+    status, log, sshd_logs = job.run(on_ready=observe)
+    after = {h: _flannel_bytes(h) for h in ("chex1", "chex2")}
+    assert status == 0, log[-4000:] + "\n".join(s[-1500:] for s in sshd_logs)
+    result = json.loads((out / "throughput.json").read_text())
+    assert result["world_size"] == 2
+    grew = {h: (after[h][0] - before[h][0], after[h][1] - before[h][1]) for h in after}
+    if path == "overlay":
+        assert result["hosts"] == ["%s-worker-0" % JOB, "%s-worker-1" % JOB]
+        assert all(tx > 1_000_000 and rx > 1_000_000 for tx, rx in grew.values()), grew  # the gradients, each way
+        assert [s["encapsulation"] for s in seen] == [
+            "VXLAN VNI 1, UDP 8472 over 10.213.57.%d (flannel.1 on chex%d, MTU 1450)" % (10 + k, k) for k in (1, 2)]
+        assert all(s["device"] == "eth0" and s["mtu"] == 1450 for s in seen), seen
+    else:
+        assert result["hosts"] == ["chex1", "chex2"]  # the nodes' own names
+        assert all(s["encapsulation"] == "none" and s["device"] == "eth0" and s["mtu"] == 1500 for s in seen), seen
+    assert netpath.transport(log, started_by="mpirun").startswith("MPI"), log[-2000:]

@@ -122,3 +122,23 @@ def test_submit_with_kubectl_but_no_cluster_reports_kubectl_error():
     with pytest.raises(ChexstackError) as e:
         submit_k8s(k8s.render(_spec()))
     assert str(e.value).startswith("submitting the MPIJob failed: `kubectl create -f - -o name` exited 1")
+
+
+def test_host_network_mpijob_golden_and_valid():
+    """Issue 41: the Workers on their nodes' network: hostNetwork with the DNS policy that still resolves the
+    cluster's names, their sshd on 2222 (the node's sshd has 22) and the Launcher's mpirun (on the pod network)
+    reaching them there."""
+    opts = k8s.K8sOptions(host_network=True, nodes=("node1", "node2"))
+    text = k8s.render(_spec(gpus=False, nodes=2, per_node=1), opts)
+    assert_golden("launch/mpijob-2x1cpu-hostnetwork.yaml", text)
+    obj = yaml.safe_load(text)
+    validate(obj)
+    pod = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert "hostNetwork" not in obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]  # beside a Worker
+    worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["command"] == ["/usr/sbin/sshd", "-De", "-p", "2222"]
+    launcher = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert launcher[1:4] == ["-mca", "plm_rsh_args", "-o ConnectionAttempts=10 -p 2222"]
+    pod_network = yaml.safe_load(k8s.render(_spec(gpus=False, nodes=2, per_node=1), k8s.K8sOptions()))
+    assert "hostNetwork" not in str(pod_network) and "2222" not in str(pod_network)

@@ -70,3 +70,57 @@ def _ip_run(argv: tuple, env: dict) -> bool:
 #: the interfaces that are up (``up_interfaces``) from a recorded ``ip link``/``ip addr``; the node's own is a fact
 #: (``launch.controller.local_interfaces``, psutil), so a check only reads this from a bundle
 IP_LINK = Observation(None, _ip_run, lambda run: up_interfaces(parse_ip(run.output)))
+
+
+@dataclass(frozen=True)
+class Link:
+    """One interface of ``ip -d -j addr show`` (or ``ip -d -j link show``; iproute2 >= 4.13 prints JSON): ``name``,
+    ``kind`` (``linkinfo.info_kind``: ``veth``, ``vxlan``, ``bridge``; ``device`` for a plain device such as
+    loopback), ``mtu`` (bytes), ``addresses`` (``inet`` ones, ``A.B.C.D/len``), ``master`` (the bridge it is a port
+    of), and for a VXLAN device ``vxlan``: ``id`` (the VNI), ``port`` (UDP), ``local``, ``link`` (the underlay
+    device), ``learning``, as ``linkinfo.info_data`` gives them (ip-link(8), "VXLAN Type Support")."""
+
+    name: str
+    kind: str
+    mtu: int | None
+    addresses: tuple[str, ...] = ()
+    master: str | None = None
+    vxlan: dict | None = None
+
+
+def parse_ip_json(text: str) -> list[Link]:
+    """The interfaces of ``ip -d -j addr show`` output, in order; [] for empty or unreadable output (a namespace
+    that could not be entered gives none)."""
+    import json
+
+    try:
+        entries = json.loads(text or "[]")
+    except ValueError:
+        return []
+    out = []
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, dict) or "ifname" not in e:
+            continue
+        info = e.get("linkinfo") or {}
+        data = info.get("info_data") or {}
+        vxlan = None
+        if info.get("info_kind") == "vxlan":
+            vxlan = {k: data.get(k) for k in ("id", "port", "local", "link", "learning") if k in data}
+        out.append(Link(name=e["ifname"], kind=info.get("info_kind") or "device", mtu=e.get("mtu"),
+                        addresses=tuple("%s/%s" % (a["local"], a.get("prefixlen")) for a in e.get("addr_info", [])
+                                        if a.get("family") == "inet"),
+                        master=e.get("master"), vxlan=vxlan))
+    return out
+
+
+def route_device(text: str) -> tuple[str | None, str | None]:
+    """(device, gateway) of ``ip -j route get ADDRESS`` output: the interface the kernel sends to that address
+    through, and the next hop when it is not on-link; (None, None) for empty or unreadable output."""
+    import json
+
+    try:
+        routes = json.loads(text or "[]")
+    except ValueError:
+        return None, None
+    route = routes[0] if isinstance(routes, list) and routes and isinstance(routes[0], dict) else {}
+    return route.get("dev"), route.get("gateway")
