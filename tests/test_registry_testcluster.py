@@ -9,9 +9,17 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
+from chexstack.errors import ChexstackError, ExitCode
+from envs.manifest import load_stack
+from images import build as image_build
+from images import registry
+from images.verify import compare, launch_report, probe_image
+from tests.lib import cli as cmd
+from tests.lib.paths import REPO
 from tests.lib.testcluster import REGISTRY_TRUST, SCRIPT
 
 pytestmark = pytest.mark.cluster
@@ -44,18 +52,24 @@ def test_registry_serves_tls_on_the_bridge_address_only_with_the_ca_made_at_up(t
     assert status.returncode == 0 and "registry   running on https://10.213.57.1:5000" in status.stdout
 
 
+@pytest.fixture(scope="module")
+def pushed_debian(testcluster, debian_base, client):
+    """The local Debian base pushed by ``images.registry.push`` under the project's own name,
+    ``10.213.57.1:5000/chexstack/debian:bookworm``: (that Reference, its digest)."""
+    target = registry.parse("%s/chexstack/debian:bookworm" % testcluster.registry)
+    return target, registry.push(client.images.get(debian_base).id, target)
+
+
 @pytest.mark.docker
-def test_a_pushed_image_pulls_by_digest_in_dockerd_and_apptainer_trusting_the_ca_as_told(testcluster, debian_base,
-                                                                                         client, tmp_path):
-    repo = "%s/chexstack/registry-probe" % testcluster.registry
-    copy = _run("skopeo", "copy", "-q", "--digestfile", tmp_path / "digest", "docker-daemon:" + debian_base,
-                "docker://%s:t1" % repo, timeout=300)
-    assert copy.returncode == 0, copy.stderr  # skopeo trusts it through /etc/docker/certs.d alone
-    digest = (tmp_path / "digest").read_text().strip()
+def test_a_pushed_image_resolves_by_tag_and_pulls_by_digest_in_dockerd_and_apptainer(testcluster, pushed_debian,
+                                                                                      debian_base, client, tmp_path):
+    target, digest = pushed_debian
     assert digest.startswith("sha256:") and len(digest) == 71
-    inspect = _run("skopeo", "inspect", "--cert-dir", testcluster.registry_cert_dir, "docker://%s:t1" % repo)
-    assert json.loads(inspect.stdout)["Digest"] == digest
-    pinned = "%s@%s" % (repo, digest)
+    assert registry.resolve(target) == digest  # the tag, resolved
+    assert registry.resolve(registry.parse(target.pinned(digest))) == digest  # the digest, found there
+    inspect = _run("skopeo", "inspect", "--cert-dir", testcluster.registry_cert_dir, "docker://%s" % target)
+    assert inspect.returncode == 0 and json.loads(inspect.stdout)["Digest"] == digest
+    pinned = target.pinned(digest)
     image = client.images.pull(pinned)
     try:
         assert pinned in image.attrs["RepoDigests"]
@@ -73,3 +87,80 @@ def test_a_pushed_image_pulls_by_digest_in_dockerd_and_apptainer_trusting_the_ca
     assert built.returncode == 0, built.stderr[-2000:]
     assert _run(apptainer, "exec", tmp_path / "deb.sif", "cat", "/etc/debian_version", env=env,
                 cwd=tmp_path).stdout.startswith("12.")
+
+
+@pytest.fixture
+def untrusted_registry(testcluster, tmp_path):
+    """A second registry on the bridge (10.213.57.1:5001) whose self-signed certificate nothing here trusts."""
+    d = tmp_path / "untrusted"
+    d.mkdir()
+    made = _run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-days", "1", "-subj", "/CN=untrusted", "-addext", "subjectAltName=IP:10.213.57.1",
+                "-keyout", d / "key.pem", "-out", d / "cert.pem")
+    assert made.returncode == 0, made.stderr
+    (d / "config.yml").write_text("version: 0.1\nstorage: {filesystem: {rootdirectory: %s/data}}\nhttp: {addr: "
+                                  "10.213.57.1:5001, tls: {certificate: %s/cert.pem, key: %s/key.pem}}\n" % (d, d, d))
+    server = subprocess.Popen(["docker-registry", "serve", str(d / "config.yml")], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if _run("curl", "-s", "-o", "/dev/null", "--cacert", d / "cert.pem",
+                    "https://10.213.57.1:5001/v2/").returncode == 0:
+                break
+            time.sleep(0.2)
+        yield "10.213.57.1:5001"
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) is not None
+
+
+@pytest.mark.docker
+def test_a_registry_that_cannot_be_used_is_one_error_line_naming_it_and_the_cause(testcluster, untrusted_registry,
+                                                                                  pushed_debian):
+    unreachable = cmd.run("build", "--stack", "cpu", "--push", "10.213.57.1:5999/chexstack/cpu:t", expect=2)
+    assert unreachable.stderr.strip().splitlines() == [
+        unreachable.stderr.strip()] and "building" not in unreachable.stdout
+    assert unreachable.stderr.startswith("error: registry 10.213.57.1:5999: cannot push to "
+                                         "10.213.57.1:5999/chexstack/cpu:t: it cannot be reached (")
+    assert "connection refused" in unreachable.stderr
+    untrusted = cmd.run("build", "--stack", "cpu", "--push", untrusted_registry + "/chexstack/cpu:t", expect=2)
+    assert untrusted.stderr.startswith("error: registry 10.213.57.1:5001: cannot push to 10.213.57.1:5001/chexstack/"
+                                       "cpu:t: its TLS certificate is not trusted here (put its CA in /etc/docker/"
+                                       "certs.d/10.213.57.1:5001/ca.crt) (")
+    assert "x509: certificate signed by unknown authority" in untrusted.stderr
+    target, digest = pushed_debian
+    wrong = registry.parse(target.pinned("sha256:" + "0" * 64))
+    with pytest.raises(registry.RegistryError) as e:
+        registry.resolve(wrong)
+    assert str(e.value).startswith("registry 10.213.57.1:5000: cannot resolve %s: it has no such image (" % wrong)
+
+
+@pytest.mark.docker
+def test_push_refuses_an_image_whose_verification_failed_before_any_push(testcluster, debian_base, client, tmp_path):
+    stack = load_stack("cpu")
+    image_id = client.images.get(debian_base).id
+    verification = compare(stack, probe_image(client, image_id), launch_report(client, image_id))
+    assert not verification.ok  # the bare Debian base is not the cpu stack: its rows, really probed, mismatch
+    built = image_build.BuildResult(image_id, debian_base, True, verification)
+    target = registry.parse("%s/chexstack/unverified:t" % testcluster.registry)
+    with pytest.raises(ChexstackError) as e:
+        image_build.push_verified(built, target, tmp_path, "cpu")
+    assert e.value.exit_code == ExitCode.FAILED and "--push refused: " in str(e.value)
+    assert "nothing was pushed to 10.213.57.1:5000" in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # no record
+    with pytest.raises(registry.RegistryError, match="it has no such image"):
+        registry.resolve(target)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_verified_cpu_image_is_pushed_once_and_its_digest_recorded(cpu_build, testcluster, tmp_path):
+    target = registry.parse("%s/chexstack/cpu:session" % testcluster.registry)
+    image_build.push_verified(cpu_build, target, tmp_path, "cpu")
+    digest = registry.resolve(target)
+    assert cpu_build.pushed == target.pinned(digest)
+    record = json.loads(image_build.record_path(cpu_build.ref, tmp_path).read_text())
+    assert record == {"stack": "cpu", "image": cpu_build.ref, "image_id": cpu_build.image_id, "verified": True,
+                      "pushed": target.pinned(digest), "pushed_tag": str(target), "digest": digest}
+    assert image_build.pushed_reference(cpu_build.ref, tmp_path) == target.pinned(digest)
+    assert not image_build.record_path(cpu_build.ref, REPO / image_build.RECORDS_DIR).exists()
