@@ -114,10 +114,27 @@ def push_verified(built: BuildResult, target: registry.Reference, records_dir: P
     return built
 
 
+def pinned_base(base: str | None) -> str | None:
+    """``base`` as the build's FROM: a registry reference by tag resolved now to ``repo@sha256:…`` (the engine then
+    pulls exactly that manifest; ``images.registry.resolve``, RegistryError when the registry cannot be used), one
+    by digest as given; a local name (no registry) as given."""
+    if not base or not registry.is_registry_reference(base):
+        return base
+    ref = registry.parse(base, "--base")
+    if ref.digest:
+        return base
+    pinned = ref.pinned(registry.resolve(ref))
+    console.print("base %s resolved to %s" % (base, pinned), markup=False, highlight=False, soft_wrap=True)
+    return pinned
+
+
 def _base_digest(client: docker.DockerClient, base_ref: str, pinned: str | None) -> str | None:
-    """The manifest's pin, else the local base image's registry digest, else its image ID (None if absent)."""
+    """The manifest's pin, else the digest a registry reference names (the engine pulls it), else the local base
+    image's registry digest, else its image ID (None if absent)."""
     if pinned:
         return pinned
+    if "@sha256:" in base_ref and registry.is_registry_reference(base_ref):
+        return base_ref.rsplit("@", 1)[1]
     try:
         img = client.images.get(base_ref)
     except docker.errors.ImageNotFound:
@@ -169,7 +186,7 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     if "singularity" in runtimes:
         sif.require_tool()  # before minutes of Docker build
         sif.signing_key(sign_key)  # a key the user names must exist, also before the build
-    base_ref = base or stack.base.reference
+    base_ref = pinned_base(base) or stack.base.reference  # a registry tag resolved: FROM repo@sha256:…
     ref = tag or image_ref(stack)
     if ":" not in ref.rsplit("/", 1)[-1]:
         raise ChexstackError("--tag %r: expected REPOSITORY:TAG" % ref)

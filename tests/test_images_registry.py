@@ -90,3 +90,38 @@ def test_the_build_record_is_written_whole_and_read_back(tmp_path):
     assert image_build.pushed_reference("chexstack/cpu:0.1.0-abc", tmp_path) == record.pushed
     assert image_build.pushed_reference("chexstack/cpu:other", tmp_path) is None
 
+
+def _pinned_spec(image_from):
+    from envs.manifest import load_stack
+    from launch.job import JobSpec, Mount
+
+    return JobSpec(name="chexstack-cxr", stack=load_stack("cpu"), image="10.213.57.1:5000/chexstack/cpu@" + DIGEST,
+                   nodes=1, ranks_per_node=2, gpus=False, image_from=image_from,
+                   trainer_args=("--data", "synthetic", "--output", "/out"), mounts=(Mount("/scratch/out", "/out"),))
+
+
+def test_a_pinned_image_is_rendered_by_digest_with_its_tag_beside_it():
+    from launch import k8s, slurm
+    from tests.lib.golden import assert_golden
+
+    mpijob = k8s.render(_pinned_spec("10.213.57.1:5000/chexstack/cpu:v1"), k8s.K8sOptions())
+    assert_golden("launch/mpijob-1x2cpu-pinned.yaml", mpijob)
+    pyxis = slurm.render(_pinned_spec("10.213.57.1:5000/chexstack/cpu:v1"), "pyxis")
+    assert_golden("launch/slurm-pyxis-1x2cpu-pinned.sbatch", pyxis)
+    assert "--container-image=10.213.57.1:5000#chexstack/cpu@%s" % DIGEST in pyxis
+
+
+def test_without_image_the_local_tag_becomes_the_digest_its_push_recorded(tmp_path, monkeypatch):
+    from envs.manifest import load_stack
+    from images.naming import image_ref
+    from launch.cluster import pinned_image
+
+    stack = load_stack("cpu")
+    monkeypatch.chdir(tmp_path)
+    assert pinned_image(stack, image_ref(stack), None) == (image_ref(stack), None)
+    pushed = "10.213.57.1:5000/chexstack/cpu@" + DIGEST
+    image_build.write_record(image_build.BuildRecord("cpu", image_ref(stack), "sha256:" + "1" * 64, True, pushed,
+                                                     "10.213.57.1:5000/chexstack/cpu:v1", DIGEST))
+    assert pinned_image(stack, image_ref(stack), None) == (pushed, image_ref(stack))
+    assert pinned_image(stack, "/shared/cpu.sif", "/shared/cpu.sif") == ("/shared/cpu.sif", None)
+    assert pinned_image(stack, pushed, pushed) == (pushed, None)  # by digest: as given, nothing resolved

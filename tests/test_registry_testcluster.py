@@ -89,6 +89,35 @@ def test_a_pushed_image_resolves_by_tag_and_pulls_by_digest_in_dockerd_and_appta
                 cwd=tmp_path).stdout.startswith("12.")
 
 
+@pytest.mark.docker
+def test_image_and_base_by_tag_are_resolved_at_render_time_and_a_base_by_digest_is_pulled(testcluster, pushed_debian,
+                                                                                          client):
+    target, digest = pushed_debian
+    pinned = target.pinned(digest)
+    rendered = cmd.run("train", "--launcher", "k8s", "--stack", "cpu", "--image", str(target), "--data", "synthetic",
+                       "--output", "/shared/runs/r1", "--render", expect=0)
+    assert "image %s (from %s)" % (pinned, target) in rendered.stdout.splitlines()[0]
+    assert rendered.stdout.count("image: %s\n" % pinned) == 2  # the Launcher's and the Workers' containers
+    assert "image %s resolved to %s at render time" % (target, pinned) in rendered.stderr
+    missing = cmd.run("train", "--launcher", "k8s", "--stack", "cpu", "--image", target.name + ":nope", "--data",
+                      "synthetic", "--output", "/shared/runs/r1", "--render", expect=2)
+    assert missing.stderr.startswith("error: registry 10.213.57.1:5000: cannot resolve %s:nope: it has no such image ("
+                                     % target.name) and missing.stdout == ""
+    dry = cmd.run("build", "--stack", "cpu", "--base", str(target), "--dry-run", expect=0)
+    assert "base %s resolved to %s" % (target, pinned) in dry.stdout and "FROM %s AS devel" % pinned in dry.stdout
+    # The build's FROM by digest: the engine, holding no such reference, pulls it from the registry (trusting the CA).
+    from images.context import context_tar
+    from images.docker_build import docker_build
+    assert not any(pinned in (i.attrs.get("RepoDigests") or []) for i in client.images.list())
+    built = docker_build(client, context_tar("FROM %s\nLABEL org.chexstack.test=registry-base\n" % pinned, {}),
+                         quiet=True)
+    try:
+        assert pinned in client.images.get(pinned).attrs["RepoDigests"]
+    finally:
+        client.images.remove(built)
+        client.images.remove(pinned)
+
+
 @pytest.fixture
 def untrusted_registry(testcluster, tmp_path):
     """A second registry on the bridge (10.213.57.1:5001) whose self-signed certificate nothing here trusts."""
