@@ -12,14 +12,15 @@ setup:
 setup-docker:
 	scripts/setup --docker
 
-# Also the test cluster's Debian packages (Slurm, munge, sshd, iperf3: scripts/testcluster).
+# Also the test cluster's Debian packages (Slurm, munge, sshd, iperf3: scripts/testcluster) and its registry's
+# (docker-registry, skopeo: scripts/setup --registry).
 setup-testcluster:
-	scripts/setup --docker --testcluster
+	scripts/setup --docker --testcluster --registry
 
 # Also Apptainer (`apptainer`, `singularity` on PATH: scripts/setup-apptainer), made beside the venv's Horovod
 # compile; one scripts/setup run installs every host package in one apt-get step first.
 setup-apptainer:
-	scripts/setup --docker --testcluster --apptainer
+	scripts/setup --docker --testcluster --registry --apptainer
 
 # .venv-tf112: Python 3.6 / TensorFlow 1.12.0 / Horovod 0.16.1, for tests/test_trainer_legacy.py.
 setup-legacy:

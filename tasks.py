@@ -92,16 +92,18 @@ def render(c, stack=None, format="docker", base=None):
             "no-cache": "rebuild every layer", "dry-run": "print the Dockerfile, context and labels; build nothing",
             "allow-mismatch": "tag even when verification finds mismatches (listed in an image label)",
             "sign-key": "PEM private key that signs the SIF (public key beside it as *.pub.pem; default "
-                        "$CHEXSTACK_SIF_KEY, else build/keys/sif-signing.pem, made on first use)"})
+                        "$CHEXSTACK_SIF_KEY, else build/keys/sif-signing.pem, made on first use)",
+            "push": "HOST[:PORT]/REPO[:TAG]: push the verified image there (never an unverified one; the registry "
+                    "is checked before the build) and print and record its digest (build/records/)"})
 @user_errors
 def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, dry_run=False, allow_mismatch=False,
-          sign_key=None):
+          sign_key=None, push=None):
     """Build the stack's image (docker SDK), verify it inside, tag it only when it matches its manifest; with
     --runtime singularity|all also its signed SIF, verified inside the same way."""
     from images.build import build as build_image
 
     build_image(stack, runtime=runtime, tag=tag, base=base, no_cache=no_cache, dry_run=dry_run,
-                allow_mismatch=allow_mismatch, sign_key=sign_key)
+                allow_mismatch=allow_mismatch, sign_key=sign_key, push=push)
 
 
 @task(help={"dockerfile": "path of the Dockerfile",

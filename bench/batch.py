@@ -37,7 +37,7 @@ from chexstack.outputs import output_folder
 from envs.manifest import load_stack
 from facts import host
 from launch import k8s, slurm
-from launch.cluster import ClusterOptions, local_image_warning
+from launch.cluster import ClusterOptions, local_image_warning, pinned_image
 from launch.job import JobSpec, Mount, layout
 from launch.k8s_scheduler import RESULTS as K8S_MOUNT
 from launch.schedulers import SCHEDULERS
@@ -101,11 +101,13 @@ def results_root(req: SweepRequest, target: BatchTarget, now: datetime) -> str:
 def sweep_target(req: SweepRequest, opts: ClusterOptions) -> BatchTarget:
     """Where ``opts.scheduler`` runs the sweep, by the rules ``invoke train`` has there (``Scheduler.image``: bare
     metal runs this Python and checkout, no ``--image``; otherwise the stack's image, ``--image`` or its verified
-    tag, the hybrid model's SIF), the results folder or claim it writes to (``Scheduler.check_results``), and the
-    local-image warning. Raises ChexstackError naming the option, and for ``--gpus`` with a stack that has no GPU
-    build."""
+    tag, the hybrid model's SIF; a registry tag resolved to ``repo@sha256:…`` and a pushed local tag replaced by its
+    recorded digest, ``launch.cluster.pinned_image``, so the jobs and the run record name the digest), the results
+    folder or claim it writes to (``Scheduler.check_results``), and the local-image warning. Raises ChexstackError
+    naming the option, and for ``--gpus`` with a stack that has no GPU build."""
     scheduler = opts.scheduler
     stack, image, workdir = scheduler.image(opts)
+    image = pinned_image(stack, image, opts.image)[0]  # repo@sha256 when a push or the registry fixes it
     scheduler.check_results(opts.results)
     if stack is not None:
         warning = local_image_warning(stack, image, scheduler)

@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from chexstack.console import console, warn
+from chexstack.console import console, err_console, warn
 from chexstack.errors import ChexstackError
 from envs.manifest import Stack
 from images.naming import image_ref
@@ -137,6 +137,7 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
     model without a SIF (``--image``). ``request`` is checked already (``launch.run``)."""
     scheduler = opts.scheduler
     stack, image, workdir = scheduler.image(opts)
+    image, image_from = pinned_image(stack, image, opts.image)
     # every path at once (the trainer's default --output runs/train too)
     cluster_paths(opts.launcher, [("--output", request.options.output)]
                   + [(request.argv[i - 1], request.argv[i]) for i in path_values(request.argv)
@@ -148,7 +149,31 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
     return JobSpec(name=opts.name or job_name(opts.stack, output), stack=stack, image=image, nodes=nodes,
                    ranks_per_node=per_node, gpus=request.gpus > 0 and (stack is None or stack.gpu),
                    trainer_args=request.argv, mounts=tuple(inputs + [Mount(output)]),
-                   env=scheduler.job_env(request, stack), **where)
+                   env=scheduler.job_env(request, stack), image_from=image_from, **where)
+
+
+def pinned_image(stack: Stack | None, image: str, given: str | None) -> tuple[str, str | None]:
+    """(the image a job names, what it was pinned from or None). A registry reference given by tag (``--image
+    HOST/REPO:TAG``) is resolved to its digest now, at render time (``images.registry.resolve``: RegistryError
+    naming the registry and the cause when it cannot be); one given by digest stays as given; without ``--image``,
+    the stack's local tag becomes the ``repo@sha256:…`` that ``invoke build --push`` recorded for it
+    (``images.build.pushed_reference``), if any. Paths (SIF, squashfs) and bare metal stay as they are."""
+    from images import build, registry
+
+    if stack is None:
+        return image, None
+    if given is None:
+        pushed = build.pushed_reference(image)
+        return (pushed, image) if pushed else (image, None)
+    if not registry.is_registry_reference(given):
+        return image, None
+    ref = registry.parse(given, "--image")
+    if ref.digest:
+        return image, None
+    pinned = ref.pinned(registry.resolve(ref))
+    err_console.print("image %s resolved to %s at render time" % (given, pinned), markup=False, highlight=False,
+                      soft_wrap=True)
+    return pinned, given
 
 
 def input_folders(argv: tuple[str, ...]) -> list[str]:

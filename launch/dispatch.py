@@ -132,23 +132,29 @@ def _sif(where: Where) -> str:
 
 def image_of(where: Where) -> dict | None:
     """The statement's ``image`` block of a run ``where`` says (``launch.attest``): None without a stack; a SIF's
-    path, SHA-256 and signing key fingerprint; a Docker reference and its image ID (None when Docker cannot say)."""
+    path, SHA-256 and signing key fingerprint; a Docker reference, its image ID (None when Docker cannot say) and
+    ``pinned``, the ``repo@sha256:…`` a push or a pull fixed for it (``invoke build --push``'s record, else the
+    engine's first ``RepoDigests`` entry; None when neither did)."""
     if not where.stack:
         return None
     if where.runtime == "singularity":
         return attest.sif_block(_sif(where))
     from chexstack import engine
     from envs.manifest import load_stack
+    from images.build import pushed_reference
     from images.naming import image_ref
 
     ref = where.image or image_ref(load_stack(where.stack))
-    image_id = None
+    image_id, pinned = None, pushed_reference(ref)
     try:
         client = engine.optional_client()
-        image_id = client.images.get(ref).id if client is not None else None
+        image = client.images.get(ref) if client is not None else None
+        if image is not None:
+            image_id = image.id
+            pinned = pinned or next(iter(image.attrs.get("RepoDigests") or []), None)
     except Exception:  # noqa: BLE001 - an image Docker no longer has: its ID is unknown, said as None
         pass
-    return {"runtime": "docker", "ref": ref, "image_id": image_id}
+    return {"runtime": "docker", "ref": ref, "image_id": image_id, "pinned": pinned}
 
 
 def plan(request: TrainRequest, where: Where) -> Plan:

@@ -41,7 +41,9 @@ class JobSpec:
     ``name``: job name, an RFC 1123 DNS label (Kubernetes object names; Slurm accepts it too).
     ``stack``: the stack whose image runs; None for a bare-metal Slurm job (a Python environment on shared storage).
     ``image``: what the launcher runs — a registry reference (pyxis, Kubernetes), a SIF path (hybrid model), or
-    for bare metal the environment's Python (``workdir``: the checkout with ``trainer/``).
+    for bare metal the environment's Python (``workdir``: the checkout with ``trainer/``). A registry image is
+    ``repo@sha256:…`` whenever a push or a pull fixed its digest (``launch.cluster.pinned_image``); ``image_from``
+    is then what it was pinned from (the tag given, or the local tag a push recorded), shown beside it.
     ``trainer_args``: arguments after ``python -m trainer`` (``trainer/cli.py``, the trainer's contract).
     Raises ChexstackError for a bad name or counts.
     """
@@ -56,6 +58,7 @@ class JobSpec:
     mounts: tuple[Mount, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = IN_IMAGE_HOME
+    image_from: str | None = None
 
     def __post_init__(self):
         if not _DNS_LABEL.match(self.name):

@@ -317,5 +317,5 @@ def render(spec: JobSpec, opts: K8sOptions = K8sOptions()) -> str:
     """The MPIJob as YAML (block style, keys in the order built above)."""
     header = "# chexstack: Horovod CheXNet with stack %s: %d worker pod(s) x %d %s = %d ranks, image %s\n" % (
         spec.stack.name, spec.nodes, spec.ranks_per_node, "GPU(s)" if spec.gpus else "CPU rank(s)",
-        spec.world_size, spec.image)
+        spec.world_size, spec.image + (" (from %s)" % spec.image_from if spec.image_from else ""))
     return header + yaml.safe_dump(mpijob(spec, opts), sort_keys=False, default_flow_style=False, width=120)

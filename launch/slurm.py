@@ -214,8 +214,9 @@ def render_pyxis(spec: JobSpec, opts: SlurmOptions = SlurmOptions()) -> str:
     uri = enroot_uri(spec.image)
     note = ("the squashfs file %s on shared storage (pyxis runs a path starting with / as is)" % uri
             if uri.startswith("/") else
-            "enroot pulls %s from its registry; for a local image push it to a registry the nodes reach, or "
-            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path" % uri)
+            "enroot pulls %s from its registry%s; for a local image push it to a registry the nodes reach, or "
+            "`enroot import dockerd://IMAGE` into a .sqsh on shared storage and pass that path"
+            % (uri, " (pinned from %s)" % spec.image_from if spec.image_from else ""))
     return Template((TEMPLATES / "slurm-pyxis.sbatch").read_text()).substitute(
         stack=spec.stack.name, title=_comment(spec.stack.title), rank_unit="GPU" if spec.gpus else "CPU rank",
         image_note=_comment(note), directives=directives(spec, opts), exports=exports(spec),

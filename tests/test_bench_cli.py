@@ -89,9 +89,9 @@ CLUSTER_OUT = ["--output", "/shared/chexstack/runs/r1"]
 
 
 def test_train_renders_an_mpijob_and_submit_needs_kubectl(tmp_path):
+    pinned = "registry.example.com/chexstack/cpu@sha256:" + "1" * 64  # by digest: nothing to resolve
     run = cmd.run("train", "--launcher", "k8s", "--stack", "cpu", "--np", "4", "--per-node", "2", "--data",
-                  "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--image", "registry.example.com/chexstack/cpu:1",
-                  *CLUSTER_OUT, "--render")
+                  "synthetic", "--rdma", "rdma/hca_shared_devices_a", "--image", pinned, *CLUSTER_OUT, "--render")
     assert run.returncode == 0, run.stderr
     job = yaml.safe_load(run.stdout)
     validate_mpijob(job)

@@ -186,10 +186,10 @@ def test_a_new_scheduler_is_one_module_and_one_table_entry(monkeypatch, tmp_path
     assert "python -m trainer --data synthetic --output /shared/runs/toy" in rendered.out
     assert "cannot pull it" in rendered.err  # the shared local-image warning
 
-    job = launch.run(request, launch.where("flux", known=known, stack="cpu", per_node=2, submit=True,
-                                           image="registry.example.com/chexstack/cpu:1"))
+    pinned = "registry.example.com/chexstack/cpu@sha256:" + "1" * 64  # by digest: nothing to resolve
+    job = launch.run(request, launch.where("flux", known=known, stack="cpu", per_node=2, submit=True, image=pinned))
     assert job == "f1234" and "submitted: f1234" in capsys.readouterr().out
-    assert "flux run registry.example.com/chexstack/cpu:1 python -m trainer" in (tmp_path / "submitted").read_text()
+    assert "flux run %s python -m trainer" % pinned in (tmp_path / "submitted").read_text()
     # the seam's refusals hold for it too: paths that are not the cluster's, a bad request, no stack
     with pytest.raises(ChexstackError, match="--launcher flux: --output runs/x is a path relative to this machine"):
         launch.run(train_request(np=1, data="synthetic", output="runs/x"),

@@ -19,6 +19,9 @@ from tests.lib.paths import REPO
 
 SCRIPT = REPO / "scripts" / "testcluster"
 STATE = "/run/chexstack-testcluster"
+REGISTRY = "10.213.57.1:5000"
+#: dockerd's (and skopeo's) trust file for the cluster's registry, which ``scripts/testcluster down`` removes.
+REGISTRY_TRUST = "/etc/docker/certs.d/%s/ca.crt" % REGISTRY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +30,11 @@ class Cluster:
     slurm_conf: str = STATE + "/slurm/slurm.conf"
     ssh_config: str = STATE + "/ssh/config"
     jobcomp: str = STATE + "/slurm/jobcomp.txt"
+    #: the registry on the bridge (TLS): its ``host:port``, its CA, and a folder holding the CA alone (skopeo's
+    #: ``--cert-dir``, Apptainer's ``SSL_CERT_DIR``)
+    registry: str = REGISTRY
+    registry_ca: str = STATE + "/registry/ca.crt"
+    registry_cert_dir: str = STATE + "/registry/certs"
 
     def env(self, **extra: str) -> dict[str, str]:
         """This environment with Slurm's commands pointed at the cluster."""
@@ -60,6 +68,7 @@ def bring_up() -> bool:
 def take_down() -> None:
     down = script("down")
     assert down.returncode == 0, down.stderr
+    assert not os.path.exists(os.path.dirname(REGISTRY_TRUST)), "scripts/testcluster down left %s" % REGISTRY_TRUST
 
 
 @pytest.fixture(scope="session")
