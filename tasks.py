@@ -372,7 +372,9 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "results": "folder of the runs, an absolute path every node sees (default runs/study in this checkout)",
     "python": "the bare-metal system's Python, of an environment every node sees (default this one)",
     "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
-    "image": "the mpijob system's Docker image (default the stack's verified tag)",
+    "image": "the mpijob system's Docker image (default the stack's verified tag, run from this engine); a registry "
+             "reference by digest (REGISTRY/REPO@sha256:...) is pulled by the test cluster's pods' engine, as a "
+             "kubelet pulls it, and a pull that fails fails the job",
     "label": "names the study's folders and jobs (default study)",
     "output": "folder where the study's folder goes: a sweep JSON per system and figure1.png/.csv/.md "
               "(default bench/results)",

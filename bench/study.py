@@ -12,7 +12,11 @@ Systems (``SYSTEMS``):
   (``--sif``, default the verified one ``invoke build --runtime singularity`` wrote), most HPC sites' way;
 - ``mpijob``: Kubernetes' way, the stack's MPIJob (``launch.k8s``) run as its Launcher and Worker pods from the
   stack's Docker image, each pod's network namespace on the test cluster's bridge as a CNI plugin puts it
-  (``launch.pods``: the test cluster has nodes but no API server).
+  (``launch.pods``: the test cluster has nodes but no API server). An ``--image`` given as a registry reference by
+  digest (``REGISTRY/REPO@sha256:…``) is pulled from that registry by the test cluster's pods' engine
+  (``POD_ENGINE``: a second dockerd whose store holds no image at ``scripts/testcluster up``), as a kubelet pulls
+  it; a local tag or image ID (the default: the stack's verified tag) runs from this machine's engine, for a
+  build that was never pushed (``launch.pods.registry_pull``).
 
 Order: repeat by repeat; in a repeat every system runs every count (smallest first), the systems' order rotating by
 one each repeat (A B C, B C A, C A B, ...: ``order``), so that drift on the machine (another job, a warming node)
@@ -26,8 +30,9 @@ sees; each Slurm repeat's log ``slurm-<job>.out`` and its follower's ``follow.lo
 repeats one point) and ``figure1.png`` / ``.csv`` / ``.md`` beside them.
 
 Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated system, counts the
-hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1) naming the system, repeat and log
-when a run fails, with what ``invoke train --explain`` says of that log (its first fault, cause and fix).
+hosts cannot hold, a missing SIF, image, scheduler, pod network or pods' engine), and (exit 1) naming the system,
+repeat and log when a run fails (for the mpijob system also when its pods' image cannot be pulled), with what
+``invoke train --explain`` says of that log (its first fault, cause and fix).
 """
 from __future__ import annotations
 
@@ -51,7 +56,7 @@ from facts import host
 from launch import attest, failure, k8s, slurmjob, submit
 from launch.cluster import ClusterOptions, cluster_path
 from launch.job import layout
-from launch.pods import PodJob, PodNetwork
+from launch.pods import ImagePullError, PodJob, PodNetwork, registry_pull
 from launch.schedulers import SCHEDULERS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +79,23 @@ CLAIM = "chexstack-study"
 TESTCLUSTER = REPO / "scripts" / "testcluster"
 POD_NETWORK = PodNetwork(plug=(str(TESTCLUSTER), "plug"), launcher_address="10.213.57.100",
                          worker_addresses=tuple("10.213.57.%d" % (101 + i) for i in range(16)))
+#: The test cluster's pods' engine (``scripts/testcluster``: a second dockerd, its own store): the nodes' container
+#: runtime, which pulls an MPIJob's image from its registry.
+POD_ENGINE = "unix:///run/chexstack-testcluster/pods-engine/docker.sock"
+
+
+def pod_engine(timeout: int = 900):
+    """A client of the pods' engine (``POD_ENGINE``) that answered a ping; ChexstackError when none answers."""
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=POD_ENGINE, timeout=timeout)
+        client.ping()
+        return client
+    except docker.errors.DockerException as e:
+        raise ChexstackError("the mpijob system's pods pull their image through the test cluster's pods' engine "
+                             "(%s), which does not answer (%s): scripts/testcluster up starts it"
+                             % (POD_ENGINE, e)) from None
 
 
 @dataclass(frozen=True)
@@ -167,11 +189,14 @@ def preflight(req: StudyRequest) -> None:
 
         from chexstack import engine
 
-        try:
-            engine.client().images.get(req.image)
-        except docker.errors.ImageNotFound:
-            raise ChexstackError("--image %s: not on this Docker engine; build it with invoke build --stack %s"
-                                 % (req.image, req.sweep.stack)) from None
+        if registry_pull(req.image):
+            pod_engine(60)  # the pull itself is the job's: a wrong digest fails it with the kubelet's events
+        else:
+            try:
+                engine.client().images.get(req.image)
+            except docker.errors.ImageNotFound:
+                raise ChexstackError("--image %s: not on this Docker engine; build it with invoke build --stack %s"
+                                     % (req.image, req.sweep.stack)) from None
         status = run_tool([str(TESTCLUSTER), "status"], timeout=60)
         if not status.ok:
             raise ChexstackError("the mpijob system's pods go on the test cluster's bridge, and the test cluster is "
@@ -247,19 +272,31 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path) -> Path:
 
 
 def _run_mpijob(req: StudyRequest, repeat: int, root: Path) -> Path:
-    """One repeat of the mpijob system: each count's MPIJob run as its pods (``launch.pods``) to its end; returns
-    the repeat's folder. ChexstackError (exit 1) when a Launcher fails."""
+    """One repeat of the mpijob system: each count's MPIJob run as its pods (``launch.pods``) to its end, their image
+    pulled first by the pods' engine when ``--image`` is a registry reference (``registry_pull``), the kubelet's
+    image events in ``np-<N>-events.log``; returns the repeat's folder. ChexstackError (exit 1) when the pull or a
+    Launcher fails, with what ``invoke train --explain`` says of its log."""
     from chexstack import engine
 
     objs, folder = mpijobs(req, repeat, root)
     folder.mkdir(parents=True, exist_ok=True)
-    client = engine.client()
+    pull = registry_pull(req.image)
+    client = pod_engine() if pull else engine.client()
     for obj in objs:
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
+        events = folder / ("np-%d-events.log" % ranks)
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            job = PodJob(client, obj, dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers]), Path(pods),
-                         claims={CLAIM: str(root)})
+            try:
+                job = PodJob(client, obj, dataclasses.replace(POD_NETWORK, nodes=req.hosts[:workers]), Path(pods),
+                             claims={CLAIM: str(root)}, pull=pull)
+            except ImagePullError as e:
+                events.write_text("\n".join(e.events) + "\n")
+                raise ChexstackError("mpijob, repeat %d, %d ranks: the pods' image %s could not be pulled; see %s\n%s"
+                                     % (repeat, ranks, req.image, events, _explained(events)),
+                                     exit_code=ExitCode.FAILED) from None
+            if job.events:
+                events.write_text("\n".join(job.events) + "\n")
             status, log, _ = job.run()
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
@@ -310,7 +347,7 @@ def _record(req: StudyRequest, system: str, now: datetime, root: Path) -> RunRec
         updates.update(image=req.sif, image_id=labels.get("org.chexstack.docker.image.id"),
                        image_repo_digests=["sha256:%s (the SIF file)" % file_sha256(req.sif)])
     else:
-        image_id, digests = sysinfo.image_identity(req.image)
+        image_id, digests = sysinfo.image_identity(req.image, pod_engine(60) if registry_pull(req.image) else None)
         updates.update(image=req.image, image_id=image_id, image_repo_digests=digests)
     record = record.model_copy(update=updates)
     if not req.sweep.gpus:

@@ -25,12 +25,27 @@ node of ``PodNetwork.nodes`` in turn (``placement``: what the MPIJob's one-worke
 scheduler, ``launch.k8s.K8sOptions.nodes``); on the test cluster the nodes are network namespaces of this machine, so a
 pod "on chex1" shares its kernel and bridge as chex1 does.
 
+Where the pods' image comes from is the caller's explicit choice (``PodJob(pull=...)``, which ``invoke study`` makes
+by the form of ``--image``: ``registry_pull``):
+
+- ``pull=True``, a registry reference by digest (``REGISTRY/REPO@sha256:…``): the kubelet's way. ``client`` is the
+  nodes' engine (the test cluster's pods' engine, a second dockerd whose store is empty at ``up``: ``scripts/
+  testcluster``), which pulls the image from its registry before any container starts (``pull_image``:
+  ``imagePullPolicy`` IfNotPresent and Always as the kubelet reads them), never from the build engine's store. A
+  pull that fails (no such manifest, a registry that cannot be reached, one whose certificate the engine does not
+  trust, one that wants credentials) fails the job with the kubelet's events (``Failed to pull image "REF": <the
+  engine's error>``, ``Error: ErrImagePull``): ``ImagePullError``, whose events ``invoke train --explain`` names
+  (``facts.parsers.faults``, the ``image_pull`` kind);
+- ``pull=False``: the image as the engine ``client`` holds it (a local tag or image ID: a build without a registry),
+  never pulled.
+
 Errors: ChexstackError for an MPIJob this runner cannot stand in for (a volume kind it has no stand-in for, a claim
 with no folder), a pod network that cannot be plugged, and a Worker whose sshd does not come up.
 """
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -39,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
 
 #: mpi-operator's Launcher environment for Open MPI (``ompiEnvVars``) and the job role it sets.
 OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
@@ -51,6 +66,15 @@ SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
 SSH_PORT = 22
 #: How long a Worker's sshd may take to accept (seconds): a container start under load.
 READY_S = 90.0
+#: The kubelet's image events, its words (kubernetes/kubernetes pkg/kubelet/images/image_manager.go; the reasons
+#: ErrImagePull and ImagePullBackOff: https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff).
+EVENT_PULLING = 'Pulling image "%s"'
+EVENT_PULLED = 'Successfully pulled image "%s" in %.1fs'
+EVENT_PRESENT = 'Container image "%s" already present on machine'
+EVENT_FAILED = 'Failed to pull image "%s": %s'
+ERR_IMAGE_PULL = "Error: ErrImagePull"
+#: How long one pull may take (seconds): a stack image of gigabytes on a loaded machine.
+PULL_S = 1200
 #: Label of every container this runner starts (its value: the MPIJob's name), to find one a killed run left.
 POD_LABEL = "org.chexstack.pod"
 
@@ -75,6 +99,70 @@ class PodNetwork:
             raise ChexstackError("%d Worker pods, but the pod network has %d Worker addresses (%s)"
                                  % (workers, len(self.worker_addresses), ", ".join(self.worker_addresses)))
         return tuple(self.nodes[i % len(self.nodes)] for i in range(workers)) if self.nodes else ()
+
+
+class ImagePullError(ChexstackError):
+    """A pod's image could not be pulled: the message is the kubelet's events (``EVENT_FAILED``, then
+    ``ERR_IMAGE_PULL``), with the engine's own error text; exit 1 (the job failed)."""
+
+    def __init__(self, events: Sequence[str]) -> None:
+        super().__init__("\n".join(events), exit_code=ExitCode.FAILED)
+        self.events = list(events)
+
+
+#: An image reference by digest: ``NAME@sha256:<64 hex>`` (the distribution spec's canonical digest:
+#: https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests).
+_BY_DIGEST = re.compile(r"^(?P<name>[^@\s]+)@sha256:[0-9a-f]{64}$")
+
+
+def registry_host(ref: str) -> str | None:
+    """The registry a reference names, or None: its first ``/``-separated component when that has a ``.`` or a
+    ``:`` or is ``localhost`` (Docker's rule for a reference's domain, distribution/reference normalize.go), as in
+    ``10.213.57.1:5000/chexstack/cpu@sha256:…``; ``chexstack/cpu:0.1.0`` and an image ID name none."""
+    first, slash, _ = ref.partition("/")
+    if not slash:
+        return None
+    return first if ("." in first or ":" in first or first == "localhost") else None
+
+
+def registry_pull(ref: str) -> bool:
+    """Whether pods of the image ``ref`` pull it from its registry (True: a registry reference by digest) or run
+    the engine's local image (False: a local tag or image ID, no registry named). ChexstackError for a registry
+    reference by tag: a tag can move between the push and the pull; give the digest it resolves to."""
+    if registry_host(ref) is None:
+        return False
+    if not _BY_DIGEST.match(ref):
+        raise ChexstackError("image %s: a registry reference by tag; the pods pull by digest, as the job must name "
+                             "what it ran: give REPO@sha256:<digest> (skopeo inspect --format '{{.Digest}}' "
+                             "docker://%s prints it)" % (ref, ref))
+    return True
+
+
+def pull_image(client, ref: str, policy: str = "IfNotPresent") -> list[str]:
+    """The kubelet's pull of ``ref`` into ``client``'s engine, by the container's ``imagePullPolicy`` (IfNotPresent:
+    pulled unless the engine holds that reference; Always: pulled each time; Never: never, and an error when
+    absent); returns its events (``EVENT_*``). ImagePullError with the events, the engine's text quoted, when the
+    pull fails."""
+    import docker.errors
+
+    present = True
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        present = False
+    if policy == "Never" or (present and policy == "IfNotPresent"):
+        if present:
+            return [EVENT_PRESENT % ref]
+        raise ImagePullError(['Container image "%s" is not present with pull policy of Never' % ref,
+                              "Error: ErrImageNeverPull"])
+    events, start = [EVENT_PULLING % ref], time.monotonic()
+    try:
+        client.images.pull(ref)
+    except docker.errors.APIError as e:
+        raise ImagePullError(events + [EVENT_FAILED % (ref, e.explanation or e), ERR_IMAGE_PULL]) from None
+    except docker.errors.DockerException as e:  # the engine itself did not answer
+        raise ImagePullError(events + [EVENT_FAILED % (ref, e), ERR_IMAGE_PULL]) from None
+    return events + [EVENT_PULLED % (ref, time.monotonic() - start)]
 
 
 def worker_host(job: str, namespace: str, i: int) -> str:
@@ -113,10 +201,12 @@ def _env(container: dict, extra: dict) -> dict:
 class PodJob:
     """The MPIJob ``obj``'s pods on ``client``'s engine (module docstring). ``root``: a folder of this job's own for
     the Secret and the hostfile; ``claims``: PersistentVolumeClaim name -> the host folder it is bound to;
-    ``labels``: added to every container. ``stop()`` removes every container it started."""
+    ``labels``: added to every container; ``pull``: the image is pulled into ``client``'s engine first
+    (``pull_image``, the module docstring), its events in ``events``; else the engine's local image is run.
+    ``stop()`` removes every container it started. ImagePullError when the pull fails (no container started)."""
 
     def __init__(self, client, obj: dict, network: PodNetwork, root: Path, claims: dict[str, str] | None = None,
-                 labels: dict[str, str] | None = None) -> None:
+                 labels: dict[str, str] | None = None, pull: bool = False) -> None:
         self.client, self.obj, self.network, self.claims = client, obj, network, dict(claims or {})
         meta, spec = obj["metadata"], obj["spec"]
         self.name, self.namespace = meta["name"], meta.get("namespace") or "default"
@@ -124,7 +214,11 @@ class PodJob:
         self.replicas = int(spec["mpiReplicaSpecs"]["Worker"]["replicas"])
         self.mount_path = spec["sshAuthMountPath"]
         self.nodes = network.placement(self.replicas)
-        self.image = _container(spec["mpiReplicaSpecs"]["Worker"])[1]["image"]
+        worker = _container(spec["mpiReplicaSpecs"]["Worker"])[1]
+        self.image = worker["image"]
+        self.events: list[str] = []
+        if pull:  # every pod runs the same image: pulled once per node's engine, before any container starts
+            self.events = pull_image(client, self.image, worker.get("imagePullPolicy", "IfNotPresent"))
         self.labels = {POD_LABEL: self.name, **(labels or {})}
         self.suffix = secrets.token_hex(3)  # container names of this run only
         self.dns = {worker_host(self.name, self.namespace, i): network.worker_addresses[i]
