@@ -371,7 +371,8 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
                "rotating); 3 or more give intervals, 5 make a 3 % difference readable",
     "results": "folder of the runs, an absolute path every node sees (default runs/study in this checkout)",
     "python": "the bare-metal system's Python, of an environment every node sees (default this one)",
-    "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
+    "sif": "the apptainer system's SIF (default the stack's verified one in build/sif); oras://REGISTRY/REPO:TAG pulls "
+           "a SIF pushed with apptainer push and runs it only when apptainer verify passes with the project's key",
     "image": "the mpijob system's Docker image (default the stack's verified tag, run from this engine); a registry "
              "reference by digest (REGISTRY/REPO@sha256:...) is pulled by the test cluster's pods' engine, as a "
              "kubelet pulls it, and a pull that fails fails the job",

@@ -9,7 +9,9 @@ Systems (``SYSTEMS``):
 - ``baremetal``: Slurm runs the trainer from a Python environment and this checkout (``--python``; the host's Open
   MPI ``mpirun``), the conda column's way (``launch.slurm`` bare-metal steps);
 - ``apptainer``: Slurm's hybrid model, the host's ``mpirun`` around ``apptainer exec`` of the stack's SIF
-  (``--sif``, default the verified one ``invoke build --runtime singularity`` wrote), most HPC sites' way;
+  (``--sif``, default the verified one ``invoke build --runtime singularity`` wrote; ``oras://REGISTRY/REPO:TAG`` a
+  signed SIF pulled from a registry and verified with the project's key before any job: ``pulled_sif``), most HPC
+  sites' way;
 - ``mpijob``: Kubernetes' way, the stack's MPIJob (``launch.k8s``) run as its Launcher and Worker pods from the
   stack's Docker image, each pod's network namespace on the test cluster's bridge as a CNI plugin puts it
   (``launch.pods``: the test cluster has nodes but no API server). An ``--image`` given as a registry reference by
@@ -203,6 +205,28 @@ def preflight(req: StudyRequest) -> None:
                                  "not up (%s): scripts/testcluster up" % status.why_not())
 
 
+def pulled_sif(req: StudyRequest) -> StudyRequest:
+    """The request with an apptainer ``--sif oras://REGISTRY/REPO:TAG`` pulled into ``build/sif/pulled/`` and
+    verified with the project's key first (``images.sif.pull_verified``): a SIF that fails ``apptainer verify`` is
+    refused (ChexstackError, exit 1) before any job runs. Any other request is returned as it is."""
+    if "apptainer" not in req.systems or not (req.sif or "").startswith("oras://"):
+        return req
+    from images.build import SIF_DIR
+    from images.sif import pull_verified
+
+    name = req.sif[len("oras://"):].replace("/", "_").replace(":", "_").replace("@", "_")
+    folder = REPO / SIF_DIR / "pulled"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        local = pull_verified(req.sif, folder / ("%s.sif" % name))
+    except ChexstackError:
+        if not any(folder.iterdir()):
+            folder.rmdir()  # a refused pull leaves nothing behind
+        raise
+    console.print("pulled %s to %s: apptainer verify passed with the project's key" % (req.sif, local), markup=False)
+    return dataclasses.replace(req, sif=str(local))
+
+
 @dataclass(frozen=True)
 class Site:
     """What a rendered job takes from the machine that renders it: the checkout (``repo``: the bare-metal ranks'
@@ -371,7 +395,7 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     (``bench.figure.Report``). Raises ChexstackError as the module docstring says."""
     from bench import main
 
-    req = req.check()
+    req = pulled_sif(req.check())
     preflight(req)
     output_folder(output, "--output")
     now = datetime.now(timezone.utc)
