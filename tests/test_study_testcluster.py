@@ -2,7 +2,9 @@
 this .venv), the HPC container (Slurm's hybrid model around the signed cpu SIF) and Kubernetes' way (the cpu
 image's MPIJob as pods, each on the bridge) at 1 and 2 CPU ranks, one rank per host, 2 repeats interleaved, on the
 real sample (a prepared copy at 32 px, which every system reads as the trainer does), with Horovod's timeline; then
-the three-system Figure 1, its tables and the gap. The numbers of a few steps on 2 shared cores mean little: the
+the three-system Figure 1, its tables and the gap. The MPIJob's pods pull the cpu image from the test cluster's
+registry by digest (pushed here with skopeo) into the pods' engine, which held no copy before (issue 42 item 4).
+The numbers of a few steps on 2 shared cores mean little: the
 test is of the method (every system on the same hosts with the same versions and data, the order, the comparison),
 not of the speed."""
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 
 from bench import guard
 from bench.results import load_sweep
+from bench.study import pod_engine
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO, SAMPLE
 from tests.lib.runs import FAST_MODEL
@@ -26,6 +29,17 @@ SYSTEMS = ("baremetal", "apptainer", "mpijob")
 _RUN_LINE = re.compile(r"^\s+(\w+)\s+repeat (\d+)/2,\s+(\d+) CPU ranks: ([0-9.]+) images/s", re.M)
 
 
+def _pushed(testcluster, built, tmp_path) -> str:
+    """The verified cpu image copied to the cluster's registry under the project's name (skopeo): its reference by
+    digest."""
+    digest = tmp_path / "digest"
+    copy = subprocess.run(["skopeo", "copy", "-q", "--digestfile", str(digest), "docker-daemon:" + built.ref,
+                           "docker://%s/chexstack/cpu:study" % testcluster.registry], capture_output=True, text=True,
+                          timeout=900)
+    assert copy.returncode == 0, copy.stderr
+    return "%s/chexstack/cpu@%s" % (testcluster.registry, digest.read_text().strip())
+
+
 def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testcluster, client, cpu_build, cpu_sif,
                                                                            tmp_path):
     results, output, prepared = tmp_path / "runs", tmp_path / "figures", tmp_path / "cxr14-32"
@@ -33,9 +47,12 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
                               str(SAMPLE / "Data_Entry_2017_v2020.csv.gz"), "--image-size", "32", "--output",
                               str(prepared)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert prepare.returncode == 0, prepare.stdout[-3000:] + prepare.stderr[-3000:]
+    pinned = _pushed(testcluster, cpu_build, tmp_path)
+    pods = pod_engine()
+    assert cpu_build.image_id not in [i.id for i in pods.images.list()], "the pods' engine holds no copy before"
     ran = subprocess.run(
         [INVOKE, "study", "--systems", ",".join(SYSTEMS), "--np", "1,2", "--per-node", "1", "--repeats", "2",
-         "--hosts", "chex1,chex2", "--stack", "cpu", "--sif", str(cpu_sif.path), "--image", cpu_build.image_id,
+         "--hosts", "chex1,chex2", "--stack", "cpu", "--sif", str(cpu_sif.path), "--image", pinned,
          *FAST_MODEL, "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup-steps", "1",
          "--data", str(prepared), "--timeline", "--results", str(results), "--output", str(output)],
         cwd=REPO, env=testcluster.env(COLUMNS="200"), capture_output=True, text=True, timeout=1800)
@@ -69,6 +86,12 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
         assert all(p.step_split is not None for p in sweep.points if p.count == 2), system
     assert sweeps["apptainer"].record.image == str(cpu_sif.path)
     assert sweeps["apptainer"].record.image_id == sweeps["mpijob"].record.image_id == cpu_build.image_id
+    assert sweeps["mpijob"].record.image == pinned and pinned in sweeps["mpijob"].record.image_repo_digests
+    events = (run_root / "mpijob" / "repeat-1" / "np-1-events.log").read_text().splitlines()
+    assert events[0] == 'Pulling image "%s"' % pinned and events[1].startswith("Successfully pulled"), events
+    assert cpu_build.image_id in [i.id for i in pods.images.list()]  # pulled by digest: the very image
+    again = (run_root / "mpijob" / "repeat-2" / "np-1-events.log").read_text()
+    assert again == 'Container image "%s" already present on machine\n' % pinned  # IfNotPresent, as a kubelet
 
     # Figure 1 with every system, the % difference of each container system against bare metal, and the gap
     with open(folder / "figure1.csv") as f:
@@ -84,3 +107,4 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
     for system in SYSTEMS[1:]:
         assert "%s vs baremetal at 2 CPU ranks:" % system in markdown, markdown
     assert not client.containers.list(all=True, filters={"label": "org.chexstack.pod"})
+    assert not pods.containers.list(all=True)  # every pod removed from the pods' engine too
