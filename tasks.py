@@ -403,8 +403,11 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "budget": "with --resolve: minutes the rounds may take; no round starts that would pass it",
     "results": "folder of the runs, an absolute path every node sees (default runs/study in this checkout)",
     "python": "the bare-metal system's Python, of an environment every node sees (default this one)",
-    "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
-    "image": "the mpijob system's Docker image (default the stack's verified tag)",
+    "sif": "the apptainer system's SIF (default the stack's verified one in build/sif); oras://REGISTRY/REPO:TAG pulls "
+           "a SIF pushed with apptainer push and runs it only when apptainer verify passes with the project's key",
+    "image": "the mpijob system's Docker image (default the stack's verified tag, run from this engine); a registry "
+             "reference by digest (REGISTRY/REPO@sha256:...) is pulled by the test cluster's pods' engine, as a "
+             "kubelet pulls it, and a pull that fails fails the job",
     "label": "names the study's folders and jobs (default study)",
     "output": "folder where the study's folder goes: a sweep JSON per series and figure1.png/.csv/.md "
               "(default bench/results)",

@@ -9,9 +9,15 @@ Systems (``SYSTEMS``):
 - ``baremetal``: Slurm runs the trainer from a Python environment and this checkout (``--python``; the host's Open
   MPI ``mpirun``), the conda column's way (``launch.slurm`` bare-metal steps);
 - ``apptainer``: Slurm's hybrid model, the host's ``mpirun`` around ``apptainer exec`` of the stack's SIF
-  (``--sif``, default the verified one ``invoke build --runtime singularity`` wrote), most HPC sites' way;
+  (``--sif``, default the verified one ``invoke build --runtime singularity`` wrote; ``oras://REGISTRY/REPO:TAG`` a
+  signed SIF pulled from a registry and verified with the project's key before any job: ``pulled_sif``), most HPC
+  sites' way;
 - ``mpijob``: Kubernetes' way, the stack's MPIJob (``launch.k8s``) run as its Launcher and Worker pods from the
-  stack's Docker image (``launch.pods``: the test cluster has nodes but no API server).
+  stack's Docker image (``launch.pods``: the test cluster has nodes but no API server). An ``--image`` given as a
+  registry reference by digest (``REGISTRY/REPO@sha256:…``) is pulled from that registry by the test cluster's
+  pods' engine (``POD_ENGINE``: a second dockerd whose store holds no image at ``scripts/testcluster up``), as a
+  kubelet pulls it; a local tag or image ID (the default: the stack's verified tag) runs from this machine's engine,
+  for a build that was never pushed (``launch.pods.registry_pull``).
 
 Network paths (``bench.netpath.PATHS``), a factor of their own: a series is ``SYSTEM:PATH`` (``--systems
 baremetal:host,mpijob:overlay,mpijob:host``; a system alone takes its first path of ``PATHS_OF``). The Slurm systems
@@ -47,8 +53,9 @@ must not find: ``--systems mpijob,mpijob+400mbit,mpijob+none`` checks the instru
 (docs/benchmarks.md).
 
 Errors: ChexstackError before anything runs for a request that cannot work (an unknown or repeated series, a path
-its system cannot take, counts the hosts cannot hold, a missing SIF, image, scheduler or pod network), and (exit 1)
-naming the series, round and log when a run fails, with what ``invoke train --explain`` says of that log (its first
+its system cannot take, counts the hosts cannot hold, a missing SIF, image, scheduler, pod network or pods' engine), and
+(exit 1) naming the series, round and log when a run fails (for an mpijob series also when its pods' image cannot
+be pulled), with what ``invoke train --explain`` says of that log (its first
 fault, cause and fix).
 """
 from __future__ import annotations
@@ -76,7 +83,7 @@ from facts import host
 from launch import attest, failure, k8s, slurmjob, submit
 from launch.cluster import ClusterOptions, cluster_path
 from launch.job import layout
-from launch.pods import PodJob, PodNetwork
+from launch.pods import ImagePullError, PodJob, PodNetwork, registry_pull
 from launch.schedulers import SCHEDULERS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,6 +194,25 @@ def pod_network(path: str, nodes: tuple[str, ...], rate: str | None = None,
     return PodNetwork(plug=(str(TESTCLUSTER), "plug", "--overlay"), launcher_address="10.244.%d.2" % k[0],
                       worker_addresses=tuple("10.244.%d.%d" % (j, 10 + i) for i, j in enumerate(k)), nodes=nodes,
                       node_cpus=node_cpus)
+
+
+#: The test cluster's pods' engine (``scripts/testcluster``: a second dockerd, its own store): the nodes' container
+#: runtime, which pulls an MPIJob's image from its registry.
+POD_ENGINE = "unix:///run/chexstack-testcluster/pods-engine/docker.sock"
+
+
+def pod_engine(timeout: int = 900):
+    """A client of the pods' engine (``POD_ENGINE``) that answered a ping; ChexstackError when none answers."""
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=POD_ENGINE, timeout=timeout)
+        client.ping()
+        return client
+    except docker.errors.DockerException as e:
+        raise ChexstackError("the mpijob system's pods pull their image through the test cluster's pods' engine "
+                             "(%s), which does not answer (%s): scripts/testcluster up starts it"
+                             % (POD_ENGINE, e)) from None
 
 
 @dataclass(frozen=True)
@@ -351,11 +377,14 @@ def preflight(req: StudyRequest) -> None:
 
         from chexstack import engine
 
-        try:
-            engine.client().images.get(req.image)
-        except docker.errors.ImageNotFound:
-            raise ChexstackError("--image %s: not on this Docker engine; build it with invoke build --stack %s"
-                                 % (req.image, req.sweep.stack)) from None
+        if registry_pull(req.image):
+            pod_engine(60)  # the pull itself is the job's: a wrong digest fails it with the kubelet's events
+        else:
+            try:
+                engine.client().images.get(req.image)
+            except docker.errors.ImageNotFound:
+                raise ChexstackError("--image %s: not on this Docker engine; build it with invoke build --stack %s"
+                                     % (req.image, req.sweep.stack)) from None
         status = run_tool([str(TESTCLUSTER), "status"], timeout=60)
         if not status.ok:
             raise ChexstackError("the mpijob system's pods go on the test cluster's network, and the test cluster "
@@ -365,6 +394,28 @@ def preflight(req: StudyRequest) -> None:
             if not built.ok:
                 raise ChexstackError("the overlay path's pods need the test cluster's pod overlay, which could not be "
                                      "built (%s): scripts/testcluster overlay" % built.why_not())
+
+
+def pulled_sif(req: StudyRequest) -> StudyRequest:
+    """The request with an apptainer ``--sif oras://REGISTRY/REPO:TAG`` pulled into ``build/sif/pulled/`` and
+    verified with the project's key first (``images.sif.pull_verified``): a SIF that fails ``apptainer verify`` is
+    refused (ChexstackError, exit 1) before any job runs. Any other request is returned as it is."""
+    if "apptainer" not in req.systems or not (req.sif or "").startswith("oras://"):
+        return req
+    from images.build import SIF_DIR
+    from images.sif import pull_verified
+
+    name = req.sif[len("oras://"):].replace("/", "_").replace(":", "_").replace("@", "_")
+    folder = REPO / SIF_DIR / "pulled"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        local = pull_verified(req.sif, folder / ("%s.sif" % name))
+    except ChexstackError:
+        if not any(folder.iterdir()):
+            folder.rmdir()  # a refused pull leaves nothing behind
+        raise
+    console.print("pulled %s to %s: apptainer verify passed with the project's key" % (req.sif, local), markup=False)
+    return dataclasses.replace(req, sif=str(local))
 
 
 @dataclass(frozen=True)
@@ -444,17 +495,20 @@ def _run_slurm(req: StudyRequest, system: str, repeat: int, root: Path, jobs: li
 
 def _run_mpijob(req: StudyRequest, spec: str, repeat: int, root: Path, jobs: list[dict]) -> Path:
     """One round of an mpijob series (or a planted ``mpijob+RATE``): each count's MPIJob run as its pods
-    (``launch.pods``) on the series' pod network (``pod_network``) to its end, each appended to ``jobs``
-    (``launch.attest.job_block``: the MPIJob's YAML and name); the Workers' network path at the largest count of
-    the first round is written to ``np-<N>-network.json`` (``_observe_pods``). Returns the round's folder.
-    ChexstackError (exit 1) when a Launcher fails."""
+    (``launch.pods``) on the series' pod network (``pod_network``) to its end, their image pulled first by the pods'
+    engine when ``--image`` is a registry reference (``registry_pull``; the kubelet's image events in
+    ``np-<N>-events.log``), each appended to ``jobs`` (``launch.attest.job_block``: the MPIJob's YAML and name); the
+    Workers' network path at the largest count of the first round is written to ``np-<N>-network.json``
+    (``_observe_pods``). Returns the round's folder. ChexstackError (exit 1) when the pull or a Launcher fails, with
+    what ``invoke train --explain`` says of its log."""
     import yaml
 
     from chexstack import engine
 
     objs, folder = mpijobs(req, spec, repeat, root)
     folder.mkdir(parents=True, exist_ok=True)
-    client = engine.client()
+    pull = registry_pull(req.image)
+    client = pod_engine() if pull else engine.client()
     key = SCHEDULER_OF["mpijob"][0]
     for obj in objs:
         jobs.append(attest.job_block(key, SCHEDULERS[key].artifact, yaml.safe_dump(obj, sort_keys=False),
@@ -462,10 +516,19 @@ def _run_mpijob(req: StudyRequest, spec: str, repeat: int, root: Path, jobs: lis
         workers = int(obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
         ranks = workers * int(obj["spec"]["slotsPerWorker"])
         observe = _observe_pods(folder / ("np-%d-network.json" % ranks)) if repeat == 1 and workers > 1 else None
+        events = folder / ("np-%d-events.log" % ranks)
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
             system, path = series(spec)
             network = pod_network(path, req.hosts[:workers], plant(system), testcluster_cpus())
-            job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)})
+            try:
+                job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)}, pull=pull)
+            except ImagePullError as e:
+                events.write_text("\n".join(e.events) + "\n")
+                raise ChexstackError("%s, round %d, %d ranks: the pods' image %s could not be pulled; see %s\n%s"
+                                     % (spec, repeat, ranks, req.image, events, _explained(events)),
+                                     exit_code=ExitCode.FAILED) from None
+            if job.events:
+                events.write_text("\n".join(job.events) + "\n")
             status, log, _ = job.run(on_ready=observe)
         log_path = folder / ("np-%d-launcher.log" % ranks)
         log_path.write_text(log)
@@ -575,7 +638,7 @@ def _record(req: StudyRequest, spec: str, now: datetime, root: Path) -> RunRecor
         updates.update(image=req.sif, image_id=labels.get("org.chexstack.docker.image.id"),
                        image_repo_digests=["sha256:%s (the SIF file)" % file_sha256(req.sif)])
     else:
-        image_id, digests = sysinfo.image_identity(req.image)
+        image_id, digests = sysinfo.image_identity(req.image, pod_engine(60) if registry_pull(req.image) else None)
         updates.update(image=req.image, image_id=image_id, image_repo_digests=digests)
     record = record.model_copy(update=updates)
     if not req.sweep.gpus:
@@ -599,7 +662,7 @@ def run_study(req: StudyRequest, output: Path, title: str | None = None, bandwid
     (``bench.figure.Report``). Raises ChexstackError as the module docstring says."""
     from bench import main
 
-    req = req.check()
+    req = pulled_sif(req.check())
     preflight(req)
     output_folder(output, "--output")
     now = datetime.now(timezone.utc)

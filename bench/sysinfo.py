@@ -9,10 +9,10 @@ import socket
 from chexstack import engine
 
 
-def image_identity(ref: str) -> tuple[str | None, list[str]]:
-    """(image ID ``sha256:…``, registry digests ``repo@sha256:…``) of a local Docker image; (None, []) when the
-    image or the Docker engine is not there."""
-    client = engine.optional_client()
+def image_identity(ref: str, client=None) -> tuple[str | None, list[str]]:
+    """(image ID ``sha256:…``, registry digests ``repo@sha256:…``) of a Docker image of the local engine (or of
+    ``client``'s: the pods' engine that pulled it); (None, []) when the image or the engine is not there."""
+    client = client or engine.optional_client()
     try:
         image = client.images.get(ref)
     except Exception:  # engine down (None), or no such image: unknown, not an error

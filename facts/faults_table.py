@@ -494,6 +494,29 @@ CODES: dict[str, Code] = {
                "3.11.4, so max_loop is the dependable one); or run unprivileged: user-namespace mode mounts the "
                "SIF with squashfuse and needs no loop device "
                "(https://apptainer.org/docs/admin/main/user_namespace.html)"),
+    # issue 42 item 4: a pod's image pulled from its registry (launch.pods.pull_image, the kubelet's ErrImagePull)
+    "IMAGE_MANIFEST_UNKNOWN": Code("the registry holds no image at the reference a job pulls (a wrong digest or "
+                                   "tag, a repository never pushed)", A.RECONFIGURE,
+        remedy="push the image, then name it by the digest the push printed (skopeo copy --digestfile; `skopeo "
+               "inspect docker://REGISTRY/REPO:TAG` prints the digest a tag points to), and check that the registry "
+               "and repository are the ones pushed to (`curl https://REGISTRY/v2/REPO/tags/list`; the distribution "
+               "spec: https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests)"),
+    "REGISTRY_UNREACHABLE": Code("the registry a job pulls from does not answer", A.RECONFIGURE,
+        remedy="check the registry from the node that pulled: `curl https://REGISTRY/v2/` must answer (an empty "
+               "{} or a 401); start it or give its right host and port (the test cluster's: scripts/testcluster "
+               "up, CHEXSTACK_REGISTRY), and let the node's traffic reach it (https://distribution.github.io/"
+               "distribution/about/deploying/)"),
+    "REGISTRY_CERT_UNTRUSTED": Code("the engine that pulls does not trust the registry's TLS certificate",
+                                    A.RECONFIGURE,
+        remedy="give the puller the registry's CA, each tool its own documented way, never an insecure-registries "
+               "switch: dockerd and skopeo /etc/docker/certs.d/HOST:PORT/ca.crt (https://docs.docker.com/engine/"
+               "security/certificates/), containerd its hosts.toml ca, Apptainer SSL_CERT_DIR (https://pkg.go.dev/"
+               "crypto/x509#SystemCertPool); the test cluster's CA is CHEXSTACK_REGISTRY_CA"),
+    "REGISTRY_UNAUTHORIZED": Code("the registry refused the pull: it wants credentials the puller did not give, or "
+                                  "refused those it gave", A.RECONFIGURE,
+        remedy="log the puller in (docker login REGISTRY; skopeo --creds or --authfile), or for pods give them an "
+               "imagePullSecrets of type kubernetes.io/dockerconfigjson "
+               "(https://kubernetes.io/docs/tasks/configure-pod-container/pull-image-private-registry/)"),
     "CONTAINER_IMAGE_MISSING": Code("the container image is not at the path given on the node", A.RECONFIGURE,
         remedy="put the image on storage every node mounts, at the same absolute path, and give that path (`ls -l "
                "PATH` on each node; https://github.com/nipreps/fmriprep/issues/2787)"),

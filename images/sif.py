@@ -16,6 +16,13 @@ signed, and only then put at their final path.
 4. renamed to ``<out_dir>/<name>.sif`` only when every row matched; a SIF that differs is removed (raises
    ``ChexstackError``, exit 1), never left at the final path.
 
+Through a registry (issue 42 item 5): ``push_oras`` puts a signed SIF in an OCI registry as an ORAS artifact
+(``apptainer push SIF oras://REGISTRY/REPO:TAG``: https://apptainer.org/docs/user/main/library_api.html#pushing-
+and-pulling-a-container-with-oras), and ``pull_verified`` pulls one on a host and keeps it only when ``apptainer
+verify`` passes there with the project's public key: a SIF signed by another key, or unsigned, is removed and
+refused (ChexstackError, exit 1) before any job uses it. Apptainer reads the registry's CA from ``SSL_CERT_DIR``
+(Go's crypto/x509; the test cluster's is ``CHEXSTACK_REGISTRY_CERT_DIR``).
+
 The launch rows of the Docker verification (sshd, MPIJob) are not judged in a SIF: a SIF runs with the host's
 network and init, as the hybrid model's ranks under the host's ``mpirun``.
 
@@ -205,6 +212,40 @@ def build_sif(client, stack: Stack, ref: str, image_id: str, out_dir: Path, key:
             return SifBuild(final, verification, key_path)  # the caller prints the table and raises
         os.replace(partial, final)
         return SifBuild(final, verification, key_path)
+    finally:
+        if partial.exists():
+            partial.unlink()
+
+
+#: The scheme of a SIF in an OCI registry (an ORAS artifact).
+ORAS = "oras://"
+
+
+def push_oras(sif: str | Path, ref: str) -> None:
+    """``apptainer push`` of ``sif`` to ``oras://ref`` (``ref``: ``REGISTRY/REPO:TAG``, with or without the
+    scheme). ChexstackError (exit 1) with Apptainer's words when the push fails."""
+    target = ref if ref.startswith(ORAS) else ORAS + ref
+    _step([require_tool(), "push", str(sif), target], "apptainer push of %s to %s" % (sif, target), 1800)
+
+
+def pull_verified(ref: str, dest: str | Path, key: str | Path | None = None) -> Path:
+    """The SIF at ``oras://ref`` pulled to ``dest`` and kept only when ``apptainer verify --key`` passes with the
+    public half of ``key`` (``signing_key``: the project's): pulled to ``<dest>.partial``, verified, then renamed.
+    ChexstackError (exit 1) naming the reference and Apptainer's words when the pull or the verification fails; a
+    SIF that fails verification (signed by another key, unsigned, altered) is removed, never left at ``dest``."""
+    tool, source = require_tool(), ref if ref.startswith(ORAS) else ORAS + ref
+    public = public_key(signing_key(key))
+    dest = Path(dest)
+    partial = dest.with_name(dest.name + ".partial")
+    try:
+        _step([tool, "pull", "--force", str(partial), source], "apptainer pull of %s" % source, 1800)
+        checked = run([tool, "verify", "--key", str(public), str(partial)], timeout=300)
+        if not checked.ok:
+            raise ChexstackError("%s: refused, apptainer verify --key %s fails on the pulled SIF (%s): a SIF that is "
+                                 "not signed by that key is never run" % (source, public, checked.why_not()),
+                                 exit_code=ExitCode.FAILED)
+        os.replace(partial, dest)
+        return dest
     finally:
         if partial.exists():
             partial.unlink()

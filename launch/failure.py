@@ -481,6 +481,9 @@ KIND_NEXT_STEP = {
     "fatal": "the program that printed that line says why it stopped there: read the lines before it; what failed "
              "after it (an exception, an exit, a kill) followed from it",
     "container_start": FAULT_REMEDY["CONTAINER_START_FAILED"],
+    "image_pull": "the engine's error after the image's reference says why it could not pull it: pull the same "
+                  "reference by hand on that node (docker pull REGISTRY/REPO@sha256:..., skopeo inspect "
+                  "docker://...) and check the registry answers (curl https://REGISTRY/v2/)",
 }
 
 

@@ -35,6 +35,20 @@ runs it. Docker cannot start a container in a named namespace, so its command is
 own; everything its sshd starts (the ranks) inherits that namespace. Its sshd's port is the one its command gives
 (``-p``), else 22.
 
+Where the pods' image comes from is the caller's explicit choice (``PodJob(pull=...)``, which ``invoke study`` makes
+by the form of ``--image``: ``registry_pull``):
+
+- ``pull=True``, a registry reference by digest (``REGISTRY/REPO@sha256:…``): the kubelet's way. ``client`` is the
+  nodes' engine (the test cluster's pods' engine, a second dockerd whose store is empty at ``up``: ``scripts/
+  testcluster``), which pulls the image from its registry before any container starts (``pull_image``:
+  ``imagePullPolicy`` IfNotPresent and Always as the kubelet reads them), never from the build engine's store. A
+  pull that fails (no such manifest, a registry that cannot be reached, one whose certificate the engine does not
+  trust, one that wants credentials) fails the job with the kubelet's events (``Failed to pull image "REF": <the
+  engine's error>``, ``Error: ErrImagePull``): ``ImagePullError``, whose events ``invoke train --explain`` names
+  (``facts.parsers.faults``, the ``image_pull`` kind);
+- ``pull=False``: the image as the engine ``client`` holds it (a local tag or image ID: a build without a registry),
+  never pulled.
+
 Errors: ChexstackError for an MPIJob this runner cannot stand in for (a volume kind it has no stand-in for, a claim
 with no folder), a pod network that cannot be plugged, and a Worker whose sshd does not come up.
 """
@@ -49,7 +63,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from chexstack.errors import ChexstackError
+from chexstack.errors import ChexstackError, ExitCode
+from images import registry
 
 #: mpi-operator's Launcher environment for Open MPI (``ompiEnvVars``) and the job role it sets.
 OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
@@ -63,6 +78,15 @@ SSH_PORT = 22
 READY_S = 90.0
 #: Where a hostNetwork pod's container sees its node's network namespace (bind-mounted read-only).
 NODE_NETNS = "/run/chexstack-node-netns"
+#: The kubelet's image events, its words (kubernetes/kubernetes pkg/kubelet/images/image_manager.go; the reasons
+#: ErrImagePull and ImagePullBackOff: https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff).
+EVENT_PULLING = 'Pulling image "%s"'
+EVENT_PULLED = 'Successfully pulled image "%s" in %.1fs'
+EVENT_PRESENT = 'Container image "%s" already present on machine'
+EVENT_FAILED = 'Failed to pull image "%s": %s'
+ERR_IMAGE_PULL = "Error: ErrImagePull"
+#: How long one pull may take (seconds): a stack image of gigabytes on a loaded machine.
+PULL_S = 1200
 #: Label of every container this runner starts (its value: the MPIJob's name), to find one a killed run left.
 POD_LABEL = "org.chexstack.pod"
 
@@ -98,6 +122,56 @@ class PodNetwork:
             raise ChexstackError("%d Worker pods, but the pod network has %d Worker addresses (%s)"
                                  % (workers, len(self.worker_addresses), ", ".join(self.worker_addresses)))
         return tuple(self.nodes[i % len(self.nodes)] for i in range(workers)) if self.nodes else ()
+
+
+class ImagePullError(ChexstackError):
+    """A pod's image could not be pulled: the message is the kubelet's events (``EVENT_FAILED``, then
+    ``ERR_IMAGE_PULL``), with the engine's own error text; exit 1 (the job failed)."""
+
+    def __init__(self, events: Sequence[str]) -> None:
+        super().__init__("\n".join(events), exit_code=ExitCode.FAILED)
+        self.events = list(events)
+
+
+def registry_pull(ref: str) -> bool:
+    """Whether pods of the image ``ref`` pull it from its registry (True: a registry reference by digest, read by
+    ``images.registry.parse``) or run the engine's local image (False: a local tag or image ID, no registry named).
+    ChexstackError for a registry reference by tag: a tag can move between the push and the pull; give the digest
+    it resolves to."""
+    if not registry.is_registry_reference(ref):
+        return False
+    if registry.parse(ref, "--image").digest is None:
+        raise ChexstackError("image %s: a registry reference by tag; the pods pull by digest, as the job must name "
+                             "what it ran: give REPO@sha256:<digest> (skopeo inspect --format '{{.Digest}}' "
+                             "docker://%s prints it)" % (ref, ref))
+    return True
+
+
+def pull_image(client, ref: str, policy: str = "IfNotPresent") -> list[str]:
+    """The kubelet's pull of ``ref`` into ``client``'s engine, by the container's ``imagePullPolicy`` (IfNotPresent:
+    pulled unless the engine holds that reference; Always: pulled each time; Never: never, and an error when
+    absent); returns its events (``EVENT_*``). ImagePullError with the events, the engine's text quoted, when the
+    pull fails."""
+    import docker.errors
+
+    present = True
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        present = False
+    if policy == "Never" or (present and policy == "IfNotPresent"):
+        if present:
+            return [EVENT_PRESENT % ref]
+        raise ImagePullError(['Container image "%s" is not present with pull policy of Never' % ref,
+                              "Error: ErrImageNeverPull"])
+    events, start = [EVENT_PULLING % ref], time.monotonic()
+    try:
+        client.images.pull(ref)
+    except docker.errors.APIError as e:
+        raise ImagePullError(events + [EVENT_FAILED % (ref, e.explanation or e), ERR_IMAGE_PULL]) from None
+    except docker.errors.DockerException as e:  # the engine itself did not answer
+        raise ImagePullError(events + [EVENT_FAILED % (ref, e), ERR_IMAGE_PULL]) from None
+    return events + [EVENT_PULLED % (ref, time.monotonic() - start)]
 
 
 def worker_host(job: str, namespace: str, i: int) -> str:
@@ -136,10 +210,12 @@ def _env(container: dict, extra: dict) -> dict:
 class PodJob:
     """The MPIJob ``obj``'s pods on ``client``'s engine (module docstring). ``root``: a folder of this job's own for
     the Secret and the hostfile; ``claims``: PersistentVolumeClaim name -> the host folder it is bound to;
-    ``labels``: added to every container. ``stop()`` removes every container it started."""
+    ``labels``: added to every container; ``pull``: the image is pulled into ``client``'s engine first
+    (``pull_image``, the module docstring), its events in ``events``; else the engine's local image is run.
+    ``stop()`` removes every container it started. ImagePullError when the pull fails (no container started)."""
 
     def __init__(self, client, obj: dict, network: PodNetwork, root: Path, claims: dict[str, str] | None = None,
-                 labels: dict[str, str] | None = None) -> None:
+                 labels: dict[str, str] | None = None, pull: bool = False) -> None:
         self.client, self.obj, self.network, self.claims = client, obj, network, dict(claims or {})
         meta, spec = obj["metadata"], obj["spec"]
         self.name, self.namespace = meta["name"], meta.get("namespace") or "default"
@@ -147,7 +223,11 @@ class PodJob:
         self.replicas = int(spec["mpiReplicaSpecs"]["Worker"]["replicas"])
         self.mount_path = spec["sshAuthMountPath"]
         self.nodes = network.placement(self.replicas)
-        self.image = _container(spec["mpiReplicaSpecs"]["Worker"])[1]["image"]
+        worker = _container(spec["mpiReplicaSpecs"]["Worker"])[1]
+        self.image = worker["image"]
+        self.events: list[str] = []
+        if pull:  # every pod runs the same image: pulled once per node's engine, before any container starts
+            self.events = pull_image(client, self.image, worker.get("imagePullPolicy", "IfNotPresent"))
         self.labels = {POD_LABEL: self.name, **(labels or {})}
         self.suffix = secrets.token_hex(3)  # container names of this run only
         self.dns = {worker_host(self.name, self.namespace, i): network.worker_addresses[i]

@@ -85,6 +85,24 @@ VARIANTS = [
     # the kernel's OOM killer line first, the kill after it
     (["[Mon Jan  1 00:00:00 2024] Out of memory: Killed process 4242 (python) total-vm:99kB",
       "srun: error: n1: task 2: Killed"], "HOST_OUT_OF_MEMORY", ["host's", "what followed from it"]),
+    # image_pull: a pod's image pull (launch.pods.pull_image: the kubelet's events, dockerd's error quoted), each
+    # text as dockerd 20.10 and skopeo 1.9 printed it on the test cluster (tests/test_pods_pull_testcluster.py
+    # checks them live)
+    (['Pulling image "10.213.57.1:5000/chexstack/p@sha256:%s"' % ("0" * 64),
+      'Failed to pull image "10.213.57.1:5000/chexstack/p@sha256:%s": manifest for 10.213.57.1:5000/chexstack/p@'
+      'sha256:%s not found: manifest unknown: manifest unknown' % ("0" * 64, "0" * 64), "Error: ErrImagePull"],
+     "IMAGE_MANIFEST_UNKNOWN", ["manifest unknown", "a wrong digest", "--digestfile"]),
+    (['Failed to pull image "10.213.57.1:5009/chexstack/p@sha256:%s": Get "https://10.213.57.1:5009/v2/": dial tcp '
+      '10.213.57.1:5009: connect: connection refused' % ("f" * 64), "Error: ErrImagePull"],
+     "REGISTRY_UNREACHABLE", ["connection refused", "curl https://REGISTRY/v2/"]),
+    (['Error response from daemon: Get "https://10.213.57.1:5001/v2/": x509: certificate signed by unknown '
+      'authority'], "REGISTRY_CERT_UNTRUSTED", ["unknown authority", "certs.d", "SSL_CERT_DIR"]),
+    (['Failed to pull image "10.213.57.1:5001/chexstack/p@sha256:%s": Get "https://10.213.57.1:5001/v2/chexstack/p/'
+      'manifests/sha256:%s": no basic auth credentials' % ("f" * 64, "f" * 64), "Error: ErrImagePull"],
+     "REGISTRY_UNAUTHORIZED", ["no basic auth credentials", "imagePullSecrets"]),
+    (['time="2026-12-06T19:34:43Z" level=fatal msg="Error parsing image name \\"docker://10.213.57.1:5001/chexstack/'
+      'p@sha256:%s\\": reading manifest sha256:%s in 10.213.57.1:5001/chexstack/p: unauthorized: authentication '
+      'required"' % ("f" * 64, "f" * 64)], "REGISTRY_UNAUTHORIZED", ["authentication required", "--creds"]),
     # version_mismatch, not gpu_init
     (["docker: Error response from daemon: failed to create task for container: OCI runtime create failed: "
       "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown."],

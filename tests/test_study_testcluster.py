@@ -3,9 +3,10 @@
 MPIJob as pods, once on the flannel-style VXLAN overlay and once on the hosts' network: issue 41's network path as a
 factor of its own) at 1 and 2 CPU ranks, one rank per host, 2 paired rounds in the seed's order, on the real
 sample (a prepared copy at 32 px, which every system reads as the trainer does), with Horovod's timeline; then
-the four-series Figure 1, its tables and the gap. The numbers of a few steps on 2 shared cores mean little: the
-test is of the method
-(every system on the same hosts with the same versions and data, the order, the comparison), not of the speed.
+the four-series Figure 1, its tables and the gap. The MPIJob's pods pull the cpu image from the test cluster's
+registry by digest (pushed here with skopeo) into the pods' engine, which held no copy before (issue 42 item 4).
+The numbers of a few steps on 2 shared cores mean little: the test is of the method (every system on the same hosts
+with the same versions and data, the order, the comparison), not of the speed.
 
 Issue 41 part 4, the instrument checked, in one study of paired rounds: the MPIJob against itself with its pods'
 links limited (``mpijob+400mbit``, a token bucket on each pod's veth) and with nothing planted (``mpijob+none``, the
@@ -23,6 +24,7 @@ import pytest
 
 from bench import guard, study
 from bench.results import load_sweep
+from bench.study import pod_engine
 from tests.lib.cli import INVOKE
 from tests.lib.paths import REPO, SAMPLE
 from tests.lib.runs import FAST_MODEL
@@ -45,13 +47,27 @@ def prepared(tmp_path_factory):
     return folder
 
 
+def _pushed(testcluster, built, tmp_path) -> str:
+    """The verified cpu image copied to the cluster's registry under the project's name (skopeo): its reference by
+    digest."""
+    digest = tmp_path / "digest"
+    copy = subprocess.run(["skopeo", "copy", "-q", "--digestfile", str(digest), "docker-daemon:" + built.ref,
+                           "docker://%s/chexstack/cpu:study" % testcluster.registry], capture_output=True, text=True,
+                          timeout=900)
+    assert copy.returncode == 0, copy.stderr
+    return "%s/chexstack/cpu@%s" % (testcluster.registry, digest.read_text().strip())
+
+
 def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testcluster, client, cpu_build, cpu_sif,
                                                                            prepared, tmp_path):
     results, output = tmp_path / "runs", tmp_path / "figures"
+    pinned = _pushed(testcluster, cpu_build, tmp_path)
+    pods = pod_engine()
+    assert cpu_build.image_id not in [i.id for i in pods.images.list()], "the pods' engine holds no copy before"
     ran = subprocess.run(
         [INVOKE, "study", "--systems", "baremetal,apptainer,mpijob:overlay,mpijob:host", "--np", "1,2",
          "--per-node", "1", "--repeats", "2", "--seed", str(SEED),
-         "--hosts", "chex1,chex2", "--stack", "cpu", "--sif", str(cpu_sif.path), "--image", cpu_build.image_id,
+         "--hosts", "chex1,chex2", "--stack", "cpu", "--sif", str(cpu_sif.path), "--image", pinned,
          *FAST_MODEL, "--image-size", "32", "--batch-size", "4", "--steps", "3", "--warmup-steps", "1",
          "--data", str(prepared), "--timeline", "--results", str(results), "--output", str(output)],
         cwd=REPO, env=testcluster.env(COLUMNS="200"), capture_output=True, text=True, timeout=1800)
@@ -97,6 +113,16 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
     assert sweeps["apptainer:host"].record.image == str(cpu_sif.path)
     assert (sweeps["apptainer:host"].record.image_id == sweeps["mpijob:overlay"].record.image_id
             == sweeps["mpijob:host"].record.image_id == cpu_build.image_id)
+    for series in ("mpijob:overlay", "mpijob:host"):
+        record = sweeps[series].record
+        assert record.image == pinned and pinned in record.image_repo_digests, (series, record.image)
+    # the pods' engine pulled the image by digest once, at the first MPIJob; every later pod found it (IfNotPresent)
+    events = [line for log in sorted(run_root.glob("mpijob-*/repeat-*/np-*-events.log"))
+              for line in log.read_text().splitlines()]
+    assert events.count('Pulling image "%s"' % pinned) == 1 and sum(e.startswith("Successfully pulled") for e in
+                                                                    events) == 1, events
+    assert events.count('Container image "%s" already present on machine' % pinned) == 7, events
+    assert cpu_build.image_id in [i.id for i in pods.images.list()]  # pulled by digest: the very image
 
     # Figure 1 with every system, the % difference of each container system against bare metal, and the gap
     with open(folder / "figure1.csv") as f:
@@ -117,6 +143,7 @@ def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testc
             "path's effects together, not container overhead; mpijob:host vs baremetal:host is the system's, "
             "mpijob:overlay vs mpijob:host the path's") in " ".join(markdown.split()), markdown
     assert not client.containers.list(all=True, filters={"label": "org.chexstack.pod"})
+    assert not pods.containers.list(all=True)  # every pod removed from the pods' engine too
 
     # the study's statement names every job that ran it: each Slurm repeat's batch job, each count's MPIJob
     from launch import attest

@@ -82,6 +82,16 @@ _LEVEL = re.compile(r"^\[?(?:\d{4}-\d\d-\d\d[ T][\d:.]+:?\s+([IWEF])\s|([IWEF])\
 #: Aborted, Segmentation fault and the other crashes, out of memory) are the fault-signal lexicon's entries' run-log
 #: patterns (``facts/signals.yaml``, ``facts.signals.run_log_patterns``): one file holds a node's and a run's reading.
 KINDS: tuple[Kind, ...] = (
+    Kind("image_pull", "a container's image could not be pulled from its registry", _rx(
+        r"Failed to pull image \"", r"^Error: (?:ErrImagePull|ImagePullBackOff|ErrImageNeverPull)\b",
+        r"Back-off pulling image \"", r"is not present with pull policy of Never",
+        r"^(?:docker: )?Error response from daemon: (?:manifest for \S+ not found|pull access denied|Get \"https://)",
+        r"^time=\S+ level=fatal msg=\"Error (?:parsing image name|initializing source) \\?\"docker://"),
+        "the kubelet's image events (`Failed to pull image \"REF\": ...`, then `Error: ErrImagePull`, `Back-off "
+        "pulling image`, `Error: ImagePullBackOff`: kubernetes/kubernetes pkg/kubelet/images/image_manager.go; "
+        "https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff), dockerd's pull errors (`Error "
+        "response from daemon: manifest for REF not found`) and skopeo's (`level=fatal msg=\"Error parsing image "
+        "name \"docker://...`)"),
     Kind("container_start", "a container did not start", run_log_patterns("container_start") + _rx(
         r"^ERROR\s+:\s.*(?:image|container|mount|namespace)", r"^docker: Error response from daemon:",
         r"^pyxis: (?:couldn't start container|failed to import docker image)", r"^\[ERROR\] .*enroot"),
@@ -208,6 +218,41 @@ def _cause(code, kind, patterns, what, source, primary=False, flags=0) -> Cause:
 #: then of that cause's kind. Generic by construction: each pattern is a library's or tool's own message, never one
 #: report's text.
 CAUSES: tuple[Cause, ...] = (
+    # The registry's answers to a pull, as dockerd, containerd and skopeo (containers/image) quote them: the
+    # distribution spec's error codes (MANIFEST_UNKNOWN, NAME_UNKNOWN, UNAUTHORIZED, DENIED:
+    # https://github.com/opencontainers/distribution-spec/blob/main/spec.md#error-codes), Go's net and crypto/x509
+    # errors for a registry that cannot be reached or trusted. Observed on the test cluster (dockerd 20.10, skopeo
+    # 1.9): `manifest for R@sha256:... not found: manifest unknown: manifest unknown`, `dial tcp H:P: connect:
+    # connection refused`, `x509: certificate signed by unknown authority`, `no basic auth credentials` (dockerd),
+    # `unauthorized: authentication required` (skopeo).
+    _cause("IMAGE_MANIFEST_UNKNOWN", "image_pull", (
+        r"(?P<why>manifest unknown|MANIFEST_UNKNOWN|name unknown|NAME_UNKNOWN|repository name not known to registry)",
+        r"(?P<why>manifest for \S+ not found)", r"(?P<why>failed to resolve reference \S+: \S+: not found)"),
+        "the registry holds no image at that reference (%(why)s): a wrong digest or tag, a repository never pushed, "
+        "or an image pushed to another registry or repository",
+        "the distribution spec's MANIFEST_UNKNOWN and NAME_UNKNOWN "
+        "(https://github.com/opencontainers/distribution-spec/blob/main/spec.md#error-codes) as dockerd and skopeo "
+        "quote them", primary=True),
+    _cause("REGISTRY_UNAUTHORIZED", "image_pull", (
+        r"(?P<why>no basic auth credentials|unauthorized: [^\"]*|UNAUTHORIZED|denied: [^\"]*|pull access denied"
+        r"|401 Unauthorized|403 Forbidden)",),
+        "the registry wants credentials the puller did not give, or refused the ones it gave (%(why)s)",
+        "the distribution spec's UNAUTHORIZED and DENIED (https://github.com/opencontainers/distribution-spec/blob/"
+        "main/spec.md#error-codes); dockerd's `no basic auth credentials`", primary=True),
+    _cause("REGISTRY_CERT_UNTRUSTED", "image_pull", (
+        r"(?P<why>x509: [^\"]+|tls: failed to verify certificate: [^\"]+)",),
+        "the registry's TLS certificate is not trusted by the engine that pulled (%(why)s): its CA is not where "
+        "that engine reads CAs for this registry",
+        "Go's crypto/x509 errors (https://pkg.go.dev/crypto/x509#UnknownAuthorityError) as dockerd, containerd, "
+        "skopeo and Apptainer quote them", primary=True),
+    _cause("REGISTRY_UNREACHABLE", "image_pull", (
+        r"(?:Failed to pull image|pinging container registry|Error response from daemon: Get \"https://|"
+        r"dial tcp).*?(?P<why>connect: connection refused|no such host|i/o timeout|network is unreachable|"
+        r"no route to host|TLS handshake timeout|server misbehaving)",),
+        "the registry did not answer (%(why)s): nothing listens at that host and port, the name does not resolve, "
+        "or the network between the node and the registry drops the connection",
+        "Go's net errors (`dial tcp HOST:PORT: connect: connection refused`, `no such host`, `i/o timeout`: "
+        "https://pkg.go.dev/net) as dockerd and skopeo quote them", primary=True),
     _cause("HOROVOD_IMPORT", "build", (
         r"(?P<lib>(?:horovod|mpi_lib)\S*\.so\S*): undefined symbol: (?P<symbol>\S+)",),
         "Horovod's extension %(lib)s does not load: it needs the symbol %(symbol)s, which the libraries this process "
