@@ -136,7 +136,7 @@ def test_a_pull_that_fails_fails_the_mpijob_with_the_kubelets_events_and_explain
         shutil.rmtree(auth_registry, ignore_errors=True)
     text = ran.stdout + ran.stderr
     assert ran.returncode == 1, text[-3000:]
-    assert "mpijob, repeat 1, 1 ranks: the pods' image %s could not be pulled" % ref in text, text[-3000:]
+    assert "mpijob:overlay, round 1, 1 ranks: the pods' image %s could not be pulled" % ref in text, text[-3000:]
     assert re.findall(r"\[([A-Z][A-Z0-9_]+)\]", text)[0] == code, text[-3000:]
     events, = (tmp_path / "runs").glob("study-*/mpijob/repeat-1/np-1-events.log")
     lines = events.read_text().splitlines()
