@@ -10,6 +10,7 @@ verification failed, 2 bad input, 3 a required tool is missing.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import docker.errors
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from envs.manifest import load_stack
-from images import context, labels, sif
+from images import context, labels, oci, sif
 from images.docker_build import docker_build, docker_client
 from images.naming import image_ref
 from images.render import build_context, render
@@ -79,12 +80,18 @@ def _dry_run(dockerfile: str, ctx: dict, lab: dict, ref: str, runtimes: tuple[st
 
 def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, base: str | None = None,
           no_cache: bool = False, dry_run: bool = False, allow_mismatch: bool = False,
-          sif_dir: Path = SIF_DIR, sign_key: str | None = None) -> BuildResult:
-    """Build, verify and tag the image of ``stack_name`` (see the module docstring)."""
+          sif_dir: Path = SIF_DIR, sign_key: str | None = None, bundle: str | None = None) -> BuildResult:
+    """Build, verify and tag the image of ``stack_name`` (see the module docstring); ``bundle``: also the OCI
+    runtime bundle of the verified image at that folder (``images.oci.make_bundle``: Slurm's ``srun --container``),
+    refused for an image kept despite mismatches."""
     stack = load_stack(stack_name)
     if runtime not in RUNTIMES:
         raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
     runtimes = RUNTIMES[runtime]
+    if bundle:
+        oci.require_tools()  # before minutes of Docker build, as a folder already there
+        if os.path.lexists(bundle):
+            raise ChexstackError("--bundle %s: already exists; remove it or name a new folder" % bundle)
     if "singularity" in runtimes:
         sif.require_tool()  # before minutes of Docker build
         sif.signing_key(sign_key)  # a key the user names must exist, also before the build
@@ -117,6 +124,13 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     console.print("[bold green]tagged[/] %s (%s)" % (ref, image_id[:19]))
 
     out = BuildResult(image_id, ref, True, result)
+    if bundle:
+        if not result.ok:
+            raise ChexstackError("--bundle: image %s was kept despite mismatches; an OCI bundle is made from a "
+                                 "verified image only" % ref)
+        made_bundle = oci.make_bundle(ref, bundle)
+        console.print("[bold green]OCI bundle[/] %s of %s (OCI manifest digest %s)"
+                      % (made_bundle.bundle, ref, made_bundle.digest), soft_wrap=True)
     if "singularity" in runtimes:
         console.print("[bold]making the SIF[/] of %s; verifying inside it" % image_id[:19], soft_wrap=True)
         made = sif.build_sif(client, stack, ref, image_id, sif_dir, sign_key)
