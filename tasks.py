@@ -369,7 +369,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "systems": "the systems to compare, comma-separated, the first the baseline of the % differences: baremetal "
                "(Slurm, the trainer in --python's environment), apptainer (Slurm's hybrid model: the host's mpirun "
                "around apptainer exec of the stack's SIF), mpijob (the stack's MPIJob as pods of its Docker image, "
-               "each on the test cluster's bridge)",
+               "each on the test cluster's bridge), slurm-oci (Slurm's srun --container of the stack's --bundle)",
     "stack": "the stack whose SIF (apptainer) and Docker image (mpijob) run; required with either",
     "hosts": "the nodes every system runs on, comma-separated (default: the nodes Slurm lists and has not lost, "
              "as many as the largest count needs)",
@@ -380,6 +380,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "python": "the bare-metal system's Python, of an environment every node sees (default this one)",
     "sif": "the apptainer system's SIF (default the stack's verified one in build/sif)",
     "image": "the mpijob system's Docker image (default the stack's verified tag)",
+    "bundle": "the slurm-oci system's OCI bundle, on storage every node sees (invoke build --stack S --bundle DIR)",
     "label": "names the study's folders and jobs (default study)",
     "output": "folder where the study's folder goes: a sweep JSON per system and figure1.png/.csv/.md "
               "(default bench/results)",
@@ -393,7 +394,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
 @with_trainer_options(only=SWEEP_OPTIONS, names=SWEEP_NAMES)
 def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=None, hosts=None, per_node=1,
           repeats=5, results=None, python=None, sif=None, image=None, label="study", output="bench/results",
-          title=None, bandwidth=None, time="01:00:00", render=False, **trainer):
+          title=None, bandwidth=None, time="01:00:00", render=False, bundle=None, **trainer):
     """The seed study on one set of hosts: the same sweep as bare metal, HPC container and Kubernetes pods,
     interleaved, then Figure 1 with intervals, the comparability caption and the gap (docs/benchmarks.md)."""
     from pathlib import Path
@@ -408,7 +409,7 @@ def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=Non
     req = study_.StudyRequest(sweep=sweep, systems=tuple(csv_list(systems)),
                               hosts=tuple(csv_list(hosts)) or study_.slurm_hosts(), per_node=per_node,
                               results=results or str(main.REPO / "runs" / "study"),
-                              python=python or sys.executable, sif=sif, image=image, time=time)
+                              python=python or sys.executable, sif=sif, image=image, time=time, bundle=bundle)
     if render:
         print(study_.render(req), end="")
         return

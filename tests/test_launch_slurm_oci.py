@@ -143,3 +143,25 @@ def test_the_run_record_names_the_bundle_its_digest_and_the_wiring(monkeypatch):
     got = runtime.container()
     assert got["runtime"] == "oci" and got["bundle"] == "/b" and got["digest"] == record["digest"]
     assert got["image_id"] == record["image_id"] and "gloo from Slurm" in got["rendezvous"]
+
+
+def test_the_study_runs_it_as_a_fourth_system(bundle):
+    """``invoke study --systems ...,slurm-oci --bundle DIR``: one batch script per repeat, a job step per count,
+    each ``srun --container`` of the job's bundle with one task per node; a study without --bundle is refused."""
+    ran = cmd.run("study", "--systems", "baremetal,slurm-oci", "--np", "1,2", "--stack", "cpu", "--hosts",
+                  "chex1,chex2", "--repeats", "2", "--results", "/shared/study", "--bundle", str(bundle),
+                  "--model", "mobilenet", "--render")
+    assert ran.returncode == 0, ran.stderr
+    script = ran.stdout.split("# --- slurm-oci, repeat 1: ")[1].split("\n", 1)[1].split("# --- ")[0]
+    proc = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --nodelist=chex1,chex2" in script and "job_bundle=/shared/study/study-" in script
+    assert 'srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=1 --container="$job_bundle"' in script
+    assert 'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --container="$job_bundle"' in script
+    from bench import study
+
+    req = study.StudyRequest(sweep=study.SweepRequest(counts=(1, 2), gpus=False, label="s", launcher="slurm",
+                                                      stack="cpu"),
+                             systems=("baremetal", "slurm-oci"), hosts=("chex1", "chex2"), results="/shared/study")
+    with pytest.raises(ChexstackError, match="--systems slurm-oci runs an OCI bundle: give --bundle DIR"):
+        study.preflight(req)
