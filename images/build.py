@@ -88,10 +88,10 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     if runtime not in RUNTIMES:
         raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
     runtimes = RUNTIMES[runtime]
-    if bundle:
-        oci.require_tools()  # before minutes of Docker build, as a folder already there
+    if bundle:  # before minutes of Docker build: a folder already there, then the tools
         if os.path.lexists(bundle):
             raise ChexstackError("--bundle %s: already exists; remove it or name a new folder" % bundle)
+        oci.require_tools()
     if "singularity" in runtimes:
         sif.require_tool()  # before minutes of Docker build
         sif.signing_key(sign_key)  # a key the user names must exist, also before the build

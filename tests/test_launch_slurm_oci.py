@@ -165,3 +165,8 @@ def test_the_study_runs_it_as_a_fourth_system(bundle):
                              systems=("baremetal", "slurm-oci"), hosts=("chex1", "chex2"), results="/shared/study")
     with pytest.raises(ChexstackError, match="--systems slurm-oci runs an OCI bundle: give --bundle DIR"):
         study.preflight(req)
+
+
+def test_build_refuses_a_bundle_folder_that_exists_before_building(bundle):
+    r = cmd.run("build", "--stack", "cpu", "--bundle", str(bundle))
+    assert r.returncode == ExitCode.USAGE and "--bundle %s: already exists" % bundle in r.stderr, r.stderr
