@@ -12,8 +12,8 @@ The batch script (``render``, ``templates/slurm-oci.sbatch``):
 - runs ``srun --ntasks-per-node=1 --container=<job bundle>``: Slurm 22.05 runs one task per node in a container
   step (``_modify_config`` refuses more: "unexpected number of tasks 2 > 1"), so each node's task is
   ``python -m trainer.slurm_gloo --ranks-per-node K``, which starts that node's K ranks and wires them with
-  Horovod's Gloo controller from Slurm's task environment (rank from ``SLURM_NODEID``, the rendezvous at
-  ``SLURM_LAUNCH_NODE_IPADDR``). Slurm's PMIx/PMI2 plugins serve Slurm tasks, so they cannot wire ranks Slurm
+  Horovod's Gloo controller from Slurm's step environment (the node index from ``SLURM_STEP_NODELIST``, the
+  rendezvous at srun's address). Slurm's PMIx/PMI2 plugins serve Slurm tasks, so they cannot wire ranks Slurm
   did not start. The task's command is ``/usr/bin/env`` with the image's own environment (``image_env``) first,
   since slurmstepd appends the submitting shell's (``PATH`` included) after the image's;
 - exports the bundle's record for every rank's run record (``trainer.preflight.OCI_ENV``: ``run.container`` names

@@ -117,21 +117,26 @@ def test_slurm_config_shares_the_nodes_network_and_host_name():
     assert "hostname" not in out and out["process"]["terminal"] is False
 
 
-SLURM = {"SLURM_NODEID": "1", "SLURM_STEP_NUM_NODES": "2", "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0",
-         "SLURM_SRUN_COMM_HOST": "10.213.57.11", "SLURM_STEP_NUM_TASKS": "2"}
+#: a container step's environment: the batch script's own SLURM_NODEID (0 on every node, observed), srun's
+SLURM = {"SLURM_NODEID": "0", "SLURM_STEP_NODELIST": "chex[1-2]", "SLURM_STEP_NUM_NODES": "2", "SLURM_JOB_ID": "7",
+         "SLURM_STEP_ID": "0", "SLURM_SRUN_COMM_HOST": "10.213.57.11", "SLURM_STEP_NUM_TASKS": "2"}
 
 
 def test_the_node_launcher_wires_gloo_from_slurms_variables():
-    node, nodes, address, port = slurm_gloo.layout(SLURM, 2)
+    node, nodes, address, port = slurm_gloo.layout(SLURM, 2, hostname="chex2")
     assert (node, nodes, address, port) == (1, 2, "10.213.57.11", 20056)
+    assert slurm_gloo.layout(SLURM, 2, hostname="chex1.cluster")[0] == 0
+    assert slurm_gloo.expand_hostlist("gpu[08-10,12],login") == ["gpu08", "gpu09", "gpu10", "gpu12", "login"]
     env = slurm_gloo.rank_env(node, nodes, 1, 2, address, port, "eth0")
     assert (env["HOROVOD_RANK"], env["HOROVOD_SIZE"], env["HOROVOD_LOCAL_RANK"], env["HOROVOD_CROSS_RANK"]) == \
         ("3", "4", "1", "1")
     assert env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "10.213.57.11" and env["HOROVOD_CONTROLLER"] == "gloo"
-    with pytest.raises(slurm_gloo.SlurmEnvError, match="SLURM_NODEID not set"):
-        slurm_gloo.layout({k: v for k, v in SLURM.items() if k != "SLURM_NODEID"}, 2)
+    with pytest.raises(slurm_gloo.SlurmEnvError, match="SLURM_STEP_NODELIST not set"):
+        slurm_gloo.layout({k: v for k, v in SLURM.items() if k != "SLURM_STEP_NODELIST"}, 2, hostname="chex1")
+    with pytest.raises(slurm_gloo.SlurmEnvError, match="host node9: expected one of the step's 2 nodes"):
+        slurm_gloo.layout(SLURM, 2, hostname="node9")
     with pytest.raises(slurm_gloo.SlurmEnvError, match="srun must start one task per node"):
-        slurm_gloo.layout(dict(SLURM, SLURM_STEP_NUM_TASKS="4"), 2)
+        slurm_gloo.layout(dict(SLURM, SLURM_STEP_NUM_TASKS="4"), 2, hostname="chex1")
 
 
 def test_the_run_record_names_the_bundle_its_digest_and_the_wiring(monkeypatch):

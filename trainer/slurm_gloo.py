@@ -9,7 +9,8 @@ starts the node's K ranks (``python -m trainer`` with the options given) with Ho
 variables ``horovodrun`` gives a Gloo rank (horovod/runner/gloo_run.py, ``create_run_env_vars``,
 ``_slot_info_to_command_fn``), computed from Slurm's:
 
-- rank = ``SLURM_NODEID`` × K + local rank; size = nodes × K (``SLURM_STEP_NUM_NODES``, else ``SLURM_NNODES``);
+- rank = node index × K + local rank, the node index this host's place in ``SLURM_STEP_NODELIST``;
+  size = nodes × K (``SLURM_STEP_NUM_NODES``, else ``SLURM_NNODES``);
   cross rank/size = node index/nodes; local size K (https://slurm.schedmd.com/srun.html, "OUTPUT ENVIRONMENT
   VARIABLES");
 - the rendezvous: node 0's process serves Horovod's HTTP key-value store (``RendezvousHTTPServer``, as horovodrun
@@ -23,6 +24,7 @@ variable or a node 0 that is not where srun ran. SIGTERM/SIGINT are passed on to
 Python 3.5 syntax: it runs in the images.
 """
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,8 +34,11 @@ import time
 
 from trainer.cli import OCI_ENV
 
-#: Slurm's variables this needs (srun(1) "OUTPUT ENVIRONMENT VARIABLES").
-NEEDED = ("SLURM_NODEID", "SLURM_JOB_ID")
+#: Slurm's variables this needs (srun(1) "OUTPUT ENVIRONMENT VARIABLES"). Not ``SLURM_NODEID``: slurmstepd gives a
+#: container the step's environment, not the task's, so the node's own variables are the batch script's (every
+#: node saw ``SLURM_NODEID=0``, observed on the test cluster): the node index is this host's place in the step's
+#: node list.
+NEEDED = ("SLURM_STEP_NODELIST", "SLURM_JOB_ID")
 #: Where srun runs, the rendezvous address: the first of these that is set. Slurm 22.05 gives a container step's
 #: task ``SLURM_SRUN_COMM_HOST`` (srun's address, as its PMI plugins use it) but not ``SLURM_LAUNCH_NODE_IPADDR``
 #: (observed on the test cluster).
@@ -54,9 +59,28 @@ def rendezvous_port(job_id, step_id):
     return PORT_BASE + (int(job_id) % 2000) * 8 + int(step_id) % 8
 
 
-def layout(environ, ranks_per_node):
-    """(node index, nodes, rendezvous address, port) from Slurm's variables in ``environ``; SlurmEnvError naming
-    what is missing."""
+def expand_hostlist(text):
+    """Slurm's compressed host list -> names: ``chex[1-2],gpu[08-10,12],login`` -> chex1, chex2, gpu08, gpu09,
+    gpu10, gpu12, login (ranges keep their zero padding; scontrol(1) "show hostnames")."""
+    names = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text):
+        match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
+        if not match:
+            names.append(part)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for item in ranges.split(","):
+            first, _, last = item.partition("-")
+            for n in range(int(first), int(last or first) + 1):
+                for rest in expand_hostlist(suffix) if "[" in suffix else [suffix]:
+                    names.append("%s%0*d%s" % (prefix, len(first), n, rest))
+    return names
+
+
+def layout(environ, ranks_per_node, hostname=None):
+    """(node index, nodes, rendezvous address, port) from Slurm's variables in ``environ``: the node index is
+    ``hostname``'s (default this host's short name) place in ``SLURM_STEP_NODELIST``. SlurmEnvError naming what is
+    missing, or a host not in the list."""
     missing = [name for name in NEEDED if not environ.get(name)]
     nodes = environ.get("SLURM_STEP_NUM_NODES") or environ.get("SLURM_NNODES")
     if not nodes:
@@ -70,10 +94,16 @@ def layout(environ, ranks_per_node):
     if ranks_per_node < 1:
         raise SlurmEnvError("--ranks-per-node %d: expected 1 or more" % ranks_per_node)
     try:
-        node, nodes = int(environ["SLURM_NODEID"]), int(nodes)
+        nodes = int(nodes)
         port = rendezvous_port(environ["SLURM_JOB_ID"], environ.get("SLURM_STEP_ID", "0"))
     except ValueError as e:
         raise SlurmEnvError("Slurm variables: expected numbers (%s)" % e)
+    hosts = expand_hostlist(environ["SLURM_STEP_NODELIST"])
+    name = (hostname or socket.gethostname()).split(".")[0]
+    if name not in hosts or len(hosts) != nodes:
+        raise SlurmEnvError("host %s: expected one of the step's %d nodes, SLURM_STEP_NODELIST=%s"
+                            % (name, nodes, environ["SLURM_STEP_NODELIST"]))
+    node = hosts.index(name)
     tasks = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS")
     if tasks and int(tasks) != nodes:
         raise SlurmEnvError("%s tasks on %d nodes: this starts the ranks of a node itself, so srun must start one "
