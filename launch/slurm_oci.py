@@ -56,15 +56,24 @@ def bundle_of(image: str):
     return record, config
 
 
+#: The node's files a container on the node's network needs (read-only): its host names. Horovod's Gloo resolves
+#: the node's host name, which the image's own /etc/hosts does not know ("Unable to find address for: <host>",
+#: gloo/transport/tcp/device.cc, observed with Horovod 0.28.1 in a crun container); Docker manages /etc/hosts for
+#: the same reason.
+NODE_FILES = ("/etc/hosts",)
+
+
 def job_config(config: dict, spec: JobSpec) -> dict:
-    """The image bundle's ``config`` for ``spec``'s job: working folder ``spec.workdir``, and a bind mount per
-    ``spec.mounts`` (read-only ones ``ro``), after the image's own mounts. ChexstackError for a mount whose path is
-    not absolute."""
+    """The image bundle's ``config`` for ``spec``'s job: working folder ``spec.workdir``, the node's ``NODE_FILES``
+    and a bind mount per ``spec.mounts`` (read-only ones ``ro``), after the image's own mounts. ChexstackError for a
+    mount whose path is not absolute."""
     out = json.loads(json.dumps(config))
     process = out.setdefault("process", {})
     process["cwd"] = spec.workdir
     process["args"] = ["/bin/false"]  # slurmstepd puts the step's command here
     mounts = out.setdefault("mounts", [])
+    for path in NODE_FILES:
+        mounts.append({"destination": path, "type": "bind", "source": path, "options": ["bind", "ro"]})
     for m in spec.mounts:
         if not (m.source.startswith("/") and m.container_path.startswith("/")):
             raise ChexstackError("mount %s: expected absolute paths (a Slurm container binds them as is)" % m.source)
@@ -151,7 +160,8 @@ class SlurmOci(SlurmBatch):
 
     model = "oci"
     launch_model = "oci"
-    started_by = "srun --container (one task per node; Horovod Gloo from Slurm's task environment)"
+    started_by = "srun --container, one task per node starting its ranks"
+    controller = "gloo"
     image_hint = ""
 
     def explain(self) -> str:

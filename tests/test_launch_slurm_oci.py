@@ -57,7 +57,8 @@ def test_oci_script_golden_and_bash_clean(bundle):
     config = json.loads(text.split("<<'CHEXSTACK_OCI_CONFIG'\n")[1].split("\nCHEXSTACK_OCI_CONFIG")[0])
     assert config["process"]["cwd"] == "/opt/chexstack"
     binds = {m["destination"]: m["options"] for m in config["mounts"] if m["type"] == "bind"}
-    assert binds == {"/data/chestxray14": ["rbind", "ro"], "/scratch/chexstack/run1": ["rbind", "rw"]}
+    assert binds == {"/etc/hosts": ["bind", "ro"], "/data/chestxray14": ["rbind", "ro"],
+                     "/scratch/chexstack/run1": ["rbind", "rw"]}
     assert not any(n["type"] in ("network", "uts") for n in config["linux"]["namespaces"])
 
 
