@@ -94,16 +94,18 @@ def render(c, stack=None, format="docker", base=None):
             "sign-key": "PEM private key that signs the SIF (public key beside it as *.pub.pem; default "
                         "$CHEXSTACK_SIF_KEY, else build/keys/sif-signing.pem, made on first use)",
             "push": "HOST[:PORT]/REPO[:TAG]: push the verified image there (never an unverified one; the registry "
-                    "is checked before the build) and print and record its digest (build/records/)"})
+                    "is checked before the build) and print and record its digest (build/records/)",
+            "bundle": "also unpack the verified image into this new folder as an OCI runtime bundle (skopeo, umoci) "
+                      "for Slurm's srun --container (invoke train --launcher slurm --container DIR)"})
 @user_errors
 def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, dry_run=False, allow_mismatch=False,
-          sign_key=None, push=None):
+          sign_key=None, push=None, bundle=None):
     """Build the stack's image (docker SDK), verify it inside, tag it only when it matches its manifest; with
     --runtime singularity|all also its signed SIF, verified inside the same way."""
     from images.build import build as build_image
 
     build_image(stack, runtime=runtime, tag=tag, base=base, no_cache=no_cache, dry_run=dry_run,
-                allow_mismatch=allow_mismatch, sign_key=sign_key, push=push)
+                allow_mismatch=allow_mismatch, sign_key=sign_key, push=push, bundle=bundle)
 
 
 @task(help={"dockerfile": "path of the Dockerfile",
@@ -126,8 +128,8 @@ def convert(c, dockerfile, build_arg=None, output=None):
 
 # --- train (launch/, trainer/) ---------------------------------------------------------------------------------
 #: The options of where ``invoke train`` runs that apply to some launchers only (``launch.where`` checks them).
-WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "render", "submit", "as_root", "nodes",
-                 "ntasks_per_node", "time", "partition", "account", "detach", "requeue")
+WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "container", "rdma", "render", "submit",
+                 "as_root", "nodes", "ntasks_per_node", "time", "partition", "account", "detach", "requeue")
 
 
 @task(
@@ -148,6 +150,9 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
         "per-node": "slurm/k8s: GPUs (or CPU ranks) per node",
         "hybrid": "slurm: the hybrid model (host mpirun + singularity exec of the SIF) instead of srun --mpi=pmix "
                   "with pyxis --container-image",
+        "container": "slurm: Slurm's own OCI containers (srun --container) running this OCI bundle, an absolute path "
+                     "every node sees (invoke build --stack S --bundle DIR makes it); ranks wired by Horovod Gloo "
+                     "from Slurm's task environment",
         "rdma": "k8s: RDMA device plugin resource each worker requests, e.g. rdma/hca_shared_devices_a (+ IPC_LOCK)",
         "render": "slurm/k8s: print the batch script / MPIJob",
         "submit": "slurm/k8s: submit it with sbatch / kubectl and print the job id; slurm waits for the job, showing "
@@ -181,16 +186,16 @@ WHERE_OPTIONS = ("runtime", "network", "image", "per_node", "hybrid", "rdma", "r
 def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epochs=None, batch_size=None,
           image_size=None, output=None, val_fraction=None, test_fraction=None, resume=False, controller=None,
           stack=None, runtime="docker", image=None, network="host", launcher="local", per_node=4, hybrid=False,
-          rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0, time="01:00:00",
-          partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False, validate=False,
-          evidence=None, explain=None, **trainer):
+          container=None, rdma=None, render=False, submit=False, as_root=False, nodes=0, ntasks_per_node=0,
+          time="01:00:00", partition=None, account=None, detach=False, hosts=None, ssh_key=None, requeue=False,
+          validate=False, evidence=None, explain=None, **trainer):
     """Train CheXNet with Horovod on this machine; prints the launch command, progress and a table of AUROCs.
     Every ``python -m trainer`` option (--lr, --seed, --weights, ...) is an option here too, with the trainer's
     help, number type and default (not given here: the trainer's own applies); the ones in this signature come
     first in the trainer's command line. --explain LOG: why a run failed, from its log, with the message a failed
     run prints."""
     import launch
-    from launch.options import given, trainer_argv
+    from launch.options import given, slurm_model, trainer_argv
     from launch.request import TrainRequest
 
     if explain is not None:
@@ -207,9 +212,11 @@ def train(c, gpus=0, np=0, data=None, images=None, labels=None, model=None, epoc
             raise Exit(code=ExitCode.FAILED)
         return
 
-    where = launch.where(launcher, given(train.body, locals(), WHERE_OPTIONS), stack=stack, runtime=runtime,
+    where_given = given(train.body, locals(), WHERE_OPTIONS)
+    scheduler_model, image = slurm_model(hybrid, container, image)
+    where = launch.where(launcher, where_given, stack=stack, runtime=runtime,
                          image=image, network=network, as_root=as_root, hosts=csv_list(hosts), ssh_key=ssh_key,
-                         per_node=per_node, slurm_model="hybrid" if hybrid else None, rdma_resource=rdma,
+                         per_node=per_node, slurm_model=scheduler_model, rdma_resource=rdma,
                          render=render, submit=submit, nodes=nodes or None, ntasks_per_node=ntasks_per_node or None,
                          time=time, partition=partition, account=account, detach=detach, requeue=requeue)
     # the trainer's options, the ones stated above and the others (**trainer), as its command line
@@ -388,7 +395,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
                "cluster's VXLAN pod overlay, as flannel), bridge (each pod on the hosts' bridge); to check the study "
                "on the test cluster, mpijob+RATE (e.g. mpijob+400mbit: the mpijob with each pod's link limited to "
                "RATE both ways, tc tbf on the pod's veth, gone with the pod; needs root) and mpijob+none (the same "
-               "path, nothing planted)",
+               "path, nothing planted); slurm-oci (Slurm's srun --container of the stack's --bundle)",
     "stack": "the stack whose SIF (apptainer) and Docker image (mpijob) run; required with either",
     "hosts": "the nodes every system runs on, comma-separated (default: the nodes Slurm lists and has not lost, "
              "as many as the largest count needs)",
@@ -408,6 +415,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
     "image": "the mpijob system's Docker image (default the stack's verified tag, run from this engine); a registry "
              "reference by digest (REGISTRY/REPO@sha256:...) is pulled by the test cluster's pods' engine, as a "
              "kubelet pulls it, and a pull that fails fails the job",
+    "bundle": "the slurm-oci system's OCI bundle, on storage every node sees (invoke build --stack S --bundle DIR)",
     "label": "names the study's folders and jobs (default study)",
     "output": "folder where the study's folder goes: a sweep JSON per series and figure1.png/.csv/.md "
               "(default bench/results)",
@@ -422,7 +430,7 @@ def bench(c, gpus=None, np=None, stack=None, launcher="local", hosts=None, label
 def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=None, hosts=None, per_node=1,
           repeats=5, results=None, python=None, sif=None, image=None, label="study", output="bench/results",
           title=None, bandwidth=None, time="01:00:00", render=False, seed=None, resolve=None,
-          max_repeats=None, budget=None, **trainer):
+          max_repeats=None, budget=None, bundle=None, **trainer):
     """The seed study on one set of hosts: the same sweep as bare metal, HPC container and Kubernetes pods,
     interleaved, then Figure 1 with intervals, the comparability caption and the gap (docs/benchmarks.md)."""
     from pathlib import Path
@@ -438,7 +446,7 @@ def study(c, systems="baremetal,apptainer,mpijob", gpus=None, np=None, stack=Non
                               hosts=tuple(csv_list(hosts)) or study_.slurm_hosts(), per_node=per_node,
                               results=results or str(main.REPO / "runs" / "study"),
                               python=python or sys.executable, sif=sif, image=image, time=time, seed=seed,
-                              resolve=resolve, max_repeats=max_repeats, budget=budget)
+                              resolve=resolve, max_repeats=max_repeats, budget=budget, bundle=bundle)
     if render:
         print(study_.render(req), end="")
         return

@@ -93,11 +93,13 @@ SYSTEMS = {
     "apptainer": "HPC container: Slurm's hybrid model, the host's mpirun around apptainer exec of the stack's SIF",
     "mpijob": "Kubernetes: the stack's MPIJob as Launcher and Worker pods of its Docker image, each pod's network "
               "namespace on the hosts' bridge",
+    "slurm-oci": "HPC container: Slurm's own OCI containers, srun --container of the stack's OCI bundle, the ranks "
+                 "wired by Horovod's Gloo from Slurm's task environment",
 }
 #: system -> its scheduler in the one table (``launch.schedulers.SCHEDULERS``) and the study option naming what it
 #: runs (``StudyRequest.python``, ``.sif``, ``.image``)
 SCHEDULER_OF = {"baremetal": ("slurm-baremetal", "python"), "apptainer": ("slurm-hybrid", "sif"),
-                "mpijob": ("k8s-mpijob", "image")}
+                "mpijob": ("k8s-mpijob", "image"), "slurm-oci": ("slurm-oci", "bundle")}
 #: the systems whose jobs this machine submits to Slurm and follows (the MPIJob runs as its pods: ``launch.pods``)
 SLURM_SYSTEMS = tuple(s for s, (key, _) in SCHEDULER_OF.items() if SCHEDULERS[key].follows)
 #: A planted system: a system that can be planted (the test cluster's pods), ``+``, then the rate its pods' links
@@ -136,7 +138,8 @@ POD_NETWORK = PodNetwork(plug=(str(TESTCLUSTER), "plug"), launcher_address="10.2
 #: system -> the network paths (``bench.netpath.PATHS``) it can take, its default first: Slurm's ranks run in their
 #: hosts' namespaces; the MPIJob's pods on the pod overlay (flannel's way, the seed's Kubernetes), on their nodes'
 #: network, or on the hosts' bridge.
-PATHS_OF = {"baremetal": ("host",), "apptainer": ("host",), "mpijob": ("overlay", "host", "bridge")}
+PATHS_OF = {"baremetal": ("host",), "apptainer": ("host",), "slurm-oci": ("host",),
+            "mpijob": ("overlay", "host", "bridge")}
 
 
 def series(spec: str) -> tuple[str, str]:
@@ -239,6 +242,7 @@ class StudyRequest:
     resolve: float | None = None
     max_repeats: int | None = None
     budget: float | None = None
+    bundle: str | None = None
 
     @property
     def nodes(self) -> int:
@@ -372,6 +376,13 @@ def preflight(req: StudyRequest) -> None:
     if "apptainer" in systems and not Path(req.sif).is_file():
         raise ChexstackError("--sif %s: no such file; build it with invoke build --stack %s --runtime singularity "
                              "(or --runtime all)" % (req.sif, req.sweep.stack))
+    if any(system_of(s) == "slurm-oci" for s in req.systems):
+        from launch.slurm_oci import bundle_of
+
+        if not req.bundle:
+            raise ChexstackError("--systems slurm-oci runs an OCI bundle: give --bundle DIR (invoke build --stack %s "
+                                 "--bundle DIR makes it)" % req.sweep.stack)
+        bundle_of(req.bundle)  # a missing or foreign bundle, named
     if any(system_of(s) == "mpijob" for s in req.systems):
         import docker.errors
 
@@ -637,6 +648,12 @@ def _record(req: StudyRequest, spec: str, now: datetime, root: Path) -> RunRecor
         labels = inspect_labels(Path(req.sif))
         updates.update(image=req.sif, image_id=labels.get("org.chexstack.docker.image.id"),
                        image_repo_digests=["sha256:%s (the SIF file)" % file_sha256(req.sif)])
+    elif system == "slurm-oci":
+        from images.oci import read_bundle
+
+        made = read_bundle(req.bundle)
+        updates.update(image=req.bundle, image_id=made.image_id,
+                       image_repo_digests=["%s@%s (the OCI bundle's manifest)" % (made.image, made.digest)])
     else:
         image_id, digests = sysinfo.image_identity(req.image, pod_engine(60) if registry_pull(req.image) else None)
         updates.update(image=req.image, image_id=image_id, image_repo_digests=digests)

@@ -28,7 +28,7 @@ import docker.errors
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from envs.manifest import load_stack
-from images import context, labels, registry, sif
+from images import context, labels, oci, registry, sif
 from images.docker_build import docker_build, docker_client
 from images.naming import image_ref
 from images.render import build_context, render
@@ -173,9 +173,10 @@ def _dry_run(dockerfile: str, ctx: dict, lab: dict, ref: str, runtimes: tuple[st
 def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, base: str | None = None,
           no_cache: bool = False, dry_run: bool = False, allow_mismatch: bool = False,
           sif_dir: Path = SIF_DIR, sign_key: str | None = None, push: str | None = None,
-          records_dir: Path = RECORDS_DIR) -> BuildResult:
+          records_dir: Path = RECORDS_DIR, bundle: str | None = None) -> BuildResult:
     """Build, verify and tag the image of ``stack_name``, then push it when ``push`` names a registry reference
-    (see the module docstring)."""
+    (see the module docstring); ``bundle``: also the OCI runtime bundle of the verified image at that folder
+    (``images.oci.make_bundle``: Slurm's ``srun --container``), refused for an image kept despite mismatches."""
     stack = load_stack(stack_name)
     target = registry.require_registry(registry.parse(push, "--push"), "--push") if push else None
     if target is not None and target.digest:
@@ -183,6 +184,10 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     if runtime not in RUNTIMES:
         raise ChexstackError("--runtime %r: expected one of %s" % (runtime, ", ".join(RUNTIMES)))
     runtimes = RUNTIMES[runtime]
+    if bundle:  # before minutes of Docker build: a folder already there, then the tools
+        if os.path.lexists(bundle):
+            raise ChexstackError("--bundle %s: already exists; remove it or name a new folder" % bundle)
+        oci.require_tools()
     if "singularity" in runtimes:
         sif.require_tool()  # before minutes of Docker build
         sif.signing_key(sign_key)  # a key the user names must exist, also before the build
@@ -222,6 +227,13 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
     console.print("[bold green]tagged[/] %s (%s)" % (ref, image_id[:19]))
 
     out = BuildResult(image_id, ref, True, result)
+    if bundle:
+        if not result.ok:
+            raise ChexstackError("--bundle: image %s was kept despite mismatches; an OCI bundle is made from a "
+                                 "verified image only" % ref)
+        made_bundle = oci.make_bundle(ref, bundle)
+        console.print("[bold green]OCI bundle[/] %s of %s (OCI manifest digest %s)"
+                      % (made_bundle.bundle, ref, made_bundle.digest), soft_wrap=True)
     if "singularity" in runtimes:
         console.print("[bold]making the SIF[/] of %s; verifying inside it" % image_id[:19], soft_wrap=True)
         made = sif.build_sif(client, stack, ref, image_id, sif_dir, sign_key)

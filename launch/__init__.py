@@ -4,7 +4,8 @@ One seam (``launch.dispatch``, re-exported here): ``launch.where(launcher, given
 run goes, checked once; ``launch.plan(request, where) -> launch.plans.Plan`` picks the target from ``TARGETS``, as
 Horovod's runner picks ``gloo_run``/``mpi_run`` and spython ``get_writer(name)``; ``launch.run(request, where)``
 executes the plan under the output lock (``launch.local.execute``) or, for a launcher of the scheduler table
-(``launch.schedulers.SCHEDULERS``: Slurm bare metal, pyxis and hybrid, Kubernetes' MPIJob; ``SCHEDULED``), renders
+(``launch.schedulers.SCHEDULERS``: Slurm bare metal, pyxis, hybrid and OCI containers, Kubernetes' MPIJob;
+``SCHEDULED``), renders
 and submits its job through that scheduler's object (``launch.cluster``). The request is checked once, there.
 ``invoke train``, ``invoke bench`` and ``invoke study`` call it and never decide how a run starts themselves;
 ``LAUNCHERS`` are the names of where a run goes.
@@ -26,7 +27,8 @@ container whose only interface is loopback)
 - ``k8s``        Kubeflow MPIJob (``kubeflow.org/v2beta1``)
 - ``submit``     sbatch / kubectl submission
 - ``scheduler``  ``Scheduler``: one way a cluster runs a job (explain, image, job, render, submit, follow, a sweep's
-                 steps); ``slurm_schedulers`` (bare metal, pyxis, hybrid) and ``k8s_scheduler`` (MPIJob) are its objects
+                 steps); ``slurm_schedulers`` (bare metal, pyxis, hybrid), ``slurm_oci`` (``srun --container``) and
+                 ``k8s_scheduler`` (MPIJob) are its objects
 - ``schedulers`` ``SCHEDULERS``, the one table of them, and ``select``, the one place that picks one
 - ``cluster``    ``invoke train --launcher slurm|k8s --render|--submit``: ``ClusterOptions`` and the parts every
                  scheduler shares (the job spec, paths, layout, job names, the local-image warning)

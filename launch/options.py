@@ -43,6 +43,7 @@ LAUNCHERS_OF = {
     "per_node": SCHEDULED,
     "results": SCHEDULED,
     "hybrid": ("slurm",),
+    "container": ("slurm",),
     "nodes": SCHEDULED,
     "ntasks_per_node": SCHEDULED,
     "time": ("slurm",),
@@ -56,6 +57,23 @@ LAUNCHERS_OF = {
     "network": ("local",),
     "as_root": ("local",),
 }
+
+
+def slurm_model(hybrid: bool, container: str | None, image: str | None) -> tuple[str | None, str | None]:
+    """(Slurm model, image) of ``invoke train``'s ``--hybrid`` (``hybrid``, the SIF in ``image``) and ``--container
+    BUNDLE`` (``oci``: Slurm's own OCI containers, the bundle as the image, srun's own option name); neither: the
+    launcher's default model and ``image``. ChexstackError for both, or ``--container`` with ``--image``."""
+    if container is None:
+        return ("hybrid" if hybrid else None), image
+    if hybrid:
+        raise ChexstackError("--container runs Slurm's own OCI containers and --hybrid the hybrid model (singularity "
+                             "exec): give one of them")
+    if image:
+        raise ChexstackError("--container %s names the image (an OCI bundle): leave out --image %s"
+                             % (container, image))
+    return "oci", container
+
+
 #: options of a run here (``--launcher local``) that act on the stack's container, so they need ``--stack``.
 NEEDS_STACK = ("runtime", "network", "image", "as_root")
 

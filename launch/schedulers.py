@@ -2,23 +2,27 @@
 through a scheduler (``launch.options.SCHEDULED``) are the ones named here, and nothing else in ``launch/`` or
 ``bench/`` compares a launcher or model name (``tests/test_launch_schedulers.py``).
 
-A scheduler is picked by its ``launcher`` (``--launcher``), its ``model`` (``--hybrid``: ``hybrid``; None: the
-launcher's default) and whether the run has a stack (``runs_stack``): Slurm without ``--stack`` is bare metal,
-with it pyxis, with ``--hybrid`` the hybrid model. Adding a scheduler: a ``launch.scheduler.Scheduler`` subclass
-in its own module and one entry here (docs/launchers.md, "Adding a scheduler").
+A scheduler is picked by its ``launcher`` (``--launcher``), its ``model`` (``--hybrid``: ``hybrid``;
+``--container BUNDLE``: ``oci``; None: the launcher's default) and whether the run has a stack (``runs_stack``):
+Slurm without ``--stack`` is bare metal, with it pyxis, with ``--hybrid`` the hybrid model, with ``--container``
+Slurm's OCI containers. Adding a scheduler: a ``launch.scheduler.Scheduler`` subclass in its own module and one
+entry here (docs/launchers.md, "Adding a scheduler").
 """
 from __future__ import annotations
 
 from chexstack.errors import ChexstackError
 from launch.k8s_scheduler import MPIJOB
 from launch.scheduler import Scheduler
+from launch.slurm_oci import OCI
 from launch.slurm_schedulers import BAREMETAL, HYBRID, PYXIS
 
-#: name -> scheduler, the one table: Slurm bare metal, pyxis, the hybrid model (Apptainer); Kubernetes' MPIJob.
+#: name -> scheduler, the one table: Slurm bare metal, pyxis, the hybrid model (Apptainer), Slurm's own OCI
+#: containers (``srun --container``); Kubernetes' MPIJob.
 SCHEDULERS: dict[str, Scheduler] = {
     "slurm-baremetal": BAREMETAL,
     "slurm-pyxis": PYXIS,
     "slurm-hybrid": HYBRID,
+    "slurm-oci": OCI,
     "k8s-mpijob": MPIJOB,
 }
 

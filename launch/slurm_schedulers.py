@@ -33,10 +33,11 @@ class SlurmBatch(Scheduler):
     image_hint = " or an enroot .sqsh on shared storage (enroot import dockerd://%s)"
     #: the model of ``launch.slurm.render``/``render_steps``
     script_model = "pyxis"
-    #: how the followed job's ranks start (the follower plan's reason)
+    #: how the followed job's ranks start (the follower plan's reason) and Horovod's controller there
     started_by = "the job script's launcher"
     #: the batch script as a followed job's output folder keeps it (a subject of its signed statement)
     script_file = "job.sbatch"
+    controller = "mpi"
 
     def explain(self) -> str:
         return "a Slurm batch script (%s), handed to sbatch" % self.launch_model
@@ -57,7 +58,7 @@ class SlurmBatch(Scheduler):
 
     @contextlib.contextmanager
     def follow(self, request, spec, text) -> Iterator:
-        with follow_plan(request, spec, text, self.started_by) as plan:
+        with follow_plan(request, spec, text, self.started_by, self.controller) as plan:
             yield plan
 
     def followed(self, output, log, text):
@@ -179,12 +180,13 @@ def slurm_options(request, opts):
 
 
 @contextlib.contextmanager
-def follow_plan(request, spec, script: str, reason: str) -> Iterator:
+def follow_plan(request, spec, script: str, reason: str, controller: str = "mpi") -> Iterator:
     """The ``launch.plans.Plan`` that submits ``script`` and follows the job (``python -m launch.slurmjob SCRIPT
     PATTERN``) of ``request`` (a ``launch.request.TrainRequest``) and ``spec``, for the launcher to execute
     (``launch.local.execute``: the output lock, progress, failure explanation, results). The output folder must be
     visible here (the shared storage the nodes see: ``launch.run`` checks it); ``reason`` says how the ranks
-    start. ChexstackError without sbatch. The script is a temporary file while the context lasts."""
+    start, ``controller`` with which Horovod controller. ChexstackError without sbatch. The script is a temporary file
+    while the context lasts."""
     from launch.plans import Plan
     from launch.submit import submit_slurm
 
@@ -196,7 +198,7 @@ def follow_plan(request, spec, script: str, reason: str) -> Iterator:
     pattern = os.path.join(request.options.output, "slurm-%j.out")
     argv = [sys.executable, "-m", "launch.slurmjob", path, pattern]
     try:
-        yield Plan(argv, {}, "mpi", reason, shown="sbatch (job %s) and follow %s" % (spec.name, pattern))
+        yield Plan(argv, {}, controller, reason, shown="sbatch (job %s) and follow %s" % (spec.name, pattern))
     finally:
         if os.path.exists(path):
             os.unlink(path)

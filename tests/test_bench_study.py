@@ -163,7 +163,7 @@ def test_the_slurm_node_list_is_checked():
 
 @pytest.mark.parametrize("change, message", [
     (dict(systems=("baremetal", "docker")), "--systems: unknown system 'docker' in 'docker'; expected one of "
-                                            "baremetal, apptainer, mpijob, each optionally :PATH"),
+                                            "baremetal, apptainer, mpijob, slurm-oci, each optionally :PATH"),
     (dict(systems=("baremetal", "baremetal:host")), "expected two or more distinct series SYSTEM.:PATH."),
     (dict(systems=("mpijob",)), "--systems mpijob: expected two or more distinct series"),
     (dict(systems=("baremetal", "mpijob:flannel")), "--systems: unknown network path 'flannel' in 'mpijob:flannel'; "

@@ -51,6 +51,11 @@ REQUIRE_GPU_ENV = "CHEXSTACK_REQUIRE_GPU"
 #: the SHA-256 (hex) of the SIF file a rank runs in, set by chexstack's launcher from the file it hands to
 #: ``apptainer exec`` (a SIF cannot hold its own digest); recorded in the run record (``runtime.container``)
 SIF_SHA256_ENV = "CHEXSTACK_SIF_SHA256"
+#: Set by Slurm OCI batch scripts (``launch.slurm_oci``) for every rank in the bundle, as run record key -> variable
+#: (``trainer.runtime.container``): the bundle's path, the image reference and Docker image ID it was made from, its
+#: OCI manifest digest (``images.oci``' record), and how the ranks found each other (``trainer.slurm_gloo``).
+OCI_ENV = (("bundle", "CHEXSTACK_OCI_BUNDLE"), ("image", "CHEXSTACK_OCI_IMAGE"), ("digest", "CHEXSTACK_OCI_DIGEST"),
+           ("image_id", "CHEXSTACK_OCI_IMAGE_ID"), ("rendezvous", "CHEXSTACK_RENDEZVOUS"))
 
 
 #: Default of ``--bn-images``: images (all ranks together) whose BatchNorm statistics replace the moving averages

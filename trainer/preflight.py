@@ -7,7 +7,7 @@ of ``python -m trainer`` arguments):
 
 - options: ``parser()`` (the one declaration of ``python -m trainer``'s options), ``parse_options(argv)`` (the
   values ``argv`` gives, defaults filled in: what the host reads its views from), ``check_options(argv)`` (parse
-  and check as the trainer does), ``REQUIRE_GPU_ENV``, ``SIF_SHA256_ENV``, ``SYNTHETIC``;
+  and check as the trainer does), ``REQUIRE_GPU_ENV``, ``SIF_SHA256_ENV``, ``OCI_ENV``, ``SYNTHETIC``;
 - the inputs and output on this machine: ``check_here(argv)`` (data, images, labels, output folder);
 - the output folder: ``acquire(folder, command)`` (the run's exclusive lock), ``check_free(folder)`` (no other run
   holds it; creates nothing) and ``TOKEN_ENV``;
@@ -32,6 +32,7 @@ SYNTHETIC = sources.SYNTHETIC
 CLASSES = labels.CLASSES
 REQUIRE_GPU_ENV = cli.REQUIRE_GPU_ENV
 SIF_SHA256_ENV = cli.SIF_SHA256_ENV
+OCI_ENV = cli.OCI_ENV
 TOKEN_ENV = runlock.TOKEN_ENV
 SKIPPED_IMAGES = outputs.SKIPPED_IMAGES
 

@@ -114,8 +114,12 @@ SIF_IDENTITY = ("org.chexstack.docker.image.id", "org.chexstack.manifest.sha256"
 def container():
     """Where this process runs: ``{"runtime": "apptainer", "image": SIF path, "labels": {the SIF's
     SIF_IDENTITY labels}, "sha256": the SIF file's SHA-256 (hex) when the launcher gave it (``cli.SIF_SHA256_ENV``)}``
-    inside a SIF, ``{"runtime": "docker"}`` inside a Docker container (its ``/.dockerenv``),
+    inside a SIF; ``{"runtime": "oci", "bundle", "image", "digest", "image_id", "rendezvous"}`` (``cli.OCI_ENV``, the
+    ones set) in a Slurm OCI container; ``{"runtime": "docker"}`` inside a Docker container (its ``/.dockerenv``),
     else None (bare metal)."""
+    if os.environ.get(cli.OCI_ENV[0][1]):
+        return OrderedDict([("runtime", "oci")] + [(key, os.environ[name]) for key, name in cli.OCI_ENV
+                                                    if os.environ.get(name)])
     for runtime, name in CONTAINER_ENV:
         if os.environ.get(name):
             try:
