@@ -9,10 +9,12 @@ verification failed, 2 bad input, 3 a required tool is missing.
 
 ``--push HOST[:PORT]/PATH[:TAG]`` (``images.registry``): the registry is checked before the build (reachable,
 trusted TLS, credentials accepted); after the image verified (never one whose verification failed, also not one
-kept by ``--allow-mismatch``) and its SIF, if asked, the engine's image (by ID) is copied there, and its digest
+kept by ``--allow-mismatch``) the engine's image (by ID) is copied there, and its digest
 printed and written in the build's record, ``build/records/<local tag>.json`` (``BuildRecord``; written whole only
 after the push succeeded, so a failed push leaves no record, never a partial one). ``pushed_reference(local_ref)``
-reads the record back: the ``repo@sha256:…`` a push fixed for that local tag.
+reads the record back: the ``repo@sha256:…`` a push fixed for that local tag. With a SIF asked too
+(``--runtime singularity|all``), the SIF is then built from the registry by that digest, as a site's node pulls
+it (``images.sif.build_sif(pulled=…)``), and verified with the same table as one built from the engine's copy.
 """
 from __future__ import annotations
 
@@ -234,9 +236,12 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
         made_bundle = oci.make_bundle(ref, bundle)
         console.print("[bold green]OCI bundle[/] %s of %s (OCI manifest digest %s)"
                       % (made_bundle.bundle, ref, made_bundle.digest), soft_wrap=True)
+    if target is not None:  # pushed first: the SIF is then built from the registry by digest, as a node pulls it
+        push_verified(out, target, records_dir, stack.name)
     if "singularity" in runtimes:
-        console.print("[bold]making the SIF[/] of %s; verifying inside it" % image_id[:19], soft_wrap=True)
-        made = sif.build_sif(client, stack, ref, image_id, sif_dir, sign_key)
+        console.print("[bold]making the SIF[/] of %s%s; verifying inside it"
+                      % (image_id[:19], " from %s" % out.pushed if out.pushed else ""), soft_wrap=True)
+        made = sif.build_sif(client, stack, ref, image_id, sif_dir, sign_key, pulled=out.pushed)
         print_table(stack, str(made.path), made.verification)
         if not made.verification.ok:
             raise ChexstackError("SIF verification failed: %d row(s) differ; the SIF was removed (the Docker image "
@@ -245,6 +250,4 @@ def build(stack_name: str, *, runtime: str = "docker", tag: str | None = None, b
         out.sif = made.path
         console.print("[bold green]SIF[/] %s signed with %s (label %s=%s)"
                       % (out.sif, made.key, labels.DOCKER_IMAGE_ID, image_id), soft_wrap=True)
-    if target is not None:
-        push_verified(out, target, records_dir, stack.name)
     return out

@@ -125,11 +125,14 @@ def signing_key(path: str | Path | None = None) -> Path:
     return key
 
 
-def definition(archive: Path, labels: dict[str, str]) -> str:
-    """The definition that turns a ``docker save`` archive into a SIF with ``labels`` (written through the one
-    definition model, ``convert.definition``)."""
+def definition(source: Path | str, labels: dict[str, str]) -> str:
+    """The definition that turns the image ``source`` into a SIF with ``labels`` (written through the one
+    definition model, ``convert.definition``): a ``docker save`` archive (a Path: ``Bootstrap: docker-archive``), or
+    a registry reference by digest (a str, ``REGISTRY/REPO@sha256:…``: ``Bootstrap: docker``, which Apptainer pulls
+    from the registry as a site's node would)."""
     body = tuple("    %s %s" % kv for kv in sorted(labels.items()))
-    stage = Stage("docker-archive", str(archive), sections=(Section("labels", body=body),))
+    bootstrap = "docker-archive" if isinstance(source, Path) else "docker"
+    stage = Stage(bootstrap, str(source), sections=(Section("labels", body=body),))
     return Definition((stage,)).text()
 
 
@@ -190,9 +193,12 @@ def verify_sif(stack: Stack, sif: Path, image_id: str, key: Path) -> Verificatio
     return Verification(result.rows + sif_rows(sif, sif_labels(stack, image_id), key), result.probe_error)
 
 
-def build_sif(client, stack: Stack, ref: str, image_id: str, out_dir: Path, key: str | Path | None = None
-              ) -> SifBuild:
-    """Build, sign and verify the SIF of the verified Docker image ``image_id`` (module docstring)."""
+def build_sif(client, stack: Stack, ref: str, image_id: str, out_dir: Path, key: str | Path | None = None,
+              pulled: str | None = None) -> SifBuild:
+    """Build, sign and verify the SIF of the verified Docker image ``image_id`` (module docstring): from the engine's
+    copy (``docker save``), or with ``pulled`` (``REGISTRY/REPO@sha256:…``, that image pushed by digest) from the
+    registry, Apptainer trusting it as its environment says (``SSL_CERT_DIR``); the same labels and the same Table 1
+    verification either way."""
     tool = require_tool()
     key_path = signing_key(key)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -200,11 +206,13 @@ def build_sif(client, stack: Stack, ref: str, image_id: str, out_dir: Path, key:
     partial = final.with_name(final.name + ".partial")
     try:
         with tempfile.TemporaryDirectory(prefix="chexstack-sif-", dir=out_dir) as tmp:
-            archive, recipe = Path(tmp) / "image.tar", Path(tmp) / "from-docker.def"
-            _save(client, image_id, archive)
-            recipe.write_text(definition(archive, sif_labels(stack, image_id)))
+            recipe = Path(tmp) / "from-docker.def"
+            if pulled is None:
+                archive = Path(tmp) / "image.tar"
+                _save(client, image_id, archive)
+            recipe.write_text(definition(archive if pulled is None else pulled, sif_labels(stack, image_id)))
             _step([tool, "build", "--force", str(partial), str(recipe)],
-                  "%s build of %s from the Docker image %s" % (os.path.basename(tool), final, image_id[:19]),
+                  "%s build of %s from the Docker image %s" % (os.path.basename(tool), final, pulled or image_id[:19]),
                   BUILD_TIMEOUT_S)
         _step([tool, "sign", "--key", str(key_path), str(partial)], "signing %s" % partial, 300)
         verification = verify_sif(stack, partial, image_id, key_path)

@@ -193,3 +193,22 @@ def test_the_verified_cpu_image_is_pushed_once_and_its_digest_recorded(cpu_build
                       "pushed": target.pinned(digest), "pushed_tag": str(target), "digest": digest}
     assert image_build.pushed_reference(cpu_build.ref, tmp_path) == target.pinned(digest)
     assert not image_build.record_path(cpu_build.ref, REPO / image_build.RECORDS_DIR).exists()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_sif_built_from_the_registry_by_digest_verifies_the_same_table_1_rows(cpu_build, cpu_sif, testcluster,
+                                                                              tmp_path, monkeypatch):
+    """Issue 42 item 5: ``apptainer build`` from ``docker://REGISTRY/REPO@sha256:…`` (what ``invoke build --push
+    --runtime all`` does after the push) gives a SIF whose Table 1 rows verify as the one built from the engine's
+    copy (the session's ``cpu_sif``), with the same labels and a valid signature."""
+    from images import sif
+
+    target = registry.parse("%s/chexstack/cpu:sif" % testcluster.registry)
+    pinned = target.pinned(registry.push(cpu_build.image_id, target))
+    monkeypatch.setenv("SSL_CERT_DIR", testcluster.registry_cert_dir)
+    stack = load_stack("cpu")
+    made = sif.build_sif(None, stack, cpu_build.ref, cpu_build.image_id, tmp_path, pulled=pinned)
+    assert made.verification.ok, made.verification.mismatches()
+    engine = sif.verify_sif(stack, cpu_sif.path, cpu_build.image_id, made.key)
+    assert [(r.row, r.found) for r in made.verification.rows] == [(r.row, r.found) for r in engine.rows]
