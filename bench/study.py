@@ -411,7 +411,7 @@ def pulled_sif(req: StudyRequest) -> StudyRequest:
     """The request with an apptainer ``--sif oras://REGISTRY/REPO:TAG`` pulled into ``build/sif/pulled/`` and
     verified with the project's key first (``images.sif.pull_verified``): a SIF that fails ``apptainer verify`` is
     refused (ChexstackError, exit 1) before any job runs. Any other request is returned as it is."""
-    if "apptainer" not in req.systems or not (req.sif or "").startswith("oras://"):
+    if not any(system_of(s) == "apptainer" for s in req.systems) or not (req.sif or "").startswith("oras://"):
         return req
     from images.build import SIF_DIR
     from images.sif import pull_verified
