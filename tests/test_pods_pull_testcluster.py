@@ -119,34 +119,56 @@ FAILURES = [
 ]
 
 
-@pytest.mark.parametrize("what,registry,digest,code,trusted", FAILURES, ids=[f[3] for f in FAILURES])
-def test_a_pull_that_fails_fails_the_mpijob_with_the_kubelets_events_and_explain_names_the_cause(
-        testcluster, pods_engine, probe, auth_registry, tmp_path, what, registry, digest, code, trusted):
+def _failing(testcluster, probe, registry, digest) -> str:
     repo, _, own = probe.partition("@")
-    ref = "%s/%s@%s" % (registry or testcluster.registry, PROBE_REPO, digest or own)
+    return "%s/%s@%s" % (registry or testcluster.registry, PROBE_REPO, digest or own)
+
+
+def test_a_pull_that_fails_fails_the_mpijob_with_the_kubelets_events_and_explain_names_the_cause(
+        testcluster, pods_engine, probe, tmp_path):
+    """The whole path once, through ``invoke study`` (a wrong digest): the job fails (exit 1) naming the series and
+    the pull, its events saved, nothing run after it; each cause's own text is checked below, engine-side."""
+    ref = _failing(testcluster, probe, None, NO_SUCH_DIGEST)
+    ran = cmd.run("study", "--systems", "mpijob,baremetal", "--np", "1", "--hosts", "chex1", "--stack", "cpu",
+                  "--image", ref, "--data", "synthetic", "--steps", "1", "--repeats", "1", "--seed", "1",
+                  "--results", str(tmp_path / "runs"), "--output", str(tmp_path / "out"),
+                  env={"SLURM_CONF": testcluster.slurm_conf})
+    text = ran.stdout + ran.stderr
+    assert ran.returncode == 1, text[-3000:]
+    assert "mpijob:overlay, round 1, 1 ranks: the pods' image %s could not be pulled" % ref in text, text[-3000:]
+    assert re.findall(r"\[([A-Z][A-Z0-9_]+)\]", text)[0] == "IMAGE_MANIFEST_UNKNOWN", text[-3000:]
+    events, = (tmp_path / "runs").glob("study-*/mpijob-overlay/repeat-1/np-1-events.log")
+    lines = events.read_text().splitlines()
+    assert lines[0] == 'Pulling image "%s"' % ref and lines[-1] == "Error: ErrImagePull", lines
+    # seed 1 orders round 1 mpijob:overlay, baremetal:host (bench.study.round_order): nothing ran after the pull
+    assert not list((tmp_path / "runs").glob("study-*/baremetal-host")), "nothing ran after the failed pull"
+    assert _absent(pods_engine, ref) and not pods_engine.containers.list(all=True)
+
+
+@pytest.mark.parametrize("what,registry,digest,code,trusted", FAILURES, ids=[f[3] for f in FAILURES])
+def test_each_failed_pull_gives_the_kubelets_events_and_explain_names_its_cause(
+        testcluster, pods_engine, probe, auth_registry, tmp_path, what, registry, digest, code, trusted):
+    """The pods' engine's pull (``launch.pods.pull_image``, what a job's pods do first) of each wrong reference:
+    the kubelet's events with dockerd's own text, and ``invoke train --explain`` of those events names the cause."""
+    from launch.pods import ImagePullError, pull_image
+
+    ref = _failing(testcluster, probe, registry, digest)
     if trusted:
         os.makedirs(auth_registry, exist_ok=True)
         shutil.copy(testcluster.registry_ca, os.path.join(auth_registry, "ca.crt"))
     try:
-        ran = cmd.run("study", "--systems", "mpijob,baremetal", "--np", "1", "--hosts", "chex1", "--stack", "cpu",
-                      "--image", ref, "--data", "synthetic", "--steps", "1", "--repeats", "1", "--seed", "1",
-                      "--results", str(tmp_path / "runs"), "--output", str(tmp_path / "out"),
-                      env={"SLURM_CONF": testcluster.slurm_conf})
+        with pytest.raises(ImagePullError) as failed:
+            pull_image(pods_engine, ref)
     finally:
         shutil.rmtree(auth_registry, ignore_errors=True)
-    text = ran.stdout + ran.stderr
-    assert ran.returncode == 1, text[-3000:]
-    assert "mpijob:overlay, round 1, 1 ranks: the pods' image %s could not be pulled" % ref in text, text[-3000:]
-    assert re.findall(r"\[([A-Z][A-Z0-9_]+)\]", text)[0] == code, text[-3000:]
-    events, = (tmp_path / "runs").glob("study-*/mpijob-overlay/repeat-1/np-1-events.log")
-    lines = events.read_text().splitlines()
+    lines = failed.value.events
     assert lines[0] == 'Pulling image "%s"' % ref and lines[-1] == "Error: ErrImagePull", lines
     assert lines[1].startswith('Failed to pull image "%s": ' % ref), lines
-    # seed 1 orders round 1 mpijob:overlay, baremetal:host (bench.study.round_order): nothing ran after the pull
-    assert not list((tmp_path / "runs").glob("study-*/baremetal-host")), "nothing ran after the failed pull"
-    assert _absent(pods_engine, ref) and not pods_engine.containers.list(all=True)
-    again = cmd.run("train", "--explain", str(events))  # the saved events alone name the same cause
+    events = tmp_path / "np-1-events.log"
+    events.write_text("\n".join(lines) + "\n")
+    again = cmd.run("train", "--explain", str(events))  # the saved events alone name the cause
     assert again.returncode == 1 and "[%s]" % code in again.stdout, again.stdout
+    assert _absent(pods_engine, ref)
 
 
 def test_skopeos_refusal_of_a_registry_that_wants_credentials_is_named(testcluster, probe, auth_registry, tmp_path):

@@ -191,11 +191,13 @@ def test_the_study_finds_a_planted_slowdown_and_nothing_where_nothing_is_planted
     # planted: found slower, the interval away from 0 ...
     low, high = bounds[PLANTED_SERIES]
     assert rows[PLANTED_SERIES]["verdict"] == "distinguishable" and high < 0, (rows, text[-3000:])
-    # ... holding the slowdown measured directly: the timeline's step of the plain MPIJob against that step plus
-    # the exposed allreduce the plant added (medians over the rounds), as images/s
+    # ... holding the slowdown measured directly beside it by another instrument: Horovod's timeline's step of the
+    # plain MPIJob against the planted one's (medians over the rounds), as images/s. Not the plain step plus the
+    # exposed allreduce alone: with one core per host the ranks' MPI progress spins on that core while the limited
+    # link drains, so compute grows too (seen: +133 ms beside +180 ms of exposed allreduce, 2026-12-06)
     plain, planted = (load_sweep(folder / ("%s.json" % s)).point(2).step_split
                       for s in ("mpijob-bridge", "mpijob-400mbit-bridge"))
-    direct = 100.0 * (plain.step_s / (plain.step_s + planted.exposed_allreduce_s - plain.exposed_allreduce_s) - 1.0)
+    direct = 100.0 * (plain.step_s / planted.step_s - 1.0)
     assert low <= direct <= high, (direct, rows[PLANTED_SERIES], gap[PLANTED_SERIES])
     # ... and attributed to exposed allreduce, not compute
     planted_gap = gap[PLANTED_SERIES]
