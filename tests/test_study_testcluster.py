@@ -4,7 +4,8 @@ MPIJob as pods, once on the flannel-style VXLAN overlay and once on the hosts' n
 factor of its own) at 1 and 2 CPU ranks, one rank per host, 2 paired rounds in the seed's order, on the real
 sample (a prepared copy at 32 px, which every system reads as the trainer does), with Horovod's timeline; then
 the four-series Figure 1, its tables and the gap. The MPIJob's pods pull the cpu image from the test cluster's
-registry by digest (pushed here with skopeo) into the pods' engine, which held no copy before (issue 42 item 4).
+registry by digest (pushed here by images.registry.push, as invoke build --push does) into the pods' engine,
+which held no copy before (issue 42 item 4).
 The numbers of a few steps on 2 shared cores mean little: the test is of the method (every system on the same hosts
 with the same versions and data, the order, the comparison), not of the speed.
 
@@ -47,21 +48,19 @@ def prepared(tmp_path_factory):
     return folder
 
 
-def _pushed(testcluster, built, tmp_path) -> str:
-    """The verified cpu image copied to the cluster's registry under the project's name (skopeo): its reference by
-    digest."""
-    digest = tmp_path / "digest"
-    copy = subprocess.run(["skopeo", "copy", "-q", "--digestfile", str(digest), "docker-daemon:" + built.ref,
-                           "docker://%s/chexstack/cpu:study" % testcluster.registry], capture_output=True, text=True,
-                          timeout=900)
-    assert copy.returncode == 0, copy.stderr
-    return "%s/chexstack/cpu@%s" % (testcluster.registry, digest.read_text().strip())
+def _pushed(testcluster, built) -> str:
+    """The verified cpu image pushed to the cluster's registry under the project's name by the product's own push
+    (``images.registry.push``, what ``invoke build --push`` runs): its reference by digest."""
+    from images import registry
+
+    target = registry.parse("%s/chexstack/cpu:study" % testcluster.registry)
+    return target.pinned(registry.push(built.image_id, target))
 
 
 def test_three_systems_interleaved_on_both_hosts_then_figure1_with_the_gap(testcluster, client, cpu_build, cpu_sif,
                                                                            prepared, tmp_path):
     results, output = tmp_path / "runs", tmp_path / "figures"
-    pinned = _pushed(testcluster, cpu_build, tmp_path)
+    pinned = _pushed(testcluster, cpu_build)
     pods = pod_engine()
     assert cpu_build.image_id not in [i.id for i in pods.images.list()], "the pods' engine holds no copy before"
     ran = subprocess.run(
