@@ -521,6 +521,7 @@ def _run_mpijob(req: StudyRequest, spec: str, repeat: int, root: Path, jobs: lis
     pull = registry_pull(req.image)
     client = pod_engine() if pull else engine.client()
     key = SCHEDULER_OF["mpijob"][0]
+    (system, path), cpus = series(spec), testcluster_cpus()  # once a round, not once a count
     for obj in objs:
         jobs.append(attest.job_block(key, SCHEDULERS[key].artifact, yaml.safe_dump(obj, sort_keys=False),
                                      obj["metadata"]["name"]))
@@ -529,8 +530,7 @@ def _run_mpijob(req: StudyRequest, spec: str, repeat: int, root: Path, jobs: lis
         observe = _observe_pods(folder / ("np-%d-network.json" % ranks)) if repeat == 1 and workers > 1 else None
         events = folder / ("np-%d-events.log" % ranks)
         with tempfile.TemporaryDirectory(prefix="chexstack-pods-") as pods:
-            system, path = series(spec)
-            network = pod_network(path, req.hosts[:workers], plant(system), testcluster_cpus())
+            network = pod_network(path, req.hosts[:workers], plant(system), cpus)
             try:
                 job = PodJob(client, obj, network, Path(pods), claims={CLAIM: str(root)}, pull=pull)
             except ImagePullError as e:
