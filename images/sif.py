@@ -45,6 +45,7 @@ from chexstack.tools import run, run_checked
 from convert.definition import Definition, Section, Stage
 from envs.manifest import Stack
 from images.labels import DOCKER_IMAGE_ID, MANIFEST_SHA256
+from images import registry
 from images.naming import manifest_digest
 from images.verify import MATCH, MISMATCH, PROBE, ProbeResult, Row, Verification, compare
 
@@ -127,12 +128,19 @@ def signing_key(path: str | Path | None = None) -> Path:
 
 def definition(source: Path | str, labels: dict[str, str]) -> str:
     """The definition that turns the image ``source`` into a SIF with ``labels`` (written through the one
-    definition model, ``convert.definition``): a ``docker save`` archive (a Path: ``Bootstrap: docker-archive``), or
-    a registry reference by digest (a str, ``REGISTRY/REPO@sha256:…``: ``Bootstrap: docker``, which Apptainer pulls
-    from the registry as a site's node would)."""
+    definition model, ``convert.definition``): a registry reference by digest (``REGISTRY/REPO@sha256:…``:
+    ``Bootstrap: docker``, which Apptainer pulls from the registry as a site's node would), else the path of a
+    ``docker save`` archive, as a Path or as text (``Bootstrap: docker-archive``). ValueError for a registry
+    reference without a digest (a tag can move between build and run)."""
     body = tuple("    %s %s" % kv for kv in sorted(labels.items()))
-    bootstrap = "docker-archive" if isinstance(source, Path) else "docker"
-    stage = Stage(bootstrap, str(source), sections=(Section("labels", body=body),))
+    if registry.is_registry_reference(str(source)):
+        ref = registry.parse(str(source))
+        if not ref.digest:
+            raise ValueError("a SIF is built from a registry image by digest only, not %s" % ref)
+        bootstrap, image = "docker", str(ref)
+    else:  # a path, given as a Path or as text: the saved archive
+        bootstrap, image = "docker-archive", str(Path(source))
+    stage = Stage(bootstrap, image, sections=(Section("labels", body=body),))
     return Definition((stage,)).text()
 
 

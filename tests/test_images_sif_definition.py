@@ -33,3 +33,16 @@ def test_a_sif_digest_is_read_once_per_file_version(tmp_path, monkeypatch):
     os.utime(path, ns=(1, 1))
     assert sif.file_sha256(path) == hashlib.sha256(b"two!").hexdigest()
     assert reads == [str(path)] * 2
+
+
+def test_the_sif_definition_pulls_a_registry_image_by_digest_and_refuses_a_tag():
+    import pytest
+    from pathlib import Path
+
+    digest = "sha256:" + "ef" * 32
+    (stage,) = Definition.parse(definition("10.213.57.1:5000/chexstack/cpu@" + digest, {})).stages
+    assert (stage.bootstrap, stage.image) == ("docker", "10.213.57.1:5000/chexstack/cpu@" + digest)
+    (stage,) = Definition.parse(definition(Path("/tmp/build/cpu.tar"), {})).stages
+    assert (stage.bootstrap, stage.image) == ("docker-archive", "/tmp/build/cpu.tar")
+    with pytest.raises(ValueError, match="by digest only"):
+        definition("10.213.57.1:5000/chexstack/cpu:v1", {})
