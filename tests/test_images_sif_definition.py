@@ -36,8 +36,9 @@ def test_a_sif_digest_is_read_once_per_file_version(tmp_path, monkeypatch):
 
 
 def test_the_sif_definition_pulls_a_registry_image_by_digest_and_refuses_a_tag():
-    import pytest
     from pathlib import Path
+
+    import pytest
 
     digest = "sha256:" + "ef" * 32
     (stage,) = Definition.parse(definition("10.213.57.1:5000/chexstack/cpu@" + digest, {})).stages
