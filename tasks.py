@@ -112,16 +112,20 @@ def build(c, stack=None, runtime="docker", tag=None, base=None, no_cache=False, 
             "build-arg": "NAME=VALUE for an ARG, or NAME for its value in the environment (repeatable), as docker "
                          "build --build-arg",
             "output": "write the definition here instead of stdout (never over the Dockerfile, its ignore file or a "
-                      "COPY/ADD source)"}, iterable=["build_arg"])
+                      "COPY/ADD source)",
+            "pull": "where a base image's config is read: missing (default: the local engine, else the image's "
+                    "registry, as docker build pulls) or never (the local engine only, as podman build --pull=never)"},
+      iterable=["build_arg"])
 @user_errors
-def convert(c, dockerfile, build_arg=None, output=None):
+def convert(c, dockerfile, build_arg=None, output=None, pull="missing"):
     """Convert a Dockerfile to a Singularity definition that builds and runs the same, or refuse naming the line
     (exit 2)."""
     from chexstack.outputs import output_file
+    from convert.base import pull_reader
     from convert.dockerfile import convert_file, parse_build_args
 
     target = output_file(output, "--output") if output else None
-    text = convert_file(dockerfile, parse_build_args(build_arg), target)
+    text = convert_file(dockerfile, parse_build_args(build_arg), target, pull_reader(pull))
     if not target:
         sys.stdout.write(text)
 

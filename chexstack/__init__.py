@@ -9,6 +9,10 @@ Only what several areas need lives here, one home each:
 - ``chexstack.outputs``: a result path checked before the work (``output_file``, ``output_folder``);
   ``chexstack.inputs``: a file to read checked (``input_file``);
 - ``chexstack.engine``: the one door to the Docker engine (``client``, ``optional_client``);
+- ``chexstack.registry``: the one door to OCI registries (skopeo): ``parse`` reads an image reference
+  (distribution/reference's grammar) into a ``Reference``; ``resolve`` gives its digest, ``config`` its image config
+  (what ``convert`` reads of a base the engine does not hold), ``push`` copies an engine image there; each raises
+  ``RegistryError`` naming the registry and the cause;
 - ``chexstack.tools``: the one way to run a tool (``chexstack.tools.run`` -> ``ToolRun``: timeout, a missing tool
   recorded, never raised);
 - ``chexstack.cli``: invoke's machinery for tasks (``chexstack.cli.task``, ``chexstack.cli.user_errors``,

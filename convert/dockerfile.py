@@ -105,7 +105,7 @@ import dockerfile
 from chexstack.errors import ChexstackError
 from chexstack.inputs import input_file, read_text
 from convert import dockerignore, words
-from convert.base import BaseImage, Reader, engine_reader
+from convert.base import BaseImage, Reader, default_reader
 from convert.definition import Definition, Section, Stage
 from convert.lint import lint_definition
 from convert.words import UnsupportedExpansion
@@ -469,7 +469,7 @@ class _Converter:
         if name in names:
             self.fail("stage name %s is used twice" % name)
         base = alias.base if alias is not None else self.bases(image)
-        self.stages.append(_Stage(name, image, "docker-daemon" if base.local_only else "docker", base))
+        self.stages.append(_Stage(name, base.pinned or image, "docker-daemon" if base.local_only else "docker", base))
         self.stage.post.append(DOCKER_ENV)
         if platform:  # a native build only: the build stops where the machine that builds is another platform
             self.stage.need("platform")
@@ -995,7 +995,8 @@ class _Converter:
         if ref.lower() == self.stage.name:
             self.fail("--from=%s names the stage itself" % ref)
         base = self.bases(ref)
-        extra = _Stage(self._fresh("image%d" % sum(1 for s in self.stages if s.name.startswith("image"))), ref,
+        extra = _Stage(self._fresh("image%d" % sum(1 for s in self.stages if s.name.startswith("image"))),
+                       base.pinned or ref,
                        "docker-daemon" if base.local_only else "docker", base, post=[DOCKER_ENV])
         self.stages.insert(len(self.stages) - 1, extra)
         return extra.name
@@ -1158,12 +1159,13 @@ def convert(dockerfile_path: str | Path, build_args: dict[str, str | None] | Non
             bases: Reader | None = None) -> Conversion:
     """The definition of ``dockerfile_path`` that builds and runs as Docker would, and the conversion's warnings.
     ``build_args`` as ``parse_build_args`` gives them (None: given without a value the environment has); ``bases``
-    reads each base image's config (``convert.base``; default: the local Docker engine's, ``engine_reader()``;
+    reads each base image's config (``convert.base``; default: the local Docker engine's, else its registry's,
+    ``default_reader()``;
     ``convert.base.OFFLINE`` reads none). Errors: ``ChexstackError`` naming the file, the line, the instruction and
     why it cannot be kept."""
     path = input_file(dockerfile_path, str(dockerfile_path), "a Dockerfile")
     read_text(path, str(path), "a Dockerfile")
-    conv = _Converter(path, build_args or {}, bases or engine_reader())
+    conv = _Converter(path, build_args or {}, bases or default_reader())
     stages = conv.run()
     text = write(stages, path.name).text()
     return Conversion(lint_definition(text, str(path)), conv.warnings, conv.reads, conv.kinds,
@@ -1238,11 +1240,11 @@ def parse_build_args(items: list[str] | None, environ: dict[str, str] | None = N
 
 
 def convert_file(dockerfile_path: str | Path, build_args: dict[str, str | None] | None = None,
-                 output: str | Path | None = None) -> str:
+                 output: str | Path | None = None, bases: Reader | None = None) -> str:
     """Like ``convert``, the warnings printed to stderr; with ``output``, the definition ``save``d there."""
     import sys
 
-    result = convert(dockerfile_path, build_args)
+    result = convert(dockerfile_path, build_args, bases)
     if output is not None:
         save(result, output)
     for w in result.warnings:

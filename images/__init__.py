@@ -25,11 +25,8 @@ What other areas may rely on (signatures and fields are the code's; each module'
 - **SIF**: ``images.sif.build_sif`` -> ``SifBuild`` (docker save -> ``apptainer build`` -> sign -> verify: the SIF
   reaches its final path only when its verification is ok); ``images.sif.require_tool`` is ``apptainer``, else
   ``singularity`` (exit 3 without).
-- **Registries**: ``images.registry.parse`` reads an image reference (distribution/reference's grammar) into a
-  ``Reference``; ``images.registry.resolve`` gives a reference's digest in its registry, ``images.registry.push``
-  copies an engine image there (skopeo); both raise ``images.registry.RegistryError`` naming the registry and the
-  cause. ``images.build.push_verified`` pushes only a verified build and writes its ``BuildRecord``;
-  ``images.build.pushed_reference`` reads the ``repo@sha256:…`` a push fixed for a local tag.
+- **Registries** (``chexstack.registry``): ``images.build.push_verified`` pushes only a verified build and writes
+  its ``BuildRecord``; ``images.build.pushed_reference`` reads the ``repo@sha256:…`` a push fixed for a local tag.
 - **Bases**: ``facts.apt_sources.debian_mirror`` is the one choice of debootstrap's mirror;
   ``images.local_base.ensure_debian_base`` makes or reuses the registry-free test base
   ``chexstack-local/debian:bookworm``. Every image part (``images.parts``, ``images.mpijob``, ``images.horovod``)

@@ -7,7 +7,7 @@ A failed build or verification leaves no tag: the image is built untagged and ``
 the image label ``org.chexstack.verification.mismatches``. Exit codes (``ChexstackError.exit_code``): 1 build or
 verification failed, 2 bad input, 3 a required tool is missing.
 
-``--push HOST[:PORT]/PATH[:TAG]`` (``images.registry``): the registry is checked before the build (reachable,
+``--push HOST[:PORT]/PATH[:TAG]`` (``chexstack.registry``): the registry is checked before the build (reachable,
 trusted TLS, credentials accepted); after the image verified (never one whose verification failed, also not one
 kept by ``--allow-mismatch``) the engine's image (by ID) is copied there, and its digest
 printed and written in the build's record, ``build/records/<local tag>.json`` (``BuildRecord``; written whole only
@@ -27,10 +27,11 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from chexstack import registry
 from chexstack.console import console, warn
 from chexstack.errors import ChexstackError, ExitCode
 from envs.manifest import load_stack
-from images import context, labels, oci, registry, sif
+from images import context, labels, oci, sif
 from images.docker_build import docker_build, docker_client
 from images.naming import image_ref
 from images.render import build_context, render
@@ -118,7 +119,7 @@ def push_verified(built: BuildResult, target: registry.Reference, records_dir: P
 
 def pinned_base(base: str | None) -> str | None:
     """``base`` as the build's FROM: a registry reference by tag resolved now to ``repo@sha256:…`` (the engine then
-    pulls exactly that manifest; ``images.registry.resolve``, RegistryError when the registry cannot be used), one
+    pulls exactly that manifest; ``chexstack.registry.resolve``, RegistryError when the registry cannot be used), one
     by digest as given; a local name (no registry) as given."""
     if not base or not registry.is_registry_reference(base):
         return base

@@ -40,11 +40,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from chexstack import registry
 from chexstack.errors import ChexstackError, ExitCode
 from chexstack.tools import run, run_checked
 from convert.definition import Definition, Section, Stage
 from envs.manifest import Stack
-from images import registry
 from images.labels import DOCKER_IMAGE_ID, MANIFEST_SHA256
 from images.naming import manifest_digest
 from images.verify import MATCH, MISMATCH, PROBE, ProbeResult, Row, Verification, compare

@@ -154,11 +154,12 @@ def job_spec(request: TrainRequest, opts: ClusterOptions) -> JobSpec:
 
 def pinned_image(stack: Stack | None, image: str, given: str | None) -> tuple[str, str | None]:
     """(the image a job names, what it was pinned from or None). A registry reference given by tag (``--image
-    HOST/REPO:TAG``) is resolved to its digest now, at render time (``images.registry.resolve``: RegistryError
+    HOST/REPO:TAG``) is resolved to its digest now, at render time (``chexstack.registry.resolve``: RegistryError
     naming the registry and the cause when it cannot be); one given by digest stays as given; without ``--image``,
     the stack's local tag becomes the ``repo@sha256:…`` that ``invoke build --push`` recorded for it
     (``images.build.pushed_reference``), if any. Paths (SIF, squashfs) and bare metal stay as they are."""
-    from images import build, registry
+    from chexstack import registry
+    from images import build
 
     if stack is None:
         return image, None

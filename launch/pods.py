@@ -63,8 +63,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chexstack import registry
 from chexstack.errors import ChexstackError, ExitCode
-from images import registry
 
 #: mpi-operator's Launcher environment for Open MPI (``ompiEnvVars``) and the job role it sets.
 OPERATOR_LAUNCHER_ENV = {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
@@ -135,7 +135,7 @@ class ImagePullError(ChexstackError):
 
 def registry_pull(ref: str) -> bool:
     """Whether pods of the image ``ref`` pull it from its registry (True: a registry reference by digest, read by
-    ``images.registry.parse``) or run the engine's local image (False: a local tag or image ID, no registry named).
+    ``chexstack.registry.parse``) or run the engine's local image (False: a local tag or image ID, no registry named).
     ChexstackError for a registry reference by tag: a tag can move between the push and the pull; give the digest
     it resolves to."""
     if not registry.is_registry_reference(ref):

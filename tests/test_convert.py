@@ -41,7 +41,7 @@ def no_engine(monkeypatch):
     """Every conversion here reads no base image's config (``convert.base.OFFLINE``): the goldens depend on the
     Dockerfile's text alone, never on what the local engine happens to hold. ``tests/test_convert_base.py`` tests
     the config read."""
-    monkeypatch.setattr(dockerfile_module, "engine_reader", lambda *args, **kwargs: OFFLINE)
+    monkeypatch.setattr(dockerfile_module, "default_reader", lambda *args, **kwargs: OFFLINE)
 
 
 def unread(path, image: str, line: int = 1) -> str:

@@ -55,7 +55,8 @@ def _post(text: str) -> str:
 def test_52_refused_for_the_base_config_it_depends_on_at_its_line():
     """Offline (the base not read): exit 2 at line 2, naming the base's config as the reason, where it was looked
     for, and what makes the file convertible -- not only the undefined ``$MAMBA_USER``."""
-    p = cmd.run("convert", str(CASE52 / "Dockerfile"), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    p = cmd.run("convert", str(CASE52 / "Dockerfile"), "--pull", "never",
+                env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert p.returncode == 2, p.stdout + p.stderr
     out = p.stdout + p.stderr
     assert "Traceback" not in out
@@ -168,6 +169,48 @@ def test_with_the_config_read_a_name_nothing_defines_is_unset_as_docker_reads_it
     post = _post(convert(df, bases=_reader({"chexstack-test/base:1": {"Env": ["PATH=/bin"]}})).text)
     assert "mkdir -p /app/x\ncd /app/x" in post
     assert 'export LOG=/log\nexport P="${TARGETARCH}"' in post
+
+
+# --- where a base's config is read: the engine, then its registry (--pull) -----------------------------------------
+def test_the_first_reader_that_reads_the_base_wins_and_a_base_none_reads_gives_each_reason():
+    from convert.base import first_read
+
+    def says(why):
+        return lambda image: BaseImage(image, why_not=why)
+
+    read = first_read(says("not in the engine"), _reader({"b:1": {"User": "7"}}), says("never asked"))
+    assert read("b:1").user == "7" and read("b:1").read_from == "a stub engine"
+    unread = read("c:1")
+    assert not unread.read and unread.why_not == "not in the engine; not looked up (the conversion was asked to " \
+                                                 "read no engine); never asked"
+
+
+def test_pull_never_reads_no_registry_and_another_policy_is_refused_naming_the_option():
+    from convert.base import pull_reader
+
+    assert pull_reader("missing") is None  # convert's default: the engine, then the registry
+    with pytest.raises(ChexstackError, match=r"^--pull 'sometimes': expected one of missing, never$"):
+        pull_reader("sometimes")
+    p = cmd.run("convert", str(CASE52 / "Dockerfile"), "--pull", "sometimes", expect=2)
+    assert p.stderr.strip() == "error: --pull 'sometimes': expected one of missing, never"
+
+
+def test_a_registry_that_cannot_be_reached_leaves_the_base_unread_naming_it_and_the_cause():
+    """A registry reader on an address where nothing listens (port 9 on the loopback): not read, the registry and
+    skopeo's cause named; where skopeo is not installed the reason says that instead (the condition explicit)."""
+    import shutil
+
+    from convert.base import registry_reader
+
+    base = registry_reader(timeout=20)("127.0.0.1:9/chexstack-test/base:1")
+    assert not base.read and base.pinned is None
+    if shutil.which("skopeo"):
+        assert base.why_not.startswith("registry 127.0.0.1:9: cannot read 127.0.0.1:9/chexstack-test/base:1: it "
+                                       "cannot be reached ("), base.why_not
+    else:
+        assert "needs skopeo, which is not on PATH" in base.why_not
+    bad = registry_reader()("Not/A Reference")
+    assert not bad.read and bad.why_not.startswith("the base image 'Not/A Reference': not an image reference")
 
 
 # --- ONBUILD ---------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ REFUSALS = {"FROM a previous stage": 1, "FROM scratch": 1, "has no health checks
 
 @pytest.fixture(autouse=True)
 def no_engine(monkeypatch):
-    monkeypatch.setattr(dockerfile_module, "engine_reader", lambda *args, **kwargs: OFFLINE)
+    monkeypatch.setattr(dockerfile_module, "default_reader", lambda *args, **kwargs: OFFLINE)
 
 
 def field_files() -> list[Path]:

@@ -1,4 +1,4 @@
-"""``images.registry`` without a registry: the reference grammar (distribution/reference's), the one-line causes
+"""``chexstack.registry`` without a registry: the reference grammar (distribution/reference's), the one-line causes
 made from skopeo's real messages (skopeo 1.9.3 against the test cluster's registry, 2026-12-06), ``invoke build
 --push`` refusing a bad or registry-less reference before any build, and the build's record read back."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chexstack.errors import ChexstackError
+from chexstack.registry import Reference, cause, parse
 from images import build as image_build
-from images.registry import Reference, cause, parse
 from tests.lib import cli as cmd
 
 DIGEST = "sha256:feb652c11d48693c74e5461bd914dcdb8bae192c504378f8524751d85f3a5edd"

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
+from chexstack import registry
 from chexstack.errors import ChexstackError, ExitCode
 from envs.manifest import load_stack
 from images import build as image_build
-from images import registry
 from images.verify import compare, launch_report, probe_image
 from tests.lib import cli as cmd
 from tests.lib.paths import REPO
@@ -54,7 +54,7 @@ def test_registry_serves_tls_on_the_bridge_address_only_with_the_ca_made_at_up(t
 
 @pytest.fixture(scope="module")
 def pushed_debian(testcluster, debian_base, client):
-    """The local Debian base pushed by ``images.registry.push`` under the project's own name,
+    """The local Debian base pushed by ``chexstack.registry.push`` under the project's own name,
     ``10.213.57.1:5000/chexstack/debian:bookworm``: (that Reference, its digest)."""
     target = registry.parse("%s/chexstack/debian:bookworm" % testcluster.registry)
     return target, registry.push(client.images.get(debian_base).id, target)
@@ -212,3 +212,27 @@ def test_a_sif_built_from_the_registry_by_digest_verifies_the_same_table_1_rows(
     assert made.verification.ok, made.verification.mismatches()
     engine = sif.verify_sif(stack, cpu_sif.path, cpu_build.image_id, made.key)
     assert [(r.row, r.found) for r in made.verification.rows] == [(r.row, r.found) for r in engine.rows]
+
+
+@pytest.mark.docker
+def test_convert_reads_a_base_the_engine_does_not_hold_from_its_registry_and_pins_the_digest_read(
+        testcluster, pushed_debian, micromamba_standin, client, tmp_path):
+    """Issue 45's F5 kind (USER, WORKDIR, ``--chown`` naming the base's ENV) with the base only in a registry: the
+    micromamba stand-in pushed to the test registry (the engine holds no image under that name) and case 52
+    converted FROM it by tag, through ``invoke convert``: its config is read from the registry, so the definition
+    is the engine-read one (the golden) bootstrapped from the registry by the digest that was read; ``--pull never``
+    refuses it naming the real reason."""
+    from tests.lib.standins import case52_context
+
+    target = registry.parse("%s/chexstack-test/micromamba:0.21.0" % testcluster.registry)
+    digest = registry.push(client.images.get(micromamba_standin).id, target)
+    assert not any(str(target) in image.tags for image in client.images.list())
+    df = case52_context(tmp_path, str(target))
+    ran = cmd.run("convert", str(df), expect=0)
+    golden = (REPO / "tests" / "golden" / "convert" / "base-52-micromamba.def").read_text()
+    assert ran.stdout == golden.replace("Bootstrap: docker\nFrom: mambaorg/micromamba:0.21.0\n",
+                                        "Bootstrap: docker\nFrom: %s\n" % target.pinned(digest))
+    assert "was not read" not in ran.stderr
+    offline = cmd.run("convert", str(df), "--pull", "never", expect=2)
+    assert "the build depends on the base image %s's config" % target in offline.stderr
+    assert "the local Docker engine does not hold %s; --pull never: no registry is read" % target in offline.stderr

@@ -4,7 +4,7 @@ MPIJob as pods, once on the flannel-style VXLAN overlay and once on the hosts' n
 factor of its own) at 1 and 2 CPU ranks, one rank per host, 2 paired rounds in the seed's order, on the real
 sample (a prepared copy at 32 px, which every system reads as the trainer does), with Horovod's timeline; then
 the four-series Figure 1, its tables and the gap. The MPIJob's pods pull the cpu image from the test cluster's
-registry by digest (pushed here by images.registry.push, as invoke build --push does) into the pods' engine,
+registry by digest (pushed here by chexstack.registry.push, as invoke build --push does) into the pods' engine,
 which held no copy before (issue 42 item 4).
 The numbers of a few steps on 2 shared cores mean little: the test is of the method (every system on the same hosts
 with the same versions and data, the order, the comparison), not of the speed.
@@ -50,7 +50,7 @@ def prepared(tmp_path_factory):
 
 def _pushed(testcluster, built) -> str:
     """The verified cpu image pushed to the cluster's registry under the project's name by the product's own push
-    (``images.registry.push``, what ``invoke build --push`` runs): its reference by digest."""
+    (``chexstack.registry.push``, what ``invoke build --push`` runs): its reference by digest."""
     from images import registry
 
     target = registry.parse("%s/chexstack/cpu:study" % testcluster.registry)

@@ -1,5 +1,5 @@
 """Image references and OCI registries: parse ``host[:port]/path[:tag][@sha256:…]``, resolve a tag to its digest,
-push a local engine image, and say in one line why a registry could not be used.
+read an image's config, push a local engine image, and say in one line why a registry could not be used.
 
 The grammar is distribution/reference's (https://github.com/distribution/reference/blob/main/reference.go, the
 grammar in its docstring; normalisation in normalize.go): ``name [":" tag] ["@" digest]``, a name of at most 255
@@ -16,6 +16,7 @@ reached, TLS not trusted, credentials refused, no such image); ``ChexstackError`
 """
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from dataclasses import dataclass
@@ -158,6 +159,38 @@ def resolve(ref: Reference) -> str:
     if ref.digest and digest != ref.digest:
         raise RegistryError("registry %s: %s answered with the manifest %s" % (ref.domain, ref, digest))
     return digest
+
+
+#: The registry of a reference that names none (distribution/reference's normalize.go: ``docker.io``).
+DEFAULT_DOMAIN = "docker.io"
+
+
+def config(ref: Reference, timeout: float = INSPECT_TIMEOUT_S) -> tuple[str, dict]:
+    """``(digest, config)`` of the image ``ref`` names in its registry (``docker.io`` where it names none): the
+    manifest's digest (``sha256:…``; an index's where the registry serves one) and the image config of this
+    machine's platform, as a pull would choose it (skopeo's ``inspect --config`` of ``name@digest``: the OCI image
+    spec's config, https://github.com/opencontainers/image-spec/blob/main/config.md, whose ``config`` object holds
+    ``Env``, ``User``, ``WorkingDir``, ``Entrypoint``, ``Cmd``, and Docker's ``Shell``, ``OnBuild``). RegistryError
+    naming the registry and the cause when it cannot be read; ChexstackError exit 3 without skopeo."""
+    domain = ref.domain or DEFAULT_DOMAIN
+    if ref.digest:
+        digest = ref.digest
+    else:
+        run = _skopeo(["inspect", "--format", "{{.Digest}}", "docker://%s" % ref], domain,
+                      "cannot read %s" % ref, timeout)
+        digest = run.stdout.strip()
+        if not _SHA256.match(digest):
+            raise RegistryError("registry %s: cannot read %s: skopeo printed %r, not a sha256 digest"
+                                % (domain, ref, digest[:100]))
+    run = _skopeo(["inspect", "--config", "docker://%s" % ref.pinned(digest)], domain,
+                  "cannot read the config of %s" % ref, timeout)
+    try:
+        blob = json.loads(run.stdout)
+    except ValueError as e:
+        raise RegistryError("registry %s: the config of %s is not JSON (%s)" % (domain, ref, e)) from None
+    if not isinstance(blob, dict) or not isinstance(blob.get("config") or {}, dict):
+        raise RegistryError("registry %s: the config of %s has no config object" % (domain, ref))
+    return digest, blob
 
 
 def check_reachable(ref: Reference) -> None:
