@@ -51,7 +51,7 @@ def prepared(tmp_path_factory):
 def _pushed(testcluster, built) -> str:
     """The verified cpu image pushed to the cluster's registry under the project's name by the product's own push
     (``chexstack.registry.push``, what ``invoke build --push`` runs): its reference by digest."""
-    from images import registry
+    from chexstack import registry
 
     target = registry.parse("%s/chexstack/cpu:study" % testcluster.registry)
     return target.pinned(registry.push(built.image_id, target))
