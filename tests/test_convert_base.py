@@ -239,6 +239,7 @@ def test_a_bases_onbuild_triggers_run_right_after_from(tmp_path):
 
 # --- docker lane: the stand-in of micromamba's base image (tests/lib/standins.py) -------------------------------
 @pytest.mark.docker
+@pytest.mark.beside
 def test_52_against_a_base_in_the_engine_reads_its_config(micromamba_standin, tmp_path):
     """Case 52 with FROM pointed at the stand-in: through ``invoke convert``, the config read from the engine gives
     the same definition as the stub of micromamba's config (the golden), bootstrapped from the daemon (the
@@ -253,6 +254,7 @@ def test_52_against_a_base_in_the_engine_reads_its_config(micromamba_standin, tm
 
 
 @pytest.mark.docker
+@pytest.mark.beside
 def test_a_bases_onbuild_triggers_are_read_from_the_engine_and_run_after_from(client, debian_base, tmp_path):
     """A base built here with ONBUILD triggers (the engine's ``Config.OnBuild``): the child's definition runs them
     right after its FROM, from the child's build context, bootstrapped from the daemon."""

@@ -17,7 +17,8 @@ copy-from-symlinks 52 s, copy-from-image 57 s (in a full ``make test`` on 2026-1
 the field's pairs (issue 45), each also converted with the base's config not read (``UNREAD_PAIRS``): 6 tests in
 224 s on 2026-12-06 (field-env-stages unread 47 s alone, the three unread 1 to 2 minutes each at load 3-5). The
 cpu stack's own definition, both stages built by Apptainer (its devel stage takes the cached Horovod wheel): 394 s in
-that run (313 s in a cold-cache run). Every pair and the stack run in ``make test`` (CI): 33 min 9 s and, Docker's cache
+that run (313 s in a cold-cache run; now tests/test_images_equivalence_stack.py). Every pair and the stack run in
+``make test`` (CI): 33 min 9 s and, Docker's cache
 emptied, 38 min 39 s in all. Not built by either
 tool here: add-url (downloads from the network) and buildkit-forms (heredocs need the ``docker/dockerfile:1.4`` frontend
 from a registry, and this docker CLI builds with BuildKit only through buildx); their conversions are checked by
@@ -42,7 +43,9 @@ from tests.harness.equivalence import build, compare_images, exec_apptainer, exp
 from tests.lib.convert_corpus import own_pairs, pair_name
 from tests.lib.paths import CONVERT_CORPUS
 
-pytestmark = [pytest.mark.docker]
+#: ``beside``: neither the cpu image nor the test cluster (the cpu stack's own definition is in
+#: tests/test_images_equivalence_stack.py, in the engine lane): ``make test`` runs these beside the engine lane.
+pytestmark = [pytest.mark.docker, pytest.mark.beside]
 if not (shutil.which("apptainer") or shutil.which("singularity")) and not os.environ.get("CI"):
     pytestmark.append(pytest.mark.skip(reason="no apptainer on PATH (scripts/setup --apptainer installs it)"))
 _DIRECTIVE = re.compile(r"^# chexstack-harness: (no|run|exec)\b ?(.*)$", re.M)
@@ -201,22 +204,3 @@ def test_a_base_images_shell_user_and_workdir_build_the_same(client, micromamba_
     finally:
         sandbox.remove()
         client.images.remove(docker_image, force=True)
-
-
-@pytest.mark.slow
-def test_cpu_stack_definition_builds_the_same_image(client, debian_base, cpu_build, tmp_path):
-    """``invoke render --stack cpu --format singularity`` built by ``apptainer build`` gives the verified Docker
-    image: same files (the venv's symbolic links kept by ``%files from devel``), environment, Table 1 rows (every
-    one a match) and run behaviour. Both stages are built by Apptainer (its devel stage installs the wheel of the host's
-    Horovod wheel cache when the key computed inside matches, else compiles Horovod, as Docker's does); the
-    sandbox is kept for the next run with the same inputs (``build_key``), as Docker keeps the image's layers."""
-    from tests.harness.equivalence import check_stack
-
-    report = check_stack(client, "cpu", debian_base, cpu_build.image_id, tmp_path / "context",
-                         runs=[["python", "-m", "trainer", "--help"]],
-                         execs=[["/bin/sh", "-c", "command -v python mpirun sshd; python -c 'import sys; "
-                                 "print(sys.prefix)'; readlink /opt/venv/bin/python3"]],
-                         docker_verification=cpu_build.verification)
-    assert report.apptainer_ok, [r for r in report.apptainer_rows if r.verdict == "MISMATCH"]
-    assert len(report.apptainer_rows) == len(report.docker_rows) >= 8
-    assert not report.differences, explain(report.differences)

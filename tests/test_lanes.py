@@ -43,22 +43,41 @@ def test_make_test_fast_runs_the_unit_lane():
     assert '-m "%s"' % lanes.UNIT in recipe
 
 
-def test_make_test_runs_the_engine_and_the_host_lane_which_together_select_every_test_once():
-    """``scripts/test-lanes`` runs both expressions of ``tests/lib/lanes.py``, and for every combination of lane
-    markers a test can carry exactly one of them selects it (pytest's own ``-m`` evaluator)."""
+def test_make_test_runs_the_engine_the_host_and_the_beside_lane_which_together_select_every_test_once():
+    """``scripts/test-lanes`` runs the three expressions of ``tests/lib/lanes.py``, and for every combination of lane
+    markers a test can carry (``beside`` only with ``docker`` and without ``cluster``: the guard) exactly one of them
+    selects it (pytest's own ``-m`` evaluator)."""
     import itertools
 
     from _pytest.mark.expression import Expression
 
     script = (REPO / "scripts" / "test-lanes").read_text()
     assert 'ENGINE="%s"' % lanes.ENGINE in script and 'HOST="%s"' % lanes.HOST in script
+    assert 'BESIDE="%s"' % lanes.BESIDE in script and '-m "$BESIDE"' in script
     assert "scripts/test-lanes" in (REPO / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    engine, host = Expression.compile(lanes.ENGINE), Expression.compile(lanes.HOST)
-    names = ("slow", "docker", "cluster", "legacy")
+    runs = [Expression.compile(e) for e in (lanes.ENGINE, lanes.HOST, lanes.BESIDE)]
+    names = ("slow", "docker", "cluster", "legacy", "beside")
     for carried in itertools.product((False, True), repeat=len(names)):
         marks = {n for n, on in zip(names, carried) if on}
+        if "beside" in marks and ("docker" not in marks or "cluster" in marks):
+            continue  # refused at collection (the next test)
 
         def has(name, **_):
             return name in marks
 
-        assert engine.evaluate(has) != host.evaluate(has), marks
+        assert sum(run.evaluate(has) for run in runs) == 1, marks
+
+
+def test_a_beside_test_that_needs_what_the_engine_lane_owns_is_named():
+    items = [_Item("t.py::pair", ["client", "debian_base", "tmp_path"], ["docker", "beside"]),
+             _Item("t.py::stack", ["cpu_build", "client"], ["docker", "beside"]),
+             _Item("t.py::pods", ["testcluster", "client"], ["docker", "cluster", "beside"]),
+             _Item("t.py::host", ["tmp_path"], ["beside"]),
+             _Item("t.py::engine", ["cpu_build", "client"], ["docker"])]
+    assert lanes.misplaced_beside(items) == [
+        "t.py::stack is marked beside but uses the cpu_build fixture, which the engine lane owns",
+        "t.py::pods is marked beside but is not a docker test outside the cluster",
+        "t.py::pods is marked beside but uses the testcluster fixture, which the engine lane owns",
+        "t.py::host is marked beside but is not a docker test outside the cluster"]
+    with pytest.raises(pytest.UsageError, match="remove the beside marker"):
+        lanes.pytest_collection_modifyitems(None, items)

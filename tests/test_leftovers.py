@@ -89,6 +89,60 @@ def test_a_run_without_docker_tests_leaves_the_engine_to_the_lane_beside_it(tmp_
             n.remove()
 
 
+def _tag_body(marks: str, tags: list[tuple[str, str | None]], base: str) -> str:
+    """An inner test (``marks``: its decorators) that builds, for each (reference, token or None), an image FROM
+    ``base`` labelled with that token (none: no label, as ``invoke build`` makes the cpu image) and tags it."""
+    from tests.lib.leftovers import TEST_LABEL
+    body = "import io\nimport docker\nimport pytest\nfrom tests.lib.leftovers import RUN_ID\n\n%s\ndef test_tags():\n" \
+           "    client = docker.from_env()\n" % marks
+    for ref, token in tags:
+        label = "" if token is None else "LABEL %s=%s\n" % (TEST_LABEL, token)
+        body += ("    image, _ = client.images.build(fileobj=io.BytesIO(%r.replace(b'@RUN@', RUN_ID.encode())), "
+                 "rm=True)\n    image.tag(%r)\n" % (("FROM %s\n%s" % (base, label)).encode(), ref))
+    return body
+
+
+@pytest.mark.docker
+def test_a_beside_run_judges_and_removes_only_what_carries_its_token(tmp_path, client, debian_base):
+    """A run whose docker tests are all ``beside`` shares the engine with the engine lane: a reference the engine
+    lane puts meanwhile on an image of its own (no token, as the cpu image) is neither reported nor removed; the
+    beside run's own (its token) is removed."""
+    foreign, own = "chexstack-test/lane-%d:engine" % os.getpid(), "chexstack-test/lane-%d:beside" % os.getpid()
+    body = _tag_body("@pytest.mark.docker\n@pytest.mark.beside", [(foreign, None), (own, "@RUN@")], debian_base)
+    try:
+        p = _run(tmp_path, body, keep="")
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and "1 passed" in out, out
+        assert "removed the images and SIFs this run made: %s" % own in out and foreign not in out, out
+        refs = {ref for image in client.images.list() for ref in image.tags}
+        assert foreign in refs and own not in refs
+    finally:
+        for ref in (foreign, own):
+            try:
+                client.images.remove(ref, force=True)
+            except Exception:  # removed by the run
+                pass
+
+
+@pytest.mark.docker
+def test_the_engine_lane_leaves_the_references_of_another_runs_images_alone(tmp_path, client, debian_base):
+    """The engine lane beside a beside run: a reference on an image carrying another run's token is that run's."""
+    other, mine = "chexstack-test/lane-%d:other" % os.getpid(), "chexstack-test/lane-%d:mine" % os.getpid()
+    body = _tag_body("@pytest.mark.docker", [(other, "another-run"), (mine, None)], debian_base)
+    try:
+        p = _run(tmp_path, body, keep="")
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and "1 passed" in out, out
+        assert "removed the images and SIFs this run made: %s" % mine in out and other not in out, out
+        assert other in {ref for image in client.images.list() for ref in image.tags}
+    finally:
+        for ref in (other, mine):
+            try:
+                client.images.remove(ref, force=True)
+            except Exception:  # removed by the run
+                pass
+
+
 @pytest.mark.docker
 def test_an_untagged_stack_image_the_run_made_is_removed(tmp_path, client, debian_base):
     """``invoke build`` leaves an image that fails verification untagged: the run removes such a new untagged image

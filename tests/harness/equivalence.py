@@ -231,11 +231,14 @@ def cached_build(definition: Definition, context: Path, workdir: Path) -> Sandbo
             root.mkdir(parents=True, exist_ok=True)
             needs = set(copied_from(stage))
             alone = Definition(tuple(s for s in stages[:i] if s.name in needs) + (stage,), definition.preamble)
-            partial = root / ("partial-" + key)
-            shutil.rmtree(partial, ignore_errors=True)
+            # a partial build of its own: two runs (the engine lane and the beside tests) may build one key at once
+            partial = root / ("partial-%s-%s" % (key, uuid.uuid4().hex[:8]))
             _apptainer_build(alone.text(), workdir / ("stage-%s.def" % key[:12]), partial, context)
-            partial.rename(kept)
-            _size_file(kept).write_text("%d\n" % _tree_bytes(kept))  # measured once, read by every prune
+            try:
+                partial.rename(kept)
+                _size_file(kept).write_text("%d\n" % _tree_bytes(kept))  # measured once, read by every prune
+            except OSError:  # the other run kept the same stage first: take that one
+                shutil.rmtree(partial, ignore_errors=True)
         os.utime(kept)
         stages[i] = Stage("localimage", str(kept), stage.name, (), stage.keyword, stage.comments)
     _prune_cache(root, cache_bytes())

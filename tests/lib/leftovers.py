@@ -17,7 +17,10 @@ At the start of the run it records what exists: Docker images (ID -> references)
 
 A run judges the engine (images, containers, networks, volumes, build/sif) only when it runs a ``docker`` test, and
 the network namespaces only when it runs a ``cluster`` test: ``make test``'s host lane, beside the engine and
-cluster lane, leaves those to it.
+cluster lane, leaves those to it. A run whose docker tests are all ``beside`` (``tests/lib/lanes.py``: after the host
+lane, while the engine lane runs) shares the engine with the engine lane: it judges and removes only the image
+references, containers and networks that carry its own token, and leaves volumes and build/sif to the engine lane,
+which in turn leaves alone the image references on images that carry another run's token.
 
 Everything a test creates carries ``TEST_LABELS`` where the engine takes labels, so a left-over is recognisable on
 a machine where the run was killed (``docker ps -a --filter label=org.chexstack.test``); the label's value is the
@@ -84,16 +87,30 @@ class Snapshot:
     networks: dict[str, tuple[str, str | None]]
     volumes: set[str]
     netns: set[str]
+    image_tokens: dict[str, str | None] = dataclasses.field(default_factory=dict)  # image ID -> its token or None
 
     @classmethod
     def take(cls, client) -> "Snapshot":
-        images, containers, networks, volumes = {}, {}, {}, set()
+        images, containers, networks, volumes, tokens = {}, {}, {}, set(), {}
         if client is not None:
-            images = {i.id: set(i.tags) for i in client.images.list()}
+            listed = client.images.list()
+            images = {i.id: set(i.tags) for i in listed}
+            tokens = {i.id: _token(i.labels) for i in listed}
             containers = {c.id: (c.name, _token(c.labels)) for c in client.containers.list(all=True)}
             networks = {n.id: (n.name, _token(n.attrs.get("Labels"))) for n in client.networks.list()}
             volumes = {v.name for v in client.volumes.list()}
-        return cls(images, containers, networks, volumes, _netns())
+        return cls(images, containers, networks, volumes, _netns(), tokens)
+
+    def judged_by(self, run_id: str, shared: bool) -> "Snapshot":
+        """What a run with token ``run_id`` judges of this snapshot: everything but another run's images (by their
+        token), and, ``shared`` (a beside run), only what carries its own token, no volumes."""
+        def mine(token):
+            return token == run_id if shared else token in (None, run_id)
+        return dataclasses.replace(
+            self, images={i: refs for i, refs in self.images.items() if mine(self.image_tokens.get(i))},
+            containers={i: c for i, c in self.containers.items() if mine(c[1])},
+            networks={i: n for i, n in self.networks.items() if mine(n[1])},
+            volumes=set() if shared else self.volumes)
 
 
 def _own(ref: str) -> bool:
@@ -139,15 +156,20 @@ class Leftovers:
         #: (``make test``: the host lane beside the engine and cluster lane) never judges, nor removes, what the
         #: other one makes.
         self.engine = self.namespaces = True
+        #: Whether the engine is shared with the engine lane (every docker test of the run is ``beside``).
+        self.shared = False
 
     def pytest_collection_finish(self, session):
         marked = {m.name for item in session.items for m in item.iter_markers()}
         self.engine, self.namespaces = "docker" in marked, "cluster" in marked
+        docker = [item for item in session.items if item.get_closest_marker("docker")]
+        self.shared = bool(docker) and all(item.get_closest_marker("beside") for item in docker)
 
     def _judged(self, snap: Snapshot) -> Snapshot:
-        """``snap`` without the parts this run does not judge (``engine``, ``namespaces``)."""
+        """``snap`` without the parts this run does not judge (``engine``, ``namespaces``, ``shared``)."""
         if not self.engine:
             snap = dataclasses.replace(snap, images={}, containers={}, networks={}, volumes=set())
+        snap = snap.judged_by(self.run_id, self.shared)
         return snap if self.namespaces else dataclasses.replace(snap, netns=set())
 
     def pytest_sessionstart(self, session):
@@ -158,7 +180,7 @@ class Leftovers:
 
     def _remove_own_sifs(self) -> list[str]:
         """The SIFs the run made in the checkout's build/sif (``tests.lib.docker.cpu_sif``), unless KEEP_ENV."""
-        if os.environ.get(KEEP_ENV) == "1" or not self.engine:
+        if os.environ.get(KEEP_ENV) == "1" or not self.engine or self.shared:
             return []
         removed = []
         for path in sorted(set(_sif_files()) - self.sifs_before):
@@ -172,14 +194,15 @@ class Leftovers:
         if self.client is None or os.environ.get(KEEP_ENV) == "1" or not self.engine:
             return []
         removed = []
-        for ref in _new_refs(self.before, Snapshot.take(self.client)):
+        for ref in _new_refs(self._judged(self.before), self._judged(Snapshot.take(self.client))):
             if _own(ref):
                 try:
                     self.client.images.remove(ref)
                     removed.append(ref)
                 except Exception:  # still used by a container: reported below as that container
                     pass
-        for image in self.client.images.list(filters={"dangling": True, "label": STACK_LABEL}):
+        for image in ([] if self.shared else self.client.images.list(filters={"dangling": True,
+                                                                             "label": STACK_LABEL})):
             if image.id not in self.before.images:  # a stack image left untagged (a failed verification) or
                 try:                                # replaced under its tag by a rebuild
                     self.client.images.remove(image.id)
@@ -197,8 +220,7 @@ class Leftovers:
                 found.append("image reference %s" % ref)
         for what, old, new in (("container", before.containers, after.containers),
                                ("network", before.networks, after.networks)):
-            found += ["%s %s (%s)" % (what, new[i][0], i[:12]) for i in new.keys() - old.keys()
-                      if new[i][1] in (None, self.run_id)]
+            found += ["%s %s (%s)" % (what, new[i][0], i[:12]) for i in new.keys() - old.keys()]
         found += ["volume %s" % v for v in sorted(after.volumes - before.volumes)]
         found += ["network namespace %s" % n for n in sorted(after.netns - before.netns)]
         for p in _marked_processes(self.run_id):
@@ -238,7 +260,7 @@ class Leftovers:
         removed = self._remove_own_images() + self._remove_own_sifs()
         found = self.problems()
         found += ["unfinished SIF build %s" % p for p in sorted(set(_sif_files()) - self.sifs_before)
-                  if self.engine and not p.endswith(".sif")]
+                  if self.engine and not self.shared and not p.endswith(".sif")]
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         say = reporter.write_line if reporter else print
         if removed:

@@ -13,9 +13,12 @@ import re
 import shutil
 from pathlib import Path
 
+from tests.lib.leftovers import RUN_ID
 from tests.lib.paths import CASES
 
-MICROMAMBA = "chexstack-test/micromamba-standin:0.21.0"
+#: Tagged per run (its token): two runs against one engine (the engine lane and the beside tests) never share it,
+#: and each removes its own.
+MICROMAMBA = "chexstack-test/micromamba-standin:0.21.0-" + RUN_ID[:12]
 #: The micromamba stand-in's programs (never the upstream ones): the shell activates ``$MAMBA_ROOT_PREFIX/bin`` when
 #: ``MAMBA_DOCKERFILE_ACTIVATE=1`` (as ``_dockerfile_shell.sh`` does), the entrypoint always (as
 #: ``_entrypoint.sh``); ``micromamba install`` writes a ``python`` that records how it was run, and a history
