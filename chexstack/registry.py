@@ -168,9 +168,11 @@ DEFAULT_DOMAIN = "docker.io"
 def config(ref: Reference, timeout: float = INSPECT_TIMEOUT_S) -> tuple[str, dict]:
     """``(digest, config)`` of the image ``ref`` names in its registry (``docker.io`` where it names none): the
     manifest's digest (``sha256:…``; an index's where the registry serves one) and the image config of this
-    machine's platform, as a pull would choose it (skopeo's ``inspect --config`` of ``name@digest``: the OCI image
-    spec's config, https://github.com/opencontainers/image-spec/blob/main/config.md, whose ``config`` object holds
-    ``Env``, ``User``, ``WorkingDir``, ``Entrypoint``, ``Cmd``, and Docker's ``Shell``, ``OnBuild``). RegistryError
+    machine's platform, as a pull would choose it (skopeo's ``inspect --raw --config`` of ``name@digest``: the blob
+    as stored, whose ``config`` object holds ``Env``, ``User``, ``WorkingDir``, ``Entrypoint``, ``Cmd`` (the OCI
+    image spec's config, https://github.com/opencontainers/image-spec/blob/main/config.md) and, in a Docker image's
+    config, ``Shell`` and ``OnBuild``; without ``--raw`` skopeo converts it to the OCI form, which drops those two:
+    found by the cluster test, a micromamba base's SHELL lost). RegistryError
     naming the registry and the cause when it cannot be read; ChexstackError exit 3 without skopeo."""
     domain = ref.domain or DEFAULT_DOMAIN
     if ref.digest:
@@ -182,7 +184,7 @@ def config(ref: Reference, timeout: float = INSPECT_TIMEOUT_S) -> tuple[str, dic
         if not _SHA256.match(digest):
             raise RegistryError("registry %s: cannot read %s: skopeo printed %r, not a sha256 digest"
                                 % (domain, ref, digest[:100]))
-    run = _skopeo(["inspect", "--config", "docker://%s" % ref.pinned(digest)], domain,
+    run = _skopeo(["inspect", "--raw", "--config", "docker://%s" % ref.pinned(digest)], domain,
                   "cannot read the config of %s" % ref, timeout)
     try:
         blob = json.loads(run.stdout)
