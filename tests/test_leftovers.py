@@ -102,6 +102,15 @@ def _tag_body(marks: str, tags: list[tuple[str, str | None]], base: str) -> str:
     return body
 
 
+def _remove_refs(client, refs) -> None:
+    """What an inner run left of ``refs`` (the ones it removed are gone already)."""
+    for ref in refs:
+        try:
+            client.images.remove(ref, force=True)
+        except Exception:  # removed by the run
+            pass
+
+
 @pytest.mark.docker
 def test_a_beside_run_judges_and_removes_only_what_carries_its_token(tmp_path, client, debian_base):
     """A run whose docker tests are all ``beside`` shares the engine with the engine lane: a reference the engine
@@ -117,11 +126,7 @@ def test_a_beside_run_judges_and_removes_only_what_carries_its_token(tmp_path, c
         refs = {ref for image in client.images.list() for ref in image.tags}
         assert foreign in refs and own not in refs
     finally:
-        for ref in (foreign, own):
-            try:
-                client.images.remove(ref, force=True)
-            except Exception:  # removed by the run
-                pass
+        _remove_refs(client, (foreign, own))
 
 
 @pytest.mark.docker
@@ -136,11 +141,7 @@ def test_the_engine_lane_leaves_the_references_of_another_runs_images_alone(tmp_
         assert "removed the images and SIFs this run made: %s" % mine in out and other not in out, out
         assert other in {ref for image in client.images.list() for ref in image.tags}
     finally:
-        for ref in (other, mine):
-            try:
-                client.images.remove(ref, force=True)
-            except Exception:  # removed by the run
-                pass
+        _remove_refs(client, (other, mine))
 
 
 @pytest.mark.docker
