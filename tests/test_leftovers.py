@@ -163,3 +163,23 @@ def test_an_untagged_stack_image_the_run_made_is_removed(tmp_path, client, debia
     finally:
         for image in client.images.list(filters={"label": "%s=%s" % (STACK, value)}):
             client.images.remove(image.id, force=True)
+
+
+def test_what_a_run_judges_of_the_engine_by_token_and_by_who_else_is_at_work():
+    """``Snapshot.judged_by``: alone, its own token's and the unlabelled; beside another run at work (a build
+    step's container carries no label), its own containers and networks only; a beside run, its own only, no
+    volumes; never another run's image references."""
+    from tests.lib.leftovers import Snapshot
+
+    snap = Snapshot(images={"i-own": {"a:1"}, "i-none": {"b:1"}, "i-other": {"c:1"}},
+                    containers={"c-own": ("x", "me"), "c-none": ("y", None), "c-other": ("z", "them")},
+                    networks={"n-none": ("n", None)}, volumes={"v"}, netns=set(),
+                    image_tokens={"i-own": "me", "i-none": None, "i-other": "them"})
+    alone = snap.judged_by("me", shared=False)
+    assert set(alone.images) == {"i-own", "i-none"} and set(alone.containers) == {"c-own", "c-none"}
+    assert set(alone.networks) == {"n-none"} and alone.volumes == {"v"}
+    beside_another = snap.judged_by("me", shared=False, others=True)
+    assert set(beside_another.images) == {"i-own", "i-none"} and set(beside_another.containers) == {"c-own"}
+    assert not beside_another.networks and beside_another.volumes == {"v"}
+    shared = snap.judged_by("me", shared=True)
+    assert set(shared.images) == {"i-own"} and set(shared.containers) == {"c-own"} and not shared.volumes

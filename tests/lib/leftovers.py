@@ -24,7 +24,9 @@ which in turn leaves alone the image references on images that carry another run
 
 Everything a test creates carries ``TEST_LABELS`` where the engine takes labels, so a left-over is recognisable on
 a machine where the run was killed (``docker ps -a --filter label=org.chexstack.test``); the label's value is the
-run's token, so a run cleans up only its own and never another's running beside it on the same engine.
+run's token, so a run cleans up only its own and never another's running beside it on the same engine. While
+another run is at work on the engine (``ACTIVE``), a container or network without a token is not judged: a build
+step's container carries no label and may be the other run's.
 """
 from __future__ import annotations
 
@@ -55,6 +57,28 @@ STACK_LABEL = "org.chexstack.stack"
 CACHED = ("chexstack-local/debian:bookworm",)
 #: Set for the run (a random token): inherited by every process the tests start, so a left-over one is found.
 RUN_ENV = "CHEXSTACK_TEST_RUN"
+#: Where each run says it is running (a file named by its token, holding its pid), so that a run judging the engine
+#: knows another is at work on it: a container or network without a token (a build step's container, which carries
+#: no label) may then be the other run's, and is not judged.
+ACTIVE = "/tmp/chexstack-test-runs"
+
+
+def _others_active(run_id: str) -> bool:
+    """Whether another run that said so (``ACTIVE``) is still alive."""
+    try:
+        names = os.listdir(ACTIVE)
+    except OSError:
+        return False
+    for name in names:
+        if name == run_id:
+            continue
+        try:
+            with open(os.path.join(ACTIVE, name)) as f:
+                if psutil.pid_exists(int(f.read().strip() or 0)):
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _docker():
@@ -92,24 +116,27 @@ class Snapshot:
     @classmethod
     def take(cls, client) -> "Snapshot":
         images, containers, networks, volumes, tokens = {}, {}, {}, set(), {}
-        if client is not None:
-            listed = client.images.list()
-            images = {i.id: set(i.tags) for i in listed}
-            tokens = {i.id: _token(i.labels) for i in listed}
-            containers = {c.id: (c.name, _token(c.labels)) for c in client.containers.list(all=True)}
-            networks = {n.id: (n.name, _token(n.attrs.get("Labels"))) for n in client.networks.list()}
-            volumes = {v.name for v in client.volumes.list()}
+        if client is not None:  # one listing call each (the SDK's images.list() and containers.list() inspect
+            # every item after listing: an item another run removes meanwhile was a 404, seen in CI beside a run)
+            listed = client.api.images()
+            images = {i["Id"]: {t for t in i.get("RepoTags") or () if t != "<none>:<none>"} for i in listed}
+            tokens = {i["Id"]: _token(i.get("Labels")) for i in listed}
+            containers = {c["Id"]: ((c.get("Names") or ["?"])[0].lstrip("/"), _token(c.get("Labels")))
+                          for c in client.api.containers(all=True)}
+            networks = {n["Id"]: (n["Name"], _token(n.get("Labels"))) for n in client.api.networks()}
+            volumes = {v["Name"] for v in client.api.volumes().get("Volumes") or ()}
         return cls(images, containers, networks, volumes, _netns(), tokens)
 
-    def judged_by(self, run_id: str, shared: bool) -> "Snapshot":
+    def judged_by(self, run_id: str, shared: bool, others: bool = False) -> "Snapshot":
         """What a run with token ``run_id`` judges of this snapshot: everything but another run's images (by their
-        token), and, ``shared`` (a beside run), only what carries its own token, no volumes."""
-        def mine(token):
-            return token == run_id if shared else token in (None, run_id)
+        token); ``shared`` (a beside run), only what carries its own token, no volumes; ``others`` (another run is
+        at work on the engine), only its own token's containers and networks."""
+        def mine(token, strict=shared):
+            return token == run_id if strict else token in (None, run_id)
         return dataclasses.replace(
             self, images={i: refs for i, refs in self.images.items() if mine(self.image_tokens.get(i))},
-            containers={i: c for i, c in self.containers.items() if mine(c[1])},
-            networks={i: n for i, n in self.networks.items() if mine(n[1])},
+            containers={i: c for i, c in self.containers.items() if mine(c[1], shared or others)},
+            networks={i: n for i, n in self.networks.items() if mine(n[1], shared or others)},
             volumes=set() if shared else self.volumes)
 
 
@@ -169,11 +196,17 @@ class Leftovers:
         """``snap`` without the parts this run does not judge (``engine``, ``namespaces``, ``shared``)."""
         if not self.engine:
             snap = dataclasses.replace(snap, images={}, containers={}, networks={}, volumes=set())
-        snap = snap.judged_by(self.run_id, self.shared)
+        snap = snap.judged_by(self.run_id, self.shared, self.engine and _others_active(self.run_id))
         return snap if self.namespaces else dataclasses.replace(snap, netns=set())
 
     def pytest_sessionstart(self, session):
         os.environ[RUN_ENV] = self.run_id
+        try:
+            os.makedirs(ACTIVE, exist_ok=True)
+            with open(os.path.join(ACTIVE, self.run_id), "w") as f:
+                f.write("%d\n" % os.getpid())
+        except OSError:  # no shared folder: the run judges as if alone
+            pass
         self.client = _docker()
         self.before = Snapshot.take(self.client)
         self.sifs_before = set(_sif_files())
@@ -201,12 +234,13 @@ class Leftovers:
                     removed.append(ref)
                 except Exception:  # still used by a container: reported below as that container
                     pass
-        for image in ([] if self.shared else self.client.images.list(filters={"dangling": True,
-                                                                             "label": STACK_LABEL})):
-            if image.id not in self.before.images:  # a stack image left untagged (a failed verification) or
-                try:                                # replaced under its tag by a rebuild
-                    self.client.images.remove(image.id)
-                    removed.append("untagged %s %s" % (image.labels.get(STACK_LABEL), image.id[7:19]))
+        for image in ([] if self.shared else self.client.api.images(filters={"dangling": True,
+                                                                            "label": STACK_LABEL})):
+            if image["Id"] not in self.before.images:  # a stack image left untagged (a failed verification) or
+                try:                                   # replaced under its tag by a rebuild
+                    self.client.images.remove(image["Id"])
+                    removed.append("untagged %s %s" % ((image.get("Labels") or {}).get(STACK_LABEL),
+                                                       image["Id"][7:19]))
                 except Exception:
                     pass
         return removed
@@ -257,6 +291,15 @@ class Leftovers:
     def pytest_sessionfinish(self, session, exitstatus):
         if self.before is None:
             return
+        try:
+            self._finish(session)
+        finally:
+            try:
+                os.unlink(os.path.join(ACTIVE, self.run_id))
+            except OSError:
+                pass
+
+    def _finish(self, session):
         removed = self._remove_own_images() + self._remove_own_sifs()
         found = self.problems()
         found += ["unfinished SIF build %s" % p for p in sorted(set(_sif_files()) - self.sifs_before)
