@@ -146,16 +146,20 @@ def _skopeo(argv: list[str], registry: str, doing: str, timeout: float) -> tools
     return run
 
 
+def _manifest_digest(ref: Reference, domain: str, doing: str, timeout: float) -> str:
+    """The digest skopeo gives for the manifest ``ref`` names; RegistryError ``registry DOMAIN: DOING: …``."""
+    run = _skopeo(["inspect", "--format", "{{.Digest}}", "docker://%s" % ref], domain, doing, timeout)
+    digest = run.stdout.strip()
+    if not _SHA256.match(digest):
+        raise RegistryError("registry %s: %s: skopeo printed %r, not a sha256 digest" % (domain, doing, digest[:100]))
+    return digest
+
+
 def resolve(ref: Reference) -> str:
     """The digest (``sha256:…``) of the manifest ``ref`` names in its registry: a tag resolved, a digest checked to
     exist there. RegistryError when the registry cannot be reached, is not trusted, refuses, or has no such image."""
     require_registry(ref, "image")
-    run = _skopeo(["inspect", "--format", "{{.Digest}}", "docker://%s" % ref], ref.domain,
-                  "cannot resolve %s" % ref, INSPECT_TIMEOUT_S)
-    digest = run.stdout.strip()
-    if not _SHA256.match(digest):
-        raise RegistryError("registry %s: cannot resolve %s: skopeo printed %r, not a sha256 digest"
-                            % (ref.domain, ref, digest[:100]))
+    digest = _manifest_digest(ref, ref.domain, "cannot resolve %s" % ref, INSPECT_TIMEOUT_S)
     if ref.digest and digest != ref.digest:
         raise RegistryError("registry %s: %s answered with the manifest %s" % (ref.domain, ref, digest))
     return digest
@@ -175,15 +179,7 @@ def config(ref: Reference, timeout: float = INSPECT_TIMEOUT_S) -> tuple[str, dic
     found by the cluster test, a micromamba base's SHELL lost). RegistryError
     naming the registry and the cause when it cannot be read; ChexstackError exit 3 without skopeo."""
     domain = ref.domain or DEFAULT_DOMAIN
-    if ref.digest:
-        digest = ref.digest
-    else:
-        run = _skopeo(["inspect", "--format", "{{.Digest}}", "docker://%s" % ref], domain,
-                      "cannot read %s" % ref, timeout)
-        digest = run.stdout.strip()
-        if not _SHA256.match(digest):
-            raise RegistryError("registry %s: cannot read %s: skopeo printed %r, not a sha256 digest"
-                                % (domain, ref, digest[:100]))
+    digest = ref.digest or _manifest_digest(ref, domain, "cannot read %s" % ref, timeout)
     run = _skopeo(["inspect", "--raw", "--config", "docker://%s" % ref.pinned(digest)], domain,
                   "cannot read the config of %s" % ref, timeout)
     try:

@@ -115,9 +115,9 @@ def registry_reader(timeout: float = 30.0) -> Reader:
             digest, blob = registry.config(ref, timeout)
         except ChexstackError as e:  # RegistryError: the registry named with the cause; exit 3: no skopeo
             return BaseImage(image, why_not=str(e))
-        return from_config(image, blob.get("config"), "the registry %s (%s)" % (ref.domain or registry.DEFAULT_DOMAIN,
-                                                                               ref.pinned(digest)),
-                           pinned=ref.pinned(digest))
+        pinned = ref.pinned(digest)
+        return from_config(image, blob.get("config"),
+                           "the registry %s (%s)" % (ref.domain or registry.DEFAULT_DOMAIN, pinned), pinned=pinned)
     return read
 
 
